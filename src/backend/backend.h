@@ -1,0 +1,118 @@
+/* The backend: a table of ops plus an opaque context (ggml's ggml_backend_i
+ * is the model). bert.c and the optimizer call only these; the CPU backend
+ * (backend/cpu) is the readable reference and the others are tested against
+ * it.
+ *
+ * Conventions (llm.c's):
+ * - Argument order: outputs, then what backward needs saved, then inputs,
+ *   then weights, then sizes.
+ * - Every pointer is backend memory (from backend_alloc), except where noted.
+ * - Forward functions overwrite (=) their outputs.
+ * - Backward functions ACCUMULATE (+=) into every gradient they write, both
+ *   parameter gradients and input gradients; a gradient pointer may be NULL
+ *   when it is not wanted. The caller zeroes gradient buffers.
+ * - Shapes: B batch, T sequence, C hidden, NH heads, HS = C/NH head size,
+ *   OC output channels, N = B*T rows. Linear weights are [OC, C] (PyTorch).
+ * - Ops run in order on one stream; backend_sync waits for them.
+ *
+ * Numerics are those of DESIGN.md: LayerNorm with biased variance and eps
+ * inside the square root; exact erf GELU; attention scores scaled by
+ * 1/sqrt(HS) with -FLT_MAX added at padded keys (as transformers adds
+ * finfo.min); dropout inverted, the mask drawn by philox_keep. */
+#ifndef BERTC_BACKEND_H
+#define BERTC_BACKEND_H
+
+#include "core/philox.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    const char *name; /* "cpu", "cuda" */
+
+    void (*free)(void *ctx);
+
+    /* Memory. alloc returns NULL and sets the error (ERR_RUNTIME, "out of
+     * memory" in the message) on failure. upload/download copy host<->backend. */
+    void *(*alloc)(void *ctx, size_t bytes);
+    void (*release)(void *ctx, void *p);
+    int (*upload)(void *ctx, void *dst, const void *host_src, size_t bytes);
+    int (*download)(void *ctx, void *host_dst, const void *src, size_t bytes);
+    void (*zero)(void *ctx, void *p, size_t bytes);
+    void (*copy)(void *ctx, void *dst, const void *src, size_t bytes);
+    int (*sync)(void *ctx);
+
+    /* out[B,T,C] = wte[ids] + wpe[t] + wtt[types]; ids, types [B,T] */
+    void (*embedding_forward)(void *ctx, float *out, const int32_t *ids, const int32_t *types, const float *wte,
+                              const float *wpe, const float *wtt, int B, int T, int C);
+    void (*embedding_backward)(void *ctx, float *dwte, float *dwpe, float *dwtt, const float *dout,
+                               const int32_t *ids, const int32_t *types, int B, int T, int C);
+
+    /* out[N,C] = (inp - mean) * rstd * w + b; mean, rstd [N] saved */
+    void (*layernorm_forward)(void *ctx, float *out, float *mean, float *rstd, const float *inp, const float *w,
+                              const float *b, int N, int C, float eps);
+    void (*layernorm_backward)(void *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                               const float *w, const float *mean, const float *rstd, int N, int C);
+
+    /* out[N,OC] = inp[N,C] @ w[OC,C]^T + b[OC] (b may be NULL) */
+    void (*matmul_forward)(void *ctx, float *out, const float *inp, const float *w, const float *b, int N, int C,
+                           int OC);
+    void (*matmul_backward)(void *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                            const float *w, int N, int C, int OC);
+
+    /* out = 0.5 x (1 + erf(x / sqrt 2)), elementwise over n */
+    void (*gelu_forward)(void *ctx, float *out, const float *inp, size_t n);
+    void (*gelu_backward)(void *ctx, float *dinp, const float *inp, const float *dout, size_t n);
+
+    /* Self-attention of one layer. q, k, v, out are [B,T,C] with heads laid
+     * out as C = NH*HS (as transformers' view/permute gives them). probs
+     * [B,NH,T,T] saves softmax(q k^T / sqrt(HS) + mask) before dropout;
+     * mask [B,T] is the attention mask (1 token, 0 padding). Dropout with
+     * probability p on probs uses rng (element index = flat index in probs). */
+    void (*attention_forward)(void *ctx, float *out, float *probs, const float *q, const float *k, const float *v,
+                              const int32_t *mask, int B, int T, int NH, int HS, float p, philox_stream rng);
+    /* scratch: [B,NH,T,T] floats of working memory. */
+    void (*attention_backward)(void *ctx, float *dq, float *dk, float *dv, float *scratch, const float *dout,
+                               const float *q, const float *k, const float *v, const float *probs,
+                               const int32_t *mask, int B, int T, int NH, int HS, float p, philox_stream rng);
+
+    /* out = inp * keep / (1 - p), keep = philox_keep(rng, i, p); out may equal inp. p = 0 copies. */
+    void (*dropout_forward)(void *ctx, float *out, const float *inp, size_t n, float p, philox_stream rng);
+    void (*dropout_backward)(void *ctx, float *dinp, const float *dout, size_t n, float p, philox_stream rng);
+
+    /* out = a + b (out may alias a or b) */
+    void (*add)(void *ctx, float *out, const float *a, const float *b, size_t n);
+
+    /* The QA loss of transformers' BertForQuestionAnswering. logits [B,T,2]
+     * (start, end interleaved, as qa_outputs gives them); start, end [B]
+     * label positions, clamped to [0, T] with T ignored. Writes the loss
+     * (start CE + end CE) / 2 (each a mean over its non-ignored rows) to
+     * loss[0] and dlogits = grad_scale * d loss / d logits (overwritten). */
+    void (*qa_loss)(void *ctx, float *loss, float *dlogits, const float *logits, const int32_t *start,
+                    const int32_t *end, int B, int T, float grad_scale);
+
+    /* Optimizer helpers. sum_squares is deterministic (fixed reduction
+     * order for a given thread count) and returns the result to the host. */
+    double (*sum_squares)(void *ctx, const float *x, size_t n);
+    void (*scale)(void *ctx, float *x, size_t n, float s);
+    /* 1 when every element is finite. */
+    int (*all_finite)(void *ctx, const float *x, size_t n);
+    /* torch.optim.AdamW on n elements: g is multiplied by grad_scale first;
+     * t is the 1-based step; wd = 0 for tensors without decay. */
+    void (*adamw)(void *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
+                  float eps, float wd, int64_t t, float grad_scale);
+} backend_i;
+
+typedef struct backend {
+    const backend_i *i;
+    void *ctx;
+} backend;
+
+/* "cpu" or "cuda"; nthreads applies to the CPU backend (0 = all cores). */
+int backend_cpu_create(backend *out, int nthreads);
+#ifdef BERTC_HAVE_CUDA
+int backend_cuda_create(backend *out, int device, int64_t mem_limit);
+#endif
+void backend_free(backend *b);
+
+#endif

@@ -1,0 +1,56 @@
+/* bertc: the command-line entry. Dispatches to one function per subcommand
+ * (src/cli/cmd_NAME.c); only this file exits. */
+#include "core/err.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define CMD(n) int cmd_##n(int argc, char **argv); extern const char cmd_##n##_summary[];
+#include "commands.inc"
+#undef CMD
+
+typedef struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *summary;
+} command;
+
+static const command commands[] = {
+#define CMD(n) {#n, cmd_##n, cmd_##n##_summary},
+#include "commands.inc"
+#undef CMD
+};
+static const int ncommands = (int)(sizeof commands / sizeof commands[0]);
+
+static void usage(FILE *f)
+{
+    fprintf(f, "bertc %s: fine-tune BERT for question answering (SQuAD format), on a GPU or CPU cores\n\n", BERTC_VERSION);
+    fprintf(f, "usage: bertc COMMAND [options]     (bertc COMMAND --help for its options)\n\ncommands:\n");
+    for (int i = 0; i < ncommands; i++) fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\nexit codes: 0 done, 1 runtime failure, 2 bad usage or input, 75 stopped by a signal after saving\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return ERR_INPUT;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("bertc %s\n", BERTC_VERSION);
+        return 0;
+    }
+    for (int i = 0; i < ncommands; i++) {
+        if (strcmp(argv[1], commands[i].name) != 0) continue;
+        err_clear();
+        int rc = commands[i].fn(argc - 1, argv + 1);
+        if (rc != 0 && rc != ERR_STOPPED && err_code() != 0) fprintf(stderr, "bertc: %s\n", err_msg());
+        return rc;
+    }
+    fprintf(stderr, "bertc: unknown command '%s' (see bertc --help)\n", argv[1]);
+    return ERR_INPUT;
+}

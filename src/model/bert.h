@@ -1,0 +1,59 @@
+/* BertForQuestionAnswering on a backend: parameters, gradients and
+ * activations in backend memory, forward and backward orchestration.
+ * The trainer and predictor use only this header (and optim.h). */
+#ifndef BERTC_BERT_H
+#define BERTC_BERT_H
+
+#include "backend/backend.h"
+#include "model/config.h"
+#include "model/params.h"
+
+#include <stdint.h>
+
+/* Dropout sites, the `site` part of a philox stream (stream = layer*16 + site). */
+enum {
+    DROPOUT_EMBEDDINGS = 0, /* layer = 0 */
+    DROPOUT_ATTN_PROBS = 1,
+    DROPOUT_ATTN_OUT = 2,
+    DROPOUT_FFN_OUT = 3,
+};
+
+/* One micro-batch, host memory: B rows of T tokens. start/end may be NULL
+ * (no loss: prediction). */
+typedef struct {
+    int B, T;
+    const int32_t *input_ids, *token_type_ids, *attention_mask; /* [B*T] */
+    const int32_t *start_positions, *end_positions;             /* [B] */
+} bert_batch;
+
+typedef struct bert_model bert_model;
+
+/* Allocates parameters, gradients and activations for micro-batches of up
+ * to max_B rows of T tokens on be. Parameters start at zero. */
+int bert_model_create(bert_model **out, const bert_config *cfg, backend *be, int max_B, int T);
+void bert_model_free(bert_model *m);
+
+const bert_config *bert_model_config(const bert_model *m);
+const param_table *bert_model_table(const bert_model *m);
+backend *bert_model_backend(bert_model *m);
+/* Backend memory of the parameter block and the gradient block (table->total floats each). */
+float *bert_model_params(bert_model *m);
+float *bert_model_grads(bert_model *m);
+
+/* Host <-> backend copies of the whole parameter block (table order). */
+int bert_model_set_params(bert_model *m, const float *host);
+int bert_model_get_params(bert_model *m, float *host);
+
+/* Forward of one micro-batch. dropout_hidden / dropout_attn are the
+ * probabilities (0 in evaluation); rng.seed and rng.step select the masks
+ * (rng.stream is set per site inside). When the batch has labels, *loss
+ * receives the loss. start_logits / end_logits, when not NULL, receive
+ * [B*T] floats on the host. */
+int bert_forward(bert_model *m, const bert_batch *b, float dropout_hidden, float dropout_attn, philox_stream rng,
+                 float *loss, float *start_logits, float *end_logits);
+/* Backward of the last forward (which had labels): accumulates (+=) into
+ * the gradient block the gradient of grad_scale * loss. */
+int bert_backward(bert_model *m, float grad_scale);
+void bert_zero_grad(bert_model *m);
+
+#endif

@@ -1,0 +1,65 @@
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int tu_pass, tu_fail;
+
+int tu_close(const char *name, const float *got, const float *want, size_t n, double rtol, double atol)
+{
+    double max_abs = 0, max_rel = 0;
+    size_t worst = 0, bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - (double)want[i]);
+        double r = d / (fabs((double)want[i]) + 1e-30);
+        if (!(d <= atol + rtol * fabs((double)want[i]))) bad++;
+        if (d > max_abs || d != d) { max_abs = d; worst = i; }
+        if (r > max_rel && fabs(want[i]) > atol) max_rel = r;
+    }
+    printf("%-60s n=%-8zu max_abs=%.3e max_rel=%.3e %s\n", name, n, max_abs, max_rel, bad ? "MISMATCH" : "ok");
+    if (bad) {
+        tu_fail++;
+        fprintf(stderr, "FAIL %s: %zu of %zu beyond rtol %.1e atol %.1e; worst [%zu] got %.9g want %.9g\n", name, bad,
+                n, rtol, atol, worst, got[worst], want[worst]);
+        return 0;
+    }
+    tu_pass++;
+    return 1;
+}
+
+int tu_done(void)
+{
+    printf("%d passed, %d failed\n", tu_pass, tu_fail);
+    return tu_fail ? 1 : 0;
+}
+
+const char *tu_data(const char *rel)
+{
+    static char bufs[8][4096];
+    static int slot;
+    const char *root = getenv("BERTC_DATA");
+    char *b = bufs[slot++ & 7];
+    snprintf(b, sizeof bufs[0], "%s/%s", root ? root : "../shared/data", rel);
+    return b;
+}
+
+const char *tu_tmpdir(void)
+{
+    static char dir[256];
+    if (!dir[0]) {
+        snprintf(dir, sizeof dir, "/tmp/bertc-test-XXXXXX");
+        if (!mkdtemp(dir)) {
+            perror("mkdtemp");
+            exit(1);
+        }
+    }
+    return dir;
+}
+
+int tu_sanitized(void)
+{
+    const char *s = getenv("BERTC_SANITIZED");
+    return s && *s == '1';
+}
