@@ -14,19 +14,28 @@ typedef struct {
     float hidden_dropout_prob;
     float attention_probs_dropout_prob;
     float initializer_range;
-    int pad_token_id;
+    int pad_token_id;         /* -1: none (config.json "pad_token_id": null) */
 } bert_config;
 
-/* Reads config.json; unknown fields are ignored. Errors (ERR_INPUT) name the
- * file and the field: hidden_act other than "gelu", heads not dividing
- * hidden, non-positive sizes, malformed JSON (line:column). */
+/* transformers' BertConfig defaults (bert-base-uncased sizes, layer_norm_eps
+ * 1e-12, dropouts 0.1, initializer_range 0.02, type_vocab_size 2,
+ * max_position_embeddings 512, pad_token_id 0). */
+void config_defaults(bert_config *cfg);
+/* Reads config.json; fields it does not name keep the BertConfig defaults,
+ * unknown fields are ignored. Errors (ERR_INPUT) name the file and the
+ * field: hidden_act other than "gelu", position_embedding_type other than
+ * "absolute", model_type other than "bert", heads not dividing hidden,
+ * non-positive sizes, wrong JSON types, malformed JSON (file:line:col). */
 int config_load(const char *path, bert_config *cfg);
-/* Writes config.json in the shape transformers writes it
- * (architectures BertForQuestionAnswering, model_type bert). */
+/* Writes config.json in the shape transformers writes it (sorted keys,
+ * architectures BertForQuestionAnswering, model_type bert, hidden_act gelu),
+ * atomically. */
 int config_save(const char *path, const bert_config *cfg);
 /* A named config of DESIGN.md (tiny, mini, small, minilm, base, large) with
  * the given vocabulary size; ERR_INPUT for an unknown name. */
 int config_named(const char *name, int vocab_size, bert_config *cfg);
+/* 1 when name is one of the named configs. */
+int config_is_named(const char *name);
 /* Checks the invariants; `source` names the file in the message. */
 int config_validate(const bert_config *cfg, const char *source);
 
