@@ -1,0 +1,93 @@
+/* The CPU backend, inside: the context and the ops, one function per op of
+ * backend.h, split over three files:
+ *   cpu_backend.c   context, memory, thread count, the op table
+ *   ops_dense.c     embedding, layernorm, matmul, gelu, dropout, add
+ *   ops_attention.c self-attention forward and backward
+ *   ops_loss.c      QA loss and the optimizer helpers (sum_squares, adamw, ...)
+ *
+ * Letters: B batch, T sequence, C channels, NH heads, HS = C/NH, OC output
+ * channels, N = B*T rows. Forward functions overwrite (=) their outputs;
+ * backward functions accumulate (+=) into every gradient, inputs' and
+ * parameters' alike, and skip a NULL one.
+ *
+ * Determinism: every output element is written by one thread, and every
+ * reduction runs in an order fixed by the sizes and the thread count (no
+ * atomics, no OpenMP reduction clauses whose combining order is unspecified),
+ * so the same inputs and thread count give the same bytes. */
+#ifndef BERTC_BACKEND_CPU_H
+#define BERTC_BACKEND_CPU_H
+
+#include "backend/backend.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    int nthreads;
+    /* Per-thread working memory for attention row blocks: nthreads blocks of
+     * scratch_floats each, 64-byte aligned. Grown (outside parallel regions)
+     * when a sequence is longer than a block holds. */
+    float *scratch;
+    size_t scratch_floats;
+    /* Sticky failure of an op (ops return void); backend sync reports it. */
+    int error;
+    char error_msg[200];
+} cpu_ctx;
+
+/* Makes omp and OpenBLAS use ctx->nthreads on the calling thread (the
+ * OpenMP build of OpenBLAS follows omp_get_max_threads of its caller). */
+void cpu_set_threads(cpu_ctx *ctx);
+/* Ensures each thread has `floats` of scratch; 0, or -1 after recording the
+ * failure in ctx->error. Called outside parallel regions only. */
+int cpu_scratch_reserve(cpu_ctx *ctx, size_t floats);
+/* Records a failure for backend sync to report. */
+void cpu_fail(cpu_ctx *ctx, const char *what);
+
+/* Elementwise loops run in parallel only above this many elements: below it
+ * starting the threads costs more than the loop. */
+#define CPU_PAR_MIN 32768
+
+/* ops_dense.c */
+void cpu_embedding_forward(void *ctx, float *out, const int32_t *ids, const int32_t *types, const float *wte,
+                           const float *wpe, const float *wtt, int B, int T, int C);
+void cpu_embedding_backward(void *ctx, float *dwte, float *dwpe, float *dwtt, const float *dout,
+                            const int32_t *ids, const int32_t *types, int B, int T, int C);
+void cpu_layernorm_forward(void *ctx, float *out, float *mean, float *rstd, const float *inp, const float *w,
+                           const float *b, int N, int C, float eps);
+void cpu_layernorm_backward(void *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                            const float *w, const float *mean, const float *rstd, int N, int C);
+void cpu_matmul_forward(void *ctx, float *out, const float *inp, const float *w, const float *b, int N, int C,
+                        int OC);
+void cpu_matmul_backward(void *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                         const float *w, int N, int C, int OC);
+void cpu_gelu_forward(void *ctx, float *out, const float *inp, size_t n);
+void cpu_gelu_backward(void *ctx, float *dinp, const float *inp, const float *dout, size_t n);
+void cpu_dropout_forward(void *ctx, float *out, const float *inp, size_t n, float p, philox_stream rng);
+void cpu_dropout_backward(void *ctx, float *dinp, const float *dout, size_t n, float p, philox_stream rng);
+void cpu_add(void *ctx, float *out, const float *a, const float *b, size_t n);
+
+/* ops_attention.c */
+void cpu_attention_forward(void *ctx, float *out, float *probs, const float *q, const float *k, const float *v,
+                           const int32_t *mask, int B, int T, int NH, int HS, float p, philox_stream rng);
+void cpu_attention_backward(void *ctx, float *dq, float *dk, float *dv, float *scratch, const float *dout,
+                            const float *q, const float *k, const float *v, const float *probs,
+                            const int32_t *mask, int B, int T, int NH, int HS, float p, philox_stream rng);
+
+/* ops_loss.c */
+void cpu_qa_loss(void *ctx, float *loss, float *dlogits, const float *logits, const int32_t *start,
+                 const int32_t *end, int B, int T, float grad_scale);
+double cpu_sum_squares(void *ctx, const float *x, size_t n);
+void cpu_scale(void *ctx, float *x, size_t n, float s);
+int cpu_all_finite(void *ctx, const float *x, size_t n);
+void cpu_adamw(void *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
+               float eps, float wd, int64_t t, float grad_scale);
+
+/* Dropout multipliers: mul[j] = keep(first + j) ? scale : 0 for j < count,
+ * with one Philox block per 4 elements (philox_uniform draws a whole block
+ * for each element). Shared by dropout and attention. */
+void cpu_dropout_mask(float *mul, philox_stream rng, uint64_t first, size_t count, float p, float scale);
+/* The multiplier for kept elements: 1 / (1 - p), as torch divides the
+ * Bernoulli mask by (1 - p); 0 when p >= 1 (torch returns zeros). */
+float cpu_dropout_scale(float p);
+
+#endif

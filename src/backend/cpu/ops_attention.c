@@ -1,0 +1,195 @@
+/* Self-attention of one layer on the CPU, as transformers' eager attention
+ * computes it, one (batch, head) pair per loop iteration:
+ *
+ *   S  = (q k^T) * HS^-0.5 + (mask == 0 ? -FLT_MAX : 0)   (T,T)
+ *   P  = softmax(S) over keys            saved in probs
+ *   P' = P * dropout multipliers         (only when p > 0)
+ *   out = P' v                           (T,HS), written into (B,T,C)
+ *
+ * q, k, v, out are (B,T,C) with head h in columns h*HS .. h*HS+HS-1, so the
+ * GEMMs read them in place with leading dimension C. The (b,h) pairs are
+ * split between threads with a static schedule and OpenBLAS runs single-
+ * threaded inside the parallel region (the OpenMP build of OpenBLAS does),
+ * so every output element has one writer and a fixed summation order.
+ *
+ * With dropout, P' exists only a block of rows at a time, in the thread's
+ * scratch: the mask is a pure function of (rng, flat index into probs) and
+ * backward draws it again. */
+#include "backend/cpu/cpu_math.h"
+
+#include "backend/cpu/cpu.h"
+
+#include <cblas.h>
+#include <float.h>
+#include <math.h>
+#include <omp.h>
+
+/* Adds the mask, then softmax in place as torch's vectorized kernel: max,
+ * exp(x - max), a sum in 8 lanes combined pairwise, multiply by 1/sum. */
+CPU_CLONES static void softmax_row(float *x, const int32_t *mask, int T)
+{
+    if (mask) {
+#pragma omp simd
+        for (int s = 0; s < T; s++) x[s] = x[s] + (mask[s] == 0 ? -FLT_MAX : 0.0f);
+    }
+    float mx[8];
+    for (int l = 0; l < 8; l++) mx[l] = -INFINITY;
+    int s = 0;
+    for (; s + 8 <= T; s += 8)
+        for (int l = 0; l < 8; l++) mx[l] = x[s + l] > mx[l] ? x[s + l] : mx[l];
+    for (int l = 0; s + l < T; l++) mx[l] = x[s + l] > mx[l] ? x[s + l] : mx[l];
+    float m = mx[0];
+    for (int l = 1; l < 8; l++) m = mx[l] > m ? mx[l] : m;
+
+#pragma omp simd
+    for (int j = 0; j < T; j++) x[j] = cpu_expf(x[j] - m);
+
+    float acc[8] = {0};
+    for (s = 0; s + 8 <= T; s += 8)
+        for (int l = 0; l < 8; l++) acc[l] += x[s + l];
+    for (int l = 0; s + l < T; l++) acc[l] += x[s + l];
+    float sum = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+    float inv = 1.0f / sum;
+#pragma omp simd
+    for (int j = 0; j < T; j++) x[j] = x[j] * inv;
+}
+
+/* Softmax backward in place, as torch: dot = sum(dp * p) (8 lanes);
+ * ds = (dp - dot) * p; then times the score scale. */
+CPU_CLONES static void softmax_row_backward(float *ds, const float *p, int T, float scaling)
+{
+    float acc[8] = {0};
+    int s = 0;
+    for (; s + 8 <= T; s += 8)
+        for (int l = 0; l < 8; l++) acc[l] += ds[s + l] * p[s + l];
+    for (int l = 0; s + l < T; l++) acc[l] += ds[s + l] * p[s + l];
+    float dot = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+#pragma omp simd
+    for (int j = 0; j < T; j++) ds[j] = ((ds[j] - dot) * p[j]) * scaling;
+}
+
+CPU_CLONES static void mul_rows(float *restrict dst, const float *restrict a, size_t n)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) dst[i] = a[i] * dst[i];
+}
+
+/* torch multiplies by HS ** -0.5 computed in double, rounded to float. */
+static float score_scale(int HS)
+{
+    return (float)(1.0 / sqrt((double)HS));
+}
+
+/* Rows of a (T,T) block that fit in one thread's scratch; 0 after a failure
+ * (recorded in ctx). */
+static int rows_per_block(cpu_ctx *ctx, int T)
+{
+    if (cpu_scratch_reserve(ctx, (size_t)T) != 0) return 0;
+    size_t r = ctx->scratch_floats / (size_t)T;
+    return r > (size_t)T ? T : (int)r;
+}
+
+// out (B,T,C); probs (B,NH,T,T); q, k, v (B,T,C); mask (B,T) or NULL
+void cpu_attention_forward(void *vctx, float *out, float *probs, const float *q, const float *k, const float *v,
+                           const int32_t *mask, int B, int T, int NH, int HS, float p, philox_stream rng)
+{
+    cpu_ctx *ctx = vctx;
+    if (B <= 0 || T <= 0 || NH <= 0 || HS <= 0) return;
+    int C = NH * HS;
+    float scaling = score_scale(HS);
+    float dscale = cpu_dropout_scale(p);
+    int R = T;
+    if (p > 0.0f && (R = rows_per_block(ctx, T)) == 0) {
+        for (size_t i = 0; i < (size_t)B * T * C; i++) out[i] = NAN;
+        return;
+    }
+    int nbh = B * NH;
+#pragma omp parallel for num_threads(ctx->nthreads) schedule(static)
+    for (int bh = 0; bh < nbh; bh++) {
+        int b = bh / NH, h = bh % NH;
+        size_t off = (size_t)b * T * C + (size_t)h * HS;
+        const float *qb = q + off, *kb = k + off, *vb = v + off;
+        float *ob = out + off;
+        float *P = probs + (size_t)bh * T * T;
+        const int32_t *mb = mask ? mask + (size_t)b * T : NULL;
+
+        // P (T,T) = qb (T,HS) @ kb^T (HS,T) * scaling
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, HS, scaling, qb, C, kb, C, 0.0f, P, T);
+        for (int t = 0; t < T; t++) softmax_row(P + (size_t)t * T, mb, T);
+
+        if (p <= 0.0f) {
+            // ob (T,HS) = P (T,T) @ vb (T,HS)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, HS, T, 1.0f, P, T, vb, C, 0.0f, ob, C);
+            continue;
+        }
+        float *buf = ctx->scratch + (size_t)omp_get_thread_num() * ctx->scratch_floats;
+        for (int r0 = 0; r0 < T; r0 += R) {
+            int rows = T - r0 < R ? T - r0 : R;
+            size_t n = (size_t)rows * T;
+            cpu_dropout_mask(buf, rng, (size_t)bh * T * T + (size_t)r0 * T, n, p, dscale);
+            mul_rows(buf, P + (size_t)r0 * T, n);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, HS, T, 1.0f, buf, T, vb, C, 0.0f,
+                        ob + (size_t)r0 * C, C);
+        }
+    }
+}
+
+// dq, dk, dv (B,T,C) +=; scratch (B,NH,T,T); dout, q, k, v (B,T,C); probs (B,NH,T,T)
+void cpu_attention_backward(void *vctx, float *dq, float *dk, float *dv, float *scratch, const float *dout,
+                            const float *q, const float *k, const float *v, const float *probs,
+                            const int32_t *mask, int B, int T, int NH, int HS, float p, philox_stream rng)
+{
+    cpu_ctx *ctx = vctx;
+    (void)mask; /* masked scores pass their gradient through unchanged */
+    if (B <= 0 || T <= 0 || NH <= 0 || HS <= 0) return;
+    int C = NH * HS;
+    float scaling = score_scale(HS);
+    float dscale = cpu_dropout_scale(p);
+    int R = T;
+    if (p > 0.0f && (R = rows_per_block(ctx, T)) == 0) {
+        size_t n = (size_t)B * T * C;
+        for (size_t i = 0; i < n; i++) {
+            if (dq) dq[i] = NAN;
+            if (dk) dk[i] = NAN;
+            if (dv) dv[i] = NAN;
+        }
+        return;
+    }
+    int nbh = B * NH;
+#pragma omp parallel for num_threads(ctx->nthreads) schedule(static)
+    for (int bh = 0; bh < nbh; bh++) {
+        int b = bh / NH, h = bh % NH;
+        size_t off = (size_t)b * T * C + (size_t)h * HS;
+        const float *qb = q + off, *kb = k + off, *vb = v + off, *dob = dout + off;
+        const float *P = probs + (size_t)bh * T * T;
+        float *ds = scratch + (size_t)bh * T * T;
+
+        // dP' (T,T) = dob (T,HS) @ vb^T (HS,T)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, HS, 1.0f, dob, C, vb, C, 0.0f, ds, T);
+        if (p <= 0.0f) {
+            // dv (T,HS) += P^T (T,T) @ dob (T,HS)
+            if (dv)
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, HS, T, 1.0f, P, T, dob, C, 1.0f, dv + off,
+                            C);
+        } else {
+            /* Per block of rows: the multipliers once, then P' = P * mul
+             * for dv and dP = dP' * mul for the softmax. */
+            float *buf = ctx->scratch + (size_t)omp_get_thread_num() * ctx->scratch_floats;
+            for (int r0 = 0; r0 < T; r0 += R) {
+                int rows = T - r0 < R ? T - r0 : R;
+                size_t n = (size_t)rows * T, at = (size_t)r0 * T;
+                cpu_dropout_mask(buf, rng, (size_t)bh * T * T + at, n, p, dscale);
+                mul_rows(ds + at, buf, n);
+                if (!dv) continue;
+                mul_rows(buf, P + at, n);
+                // dv (T,HS) += P'[r0:r0+rows]^T (T,rows) @ dob[r0:r0+rows] (rows,HS)
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, HS, rows, 1.0f, buf, T,
+                            dob + (size_t)r0 * C, C, 1.0f, dv + off, C);
+            }
+        }
+        for (int t = 0; t < T; t++) softmax_row_backward(ds + (size_t)t * T, P + (size_t)t * T, T, scaling);
+        // dq (T,HS) += dS (T,T) @ kb (T,HS);  dk (T,HS) += dS^T (T,T) @ qb (T,HS)
+        if (dq) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, HS, T, 1.0f, ds, T, kb, C, 1.0f, dq + off, C);
+        if (dk) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, HS, T, 1.0f, ds, T, qb, C, 1.0f, dk + off, C);
+    }
+}

@@ -1,0 +1,372 @@
+/* Dense ops of the CPU backend: embedding, layernorm, matmul, gelu, dropout,
+ * add. Letters and the =/+= convention are in cpu.h. Each op follows the
+ * arithmetic of the PyTorch CPU kernel it stands for (noted per op), so
+ * results agree with PyTorch to float rounding. */
+#include "backend/cpu/cpu_math.h"
+
+#include "backend/cpu/cpu.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+/* Columns are split between threads in multiples of a cache line, so no two
+ * threads write the same line of a gradient. */
+#define COL_ALIGN 16
+
+static void split_cols(int C, int nthr, int ithr, int *c0, int *c1)
+{
+    int units = (C + COL_ALIGN - 1) / COL_ALIGN;
+    int per = units / nthr, rem = units % nthr;
+    int u0 = ithr * per + (ithr < rem ? ithr : rem);
+    int u1 = u0 + per + (ithr < rem ? 1 : 0);
+    *c0 = u0 * COL_ALIGN < C ? u0 * COL_ALIGN : C;
+    *c1 = u1 * COL_ALIGN < C ? u1 * COL_ALIGN : C;
+}
+
+/* ------------------------------------------------------------------------
+ * Embedding. transformers adds (word + token type) first, then position. */
+
+// out is (B,T,C); ids, types are (B,T); wte (V,C), wpe (P,C), wtt (TV,C)
+void cpu_embedding_forward(void *vctx, float *out, const int32_t *ids, const int32_t *types, const float *wte,
+                           const float *wpe, const float *wtt, int B, int T, int C)
+{
+    cpu_ctx *ctx = vctx;
+    int N = B * T;
+#pragma omp parallel for num_threads(ctx->nthreads) if ((size_t)N * C >= CPU_PAR_MIN) schedule(static)
+    for (int n = 0; n < N; n++) {
+        float *o = out + (size_t)n * C;
+        const float *we = wte + (size_t)ids[n] * C;
+        const float *te = wtt + (size_t)(types ? types[n] : 0) * C;
+        const float *pe = wpe + (size_t)(n % T) * C;
+        for (int c = 0; c < C; c++) o[c] = (we[c] + te[c]) + pe[c];
+    }
+}
+
+/* Each thread owns a range of columns of all three tables and walks the
+ * rows in order, so a repeated id sums in row order whatever the threads. */
+void cpu_embedding_backward(void *vctx, float *dwte, float *dwpe, float *dwtt, const float *dout,
+                            const int32_t *ids, const int32_t *types, int B, int T, int C)
+{
+    cpu_ctx *ctx = vctx;
+    int N = B * T;
+    int nthr = (size_t)N * C >= CPU_PAR_MIN ? ctx->nthreads : 1;
+#pragma omp parallel num_threads(nthr)
+    {
+        int c0, c1;
+        split_cols(C, omp_get_num_threads(), omp_get_thread_num(), &c0, &c1);
+        for (int n = 0; n < N && c0 < c1; n++) {
+            const float *d = dout + (size_t)n * C;
+            if (dwte) {
+                float *g = dwte + (size_t)ids[n] * C;
+                for (int c = c0; c < c1; c++) g[c] += d[c];
+            }
+            if (dwtt) {
+                float *g = dwtt + (size_t)(types ? types[n] : 0) * C;
+                for (int c = c0; c < c1; c++) g[c] += d[c];
+            }
+            if (dwpe) {
+                float *g = dwpe + (size_t)(n % T) * C;
+                for (int c = c0; c < c1; c++) g[c] += d[c];
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * LayerNorm. Mean and biased variance in double, two passes (torch uses a
+ * float Welford; this is within an ulp of it and never worse); then, as
+ * torch's kernel: rstd = 1 / sqrt(var + eps) in float and
+ * out = fma((x - mean) * rstd, w, b). */
+
+CPU_CLONES static void layernorm_row(float *out, float *mean, float *rstd, const float *x, const float *w,
+                                     const float *b, int C, float eps)
+{
+    double s = 0;
+    for (int c = 0; c < C; c++) s += x[c];
+    double md = s / C;
+    double v = 0;
+    for (int c = 0; c < C; c++) {
+        double d = x[c] - md;
+        v += d * d;
+    }
+    float m = (float)md;
+    float rs = 1.0f / sqrtf((float)(v / C) + eps);
+#pragma omp simd
+    for (int c = 0; c < C; c++) out[c] = fmaf((x[c] - m) * rs, w[c], b[c]);
+    *mean = m;
+    *rstd = rs;
+}
+
+// out is (N,C); mean, rstd (N); inp (N,C); w, b (C)
+void cpu_layernorm_forward(void *vctx, float *out, float *mean, float *rstd, const float *inp, const float *w,
+                           const float *b, int N, int C, float eps)
+{
+    cpu_ctx *ctx = vctx;
+#pragma omp parallel for num_threads(ctx->nthreads) if ((size_t)N * C >= CPU_PAR_MIN) schedule(static)
+    for (int n = 0; n < N; n++)
+        layernorm_row(out + (size_t)n * C, mean + n, rstd + n, inp + (size_t)n * C, w, b, C, eps);
+}
+
+/* dinp = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout * w, with
+ * the two row means in double. */
+CPU_CLONES static void layernorm_row_backward(float *dinp, const float *dout, const float *x, const float *w,
+                                              float mean, float rstd, int C)
+{
+    double sg = 0, sgx = 0;
+    for (int c = 0; c < C; c++) {
+        float g = dout[c] * w[c];
+        float xhat = (x[c] - mean) * rstd;
+        sg += g;
+        sgx += (double)g * xhat;
+    }
+    float mg = (float)(sg / C), mgx = (float)(sgx / C);
+#pragma omp simd
+    for (int c = 0; c < C; c++) {
+        float xhat = (x[c] - mean) * rstd;
+        dinp[c] += rstd * (dout[c] * w[c] - mg - xhat * mgx);
+    }
+}
+
+void cpu_layernorm_backward(void *vctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                            const float *w, const float *mean, const float *rstd, int N, int C)
+{
+    cpu_ctx *ctx = vctx;
+    int par = (size_t)N * C >= CPU_PAR_MIN;
+    if (dinp) {
+#pragma omp parallel for num_threads(ctx->nthreads) if (par) schedule(static)
+        for (int n = 0; n < N; n++)
+            layernorm_row_backward(dinp + (size_t)n * C, dout + (size_t)n * C, inp + (size_t)n * C, w, mean[n],
+                                   rstd[n], C);
+    }
+    if (!dw && !db) return;
+    /* dw = sum over rows of dout * xhat, db = sum of dout: each thread owns
+     * columns and sums all rows in order, in double. */
+#pragma omp parallel num_threads(par ? ctx->nthreads : 1)
+    {
+        int c0, c1;
+        split_cols(C, omp_get_num_threads(), omp_get_thread_num(), &c0, &c1);
+        double aw[COL_ALIGN], ab[COL_ALIGN];
+        for (int cb = c0; cb < c1; cb += COL_ALIGN) {
+            int nc = c1 - cb < COL_ALIGN ? c1 - cb : COL_ALIGN;
+            for (int j = 0; j < nc; j++) aw[j] = ab[j] = 0;
+            for (int n = 0; n < N; n++) {
+                const float *d = dout + (size_t)n * C + cb, *x = inp + (size_t)n * C + cb;
+                for (int j = 0; j < nc; j++) {
+                    aw[j] += (double)d[j] * ((x[j] - mean[n]) * rstd[n]);
+                    ab[j] += d[j];
+                }
+            }
+            for (int j = 0; j < nc; j++) {
+                if (dw) dw[cb + j] += (float)aw[j];
+                if (db) db[cb + j] += (float)ab[j];
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Matmul (nn.Linear): out = inp @ w^T + b, as torch's addmm: the bias is
+ * copied into out and the GEMM accumulates onto it (beta = 1). */
+
+// out is (N,OC); inp (N,C); w (OC,C); b (OC) or NULL
+void cpu_matmul_forward(void *vctx, float *out, const float *inp, const float *w, const float *b, int N, int C,
+                        int OC)
+{
+    cpu_ctx *ctx = vctx;
+    if (N <= 0 || OC <= 0) return;
+    if (b) {
+#pragma omp parallel for num_threads(ctx->nthreads) if ((size_t)N * OC >= CPU_PAR_MIN) schedule(static)
+        for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OC, b, (size_t)OC * sizeof(float));
+    }
+    if (C <= 0) {
+        if (!b) memset(out, 0, (size_t)N * OC * sizeof(float));
+        return;
+    }
+    cpu_set_threads(ctx);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, w, C, b ? 1.0f : 0.0f, out, OC);
+}
+
+void cpu_matmul_backward(void *vctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                         const float *w, int N, int C, int OC)
+{
+    cpu_ctx *ctx = vctx;
+    if (N <= 0 || OC <= 0 || C < 0) return;
+    cpu_set_threads(ctx);
+    if (C > 0) {
+        // dinp (N,C) += dout (N,OC) @ w (OC,C)
+        if (dinp) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, w, C, 1.0f, dinp, C);
+        // dw (OC,C) += dout^T (OC,N) @ inp (N,C)
+        if (dw) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
+    }
+    if (!db) return;
+    /* db = column sums of dout: columns split between threads, rows summed
+     * in order in double. */
+#pragma omp parallel num_threads((size_t)N * OC >= CPU_PAR_MIN ? ctx->nthreads : 1)
+    {
+        int c0, c1;
+        split_cols(OC, omp_get_num_threads(), omp_get_thread_num(), &c0, &c1);
+        double acc[4 * COL_ALIGN];
+        for (int cb = c0; cb < c1; cb += 4 * COL_ALIGN) {
+            int nc = c1 - cb < 4 * COL_ALIGN ? c1 - cb : 4 * COL_ALIGN;
+            for (int j = 0; j < nc; j++) acc[j] = 0;
+            for (int n = 0; n < N; n++) {
+                const float *d = dout + (size_t)n * OC + cb;
+                for (int j = 0; j < nc; j++) acc[j] += d[j];
+            }
+            for (int j = 0; j < nc; j++) db[cb + j] += (float)acc[j];
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * GELU, exact (erf) form, in torch's order of operations:
+ *   out = x * 0.5 * (1 + erf(x * sqrt(1/2)))
+ *   dinp = dout * (cdf + x * pdf), cdf = 0.5 * (1 + erf(x * sqrt(1/2))),
+ *          pdf = (2/sqrt(pi)) * sqrt(1/2) * 0.5 * exp(-0.5 * x * x) */
+
+#define GELU_ALPHA 0.70710678118654752440f /* M_SQRT1_2 */
+#define GELU_BETA 0.39894228040143267794f  /* M_2_SQRTPI * M_SQRT1_2 * 0.5 */
+
+CPU_CLONES static void gelu_chunk(float *out, const float *inp, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        out[i] = x * 0.5f * (1.0f + erff(x * GELU_ALPHA));
+    }
+}
+
+CPU_CLONES static void gelu_backward_chunk(float *dinp, const float *inp, const float *dout, size_t n)
+{
+    float cdf[256];
+    for (size_t i = 0; i < n; i++) cdf[i] = 0.5f * (1.0f + erff(inp[i] * GELU_ALPHA));
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float pdf = GELU_BETA * cpu_expf(x * x * -0.5f);
+        dinp[i] += dout[i] * (cdf[i] + x * pdf);
+    }
+}
+
+#define CHUNK 256
+
+void cpu_gelu_forward(void *vctx, float *out, const float *inp, size_t n)
+{
+    cpu_ctx *ctx = vctx;
+    long nchunks = (long)((n + CHUNK - 1) / CHUNK);
+#pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN) schedule(static)
+    for (long k = 0; k < nchunks; k++) {
+        size_t i0 = (size_t)k * CHUNK, len = n - i0 < CHUNK ? n - i0 : CHUNK;
+        gelu_chunk(out + i0, inp + i0, len);
+    }
+}
+
+void cpu_gelu_backward(void *vctx, float *dinp, const float *inp, const float *dout, size_t n)
+{
+    cpu_ctx *ctx = vctx;
+    long nchunks = (long)((n + CHUNK - 1) / CHUNK);
+#pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN) schedule(static)
+    for (long k = 0; k < nchunks; k++) {
+        size_t i0 = (size_t)k * CHUNK, len = n - i0 < CHUNK ? n - i0 : CHUNK;
+        gelu_backward_chunk(dinp + i0, inp + i0, dout + i0, len);
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Dropout. torch multiplies the input by a mask of 0 and 1/(1-p), so a
+ * dropped inf or NaN gives NaN there too: the multiplier is applied to every
+ * element, never a select. */
+
+float cpu_dropout_scale(float p)
+{
+    return p >= 1.0f ? 0.0f : 1.0f / (1.0f - p);
+}
+
+void cpu_dropout_mask(float *mul, philox_stream rng, uint64_t first, size_t count, float p, float scale)
+{
+    uint64_t i = first, end = first + count;
+    while (i < end) {
+        uint64_t blk = i >> 2;
+        philox_u32x4 r = philox4x32((uint32_t)blk, (uint32_t)(blk >> 32), rng.stream, rng.step, (uint32_t)rng.seed,
+                                    (uint32_t)(rng.seed >> 32));
+        for (unsigned lane = (unsigned)(i & 3); lane < 4 && i < end; lane++, i++) {
+            /* the same float compare as philox_keep, so the masks agree */
+            float u = (float)(r.v[lane] >> 8) * (1.0f / 16777216.0f);
+            mul[i - first] = u >= p ? scale : 0.0f;
+        }
+    }
+}
+
+/* `omp simd`: out may be a (same index), which carries no dependence. */
+CPU_CLONES static void mul_chunk(float *out, const float *a, const float *m, size_t n)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) out[i] = a[i] * m[i];
+}
+
+CPU_CLONES static void mul_acc_chunk(float *out, const float *a, const float *m, size_t n)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) out[i] += a[i] * m[i];
+}
+
+#define DROP_CHUNK 1024
+
+// out, inp are (n); out may equal inp
+void cpu_dropout_forward(void *vctx, float *out, const float *inp, size_t n, float p, philox_stream rng)
+{
+    cpu_ctx *ctx = vctx;
+    if (p <= 0.0f) {
+        if (out != inp && n) memmove(out, inp, n * sizeof(float));
+        return;
+    }
+    float scale = cpu_dropout_scale(p);
+    long nchunks = (long)((n + DROP_CHUNK - 1) / DROP_CHUNK);
+#pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN / 4) schedule(static)
+    for (long k = 0; k < nchunks; k++) {
+        float mul[DROP_CHUNK];
+        size_t i0 = (size_t)k * DROP_CHUNK, len = n - i0 < DROP_CHUNK ? n - i0 : DROP_CHUNK;
+        cpu_dropout_mask(mul, rng, i0, len, p, scale);
+        mul_chunk(out + i0, inp + i0, mul, len);
+    }
+}
+
+void cpu_dropout_backward(void *vctx, float *dinp, const float *dout, size_t n, float p, philox_stream rng)
+{
+    cpu_ctx *ctx = vctx;
+    if (!dinp) return;
+    if (p <= 0.0f) {
+        cpu_add(vctx, dinp, dinp, dout, n);
+        return;
+    }
+    float scale = cpu_dropout_scale(p);
+    long nchunks = (long)((n + DROP_CHUNK - 1) / DROP_CHUNK);
+#pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN / 4) schedule(static)
+    for (long k = 0; k < nchunks; k++) {
+        float mul[DROP_CHUNK];
+        size_t i0 = (size_t)k * DROP_CHUNK, len = n - i0 < DROP_CHUNK ? n - i0 : DROP_CHUNK;
+        cpu_dropout_mask(mul, rng, i0, len, p, scale);
+        mul_acc_chunk(dinp + i0, dout + i0, mul, len);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+
+CPU_CLONES static void add_chunk(float *out, const float *a, const float *b, size_t n)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+// out = a + b over n; out may alias a or b
+void cpu_add(void *vctx, float *out, const float *a, const float *b, size_t n)
+{
+    cpu_ctx *ctx = vctx;
+    long nchunks = (long)((n + 4095) / 4096);
+#pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN) schedule(static)
+    for (long k = 0; k < nchunks; k++) {
+        size_t i0 = (size_t)k * 4096, len = n - i0 < 4096 ? n - i0 : 4096;
+        add_chunk(out + i0, a + i0, b + i0, len);
+    }
+}

@@ -1,0 +1,197 @@
+/* The QA loss and the optimizer helpers of the CPU backend. */
+#include "backend/cpu/cpu_math.h"
+
+#include "backend/cpu/cpu.h"
+
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------
+ * BertForQuestionAnswering's loss: for start and for end separately,
+ * CrossEntropyLoss(ignore_index=T) over the B rows after clamping the labels
+ * to [0, T]; total = (start + end) / 2. Per side, the mean is over the rows
+ * not ignored; when every row of a side is ignored torch's mean is 0/0 =
+ * NaN, so the loss is NaN, while that side's gradient is 0 (nothing flows
+ * from an ignored row) and the other side's is as usual. We do the same.
+ * Row sums run in double; each side's mean is rounded to float and the two
+ * are averaged in float, as torch holds them. */
+
+static int clamp_label(int32_t pos, int T)
+{
+    return pos < 0 ? 0 : pos > T ? T : (int)pos;
+}
+
+// loss (1); dlogits, logits (B,T,2) with start at [..,0] and end at [..,1]; start, end (B)
+void cpu_qa_loss(void *vctx, float *loss, float *dlogits, const float *logits, const int32_t *start,
+                 const int32_t *end, int B, int T, float grad_scale)
+{
+    (void)vctx;
+    float side_loss[2];
+    if (dlogits && B > 0 && T > 0) memset(dlogits, 0, (size_t)B * T * 2 * sizeof(float));
+    for (int side = 0; side < 2; side++) {
+        const int32_t *pos = side ? end : start;
+        int count = 0;
+        for (int b = 0; b < B; b++) count += clamp_label(pos[b], T) != T;
+        double sum = 0;
+        /* d side_loss / d logit = (softmax - onehot) / count; the total
+         * takes half of each side. */
+        double g = count ? 0.5 * (double)grad_scale / count : 0.0;
+        for (int b = 0; b < B; b++) {
+            int target = clamp_label(pos[b], T);
+            if (target == T) continue;
+            const float *x = logits + (size_t)b * T * 2 + side;
+            double mx = -INFINITY;
+            for (int t = 0; t < T; t++) mx = x[2 * t] > mx ? x[2 * t] : mx;
+            double se = 0;
+            for (int t = 0; t < T; t++) se += exp(x[2 * t] - mx);
+            double lse = mx + log(se);
+            sum += lse - x[2 * target];
+            if (!dlogits) continue;
+            float *d = dlogits + (size_t)b * T * 2 + side;
+            for (int t = 0; t < T; t++) d[2 * t] = (float)((exp(x[2 * t] - lse) - (t == target)) * g);
+        }
+        side_loss[side] = count ? (float)(sum / count) : NAN;
+    }
+    if (loss) *loss = (side_loss[0] + side_loss[1]) / 2.0f;
+}
+
+/* ------------------------------------------------------------------------
+ * sum_squares: fixed chunks, each summed in double in a fixed order, the
+ * chunk sums added in order: the result depends on n only, not on the
+ * thread count. */
+
+#define SS_CHUNK 65536
+#define SS_MAX_CHUNKS 1024
+
+CPU_CLONES static double chunk_sum_squares(const float *x, size_t n)
+{
+    double a[4] = {0, 0, 0, 0};
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int l = 0; l < 4; l++) a[l] += (double)x[i + l] * x[i + l];
+    for (int l = 0; i + l < n; l++) a[l] += (double)x[i + l] * x[i + l];
+    return (a[0] + a[2]) + (a[1] + a[3]);
+}
+
+double cpu_sum_squares(void *vctx, const float *x, size_t n)
+{
+    cpu_ctx *ctx = vctx;
+    if (n == 0) return 0;
+    size_t chunk = SS_CHUNK;
+    if ((n + chunk - 1) / chunk > SS_MAX_CHUNKS) chunk = (n + SS_MAX_CHUNKS - 1) / SS_MAX_CHUNKS;
+    long nchunks = (long)((n + chunk - 1) / chunk);
+    double part[SS_MAX_CHUNKS];
+#pragma omp parallel for num_threads(ctx->nthreads) if (nchunks > 1) schedule(static)
+    for (long c = 0; c < nchunks; c++) {
+        size_t i0 = (size_t)c * chunk, len = n - i0 < chunk ? n - i0 : chunk;
+        part[c] = chunk_sum_squares(x + i0, len);
+    }
+    double s = 0;
+    for (long c = 0; c < nchunks; c++) s += part[c];
+    return s;
+}
+
+/* ------------------------------------------------------------------------ */
+
+#define EW_CHUNK 16384
+
+CPU_CLONES static void scale_chunk(float *x, size_t n, float s)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) x[i] = x[i] * s;
+}
+
+void cpu_scale(void *vctx, float *x, size_t n, float s)
+{
+    cpu_ctx *ctx = vctx;
+    long nchunks = (long)((n + EW_CHUNK - 1) / EW_CHUNK);
+#pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN) schedule(static)
+    for (long c = 0; c < nchunks; c++) {
+        size_t i0 = (size_t)c * EW_CHUNK, len = n - i0 < EW_CHUNK ? n - i0 : EW_CHUNK;
+        scale_chunk(x + i0, len, s);
+    }
+}
+
+CPU_CLONES static int chunk_all_finite(const float *x, size_t n)
+{
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, x + i, sizeof u);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return !bad;
+}
+
+int cpu_all_finite(void *vctx, const float *x, size_t n)
+{
+    cpu_ctx *ctx = vctx;
+    long nchunks = (long)((n + EW_CHUNK - 1) / EW_CHUNK);
+    int ok = 1;
+    /* An AND of flags: the same whatever order the threads combine in. */
+#pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN) schedule(static) reduction(&& : ok)
+    for (long c = 0; c < nchunks; c++) {
+        size_t i0 = (size_t)c * EW_CHUNK, len = n - i0 < EW_CHUNK ? n - i0 : EW_CHUNK;
+        ok = ok && chunk_all_finite(x + i0, len);
+    }
+    return ok;
+}
+
+/* ------------------------------------------------------------------------
+ * AdamW as torch.optim.AdamW's single-tensor path (the CPU default), op by
+ * op, with torch's roundings: the Python-side scalars are doubles, rounded
+ * to float where an op takes them.
+ *   param.mul_(1 - lr*wd)                        (when wd != 0)
+ *   exp_avg.lerp_(grad, 1 - b1)                  torch's vector lerp: one fma
+ *   exp_avg_sq.mul_(b2).addcmul_(grad, grad, value=1 - b2)
+ *   denom = (exp_avg_sq.sqrt() / sqrt(1 - b2^t)).add_(eps)
+ *   param.addcdiv_(exp_avg, denom, value=-lr / (1 - b1^t))                */
+
+typedef struct {
+    float decay, w1, b2, c2, bc2_sqrt, eps, neg_step, grad_scale;
+    int has_decay;
+} adamw_consts;
+
+CPU_CLONES static void adamw_chunk(float *p, const float *g, float *m, float *v, size_t n, adamw_consts k)
+{
+    int small = fabsf(k.w1) < 0.5f;
+    float coeff = small ? k.w1 : k.w1 - 1.0f;
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i] * k.grad_scale;
+        float pi = k.has_decay ? p[i] * k.decay : p[i];
+        /* lerp: fma(w, g - m, m) for a small weight, else fma(w - 1, g - m, g) */
+        float mi = fmaf(coeff, gi - m[i], small ? m[i] : gi);
+        float vi = v[i] * k.b2;
+        vi = vi + k.c2 * gi * gi;
+        float denom = sqrtf(vi) / k.bc2_sqrt + k.eps;
+        p[i] = pi + k.neg_step * mi / denom;
+        m[i] = mi;
+        v[i] = vi;
+    }
+}
+
+void cpu_adamw(void *vctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
+               float eps, float wd, int64_t t, float grad_scale)
+{
+    cpu_ctx *ctx = vctx;
+    adamw_consts k;
+    double bc1 = 1.0 - pow((double)b1, (double)t);
+    double bc2 = 1.0 - pow((double)b2, (double)t);
+    k.decay = (float)(1.0 - (double)lr * (double)wd);
+    k.has_decay = wd != 0.0f;
+    k.w1 = (float)(1.0 - (double)b1);
+    k.b2 = b2;
+    k.c2 = (float)(1.0 - (double)b2);
+    k.bc2_sqrt = (float)sqrt(bc2);
+    k.eps = eps;
+    k.neg_step = (float)(-((double)lr / bc1));
+    k.grad_scale = grad_scale;
+    long nchunks = (long)((n + EW_CHUNK - 1) / EW_CHUNK);
+#pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN) schedule(static)
+    for (long c = 0; c < nchunks; c++) {
+        size_t i0 = (size_t)c * EW_CHUNK, len = n - i0 < EW_CHUNK ? n - i0 : EW_CHUNK;
+        adamw_chunk(p + i0, g + i0, m + i0, v + i0, len, k);
+    }
+}
