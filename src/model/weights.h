@@ -3,7 +3,9 @@
  * safetensors: 8-byte little-endian header length, a JSON header
  * {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ...,
  * "__metadata__": {...}}, then the data. The reader mmaps the file and checks
- * everything against the file size before any tensor is touched. */
+ * everything against the file size before any tensor is touched. Every
+ * error message reads "FILE: tensor NAME: what is wrong" (or "FILE: what is
+ * wrong" for the file as a whole). Little-endian hosts only, as the format. */
 #ifndef BERTC_WEIGHTS_H
 #define BERTC_WEIGHTS_H
 
@@ -21,7 +23,7 @@ typedef struct {
     int ndim;
     int64_t shape[8];
     size_t numel;
-    const void *data; /* inside the mapping */
+    const void *data; /* inside the mapping; not necessarily aligned */
     size_t nbytes;
 } st_tensor;
 
@@ -35,12 +37,17 @@ typedef struct {
 
 /* Opens and validates: header length within the file, valid JSON, known
  * dtypes (others: ERR_INPUT naming the tensor and the dtype), shape x dtype
- * size = byte range, ranges inside the data area, no overlaps. */
+ * size = byte range, ranges inside the data area, no overlaps, no gaps and
+ * no trailing bytes (as the safetensors library requires), no duplicate
+ * names. */
 int st_open(const char *path, st_file *f);
 void st_close(st_file *f);
 const st_tensor *st_find(const st_file *f, const char *name);
 /* Converts a float tensor (F32, F16 or BF16) to fp32; n must equal numel. */
 int st_read_f32(const st_file *f, const st_tensor *t, float *out, size_t n);
+/* Converts an integer tensor (I32 or I64) to int64; n must equal numel. */
+int st_read_i64(const st_file *f, const st_tensor *t, int64_t *out, size_t n);
+const char *st_dtype_name(st_dtype d);
 
 /* Writer: tensors are given as fp32 (ST_F32) or int32 (ST_I32) host arrays. */
 typedef struct {
@@ -61,14 +68,23 @@ int st_write(const char *path, const st_entry *entries, int n, int sync_only);
  * initializer_range) from seed with bias 0 (and *qa_initialised set). A
  * tensor whose shape disagrees with config.json, or a missing tensor, is
  * ERR_INPUT naming the file and the tensor. pytorch_model.bin or TF
- * checkpoints without model.safetensors: ERR_INPUT saying how to convert. */
+ * checkpoints without model.safetensors: ERR_INPUT saying how to convert.
+ * Non-finite values are ERR_INPUT too. Unknown tensors (other than the
+ * pooler and position_ids, ignored silently) are logged once at info level.
+ * On error *block is NULL and t is freed. The qa_outputs initialised here
+ * equal those model_init_random draws with the same seed. */
 int model_load(const char *dir, uint64_t seed, bert_config *cfg, param_table *t, float **block, int *qa_initialised);
 /* Writes DIR/config.json and DIR/model.safetensors (F32, transformers
  * names), and copies vocab.txt and tokenizer_config.json from src_dir when
- * given, so that BertForQuestionAnswering.from_pretrained(DIR) loads it. */
+ * given, so that BertForQuestionAnswering.from_pretrained(DIR) loads it.
+ * A missing tokenizer_config.json is not invented: AutoTokenizer then uses
+ * BertTokenizer's defaults (lower-casing), as for the source dir. */
 int model_save(const char *dir, const bert_config *cfg, const param_table *t, const float *block, const char *src_dir);
 /* transformers' _init_weights: N(0, initializer_range) for weights and
- * embeddings, LayerNorm 1 and 0, biases 0; deterministic in seed. */
+ * embeddings, LayerNorm 1 and 0, biases 0, the pad_token_id row of the word
+ * embeddings 0. Each tensor draws from its own Philox stream, keyed by seed
+ * and its name, with Box-Muller in double rounded once to float: the same
+ * seed gives the same bytes whatever the thread count. */
 void model_init_random(const bert_config *cfg, const param_table *t, float *block, uint64_t seed);
 
 #endif
