@@ -10,13 +10,24 @@
 
 #include <stdint.h>
 
-/* Dropout sites, the `site` part of a philox stream (stream = layer*16 + site). */
+/* Dropout sites and streams. Each site of each layer draws from its own
+ * Philox stream (philox.h), so no two sites share a mask:
+ *   embeddings                          stream 0
+ *   encoder layer l (0-based), site s   stream (l + 1) * 16 + s
+ * i.e. "layer" in philox.h's layer*16 + site counts the embeddings as layer
+ * 0 and encoder layer l as l + 1. Site 0 of an encoder layer is unused. */
 enum {
-    DROPOUT_EMBEDDINGS = 0, /* layer = 0 */
-    DROPOUT_ATTN_PROBS = 1,
-    DROPOUT_ATTN_OUT = 2,
-    DROPOUT_FFN_OUT = 3,
+    DROPOUT_EMBEDDINGS = 0, /* stream 0 */
+    DROPOUT_ATTN_PROBS = 1, /* attention probabilities, after softmax */
+    DROPOUT_ATTN_OUT = 2,   /* attention.output.dense, before the residual */
+    DROPOUT_FFN_OUT = 3,    /* output.dense, before the residual */
 };
+
+/* The stream of a site: layer -1 means the embeddings. */
+static inline uint32_t bert_dropout_stream(int layer, int site)
+{
+    return layer < 0 ? 0u : (uint32_t)(layer + 1) * 16u + (uint32_t)site;
+}
 
 /* One micro-batch, host memory: B rows of T tokens. start/end may be NULL
  * (no loss: prediction). */
@@ -33,7 +44,15 @@ typedef struct bert_model bert_model;
 int bert_model_create(bert_model **out, const bert_config *cfg, backend *be, int max_B, int T);
 void bert_model_free(bert_model *m);
 
+/* Bytes of backend memory bert_model_create takes for activations (saved
+ * for backward, plus backward's working buffers and the batch's int
+ * arrays) at max_B rows of T tokens; parameters, gradients and optimizer
+ * state not included. SIZE_MAX when it overflows. */
+size_t bert_activation_bytes(const bert_config *cfg, int max_B, int T);
+
 const bert_config *bert_model_config(const bert_model *m);
+int bert_model_max_batch(const bert_model *m);
+int bert_model_seq_len(const bert_model *m);
 const param_table *bert_model_table(const bert_model *m);
 backend *bert_model_backend(bert_model *m);
 /* Backend memory of the parameter block and the gradient block (table->total floats each). */
@@ -48,7 +67,9 @@ int bert_model_get_params(bert_model *m, float *host);
  * probabilities (0 in evaluation); rng.seed and rng.step select the masks
  * (rng.stream is set per site inside). When the batch has labels, *loss
  * receives the loss. start_logits / end_logits, when not NULL, receive
- * [B*T] floats on the host. */
+ * [B*T] floats on the host. The batch is checked first (1 <= B <= max_B,
+ * 1 <= T <= the model's T, ids and token types inside the vocabularies,
+ * mask 0 or 1; ERR_INPUT naming the row and column otherwise). */
 int bert_forward(bert_model *m, const bert_batch *b, float dropout_hidden, float dropout_attn, philox_stream rng,
                  float *loss, float *start_logits, float *end_logits);
 /* Backward of the last forward (which had labels): accumulates (+=) into

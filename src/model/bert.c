@@ -1,0 +1,486 @@
+/* BertForQuestionAnswering on a backend: the tensor tables and the forward
+ * and backward orchestration. Every op is a call through the backend table;
+ * this file owns only the order of the calls and where each tensor lives.
+ *
+ * Letters: B batch, T sequence, C hidden, NH heads, HS = C/NH, I intermediate,
+ * L layers, N = B*T rows.
+ *
+ * Memory (llm.c style): one block of parameters and one of gradients, in
+ * param_table order; one block of activations reached through bert_acts,
+ * whose pointers are filled from one table of sizes (act_sizes) for the
+ * largest micro-batch (max_B x T). A smaller micro-batch uses the front of
+ * each buffer. Per-layer activations are L buffers of the same size, side by
+ * side.
+ *
+ * Gradients: bert_backward accumulates (+=) into the gradient block, as the
+ * backend ops do, so micro-batches accumulate until bert_zero_grad. The
+ * activation gradients are a handful of working buffers reused by every
+ * layer; each is zeroed right before a backward op accumulates into it. */
+#include "model/bert.h"
+
+#include "core/alloc.h"
+#include "core/err.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    /* Saved by forward for backward. */
+    float *emb;                  /* (N,C) word + position + type: embedding LayerNorm input */
+    float *emb_mean, *emb_rstd;  /* (N) */
+    float *x;                    /* (L+1,N,C) residual stream: x[0] embeddings out, x[l+1] layer l out */
+    float *q, *k, *v;            /* (L,N,C) projections, heads as C = NH*HS */
+    float *ctx;                  /* (L,N,C) attention context: attention.output.dense input */
+    float *probs;                /* (L,B,NH,T,T) softmax before dropout */
+    float *res1;                 /* (L,N,C) dropout(attention.output.dense) + x[l]: LayerNorm input */
+    float *ln1_mean, *ln1_rstd;  /* (L,N) */
+    float *h1;                   /* (L,N,C) attention block output: FFN input */
+    float *ffn_pre;              /* (L,N,I) intermediate.dense out: GELU input */
+    float *ffn_act;              /* (L,N,I) GELU out: output.dense input */
+    float *res2;                 /* (L,N,C) dropout(output.dense) + h1: LayerNorm input */
+    float *ln2_mean, *ln2_rstd;  /* (L,N) */
+    float *logits;               /* (N,2) start, end interleaved */
+    float *dlogits;              /* (N,2) */
+    float *loss;                 /* (1) */
+    /* Backward working buffers, one layer's worth. */
+    float *d_x;                  /* (N,C) gradient of the residual stream */
+    float *d_h1;                 /* (N,C) gradient of h1 */
+    float *d_a;                  /* (N,C) gradient before a hidden dropout */
+    float *d_ctx;                /* (N,C) */
+    float *d_q, *d_k, *d_v;      /* (N,C) */
+    float *d_ffn_act, *d_ffn_pre; /* (N,I) */
+    float *d_scratch;            /* (B,NH,T,T) attention backward's working memory */
+} bert_acts;
+
+enum { NUM_ACTS = 32 };
+
+/* Per-layer tensors are stored with this stride (floats) between layers. */
+typedef struct {
+    size_t nc, ni, n1, att; /* N*C, N*I, N, B*NH*T*T for the largest batch, rounded */
+} act_strides;
+
+struct bert_model {
+    bert_config cfg;
+    param_table table;
+    backend *be;
+    int max_B, T;
+    float *params, *grads;
+    bert_params p, g;
+    float *act_block;
+    size_t act_floats;
+    bert_acts a;
+    act_strides st;
+    int32_t *d_ints;             /* backend: ids, types, mask (max_B*T each), start, end (max_B each) */
+    int32_t *d_ids, *d_types, *d_mask, *d_start, *d_end;
+    float *h_logits;             /* host (max_B*T*2) */
+    /* The last forward, for backward. */
+    int B, Tb, has_labels;
+    float p_hidden, p_attn;
+    philox_stream rng;
+};
+
+/* 64-byte alignment for every tensor of the block. */
+static size_t round16(size_t n)
+{
+    return n > SIZE_MAX - 15 ? SIZE_MAX : (n + 15) & ~(size_t)15;
+}
+
+static size_t add_sat(size_t a, size_t b)
+{
+    return a > SIZE_MAX - b ? SIZE_MAX : a + b;
+}
+
+static act_strides strides_for(const bert_config *cfg, int B, int T)
+{
+    size_t N = mul_size((size_t)B, (size_t)T);
+    act_strides s;
+    s.nc = round16(mul_size(N, (size_t)cfg->hidden_size));
+    s.ni = round16(mul_size(N, (size_t)cfg->intermediate_size));
+    s.n1 = round16(N);
+    s.att = round16(mul_size(mul_size((size_t)B, (size_t)cfg->num_attention_heads), mul_size((size_t)T, (size_t)T)));
+    return s;
+}
+
+/* The one table of activation sizes (floats), in bert_acts order. */
+static void act_sizes(size_t sizes[NUM_ACTS], const bert_config *cfg, int B, int T)
+{
+    act_strides s = strides_for(cfg, B, T);
+    size_t L = (size_t)cfg->num_hidden_layers;
+    size_t N = mul_size((size_t)B, (size_t)T);
+    size_t i = 0;
+    sizes[i++] = s.nc;                  /* emb */
+    sizes[i++] = s.n1;                  /* emb_mean */
+    sizes[i++] = s.n1;                  /* emb_rstd */
+    sizes[i++] = mul_size(L + 1, s.nc); /* x */
+    sizes[i++] = mul_size(L, s.nc);     /* q */
+    sizes[i++] = mul_size(L, s.nc);     /* k */
+    sizes[i++] = mul_size(L, s.nc);     /* v */
+    sizes[i++] = mul_size(L, s.nc);     /* ctx */
+    sizes[i++] = mul_size(L, s.att);    /* probs */
+    sizes[i++] = mul_size(L, s.nc);     /* res1 */
+    sizes[i++] = mul_size(L, s.n1);     /* ln1_mean */
+    sizes[i++] = mul_size(L, s.n1);     /* ln1_rstd */
+    sizes[i++] = mul_size(L, s.nc);     /* h1 */
+    sizes[i++] = mul_size(L, s.ni);     /* ffn_pre */
+    sizes[i++] = mul_size(L, s.ni);     /* ffn_act */
+    sizes[i++] = mul_size(L, s.nc);     /* res2 */
+    sizes[i++] = mul_size(L, s.n1);     /* ln2_mean */
+    sizes[i++] = mul_size(L, s.n1);     /* ln2_rstd */
+    sizes[i++] = round16(mul_size(N, 2)); /* logits */
+    sizes[i++] = round16(mul_size(N, 2)); /* dlogits */
+    sizes[i++] = 16;                    /* loss */
+    sizes[i++] = s.nc;                  /* d_x */
+    sizes[i++] = s.nc;                  /* d_h1 */
+    sizes[i++] = s.nc;                  /* d_a */
+    sizes[i++] = s.nc;                  /* d_ctx */
+    sizes[i++] = s.nc;                  /* d_q */
+    sizes[i++] = s.nc;                  /* d_k */
+    sizes[i++] = s.nc;                  /* d_v */
+    sizes[i++] = s.ni;                  /* d_ffn_act */
+    sizes[i++] = s.ni;                  /* d_ffn_pre */
+    sizes[i++] = s.att;                 /* d_scratch */
+    sizes[i++] = 0;                     /* spare slot keeps NUM_ACTS a round number */
+}
+
+static void act_bind(bert_acts *a, float *block, const size_t sizes[NUM_ACTS])
+{
+    float **ptrs[NUM_ACTS] = {
+        &a->emb,     &a->emb_mean, &a->emb_rstd, &a->x,       &a->q,        &a->k,         &a->v,
+        &a->ctx,     &a->probs,    &a->res1,     &a->ln1_mean, &a->ln1_rstd, &a->h1,        &a->ffn_pre,
+        &a->ffn_act, &a->res2,     &a->ln2_mean, &a->ln2_rstd, &a->logits,   &a->dlogits,   &a->loss,
+        &a->d_x,     &a->d_h1,     &a->d_a,      &a->d_ctx,   &a->d_q,      &a->d_k,       &a->d_v,
+        &a->d_ffn_act, &a->d_ffn_pre, &a->d_scratch, NULL,
+    };
+    for (int i = 0; i < NUM_ACTS; i++) {
+        if (ptrs[i]) *ptrs[i] = block;
+        block += sizes[i];
+    }
+}
+
+static size_t act_total(const bert_config *cfg, int B, int T)
+{
+    size_t sizes[NUM_ACTS], total = 0;
+    act_sizes(sizes, cfg, B, T);
+    for (int i = 0; i < NUM_ACTS; i++) total = add_sat(total, sizes[i]);
+    return total;
+}
+
+static size_t int_count(int B, int T)
+{
+    return add_sat(mul_size(3, mul_size((size_t)B, (size_t)T)), mul_size(2, (size_t)B));
+}
+
+size_t bert_activation_bytes(const bert_config *cfg, int max_B, int T)
+{
+    if (max_B <= 0 || T <= 0) return 0;
+    size_t f = act_total(cfg, max_B, T);
+    return add_sat(mul_size(f, sizeof(float)), mul_size(int_count(max_B, T), sizeof(int32_t)));
+}
+
+void bert_model_free(bert_model *m)
+{
+    if (!m) return;
+    const backend_i *i = m->be ? m->be->i : NULL;
+    if (i) {
+        if (m->params) i->release(m->be->ctx, m->params);
+        if (m->grads) i->release(m->be->ctx, m->grads);
+        if (m->act_block) i->release(m->be->ctx, m->act_block);
+        if (m->d_ints) i->release(m->be->ctx, m->d_ints);
+    }
+    bert_params_free(&m->p);
+    bert_params_free(&m->g);
+    param_table_free(&m->table);
+    free(m->h_logits);
+    free(m);
+}
+
+int bert_model_create(bert_model **out, const bert_config *cfg, backend *be, int max_B, int T)
+{
+    *out = NULL;
+    int rc = config_validate(cfg, "bert_model_create");
+    if (rc) return rc;
+    if (max_B < 1 || T < 1)
+        return err_set(ERR_INPUT, "bert_model_create: micro-batch %d x %d tokens: both must be at least 1", max_B, T);
+    if (T > cfg->max_position_embeddings)
+        return err_set(ERR_INPUT, "bert_model_create: sequence length %d exceeds max_position_embeddings %d", T,
+                       cfg->max_position_embeddings);
+    /* The backend ops take int sizes: every per-call size must fit. */
+    double N = (double)max_B * T;
+    if (N * (cfg->intermediate_size > cfg->hidden_size ? cfg->intermediate_size : cfg->hidden_size) > INT32_MAX ||
+        (double)max_B * cfg->num_attention_heads * T * T > 1e15)
+        return err_set(ERR_INPUT, "bert_model_create: micro-batch %d x %d tokens is too large", max_B, T);
+
+    bert_model *m = xcalloc(1, sizeof *m);
+    m->cfg = *cfg;
+    m->be = be;
+    m->max_B = max_B;
+    m->T = T;
+    param_table_init(&m->table, cfg);
+    size_t pbytes = mul_size(m->table.total, sizeof(float));
+    void *c = be->ctx;
+    m->params = be->i->alloc(c, pbytes);
+    if (!m->params) goto fail;
+    m->grads = be->i->alloc(c, pbytes);
+    if (!m->grads) goto fail;
+    be->i->zero(c, m->params, pbytes);
+    be->i->zero(c, m->grads, pbytes);
+    bert_params_bind(&m->p, &m->table, cfg, m->params);
+    bert_params_bind(&m->g, &m->table, cfg, m->grads);
+
+    size_t sizes[NUM_ACTS];
+    act_sizes(sizes, cfg, max_B, T);
+    m->act_floats = act_total(cfg, max_B, T);
+    m->st = strides_for(cfg, max_B, T);
+    m->act_block = be->i->alloc(c, mul_size(m->act_floats, sizeof(float)));
+    if (!m->act_block) goto fail;
+    act_bind(&m->a, m->act_block, sizes);
+
+    size_t BT = (size_t)max_B * (size_t)T;
+    m->d_ints = be->i->alloc(c, mul_size(int_count(max_B, T), sizeof(int32_t)));
+    if (!m->d_ints) goto fail;
+    m->d_ids = m->d_ints;
+    m->d_types = m->d_ids + BT;
+    m->d_mask = m->d_types + BT;
+    m->d_start = m->d_mask + BT;
+    m->d_end = m->d_start + max_B;
+    m->h_logits = malloc(BT * 2 * sizeof(float));
+    if (!m->h_logits) {
+        err_set(ERR_RUNTIME, "bert_model_create: out of memory for %zu host logits", BT * 2);
+        goto fail;
+    }
+    *out = m;
+    return 0;
+fail:
+    rc = err_code() ? err_code() : ERR_RUNTIME;
+    err_wrap(rc, "bert_model_create (L%d H%d, micro-batch %d x %d)", cfg->num_hidden_layers, cfg->hidden_size,
+             max_B, T);
+    bert_model_free(m);
+    return rc;
+}
+
+const bert_config *bert_model_config(const bert_model *m) { return &m->cfg; }
+int bert_model_max_batch(const bert_model *m) { return m->max_B; }
+int bert_model_seq_len(const bert_model *m) { return m->T; }
+const param_table *bert_model_table(const bert_model *m) { return &m->table; }
+backend *bert_model_backend(bert_model *m) { return m->be; }
+float *bert_model_params(bert_model *m) { return m->params; }
+float *bert_model_grads(bert_model *m) { return m->grads; }
+
+int bert_model_set_params(bert_model *m, const float *host)
+{
+    int rc = m->be->i->upload(m->be->ctx, m->params, host, m->table.total * sizeof(float));
+    return rc ? err_wrap(rc, "bert_model_set_params") : 0;
+}
+
+int bert_model_get_params(bert_model *m, float *host)
+{
+    int rc = m->be->i->download(m->be->ctx, host, m->params, m->table.total * sizeof(float));
+    return rc ? err_wrap(rc, "bert_model_get_params") : 0;
+}
+
+void bert_zero_grad(bert_model *m)
+{
+    m->be->i->zero(m->be->ctx, m->grads, m->table.total * sizeof(float));
+}
+
+static int check_batch(const bert_model *m, const bert_batch *b, float ph, float pa)
+{
+    if (b->B < 1 || b->B > m->max_B)
+        return err_set(ERR_INPUT, "bert_forward: batch of %d rows; this model holds 1 to %d", b->B, m->max_B);
+    if (b->T < 1 || b->T > m->T)
+        return err_set(ERR_INPUT, "bert_forward: sequence of %d tokens; this model holds 1 to %d", b->T, m->T);
+    if (!b->input_ids || !b->token_type_ids || !b->attention_mask)
+        return err_set(ERR_INPUT, "bert_forward: input_ids, token_type_ids and attention_mask are required");
+    if ((b->start_positions == NULL) != (b->end_positions == NULL))
+        return err_set(ERR_INPUT, "bert_forward: start_positions and end_positions go together");
+    if (!(ph >= 0 && ph < 1) || !(pa >= 0 && pa < 1))
+        return err_set(ERR_INPUT, "bert_forward: dropout probabilities %g, %g must be in [0, 1)", ph, pa);
+    for (int r = 0; r < b->B; r++)
+        for (int t = 0; t < b->T; t++) {
+            size_t i = (size_t)r * b->T + t;
+            if (b->input_ids[i] < 0 || b->input_ids[i] >= m->cfg.vocab_size)
+                return err_set(ERR_INPUT, "bert_forward: input_ids[%d][%d] = %d outside the vocabulary (0..%d)", r, t,
+                               b->input_ids[i], m->cfg.vocab_size - 1);
+            if (b->token_type_ids[i] < 0 || b->token_type_ids[i] >= m->cfg.type_vocab_size)
+                return err_set(ERR_INPUT, "bert_forward: token_type_ids[%d][%d] = %d outside 0..%d", r, t,
+                               b->token_type_ids[i], m->cfg.type_vocab_size - 1);
+            if (b->attention_mask[i] != 0 && b->attention_mask[i] != 1)
+                return err_set(ERR_INPUT, "bert_forward: attention_mask[%d][%d] = %d is neither 0 nor 1", r, t,
+                               b->attention_mask[i]);
+        }
+    return 0;
+}
+
+static philox_stream stream_at(philox_stream rng, int layer, int site)
+{
+    rng.stream = bert_dropout_stream(layer, site);
+    return rng;
+}
+
+int bert_forward(bert_model *m, const bert_batch *b, float dropout_hidden, float dropout_attn, philox_stream rng,
+                 float *loss, float *start_logits, float *end_logits)
+{
+    m->has_labels = 0;
+    int rc = check_batch(m, b, dropout_hidden, dropout_attn);
+    if (rc) return rc;
+    const backend_i *o = m->be->i;
+    void *c = m->be->ctx;
+    const bert_config *cfg = &m->cfg;
+    int B = b->B, T = b->T, C = cfg->hidden_size, I = cfg->intermediate_size, NH = cfg->num_attention_heads;
+    int N = B * T, HS = C / NH, L = cfg->num_hidden_layers;
+    size_t NC = (size_t)N * C, NI = (size_t)N * I;
+    float eps = cfg->layer_norm_eps, ph = dropout_hidden, pa = dropout_attn;
+    int labels = b->start_positions != NULL;
+
+    size_t bt = (size_t)N * sizeof(int32_t);
+    if ((rc = o->upload(c, m->d_ids, b->input_ids, bt)) || (rc = o->upload(c, m->d_types, b->token_type_ids, bt)) ||
+        (rc = o->upload(c, m->d_mask, b->attention_mask, bt)))
+        return err_wrap(rc, "bert_forward: batch upload");
+    if (labels && ((rc = o->upload(c, m->d_start, b->start_positions, (size_t)B * sizeof(int32_t))) ||
+                   (rc = o->upload(c, m->d_end, b->end_positions, (size_t)B * sizeof(int32_t)))))
+        return err_wrap(rc, "bert_forward: label upload");
+
+    const bert_acts *a = &m->a;
+    const act_strides *s = &m->st;
+    const bert_params *p = &m->p;
+
+    o->embedding_forward(c, a->emb, m->d_ids, m->d_types, p->word_emb, p->pos_emb, p->type_emb, B, T, C);
+    o->layernorm_forward(c, a->x, a->emb_mean, a->emb_rstd, a->emb, p->emb_ln_w, p->emb_ln_b, N, C, eps);
+    if (ph > 0) o->dropout_forward(c, a->x, a->x, NC, ph, stream_at(rng, -1, DROPOUT_EMBEDDINGS));
+
+    for (int l = 0; l < L; l++) {
+        const bert_layer_params *w = &p->layers[l];
+        const float *xin = a->x + (size_t)l * s->nc;
+        float *q = a->q + l * s->nc, *k = a->k + l * s->nc, *v = a->v + l * s->nc, *ctx = a->ctx + l * s->nc;
+        float *probs = a->probs + l * s->att, *res1 = a->res1 + l * s->nc, *h1 = a->h1 + l * s->nc;
+        float *ffn_pre = a->ffn_pre + l * s->ni, *ffn_act = a->ffn_act + l * s->ni, *res2 = a->res2 + l * s->nc;
+        float *xout = a->x + (size_t)(l + 1) * s->nc;
+
+        o->matmul_forward(c, q, xin, w->q_w, w->q_b, N, C, C);
+        o->matmul_forward(c, k, xin, w->k_w, w->k_b, N, C, C);
+        o->matmul_forward(c, v, xin, w->v_w, w->v_b, N, C, C);
+        o->attention_forward(c, ctx, probs, q, k, v, m->d_mask, B, T, NH, HS, pa,
+                             stream_at(rng, l, DROPOUT_ATTN_PROBS));
+        o->matmul_forward(c, res1, ctx, w->attn_out_w, w->attn_out_b, N, C, C);
+        if (ph > 0) o->dropout_forward(c, res1, res1, NC, ph, stream_at(rng, l, DROPOUT_ATTN_OUT));
+        o->add(c, res1, res1, xin, NC);
+        o->layernorm_forward(c, h1, a->ln1_mean + l * s->n1, a->ln1_rstd + l * s->n1, res1, w->attn_ln_w,
+                             w->attn_ln_b, N, C, eps);
+
+        o->matmul_forward(c, ffn_pre, h1, w->ffn_in_w, w->ffn_in_b, N, C, I);
+        o->gelu_forward(c, ffn_act, ffn_pre, NI);
+        o->matmul_forward(c, res2, ffn_act, w->ffn_out_w, w->ffn_out_b, N, I, C);
+        if (ph > 0) o->dropout_forward(c, res2, res2, NC, ph, stream_at(rng, l, DROPOUT_FFN_OUT));
+        o->add(c, res2, res2, h1, NC);
+        o->layernorm_forward(c, xout, a->ln2_mean + l * s->n1, a->ln2_rstd + l * s->n1, res2, w->ffn_ln_w,
+                             w->ffn_ln_b, N, C, eps);
+    }
+    o->matmul_forward(c, a->logits, a->x + (size_t)L * s->nc, p->qa_w, p->qa_b, N, C, 2);
+    if (labels) o->qa_loss(c, a->loss, a->dlogits, a->logits, m->d_start, m->d_end, B, T, 1.0f);
+
+    if ((rc = o->sync(c))) return err_wrap(rc, "bert_forward");
+    if (labels && loss && (rc = o->download(c, loss, a->loss, sizeof(float))))
+        return err_wrap(rc, "bert_forward: loss download");
+    if (start_logits || end_logits) {
+        if ((rc = o->download(c, m->h_logits, a->logits, (size_t)N * 2 * sizeof(float))))
+            return err_wrap(rc, "bert_forward: logits download");
+        for (int i = 0; i < N; i++) {
+            if (start_logits) start_logits[i] = m->h_logits[2 * i];
+            if (end_logits) end_logits[i] = m->h_logits[2 * i + 1];
+        }
+    }
+    m->B = B;
+    m->Tb = T;
+    m->has_labels = labels;
+    m->p_hidden = ph;
+    m->p_attn = pa;
+    m->rng = rng;
+    return 0;
+}
+
+/* The gradient before a hidden dropout: d_a = dropout_backward(dout), or
+ * dout itself when dropout is off. */
+static const float *dropout_back(bert_model *m, const float *dout, size_t n, philox_stream rng)
+{
+    if (m->p_hidden <= 0) return dout;
+    m->be->i->zero(m->be->ctx, m->a.d_a, n * sizeof(float));
+    m->be->i->dropout_backward(m->be->ctx, m->a.d_a, dout, n, m->p_hidden, rng);
+    return m->a.d_a;
+}
+
+int bert_backward(bert_model *m, float grad_scale)
+{
+    if (!m->has_labels)
+        return err_set(ERR_RUNTIME, "bert_backward: the last bert_forward had no labels (or failed)");
+    const backend_i *o = m->be->i;
+    void *c = m->be->ctx;
+    const bert_config *cfg = &m->cfg;
+    int B = m->B, T = m->Tb, C = cfg->hidden_size, I = cfg->intermediate_size, NH = cfg->num_attention_heads;
+    int N = B * T, HS = C / NH, L = cfg->num_hidden_layers;
+    size_t NC = (size_t)N * C, NI = (size_t)N * I, fNC = NC * sizeof(float), fNI = NI * sizeof(float);
+    const bert_acts *a = &m->a;
+    const act_strides *s = &m->st;
+    const bert_params *p = &m->p;
+    const bert_params *g = &m->g;
+    philox_stream rng = m->rng;
+
+    /* The loss again, now with the scale: dlogits = grad_scale * dloss/dlogits
+     * computed as the backend computes it, not rescaled afterwards. */
+    o->qa_loss(c, a->loss, a->dlogits, a->logits, m->d_start, m->d_end, B, T, grad_scale);
+    o->zero(c, a->d_x, fNC);
+    o->matmul_backward(c, a->d_x, g->qa_w, g->qa_b, a->dlogits, a->x + (size_t)L * s->nc, p->qa_w, N, C, 2);
+
+    for (int l = L - 1; l >= 0; l--) {
+        const bert_layer_params *w = &p->layers[l];
+        const bert_layer_params *gw = &g->layers[l];
+        const float *xin = a->x + (size_t)l * s->nc;
+        const float *q = a->q + l * s->nc, *k = a->k + l * s->nc, *v = a->v + l * s->nc;
+        const float *ctx = a->ctx + l * s->nc, *probs = a->probs + l * s->att;
+        const float *res1 = a->res1 + l * s->nc, *h1 = a->h1 + l * s->nc, *res2 = a->res2 + l * s->nc;
+        const float *ffn_pre = a->ffn_pre + l * s->ni, *ffn_act = a->ffn_act + l * s->ni;
+
+        /* FFN block: d_x holds d(layer output). d_h1 collects d(h1) from the
+         * residual and, last, from intermediate.dense. */
+        o->zero(c, a->d_h1, fNC);
+        o->layernorm_backward(c, a->d_h1, gw->ffn_ln_w, gw->ffn_ln_b, a->d_x, res2, w->ffn_ln_w,
+                              a->ln2_mean + l * s->n1, a->ln2_rstd + l * s->n1, N, C);
+        const float *d_out = dropout_back(m, a->d_h1, NC, stream_at(rng, l, DROPOUT_FFN_OUT));
+        o->zero(c, a->d_ffn_act, fNI);
+        o->matmul_backward(c, a->d_ffn_act, gw->ffn_out_w, gw->ffn_out_b, d_out, ffn_act, w->ffn_out_w, N, I, C);
+        o->zero(c, a->d_ffn_pre, fNI);
+        o->gelu_backward(c, a->d_ffn_pre, ffn_pre, a->d_ffn_act, NI);
+        o->matmul_backward(c, a->d_h1, gw->ffn_in_w, gw->ffn_in_b, a->d_ffn_pre, h1, w->ffn_in_w, N, C, I);
+
+        /* Attention block: d_x is free now and collects d(x[l]) the same way. */
+        o->zero(c, a->d_x, fNC);
+        o->layernorm_backward(c, a->d_x, gw->attn_ln_w, gw->attn_ln_b, a->d_h1, res1, w->attn_ln_w,
+                              a->ln1_mean + l * s->n1, a->ln1_rstd + l * s->n1, N, C);
+        d_out = dropout_back(m, a->d_x, NC, stream_at(rng, l, DROPOUT_ATTN_OUT));
+        o->zero(c, a->d_ctx, fNC);
+        o->matmul_backward(c, a->d_ctx, gw->attn_out_w, gw->attn_out_b, d_out, ctx, w->attn_out_w, N, C, C);
+        o->zero(c, a->d_q, fNC);
+        o->zero(c, a->d_k, fNC);
+        o->zero(c, a->d_v, fNC);
+        o->attention_backward(c, a->d_q, a->d_k, a->d_v, a->d_scratch, a->d_ctx, q, k, v, probs, m->d_mask, B, T, NH,
+                              HS, m->p_attn, stream_at(rng, l, DROPOUT_ATTN_PROBS));
+        o->matmul_backward(c, a->d_x, gw->q_w, gw->q_b, a->d_q, xin, w->q_w, N, C, C);
+        o->matmul_backward(c, a->d_x, gw->k_w, gw->k_b, a->d_k, xin, w->k_w, N, C, C);
+        o->matmul_backward(c, a->d_x, gw->v_w, gw->v_b, a->d_v, xin, w->v_w, N, C, C);
+    }
+
+    const float *d_emb_ln = dropout_back(m, a->d_x, NC, stream_at(rng, -1, DROPOUT_EMBEDDINGS));
+    o->zero(c, a->d_h1, fNC);
+    o->layernorm_backward(c, a->d_h1, g->emb_ln_w, g->emb_ln_b, d_emb_ln, a->emb, p->emb_ln_w, a->emb_mean,
+                          a->emb_rstd, N, C);
+    o->embedding_backward(c, g->word_emb, g->pos_emb, g->type_emb, a->d_h1, m->d_ids, m->d_types, B, T, C);
+    /* transformers builds word_embeddings with padding_idx = pad_token_id:
+     * that row never receives a gradient. The row holds nothing else, so
+     * clearing it keeps the accumulated sum of every micro-batch right. */
+    if (cfg->pad_token_id >= 0 && cfg->pad_token_id < cfg->vocab_size)
+        o->zero(c, g->word_emb + (size_t)cfg->pad_token_id * C, (size_t)C * sizeof(float));
+
+    int rc = o->sync(c);
+    return rc ? err_wrap(rc, "bert_backward") : 0;
+}

@@ -1,0 +1,168 @@
+/* AdamW, the linear warm-up schedule and gradient clipping (optim.h). The
+ * arithmetic on tensors is the backend's (sum_squares, adamw); this file
+ * decides the learning rate, the clipping factor and whether to step. */
+#include "train/optim.h"
+
+#include "core/alloc.h"
+#include "core/err.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct optim {
+    backend *be;
+    const param_table *table;
+    float *m, *v; /* backend, table->total floats each */
+    int64_t t, skipped;
+};
+
+double optim_lr_lambda(int64_t k, int64_t warmup, int64_t total)
+{
+    if (k < warmup) return (double)k / (double)(warmup > 1 ? warmup : 1);
+    int64_t span = total - warmup;
+    double f = (double)(total - k) / (double)(span > 1 ? span : 1);
+    return f > 0 ? f : 0.0;
+}
+
+int64_t optim_warmup_steps(double warmup, int64_t total)
+{
+    if (!(warmup >= 0)) return 0;
+    if (warmup >= 1) return (int64_t)warmup;
+    return (int64_t)ceil((double)total * warmup);
+}
+
+double optim_clip_coef(double norm, double max_norm)
+{
+    if (max_norm <= 0) return 1.0;
+    /* clip_grad_norm_ computes this in fp32; the double here differs in the
+     * last bits at most, far below the tolerance of any comparison. */
+    double coef = max_norm / (norm + 1e-6);
+    return coef < 1.0 ? coef : 1.0;
+}
+
+optim_config optim_config_default(void)
+{
+    optim_config c = {
+        .lr = 3e-5,
+        .beta1 = 0.9,
+        .beta2 = 0.999,
+        .eps = 1e-8,
+        .weight_decay = 0.01,
+        .max_grad_norm = 1.0,
+        .warmup_steps = 0,
+        .total_steps = 0,
+    };
+    return c;
+}
+
+int optim_create(optim **out, backend *be, const param_table *t)
+{
+    *out = NULL;
+    optim *o = xcalloc(1, sizeof *o);
+    o->be = be;
+    o->table = t;
+    size_t bytes = mul_size(t->total, sizeof(float));
+    o->m = be->i->alloc(be->ctx, bytes);
+    if (o->m) o->v = be->i->alloc(be->ctx, bytes);
+    if (!o->m || !o->v) {
+        int rc = err_wrap(ERR_RUNTIME, "optim_create: Adam state for %zu parameters", t->total);
+        optim_free(o);
+        return rc;
+    }
+    be->i->zero(be->ctx, o->m, bytes);
+    be->i->zero(be->ctx, o->v, bytes);
+    *out = o;
+    return 0;
+}
+
+void optim_free(optim *o)
+{
+    if (!o) return;
+    if (o->m) o->be->i->release(o->be->ctx, o->m);
+    if (o->v) o->be->i->release(o->be->ctx, o->v);
+    free(o);
+}
+
+int64_t optim_t(const optim *o) { return o->t; }
+int64_t optim_skipped(const optim *o) { return o->skipped; }
+size_t optim_state_floats(const optim *o) { return o->table->total; }
+
+static int check_config(const optim_config *c)
+{
+    if (!(c->lr >= 0) || !isfinite(c->lr)) return err_set(ERR_INPUT, "optim: learning rate %g", c->lr);
+    if (!(c->beta1 >= 0 && c->beta1 < 1) || !(c->beta2 >= 0 && c->beta2 < 1))
+        return err_set(ERR_INPUT, "optim: betas %g, %g must be in [0, 1)", c->beta1, c->beta2);
+    if (!(c->eps > 0)) return err_set(ERR_INPUT, "optim: eps %g must be positive", c->eps);
+    if (!(c->weight_decay >= 0)) return err_set(ERR_INPUT, "optim: weight decay %g", c->weight_decay);
+    if (c->warmup_steps < 0 || c->total_steps < 0)
+        return err_set(ERR_INPUT, "optim: warm-up %lld and total %lld steps must not be negative",
+                       (long long)c->warmup_steps, (long long)c->total_steps);
+    return 0;
+}
+
+int optim_step(optim *o, float *params, const float *grads, const optim_config *c, int64_t k, float grad_unscale,
+               optim_result *r)
+{
+    int rc = check_config(c);
+    if (rc) return rc;
+    const backend_i *b = o->be->i;
+    void *ctx = o->be->ctx;
+    const param_table *t = o->table;
+    optim_result res = {0};
+
+    double norm = sqrt(b->sum_squares(ctx, grads, t->total)) * fabs((double)grad_unscale);
+    res.grad_norm = norm;
+    res.lr = c->lr * optim_lr_lambda(k, c->warmup_steps, c->total_steps);
+    /* The sum of squares of finite floats cannot overflow a double, so a
+     * non-finite norm means a NaN or an infinity among the gradients. */
+    if (!isfinite(norm)) {
+        res.skipped = 1;
+        res.clip_coef = 1;
+        o->skipped++;
+        if (r) *r = res;
+        return 0;
+    }
+    res.clip_coef = optim_clip_coef(norm, c->max_grad_norm);
+    float gs = (float)((double)grad_unscale * res.clip_coef);
+    o->t++;
+    /* Runs of neighbouring tensors with the same decay go in one call. */
+    for (int i = 0; i < t->n;) {
+        int j = i + 1;
+        while (j < t->n && t->info[j].decay == t->info[i].decay) j++;
+        size_t off = t->info[i].offset;
+        size_t n = t->info[j - 1].offset + t->info[j - 1].numel - off;
+        float wd = t->info[i].decay ? (float)c->weight_decay : 0.0f;
+        b->adamw(ctx, params + off, grads + off, o->m + off, o->v + off, n, (float)res.lr, (float)c->beta1,
+                 (float)c->beta2, (float)c->eps, wd, o->t, gs);
+        i = j;
+    }
+    if ((rc = b->sync(ctx))) return err_wrap(rc, "optim_step");
+    if (r) *r = res;
+    return 0;
+}
+
+int optim_get_state(optim *o, float *m, float *v, int64_t *t, int64_t *skipped)
+{
+    size_t bytes = o->table->total * sizeof(float);
+    int rc = o->be->i->download(o->be->ctx, m, o->m, bytes);
+    if (!rc) rc = o->be->i->download(o->be->ctx, v, o->v, bytes);
+    if (rc) return err_wrap(rc, "optim_get_state");
+    if (t) *t = o->t;
+    if (skipped) *skipped = o->skipped;
+    return 0;
+}
+
+int optim_set_state(optim *o, const float *m, const float *v, int64_t t, int64_t skipped)
+{
+    if (t < 0 || skipped < 0)
+        return err_set(ERR_INPUT, "optim_set_state: step %lld, skipped %lld must not be negative", (long long)t,
+                       (long long)skipped);
+    size_t bytes = o->table->total * sizeof(float);
+    int rc = o->be->i->upload(o->be->ctx, o->m, m, bytes);
+    if (!rc) rc = o->be->i->upload(o->be->ctx, o->v, v, bytes);
+    if (rc) return err_wrap(rc, "optim_set_state");
+    o->t = t;
+    o->skipped = skipped;
+    return 0;
+}

@@ -1,0 +1,352 @@
+/* The optimizer (optim.h) and the training step around it: the schedule,
+ * the clipping coefficient, AdamW against a float64 host computation with
+ * the decay exclusions, state save/restore, a non-finite gradient skipping
+ * the step, gradient accumulation over micro-batches, and determinism of
+ * whole training steps on 2 threads with dropout on. */
+#include "backend/backend.h"
+#include "core/err.h"
+#include "model/bert.h"
+#include "model/weights.h"
+#include "train/optim.h"
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void test_schedule(void)
+{
+    /* get_linear_schedule_with_warmup(warmup 2, total 10): 0, 0.5, 1 (peak), then down by 1/8 to 0. */
+    struct { int64_t k, w, n; double want; } c[] = {
+        {0, 2, 10, 0.0}, {1, 2, 10, 0.5}, {2, 2, 10, 1.0}, {6, 2, 10, 0.5}, {9, 2, 10, 0.125},
+        {10, 2, 10, 0.0}, {13, 2, 10, 0.0}, /* past the end: floored at 0 */
+        {0, 0, 10, 1.0}, {5, 0, 10, 0.5},   /* no warm-up */
+        {3, 5, 5, 0.6}, {5, 5, 5, 0.0},     /* all warm-up: max(1, total - warmup) */
+        {0, 1, 1, 0.0}, {1, 1, 1, 0.0},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        double got = optim_lr_lambda(c[i].k, c[i].w, c[i].n);
+        CHECK(fabs(got - c[i].want) < 1e-15, "lambda(k=%lld, warmup %lld, total %lld) = %.17g, want %g",
+              (long long)c[i].k, (long long)c[i].w, (long long)c[i].n, got, c[i].want);
+    }
+    /* get_warmup_steps: ratios round up (0.07 * 100 is 7.000000000000001 in
+     * double, so Python's math.ceil gives 8), numbers >= 1 are steps. */
+    struct { double r; int64_t n, want; } w[] = {
+        {0.1, 1000, 100}, {0.1, 7, 1}, {0.07, 100, 8}, {0.0, 100, 0}, {5, 100, 5}, {2.7, 100, 2}, {0.5, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
+        int64_t got = optim_warmup_steps(w[i].r, w[i].n);
+        CHECK(got == w[i].want, "warmup_steps(%g, total %lld) = %lld, want %lld", w[i].r, (long long)w[i].n,
+              (long long)got, (long long)w[i].want);
+    }
+    printf("schedule: %zu lambda values and %zu warm-up conversions checked\n", sizeof c / sizeof c[0],
+           sizeof w / sizeof w[0]);
+}
+
+static void test_clip_coef(void)
+{
+    CHECK(fabs(optim_clip_coef(4.0, 1.0) - 1.0 / (4.0 + 1e-6)) < 1e-15, "coef(4, 1) = %.17g",
+          optim_clip_coef(4.0, 1.0));
+    CHECK(optim_clip_coef(0.5, 1.0) == 1.0, "no clipping below max_norm: %g", optim_clip_coef(0.5, 1.0));
+    /* Exactly at max_norm the +1e-6 keeps the coefficient just below 1: clip_grad_norm_ scales. */
+    CHECK(optim_clip_coef(1.0, 1.0) < 1.0, "coef(1, 1) = %.17g", optim_clip_coef(1.0, 1.0));
+    CHECK(optim_clip_coef(100.0, 0.0) == 1.0, "max_norm 0 disables clipping");
+}
+
+static float frand(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((*s >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
+}
+
+/* A small config whose table has both decay and no-decay tensors. */
+static bert_config small_config(void)
+{
+    bert_config c = {
+        .vocab_size = 50, .hidden_size = 32, .num_hidden_layers = 2, .num_attention_heads = 2,
+        .intermediate_size = 64, .max_position_embeddings = 32, .type_vocab_size = 2, .layer_norm_eps = 1e-12f,
+        .hidden_dropout_prob = 0.1f, .attention_probs_dropout_prob = 0.1f, .initializer_range = 0.02f,
+        .pad_token_id = 0,
+    };
+    return c;
+}
+
+/* AdamW in double on the host, as torch.optim.AdamW does it, with grads
+ * multiplied by the clipping coefficient in fp32 (as clip_grad_norm_) and
+ * p, m, v rounded to fp32 after each step. */
+static void host_adamw(const param_table *t, double *p, double *m, double *v, const float *g, double lr,
+                       double wd, float coef, int64_t step)
+{
+    const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
+    double bc1 = 1 - pow(b1, (double)step), bc2 = 1 - pow(b2, (double)step);
+    for (int i = 0; i < t->n; i++)
+        for (size_t j = t->info[i].offset; j < t->info[i].offset + t->info[i].numel; j++) {
+            double gj = (double)(g[j] * coef);
+            if (t->info[i].decay) p[j] *= 1 - lr * wd;
+            m[j] = b1 * m[j] + (1 - b1) * gj;
+            v[j] = b2 * v[j] + (1 - b2) * gj * gj;
+            p[j] -= lr / bc1 * m[j] / (sqrt(v[j]) / sqrt(bc2) + eps);
+            /* The state is stored in fp32 between steps, as torch stores it. */
+            p[j] = (float)p[j];
+            m[j] = (float)m[j];
+            v[j] = (float)v[j];
+        }
+}
+
+static void test_adamw(backend *be)
+{
+    bert_config cfg = small_config();
+    param_table t;
+    param_table_init(&t, &cfg);
+    size_t n = t.total, bytes = n * sizeof(float);
+    float *hp = malloc(bytes), *hg = malloc(bytes), *got = malloc(bytes);
+    double *ep = malloc(n * sizeof *ep), *em = calloc(n, sizeof *em), *ev = calloc(n, sizeof *ev);
+    uint64_t s = 7;
+    for (size_t j = 0; j < n; j++) ep[j] = hp[j] = 0.05f * frand(&s);
+    float *dp = be->i->alloc(be->ctx, bytes), *dg = be->i->alloc(be->ctx, bytes);
+    optim *o = NULL;
+    if (!dp || !dg || optim_create(&o, be, &t)) {
+        CHECK(0, "setup: %s", err_msg());
+        return;
+    }
+    be->i->upload(be->ctx, dp, hp, bytes);
+    optim_config c = optim_config_default();
+    c.lr = 1e-2;
+    c.weight_decay = 0.1;
+    c.max_grad_norm = 1.0;
+    c.warmup_steps = 1;
+    c.total_steps = 4;
+    int decay_tensors = 0;
+    for (int i = 0; i < t.n; i++) decay_tensors += t.info[i].decay;
+    CHECK(decay_tensors > 0 && decay_tensors < t.n, "the table mixes decay (%d) and no-decay tensors (%d)",
+          decay_tensors, t.n - decay_tensors);
+
+    float *saved_m = malloc(bytes), *saved_v = malloc(bytes), *saved_p = malloc(bytes);
+    int64_t saved_t = 0;
+    float *gk[4];
+    for (int k = 0; k < 4; k++) {
+        /* Step 2 has small gradients: no clipping there. */
+        float amp = k == 2 ? 1e-4f : 0.05f;
+        for (size_t j = 0; j < n; j++) hg[j] = amp * frand(&s);
+        gk[k] = malloc(bytes);
+        memcpy(gk[k], hg, bytes);
+        be->i->upload(be->ctx, dg, hg, bytes);
+        if (k == 2) {
+            optim_get_state(o, saved_m, saved_v, &saved_t, NULL);
+            be->i->download(be->ctx, saved_p, dp, bytes);
+        }
+        optim_result r;
+        int rc = optim_step(o, dp, dg, &c, k, 1.0f, &r);
+        CHECK(rc == 0, "optim_step %d: %s", k, err_msg());
+        double sq = 0;
+        for (size_t j = 0; j < n; j++) sq += (double)hg[j] * hg[j];
+        double norm = sqrt(sq), coef = norm > 1.0 ? 1.0 / (norm + 1e-6) : 1.0;
+        CHECK(fabs(r.grad_norm - norm) <= 1e-9 * norm, "step %d: norm %.12g, host %.12g", k, r.grad_norm, norm);
+        CHECK(fabs(r.clip_coef - coef) < 1e-12, "step %d: clip coef %.12g, host %.12g", k, r.clip_coef, coef);
+        CHECK(fabs(r.lr - c.lr * optim_lr_lambda(k, 1, 4)) < 1e-15, "step %d: lr %g", k, r.lr);
+        printf("adamw step %d: norm %.6f coef %.6f lr %g\n", k, r.grad_norm, r.clip_coef, r.lr);
+        host_adamw(&t, ep, em, ev, hg, r.lr, c.weight_decay, (float)coef, k + 1);
+    }
+    be->i->download(be->ctx, got, dp, bytes);
+    float *want = malloc(bytes);
+    for (size_t j = 0; j < n; j++) want[j] = (float)ep[j];
+    /* fp32 arithmetic within a step: a few ulps of an update of ~lr, and one ulp of p. */
+    tu_close("AdamW, 4 steps, clipping and decay exclusions, vs float64 host (rtol 1e-6 atol 1e-8)", got, want, n,
+             1e-6, 1e-8);
+
+    /* Restoring the state saved before step 2 and replaying steps 2 and 3 gives the same bytes. */
+    optim *o2 = NULL;
+    if (!optim_create(&o2, be, &t)) {
+        CHECK(optim_set_state(o2, saved_m, saved_v, saved_t, 0) == 0, "set_state");
+        CHECK(optim_t(o2) == 2, "restored t = %lld", (long long)optim_t(o2));
+        be->i->upload(be->ctx, dp, saved_p, bytes);
+        for (int k = 2; k < 4; k++) {
+            be->i->upload(be->ctx, dg, gk[k], bytes);
+            CHECK(optim_step(o2, dp, dg, &c, k, 1.0f, NULL) == 0, "replay step %d: %s", k, err_msg());
+        }
+        float *replay = malloc(bytes);
+        be->i->download(be->ctx, replay, dp, bytes);
+        CHECK(memcmp(replay, got, bytes) == 0, "state save/restore: replayed steps give identical parameters");
+        free(replay);
+        optim_free(o2);
+    }
+
+    /* Gradients scaled by 4 with grad_unscale 1/4 give the same bytes (powers of 2 are exact). */
+    optim *o3 = NULL, *o4 = NULL;
+    if (!optim_create(&o3, be, &t) && !optim_create(&o4, be, &t)) {
+        float *dp2 = be->i->alloc(be->ctx, bytes);
+        be->i->upload(be->ctx, dp, hp, bytes);
+        be->i->upload(be->ctx, dp2, hp, bytes);
+        for (size_t j = 0; j < n; j++) hg[j] = 0.05f * frand(&s);
+        be->i->upload(be->ctx, dg, hg, bytes);
+        optim_result r1, r2;
+        optim_step(o3, dp, dg, &c, 1, 1.0f, &r1);
+        for (size_t j = 0; j < n; j++) hg[j] *= 4;
+        be->i->upload(be->ctx, dg, hg, bytes);
+        optim_step(o4, dp2, dg, &c, 1, 0.25f, &r2);
+        float *a = malloc(bytes), *b = malloc(bytes);
+        be->i->download(be->ctx, a, dp, bytes);
+        be->i->download(be->ctx, b, dp2, bytes);
+        CHECK(r1.grad_norm == r2.grad_norm && memcmp(a, b, bytes) == 0,
+              "grad_unscale: norms %.17g %.17g, parameters identical", r1.grad_norm, r2.grad_norm);
+        free(a), free(b);
+        be->i->release(be->ctx, dp2);
+    }
+    optim_free(o3);
+    optim_free(o4);
+
+    /* A NaN, then an infinity, in the gradients: the step is skipped and counted, nothing changes. */
+    for (int trial = 0; trial < 2; trial++) {
+        be->i->download(be->ctx, got, dp, bytes);
+        int64_t t0 = optim_t(o), sk0 = optim_skipped(o);
+        for (size_t j = 0; j < n; j++) hg[j] = 0.05f * frand(&s);
+        hg[n / 3] = trial ? INFINITY : NAN;
+        be->i->upload(be->ctx, dg, hg, bytes);
+        optim_result r;
+        int rc = optim_step(o, dp, dg, &c, 4, 1.0f, &r);
+        float *after = malloc(bytes);
+        be->i->download(be->ctx, after, dp, bytes);
+        CHECK(rc == 0 && r.skipped == 1, "%s gradient: skipped (%d)", trial ? "inf" : "NaN", r.skipped);
+        CHECK(optim_t(o) == t0 && optim_skipped(o) == sk0 + 1, "t stays %lld (%lld), skipped counts %lld",
+              (long long)t0, (long long)optim_t(o), (long long)optim_skipped(o));
+        CHECK(memcmp(after, got, bytes) == 0, "parameters unchanged after a skipped step");
+        free(after);
+    }
+    printf("non-finite gradients: 2 steps skipped, %lld counted\n", (long long)optim_skipped(o));
+
+    free(saved_m), free(saved_v), free(saved_p), free(want);
+    for (int k = 0; k < 4; k++) free(gk[k]);
+    optim_free(o);
+    be->i->release(be->ctx, dp);
+    be->i->release(be->ctx, dg);
+    free(hp), free(hg), free(got), free(ep), free(em), free(ev);
+    param_table_free(&t);
+}
+
+/* A random batch of B rows of T tokens, row 1 padded, labels inside. */
+static void make_batch(int B, int T, int V, uint64_t seed, int32_t *ids, int32_t *types, int32_t *mask,
+                       int32_t *sp, int32_t *ep)
+{
+    uint64_t s = seed;
+    for (int b = 0; b < B; b++) {
+        int len = b % 2 ? T - T / 4 : T;
+        for (int t = 0; t < T; t++) {
+            size_t i = (size_t)b * T + t;
+            ids[i] = t < len ? 1 + (int)((frand(&s) + 1) * 0.5f * (V - 2)) : 0;
+            types[i] = t >= T / 3 && t < len;
+            mask[i] = t < len;
+        }
+        sp[b] = 2 + b;
+        ep[b] = 4 + b;
+    }
+}
+
+static void test_accumulation(backend *be)
+{
+    bert_config cfg = small_config();
+    enum { B = 2, T = 16 };
+    param_table t;
+    param_table_init(&t, &cfg);
+    float *init = malloc(t.total * sizeof *init);
+    model_init_random(&cfg, &t, init, 5);
+    int32_t ids[B * T], types[B * T], mask[B * T], sp[B], ep[B];
+    make_batch(B, T, cfg.vocab_size, 11, ids, types, mask, sp, ep);
+    bert_model *m = NULL;
+    if (bert_model_create(&m, &cfg, be, B, T) || bert_model_set_params(m, init)) {
+        CHECK(0, "model: %s", err_msg());
+        return;
+    }
+    philox_stream rng = {.seed = 1};
+    bert_batch whole = {B, T, ids, types, mask, sp, ep};
+    float *g1 = malloc(t.total * sizeof *g1), *g2 = malloc(t.total * sizeof *g2);
+    bert_zero_grad(m);
+    int rc = bert_forward(m, &whole, 0, 0, rng, NULL, NULL, NULL);
+    if (!rc) rc = bert_backward(m, 1.0f);
+    CHECK(rc == 0, "whole batch: %s", err_msg());
+    be->i->download(be->ctx, g1, bert_model_grads(m), t.total * sizeof *g1);
+    bert_zero_grad(m);
+    for (int r = 0; r < B && !rc; r++) {
+        bert_batch one = {1, T, ids + r * T, types + r * T, mask + r * T, sp + r, ep + r};
+        rc = bert_forward(m, &one, 0, 0, rng, NULL, NULL, NULL);
+        if (!rc) rc = bert_backward(m, 0.5f);
+    }
+    CHECK(rc == 0, "micro-batches: %s", err_msg());
+    be->i->download(be->ctx, g2, bert_model_grads(m), t.total * sizeof *g2);
+    tu_close("accumulation: 2 micro-batches x 1 row (grad_scale 0.5) vs 1 batch of 2 rows", g2, g1, t.total, 0, 1e-6);
+    double sq = 0;
+    for (size_t j = 0; j < t.total; j++) sq += (double)g1[j] * g1[j];
+    CHECK(sq > 1e-6, "the gradients are not trivially zero (norm %g)", sqrt(sq));
+    free(g1), free(g2), free(init);
+    bert_model_free(m);
+    param_table_free(&t);
+}
+
+/* Three full training steps (dropout on) from the same start; returns the parameters. */
+static float *train_run(backend *be, uint64_t seed, size_t *n_out)
+{
+    bert_config cfg = small_config();
+    enum { B = 3, T = 16 };
+    param_table t;
+    param_table_init(&t, &cfg);
+    float *p = malloc(t.total * sizeof *p);
+    model_init_random(&cfg, &t, p, 5);
+    int32_t ids[B * T], types[B * T], mask[B * T], sp[B], ep[B];
+    make_batch(B, T, cfg.vocab_size, 13, ids, types, mask, sp, ep);
+    bert_batch b = {B, T, ids, types, mask, sp, ep};
+    bert_model *m = NULL;
+    optim *o = NULL;
+    if (bert_model_create(&m, &cfg, be, B, T) || bert_model_set_params(m, p) ||
+        optim_create(&o, be, bert_model_table(m))) {
+        CHECK(0, "train_run: %s", err_msg());
+        free(p);
+        return NULL;
+    }
+    optim_config c = optim_config_default();
+    c.lr = 1e-3;
+    c.warmup_steps = 1;
+    c.total_steps = 10;
+    for (int k = 0; k < 3; k++) {
+        philox_stream rng = {.seed = seed, .step = (uint32_t)k};
+        bert_zero_grad(m);
+        int rc = bert_forward(m, &b, 0.1f, 0.1f, rng, NULL, NULL, NULL);
+        if (!rc) rc = bert_backward(m, 1.0f);
+        if (!rc) rc = optim_step(o, bert_model_params(m), bert_model_grads(m), &c, k, 1.0f, NULL);
+        CHECK(rc == 0, "train step %d: %s", k, err_msg());
+    }
+    bert_model_get_params(m, p);
+    *n_out = t.total;
+    optim_free(o);
+    bert_model_free(m);
+    param_table_free(&t);
+    return p;
+}
+
+static void test_determinism(backend *be)
+{
+    size_t n = 0;
+    float *a = train_run(be, 99, &n), *b = train_run(be, 99, &n), *c = train_run(be, 100, &n);
+    if (!a || !b || !c) return;
+    CHECK(memcmp(a, b, n * sizeof *a) == 0, "two identical runs (2 threads, dropout on) give identical parameters");
+    size_t diff = 0;
+    for (size_t j = 0; j < n; j++) diff += a[j] != c[j];
+    CHECK(diff > n / 10, "another dropout seed changes the parameters (%zu of %zu differ)", diff, n);
+    printf("determinism: 3 steps twice, %zu parameters identical; another seed changes %zu\n", n, diff);
+    free(a), free(b), free(c);
+}
+
+int main(void)
+{
+    log_quiet(1);
+    test_schedule();
+    test_clip_coef();
+    backend be;
+    if (backend_cpu_create(&be, 2)) {
+        fprintf(stderr, "FAIL: backend: %s\n", err_msg());
+        return 1;
+    }
+    test_adamw(&be);
+    test_accumulation(&be);
+    test_determinism(&be);
+    backend_free(&be);
+    return tu_done();
+}
