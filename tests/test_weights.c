@@ -291,6 +291,66 @@ static void test_bad_files(void)
     expect_open_error("a directory", make_dir("dir.safetensors"), "not a regular file", NULL);
 }
 
+/* Every truncation of a good file is refused; random byte changes in it
+ * are refused or read cleanly, never a crash (ASan checks the reads). */
+static void test_mutations(void)
+{
+    float a[6] = {1, 2, 3, 4, 5, 6};
+    int32_t b[3] = {7, 8, 9};
+    st_entry e[] = {{"w", ST_F32, 2, {2, 3}, a}, {"ids", ST_I32, 1, {3}, b}, {"v", ST_F32, 1, {2}, a}};
+    const char *good = tmp_path("mut_good.safetensors"), *bad = tmp_path("mut.safetensors");
+    st_write(good, e, 3, 0);
+    char *bytes;
+    size_t len;
+    if (file_read_all(good, &bytes, &len)) return;
+    int refused = 0;
+    for (size_t cut = 0; cut < len; cut++) {
+        write_file(bad, bytes, cut);
+        st_file f;
+        int rc = st_open(bad, &f);
+        refused += rc == ERR_INPUT;
+        if (!rc) st_close(&f);
+    }
+    printf("truncations: %d of %zu refused\n", refused, len);
+    CHECK(refused == (int)len, "%zu truncations accepted", len - (size_t)refused);
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    int iters = tu_sanitized() ? 400 : 4000, opened = 0, errs = 0, other = 0;
+    char *m = malloc(len);
+    for (int it = 0; it < iters; it++) {
+        memcpy(m, bytes, len);
+        int flips = 1 + it % 4;
+        for (int k = 0; k < flips; k++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            size_t pos = (x >> 8) % (it % 10 ? 8 + 160 : len); /* mostly the length and the header */
+            const char pool[] = "0123456789[]{}\",:- \"FIUB\\";
+            m[pos] = (x >> 40) & 1 ? pool[(x >> 48) % (sizeof pool - 1)] : (char)(x >> 32);
+        }
+        write_file(bad, m, len);
+        st_file f;
+        int rc = st_open(bad, &f);
+        if (rc == 0) {
+            opened++;
+            for (int i = 0; i < f.n; i++) {
+                const st_tensor *t = &f.tensors[i];
+                size_t n = t->numel < 64 ? t->numel : 0;
+                float fo[64];
+                int64_t io[64];
+                if (n == t->numel) (t->dtype == ST_I32 || t->dtype == ST_I64) ? st_read_i64(&f, t, io, n)
+                                                                               : st_read_f32(&f, t, fo, n);
+            }
+            st_close(&f);
+        } else if (rc == ERR_INPUT) {
+            errs++;
+        } else {
+            other++;
+        }
+    }
+    printf("mutations: %d files, %d opened, %d refused with ERR_INPUT, %d other\n", iters, opened, errs, other);
+    CHECK(other == 0 && errs > iters / 2, "mutations: %d other results", other);
+    free(m);
+    free(bytes);
+}
+
 /* ---- model dirs ----------------------------------------------------------- */
 
 /* A small model: two layers, every table tensor, quick under ASan. */
@@ -692,6 +752,7 @@ int main(void)
     test_round_trip();
     test_half_types();
     test_bad_files();
+    test_mutations();
     test_init_random();
     test_model_dirs();
     test_minilm();

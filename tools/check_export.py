@@ -6,7 +6,10 @@ AutoTokenizer with the dir's casing, and a forward pass on one question/context
 pair. With --init it also checks transformers' _init_weights statistics
 (N(0, initializer_range) weights, LayerNorm 1/0, biases 0, the padding row 0).
 
-usage: python3 tools/check_export.py DIR [--init]
+With --compare SRC (the model dir bertc loaded, e.g. a pretrained BertModel), the
+encoder output of DIR must equal SRC's on the same input.
+
+usage: python3 tools/check_export.py DIR [--init] [--compare SRC]
 Exit status 0 when every check passes, 1 otherwise.
 """
 import argparse
@@ -18,13 +21,14 @@ import sys
 import numpy as np
 import torch
 from safetensors.numpy import load_file
-from transformers import AutoTokenizer, BertForQuestionAnswering
+from transformers import AutoModel, AutoTokenizer, BertForQuestionAnswering
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dir")
     ap.add_argument("--init", action="store_true", help="also check the random-initialisation statistics")
+    ap.add_argument("--compare", metavar="SRC", help="model dir whose encoder output DIR must reproduce")
     args = ap.parse_args()
     failures = []
 
@@ -60,6 +64,14 @@ def main():
     check(s.shape == enc["input_ids"].shape[1:] and bool(torch.isfinite(s).all() and torch.isfinite(e).all()),
           f"forward on one pair: {enc['input_ids'].shape[1]} tokens, finite start/end logits "
           f"(start[:3] {s[:3].tolist()})")
+
+    if args.compare:
+        src = AutoModel.from_pretrained(args.compare).eval()
+        with torch.no_grad():
+            want = src(**enc).last_hidden_state
+            got = model.bert(**enc).last_hidden_state
+        diff = (got - want).abs().max().item()
+        check(diff == 0, f"encoder output equals {args.compare}'s: max abs diff {diff:.3e} over {tuple(got.shape)}")
 
     if args.init:
         std = model.config.initializer_range or 0.02
