@@ -1,0 +1,72 @@
+/* Answer post-processing: start/end logits of every window -> the answer
+ * text of every example, as transformers' utils_qa.py
+ * postprocess_qa_predictions does it for run_qa.py (SQuAD v1.1, no null
+ * answer):
+ *
+ *   per example, over its windows in feature order:
+ *     the n_best start and n_best end indexes with the largest logits
+ *     (np.argsort(x)[-1 : -n_best - 1 : -1]); for each (start, end) pair,
+ *     skip it when either token is not context (offset -1), end < start, or
+ *     end - start + 1 > max_answer_length; score = start + end logit (float32);
+ *   keep the n_best best scores (a stable sort: equal scores keep their
+ *   order); text = context[offset_begin(start) : offset_end(end)] in code
+ *   points; when nothing is left, or only one empty text, "empty" with
+ *   logits and score 0 goes first; probability = softmax of the scores
+ *   (max subtracted first, float32 as numpy does for float32 scores).
+ *
+ * Ties between logits: np.argsort's default (introsort, and SIMD sorts on
+ * AVX2/AVX-512 machines) orders equal values differently on different CPUs,
+ * so no C code can match "numpy" on ties everywhere. Here equal logits are
+ * ordered as np.argsort(x, kind="stable")[::-1] orders them: the higher
+ * token index first. tools/postprocess_ref.py generates its reference that
+ * way and reports how often the platform default would differ. */
+#ifndef BERTC_PREDICT_H
+#define BERTC_PREDICT_H
+
+#include "data/features.h"
+#include "data/squad.h"
+
+typedef struct {
+    char *text;              /* UTF-8, NUL-terminated */
+    float start_logit, end_logit;
+    float score;             /* start_logit + end_logit */
+    double probability;      /* float32 softmax, or float64 when "empty" was inserted (as numpy) */
+    int begin_cp, end_cp;    /* code point span in the context; -1 for "empty" */
+} qa_answer;
+
+typedef struct {
+    int n;           /* examples (d->n) */
+    qa_answer **nbest; /* [n][n_nbest[i]], best first; nbest[i][0].text is the prediction */
+    int *n_nbest;
+} qa_predictions;
+
+#define PREDICT_N_BEST 20
+#define PREDICT_MAX_ANSWER_LENGTH 30
+
+/* start_logits and end_logits are [f->n, f->T]. Examples without a window
+ * get "empty". NaN logits are an error (ERR_RUNTIME); bad feature tables
+ * (example index or offsets out of range) are ERR_INPUT. */
+int postprocess_predictions(const squad_data *d, const features *f, const float *start_logits, const float *end_logits,
+                            int n_best, int max_answer_length, qa_predictions *out);
+void qa_predictions_free(qa_predictions *p);
+
+/* predictions.json: {"id": "answer", ...} in example order, as
+ * json.dumps(..., indent=4, ensure_ascii=False) + "\n" writes it (UTF-8 kept;
+ * utils_qa.py itself leaves ensure_ascii on, which only \u-escapes the same
+ * text). Written atomically. */
+int predictions_write_json(const char *path, const squad_data *d, const qa_predictions *p);
+/* nbest_predictions.json: {"id": [{"start_logit", "end_logit", "text",
+ * "probability"}, ...]} with utils_qa.py's key order and floats as Python's
+ * repr of the float32 values. Written atomically. */
+int nbest_write_json(const char *path, const squad_data *d, const qa_predictions *p);
+
+/* Appends s as a JSON string literal the way Python's json.dumps with
+ * ensure_ascii=False writes it. Exposed for tests. */
+typedef struct {
+    char *buf;
+    size_t len, cap;
+} pyjson_buf;
+void pyjson_string(pyjson_buf *b, const char *s, size_t n);
+void pyjson_raw(pyjson_buf *b, const char *s);
+
+#endif

@@ -1,0 +1,306 @@
+/* Answer post-processing (src/infer/predict.c) against utils_qa.py's
+ * postprocess_qa_predictions run by tools/postprocess_ref.py on 212 SQuAD dev
+ * questions, with T=384/stride 128 and T=128/stride 32 windows and random
+ * logits with ties and rows that leave no valid span
+ * (tests/ref/postprocess/squad_T*.bin). The features come from the
+ * reference file and the contexts from the SQuAD file, so this test depends
+ * on neither the tokenizer nor features.c.
+ *
+ * Requires: the same prediction text for every example, the same n-best
+ * texts in the same order, scores and probabilities within 1e-6, and
+ * predictions.json byte-identical to Python's json.dumps output. */
+#include "testutil.h"
+
+#include "core/err.h"
+#include "core/fileio.h"
+#include "infer/predict.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <utf8proc.h>
+
+typedef struct {
+    const unsigned char *p, *end;
+    int bad;
+} reader;
+
+static const void *take(reader *r, size_t n)
+{
+    if (r->bad || (size_t)(r->end - r->p) < n) {
+        r->bad = 1;
+        return NULL;
+    }
+    const void *q = r->p;
+    r->p += n;
+    return q;
+}
+static uint32_t rd_u32(reader *r) { uint32_t v = 0; const void *q = take(r, 4); if (q) memcpy(&v, q, 4); return v; }
+static uint16_t rd_u16(reader *r) { uint16_t v = 0; const void *q = take(r, 2); if (q) memcpy(&v, q, 2); return v; }
+static float rd_f32(reader *r) { float v = 0; const void *q = take(r, 4); if (q) memcpy(&v, q, 4); return v; }
+static double rd_f64(reader *r) { double v = 0; const void *q = take(r, 8); if (q) memcpy(&v, q, 8); return v; }
+static uint64_t rd_u64(reader *r) { uint64_t v = 0; const void *q = take(r, 8); if (q) memcpy(&v, q, 8); return v; }
+static char *rd_str(reader *r)
+{
+    uint16_t n = rd_u16(r);
+    const char *q = take(r, n);
+    char *s = calloc(1, (size_t)n + 1);
+    if (q) memcpy(s, q, n);
+    return s;
+}
+
+static void set_context(squad_context *c, const char *text)
+{
+    c->text = strdup(text);
+    c->nbytes = strlen(text);
+    c->cp_byte = malloc(sizeof(int32_t) * (c->nbytes + 1));
+    int n = 0;
+    for (size_t i = 0; i < c->nbytes;) {
+        int32_t cp;
+        utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)c->text + i, (utf8proc_ssize_t)(c->nbytes - i), &cp);
+        c->cp_byte[n++] = (int32_t)i;
+        i += k > 0 ? (size_t)k : 1;
+    }
+    c->cp_byte[n] = (int32_t)c->nbytes;
+    c->ncp = n;
+}
+
+static void free_data(squad_data *d)
+{
+    for (int i = 0; i < d->n; i++) free(d->ex[i].id);
+    for (int i = 0; i < d->ncontexts; i++) {
+        free(d->contexts[i].text);
+        free(d->contexts[i].cp_byte);
+    }
+    free(d->ex);
+    free(d->contexts);
+}
+
+static void check_reference(const char *name, json_t *dev)
+{
+    char path[256];
+    snprintf(path, sizeof path, "tests/ref/postprocess/%s", name);
+    char *buf;
+    size_t len;
+    if (file_read_all(path, &buf, &len) != 0) {
+        CHECK(0, "read %s: %s", path, err_msg());
+        return;
+    }
+    reader r = {(const unsigned char *)buf, (const unsigned char *)buf + len, 0};
+    const char *magic = take(&r, 8);
+    CHECK(magic && memcmp(magic, "BQAPP001", 8) == 0, "%s: magic", path);
+    int ne = (int)rd_u32(&r), nf = (int)rd_u32(&r), T = (int)rd_u32(&r), n_best = (int)rd_u32(&r), max_len = (int)rd_u32(&r);
+
+    /* examples: ids from the file, contexts from the SQuAD file */
+    squad_data d = {.n = ne, .ncontexts = ne};
+    d.ex = calloc((size_t)ne, sizeof *d.ex);
+    d.contexts = calloc((size_t)ne, sizeof *d.contexts);
+    int missing = 0;
+    for (int i = 0; i < ne; i++) {
+        d.ex[i].id = rd_str(&r);
+        d.ex[i].context = i;
+        json_t *ctx = json_object_get(dev, d.ex[i].id);
+        if (!ctx) missing++;
+        set_context(&d.contexts[i], ctx ? json_string_value(ctx) : "");
+    }
+    CHECK(missing == 0, "%s: %d ids not in SQuAD dev", path, missing);
+
+    features f = {.n = nf, .T = T};
+    f.example = malloc(sizeof(int32_t) * (size_t)nf);
+    f.offset_begin = malloc(sizeof(int32_t) * (size_t)nf * T);
+    f.offset_end = malloc(sizeof(int32_t) * (size_t)nf * T);
+    float *sl = malloc(sizeof(float) * (size_t)nf * T), *el = malloc(sizeof(float) * (size_t)nf * T);
+    for (int i = 0; i < nf; i++) {
+        f.example[i] = (int32_t)rd_u32(&r);
+        for (int t = 0; t < T; t++) { uint16_t v = rd_u16(&r); f.offset_begin[(size_t)i * T + t] = v == 0xFFFF ? -1 : v; }
+        for (int t = 0; t < T; t++) { uint16_t v = rd_u16(&r); f.offset_end[(size_t)i * T + t] = v == 0xFFFF ? -1 : v; }
+        for (int t = 0; t < T; t++) sl[(size_t)i * T + t] = rd_f32(&r);
+        for (int t = 0; t < T; t++) el[(size_t)i * T + t] = rd_f32(&r);
+    }
+    CHECK(!r.bad, "%s: truncated features", path);
+
+    qa_predictions p;
+    int rc = postprocess_predictions(&d, &f, sl, el, n_best, max_len, &p);
+    CHECK(rc == 0, "postprocess: %s", err_msg());
+    int text_bad = 0, nbest_bad = 0, order_bad = 0, n_empty = 0, n_answers = 0;
+    double max_score = 0, max_prob = 0;
+    for (int i = 0; rc == 0 && i < ne && !r.bad; i++) {
+        char *want = rd_str(&r);
+        int nb = rd_u16(&r);
+        const char *got = p.n_nbest[i] > 0 ? p.nbest[i][0].text : "(none)";
+        n_empty += strcmp(want, "empty") == 0;
+        if (strcmp(got, want) != 0 && text_bad++ < 5)
+            fprintf(stderr, "%s example %d (%s): got '%s' want '%s'\n", name, i, d.ex[i].id, got, want);
+        if (nb != p.n_nbest[i] && nbest_bad++ < 5)
+            fprintf(stderr, "%s example %d: %d n-best, want %d\n", name, i, p.n_nbest[i], nb);
+        for (int k = 0; k < nb; k++) {
+            float score = rd_f32(&r), s = rd_f32(&r), e = rd_f32(&r);
+            double prob = rd_f64(&r);
+            uint64_t h = rd_u64(&r);
+            if (k >= p.n_nbest[i]) continue;
+            const qa_answer *a = &p.nbest[i][k];
+            n_answers++;
+            double ds = fabs((double)a->score - score), dp = fabs(a->probability - prob);
+            if (ds > max_score) max_score = ds;
+            if (dp > max_prob) max_prob = dp;
+            uint64_t gh = hash64(a->text, strlen(a->text), HASH64_INIT);
+            if ((gh != h || a->start_logit != s || a->end_logit != e) && order_bad++ < 5)
+                fprintf(stderr, "%s example %d rank %d: '%s' (%g %g) differs from Python (%g %g)\n", name, i, k, a->text,
+                        a->start_logit, a->end_logit, s, e);
+        }
+        free(want);
+    }
+    uint64_t want_pred_hash = rd_u64(&r), want_nbest_hash = rd_u64(&r);
+    CHECK(!r.bad && r.p == r.end, "%s: layout", path);
+    printf("%s: %d examples, %d features, T=%d: %d prediction texts differ, %d n-best counts differ, "
+           "%d of %d n-best entries differ in text/order/logits; max |score diff| %.2e, max |prob diff| %.2e; %d \"empty\"\n",
+           name, ne, nf, T, text_bad, nbest_bad, order_bad, n_answers, max_score, max_prob, n_empty);
+    CHECK(text_bad == 0 && nbest_bad == 0 && order_bad == 0, "%s: predictions differ from utils_qa.py", name);
+    CHECK(max_score <= 1e-6 && max_prob <= 1e-6, "%s: scores %.3g probabilities %.3g beyond 1e-6", name, max_score, max_prob);
+    CHECK(n_empty > 0 && n_answers > 1000, "%s: the reference exercises 'empty' (%d) and many n-best entries (%d)", name,
+          n_empty, n_answers);
+
+    /* the files, as utils_qa.py would write them with ensure_ascii=False */
+    char out[512];
+    snprintf(out, sizeof out, "%s/%s.predictions.json", tu_tmpdir(), name);
+    CHECK(predictions_write_json(out, &d, &p) == 0, "write %s: %s", out, err_msg());
+    char *js;
+    size_t jn;
+    if (file_read_all(out, &js, &jn) == 0) {
+        uint64_t h = hash64(js, jn, HASH64_INIT);
+        printf("%s: predictions.json %zu bytes, %s Python's\n", name, jn, h == want_pred_hash ? "identical to" : "DIFFERENT from");
+        CHECK(h == want_pred_hash, "%s: predictions.json bytes differ from json.dumps(indent=4, ensure_ascii=False)", name);
+        free(js);
+    }
+    snprintf(out, sizeof out, "%s/%s.nbest.json", tu_tmpdir(), name);
+    CHECK(nbest_write_json(out, &d, &p) == 0, "write %s: %s", out, err_msg());
+    json_error_t je;
+    json_t *nj = json_load_file(out, 0, &je);
+    CHECK(nj && json_is_array(json_object_get(nj, d.ex[0].id)) && (int)json_object_size(nj) == ne,
+          "%s: nbest file does not parse back: %d:%d %s", out, je.line, je.column, je.text);
+    if (nj) {
+        const char *t = json_string_value(json_object_get(json_array_get(json_object_get(nj, d.ex[0].id), 0), "text"));
+        CHECK(t && strcmp(t, p.nbest[0][0].text) == 0, "nbest file: first text");
+    }
+    json_decref(nj);
+    if (file_read_all(out, &js, &jn) == 0) {
+        /* numpy's float32 exp may differ from expf in the last bit, so this is reported, not required */
+        printf("%s: nbest_predictions.json %zu bytes, %s Python's (informational)\n", name, jn,
+               hash64(js, jn, HASH64_INIT) == want_nbest_hash ? "identical to" : "differs from");
+        free(js);
+    }
+    qa_predictions_free(&p);
+    free(sl);
+    free(el);
+    free(f.example);
+    free(f.offset_begin);
+    free(f.offset_end);
+    free_data(&d);
+    free(buf);
+}
+
+/* Small cases worked out by hand. */
+static void test_hand(void)
+{
+    squad_context c = {0};
+    set_context(&c, "ab cd é f");
+    squad_example ex[2] = {{.id = "x", .context = 0}, {.id = "y\"\n\x01", .context = 0}};
+    squad_data d = {.ex = ex, .n = 2, .contexts = &c, .ncontexts = 1};
+    /* one window of T=6: [CLS] ab cd é [SEP] pad */
+    enum { T = 6 };
+    int32_t ob[2 * T] = {-1, 0, 3, 6, -1, -1, -1, 0, 3, 6, -1, -1}, oe[2 * T] = {-1, 2, 5, 7, -1, -1, -1, 2, 5, 7, -1, -1};
+    int32_t exi[2] = {0, 1};
+    features f = {.n = 2, .T = T, .example = exi, .offset_begin = ob, .offset_end = oe};
+    /* x: ties: all zero -> top 2 starts and ends are the two highest indexes
+     * (5, 4: not context) -> "empty". y: start 1 and 3 tie at 2.0, end 3 best. */
+    float sl[2 * T] = {0, 0, 0, 0, 0, 0, 0, 2, 0, 2, 0, 0};
+    float el[2 * T] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0.5f};
+    qa_predictions p;
+    int rc = postprocess_predictions(&d, &f, sl, el, 2, 30, &p);
+    CHECK(rc == 0 && p.n_nbest[0] == 1 && strcmp(p.nbest[0][0].text, "empty") == 0 && p.nbest[0][0].probability == 1.0,
+          "all-tied window: '%s' (%d)", rc ? "" : p.nbest[0][0].text, rc ? -1 : p.n_nbest[0]);
+    /* y: starts [3 (tie, higher index first), 1], ends [3, 5]; valid: (3,3) "é" 3.0,
+     * (1,3) "ab cd é" 3.0 -- equal scores keep insertion order: (3,3) first */
+    CHECK(rc == 0 && p.n_nbest[1] == 2 && strcmp(p.nbest[1][0].text, "é") == 0 && strcmp(p.nbest[1][1].text, "ab cd é") == 0 &&
+              p.nbest[1][0].probability == 0.5,
+          "ties: '%s' '%s'", rc ? "" : p.nbest[1][0].text, rc || p.n_nbest[1] < 2 ? "" : p.nbest[1][1].text);
+    char path[512];
+    snprintf(path, sizeof path, "%s/hand.json", tu_tmpdir());
+    CHECK(predictions_write_json(path, &d, &p) == 0, "write");
+    char *s;
+    size_t n;
+    const char *want = "{\n    \"x\": \"empty\",\n    \"y\\\"\\n\\u0001\": \"é\"\n}\n";
+    if (file_read_all(path, &s, &n) == 0) {
+        CHECK(strcmp(s, want) == 0, "predictions.json:\n%s", s);
+        free(s);
+    }
+    snprintf(path, sizeof path, "%s/hand_nbest.json", tu_tmpdir());
+    CHECK(nbest_write_json(path, &d, &p) == 0, "write");
+    want = "{\n    \"x\": [\n        {\n            \"text\": \"empty\",\n            \"start_logit\": 0.0,\n"
+           "            \"end_logit\": 0.0,\n            \"probability\": 1.0\n        }\n    ],\n"
+           "    \"y\\\"\\n\\u0001\": [\n        {\n            \"start_logit\": 2.0,\n            \"end_logit\": 1.0,\n"
+           "            \"text\": \"é\",\n            \"probability\": 0.5\n        },\n        {\n"
+           "            \"start_logit\": 2.0,\n            \"end_logit\": 1.0,\n            \"text\": \"ab cd é\",\n"
+           "            \"probability\": 0.5\n        }\n    ]\n}\n";
+    if (file_read_all(path, &s, &n) == 0) {
+        CHECK(strcmp(s, want) == 0, "nbest_predictions.json:\n%s", s);
+        free(s);
+    }
+    qa_predictions_free(&p);
+
+    /* only one valid span and its text is empty: "empty" goes first, and the
+     * softmax is over [0.0, score] in float64 */
+    int32_t ob1[T] = {-1, 2, -1, -1, -1, -1}, oe1[T] = {-1, 2, -1, -1, -1, -1};
+    float s1[T] = {0, 1, 0, 0, 0, 0}, e1[T] = {0, 1, 0, 0, 0, 0};
+    features f1 = {.n = 1, .T = T, .example = exi, .offset_begin = ob1, .offset_end = oe1};
+    d.n = 1;
+    rc = postprocess_predictions(&d, &f1, s1, e1, 20, 30, &p);
+    double want_p = exp(-2.0) / (exp(-2.0) + 1.0);
+    CHECK(rc == 0 && p.n_nbest[0] == 2 && strcmp(p.nbest[0][0].text, "empty") == 0 && p.nbest[0][1].text[0] == 0 &&
+              p.nbest[0][0].probability == want_p,
+          "single empty span: n %d prob %.17g want %.17g", rc ? -1 : p.n_nbest[0], rc ? 0 : p.nbest[0][0].probability, want_p);
+    if (rc == 0) qa_predictions_free(&p);
+
+    /* max_answer_length 2: (1,3) is 3 tokens long, only "é" is left for y */
+    d.n = 2;
+    rc = postprocess_predictions(&d, &f, sl, el, 2, 2, &p);
+    CHECK(rc == 0 && p.n_nbest[1] == 1 && strcmp(p.nbest[1][0].text, "é") == 0, "max_answer_length 2: '%s' (%d)",
+          rc ? "" : p.nbest[1][0].text, rc ? -1 : p.n_nbest[1]);
+    if (rc == 0) qa_predictions_free(&p);
+
+    /* bad input */
+    sl[3] = NAN;
+    rc = postprocess_predictions(&d, &f, sl, el, 20, 30, &p);
+    CHECK(rc == ERR_RUNTIME && strstr(err_msg(), "NaN") != NULL, "NaN: %d %s", rc, err_msg());
+    sl[3] = 0;
+    exi[1] = 7;
+    rc = postprocess_predictions(&d, &f, sl, el, 20, 30, &p);
+    CHECK(rc == ERR_INPUT, "example index out of range: %d %s", rc, err_msg());
+    free(c.text);
+    free(c.cp_byte);
+}
+
+int main(void)
+{
+    test_hand();
+    /* id -> context of every SQuAD dev question */
+    json_error_t je;
+    json_t *dev = json_load_file(tu_data("squad-v1.1/dev-v1.1.json"), 0, &je), *ctx = json_object();
+    CHECK(dev != NULL, "load SQuAD dev: %s", je.text);
+    size_t a, b, q;
+    json_t *art, *para, *qa;
+    json_array_foreach(json_object_get(dev, "data"), a, art) {
+        json_array_foreach(json_object_get(art, "paragraphs"), b, para) {
+            json_array_foreach(json_object_get(para, "qas"), q, qa) {
+                json_object_set(ctx, json_string_value(json_object_get(qa, "id")), json_object_get(para, "context"));
+            }
+        }
+    }
+    check_reference("squad_T384.bin", ctx);
+    check_reference("squad_T128.bin", ctx);
+    json_decref(ctx);
+    json_decref(dev);
+    return tu_done();
+}
