@@ -1,0 +1,173 @@
+/* Dropout masks of the CPU backend: a pure function of (seed, step, stream,
+ * element) that agrees with philox_keep, keeps 1 - p of the elements within
+ * a statistical bound, scales the kept ones by 1/(1-p), and is the same mask
+ * in the dropout op, its backward and inside attention. */
+#include "backend/backend.h"
+#include "core/err.h"
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static backend be;
+
+/* The kept mask of dropout_forward on all-ones input. */
+static void mask_of(unsigned char *keep, float *out, const float *ones, size_t n, float p, philox_stream s)
+{
+    be.i->dropout_forward(be.ctx, out, ones, n, p, s);
+    for (size_t i = 0; i < n; i++) keep[i] = out[i] != 0;
+}
+
+static size_t count_diff(const unsigned char *a, const unsigned char *b, size_t n)
+{
+    size_t d = 0;
+    for (size_t i = 0; i < n; i++) d += a[i] != b[i];
+    return d;
+}
+
+static void test_masks(float p, size_t n)
+{
+    float *ones = malloc(n * sizeof *ones), *out = malloc(n * sizeof *out);
+    unsigned char *k0 = malloc(n), *k1 = malloc(n);
+    for (size_t i = 0; i < n; i++) ones[i] = 1.0f;
+    philox_stream s = {0x5eed0123456789ull, 17, 2 * 16 + 3};
+
+    mask_of(k0, out, ones, n, p, s);
+    mask_of(k1, out, ones, n, p, s);
+    CHECK(memcmp(k0, k1, n) == 0, "p=%.2f: the same (seed, step, stream) gave another mask", p);
+
+    /* the kept fraction: Binomial(n, 1-p), within 5 sigma */
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) kept += k0[i];
+    double want = n * (1.0 - p), sigma = sqrt(n * p * (1.0 - p)), z = (kept - want) / sigma;
+    printf("p=%.2f n=%zu: kept %zu, expected %.0f, z = %+.2f sigma\n", p, n, kept, want, z);
+    CHECK(fabs(z) < 5, "p=%.2f: kept %zu of %zu is %.1f sigma from %.0f", p, kept, n, z, want);
+
+    /* every element agrees with philox_keep, and kept ones are exactly 1/(1-p) */
+    size_t disagree = 0, badscale = 0;
+    float scale = 1.0f / (1.0f - p);
+    for (size_t i = 0; i < n; i++) {
+        disagree += k0[i] != philox_keep(s, i, p);
+        badscale += k0[i] && out[i] != scale;
+    }
+    CHECK(disagree == 0, "p=%.2f: %zu elements disagree with philox_keep", p, disagree);
+    CHECK(badscale == 0, "p=%.2f: %zu kept elements are not scaled by 1/(1-p) = %.9g", p, badscale, scale);
+
+    /* another step, stream or seed: another mask; two independent masks
+     * differ in 2p(1-p) of the elements */
+    philox_stream other[3] = {{s.seed, s.step + 1, s.stream}, {s.seed, s.step, s.stream + 1}, {s.seed + 1, s.step, s.stream}};
+    const char *what[3] = {"step", "stream", "seed"};
+    for (int j = 0; j < 3; j++) {
+        mask_of(k1, out, ones, n, p, other[j]);
+        size_t d = count_diff(k0, k1, n);
+        double dw = n * 2.0 * p * (1.0 - p), ds = sqrt(n * 2.0 * p * (1.0 - p) * (1 - 2.0 * p * (1.0 - p)));
+        printf("p=%.2f: another %s differs in %zu elements (independent masks: %.0f +- %.0f)\n", p, what[j], d, dw, ds);
+        CHECK(fabs(d - dw) < 5 * ds, "p=%.2f: another %s: %zu differences, expected %.0f", p, what[j], d, dw);
+    }
+
+    /* the forward on data: out = x * mask exactly; in place gives the same;
+     * backward accumulates dout * mask */
+    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *g = malloc(n * sizeof *g);
+    for (size_t i = 0; i < n; i++) x[i] = (float)((double)(i % 1001) / 250.0 - 2.0);
+    be.i->dropout_forward(be.ctx, y, x, n, p, s);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += y[i] != (k0[i] ? x[i] * scale : 0.0f);
+    CHECK(bad == 0, "p=%.2f: %zu outputs are not x * 1/(1-p) or 0", p, bad);
+    memcpy(g, x, n * sizeof *g);
+    be.i->dropout_forward(be.ctx, g, g, n, p, s);
+    CHECK(memcmp(g, y, n * sizeof *g) == 0, "p=%.2f: in-place dropout differs", p);
+    for (size_t i = 0; i < n; i++) g[i] = 1.0f;
+    be.i->dropout_backward(be.ctx, g, x, n, p, s);
+    bad = 0;
+    for (size_t i = 0; i < n; i++) bad += g[i] != 1.0f + (k0[i] ? x[i] * scale : 0.0f);
+    CHECK(bad == 0, "p=%.2f: %zu gradients are not 1 + dout * mask", p, bad);
+
+    /* a window that starts mid-block draws the same elements as the whole */
+    size_t off = 4099, len = n - off < 1003 ? n - off : 1003;
+    be.i->dropout_forward(be.ctx, y, ones, n, p, s);
+    bad = 0;
+    for (size_t i = 0; i < len; i++) bad += (y[off + i] != 0) != philox_keep(s, off + i, p);
+    CHECK(bad == 0, "p=%.2f: %zu mismatches in a window at %zu", p, bad, off);
+    free(x);
+    free(y);
+    free(g);
+    free(ones);
+    free(out);
+    free(k0);
+    free(k1);
+}
+
+static void test_edges(void)
+{
+    float x[7] = {1, -2, 3, -4, 5, NAN, INFINITY}, y[7];
+    philox_stream s = {1, 2, 3};
+    be.i->dropout_forward(be.ctx, y, x, 7, 0.0f, s);
+    CHECK(memcmp(x, y, sizeof x) == 0, "p=0 must copy");
+    float g[7] = {0};
+    be.i->dropout_backward(be.ctx, g, x, 5, 0.0f, s);
+    CHECK(g[0] == 1 && g[1] == -2 && g[4] == 5, "p=0 backward must add dout");
+    be.i->dropout_forward(be.ctx, y, x, 5, 1.0f, s);
+    int zero = 1;
+    for (int i = 0; i < 5; i++) zero &= y[i] == 0;
+    CHECK(zero, "p=1 gives zeros, as torch");
+    /* as torch (input * mask): a dropped NaN or inf is NaN, not 0 */
+    be.i->dropout_forward(be.ctx, y, x, 7, 0.9999f, s);
+    CHECK(isnan(y[5]) && isnan(y[6]), "dropped NaN/inf: %g %g, want NaN as torch's x * 0", y[5], y[6]);
+}
+
+/* Attention draws its probability dropout from the flat index into probs:
+ * with HS = T and v the identity in every head, out = P' itself, so it must
+ * equal probs * philox_keep(rng, index) / (1 - p). */
+static void test_attention_mask(void)
+{
+    enum { B = 2, T = 24, NH = 3, HS = T, C = NH * HS };
+    float p = 0.25f, scale = 1.0f / (1.0f - p);
+    philox_stream s = {7, 3, 4 * 16 + 1};
+    float *q = malloc(sizeof(float) * B * T * C * 4), *k = q + B * T * C, *v = k + B * T * C, *out = v + B * T * C;
+    float *probs = malloc(sizeof(float) * B * NH * T * T);
+    int32_t mask[B * T];
+    for (int i = 0; i < B * T; i++) mask[i] = !(i >= T && i % T >= T - 5);
+    for (int i = 0; i < B * T * C; i++) {
+        q[i] = (float)sin(i * 0.37);
+        k[i] = (float)cos(i * 0.11);
+    }
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < NH; h++)
+                for (int j = 0; j < HS; j++) v[(b * T + t) * C + h * HS + j] = t == j;
+    be.i->attention_forward(be.ctx, out, probs, q, k, v, mask, B, T, NH, HS, p, s);
+    size_t bad = 0, dropped = 0, total = 0;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++)
+                for (int j = 0; j < T; j++) {
+                    size_t idx = (((size_t)b * NH + h) * T + t) * T + j;
+                    int keep = philox_keep(s, idx, p);
+                    float want = keep ? probs[idx] * scale : 0.0f;
+                    float got = out[(b * T + t) * C + h * HS + j];
+                    bad += fabsf(got - want) > 1e-6f * (fabsf(want) + 1e-6f);
+                    dropped += !keep;
+                    total++;
+                }
+    printf("attention dropout: %zu of %zu probabilities dropped, %zu mismatches with philox_keep(flat index)\n",
+           dropped, total, bad);
+    CHECK(bad == 0, "attention dropout: %zu elements disagree with probs * philox_keep / (1-p)", bad);
+    free(q);
+    free(probs);
+}
+
+int main(void)
+{
+    if (backend_cpu_create(&be, 2) != 0) {
+        fprintf(stderr, "backend_cpu_create: %s\n", err_msg());
+        return 1;
+    }
+    size_t n = tu_sanitized() ? 100003 : 1000003; /* odd: the last Philox block is partial */
+    test_masks(0.1f, n);
+    test_masks(0.5f, n);
+    test_edges();
+    test_attention_mask();
+    backend_free(&be);
+    return tu_done();
+}

@@ -1,0 +1,827 @@
+/* CPU backend ops against double-precision references written out here:
+ * every forward is compared with its reference, and every backward with a
+ * central finite difference, in double, of a random linear functional
+ * L = sum(r * out) of the reference forward (r is the dout given to the
+ * backward). AdamW and the helpers are compared with double transcriptions
+ * of their formulas. A last section runs an op sequence twice and requires
+ * the same bytes, with 2 threads and with 1.
+ *
+ * Sizes are tiny (B=2, T=5, C=8, NH=2, I=16, padding in one row) so every
+ * element can be perturbed; a directional derivative checks attention at a
+ * length long enough for its row blocks. */
+#include "backend/backend.h"
+#include "core/err.h"
+#include "testutil.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { B = 2, T = 5, NH = 2, HS = 4, C = NH * HS, I = 16, N = B * T, V = 6, P = 7, TV = 2 };
+
+static backend be;
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static double urand(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (double)(rng_state >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static void fill(float *x, size_t n, double lo, double hi)
+{
+    for (size_t i = 0; i < n; i++) x[i] = (float)(lo + (hi - lo) * urand());
+}
+
+static void to_double(double *d, const float *f, size_t n)
+{
+    for (size_t i = 0; i < n; i++) d[i] = f[i];
+}
+
+static double dot(const double *a, const double *b, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* Compares a float gradient with a double one: elementwise, rtol 1e-3 and
+ * atol 1e-3 of the largest reference value. */
+static void check_grad(const char *name, const float *got, const double *want, size_t n)
+{
+    float *w = malloc(n * sizeof *w);
+    double mx = 1e-6;
+    for (size_t i = 0; i < n; i++) {
+        w[i] = (float)want[i];
+        if (fabs(want[i]) > mx) mx = fabs(want[i]);
+    }
+    tu_close(name, got, w, n, 1e-3, 1e-3 * mx);
+    free(w);
+}
+
+static void check_fwd(const char *name, const float *got, const double *want, size_t n, double rtol)
+{
+    float *w = malloc(n * sizeof *w);
+    double mx = 1e-6;
+    for (size_t i = 0; i < n; i++) {
+        w[i] = (float)want[i];
+        if (fabs(want[i]) > mx) mx = fabs(want[i]);
+    }
+    tu_close(name, got, w, n, rtol, rtol * mx);
+    free(w);
+}
+
+/* Central differences of L(prob) for every element of x (which L reads). */
+static void numgrad(double (*L)(void *), void *prob, double *x, size_t n, double *g)
+{
+    for (size_t i = 0; i < n; i++) {
+        double save = x[i], h = 1e-6 * (fabs(save) > 1 ? fabs(save) : 1);
+        x[i] = save + h;
+        double lp = L(prob);
+        x[i] = save - h;
+        double lm = L(prob);
+        x[i] = save;
+        g[i] = (lp - lm) / (2 * h);
+    }
+}
+
+/* ---------------------------------------------------------------- layernorm */
+
+typedef struct {
+    double inp[N * C], w[C], b[C], r[N * C], out[N * C];
+    double eps;
+} ln_prob;
+
+static void ref_layernorm(ln_prob *p)
+{
+    for (int n = 0; n < N; n++) {
+        const double *x = p->inp + n * C;
+        double m = 0, v = 0;
+        for (int c = 0; c < C; c++) m += x[c];
+        m /= C;
+        for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
+        v /= C;
+        double rs = 1 / sqrt(v + p->eps);
+        for (int c = 0; c < C; c++) p->out[n * C + c] = (x[c] - m) * rs * p->w[c] + p->b[c];
+    }
+}
+
+static double L_layernorm(void *vp)
+{
+    ln_prob *p = vp;
+    ref_layernorm(p);
+    return dot(p->out, p->r, N * C);
+}
+
+static void test_layernorm(void)
+{
+    static ln_prob p;
+    float inp[N * C], w[C], b[C], r[N * C], out[N * C], mean[N], rstd[N];
+    fill(inp, N * C, -2, 3);
+    fill(w, C, 0.5, 1.5);
+    fill(b, C, -0.5, 0.5);
+    fill(r, N * C, -1, 1);
+    /* a row with a large mean and small spread, where a one-pass variance fails */
+    for (int c = 0; c < C; c++) inp[3 * C + c] += 10.0f;
+    to_double(p.inp, inp, N * C);
+    to_double(p.w, w, C);
+    to_double(p.b, b, C);
+    to_double(p.r, r, N * C);
+    p.eps = 1e-5;
+    be.i->layernorm_forward(be.ctx, out, mean, rstd, inp, w, b, N, C, 1e-5f);
+    ref_layernorm(&p);
+    check_fwd("layernorm forward", out, p.out, N * C, 1e-5);
+
+    float dinp[N * C] = {0}, dw[C] = {0}, db[C] = {0};
+    be.i->layernorm_backward(be.ctx, dinp, dw, db, r, inp, w, mean, rstd, N, C);
+    double g[N * C];
+    numgrad(L_layernorm, &p, p.inp, N * C, g);
+    check_grad("layernorm d inp", dinp, g, N * C);
+    numgrad(L_layernorm, &p, p.w, C, g);
+    check_grad("layernorm d w", dw, g, C);
+    numgrad(L_layernorm, &p, p.b, C, g);
+    check_grad("layernorm d b", db, g, C);
+
+    /* backward accumulates: a second call doubles every gradient */
+    float dinp2[N * C], dw2[C];
+    memcpy(dinp2, dinp, sizeof dinp);
+    memcpy(dw2, dw, sizeof dw);
+    be.i->layernorm_backward(be.ctx, dinp2, dw2, NULL, r, inp, w, mean, rstd, N, C);
+    for (int i = 0; i < N * C; i++) dinp[i] *= 2;
+    for (int i = 0; i < C; i++) dw[i] *= 2;
+    tu_close("layernorm backward accumulates (+=) d inp", dinp2, dinp, N * C, 1e-6, 1e-6);
+    tu_close("layernorm backward accumulates (+=) d w, NULL db", dw2, dw, C, 1e-6, 1e-6);
+}
+
+/* ------------------------------------------------------------------- matmul */
+
+enum { OC = 5 };
+
+typedef struct {
+    double inp[N * C], w[OC * C], b[OC], r[N * OC], out[N * OC];
+    int has_bias;
+} mm_prob;
+
+static void ref_matmul(mm_prob *p)
+{
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++) {
+            double s = p->has_bias ? p->b[o] : 0;
+            for (int c = 0; c < C; c++) s += p->inp[n * C + c] * p->w[o * C + c];
+            p->out[n * OC + o] = s;
+        }
+}
+
+static double L_matmul(void *vp)
+{
+    mm_prob *p = vp;
+    ref_matmul(p);
+    return dot(p->out, p->r, N * OC);
+}
+
+static void test_matmul(int has_bias)
+{
+    static mm_prob p;
+    float inp[N * C], w[OC * C], b[OC], r[N * OC], out[N * OC];
+    fill(inp, N * C, -1, 1);
+    fill(w, OC * C, -1, 1);
+    fill(b, OC, -1, 1);
+    fill(r, N * OC, -1, 1);
+    to_double(p.inp, inp, N * C);
+    to_double(p.w, w, OC * C);
+    to_double(p.b, b, OC);
+    to_double(p.r, r, N * OC);
+    p.has_bias = has_bias;
+    be.i->matmul_forward(be.ctx, out, inp, w, has_bias ? b : NULL, N, C, OC);
+    ref_matmul(&p);
+    check_fwd(has_bias ? "matmul forward (bias)" : "matmul forward (no bias)", out, p.out, N * OC, 1e-5);
+
+    float dinp[N * C], dw[OC * C], db[OC];
+    /* nonzero starting gradients: backward must add to them */
+    for (int i = 0; i < N * C; i++) dinp[i] = 0.25f;
+    for (int i = 0; i < OC * C; i++) dw[i] = -0.5f;
+    for (int i = 0; i < OC; i++) db[i] = 1.0f;
+    be.i->matmul_backward(be.ctx, dinp, dw, has_bias ? db : NULL, r, inp, w, N, C, OC);
+    double g[OC * C > N * C ? OC * C : N * C];
+    numgrad(L_matmul, &p, p.inp, N * C, g);
+    for (int i = 0; i < N * C; i++) g[i] += 0.25;
+    check_grad(has_bias ? "matmul d inp (bias)" : "matmul d inp (no bias)", dinp, g, N * C);
+    numgrad(L_matmul, &p, p.w, OC * C, g);
+    for (int i = 0; i < OC * C; i++) g[i] -= 0.5;
+    check_grad(has_bias ? "matmul d w (bias)" : "matmul d w (no bias)", dw, g, OC * C);
+    if (has_bias) {
+        numgrad(L_matmul, &p, p.b, OC, g);
+        for (int i = 0; i < OC; i++) g[i] += 1.0;
+        check_grad("matmul d b", db, g, OC);
+    }
+}
+
+/* --------------------------------------------------------------------- gelu */
+
+enum { NG = 61 };
+
+typedef struct {
+    double x[NG], r[NG], out[NG];
+} gelu_prob;
+
+static void ref_gelu(gelu_prob *p)
+{
+    for (int i = 0; i < NG; i++) p->out[i] = 0.5 * p->x[i] * (1 + erf(p->x[i] / sqrt(2.0)));
+}
+
+static double L_gelu(void *vp)
+{
+    gelu_prob *p = vp;
+    ref_gelu(p);
+    return dot(p->out, p->r, NG);
+}
+
+static void test_gelu(void)
+{
+    static gelu_prob p;
+    float x[NG], r[NG], out[NG], dinp[NG] = {0};
+    fill(x, NG, -5, 5);
+    x[0] = 0;
+    x[1] = -12;
+    x[2] = 12;
+    x[3] = 1e-3f;
+    fill(r, NG, -1, 1);
+    to_double(p.x, x, NG);
+    to_double(p.r, r, NG);
+    be.i->gelu_forward(be.ctx, out, x, NG);
+    ref_gelu(&p);
+    check_fwd("gelu forward", out, p.out, NG, 1e-6);
+    be.i->gelu_backward(be.ctx, dinp, x, r, NG);
+    double g[NG];
+    numgrad(L_gelu, &p, p.x, NG, g);
+    check_grad("gelu d inp", dinp, g, NG);
+}
+
+/* ---------------------------------------------------------------- attention */
+
+/* The reference at any size: q, k, v, r are (B,T,C) doubles. */
+typedef struct {
+    int B, T, NH, HS;
+    double *q, *k, *v, *r, *out, *probs;
+    const int32_t *mask;
+    float p;
+    philox_stream rng;
+} att_prob;
+
+static void ref_attention(att_prob *a)
+{
+    int Bn = a->B, Tn = a->T, H = a->NH, S = a->HS, Cn = H * S;
+    double scale = 1 / sqrt((double)S), keep_mul = a->p > 0 ? 1.0 / (1.0 - a->p) : 1.0;
+    double *row = malloc((size_t)Tn * sizeof *row);
+    for (int b = 0; b < Bn; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < Tn; t++) {
+                const double *qt = a->q + ((size_t)b * Tn + t) * Cn + h * S;
+                double mx = -INFINITY, sum = 0;
+                for (int s = 0; s < Tn; s++) {
+                    const double *ks = a->k + ((size_t)b * Tn + s) * Cn + h * S;
+                    double d = 0;
+                    for (int j = 0; j < S; j++) d += qt[j] * ks[j];
+                    row[s] = d * scale + (a->mask && a->mask[b * Tn + s] == 0 ? -FLT_MAX : 0.0);
+                    if (row[s] > mx) mx = row[s];
+                }
+                for (int s = 0; s < Tn; s++) sum += (row[s] = exp(row[s] - mx));
+                size_t pbase = (((size_t)b * H + h) * Tn + t) * Tn;
+                for (int s = 0; s < Tn; s++) {
+                    row[s] /= sum;
+                    if (a->probs) a->probs[pbase + s] = row[s];
+                    if (a->p > 0) row[s] *= philox_keep(a->rng, pbase + s, a->p) ? keep_mul : 0.0;
+                }
+                double *ot = a->out + ((size_t)b * Tn + t) * Cn + h * S;
+                for (int j = 0; j < S; j++) {
+                    double o = 0;
+                    for (int s = 0; s < Tn; s++) o += row[s] * a->v[((size_t)b * Tn + s) * Cn + h * S + j];
+                    ot[j] = o;
+                }
+            }
+    free(row);
+}
+
+static double L_attention(void *vp)
+{
+    att_prob *a = vp;
+    ref_attention(a);
+    return dot(a->out, a->r, (size_t)a->B * a->T * a->NH * a->HS);
+}
+
+static void test_attention(float p)
+{
+    const int32_t mask[B * T] = {1, 1, 1, 1, 1, 1, 1, 1, 0, 0};
+    philox_stream rng = {1234, 7, 1 * 16 + 1};
+    float q[N * C], k[N * C], v[N * C], r[N * C], out[N * C], probs[B * NH * T * T], scratch[B * NH * T * T];
+    double dq_[N * C], dk_[N * C], dv_[N * C], dr[N * C], dout_[N * C], dprobs[B * NH * T * T];
+    fill(q, N * C, -1.5, 1.5);
+    fill(k, N * C, -1.5, 1.5);
+    fill(v, N * C, -1, 1);
+    fill(r, N * C, -1, 1);
+    to_double(dq_, q, N * C);
+    to_double(dk_, k, N * C);
+    to_double(dv_, v, N * C);
+    to_double(dr, r, N * C);
+    att_prob a = {B, T, NH, HS, dq_, dk_, dv_, dr, dout_, dprobs, mask, p, rng};
+    be.i->attention_forward(be.ctx, out, probs, q, k, v, mask, B, T, NH, HS, p, rng);
+    ref_attention(&a);
+    char name[96];
+    snprintf(name, sizeof name, "attention forward out (p=%.2f)", p);
+    check_fwd(name, out, dout_, N * C, 1e-5);
+    snprintf(name, sizeof name, "attention forward probs (p=%.2f)", p);
+    check_fwd(name, probs, dprobs, B * NH * T * T, 1e-5);
+
+    float dq[N * C] = {0}, dk[N * C] = {0}, dv[N * C] = {0};
+    be.i->attention_backward(be.ctx, dq, dk, dv, scratch, r, q, k, v, probs, mask, B, T, NH, HS, p, rng);
+    double g[N * C];
+    numgrad(L_attention, &a, dq_, N * C, g);
+    snprintf(name, sizeof name, "attention d q (p=%.2f)", p);
+    check_grad(name, dq, g, N * C);
+    numgrad(L_attention, &a, dk_, N * C, g);
+    snprintf(name, sizeof name, "attention d k (p=%.2f)", p);
+    check_grad(name, dk, g, N * C);
+    numgrad(L_attention, &a, dv_, N * C, g);
+    snprintf(name, sizeof name, "attention d v (p=%.2f)", p);
+    check_grad(name, dv, g, N * C);
+    /* padded keys get no gradient: their probabilities are exactly 0 */
+    float pad_max = 0;
+    for (int c = 0; c < C; c++) pad_max = fmaxf(pad_max, fmaxf(fabsf(dk[(T + 3) * C + c]), fabsf(dk[(T + 4) * C + c])));
+    CHECK(pad_max == 0, "d k of padded keys is %g, want 0", pad_max);
+}
+
+/* A long sequence (several row blocks of scratch, two batch rows with
+ * different padding): forward against the reference and backward as a
+ * directional derivative, sum(grad . d) vs (L(x + h d) - L(x - h d)) / 2h
+ * for one random direction d over q, k and v together. */
+static void test_attention_long(float p)
+{
+    int Bn = 2, Tn = tu_sanitized() ? 130 : 300, H = 2, S = 8, Cn = H * S;
+    size_t n = (size_t)Bn * Tn * Cn, np = (size_t)Bn * H * Tn * Tn;
+    float *f = malloc((5 * n + 2 * np) * sizeof *f);
+    float *q = f, *k = q + n, *v = k + n, *r = v + n, *out = r + n, *probs = out + n, *scratch = probs + np;
+    double *d = malloc((9 * n + np) * sizeof *d);
+    double *xq = d, *xk = xq + n, *xv = xk + n, *xr = xv + n, *xo = xr + n, *dirq = xo + n, *dirk = dirq + n,
+           *dirv = dirk + n, *save = dirv + n, *xp = save + n;
+    int32_t *mask = malloc((size_t)Bn * Tn * sizeof *mask);
+    for (int i = 0; i < Bn * Tn; i++) mask[i] = !(i >= Tn && i % Tn >= Tn - 37);
+    philox_stream rng = {99, 3, 5 * 16 + 1};
+    fill(q, n, -1, 1);
+    fill(k, n, -1, 1);
+    fill(v, n, -1, 1);
+    fill(r, n, -1, 1);
+    to_double(xq, q, n);
+    to_double(xk, k, n);
+    to_double(xv, v, n);
+    to_double(xr, r, n);
+    for (size_t i = 0; i < n; i++) {
+        dirq[i] = urand() - 0.5;
+        dirk[i] = urand() - 0.5;
+        dirv[i] = urand() - 0.5;
+    }
+    att_prob a = {Bn, Tn, H, S, xq, xk, xv, xr, xo, xp, mask, p, rng};
+    be.i->attention_forward(be.ctx, out, probs, q, k, v, mask, Bn, Tn, H, S, p, rng);
+    ref_attention(&a);
+    char name[96];
+    snprintf(name, sizeof name, "attention T=%d forward out (p=%.2f)", Tn, p);
+    check_fwd(name, out, xo, n, 1e-5);
+    snprintf(name, sizeof name, "attention T=%d forward probs (p=%.2f)", Tn, p);
+    check_fwd(name, probs, xp, np, 1e-5);
+
+    float *dq = calloc(3 * n, sizeof *dq), *dk = dq + n, *dv = dk + n;
+    be.i->attention_backward(be.ctx, dq, dk, dv, scratch, r, q, k, v, probs, mask, Bn, Tn, H, S, p, rng);
+    double analytic = 0;
+    for (size_t i = 0; i < n; i++) analytic += dq[i] * dirq[i] + dk[i] * dirk[i] + dv[i] * dirv[i];
+    double h = 1e-5, lp, lm;
+    a.probs = NULL;
+    for (size_t i = 0; i < n; i++) {
+        xq[i] += h * dirq[i];
+        xk[i] += h * dirk[i];
+        xv[i] += h * dirv[i];
+    }
+    lp = L_attention(&a);
+    for (size_t i = 0; i < n; i++) {
+        xq[i] -= 2 * h * dirq[i];
+        xk[i] -= 2 * h * dirk[i];
+        xv[i] -= 2 * h * dirv[i];
+    }
+    lm = L_attention(&a);
+    double numeric = (lp - lm) / (2 * h), rel = fabs(analytic - numeric) / fabs(numeric);
+    printf("attention T=%d (p=%.2f) directional derivative: backward %.9g numeric %.9g rel %.2e\n", Tn, p,
+           analytic, numeric, rel);
+    CHECK(rel < 1e-4, "attention T=%d directional derivative rel error %.3e", Tn, rel);
+    (void)save;
+    free(dq);
+    free(f);
+    free(d);
+    free(mask);
+}
+
+/* ------------------------------------------------------------------ dropout */
+
+enum { ND = 37 };
+
+typedef struct {
+    double x[ND], r[ND], out[ND];
+    float p;
+    philox_stream rng;
+} drop_prob;
+
+static void ref_dropout(drop_prob *d)
+{
+    for (int i = 0; i < ND; i++)
+        d->out[i] = philox_keep(d->rng, (uint64_t)i, d->p) ? d->x[i] / (1.0 - d->p) : 0.0;
+}
+
+static double L_dropout(void *vp)
+{
+    drop_prob *d = vp;
+    ref_dropout(d);
+    return dot(d->out, d->r, ND);
+}
+
+static void test_dropout_grad(void)
+{
+    static drop_prob d;
+    float x[ND], r[ND], out[ND], dinp[ND] = {0};
+    fill(x, ND, -2, 2);
+    fill(r, ND, -1, 1);
+    to_double(d.x, x, ND);
+    to_double(d.r, r, ND);
+    d.p = 0.3f;
+    d.rng = (philox_stream){5, 11, 2};
+    be.i->dropout_forward(be.ctx, out, x, ND, d.p, d.rng);
+    ref_dropout(&d);
+    check_fwd("dropout forward (p=0.30)", out, d.out, ND, 1e-6);
+    be.i->dropout_backward(be.ctx, dinp, r, ND, d.p, d.rng);
+    double g[ND];
+    numgrad(L_dropout, &d, d.x, ND, g);
+    check_grad("dropout d inp (p=0.30)", dinp, g, ND);
+}
+
+/* ---------------------------------------------------------------- embedding */
+
+typedef struct {
+    double wte[V * C], wpe[P * C], wtt[TV * C], r[N * C], out[N * C];
+    const int32_t *ids, *types;
+} emb_prob;
+
+static void ref_embedding(emb_prob *e)
+{
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++)
+            e->out[n * C + c] = e->wte[e->ids[n] * C + c] + e->wpe[(n % T) * C + c] + e->wtt[e->types[n] * C + c];
+}
+
+static double L_embedding(void *vp)
+{
+    emb_prob *e = vp;
+    ref_embedding(e);
+    return dot(e->out, e->r, N * C);
+}
+
+static void test_embedding(void)
+{
+    static emb_prob e;
+    /* repeated ids within and across rows; id 5 unused */
+    const int32_t ids[N] = {2, 0, 2, 2, 4, 1, 2, 3, 0, 0};
+    const int32_t types[N] = {0, 0, 1, 1, 1, 0, 0, 0, 1, 1};
+    float wte[V * C], wpe[P * C], wtt[TV * C], r[N * C], out[N * C];
+    fill(wte, V * C, -1, 1);
+    fill(wpe, P * C, -1, 1);
+    fill(wtt, TV * C, -1, 1);
+    fill(r, N * C, -1, 1);
+    to_double(e.wte, wte, V * C);
+    to_double(e.wpe, wpe, P * C);
+    to_double(e.wtt, wtt, TV * C);
+    to_double(e.r, r, N * C);
+    e.ids = ids;
+    e.types = types;
+    be.i->embedding_forward(be.ctx, out, ids, types, wte, wpe, wtt, B, T, C);
+    ref_embedding(&e);
+    check_fwd("embedding forward", out, e.out, N * C, 1e-6);
+    float dwte[V * C] = {0}, dwpe[P * C] = {0}, dwtt[TV * C] = {0};
+    be.i->embedding_backward(be.ctx, dwte, dwpe, dwtt, r, ids, types, B, T, C);
+    double g[P * C]; /* P > V */
+    numgrad(L_embedding, &e, e.wte, V * C, g);
+    check_grad("embedding d wte (repeated ids)", dwte, g, V * C);
+    numgrad(L_embedding, &e, e.wpe, P * C, g);
+    check_grad("embedding d wpe (rows >= T untouched)", dwpe, g, P * C);
+    numgrad(L_embedding, &e, e.wtt, TV * C, g);
+    check_grad("embedding d wtt", dwtt, g, TV * C);
+}
+
+/* ------------------------------------------------------------------ qa_loss */
+
+enum { QB = 4 };
+
+typedef struct {
+    double logits[QB * T * 2];
+    const int32_t *start, *end;
+    double grad_scale;
+    double side[2];
+} qa_prob;
+
+static double ref_qa_loss(void *vp)
+{
+    qa_prob *q = vp;
+    for (int side = 0; side < 2; side++) {
+        const int32_t *pos = side ? q->end : q->start;
+        double sum = 0;
+        int count = 0;
+        for (int b = 0; b < QB; b++) {
+            int tgt = pos[b] < 0 ? 0 : pos[b] > T ? T : pos[b];
+            if (tgt == T) continue;
+            double mx = -INFINITY, se = 0;
+            for (int t = 0; t < T; t++) mx = fmax(mx, q->logits[(b * T + t) * 2 + side]);
+            for (int t = 0; t < T; t++) se += exp(q->logits[(b * T + t) * 2 + side] - mx);
+            sum += mx + log(se) - q->logits[(b * T + tgt) * 2 + side];
+            count++;
+        }
+        q->side[side] = sum / count;
+    }
+    return q->grad_scale * (q->side[0] + q->side[1]) / 2;
+}
+
+static void test_qa_loss(void)
+{
+    static qa_prob q;
+    /* start: normal, beyond T (ignored), negative (-> 0), last; end: normal,
+     * exactly T (ignored), 0, negative (-> 0) */
+    const int32_t start[QB] = {1, 7, -3, 4}, end[QB] = {2, 5, 0, -1};
+    float logits[QB * T * 2], dlogits[QB * T * 2], loss;
+    fill(logits, QB * T * 2, -3, 3);
+    to_double(q.logits, logits, QB * T * 2);
+    q.start = start;
+    q.end = end;
+    q.grad_scale = 1;
+    double want = ref_qa_loss(&q);
+    be.i->qa_loss(be.ctx, &loss, dlogits, logits, start, end, QB, T, 1.0f);
+    printf("qa_loss: got %.9g want %.9g\n", loss, want);
+    CHECK(fabs(loss - want) <= 1e-6 * fabs(want), "qa_loss %.9g want %.9g", loss, want);
+    q.grad_scale = 0.375;
+    be.i->qa_loss(be.ctx, &loss, dlogits, logits, start, end, QB, T, 0.375f);
+    double g[QB * T * 2];
+    numgrad(ref_qa_loss, &q, q.logits, QB * T * 2, g);
+    check_grad("qa_loss d logits (grad_scale 0.375)", dlogits, g, QB * T * 2);
+    float ignored_max = 0;
+    for (int t = 0; t < T; t++) ignored_max = fmaxf(ignored_max, fabsf(dlogits[(1 * T + t) * 2 + 0]));
+    CHECK(ignored_max == 0, "an ignored start row has gradient %g", ignored_max);
+
+    /* every end ignored: torch's mean over no rows is NaN, so is the loss;
+     * the end gradient is 0 and the start gradient is unchanged */
+    const int32_t none[QB] = {5, 6, 100, 5};
+    float dl2[QB * T * 2];
+    be.i->qa_loss(be.ctx, &loss, dl2, logits, start, none, QB, T, 0.375f);
+    CHECK(isnan(loss), "all-ignored end: loss %g, want NaN as torch", loss);
+    int ok = 1;
+    for (int i = 0; i < QB * T; i++) ok &= dl2[2 * i + 1] == 0 && dl2[2 * i] == dlogits[2 * i];
+    CHECK(ok, "all-ignored end: end gradient must be 0 and start gradient unchanged");
+    printf("qa_loss with every end ignored: loss %g (NaN as torch), end gradient 0\n", loss);
+}
+
+/* ---------------------------------------------------- adamw and the helpers */
+
+static void test_adamw(void)
+{
+    enum { NA = 1003 };
+    float p[NA], g[NA], m[NA] = {0}, v[NA] = {0};
+    double pd[NA], md[NA] = {0}, vd[NA] = {0};
+    fill(p, NA, -1, 1);
+    to_double(pd, p, NA);
+    const float lr = 1e-3f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 0.01f, gs = 0.5f;
+    float pold[NA];
+    double dp_want[NA];
+    for (int t = 1; t <= 3; t++) {
+        fill(g, NA, -2, 2);
+        memcpy(pold, p, sizeof p);
+        be.i->adamw(be.ctx, p, g, m, v, NA, lr, b1, b2, eps, wd, t, gs);
+        for (int i = 0; i < NA; i++) {
+            double gi = (double)g[i] * gs, p0 = pd[i];
+            pd[i] *= 1 - (double)lr * wd;
+            md[i] = (double)b1 * md[i] + (1 - (double)b1) * gi;
+            vd[i] = (double)b2 * vd[i] + (1 - (double)b2) * gi * gi;
+            double denom = sqrt(vd[i]) / sqrt(1 - pow(b2, t)) + eps;
+            pd[i] -= (double)lr / (1 - pow(b1, t)) * md[i] / denom;
+            dp_want[i] = pd[i] - p0;
+        }
+        /* compare the update (p is ~1 and the update ~lr, so p's float
+         * rounding is ~1e-4 of the update: atol 1e-4 lr), then the moments;
+         * then continue from the float state, so each step is checked alone */
+        float dp_got[NA], dpw[NA], mw[NA], vw[NA];
+        for (int i = 0; i < NA; i++) {
+            dp_got[i] = (float)((double)p[i] - pold[i]);
+            dpw[i] = (float)dp_want[i];
+            mw[i] = (float)md[i];
+            vw[i] = (float)vd[i];
+            pd[i] = p[i];
+            md[i] = m[i];
+            vd[i] = v[i];
+        }
+        char name[64];
+        snprintf(name, sizeof name, "adamw step %d update", t);
+        tu_close(name, dp_got, dpw, NA, 1e-3, 1e-4 * lr);
+        snprintf(name, sizeof name, "adamw step %d m", t);
+        tu_close(name, m, mw, NA, 1e-5, 1e-7); /* m may cancel to ~0: g - m rounds at ~1e-7 */
+        snprintf(name, sizeof name, "adamw step %d v", t);
+        tu_close(name, v, vw, NA, 1e-5, 1e-12);
+    }
+    /* wd = 0: no decay factor at all */
+    float p1[4] = {1, -2, 3, 0}, g1[4] = {0, 0, 0, 0}, m1[4] = {0}, v1[4] = {0};
+    be.i->adamw(be.ctx, p1, g1, m1, v1, 4, 0.1f, b1, b2, eps, 0.0f, 1, 1.0f);
+    CHECK(p1[0] == 1 && p1[1] == -2 && p1[2] == 3 && p1[3] == 0, "adamw with zero gradient and wd 0 moved p");
+}
+
+static void test_helpers(void)
+{
+    size_t n = 300001; /* several sum_squares chunks, not a multiple of 4 */
+    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *z = malloc(n * sizeof *z);
+    fill(x, n, -1, 1);
+    fill(y, n, -1, 1);
+    double want = 0;
+    for (size_t i = 0; i < n; i++) want += (double)x[i] * x[i];
+    double got = be.i->sum_squares(be.ctx, x, n);
+    printf("sum_squares: got %.17g want %.17g\n", got, want);
+    CHECK(fabs(got - want) <= 1e-12 * want, "sum_squares %.17g want %.17g", got, want);
+    CHECK(be.i->sum_squares(be.ctx, x, 0) == 0, "sum_squares of nothing");
+
+    be.i->add(be.ctx, z, x, y, n);
+    int ok = 1;
+    for (size_t i = 0; i < n; i++) ok &= z[i] == x[i] + y[i];
+    CHECK(ok, "add: out = a + b exactly");
+    be.i->add(be.ctx, x, x, y, n); /* aliased */
+    ok = 1;
+    for (size_t i = 0; i < n; i++) ok &= x[i] == z[i];
+    CHECK(ok, "add with out == a");
+
+    memcpy(y, z, n * sizeof *z);
+    be.i->scale(be.ctx, z, n, 0.3f);
+    ok = 1;
+    for (size_t i = 0; i < n; i++) ok &= z[i] == y[i] * 0.3f;
+    CHECK(ok, "scale: x * s exactly");
+
+    CHECK(be.i->all_finite(be.ctx, z, n) == 1, "all_finite on finite data");
+    z[n - 1] = INFINITY;
+    CHECK(be.i->all_finite(be.ctx, z, n) == 0, "all_finite misses +inf at the end");
+    z[n - 1] = 0;
+    z[12345] = NAN;
+    CHECK(be.i->all_finite(be.ctx, z, n) == 0, "all_finite misses NaN");
+    z[12345] = -INFINITY;
+    CHECK(be.i->all_finite(be.ctx, z, n) == 0, "all_finite misses -inf");
+    z[12345] = FLT_MAX;
+    CHECK(be.i->all_finite(be.ctx, z, n) == 1, "all_finite rejects FLT_MAX");
+    free(x);
+    free(y);
+    free(z);
+}
+
+static void test_memory(void)
+{
+    float *a = be.i->alloc(be.ctx, 1000 * sizeof(float)), *b = be.i->alloc(be.ctx, 1000 * sizeof(float));
+    CHECK(a && b && ((uintptr_t)a & 63) == 0 && ((uintptr_t)b & 63) == 0, "alloc: 64-byte aligned");
+    float host[1000], back[1000];
+    fill(host, 1000, -1, 1);
+    CHECK(be.i->upload(be.ctx, a, host, sizeof host) == 0, "upload");
+    be.i->copy(be.ctx, b, a, sizeof host);
+    CHECK(be.i->download(be.ctx, back, b, sizeof back) == 0, "download");
+    CHECK(memcmp(host, back, sizeof host) == 0, "upload, copy, download round trip");
+    be.i->zero(be.ctx, b, sizeof host);
+    be.i->download(be.ctx, back, b, sizeof back);
+    int zero = 1;
+    for (int i = 0; i < 1000; i++) zero &= back[i] == 0;
+    CHECK(zero, "zero");
+    CHECK(be.i->sync(be.ctx) == 0, "sync");
+    be.i->release(be.ctx, a);
+    be.i->release(be.ctx, b);
+    if (!tu_sanitized()) { /* ASan aborts on such a request instead of failing it */
+        void *huge = be.i->alloc(be.ctx, (size_t)1 << 62);
+        CHECK(huge == NULL, "alloc of 2^62 bytes must fail");
+        CHECK(strstr(err_msg(), "out of memory") != NULL, "alloc failure message: %s", err_msg());
+    }
+}
+
+/* ------------------------------------------------------------- determinism */
+
+/* One training-like op sequence at a size where every op runs threaded;
+ * returns a hash of every output and gradient. */
+static uint64_t op_sequence(backend *bk, uint64_t *bytes_hash)
+{
+    enum { DB = 2, DT = 96, DH = 4, DS = 16, DC = DH * DS, DI = 4 * DC, DN = DB * DT, DV = 50 };
+    rng_state = 0x1234567ull;
+    size_t nf = 2 * DV * DC + 2 * DT * DC + 8 * DC + 6 * DC * DC + 2 * DI * DC + 14 * DN * DC + 4 * DN * DI +
+                2 * (size_t)DB * DH * DT * DT + 4 * DN;
+    float *buf = calloc(nf, sizeof *buf), *f = buf;
+#define TAKE(n) (f += (n), f - (n))
+    float *wte = TAKE(DV * DC), *wpe = TAKE(DT * DC), *wtt = TAKE(2 * DC), *lnw = TAKE(DC), *lnb = TAKE(DC),
+          *qw = TAKE(DC * DC), *kw = TAKE(DC * DC), *vw = TAKE(DC * DC), *fw = TAKE(DI * DC), *qb = TAKE(DC);
+    float *emb = TAKE(DN * DC), *ln = TAKE(DN * DC), *q = TAKE(DN * DC), *k = TAKE(DN * DC), *v = TAKE(DN * DC),
+          *att = TAKE(DN * DC), *ff = TAKE(DN * DI), *ge = TAKE(DN * DI), *probs = TAKE(DB * DH * DT * DT),
+          *scratch = TAKE(DB * DH * DT * DT), *dro = TAKE(DN * DC), *ddro = TAKE(DN * DC),
+          *datt = TAKE(DN * DC);
+    float *dq = TAKE(DN * DC), *dk = TAKE(DN * DC), *dv = TAKE(DN * DC), *dln = TAKE(DN * DC), *demb = TAKE(DN * DC),
+          *dge = TAKE(DN * DI), *dff = TAKE(DN * DI), *dqw = TAKE(DC * DC), *dfw = TAKE(DI * DC), *dwte = TAKE(DV * DC),
+          *dwpe = TAKE(DT * DC), *dlnw = TAKE(DC), *dlnb = TAKE(DC), *logits = TAKE(DN * 2),
+          *dlogits = TAKE(DN * 2), *dqb = TAKE(DC), *mom = TAKE(DC * DC), *vel = TAKE(DC * DC);
+    float mean[DN], rstd[DN], loss;
+    int32_t ids[DN], types[DN], mask[DN], st[DB] = {3, 40}, en[DB] = {7, 200};
+    for (int i = 0; i < DN; i++) {
+        ids[i] = (int32_t)(urand() * DV);
+        types[i] = i % DT > DT / 3;
+        mask[i] = !(i >= DT && i % DT > DT - 20);
+    }
+    fill(wte, DV * DC, -1, 1);
+    fill(wpe, DT * DC, -1, 1);
+    fill(wtt, 2 * DC, -1, 1);
+    fill(lnw, DC, 0.5, 1.5);
+    fill(lnb, DC, -0.1, 0.1);
+    fill(qw, 3 * DC * DC, -0.2, 0.2);
+    fill(fw, DI * DC, -0.2, 0.2);
+    fill(qb, DC, -0.1, 0.1);
+    philox_stream rng = {42, 9, 3 * 16 + 1};
+    void *c = bk->ctx;
+    const backend_i *o = bk->i;
+    o->embedding_forward(c, emb, ids, types, wte, wpe, wtt, DB, DT, DC);
+    o->layernorm_forward(c, ln, mean, rstd, emb, lnw, lnb, DN, DC, 1e-12f);
+    o->matmul_forward(c, q, ln, qw, qb, DN, DC, DC);
+    o->matmul_forward(c, k, ln, kw, NULL, DN, DC, DC);
+    o->matmul_forward(c, v, ln, vw, qb, DN, DC, DC);
+    o->attention_forward(c, att, probs, q, k, v, mask, DB, DT, DH, DS, 0.1f, rng);
+    o->matmul_forward(c, ff, att, fw, NULL, DN, DC, DI);
+    o->gelu_forward(c, ge, ff, (size_t)DN * DI);
+    o->dropout_forward(c, dro, att, (size_t)DN * DC, 0.1f, rng);
+    for (int i = 0; i < DN; i++) logits[2 * i] = ge[i * DI], logits[2 * i + 1] = dro[i * DC + 1];
+    o->qa_loss(c, &loss, dlogits, logits, st, en, DB, DT, 1.0f);
+    for (int i = 0; i < DN; i++) dge[i * DI] = dlogits[2 * i], ddro[i * DC + 1] = dlogits[2 * i + 1];
+    o->gelu_backward(c, dff, ff, dge, (size_t)DN * DI);
+    o->matmul_backward(c, datt, dfw, NULL, dff, att, fw, DN, DC, DI);
+    o->dropout_backward(c, datt, ddro, (size_t)DN * DC, 0.1f, rng);
+    o->attention_backward(c, dq, dk, dv, scratch, datt, q, k, v, probs, mask, DB, DT, DH, DS, 0.1f, rng);
+    o->matmul_backward(c, dln, dqw, dqb, dq, ln, qw, DN, DC, DC);
+    o->layernorm_backward(c, demb, dlnw, dlnb, dln, emb, lnw, mean, rstd, DN, DC);
+    o->embedding_backward(c, dwte, dwpe, NULL, demb, ids, types, DB, DT, DC);
+    double ss = o->sum_squares(c, dqw, (size_t)DC * DC);
+    o->adamw(c, qw, dqw, mom, vel, (size_t)DC * DC, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, 1.0f);
+    uint64_t h = 1469598103934665603ull;
+    const unsigned char *bytes = (const unsigned char *)emb;
+    size_t nb = (size_t)(f - emb) * sizeof(float);
+    for (size_t i = 0; i < nb; i++) h = (h ^ bytes[i]) * 1099511628211ull;
+    for (size_t i = 0; i < (size_t)DC * DC * sizeof(float); i++) h = (h ^ ((unsigned char *)qw)[i]) * 1099511628211ull;
+    h = (h ^ (uint64_t)(ss * 1e6)) * 1099511628211ull;
+    uint32_t lb;
+    memcpy(&lb, &loss, sizeof lb);
+    h = (h ^ lb) * 1099511628211ull;
+    *bytes_hash = h;
+    CHECK((size_t)(f - buf) == nf, "op sequence buffer: used %zu of %zu floats", (size_t)(f - buf), nf);
+    free(buf);
+#undef TAKE
+    return h;
+}
+
+static void test_determinism(void)
+{
+    uint64_t h[2][2];
+    for (int nt = 2; nt >= 1; nt--) {
+        backend bk;
+        if (backend_cpu_create(&bk, nt) != 0) {
+            CHECK(0, "backend_cpu_create(%d): %s", nt, err_msg());
+            return;
+        }
+        for (int run = 0; run < 2; run++) op_sequence(&bk, &h[nt - 1][run]);
+        printf("determinism, %d thread(s): run 1 %016llx run 2 %016llx\n", nt, (unsigned long long)h[nt - 1][0],
+               (unsigned long long)h[nt - 1][1]);
+        CHECK(h[nt - 1][0] == h[nt - 1][1], "%d thread(s): two runs of the op sequence differ", nt);
+        backend_free(&bk);
+    }
+    printf("determinism: 1 thread and 2 threads give %s bytes (not required)\n",
+           h[0][0] == h[1][0] ? "the same" : "different");
+}
+
+int main(void)
+{
+    if (backend_cpu_create(&be, 2) != 0) {
+        fprintf(stderr, "backend_cpu_create: %s\n", err_msg());
+        return 1;
+    }
+    CHECK(strcmp(be.i->name, "cpu") == 0, "backend name %s", be.i->name);
+    test_memory();
+    test_layernorm();
+    test_matmul(1);
+    test_matmul(0);
+    test_gelu();
+    test_attention(0.0f);
+    test_attention(0.3f);
+    test_attention_long(0.0f);
+    test_attention_long(0.2f);
+    test_dropout_grad();
+    test_embedding();
+    test_qa_loss();
+    test_adamw();
+    test_helpers();
+    test_determinism();
+    backend_free(&be);
+    CHECK(be.i == NULL && be.ctx == NULL, "backend_free clears the handle");
+    return tu_done();
+}
