@@ -574,14 +574,16 @@ static int missing_safetensors(const char *dir)
         /* transformers 5 dropped TensorFlow and Flax: these need 4.x. */
         {"tf_model.h5", "TensorFlow weights; use transformers 4.x", "'%s', from_tf=True"},
         {"model.ckpt.index", "an original TensorFlow checkpoint; use transformers 4.x",
-         "'%s/model.ckpt.index', from_tf=True, config='%s/config.json'"},
+         "'%s/model.ckpt.index', from_tf=True, config='%s/%s'"},
         {"flax_model.msgpack", "Flax weights; use transformers 4.x", "'%s', from_flax=True"},
     };
     char p[PATH_MAX];
     for (size_t i = 0; i < sizeof other / sizeof other[0]; i++) {
         if (!path_exists(path_join(p, sizeof p, dir, other[i].file))) continue;
+        /* Google's original checkpoints name their config bert_config.json. */
         char load[PATH_MAX * 2 + 64];
-        snprintf(load, sizeof load, other[i].load, dir, dir);
+        const char *cfg = path_exists(path_join(p, sizeof p, dir, "config.json")) ? "config.json" : "bert_config.json";
+        snprintf(load, sizeof load, other[i].load, dir, dir, cfg);
         return err_set(ERR_INPUT,
                        "%s: no model.safetensors, only %s (%s), which bertc does not read; convert once with\n"
                        "  from transformers import BertForQuestionAnswering as M\n"
@@ -625,8 +627,9 @@ static int load_tensors(const char *path, const st_file *f, const bert_config *c
         if (!s) {
             int missing = 0;
             for (int j = i; j < t->n; j++) missing += !find_param(f, t->info[j].name);
-            rc = tensor_err(path, p->name, "missing (looked for it with and without the \"bert.\" prefix; %d of %d "
-                            "tensors bertc needs are missing)", missing, t->n);
+            rc = tensor_err(path, p->name, "missing (%s%d of the %d tensors bertc needs are missing)",
+                            strncmp(p->name, "bert.", 5) ? "" : "looked for it with and without the \"bert.\" prefix; ",
+                            missing, t->n);
             break;
         }
         used[s - f->tensors] = 1;
