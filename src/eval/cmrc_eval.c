@@ -84,6 +84,7 @@ static int closing(int32_t c) { return c == ']' || c == ')' || c == '}' || c == 
 /* The word_tokenize approximation described at the top, on run[0..n). */
 static void word_tokenize(const int32_t *run, size_t n, token_list *out)
 {
+    if (n == 0) return;
     /* the final period: [^.] '.' [closing]* \s* $ */
     size_t end = n;
     while (end > 0 && pytext_isspace(run[end - 1])) end--;

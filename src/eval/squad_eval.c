@@ -205,7 +205,12 @@ static int load_json(const char *path, json_t **out)
     char *buf;
     size_t len;
     int rc = file_read_all(path, &buf, &len);
-    if (rc) return rc;
+    if (rc) {
+        /* an input file that cannot be read is bad input (exit 2), whatever errno says */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", err_msg());
+        return err_set(ERR_INPUT, "%s", msg);
+    }
     json_error_t je;
     *out = json_loadb(buf, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
     free(buf);

@@ -131,7 +131,7 @@ static void example_answers(const squad_context *ctx, const features *f, const i
     free(si);
     free(ei);
     candidate *cs = *cbuf;
-    qsort(cs, nc, sizeof *cs, cand_cmp);
+    if (nc > 1) qsort(cs, nc, sizeof *cs, cand_cmp);
     int keep = nc < (size_t)n_best ? (int)nc : n_best;
     qa_answer *ans = xcalloc((size_t)keep + 1, sizeof *ans);
     for (int i = 0; i < keep; i++) {
