@@ -2,7 +2,8 @@
  * backward of a forward with dropout on, checked by a finite difference of
  * the loss along the gradient; dropout streams that never collide; masks
  * that change with the step; a shorter batch than the model was sized for;
- * logits with and without labels; and rejection of bad batches. */
+ * logits with and without labels; rejection of bad batches; and one small
+ * `bertc bench` run. */
 #include "backend/backend.h"
 #include "core/err.h"
 #include "model/bert.h"
@@ -12,6 +13,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 enum { B = 2, T = 16 };
 
@@ -194,6 +196,39 @@ static void test_shapes(backend *be, const bert_config *cfg, const float *p0)
     bert_model_free(small);
 }
 
+/* bertc bench: one small step prints one JSON object with the fields
+ * bench/compare.sh reads; bad usage exits 2. */
+static void test_bench_cli(void)
+{
+    const char *bin = getenv("BERTC");
+    if (!bin) {
+        printf("bench CLI: BERTC not set, skipped\n");
+        return;
+    }
+    char cmd[4096], out[8192] = {0};
+    snprintf(cmd, sizeof cmd,
+             "'%s' bench --config tiny --vocab-size 100 --seq 16 --batch 2 --steps 1 --warmup-steps 0 --threads 1 "
+             "--json 2>/dev/null", bin);
+    FILE *f = popen(cmd, "r");
+    if (!f) {
+        CHECK(0, "popen %s", cmd);
+        return;
+    }
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    int st = pclose(f);
+    out[n] = 0;
+    CHECK(st == 0, "bench exit status %d", st);
+    const char *fields[] = {"\"examples_per_s\": ", "\"ms_per_step\": ", "\"gflops\": ", "\"threads\": 1,",
+                            "\"openblas_core\": \"", "\"config\": \"tiny\"", "\"seq\": 16,", "\"batch\": 2,"};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        CHECK(strstr(out, fields[i]) != NULL, "bench JSON has %s: %s", fields[i], out);
+    CHECK(out[0] == '{' && n > 1 && out[n - 2] == '}', "one JSON object on one line: %s", out);
+    snprintf(cmd, sizeof cmd, "'%s' bench --config tiny --seq 16 2>/dev/null >/dev/null", bin);
+    st = system(cmd);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2, "bench without --batch exits 2 (status %d)", st);
+    printf("bench CLI: %s", out);
+}
+
 int main(void)
 {
     log_quiet(1);
@@ -217,6 +252,7 @@ int main(void)
     }
     test_dropout_gradient(m, p0, t.total);
     test_shapes(&be, &cfg, p0);
+    test_bench_cli();
     bert_model_free(m);
     backend_free(&be);
     free(p0);

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# bertc vs PyTorch on CPU: the same training step (forward with dropout,
+# backward, clipping, AdamW) of the same model size on the same shape of
+# random data, one after the other. Prints both figures and the ratio of
+# examples/s. Results go in bench/RESULTS-cpu.md by hand.
+#
+#   bash bench/compare.sh                  # minilm, seq 384, batch 8, 2 threads
+#   BERTC=build/bertc STEPS=5 bash bench/compare.sh --config tiny --seq 128 --batch 8 --threads 2
+#
+# OPENBLAS_CORETYPE is unset for bertc's run (a forced core type can pick
+# slower kernels than the detected one); the core OpenBLAS used is printed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BERTC=${BERTC:-build/bertc}
+STEPS=${STEPS:-5}
+WARMUP=${WARMUP:-1}
+ARGS=("$@")
+[ ${#ARGS[@]} -eq 0 ] && ARGS=(--config minilm --seq 384 --batch 8 --threads 2)
+
+if [ ! -x "$BERTC" ]; then
+    echo "compare.sh: $BERTC not found; build first (make build) or set BERTC" >&2
+    exit 2
+fi
+
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+echo "machine: $(lscpu | grep 'Model name' | sed 's/.*: *//'), $(nproc) cores visible"
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "bertc: ${ARGS[*]} --steps $STEPS --warmup-steps $WARMUP"
+env -u OPENBLAS_CORETYPE "$BERTC" bench "${ARGS[@]}" --steps "$STEPS" --warmup-steps "$WARMUP" --json \
+    >"$out/bertc.json"
+cat "$out/bertc.json"
+echo "torch: python3 bench/torch_step.py ${ARGS[*]} --steps $STEPS --warmup-steps $WARMUP --attn both"
+python3 bench/torch_step.py "${ARGS[@]}" --steps "$STEPS" --warmup-steps "$WARMUP" --attn both >"$out/torch.json"
+cat "$out/torch.json"
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+python3 - "$out/bertc.json" "$out/torch.json" <<'EOF'
+import json, sys
+b = json.loads(open(sys.argv[1]).read())
+ts = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
+print(f"\n{'impl':<14}{'ms/step':>10}{'examples/s':>12}{'GFLOP/s':>10}")
+for r in [b] + ts:
+    print(f"{r['impl']:<14}{r['ms_per_step']:>10.1f}{r['examples_per_s']:>12.3f}{r['gflops']:>10.1f}")
+print(f"OpenBLAS core: {b['openblas_core']}, threads: bertc {b['threads']}, torch {ts[0]['threads']}")
+for t in ts:
+    print(f"ratio bertc / {t['impl']}: {b['examples_per_s'] / t['examples_per_s']:.2f}x examples/s")
+EOF

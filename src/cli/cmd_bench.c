@@ -1,0 +1,249 @@
+/* bertc bench: times full training steps (forward, backward, AdamW) on
+ * random data, dropout on, and prints what it measured.
+ *
+ * FLOPs per step (stated in the output as "flops_formula"):
+ *   6 * P_mm * B * T            every weight matmul, forward (2) and backward (4),
+ *                               P_mm = L (4 C^2 + 2 C I) + 2 C  (Q, K, V, output,
+ *                               the FFN, qa_outputs; embeddings are lookups)
+ * + 12 * L * B * T^2 * C        attention: Q K^T and P V, 2 T^2 C each per
+ *                               sequence forward, twice that backward
+ * LayerNorm, softmax, GELU, dropout, the loss and AdamW are not counted;
+ * padded tokens are (the work is done for them). */
+#include "backend/backend.h"
+#include "core/args.h"
+#include "core/err.h"
+#include "model/bert.h"
+#include "model/weights.h"
+#include "train/optim.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+const char cmd_bench_summary[] = "time training steps (forward, backward, AdamW) on random data";
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* CPU time of the whole process (all threads): on a shared machine it
+ * shows how much of the wall time this process actually ran. */
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static uint64_t next_u64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Random ids; every other row padded over its last quarter; question part
+ * of type 0, the rest of type 1; random labels inside the sequence. */
+static void random_batch(int B, int T, int V, uint64_t seed, int32_t *ids, int32_t *types, int32_t *mask,
+                         int32_t *sp, int32_t *ep)
+{
+    uint64_t s = seed;
+    for (int b = 0; b < B; b++) {
+        int len = b % 2 ? T - T / 4 : T;
+        if (len < 1) len = 1;
+        for (int t = 0; t < T; t++) {
+            size_t i = (size_t)b * T + t;
+            ids[i] = t < len ? (int32_t)(next_u64(&s) % (uint64_t)V) : 0;
+            types[i] = t >= T / 4 && t < len;
+            mask[i] = t < len;
+        }
+        sp[b] = (int32_t)(next_u64(&s) % (uint64_t)len);
+        ep[b] = sp[b] + (int32_t)(next_u64(&s) % 8);
+        if (ep[b] >= len) ep[b] = len - 1;
+    }
+}
+
+/* name as a JSON string body: a model dir path may hold quotes or controls. */
+static void json_escape(char *dst, size_t cap, const char *src)
+{
+    size_t j = 0;
+    for (; *src && j + 7 < cap; src++) {
+        unsigned char ch = (unsigned char)*src;
+        if (ch == '"' || ch == '\\') {
+            dst[j++] = '\\';
+            dst[j++] = (char)ch;
+        } else if (ch < 0x20) {
+            j += (size_t)snprintf(dst + j, cap - j, "\\u%04x", ch);
+        } else {
+            dst[j++] = (char)ch;
+        }
+    }
+    dst[j] = 0;
+}
+
+static double step_flops(const bert_config *c, int B, int T)
+{
+    /* Not I: <complex.h>, which cblas.h may pull in, defines it. */
+    double C = c->hidden_size, FF = c->intermediate_size, L = c->num_hidden_layers;
+    double p_mm = L * (4 * C * C + 2 * C * FF) + 2 * C;
+    return 6.0 * p_mm * B * T + 12.0 * L * B * (double)T * T * C;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    const char *config_name = NULL, *model_dir = NULL, *precision = "fp32";
+    int seq = 0, batch = 0, steps = 5, warmup = 1, threads = 0, vocab = 30522, json = 0;
+    int64_t seed = 42;
+    int seen_seq = 0, seen_batch = 0;
+    const arg_spec specs[] = {
+        {"config", ARG_STR, &config_name, "NAME", "named config: tiny, mini, small, minilm, base, large", .required = 0},
+        {"model", ARG_STR, &model_dir, "DIR", "model dir (its config and weights) instead of --config", .required = 0},
+        {"seq", ARG_INT, &seq, "N", "sequence length", .min = 1, .max = 1 << 20, .required = 1, .seen = &seen_seq},
+        {"batch", ARG_INT, &batch, "N", "rows per step", .min = 1, .max = 1 << 20, .required = 1, .seen = &seen_batch},
+        {"steps", ARG_INT, &steps, "N", "timed steps (default 5)", .min = 1, .max = 1000000},
+        {"warmup-steps", ARG_INT, &warmup, "N", "untimed steps first (default 1)", .min = 0, .max = 1000000},
+        {"threads", ARG_INT, &threads, "N", "CPU threads (default: all cores)", .min = 0, .max = 4096},
+        {"vocab-size", ARG_INT, &vocab, "N", "vocabulary size with --config (default 30522)", .min = 1,
+         .max = 1 << 30},
+        {"precision", ARG_STR, &precision, "P", "fp32 (the CPU backend computes in fp32)", .required = 0},
+        {"seed", ARG_I64, &seed, "N", "seed of the data, the weights and dropout (default 42)", .min = 0,
+         .max = 9.2e18},
+        {"json", ARG_FLAG, &json, NULL, "print one JSON object", .required = 0},
+        {0},
+    };
+    int rc = args_parse("bench", "bertc bench --config NAME|--model DIR --seq N --batch N [options]", specs, argc,
+                        argv, NULL, NULL);
+    if (rc == ARGS_HELP) return 0;
+    if (rc) return rc;
+    if (!config_name == !model_dir) return err_set(ERR_INPUT, "bench: give exactly one of --config and --model");
+    if (strcmp(precision, "fp32") && strcmp(precision, "auto"))
+        return err_set(ERR_INPUT, "bench: --precision %s: the CPU backend computes in fp32", precision);
+
+    bert_config cfg;
+    param_table table = {0};
+    float *host = NULL;
+    const char *name = config_name;
+    if (model_dir) {
+        int qa_init = 0;
+        if ((rc = model_load(model_dir, (uint64_t)seed, &cfg, &table, &host, &qa_init))) return rc;
+        name = model_dir;
+    } else {
+        if ((rc = config_named(config_name, vocab, &cfg))) return rc;
+        param_table_init(&table, &cfg);
+        host = malloc(table.total * sizeof *host);
+        if (!host) {
+            param_table_free(&table);
+            return err_set(ERR_RUNTIME, "bench: out of memory for %zu parameters", table.total);
+        }
+        model_init_random(&cfg, &table, host, (uint64_t)seed);
+    }
+    if (seq > cfg.max_position_embeddings) {
+        rc = err_set(ERR_INPUT, "bench: --seq %d exceeds max_position_embeddings %d", seq,
+                     cfg.max_position_embeddings);
+        free(host);
+        param_table_free(&table);
+        return rc;
+    }
+
+    backend be = {0};
+    bert_model *m = NULL;
+    optim *opt = NULL;
+    size_t BT = (size_t)batch * seq;
+    int32_t *ints = malloc((3 * BT + 2 * (size_t)batch) * sizeof *ints);
+    double *times = calloc((size_t)steps, sizeof *times);
+    if (!ints || !times) {
+        rc = err_set(ERR_RUNTIME, "bench: out of memory for the batch");
+        goto done;
+    }
+    int32_t *ids = ints, *types = ids + BT, *mask = types + BT, *sp = mask + BT, *ep = sp + batch;
+    random_batch(batch, seq, cfg.vocab_size, (uint64_t)seed, ids, types, mask, sp, ep);
+    bert_batch b = {batch, seq, ids, types, mask, sp, ep};
+
+    if ((rc = backend_cpu_create(&be, threads)) || (rc = bert_model_create(&m, &cfg, &be, batch, seq)) ||
+        (rc = bert_model_set_params(m, host)) || (rc = optim_create(&opt, &be, bert_model_table(m))))
+        goto done;
+    int nthreads = threads > 0 ? threads : omp_get_num_procs();
+
+    optim_config oc = optim_config_default();
+    oc.warmup_steps = 1;
+    oc.total_steps = warmup + steps + 1;
+    float loss_first = NAN, loss_last = NAN;
+    /* Each phase ends with a backend sync (inside bert_forward, bert_backward
+     * and optim_step), so the phase times are real on any backend. */
+    double phase[3] = {0}, cpu_total = 0;
+    for (int k = 0; k < warmup + steps; k++) {
+        double c0 = cpu_s(), t0 = now_s();
+        philox_stream rng = {.seed = (uint64_t)seed, .step = (uint32_t)k};
+        float loss = NAN;
+        bert_zero_grad(m);
+        if ((rc = bert_forward(m, &b, cfg.hidden_dropout_prob, cfg.attention_probs_dropout_prob, rng, &loss, NULL,
+                               NULL)))
+            goto done;
+        double t1 = now_s();
+        if ((rc = bert_backward(m, 1.0f))) goto done;
+        double t2 = now_s();
+        if ((rc = optim_step(opt, bert_model_params(m), bert_model_grads(m), &oc, k, 1.0f, NULL))) goto done;
+        double t3 = now_s(), dt = t3 - t0;
+        if (k >= warmup) {
+            times[k - warmup] = dt;
+            cpu_total += cpu_s() - c0;
+            phase[0] += t1 - t0;
+            phase[1] += t2 - t1;
+            phase[2] += t3 - t2;
+        }
+        if (k == 0) loss_first = loss;
+        loss_last = loss;
+        if (!json) fprintf(stderr, "step %d%s: %.1f ms, loss %.4f\n", k, k < warmup ? " (warm-up)" : "", 1e3 * dt,
+                           loss);
+    }
+
+    double total = 0, best = INFINITY;
+    for (int k = 0; k < steps; k++) {
+        total += times[k];
+        if (times[k] < best) best = times[k];
+    }
+    double ms = 1e3 * total / steps;
+    double flops = step_flops(&cfg, batch, seq);
+    double eps = batch / (total / steps), gflops = flops / (total / steps) * 1e-9;
+    if (json) {
+        char jname[1024];
+        json_escape(jname, sizeof jname, name);
+        printf("{\"impl\": \"bertc\", \"backend\": \"cpu\", \"precision\": \"fp32\", \"config\": \"%s\", "
+               "\"layers\": %d, \"hidden\": %d, \"heads\": %d, \"intermediate\": %d, \"vocab\": %d, "
+               "\"seq\": %d, \"batch\": %d, \"steps\": %d, \"warmup_steps\": %d, \"threads\": %d, "
+               "\"openblas_core\": \"%s\", \"ms_per_step\": %.2f, \"ms_best\": %.2f, \"examples_per_s\": %.4f, "
+               "\"gflops\": %.2f, \"flops_per_step\": %.6g, "
+               "\"flops_formula\": \"6*(L*(4C^2+2CI)+2C)*B*T + 12*L*B*T^2*C\", "
+               "\"cpu_ms_per_step\": %.2f, \"forward_ms\": %.2f, \"backward_ms\": %.2f, \"optimizer_ms\": %.2f, "
+               "\"dropout\": [%g, %g], \"loss_first\": %.6f, \"loss_last\": %.6f}\n",
+               jname, cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size,
+               cfg.vocab_size, seq, batch, steps, warmup, nthreads, openblas_get_corename(), ms, 1e3 * best, eps,
+               gflops, flops, 1e3 * cpu_total / steps, 1e3 * phase[0] / steps, 1e3 * phase[1] / steps, 1e3 * phase[2] / steps,
+               cfg.hidden_dropout_prob, cfg.attention_probs_dropout_prob, loss_first, loss_last);
+    } else {
+        printf("bertc bench: %s (L%d H%d A%d I%d), batch %d x seq %d, %d threads, OpenBLAS core %s: "
+               "%.1f ms/step (best %.1f; forward %.1f, backward %.1f, optimizer %.1f; CPU time %.1f ms), %.2f examples/s, "
+               "%.1f GFLOP/s "
+               "(%d timed steps after %d warm-up)\n",
+               name, cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size, batch,
+               seq, nthreads, openblas_get_corename(), ms, 1e3 * best, 1e3 * phase[0] / steps, 1e3 * phase[1] / steps,
+               1e3 * phase[2] / steps, 1e3 * cpu_total / steps, eps, gflops, steps, warmup);
+    }
+done:
+    optim_free(opt);
+    bert_model_free(m);
+    if (be.i) backend_free(&be);
+    free(times);
+    free(ints);
+    free(host);
+    param_table_free(&table);
+    return rc;
+}
