@@ -599,13 +599,16 @@ static void test_adamw(void)
         fill(g, NA, -2, 2);
         memcpy(pold, p, sizeof p);
         be.i->adamw(be.ctx, p, g, m, v, NA, lr, b1, b2, eps, wd, t, gs);
+        /* the backend takes the decimals these floats were written as,
+         * as torch gets them from Python */
+        const double lrd = 1e-3, b1d = 0.9, b2d = 0.999, wdd = 0.01;
         for (int i = 0; i < NA; i++) {
             double gi = (double)g[i] * gs, p0 = pd[i];
-            pd[i] *= 1 - (double)lr * wd;
-            md[i] = (double)b1 * md[i] + (1 - (double)b1) * gi;
-            vd[i] = (double)b2 * vd[i] + (1 - (double)b2) * gi * gi;
-            double denom = sqrt(vd[i]) / sqrt(1 - pow(b2, t)) + eps;
-            pd[i] -= (double)lr / (1 - pow(b1, t)) * md[i] / denom;
+            pd[i] *= 1 - lrd * wdd;
+            md[i] = b1d * md[i] + (1 - b1d) * gi;
+            vd[i] = b2d * vd[i] + (1 - b2d) * gi * gi;
+            double denom = sqrt(vd[i]) / sqrt(1 - pow(b2d, t)) + eps;
+            pd[i] -= lrd / (1 - pow(b1d, t)) * md[i] / denom;
             dp_want[i] = pd[i] - p0;
         }
         /* compare the update (p is ~1 and the update ~lr, so p's float
