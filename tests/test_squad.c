@@ -5,7 +5,9 @@
 #include "core/err.h"
 #include "data/squad.h"
 
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int find_ex(const squad_data *d, const char *id)
@@ -214,10 +216,68 @@ static void test_relocate(void)
     squad_free(&d);
 }
 
+/* Random byte changes to a small valid file: every result is a clean load
+ * (with answers where it says) or ERR_INPUT, never a crash. */
+static void test_mutations(void)
+{
+    const char *base =
+        "{\"version\": \"1.1\", \"data\": [{\"title\": \"t\", \"paragraphs\": [{\"context\": \"Caf\u00e9 \u4e2d\u6587 is here, caf\u00e9.\", "
+        "\"qas\": [{\"id\": \"q1\", \"question\": \"Where?\", \"answers\": [{\"text\": \"here\", \"answer_start\": 11}, "
+        "{\"text\": \"caf\u00e9\", \"answer_start\": 3}]}, {\"id\": \"q2\", \"question\": \"What?\", \"answers\": [], "
+        "\"is_impossible\": true}]}]}]}";
+    size_t n = strlen(base);
+    char *buf = malloc(n + 8);
+    uint64_t state = 12345;
+    int iters = tu_sanitized() ? 400 : 3000, loaded = 0, rejected = 0, other = 0, bad = 0;
+    for (int it = 0; it < iters; it++) {
+        memcpy(buf, base, n + 1);
+        size_t len = n;
+        int edits = 1 + it % 3;
+        for (int e = 0; e < edits; e++) {
+            state = state * 6364136223846793005ull + 1442695040888963407ull;
+            size_t at = (size_t)(state >> 33) % len;
+            unsigned char byte = (unsigned char)(state >> 20);
+            int kind = (int)((state >> 12) % 3);
+            if (kind == 0) buf[at] = (char)byte;                              /* replace */
+            else if (kind == 1) memmove(buf + at, buf + at + 1, len-- - at);  /* delete */
+            else buf[at] = "{}[]\",:0-9"[byte % 11];                         /* structural */
+        }
+        buf[len] = 0;
+        const char *path = write_tmp("mutant.json", buf);
+        squad_data d;
+        int rc = squad_load(path, &d);
+        if (rc == 0) {
+            loaded++;
+            for (int i = 0; i < d.n; i++) {
+                const squad_example *x = &d.ex[i];
+                const squad_context *c = &d.contexts[x->context];
+                for (int k = 0; k < x->n_answers; k++) {
+                    int st = x->answer_start[k];
+                    size_t tl = strlen(x->answer_text[k]);
+                    if (st >= 0 && (st > c->ncp || c->cp_byte[st] + tl > c->nbytes ||
+                                    memcmp(c->text + c->cp_byte[st], x->answer_text[k], tl)))
+                        bad++;
+                }
+            }
+            squad_free(&d);
+        } else if (rc == ERR_INPUT) {
+            rejected++;
+        } else {
+            other++;
+        }
+    }
+    free(buf);
+    printf("mutations: %d files, %d loaded, %d rejected (ERR_INPUT), %d other codes, %d misplaced answers\n", iters,
+           loaded, rejected, other, bad);
+    CHECK(other == 0 && bad == 0, "mutations: %d other return codes, %d misplaced answers", other, bad);
+    CHECK(loaded > 0 && rejected > 0, "mutations exercised only one path (%d loaded, %d rejected)", loaded, rejected);
+}
+
 int main(void)
 {
     test_real();
     test_bad();
     test_relocate();
+    test_mutations();
     return tu_done();
 }
