@@ -1,0 +1,72 @@
+/* Observability of a training run: one handle for what the trainer reports
+ * besides metrics.csv (which the trainer writes itself).
+ *
+ * How the trainer calls it:
+ *
+ *   obs_options oo;
+ *   obs_options_init(&oo);                     // monitor every 1 s, GPU 0, TensorBoard on
+ *   oo.monitor_interval_s = opt.monitor_interval;   // --monitor-interval S (0 = no monitor thread)
+ *   oo.gpu_index = using_cuda ? device : 0;
+ *   oo.resume_step = resumed ? ckpt_step : 0;  // TensorBoard then drops the old points past it
+ *   oo.model = model_dir; oo.train_data = train; oo.dev_data = dev;
+ *   oo.options = "lr=3e-05 batch=12 ...";      // for the report's summary table
+ *   obs_run *obs;
+ *   if (obs_open(&obs, run_dir, &oo)) log_warn("%s", err_msg());   // obs NULL: carry on without it
+ *
+ *   each logged step:  obs_step(obs, &(obs_step_metrics){step, epoch, loss, lr, gnorm, scale, ex_per_s});
+ *   progress line:     char mon[128]; obs_progress(obs, mon, sizeof mon);   // "GPU 97% 14.1/15.0 GiB 71°C | CPU 180% RSS 1.2 GiB"
+ *   each evaluation:   obs_eval(obs, step, em, f1);
+ *   anything else:     obs_scalar(obs, step, "train/whatever", v);
+ *   summary facts:     obs_set_info(obs, "skipped_steps", "3");
+ *   each checkpoint:   obs_report(obs);            // refreshes RUN/report.html
+ *   at the end:        obs_report(obs); obs_close(obs);
+ *
+ * Every function accepts obs == NULL and does nothing, so the trainer needs
+ * no "if (obs)". None of them fails the run: a TensorBoard file that cannot
+ * be written is reported once and switched off; obs_report returns an
+ * error code the trainer may log and ignore.
+ *
+ * Files (in RUN/): tb/events.out.tfevents.* (tb.h), monitor.csv
+ * (monitor.h), info.csv (key,value: model, train, dev, options, hardware,
+ * started, host, bertc, resumes, and what obs_set_info adds), report.html
+ * (report.h). The evaluation scores the report charts come from the
+ * trainer's CSV files (report.h lists the names it reads), not from
+ * obs_eval, so `bertc report RUN` rebuilds the same page from the files.
+ * A supervisor that restarts the trainer appends one line per restart to
+ * RUN/restarts.log; the report counts them. */
+#ifndef BERTC_OBS_OBS_H
+#define BERTC_OBS_OBS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct obs_run obs_run;
+
+typedef struct {
+    double monitor_interval_s; /* default 1; 0 = no monitor thread (monitor.csv is not written) */
+    int gpu_index;             /* GPU to watch; default 0; -1 = do not load NVML */
+    int tensorboard;           /* default 1 */
+    int64_t resume_step;       /* > 0 when the run resumes from a checkpoint of that step */
+    /* For info.csv and the report; NULL keeps what an earlier open recorded.
+     * hardware NULL on a first open = devices_hardware_line(). */
+    const char *model, *train_data, *dev_data, *options, *hardware;
+} obs_options;
+
+typedef struct {
+    int64_t step;
+    double epoch, loss, lr, grad_norm, loss_scale, examples_per_s; /* NaN = not logged */
+} obs_step_metrics;
+
+void obs_options_init(obs_options *o);
+int obs_open(obs_run **out, const char *run_dir, const obs_options *o);
+void obs_step(obs_run *r, const obs_step_metrics *m);
+void obs_eval(obs_run *r, int64_t step, double exact_match, double f1);
+void obs_scalar(obs_run *r, int64_t step, const char *tag, double value);
+void obs_progress(obs_run *r, char *line, size_t cap);
+/* Sets key in RUN/info.csv (rewritten atomically). */
+int obs_set_info(obs_run *r, const char *key, const char *value);
+/* Flushes TensorBoard and rewrites RUN/report.html from the run's files. */
+int obs_report(obs_run *r);
+void obs_close(obs_run *r);
+
+#endif
