@@ -14,9 +14,10 @@
 
 typedef struct vocab vocab;
 
-/* Splits on '\n' only (bert-base-chinese has tokens holding U+2028), as
- * transformers' load_vocab reads it. Errors: empty file, duplicate token,
- * invalid UTF-8, missing [PAD]/[UNK]/[CLS]/[SEP]; all name the file:line. */
+/* Splits on '\n' only (bert-base-chinese has tokens holding U+2028); a '\r'
+ * before the '\n' is dropped (CRLF files), as transformers' loaders do.
+ * Errors: empty file, duplicate token, invalid UTF-8, NUL byte, missing
+ * [PAD]/[UNK]/[CLS]/[SEP]; all name the file (and line where there is one). */
 int vocab_load(const char *path, vocab **out);
 void vocab_free(vocab *v);
 int vocab_size(const vocab *v);
@@ -27,6 +28,8 @@ int vocab_pad(const vocab *v);
 int vocab_unk(const vocab *v);
 int vocab_cls(const vocab *v);
 int vocab_sep(const vocab *v);
+/* id of [MASK], or -1 when the vocabulary has none (it is optional). */
+int vocab_mask(const vocab *v);
 /* Hash of the vocabulary file's bytes (features cache key). */
 uint64_t vocab_hash(const vocab *v);
 
@@ -47,9 +50,21 @@ int tokenizer_create(tokenizer **out, const vocab *v, int lower_case);
 void tokenizer_free(tokenizer *t);
 const vocab *tokenizer_vocab(const tokenizer *t);
 int tokenizer_lower_case(const tokenizer *t);
-/* Appends the tokens of text[0..n) (UTF-8 bytes) to out; no [CLS]/[SEP].
+/* Appends the tokens of text[0..n) (UTF-8 bytes) to out; no [CLS]/[SEP] are
+ * added, but "[CLS]", "[SEP]", "[PAD]", "[UNK]" and "[MASK]" written in the
+ * text are matched as those tokens, as the fast tokenizer does. Offsets are
+ * code point indices into text; token_list's arrays grow as needed.
  * Thread-safe: several threads may encode with one tokenizer at once.
- * Invalid UTF-8 bytes are treated as U+FFFD (and so dropped). */
+ * Invalid UTF-8 counts as U+FFFD (one per maximal invalid prefix, as Python's
+ * decode(errors="replace")) and is dropped like U+FFFD. Errors: ERR_INPUT for
+ * text over 2^31-1 bytes, ERR_RUNTIME when out of memory. */
 int tokenizer_encode(const tokenizer *t, const char *text, size_t n, token_list *out);
+
+/* Loads DIR/vocab.txt and the lower-case setting from DIR/tokenizer_config.json
+ * (do_lower_case; 1 when the file or the field is absent), as
+ * BertTokenizerFast.from_pretrained(DIR) would. Settings bertc cannot honour
+ * (strip_accents different from do_lower_case, tokenize_chinese_chars false)
+ * are errors naming the file. On success the caller frees both. */
+int tokenizer_load_dir(const char *model_dir, vocab **v, tokenizer **t);
 
 #endif
