@@ -157,20 +157,28 @@ typedef struct {
 
 CPU_CLONES static void adamw_chunk(float *p, const float *g, float *m, float *v, size_t n, adamw_consts k)
 {
-    int small = fabsf(k.w1) < 0.5f;
-    float coeff = small ? k.w1 : k.w1 - 1.0f;
+    /* lerp: fma(w, g - m, m) for a small weight, else fma(w - 1, g - m, g) */
+    float coeff = fabsf(k.w1) < 0.5f ? k.w1 : k.w1 - 1.0f;
+    float from_m = fabsf(k.w1) < 0.5f ? 1.0f : 0.0f;
+    /* times 1 is exact: one loop serves tensors with and without decay */
+    float decay = k.has_decay ? k.decay : 1.0f;
+    float root[512];
+    for (size_t i0 = 0; i0 < n; i0 += 512) {
+        size_t len = n - i0 < 512 ? n - i0 : 512;
+        float *pb = p + i0, *mb = m + i0, *vb = v + i0;
+        const float *gb = g + i0;
 #pragma omp simd
-    for (size_t i = 0; i < n; i++) {
-        float gi = g[i] * k.grad_scale;
-        float pi = k.has_decay ? p[i] * k.decay : p[i];
-        /* lerp: fma(w, g - m, m) for a small weight, else fma(w - 1, g - m, g) */
-        float mi = fmaf(coeff, gi - m[i], small ? m[i] : gi);
-        /* addcmul: torch's vector kernel fuses the add, fma(c2 * g, g, v * b2) */
-        float vi = fmaf(k.c2 * gi, gi, v[i] * k.b2);
-        float denom = sqrtf(vi) / k.bc2_sqrt + k.eps;
-        p[i] = pi + k.neg_step * mi / denom;
-        m[i] = mi;
-        v[i] = vi;
+        for (size_t i = 0; i < len; i++) {
+            float gi = gb[i] * k.grad_scale;
+            pb[i] = pb[i] * decay;
+            float mi = fmaf(coeff, gi - mb[i], from_m != 0.0f ? mb[i] : gi);
+            /* addcmul: torch's vector kernel fuses the add: fma(c2 * g, g, v * b2) */
+            vb[i] = fmaf(k.c2 * gi, gi, vb[i] * k.b2);
+            mb[i] = mi;
+        }
+        cpu_sqrt_array(root, vb, len);
+#pragma omp simd
+        for (size_t i = 0; i < len; i++) pb[i] = pb[i] + k.neg_step * mb[i] / (root[i] / k.bc2_sqrt + k.eps);
     }
 }
 
