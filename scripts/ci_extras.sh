@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Optional packages that some tests use, installed with apt-get when missing:
+#   chromium   tests/cli/report_chromium.sh renders report.html headless
+# Never fails: where a package cannot be installed the test that needs it
+# prints "skipped" instead of failing.
+set -u
+here=$(dirname "$0")
+if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then
+    exit 0
+fi
+if ! command -v apt-get >/dev/null 2>&1; then
+    echo "ci_extras: no apt-get here; tests that need chromium will be skipped"
+    exit 0
+fi
+bash "$here/deps.sh" chromium || echo "ci_extras: chromium could not be installed; tests that need it will be skipped"
+exit 0

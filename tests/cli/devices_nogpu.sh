@@ -1,0 +1,29 @@
+# bertc devices where no NVIDIA driver exists: says so, describes the CPU and
+# what bertc will use, exits 0. Never invents a planner figure.
+source "$(dirname "$0")/lib.sh"
+export BERTC_NVML_LIB=/nonexistent/libnvidia-ml.so.1
+
+expect_help devices "usage: bertc devices"
+expect 2 "unexpected argument 'extra'" -- devices extra
+expect 2 "unknown option '--gpu'" -- devices --gpu 0
+
+cli_n=$((cli_n + 1))
+"$BERTC" devices >"$cli_tmp/out" 2>"$cli_tmp/err"
+rc=$?
+echo "case $cli_n: bertc devices (no driver) -> exit $rc"
+cat "$cli_tmp/out"
+[ "$rc" -eq 0 ] || cli_bad "exit $rc, want 0"
+[ -s "$cli_tmp/err" ] && cli_bad "stderr not empty: $(cat "$cli_tmp/err")"
+for want in "GPU: none found" "cannot load /nonexistent/libnvidia-ml.so.1" "CPU: " "cores:" "AVX-512: " \
+            "AVX512-BF16: " "memory:" "bertc will use: the CPU backend" "thread(s)" "precision fp32" \
+            "planner: not available in this build"; do
+    grep -qF -- "$want" "$cli_tmp/out" || cli_bad "stdout lacks '$want'"
+done
+# the thread count bertc reports follows OMP_NUM_THREADS
+OMP_NUM_THREADS=3 "$BERTC" devices | grep -qF "CPU backend (OpenBLAS + OpenMP), 3 thread(s)" ||
+    cli_bad "OMP_NUM_THREADS=3 not reflected"
+# the AVX2 line agrees with the kernel's flags
+if grep -qw avx2 /proc/cpuinfo; then
+    grep -q "vector units: .*AVX2" "$cli_tmp/out" || cli_bad "AVX2 in /proc/cpuinfo but not reported"
+fi
+finish
