@@ -6,6 +6,9 @@
  * - hand-made files with values worked out by hand (tests/data/eval_hand_*);
  * - 1,500 per-question EM/F1 values and the output line of evaluate-v1.1.py
  *   on perturbed predictions for the whole SQuAD dev set;
+ * - CMRC: nltk's NLTKWordTokenizer on 3,000 strings, and per-question values
+ *   and the printed line of a Python 3 port of cmrc2018_evaluate.py on
+ *   perturbed predictions for the CMRC trial set and XQuAD zh;
  * - gold answers as predictions give 100/100 (SQuAD dev, CMRC trial);
  * - bad files are rejected with the file and line:column or the id. */
 #include "testutil.h"
@@ -13,6 +16,7 @@
 #include "core/err.h"
 #include "eval/pytext.h"
 #include "eval/squad_eval.h"
+#include "eval/treebank.h"
 
 #include <jansson.h>
 #include <stdint.h>
@@ -255,6 +259,106 @@ static void test_reference_cases(void)
     json_decref(x);
 }
 
+typedef struct {
+    pytext_cps all; /* tokens separated by -1 */
+    int n;
+} tb_tokens;
+
+static void tb_emit(void *ctx, const int32_t *cp, size_t n)
+{
+    tb_tokens *t = ctx;
+    for (size_t i = 0; i < n; i++) pytext_push(&t->all, cp[i]);
+    pytext_push(&t->all, -1);
+    t->n++;
+}
+
+/* nltk's NLTKWordTokenizer on 3,000 strings of quotes, contractions,
+ * periods, dashes and brackets (tests/data/eval_treebank.json). */
+static void test_treebank(void)
+{
+    json_t *x = load("tests/data/eval_treebank.json");
+    CHECK(x != NULL, "eval_treebank.json");
+    if (!x) return;
+    size_t i, k;
+    json_t *c, *w;
+    int bad = 0, n = 0;
+    json_array_foreach(x, i, c) {
+        json_t *in = json_array_get(c, 0);
+        pytext_cps cps = {0}, want = {0};
+        pytext_decode(json_string_value(in), json_string_length(in), &cps);
+        json_array_foreach(json_array_get(c, 1), k, w) {
+            pytext_decode(json_string_value(w), json_string_length(w), &want);
+            pytext_push(&want, -1);
+        }
+        tb_tokens got = {{0}, 0};
+        treebank_tokenize(cps.cp, cps.n, tb_emit, &got);
+        int same = got.all.n == want.n && (want.n == 0 || memcmp(got.all.cp, want.cp, want.n * sizeof(int32_t)) == 0);
+        n++;
+        if (!same && bad++ < 10) {
+            fprintf(stderr, "treebank '%s': got", json_string_value(in));
+            for (size_t j = 0; j < got.all.n; j++) {
+                if (got.all.cp[j] < 0) fputc('|', stderr);
+                else fputc(got.all.cp[j] < 0x80 ? got.all.cp[j] : '?', stderr);
+            }
+            fputc('\n', stderr);
+        }
+        pytext_cps_free(&cps);
+        pytext_cps_free(&want);
+        pytext_cps_free(&got.all);
+    }
+    CHECK(bad == 0 && n >= 3000, "%d of %d strings tokenised differently from nltk's NLTKWordTokenizer", bad, n);
+    printf("NLTKWordTokenizer port: %d of %d strings differ from nltk\n", bad, n);
+    json_decref(x);
+}
+
+/* CMRC: perturbed predictions for the CMRC trial set and XQuAD zh, scored by
+ * tools/squad_eval_ref.py's port of cmrc2018_evaluate.py (with nltk's
+ * NLTKWordTokenizer). Reports how many questions the word_tokenize
+ * approximation scores differently; requires the printed lines to match. */
+static void test_cmrc_reference(void)
+{
+    json_t *x = load("tests/data/eval_cmrc_expected.json");
+    CHECK(x != NULL, "eval_cmrc_expected.json");
+    if (!x) return;
+    const char *sets[2] = {"cmrc_trial", "xquad_zh"};
+    for (int s = 0; s < 2; s++) {
+        json_t *set = json_object_get(x, sets[s]), *c;
+        size_t i;
+        int bad = 0, n = 0;
+        json_array_foreach(json_object_get(set, "cases"), i, c) {
+            json_t *p = json_array_get(c, 0), *golds = json_array_get(c, 1);
+            const char *g[64];
+            size_t gl[64];
+            int ng = 0;
+            for (size_t k = 0; k < json_array_size(golds) && ng < 64; k++, ng++) {
+                g[ng] = json_string_value(json_array_get(golds, k));
+                gl[ng] = json_string_length(json_array_get(golds, k));
+            }
+            int em;
+            double f1;
+            eval_question(EVAL_METRIC_CMRC, json_string_value(p), json_string_length(p), g, gl, ng, &em, &f1);
+            int wem = (int)json_integer_value(json_array_get(c, 2));
+            double wf1 = json_real_value(json_array_get(c, 3));
+            n++;
+            if ((em != wem || f1 != wf1) && bad++ < 10)
+                fprintf(stderr, "%s case %zu: pred '%s' gold[0] '%s': em %d f1 %.17g, Python %d %.17g\n", sets[s], i,
+                        json_string_value(p), g[0], em, f1, wem, wf1);
+        }
+        CHECK(bad == 0 && n > 200, "%s: %d of %d per-question values differ from cmrc2018_evaluate.py", sets[s], bad, n);
+        printf("%s: per-question CMRC EM/F1: %d of %d cases differ\n", sets[s], bad, n);
+        char pred[256], data_rel[256], line[128];
+        snprintf(pred, sizeof pred, "tests/data/eval_%s_pred.json", sets[s]);
+        snprintf(data_rel, sizeof data_rel, "%s", json_string_value(json_object_get(set, "data")));
+        eval_result r;
+        int rc = eval_files(tu_data(data_rel), pred, EVAL_METRIC_CMRC, &r);
+        eval_result_json(&r, line, sizeof line);
+        const char *want = json_string_value(json_object_get(set, "output"));
+        printf("%s perturbed, --metric cmrc: got  %s\n%*s want %s\n", sets[s], line, (int)strlen(sets[s]) + 25, "", want);
+        CHECK(rc == 0 && want && strcmp(line, want) == 0, "%s: printed line differs from cmrc2018_evaluate.py", sets[s]);
+    }
+    json_decref(x);
+}
+
 /* Writes {"id": first gold answer} for every question of a data file. */
 static int gold_predictions(const char *data, const char *out)
 {
@@ -320,6 +424,8 @@ int main(void)
     test_unicode();
     test_hand();
     test_reference_cases();
+    test_treebank();
+    test_cmrc_reference();
     test_gold();
     test_errors();
     return tu_done();

@@ -14,6 +14,11 @@ under this Python (3.11: Unicode 14.0).
                              "cases": per-question [pred, golds, em, f1] for a slice of hard cases}
   eval_unicode.json         Python's str.lower() / isspace / re \\w / final-sigma classes over all
                             code points, and repr() of floats, to check the C ports one by one
+  eval_cmrc_trial_pred.json, eval_xquad_zh_pred.json, eval_cmrc_expected.json
+                            perturbed predictions for the CMRC 2018 trial set and XQuAD zh, scored by
+                            a Python 3 port of cmrc2018_evaluate.py (below)
+  eval_treebank.json        nltk's NLTKWordTokenizer on 3,000 strings of quotes, contractions, ...
+The CMRC part needs nltk (pip install nltk; no nltk data is needed).
 """
 import argparse
 import collections
@@ -234,6 +239,173 @@ def make_unicode(args, rng):
         len(lower), len(doc['word']), len(runs), len(floats)))
 
 
+# ---- cmrc2018_evaluate.py ("v5 - special"), ported to Python 3 ----
+# nltk.word_tokenize needs the punkt model, which cannot be downloaded here;
+# NLTKWordTokenizer is the word tokenizer it runs on each sentence, and the
+# short answer strings are one sentence. Python 2's unicode.lower() is the
+# simple per-character mapping.
+
+CMRC_SP = ['-', ':', '_', '*', '^', '/', '\\', '~', '`', '+', '=', '，', '。', '：', '？', '！', '“', '”', '；', '’',
+           '《', '》', '……', '·', '、', '「', '」', '（', '）', '－', '～', '『', '』']
+
+
+def py2_lower_strip(s):
+    return ''.join(c.lower() if len(c.lower()) == 1 else c for c in s).strip()
+
+
+def mixed_segmentation(in_str, rm_punc=False):
+    from nltk.tokenize import NLTKWordTokenizer
+    tok = NLTKWordTokenizer()
+    in_str = py2_lower_strip(in_str)
+    segs_out, temp_str = [], ''
+    for char in in_str:
+        if rm_punc and char in CMRC_SP:
+            continue
+        if re.search('[\u4e00-\u9fa5]', char) or char in CMRC_SP:
+            if temp_str != '':
+                segs_out.extend(tok.tokenize(temp_str))
+                temp_str = ''
+            segs_out.append(char)
+        else:
+            temp_str += char
+    if temp_str != '':
+        segs_out.extend(tok.tokenize(temp_str))
+    return segs_out
+
+
+def remove_punctuation(in_str):
+    return ''.join(c for c in py2_lower_strip(in_str) if c not in CMRC_SP)
+
+
+def find_lcs(s1, s2):
+    m = [[0 for i in range(len(s2) + 1)] for j in range(len(s1) + 1)]
+    mmax = p = 0
+    for i in range(len(s1)):
+        for j in range(len(s2)):
+            if s1[i] == s2[j]:
+                m[i + 1][j + 1] = m[i][j] + 1
+                if m[i + 1][j + 1] > mmax:
+                    mmax = m[i + 1][j + 1]
+                    p = i + 1
+    return s1[p - mmax:p], mmax
+
+
+def calc_f1_score(answers, prediction):
+    f1_scores = []
+    for ans in answers:
+        ans_segs = mixed_segmentation(ans, rm_punc=True)
+        prediction_segs = mixed_segmentation(prediction, rm_punc=True)
+        lcs, lcs_len = find_lcs(ans_segs, prediction_segs)
+        if lcs_len == 0:
+            f1_scores.append(0)
+            continue
+        precision = 1.0 * lcs_len / len(prediction_segs)
+        recall = 1.0 * lcs_len / len(ans_segs)
+        f1_scores.append((2 * precision * recall) / (precision + recall))
+    return max(f1_scores)
+
+
+def calc_em_score(answers, prediction):
+    for ans in answers:
+        if remove_punctuation(ans) == remove_punctuation(prediction):
+            return 1
+    return 0
+
+
+def cmrc_evaluate(dataset, predictions):
+    f1 = em = total = 0
+    for article in dataset['data']:
+        for para in article['paragraphs']:
+            for qa in para['qas']:
+                total += 1
+                qid = qa['id'].strip()
+                if qid not in predictions:
+                    continue
+                answers = [x['text'] for x in qa['answers']]
+                f1 += calc_f1_score(answers, predictions[qid])
+                em += calc_em_score(answers, predictions[qid])
+    return json.dumps({'exact_match': 100.0 * em / total, 'f1': 100.0 * f1 / total})
+
+
+CMRC_EXTRA = ['', ' ', '(', ')', '%', ',', '.', '...', '!', '?', ';', ' and ', "'s", '"', 'A.B.', ' 1,000', '，', '。',
+              '……', '·', '-', 'dna', 'U.S.', ' e.g. ', '”', '“', '（', '）']
+
+
+def cmrc_perturb(rng, gold, context):
+    kind = rng.randrange(9)
+    if kind == 0:
+        return gold
+    if kind == 1 and len(gold) > 1:
+        a = rng.randrange(len(gold))
+        return gold[a:a + rng.randrange(1, len(gold))]
+    if kind == 2:
+        i = context.find(gold)
+        if i >= 0:
+            return context[max(0, i - rng.randrange(0, 10)):i + len(gold) + rng.randrange(0, 10)]
+    if kind == 3:
+        a = rng.randrange(len(context))
+        return context[a:a + rng.randrange(1, 30)]
+    if kind == 4:
+        k = rng.randrange(len(gold) + 1)
+        return gold[:k] + rng.choice(CMRC_EXTRA) + gold[k:]
+    if kind == 5:
+        return rng.choice(CMRC_EXTRA) + gold + rng.choice(CMRC_EXTRA)
+    if kind == 6:
+        return gold.upper()
+    if kind == 7:
+        return ''.join(rng.choice(CMRC_EXTRA) if rng.random() < 0.2 else c for c in gold)
+    return gold + gold
+
+TREEBANK_PIECES = ['a', 'dna', 'U.S.', 'e.g.', "don't", "it's", "'s", "'", "''", '"', '``', '`', '.', '..', '...', ',',
+                   ':', ';', '!', '?', '(', ')', '[', ']', '{', '}', '<', '>', '%', '$', '&', '#', '@', '*', '--', '-',
+                   '1,000', '3.5', '1990', "can't", 'cannot', 'gonna', 'wanna ', "'tis", " 'twas", "we'll", "I'M",
+                   "they've", "o'clock", "'hello'", '«', '»', '“', '”', '‘', '’', '„', '\u2013', '\u2014', ' ', '  ',
+                   '\u00a0', '\u3000', 'é', 'ß', '\u0661', "d'ye", "more'n", 'gimme', 'lemme', 'gotta', 'x']
+
+
+def make_treebank(args, rng):
+    from nltk.tokenize import NLTKWordTokenizer
+    tok = NLTKWordTokenizer()
+    cases = []
+    for _ in range(3000):
+        t = ''.join(rng.choice(TREEBANK_PIECES) for _ in range(rng.randrange(1, 8)))
+        cases.append([t, tok.tokenize(t)])
+    with open(os.path.join(args.out, 'eval_treebank.json'), 'w') as f:
+        json.dump(cases, f, ensure_ascii=False, separators=(',', ':'))
+        f.write('\n')
+    print('eval_treebank.json: %d strings tokenised by nltk %s NLTKWordTokenizer' % (len(cases), __import__('nltk').__version__))
+
+
+def make_cmrc(args):
+    """eval_cmrc_pred.json / eval_cmrc_expected.json: perturbed predictions
+    for the CMRC 2018 trial set and XQuAD zh, scored by the port above."""
+    rng = random.Random(777)
+    out = {}
+    for name, rel in (('cmrc_trial', 'cmrc2018/cmrc2018_trial.json'), ('xquad_zh', 'xquad/xquad.zh.json')):
+        with open(os.path.join(args.data, rel)) as f:
+            data = json.load(f)
+        preds, cases = {}, []
+        for article in data['data']:
+            for para in article['paragraphs']:
+                for qa in para['qas']:
+                    if rng.random() < 0.02:
+                        continue
+                    gold = [a['text'] for a in qa['answers']]
+                    p = cmrc_perturb(rng, rng.choice(gold), para['context'])
+                    preds[qa['id'].strip()] = p
+                    if rng.random() < 0.3:
+                        cases.append([p, gold, calc_em_score(gold, p), float(calc_f1_score(gold, p))])
+        with open(os.path.join(args.out, 'eval_%s_pred.json' % name), 'w') as f:
+            json.dump(preds, f, ensure_ascii=False, indent=0)
+            f.write('\n')
+        out[name] = {'data': rel, 'output': cmrc_evaluate(data, preds), 'answered': len(preds), 'cases': cases}
+        print('%s: %d predictions, cmrc2018_evaluate prints (as JSON) %s; %d cases' % (name, len(preds), out[name]['output'], len(cases)))
+    with open(os.path.join(args.out, 'eval_cmrc_expected.json'), 'w') as f:
+        json.dump(out, f, ensure_ascii=False, indent=0)
+        f.write('\n')
+    make_treebank(args, rng)
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest='cmd', required=True)
@@ -249,6 +421,7 @@ def main():
     else:
         os.makedirs(args.out, exist_ok=True)
         make(args)
+        make_cmrc(args)
 
 
 if __name__ == '__main__':

@@ -12,18 +12,18 @@
  *            F1 = 2PR / (P + R), 0 when L = 0; the max over gold answers
  *   result = 100 * sum / questions, unanswered questions counted as 0.
  *
- * nltk is not available to C, so word_tokenize is approximated by what it
- * does to the short runs found in answers: split on whitespace, and split off
- * ( ) [ ] { } < > ; @ # $ % & ? ! as tokens of their own, a comma not followed
- * by a digit, an ellipsis, and a final period (the Treebank rules; quotes
- * and English contractions are left inside words). ':' '-' '*' and the other
- * ASCII characters of SP are removed before tokenising, as in the script.
+ * word_tokenize is nltk's NLTKWordTokenizer, ported in treebank.c (the
+ * sentence split that word_tokenize does first is left out: answers are
+ * short, and punkt's model is data that C does not have). ':' '-' '*' and
+ * the other ASCII characters of SP are removed before tokenising, as in the
+ * script.
  * The script's SP list includes the two-character string '……', which never
  * equals a single character, so '…' is kept, as there. */
 #include "eval/squad_eval.h"
 
 #include "core/alloc.h"
 #include "eval/pytext.h"
+#include "eval/treebank.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -73,46 +73,11 @@ static void tok_add(token_list *l, const int32_t *cp, size_t n)
     pytext_push(&l->text, 0);
 }
 
-static int split_alone(int32_t c)
-{
-    return c == '(' || c == ')' || c == '[' || c == ']' || c == '{' || c == '}' || c == '<' || c == '>' ||
-           c == ';' || c == '@' || c == '#' || c == '$' || c == '%' || c == '&' || c == '?' || c == '!';
-}
+static void emit_token(void *ctx, const int32_t *cp, size_t n) { tok_add(ctx, cp, n); }
 
-static int closing(int32_t c) { return c == ']' || c == ')' || c == '}' || c == '>' || c == '"' || c == '\''; }
-
-/* The word_tokenize approximation described at the top, on run[0..n). */
 static void word_tokenize(const int32_t *run, size_t n, token_list *out)
 {
-    if (n == 0) return;
-    /* the final period: [^.] '.' [closing]* \s* $ */
-    size_t end = n;
-    while (end > 0 && pytext_isspace(run[end - 1])) end--;
-    size_t q = end;
-    while (q > 0 && closing(run[q - 1])) q--;
-    size_t final_dot = (q >= 2 && run[q - 1] == '.' && run[q - 2] != '.') ? q - 1 : (size_t)-1;
-    size_t w = 0; /* start of the current word */
-    for (size_t i = 0; i < n;) {
-        int32_t c = run[i];
-        if (pytext_isspace(c)) {
-            tok_add(out, run + w, i - w);
-            w = ++i;
-        } else if (split_alone(c) || (c == ',' && !(i + 1 < n && run[i + 1] >= '0' && run[i + 1] <= '9')) ||
-                   i == final_dot) {
-            tok_add(out, run + w, i - w);
-            tok_add(out, run + i, 1);
-            w = ++i;
-        } else if (c == '.' && i + 1 < n && run[i + 1] == '.') {
-            size_t j = i;
-            while (j < n && run[j] == '.') j++;
-            tok_add(out, run + w, i - w);
-            tok_add(out, run + i, j - i);
-            w = i = j;
-        } else {
-            i++;
-        }
-    }
-    tok_add(out, run + w, n - w);
+    if (n) treebank_tokenize(run, n, emit_token, out);
 }
 
 /* mixed_segmentation(s, rm_punc=True) */

@@ -101,6 +101,12 @@ int pytext_isword(int32_t cp)
            (c >= UTF8PROC_CATEGORY_ND && c <= UTF8PROC_CATEGORY_NO);
 }
 
+int pytext_isdecimal(int32_t cp)
+{
+    if (cp < 0x80) return cp >= '0' && cp <= '9';
+    return category(cp) == UTF8PROC_CATEGORY_ND;
+}
+
 /* Unicode Case_Ignorable: Mn, Me, Cf, Lm, Sk and Word_Break MidLetter,
  * MidNumLet and Single_Quote. */
 static int case_ignorable(int32_t cp)

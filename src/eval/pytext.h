@@ -31,6 +31,8 @@ char *pytext_encode(const pytext_cps *t, size_t *len);
 int pytext_isspace(int32_t cp);
 /* re's \w for str patterns: Unicode letters and numbers, and '_'. */
 int pytext_isword(int32_t cp);
+/* re's \d for str patterns: Unicode decimal digits (Nd). */
+int pytext_isdecimal(int32_t cp);
 /* Python 3 str.lower() of in (full case mapping, final sigma) into out. */
 void pytext_lower(const pytext_cps *in, pytext_cps *out);
 /* Python 2 unicode.lower(): simple case mapping only (cmrc2018_evaluate.py). */
