@@ -3,8 +3,14 @@
  * Texts are UTF-8. Answer starts are code point offsets into the context, as
  * in the file (SQuAD counts Python string indices). An answer whose
  * answer_start does not point at its text is moved to the nearest occurrence
- * of the text, or, when there is none, left out of training; both are
- * counted in n_relocated / n_unfound and reported once by the caller. */
+ * of the text (by code point distance; ties: the earlier one), or, when there
+ * is none (or the text is empty), left out of training; both are counted in
+ * n_relocated / n_unfound (per answer) and reported once by the caller.
+ * CMRC 2018 trial has 5 such answers, all one code point too far: relocated.
+ *
+ * Required fields: data[].paragraphs[].context and .qas[], each qa's id
+ * (string, unique in the file), question and answers[] (text, answer_start
+ * an integer); is_impossible (v2.0) is optional; other fields are ignored. */
 #ifndef BERTC_SQUAD_H
 #define BERTC_SQUAD_H
 
