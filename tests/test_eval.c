@@ -418,6 +418,57 @@ static void test_errors(void)
     CHECK(rc == ERR_INPUT && strstr(err_msg(), "\"data\"") != NULL, "%s", err_msg());
 }
 
+/* Mutated data and prediction files: every run ends in a result or ERR_INPUT,
+ * never a crash (run under ASan too). */
+static void test_mutations(void)
+{
+    const char *src[2] = {"tests/data/eval_hand_data.json", "tests/data/eval_hand_pred.json"};
+    char *orig[2];
+    size_t len[2];
+    for (int k = 0; k < 2; k++) {
+        FILE *f = fopen(src[k], "rb");
+        CHECK(f != NULL, "open %s", src[k]);
+        if (!f) return;
+        orig[k] = malloc(1 << 16);
+        len[k] = fread(orig[k], 1, 1 << 16, f);
+        fclose(f);
+    }
+    char path[2][512];
+    snprintf(path[0], sizeof path[0], "%s/mut_data.json", tu_tmpdir());
+    snprintf(path[1], sizeof path[1], "%s/mut_pred.json", tu_tmpdir());
+    uint64_t st = 0x9E3779B97F4A7C15ull;
+    int ok = 0, input = 0, other = 0, runs = tu_sanitized() ? 300 : 1500;
+    const char pool[] = "{}[]\",:0\\ \x01\xc3\xa9\xff";
+    for (int it = 0; it < runs; it++) {
+        int k = it & 1;
+        char buf[1 << 16];
+        memcpy(buf, orig[k], len[k]);
+        size_t n = len[k];
+        int edits = 1 + (int)((st >> 60) & 3);
+        for (int e = 0; e < edits; e++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            size_t pos = (size_t)(st >> 33) % n;
+            int op = (int)((st >> 20) % 3);
+            if (op == 0) buf[pos] = pool[(st >> 8) % (sizeof pool - 1)];
+            else if (op == 1 && n > 1) memmove(buf + pos, buf + pos + 1, --n - pos);
+            else n = pos; /* truncate */
+            if (n == 0) break;
+        }
+        FILE *f = fopen(path[k], "wb");
+        fwrite(buf, 1, n, f);
+        fclose(f);
+        eval_result r;
+        int rc = eval_files(k ? src[0] : path[0], k ? path[1] : src[1], it % 3 ? EVAL_METRIC_SQUAD : EVAL_METRIC_CMRC, &r);
+        if (rc == 0) ok++;
+        else if (rc == ERR_INPUT) input++;
+        else other++;
+    }
+    printf("mutated files: %d evaluated, %d rejected as bad input, %d other\n", ok, input, other);
+    CHECK(other == 0 && input > 0, "mutations: %d runs ended with a code other than 0 or ERR_INPUT", other);
+    free(orig[0]);
+    free(orig[1]);
+}
+
 int main(void)
 {
     log_quiet(1);
@@ -428,5 +479,6 @@ int main(void)
     test_cmrc_reference();
     test_gold();
     test_errors();
+    test_mutations();
     return tu_done();
 }

@@ -218,8 +218,8 @@ static int load_json(const char *path, json_t **out)
     return 0;
 }
 
-/* The script's str.strip() of the question id (CMRC only). */
-static const char *strip_id(const char *id, char *buf, size_t cap)
+/* The script's str.strip() of the question id (CMRC only); caller frees. */
+static char *strip_id(const char *id)
 {
     pytext_cps t = {0};
     pytext_decode(id, strlen(id), &t);
@@ -227,12 +227,9 @@ static const char *strip_id(const char *id, char *buf, size_t cap)
     while (b < e && pytext_isspace(t.cp[b])) b++;
     while (e > b && pytext_isspace(t.cp[e - 1])) e--;
     pytext_cps s = {t.cp + b, e - b, e - b};
-    size_t n;
-    char *r = pytext_encode(&s, &n);
-    snprintf(buf, cap, "%s", r);
-    free(r);
+    char *r = pytext_encode(&s, NULL);
     pytext_cps_free(&t);
-    return buf;
+    return r;
 }
 
 static int check_predictions(const char *path, json_t *pred)
@@ -300,8 +297,9 @@ static int score_data(const char *path, json_t *data, json_t *pred, eval_metric 
                 }
                 out->total++;
                 if (na == 0) out->no_gold++;
-                char idbuf[1024];
-                json_t *p = json_object_get(pred, m == EVAL_METRIC_CMRC ? strip_id(id, idbuf, sizeof idbuf) : id);
+                char *sid = m == EVAL_METRIC_CMRC ? strip_id(id) : NULL;
+                json_t *p = json_object_get(pred, sid ? sid : id);
+                free(sid);
                 if (!p) {
                     out->unanswered++;
                     continue;
