@@ -3,6 +3,9 @@
 (pip install tensorboard) and checks them against the run's CSV files.
 
     python3 tools/tb_check.py RUN        check RUN/tb/ against RUN/*.csv
+    python3 tools/tb_check.py --serve RUN  also start a TensorBoard server on
+                                         RUN/tb and compare what its HTTP API
+                                         serves (the UI's data) with the files
     python3 tools/tb_check.py --golden   print the reference encodings that
                                          tests/test_tb.c compares with
 
@@ -15,7 +18,9 @@ What is checked:
     replaced (SessionLog START, purge_orphaned_data);
   * eval/exact_match and eval/f1 match eval.csv (or metrics.csv's columns);
   * the monitor series (gpu/*, cpu/*) are there when monitor.csv has the
-    column, and every value is one of monitor.csv's (to its rounding).
+    column, and every value is one of monitor.csv's (to its rounding);
+  * with --serve: a real `tensorboard` server (its fast Rust data server by
+    default) serves every scalar tag with the same steps and values.
 
 A run made without a trainer:  BERTC_KEEP_RUN=/tmp/obsrun build/test_monitor
 then  python3 tools/tb_check.py /tmp/obsrun
@@ -93,7 +98,52 @@ class Checker:
             self.failures += 1
 
 
-def main(run):
+def serve_check(c, tbdir, acc, tags):
+    import json
+    import socket
+    import subprocess
+    import time
+    import urllib.parse
+    import urllib.request
+
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        port = so.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", tbdir, "--port", str(port),
+                             "--host", "127.0.0.1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = "http://127.0.0.1:%d" % port
+
+    def get(path):
+        with urllib.request.urlopen(base + path, timeout=10) as r:
+            return json.loads(r.read().decode())
+
+    try:
+        served = None
+        for _ in range(120):
+            try:
+                served = get("/data/plugin/scalars/tags")
+                if served.get(".") and set(served["."]) >= tags:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.5)
+        got_tags = set((served or {}).get(".", {}))
+        c.check(got_tags == tags, "tensorboard server on port %d serves %d scalar tags (files: %d)" % (
+            port, len(got_tags), len(tags)))
+        for tag in sorted(tags & got_tags):
+            q = urllib.parse.urlencode({"run": ".", "tag": tag})
+            pts = {int(step): v for _, step, v in get("/data/plugin/scalars/scalars?" + q)}
+            want = {e.step: e.value for e in acc.Scalars(tag)}
+            # the server down-samples long series; every point it serves must be one of the file's
+            bad = [s for s in pts if s not in want or abs(pts[s] - want[s]) > 1e-6 * max(1.0, abs(want[s]))]
+            c.check(pts and not bad and (len(pts) == len(want) or len(pts) >= 1000),
+                    "served %-22s %4d points of %d; %d differ" % (tag, len(pts), len(want), len(bad)))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def main(run, serve=False):
     from tensorboard.backend.event_processing import event_accumulator, event_file_loader
 
     c = Checker()
@@ -172,6 +222,8 @@ def main(run):
         c.check(got and len(got) <= len(vals) and not bad,
                 "%-22s %4d points (monitor.csv has %d rows with a value); %d not in monitor.csv" % (
                     tag, len(got), len(vals), len(bad)))
+    if serve:
+        serve_check(c, tbdir, acc, tags)
     print("%d failure(s)" % c.failures)
     return 1 if c.failures else 0
 
@@ -180,7 +232,10 @@ if __name__ == "__main__":
     if len(sys.argv) == 2 and sys.argv[1] == "--golden":
         golden()
         sys.exit(0)
-    if len(sys.argv) != 2 or sys.argv[1].startswith("-"):
+    args = sys.argv[1:]
+    serve = "--serve" in args
+    args = [a for a in args if a != "--serve"]
+    if len(args) != 1 or args[0].startswith("-"):
         print(__doc__.strip(), file=sys.stderr)
         sys.exit(2)
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(args[0], serve))
