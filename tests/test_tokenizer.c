@@ -321,6 +321,63 @@ static void invalid_utf8(const tokenizer *t)
     printf("invalid UTF-8, NUL, appending, special tokens: checked\n");
 }
 
+/* Random strings from pieces that stress the tokenizer (invalid UTF-8, marks, special tokens, NUL):
+ * no failure, offsets inside the text and in order, ids inside the vocabulary, same result twice. */
+static void fuzz(const tokenizer *t, int lower)
+{
+    static const char *const pieces[] = {
+        "a", "Zq", "e\xcc\x81", "\xcc\x81", "\xcc\x96", "\xf0\x9d\x85\xa5", "\xe0\xa2\x98", " ", "\t", "\r\n", ",",
+        "[", "[SEP]", "[SE", "]", "\xff", "\xe2\x82", "\xf0\x9f\x98", "\xe4\xb8\xad", "\xea\xb0\x80", "\xef\xbf\xbd",
+        "\xe2\x80\x8b", "##", "\xc4\xb0", "\xef\xac\x81", "\xc3\xa9", "unaffable", "\xf0\xa0\x80\x80", "\xc2\xa0", "1",
+        "\xe3\x82\xab\xe3\x82\x99", "\xd9\x8e", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+    };
+    const int npieces = (int)(sizeof pieces / sizeof pieces[0]);
+    const vocab *v = tokenizer_vocab(t);
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    char buf[8192];
+    token_list a = {0}, b = {0};
+    int iters = tu_sanitized() ? 300 : 3000, bad = 0;
+    long tokens = 0;
+    for (int it = 0; it < iters; it++) {
+        size_t n = 0;
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        int np = (int)(x % 120);
+        for (int k = 0; k < np; k++) {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            const char *pc = pieces[x % (uint64_t)npieces];
+            size_t l = strlen(pc);
+            if (x % 97 == 0) { buf[n++] = 0; continue; }
+            memcpy(buf + n, pc, l);
+            n += l;
+        }
+        int ncp = 0;
+        for (size_t i = 0; i < n;) {
+            uint32_t cp;
+            i += (size_t)utf8_decode((const unsigned char *)buf + i, n - i, &cp);
+            ncp++;
+        }
+        token_list_clear(&a);
+        token_list_clear(&b);
+        int ok = tokenizer_encode(t, buf, n, &a) == 0 && tokenizer_encode(t, buf, n, &b) == 0 && a.n == b.n;
+        for (int i = 0; ok && i < a.n; i++) {
+            ok = a.ids[i] == b.ids[i] && a.begin[i] == b.begin[i] && a.end[i] == b.end[i] && a.ids[i] >= 0 &&
+                 a.ids[i] < vocab_size(v) && a.begin[i] >= 0 && a.begin[i] < a.end[i] && a.end[i] <= ncp &&
+                 (i == 0 || a.begin[i] >= a.begin[i - 1]);
+        }
+        tokens += a.n;
+        if (!ok && bad++ < 3) {
+            fprintf(stderr, "FUZZ %s #%d: bad tokens for: ", lower ? "uncased" : "cased", it);
+            print_escaped(buf, n);
+            fputc('\n', stderr);
+        }
+    }
+    printf("fuzz %-9s %d random strings, %ld tokens: %d with bad tokens\n", lower ? "uncased" : "cased", iters, tokens,
+           bad);
+    CHECK(bad == 0, "fuzz: %d strings gave bad tokens", bad);
+    token_list_free(&a);
+    token_list_free(&b);
+}
+
 typedef struct {
     const tokenizer *t;
     const strings *ss;
@@ -396,10 +453,14 @@ int main(void)
     codepoints();
     vocab *v = NULL;
     tokenizer *t = NULL;
-    if (vocab_load(tu_data("vocab/bert-base-uncased-vocab.txt"), &v) == 0 && tokenizer_create(&t, v, 1) == 0)
+    if (vocab_load(tu_data("vocab/bert-base-uncased-vocab.txt"), &v) == 0 && tokenizer_create(&t, v, 1) == 0) {
         invalid_utf8(t);
-    else
+        fuzz(t, 1);
+        tokenizer_free(t);
+        if (tokenizer_create(&t, v, 0) == 0) fuzz(t, 0);
+    } else {
         CHECK(0, "cannot load the uncased vocab");
+    }
     tokenizer_free(t);
     vocab_free(v);
     threads();

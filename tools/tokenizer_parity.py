@@ -11,6 +11,9 @@
   hard_uncased.bin, hard_cased.bin,    tests/data/hard_strings.txt with the uncased vocab (lower case on and
   hard_chinese.bin                     off) and with the chinese vocab (lower case off)
   codepoints.txt                       what the fast tokenizer does with every code point on its own
+--fuzz N --bertc BIN tokenizes N random strings of nasty pieces and random code points with the fast
+  tokenizer and with `BIN tokenize --offsets` (both vocabularies, lower case on and off) and prints the
+  first differences; nothing is written.
 --tables writes src/text/unicode_tables.c: where the Unicode tables inside `tokenizers` (old crates for
   categories and NFD, Rust's std for lower case) differ from utf8proc's, found by asking the tokenizer
   about every code point. Run it again when utf8proc or tokenizers changes; test_tokenizer checks the
@@ -380,12 +383,52 @@ def write_tables(path, ex, assigned, version):
           (os.path.relpath(path, ROOT), len(rows), len(pool), len(assigned), len(out)))
 
 
+def fuzz(data, n, bertc):
+    import random
+    import subprocess
+    rnd = random.Random(n)
+    pieces = ["a", "Zq", "e\u0301", "\u0301", "\u0316", "\U0001D165", "\U0001D16D", "\u0898", "\u0345", " ", "\t",
+              ",", "[", "[SEP]", "[MASK]", "[SE", "]", "\ufffd", "\u200b", "##", "\u0130", "\ufb01", "\u00e9", "un",
+              "\u4e2d", "\uac00", "\U00020000", "\u00a0", "1", "\u30ab\u3099", "\u064e", "\u0f73", "\u1734",
+              "\u0344", "\u1e9e", "\u212b", "\u03a3", "\u0000", "\u0085", "\u2028", "\ue000", "\U0002B820", "x" * 60]
+    strs = []
+    for _ in range(n):
+        parts = []
+        for _ in range(rnd.randrange(40)):
+            r = rnd.random()
+            if r < 0.7:
+                parts.append(rnd.choice(pieces))
+            else:
+                cp = rnd.randrange(0x110000) if r < 0.8 else rnd.randrange(0x3000)
+                if 0xD800 <= cp < 0xE000 or cp in (10, 13):
+                    cp = 0x41
+                parts.append(chr(cp))
+        strs.append("".join(parts))
+    for vocab, lower in [("bert-base-uncased-vocab.txt", True), ("bert-base-uncased-vocab.txt", False),
+                         ("bert-base-chinese-vocab.txt", False)]:
+        path = os.path.join(data, "vocab", vocab)
+        tok = make_tokenizer(path, lower)
+        want = [" ".join("%d:%d-%d" % (i, b, e) for i, b, e in zip(*enc)) for enc in encode_all(tok, strs)]
+        args = [bertc, "tokenize", "--vocab", path, "--offsets"] + ([] if lower else ["--cased"])
+        text = "".join(s + "\n" for s in strs).encode("utf-8")
+        got = subprocess.run(args, input=text, capture_output=True, check=True).stdout.decode().split("\n")[:-1]
+        bad = [i for i in range(n) if got[i] != want[i]]
+        print("fuzz %s lower=%s: %d strings, %d differ" % (vocab, lower, n, len(bad)))
+        for i in bad[:3]:
+            print("  %r\n  got  %s\n  want %s" % (strs[i], got[i], want[i]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default=os.path.join(ROOT, "../shared/data"))
     ap.add_argument("--refs", action="store_true", help="write tests/ref/tokenizer/ (default)")
     ap.add_argument("--tables", action="store_true", help="write src/text/unicode_tables.c")
+    ap.add_argument("--fuzz", type=int, default=0, metavar="N", help="compare N random strings with --bertc")
+    ap.add_argument("--bertc", default=os.path.join(ROOT, "build/bertc"))
     a = ap.parse_args()
+    if a.fuzz:
+        fuzz(a.data, a.fuzz, a.bertc)
+        return
     if a.tables:
         tables()
     if a.refs or not a.tables:

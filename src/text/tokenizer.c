@@ -153,6 +153,8 @@ static void word_end(enc *e)
             for (int k = cb[j]; k < cb[j + 1]; k++) h = vocab_hash_byte(h, w[k]);
             hs[++j] = h;
         }
+        /* the probes below are independent: start all their memory loads at once */
+        for (int k = j; k > start; k--) vocab_prefetch(v, hs[k]);
         int id = -1;
         for (; j > start; j--) {
             id = vocab_find_kind(v, hs[j], e->wb + base, (size_t)(cb[j] - base), kind);

@@ -7,9 +7,9 @@
  * Unlike tokenizers, other trailing whitespace is kept, so that id 343 of bert-base-chinese is
  * "\u2028" and not "": no text can ever match such a token, since whitespace splits words.
  *
- * Lookup is an open-addressing hash table that holds every token under its full text and, for a
- * "##" token, also under the text after "##" (kind 1), so WordPiece looks up continuation pieces
- * without building "##" strings. Hashes are FNV-1a 64, byte by byte, so that the tokenizer can hash
+ * Lookup is an open-addressing hash table (linear probing) that holds every token under its full text
+ * and, for a "##" token, also under the text after "##" (kind 1), so WordPiece looks up continuation
+ * pieces without building "##" strings. Short keys sit in the slot itself (vocab_internal.h). Hashes are FNV-1a 64, byte by byte, so that the tokenizer can hash
  * every prefix of a word in one pass (vocab_hash_byte). */
 #include "text/tokenizer.h"
 #include "text/vocab_internal.h"
@@ -39,30 +39,40 @@ static size_t utf8_invalid_at(const unsigned char *s, size_t n)
     return n;
 }
 
-static void table_insert(vocab *v, uint64_t h, int id)
+static uint8_t key_kl(size_t len, int kind)
 {
-    uint32_t i = (uint32_t)vocab_hash_final(h) & v->mask;
+    return (uint8_t)(kind << 7 | (len <= VOCAB_KEY_INLINE ? len : VOCAB_KEY_LONG));
+}
+
+static void table_insert(vocab *v, uint64_t h, int id, const char *key, size_t len, int kind)
+{
+    uint64_t m = vocab_hash_final(h);
+    uint32_t i = (uint32_t)m & v->mask;
     while (v->slots[i].id >= 0) i = (i + 1) & v->mask;
-    v->slots[i].h = (uint32_t)(h >> 32);
-    v->slots[i].id = id;
+    vocab_slot *s = &v->slots[i];
+    s->id = id;
+    s->tag = (uint8_t)(m >> 56);
+    s->kl = key_kl(len, kind);
+    if (len <= VOCAB_KEY_INLINE) memcpy(s->key, key, len);
 }
 
 int vocab_find_kind(const vocab *v, uint64_t h, const char *s, size_t len, int kind)
 {
-    uint32_t i = (uint32_t)vocab_hash_final(h) & v->mask, hh = (uint32_t)(h >> 32);
-    for (;;) {
+    uint64_t m = vocab_hash_final(h);
+    uint32_t i = (uint32_t)m & v->mask;
+    uint8_t tag = (uint8_t)(m >> 56), kl = key_kl(len, kind);
+    for (;; i = (i + 1) & v->mask) {
         const vocab_slot *sl = &v->slots[i];
         if (sl->id < 0) return -1;
-        if (sl->h == hh) {
-            const char *tok = v->pool + v->off[sl->id];
-            uint32_t tl = v->len[sl->id];
-            if (kind == 0) {
-                if (tl == len && !memcmp(tok, s, len)) return sl->id;
-            } else if (tl == len + 2 && tok[0] == '#' && tok[1] == '#' && !memcmp(tok + 2, s, len)) {
-                return sl->id;
-            }
+        if (sl->tag != tag || sl->kl != kl) continue;
+        if (len <= VOCAB_KEY_INLINE) {
+            size_t k = 0;
+            while (k < len && sl->key[k] == s[k]) k++;
+            if (k == len) return sl->id;
+        } else {
+            const char *tok = v->pool + v->off[sl->id] + 2 * kind;
+            if (v->len[sl->id] == len + 2 * (size_t)kind && !memcmp(tok, s, len)) return sl->id;
         }
-        i = (i + 1) & v->mask;
     }
 }
 
@@ -154,8 +164,9 @@ int vocab_load(const char *path, vocab **out)
      * terminator file_read_all adds */
     for (int i = 0; i < v->n; i++) data[v->off[i] + v->len[i]] = 0;
 
-    size_t nslots = 16;
-    while (nslots < (size_t)v->n * 3) nslots *= 2; /* load under 2/3 with the "##" aliases */
+    size_t nkeys = (size_t)v->n, nslots = 16;
+    for (int i = 0; i < v->n; i++) nkeys += v->len[i] > 2 && data[v->off[i]] == '#' && data[v->off[i] + 1] == '#';
+    while (nslots < nkeys + nkeys / 2) nslots *= 2; /* load at most 2/3 */
     v->slots = malloc(nslots * sizeof *v->slots);
     if (!v->slots) {
         vocab_free(v);
@@ -175,10 +186,10 @@ int vocab_load(const char *path, vocab **out)
             vocab_free(v);
             return ERR_INPUT;
         }
-        table_insert(v, h, i);
+        table_insert(v, h, i, tok, l, 0);
         if ((int)l > v->max_len[0]) v->max_len[0] = (int)l;
         if (l > 2 && tok[0] == '#' && tok[1] == '#') {
-            table_insert(v, hash_bytes(tok + 2, l - 2, 1), i);
+            table_insert(v, hash_bytes(tok + 2, l - 2, 1), i, tok + 2, l - 2, 1);
             if ((int)l - 2 > v->max_len[1]) v->max_len[1] = (int)l - 2;
         }
         if (!strcmp(tok, "[PAD]")) v->pad = i;

@@ -8,9 +8,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A table slot holds its key (the token, or for kind 1 the token after "##") when the key is short, so
+ * that a lookup usually touches one cache line. 16 bytes. */
+#define VOCAB_KEY_INLINE 10
+#define VOCAB_KEY_LONG 0x7F
 typedef struct {
-    uint32_t h; /* high half of the 64-bit hash */
-    int32_t id; /* -1: empty */
+    int32_t id;  /* -1: empty */
+    uint8_t tag; /* top 8 bits of the mixed hash */
+    uint8_t kl;  /* kind << 7 | key length, or kind << 7 | VOCAB_KEY_LONG when over VOCAB_KEY_INLINE */
+    char key[VOCAB_KEY_INLINE];
 } vocab_slot;
 
 struct vocab {
@@ -34,6 +40,11 @@ static inline uint64_t vocab_hash_final(uint64_t h)
     h *= 0xbf58476d1ce4e5b9ull;
     h ^= h >> 32;
     return h;
+}
+
+static inline void vocab_prefetch(const vocab *v, uint64_t h)
+{
+    __builtin_prefetch(&v->slots[vocab_hash_final(h) & v->mask]);
 }
 
 /* id of s[0..len) (kind 0) or of "##" + s[0..len) (kind 1), given h = its hash; -1 when absent. */
