@@ -1,11 +1,13 @@
 /* BERT tokenizer: vocab.txt, BasicTokenizer + WordPiece, character offsets.
  *
- * Behaves as transformers' BertTokenizer / BertTokenizerFast (DESIGN.md,
- * Numerics): clean text, CJK spacing, lower case + NFD + strip Mn when
- * uncased, punctuation split, greedy longest-match WordPiece with "##",
- * [UNK] for words with no match or over 100 characters. Offsets are Unicode
- * code point indices into the original text, [begin, end), as
- * offset_mapping gives them. */
+ * Behaves as transformers' BertTokenizerFast (DESIGN.md, Numerics): clean
+ * text, CJK spacing, lower case + NFD + strip Mn when uncased, punctuation
+ * split, greedy longest-match WordPiece with "##", [UNK] for words with no
+ * match or over 100 characters. Offsets are Unicode code point indices into
+ * the original text, [begin, end), as offset_mapping gives them. Where the
+ * slow Python BertTokenizer differs, the fast one is followed: its Unicode
+ * tables (src/text/unicode_tables.c), accents stripped before lower casing,
+ * U+2B820..U+2B91F not spaced as CJK, special tokens matched in the text. */
 #ifndef BERTC_TOKENIZER_H
 #define BERTC_TOKENIZER_H
 
