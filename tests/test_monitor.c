@@ -13,8 +13,12 @@
 #include "obs/nvml_dl.h"
 #include "obs/obs.h"
 
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -452,6 +456,70 @@ static void test_obs_api(void)
     if (keep && *keep) printf("run dir kept at %s (check it with: python3 tools/tb_check.py %s)\n", run, run);
 }
 
+static int count_in_file(const char *path, const char *needle)
+{
+    char *text;
+    size_t len;
+    int n = 0;
+    if (file_read_all(path, &text, &len)) return -1;
+    for (const char *p = text; (p = strstr(p, needle)) != NULL; p++) n++;
+    free(text);
+    return n;
+}
+
+/* A disk that fills during training (RLIMIT_FSIZE in a child): obs_* keep
+ * returning, TensorBoard and monitor.csv each warn once, nothing crashes. */
+static void test_obs_full_disk(void)
+{
+    char run[600], errpath[700];
+    snprintf(run, sizeof run, "%s/fullrun", tu_tmpdir());
+    snprintf(errpath, sizeof errpath, "%s/fullrun.stderr", tu_tmpdir());
+    use_fake(NULL);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 2);
+        signal(SIGXFSZ, SIG_IGN);
+        obs_options oo;
+        obs_options_init(&oo);
+        oo.monitor_interval_s = 0.01;
+        obs_run *r;
+        /* a monitor.csv already near the limit, so its next row fails too */
+        char mpath[700], row[200];
+        mkdir_p(run);
+        FILE *mf = fopen(path_join(mpath, sizeof mpath, run, "monitor.csv"), "w");
+        fputs("unix_time,elapsed_s,step,gpu_util_pct,gpu_mem_util_pct,gpu_mem_used_mib,gpu_mem_total_mib,gpu_temp_c,"
+              "sm_clock_mhz,mem_clock_mhz,power_w,power_limit_w,throttle,cpu_pct,rss_mib,mem_avail_mib\n", mf);
+        snprintf(row, sizeof row, "1700000000.000,0.000,0,50,25,1024.0,15360.0,50,1590,5000,40.00,70.00,none,99.0,100.0,9000.0\n");
+        for (size_t n = 0; n < 16384; n += strlen(row)) fputs(row, mf);
+        fclose(mf);
+        if (obs_open(&r, run, &oo) != 0) _exit(10);
+        struct rlimit rl = {16384, 16384};
+        setrlimit(RLIMIT_FSIZE, &rl);
+        char line[160];
+        for (int step = 1; step <= 3000; step++) {
+            obs_step(r, &(obs_step_metrics){step, step / 1e3, 1.0, 1e-5, 1.0, 1, 30});
+            obs_progress(r, line, sizeof line);
+        }
+        obs_eval(r, 3000, 50, 60);
+        sleep_s(0.1);
+        err_set(ERR_INPUT, "the trainer's own error");
+        int rc = obs_report(r);
+        obs_close(r);
+        printf("full disk under obs: obs_report rc %d; the caller's error after obs_report and obs_close: '%s'\n", rc,
+               err_msg());
+        fflush(stdout);
+        _exit(rc == ERR_RUNTIME && err_code() == ERR_INPUT && !strcmp(err_msg(), "the trainer's own error") ? 0 : 12);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+    int tbw = count_in_file(errpath, "TensorBoard events stop here"), monw = count_in_file(errpath, "monitor: writing");
+    printf("full disk under obs: %d TensorBoard warning(s), %d monitor.csv warning(s)\n", tbw, monw);
+    CHECK(tbw == 1 && monw == 1, "one warning each: %d %d", tbw, monw);
+}
+
 int main(void)
 {
     log_quiet(1);
@@ -465,5 +533,6 @@ int main(void)
     test_monitor_thread();
     test_cost();
     test_obs_api();
+    test_obs_full_disk();
     return tu_done();
 }

@@ -13,6 +13,11 @@
 
 #include <dirent.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -326,11 +331,51 @@ static void test_errors(void)
     CHECK(rc == ERR_RUNTIME && w == NULL && strstr(err_msg(), "plainfile"), "rc %d msg %s", rc, err_msg());
 }
 
+/* A full disk (RLIMIT_FSIZE in a child process): the first failed write is
+ * an error, later ones return it at once without writing, close reports it,
+ * and nothing crashes. */
+static void test_full_disk(void)
+{
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/full", tu_tmpdir());
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGXFSZ, SIG_IGN);
+        tb_writer *w;
+        if (tb_open(&w, dir) != 0) _exit(10);
+        struct rlimit rl = {4096, 4096};
+        setrlimit(RLIMIT_FSIZE, &rl);
+        int first_fail = -1, later_ok = 0;
+        for (int i = 0; i < 2000; i++) {
+            int rc = tb_scalar(w, i, "train/loss", 1.0f, 0);
+            if (rc && first_fail < 0) first_fail = i;
+            if (!rc && first_fail >= 0) later_ok++;
+            if (i % 100 == 0 && tb_flush(w) && first_fail < 0) first_fail = i;
+        }
+        int crc = tb_close(w);
+        printf("full disk: first failure at record %d, %d later writes claimed success, close rc %d: %s\n", first_fail,
+               later_ok, crc, err_msg());
+        fflush(stdout);
+        _exit(first_fail > 0 && later_ok == 0 && crc == ERR_RUNTIME && strstr(err_msg(), "write failed") ? 0 : 11);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "full-disk child: status %d", status);
+    char names[2][512];
+    struct stat st;
+    if (list_events(dir, names, 2) == 1 && stat(names[0], &st) == 0) {
+        printf("full disk: the file stopped at %lld bytes\n", (long long)st.st_size);
+        CHECK(st.st_size <= 4096, "size %lld", (long long)st.st_size);
+    }
+}
+
 int main(void)
 {
     test_golden();
     test_round_trip();
     test_threads();
     test_errors();
+    test_full_disk();
     return tu_done();
 }

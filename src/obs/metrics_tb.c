@@ -161,7 +161,10 @@ static int write_record(tb_writer *w, const uint8_t *data, size_t n)
     if (w->err) return w->err;
     uint8_t stack[512];
     uint8_t *rec = n + 16 <= sizeof stack ? stack : malloc(n + 16);
-    if (!rec) return w->err = err_set(ERR_RUNTIME, "%s: out of memory", w->path);
+    if (!rec) {
+        snprintf(w->errmsg, sizeof w->errmsg, "%s: out of memory for a %zu-byte record", w->path, n + 16);
+        return w->err = err_set(ERR_RUNTIME, "%s", w->errmsg);
+    }
     tb_frame(rec, n + 16, data, n);
     size_t wrote = fwrite(rec, 1, n + 16, w->f);
     if (rec != stack) free(rec);

@@ -35,6 +35,26 @@ void obs_options_init(obs_options *o)
     o->tensorboard = 1;
 }
 
+/* The obs_* calls happen next to the trainer's own error handling (a failed
+ * run still refreshes its report and closes obs), so they must not replace
+ * a pending error message with one of theirs. */
+typedef struct {
+    int code;
+    char msg[1024];
+} err_saved;
+
+static void err_save(err_saved *s)
+{
+    s->code = err_code();
+    snprintf(s->msg, sizeof s->msg, "%s", s->code ? err_msg() : "");
+}
+
+static void err_restore(const err_saved *s)
+{
+    if (s->code) err_set(s->code, "%s", s->msg);
+    else err_clear();
+}
+
 static const char *info_find(obs_run *r, const char *key)
 {
     for (int i = 0; i < r->ninfo; i++)
@@ -173,6 +193,8 @@ static void put(obs_run *r, int64_t step, const char *tag, double v)
 void obs_step(obs_run *r, const obs_step_metrics *m)
 {
     if (!r) return;
+    err_saved e;
+    err_save(&e);
     if (r->mon) monitor_set_step(r->mon, m->step);
     put(r, m->step, "train/loss", m->loss);
     put(r, m->step, "train/lr", m->lr);
@@ -180,19 +202,27 @@ void obs_step(obs_run *r, const obs_step_metrics *m)
     put(r, m->step, "train/loss_scale", m->loss_scale);
     put(r, m->step, "train/examples_per_s", m->examples_per_s);
     put(r, m->step, "train/epoch", m->epoch);
+    err_restore(&e);
 }
 
 void obs_eval(obs_run *r, int64_t step, double exact_match, double f1)
 {
     if (!r) return;
+    err_saved e;
+    err_save(&e);
     put(r, step, "eval/exact_match", exact_match);
     put(r, step, "eval/f1", f1);
     if (r->tb && tb_flush(r->tb) != 0) tb_failed(r);
+    err_restore(&e);
 }
 
 void obs_scalar(obs_run *r, int64_t step, const char *tag, double value)
 {
-    if (r) put(r, step, tag, value);
+    if (!r) return;
+    err_saved e;
+    err_save(&e);
+    put(r, step, tag, value);
+    err_restore(&e);
 }
 
 void obs_progress(obs_run *r, char *line, size_t cap)
@@ -204,20 +234,32 @@ void obs_progress(obs_run *r, char *line, size_t cap)
 int obs_set_info(obs_run *r, const char *key, const char *value)
 {
     if (!r) return 0;
+    err_saved e;
+    err_save(&e);
     info_put(r, key, value);
-    return info_save(r);
+    int rc = info_save(r);
+    if (rc) log_warn("%s", err_msg());
+    err_restore(&e);
+    return rc;
 }
 
 int obs_report(obs_run *r)
 {
     if (!r) return 0;
+    err_saved e;
+    err_save(&e);
     if (r->tb && tb_flush(r->tb) != 0) tb_failed(r);
-    return report_write(r->dir, NULL);
+    int rc = report_write(r->dir, NULL);
+    if (rc) log_warn("report.html not refreshed: %s", err_msg());
+    err_restore(&e);
+    return rc;
 }
 
 void obs_close(obs_run *r)
 {
     if (!r) return;
+    err_saved e;
+    err_save(&e);
     monitor_stop(r->mon); /* first: the monitor thread writes to r->tb */
     if (r->tb && tb_close(r->tb) != 0) tb_failed(r);
     for (int i = 0; i < r->ninfo; i++) {
@@ -227,4 +269,5 @@ void obs_close(obs_run *r)
     free(r->keys);
     free(r->values);
     free(r);
+    err_restore(&e);
 }

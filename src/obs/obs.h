@@ -22,9 +22,12 @@
  *   at the end:        obs_report(obs); obs_close(obs);
  *
  * Every function accepts obs == NULL and does nothing, so the trainer needs
- * no "if (obs)". None of them fails the run: a TensorBoard file that cannot
- * be written is reported once and switched off; obs_report returns an
- * error code the trainer may log and ignore.
+ * no "if (obs)". None of them fails the run: a TensorBoard file or
+ * monitor.csv that cannot be written is reported once (log_warn) and
+ * switched off; obs_report and obs_set_info log their own failure and
+ * return its code, which the trainer may ignore. Apart from obs_open, they
+ * leave the caller's err_msg() as it was, so a failing run can still
+ * refresh its report and close obs before returning its own error.
  *
  * Files (in RUN/): tb/events.out.tfevents.* (tb.h), monitor.csv
  * (monitor.h), info.csv (key,value: model, train, dev, options, hardware,

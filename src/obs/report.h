@@ -5,11 +5,13 @@
  *
  *   metrics.csv   step,epoch,loss,lr,grad_norm,loss_scale,examples_per_s,elapsed_s
  *                 (columns are found by name; missing ones just give no chart)
- *   eval.csv      step,exact_match,f1 (also accepted: em/EM, F1, or these
- *                 columns inside metrics.csv on the evaluation rows)
+ *   eval.csv      step,[epoch,]exact_match,f1 (also accepted: em/EM, F1, or
+ *                 these columns inside metrics.csv on the evaluation rows)
  *   monitor.csv   written by the monitor (monitor.h)
  *   info.csv      key,value: model, train, dev, options, hardware, started,
- *                 resumes, skipped_steps ... (obs_open / obs_set_info)
+ *                 resumes, skipped_steps ... (obs_open / obs_set_info); a
+ *                 skipped_steps or skipped column in metrics.csv (a running
+ *                 count) is used when info.csv has no skipped_steps
  *   checkpoints/step-N/   counted; restarts.log: one line per supervisor
  *                 restart, counted
  *
