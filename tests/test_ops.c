@@ -10,6 +10,7 @@
  * element can be perturbed; a directional derivative checks attention at a
  * length long enough for its row blocks. */
 #include "backend/backend.h"
+#include "backend/cpu/cpu_math.h"
 #include "core/err.h"
 #include "testutil.h"
 
@@ -86,6 +87,39 @@ static void numgrad(double (*L)(void *), void *prob, double *x, size_t n, double
         x[i] = save;
         g[i] = (lp - lm) / (2 * h);
     }
+}
+
+/* ------------------------------------------- the vector exp and erf, in ulps */
+
+static double ulps(float got, double want)
+{
+    float w = (float)want;
+    float u = nextafterf(fabsf(w), INFINITY) - fabsf(w);
+    return fabs((double)got - want) / u;
+}
+
+static void test_math(void)
+{
+    int n = tu_sanitized() ? 200000 : 2000000;
+    double eu = 0, ru = 0;
+    float ex = 0, rx = 0;
+    for (int i = 0; i <= n; i++) {
+        float x = -87.0f + 175.0f * (float)i / n; /* exp over the normal range */
+        double u = ulps(cpu_expf(x), exp((double)x));
+        if (u > eu) eu = u, ex = x;
+        x = -5.0f + 10.0f * (float)i / n;
+        u = ulps(cpu_erff(x), erf((double)x));
+        if (u > ru) ru = u, rx = x;
+    }
+    printf("cpu_expf: max %.3f ulp (at %g); cpu_erff: max %.3f ulp (at %g)\n", eu, ex, ru, rx);
+    CHECK(eu <= 1.5, "cpu_expf error %.3f ulp at %g", eu, ex);
+    CHECK(ru <= 2.0, "cpu_erff error %.3f ulp at %g", ru, rx);
+    CHECK(cpu_expf(-INFINITY) == 0 && cpu_expf(INFINITY) == INFINITY && isnan(cpu_expf(NAN)) &&
+              cpu_expf(-FLT_MAX) == 0 && cpu_expf(100.0f) == INFINITY && cpu_expf(-100.0f) > 0,
+          "cpu_expf at the ends: inf, nan, overflow, gradual underflow");
+    CHECK(cpu_erff(INFINITY) == 1 && cpu_erff(-INFINITY) == -1 && isnan(cpu_erff(NAN)) && cpu_erff(0.0f) == 0 &&
+              signbit(cpu_erff(-0.0f)) && ulps(cpu_erff(1e-30f), erf((double)1e-30f)) <= 1,
+          "cpu_erff at the ends: inf, nan, signed zero, tiny");
 }
 
 /* ---------------------------------------------------------------- layernorm */
@@ -810,6 +844,7 @@ int main(void)
     }
     CHECK(strcmp(be.i->name, "cpu") == 0, "backend name %s", be.i->name);
     test_memory();
+    test_math();
     test_layernorm();
     test_matmul(1);
     test_matmul(0);

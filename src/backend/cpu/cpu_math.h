@@ -37,6 +37,14 @@
 #define CPU_CLONES
 #endif
 
+/* The vector loops need these inlined, and GCC would not inline erff
+ * (too big) on its own. */
+#if defined(__GNUC__)
+#define CPU_INLINE static inline __attribute__((always_inline))
+#else
+#define CPU_INLINE static inline
+#endif
+
 static inline float cpu_bits_to_float(int32_t i)
 {
     float f;
@@ -60,7 +68,7 @@ static inline void cpu_sqrt_array(float *dst, const float *src, size_t n)
  * underflows to 0 (gradually). Cody-Waite reduction x = k ln2 + r with
  * |r| <= ln2/2, Cephes' degree-5 polynomial for e^r, then 2^k applied as
  * two halves so that k can reach either end of the exponent range. */
-static inline float cpu_expf(float x)
+CPU_INLINE float cpu_expf(float x)
 {
     int nan = x != x;
     float xc = nan ? 0.0f : x;
@@ -82,6 +90,42 @@ static inline float cpu_expf(float x)
     int32_t k1 = k / 2, k2 = k - k1;
     float y = p * cpu_bits_to_float((k1 + 127) << 23) * cpu_bits_to_float((k2 + 127) << 23);
     return nan ? x : y;
+}
+
+
+/* erf(x) for all floats, within about 1 ulp (glibc's erff is a call per
+ * element). Coefficients fitted for bertc (tools are not needed to build):
+ *   |x| < 0.921875:  erf = x + x P(x^2), P a degree-6 fit of erf(x)/x - 1
+ *   |x| < 3.92:      erf = 1 - e^(-x^2) Q(t), t = 1/(1 + |x|/2), Q a degree-7
+ *                    fit of erfc(x) e^(x^2), relative error 3e-10
+ *   beyond:          +-1 (erfc < half an ulp of 1) */
+CPU_INLINE float cpu_erff(float x)
+{
+    float a = x < 0.0f ? -x : x;
+    float z = x * x;
+    float p = 8.397949945e-05f;
+    p = p * z + -8.149848147e-04f;
+    p = p * z + 5.201720500e-03f;
+    p = p * z + -2.685970449e-02f;
+    p = p * z + 1.128370167e-01f;
+    p = p * z + -3.761263419e-01f;
+    p = p * z + 1.283791667e-01f;
+    float small = x + x * p;
+
+    float t = 1.0f / (1.0f + 0.5f * a);
+    float q = 1.198415930e-01f;
+    q = q * t + -4.730046766e-01f;
+    q = q * t + 5.660646725e-01f;
+    q = q * t + -1.059859575e-01f;
+    q = q * t + 3.489958066e-01f;
+    q = q * t + 2.593330577e-01f;
+    q = q * t + 2.849702568e-01f;
+    q = q * t + -1.581554266e-04f;
+    float big = 1.0f - cpu_expf(-z) * q;
+    big = a >= 3.92f ? 1.0f : big;
+    big = x < 0.0f ? -big : big;
+    float r = a < 0.921875f ? small : big;
+    return x != x ? x : r;
 }
 
 #endif
