@@ -62,7 +62,6 @@ def make_tokenizer(vocab_path, lower):
     with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
         json.dump({"do_lower_case": lower, "model_max_length": 512}, f)
     tok = transformers.BertTokenizerFast.from_pretrained(d)
-    assert tok.backend_tokenizer.normalizer.__getstate__() is not None
     return tok
 
 
