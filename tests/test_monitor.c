@@ -291,6 +291,25 @@ static void test_monitor_thread(void)
     CHECK(maxcpu > 0.5 * busy && maxcpu > 5, "a busy loop shows as CPU use: %.0f%% (busy %.0f%%)", maxcpu, busy);
     csv_free(&t);
 
+    /* a driver call that takes 300 ms must not hold up the progress line */
+    setenv("FAKENVML_DELAY_MS", "300", 1);
+    monitor_options slowdrv = {0.02, 0, NULL, NULL, 0};
+    CHECK(monitor_start(&m, &slowdrv) == 0, "start with a slow driver");
+    for (int i = 0; i < 200 && monitor_samples(m) < 1; i++) sleep_s(0.01);
+    sleep_s(0.05); /* the thread is inside the next, slow, sample now */
+    char line[160];
+    double worst = 0;
+    for (int i = 0; i < 20; i++) {
+        ts = mono();
+        monitor_latest(m, line, sizeof line);
+        worst = fmax(worst, mono() - ts);
+        sleep_s(0.005);
+    }
+    monitor_stop(m);
+    unsetenv("FAKENVML_DELAY_MS");
+    printf("slow driver (300 ms a query): monitor_latest took at most %.3f ms: %s\n", worst * 1e3, line);
+    CHECK(worst < 0.05 && !strncmp(line, "GPU ", 4), "monitor_latest waited %.3f s for the driver", worst);
+
     /* a long interval must not delay stopping */
     monitor_options slow = {30, -1, NULL, NULL, 0};
     CHECK(monitor_start(&m, &slow) == 0, "start slow");

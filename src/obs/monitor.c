@@ -29,7 +29,8 @@ struct monitor {
     char gpu_status[256];
     pthread_t thread;
     int thread_started;
-    pthread_mutex_t lock; /* guards stop, latest and the sampling itself */
+    pthread_mutex_t lock;        /* guards stop and the published sample (g, p, have, nsamples) */
+    pthread_mutex_t sample_lock; /* serialises sampling: NVML, /proc, the CSV */
     pthread_cond_t wake;
     int stop;
     _Atomic int64_t step;
@@ -119,7 +120,8 @@ static void write_tb(monitor *m, const nvml_sample *g, const proc_sample *p, int
         if (isfinite(vals[i].v) && tb_scalar(tb, step, vals[i].tag, (float)vals[i].v, t) != 0) return;
 }
 
-/* One sample; the caller holds m->lock. */
+/* One sample; the caller holds m->sample_lock, not m->lock: a driver call
+ * that hangs must not block the trainer's monitor_latest. */
 static int sample_locked(monitor *m)
 {
     nvml_sample g;
@@ -166,17 +168,20 @@ static int sample_locked(monitor *m)
         }
     }
     if (m->o.tb) write_tb(m, &g, &p, step, t);
+    pthread_mutex_lock(&m->lock);
     m->g = g;
     m->p = p;
     m->have = 1;
+    m->nsamples++;
+    pthread_mutex_unlock(&m->lock);
     return 0;
 }
 
 int monitor_sample_now(monitor *m)
 {
-    pthread_mutex_lock(&m->lock);
+    pthread_mutex_lock(&m->sample_lock);
     int rc = sample_locked(m);
-    pthread_mutex_unlock(&m->lock);
+    pthread_mutex_unlock(&m->sample_lock);
     return rc;
 }
 
@@ -187,7 +192,9 @@ static void *monitor_main(void *arg)
     clock_gettime(CLOCK_MONOTONIC, &next);
     pthread_mutex_lock(&m->lock);
     while (!m->stop) {
-        sample_locked(m);
+        pthread_mutex_unlock(&m->lock);
+        monitor_sample_now(m);
+        pthread_mutex_lock(&m->lock);
         /* Deadlines advance by whole intervals so sampling does not drift;
          * after a long stall (a suspended VM) it restarts from now. */
         double iv = m->o.interval_s;
@@ -223,6 +230,7 @@ int monitor_start(monitor **out, const monitor_options *o)
     atomic_store(&m->step, o->step);
     m->t0 = unix_now();
     pthread_mutex_init(&m->lock, NULL);
+    pthread_mutex_init(&m->sample_lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -286,6 +294,7 @@ void monitor_stop(monitor *m)
     free((char *)m->o.csv_path);
     pthread_cond_destroy(&m->wake);
     pthread_mutex_destroy(&m->lock);
+    pthread_mutex_destroy(&m->sample_lock);
     free(m);
 }
 

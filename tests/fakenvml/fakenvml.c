@@ -7,6 +7,7 @@
  *   FAKENVML_NAME=S        device name (default "Fake Tesla T4")
  *   FAKENVML_CC=M.m        compute capability (default 7.5)
  *   FAKENVML_MEM_GIB=X     memory size (default 15)
+ *   FAKENVML_DELAY_MS=N    the utilisation query takes N ms (a slow driver)
  *   FAKENVML_FAIL=q=N,...  query q returns error N (999 = unknown when no =N);
  *                          q is one of name uuid cc memory utilization
  *                          temperature clock power power_limit throttle
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef int nvmlReturn_t;
 typedef struct nvmlDevice_st *nvmlDevice_t;
@@ -163,6 +165,11 @@ EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilizatio
 {
     GUARD("utilization");
     if (!DEV_OK(d) || !u) return E_INVALID;
+    long ms = atol(env("FAKENVML_DELAY_MS", "0"));
+    if (ms > 0) {
+        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     unsigned long k = calls[d->index];
     u->gpu = (unsigned int)((37 + 13 * k) % 101);
     u->memory = u->gpu / 2;
