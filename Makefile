@@ -4,12 +4,16 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 
-.PHONY: all deps build build-asan test test-release test-asan demo bench clean
+.PHONY: all deps extras build build-asan test test-release test-asan demo bench fuzz clean
 
 all: build
 
 deps:
 	bash scripts/deps.sh
+
+# Packages only some tests use (chromium for the report check).
+extras:
+	bash scripts/ci_extras.sh
 
 build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
@@ -27,7 +31,7 @@ test-release: build
 test-asan: build-asan
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS)
 
-test: test-release test-asan
+test: extras test-release test-asan
 
 demo: build
 	./$(BUILD)/bertc demo
