@@ -138,7 +138,6 @@ static int sample_locked(monitor *m)
     proc_sample p;
     proc_sample_read(&m->pst, &p);
     double t = unix_now();
-    m->nsamples++;
     int64_t step = atomic_load(&m->step);
 
     if (m->csv && !m->csv_failed) {
@@ -196,7 +195,8 @@ static void *monitor_main(void *arg)
         monitor_sample_now(m);
         pthread_mutex_lock(&m->lock);
         /* Deadlines advance by whole intervals so sampling does not drift;
-         * after a long stall (a suspended VM) it restarts from now. */
+         * missed ones (a slow driver, a suspended VM) are skipped, not made
+         * up in a burst. */
         double iv = m->o.interval_s;
         long sec = (long)iv;
         long nsec = (long)((iv - (double)sec) * 1e9);
@@ -208,7 +208,7 @@ static void *monitor_main(void *arg)
         }
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
-        if (now.tv_sec > next.tv_sec + 10) next = now;
+        if (now.tv_sec > next.tv_sec || (now.tv_sec == next.tv_sec && now.tv_nsec > next.tv_nsec)) next = now;
         while (!m->stop) {
             int r = pthread_cond_timedwait(&m->wake, &m->lock, &next);
             if (r == ETIMEDOUT) break;
