@@ -3,6 +3,7 @@
  * a statistical bound, scales the kept ones by 1/(1-p), and is the same mask
  * in the dropout op, its backward and inside attention. */
 #include "backend/backend.h"
+#include "backend/cpu/cpu.h"
 #include "core/err.h"
 #include "testutil.h"
 
@@ -157,6 +158,28 @@ static void test_attention_mask(void)
     free(probs);
 }
 
+/* The mask generator itself (vector paths and scalar edges) against
+ * philox_keep: odd starts and lengths, probabilities whose integer
+ * threshold is and is not exact, and a window across element 2^34, where
+ * the block number's high word changes. */
+static void test_generator(void)
+{
+    const float ps[] = {0.1f, 0.5f, 0.25f, 0.3333f, 1e-9f, 0.99999994f, 0.0f, 0.7f};
+    const uint64_t starts[] = {0, 3, 4097, ((uint64_t)1 << 34) - 1001, ((uint64_t)1 << 35) + 5};
+    enum { LEN = 2003 };
+    float mul[LEN];
+    philox_stream s = {0xfeedbeefcafeull, 123456, 11 * 16 + 2};
+    size_t bad = 0, total = 0;
+    for (size_t a = 0; a < sizeof ps / sizeof ps[0]; a++)
+        for (size_t b = 0; b < sizeof starts / sizeof starts[0]; b++) {
+            cpu_dropout_mask(mul, s, starts[b], LEN, ps[a], 2.0f);
+            for (size_t i = 0; i < LEN; i++, total++)
+                bad += mul[i] != (philox_keep(s, starts[b] + i, ps[a]) ? 2.0f : 0.0f);
+        }
+    printf("mask generator: %zu of %zu elements disagree with philox_keep\n", bad, total);
+    CHECK(bad == 0, "mask generator: %zu of %zu elements disagree with philox_keep", bad, total);
+}
+
 int main(void)
 {
     if (backend_cpu_create(&be, 2) != 0) {
@@ -167,6 +190,7 @@ int main(void)
     test_masks(0.1f, n);
     test_masks(0.5f, n);
     test_edges();
+    test_generator();
     test_attention_mask();
     backend_free(&be);
     return tu_done();

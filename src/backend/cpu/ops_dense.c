@@ -284,52 +284,6 @@ float cpu_dropout_scale(float p)
     return p >= 1.0f ? 0.0f : 1.0f / (1.0f - p);
 }
 
-/* Whole Philox blocks blk0 .. blk0+nb-1 (elements 4 blk0 .. 4 (blk0+nb) - 1):
- * the rounds of philox4x32 written out so that GCC runs 8 blocks at once
- * (32x32->64 multiplies are vpmuludq); test_dropout checks every element
- * against philox_keep. */
-CPU_CLONES static void mask_blocks(float *restrict mul, uint64_t blk0, size_t nb, philox_stream s, float p,
-                                   float scale)
-{
-    const uint32_t key0 = (uint32_t)s.seed, key1 = (uint32_t)(s.seed >> 32);
-#pragma omp simd
-    for (size_t j = 0; j < nb; j++) {
-        uint64_t blk = blk0 + j;
-        uint32_t c0 = (uint32_t)blk, c1 = (uint32_t)(blk >> 32), c2 = s.stream, c3 = s.step;
-        uint32_t k0 = key0, k1 = key1;
-#pragma GCC unroll 10
-        for (int r = 0; r < 10; r++) {
-            uint64_t p0 = (uint64_t)0xD2511F53u * c0;
-            uint64_t p1 = (uint64_t)0xCD9E8D57u * c2;
-            uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
-            uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
-            c0 = n0;
-            c1 = (uint32_t)p1;
-            c2 = n2;
-            c3 = (uint32_t)p0;
-            k0 += 0x9E3779B9u;
-            k1 += 0xBB67AE85u;
-        }
-        /* the same float compare as philox_keep */
-        mul[4 * j + 0] = (float)(c0 >> 8) * (1.0f / 16777216.0f) >= p ? scale : 0.0f;
-        mul[4 * j + 1] = (float)(c1 >> 8) * (1.0f / 16777216.0f) >= p ? scale : 0.0f;
-        mul[4 * j + 2] = (float)(c2 >> 8) * (1.0f / 16777216.0f) >= p ? scale : 0.0f;
-        mul[4 * j + 3] = (float)(c3 >> 8) * (1.0f / 16777216.0f) >= p ? scale : 0.0f;
-    }
-}
-
-void cpu_dropout_mask(float *mul, philox_stream rng, uint64_t first, size_t count, float p, float scale)
-{
-    uint64_t i = first, end = first + count;
-    for (; i < end && (i & 3); i++) mul[i - first] = philox_keep(rng, i, p) ? scale : 0.0f;
-    size_t nb = (size_t)((end - i) / 4);
-    if (nb) {
-        mask_blocks(mul + (i - first), i >> 2, nb, rng, p, scale);
-        i += 4 * (uint64_t)nb;
-    }
-    for (; i < end; i++) mul[i - first] = philox_keep(rng, i, p) ? scale : 0.0f;
-}
-
 /* `omp simd`: out may be a (same index), which carries no dependence. */
 CPU_CLONES static void mul_chunk(float *out, const float *a, const float *m, size_t n)
 {
