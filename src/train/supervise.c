@@ -1,0 +1,353 @@
+/* The --supervise parent process (supervise.h). */
+#define _GNU_SOURCE
+#include "train/supervise.h"
+
+#include "core/alloc.h"
+#include "core/args.h"
+#include "core/err.h"
+#include "core/fileio.h"
+#include "train/ckpt.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* Written by the signal handler, read by the loop. */
+static volatile sig_atomic_t g_child;
+static volatile sig_atomic_t g_stop_sig;
+
+static void on_stop(int sig)
+{
+    int saved = errno;
+    if (!g_stop_sig) g_stop_sig = sig;
+    pid_t p = (pid_t)g_child;
+    /* Every signal is passed on, so a second Ctrl-C ends the child at once,
+     * as it would without a supervisor. SIGHUP (the terminal went away)
+     * becomes SIGTERM, which the trainer turns into a clean save. */
+    if (p > 0) kill(p, sig == SIGHUP ? SIGTERM : sig);
+    errno = saved;
+}
+
+static const int k_stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
+#define N_STOP_SIGNALS 3
+
+char **supervise_child_argv(const char *prog, int argc, char **argv, int restart, int *argc_out)
+{
+    char **out = xcalloc((size_t)argc + 4, sizeof *out);
+    int n = 0, k = 0;
+    out[n++] = (char *)prog;
+    if (argc > 0) out[n++] = argv[k++];
+    for (; k < argc; k++) {
+        const char *a = argv[k];
+        if (!strcmp(a, "--")) break;
+        if (!strcmp(a, "--supervise") || (restart && !strcmp(a, "--resume"))) {
+            k++; /* and its value */
+            continue;
+        }
+        if (!strncmp(a, "--supervise=", 12) || (restart && !strncmp(a, "--resume=", 9))) continue;
+        out[n++] = argv[k];
+    }
+    if (restart) {
+        out[n++] = "--resume";
+        out[n++] = "auto";
+    }
+    for (; k < argc; k++) out[n++] = argv[k];
+    out[n] = NULL;
+    *argc_out = n;
+    return out;
+}
+
+int supervise_restartable(int status)
+{
+    if (WIFSIGNALED(status)) return 1;
+    if (!WIFEXITED(status)) return 0;
+    int code = WEXITSTATUS(status);
+    return code != 0 && code != ERR_INPUT && code != ERR_STOPPED;
+}
+
+int supervise_exit_code(int status)
+{
+    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+double supervise_backoff(double base, int k)
+{
+    if (!(base > 0) || k < 1) return 0;
+    double d = base;
+    for (int i = 1; i < k && d < SUPERVISE_BACKOFF_MAX_S; i++) d *= 2;
+    return d < SUPERVISE_BACKOFF_MAX_S ? d : SUPERVISE_BACKOFF_MAX_S;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double backoff_base(void)
+{
+    const char *s = getenv("BERTC_SUPERVISE_BACKOFF_S");
+    double v;
+    if (!s || !*s) return 1;
+    if (parse_double(s, 0, SUPERVISE_BACKOFF_MAX_S, "BERTC_SUPERVISE_BACKOFF_S", &v) != 0) {
+        log_warn("supervise: %s; using 1 s", err_msg());
+        err_clear();
+        return 1;
+    }
+    return v;
+}
+
+static void describe(char *buf, size_t cap, int status)
+{
+    if (WIFSIGNALED(status)) {
+        int sig = WTERMSIG(status);
+        const char *abbr = sigabbrev_np(sig);
+        snprintf(buf, cap, "was killed by signal %d (SIG%s)", sig, abbr ? abbr : "?");
+    } else {
+        snprintf(buf, cap, "exited with code %d", supervise_exit_code(status));
+    }
+}
+
+/* Newest checkpoint dir by name; -1 when none (a listing, no CRC check:
+ * the child verifies when it resumes). */
+static long long newest_checkpoint(const char *run_dir)
+{
+    if (!run_dir) return -1;
+    int64_t *steps = NULL;
+    int n = 0;
+    if (ckpt_list(run_dir, &steps, &n) != 0) {
+        err_clear();
+        return -1;
+    }
+    long long s = n > 0 ? (long long)steps[n - 1] : -1;
+    free(steps);
+    return s;
+}
+
+/* One row of RUN/restarts.csv, appended and synced. A failure here is a
+ * warning: losing the log must not stop the training it records. */
+static void log_row(const char *run_dir, int attempt, pid_t pid, int status, double runtime, long long ckpt,
+                    const char *action, double backoff)
+{
+    if (!run_dir) return;
+    if (mkdir_p(run_dir) != 0) {
+        log_warn("supervise: %s (restart not logged)", err_msg());
+        err_clear();
+        return;
+    }
+    char path[4096], stamp[32] = "", sig[32] = "";
+    path_join(path, sizeof path, run_dir, SUPERVISE_LOG);
+    time_t t = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&t, &tm)) strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (WIFSIGNALED(status)) {
+        const char *abbr = sigabbrev_np(WTERMSIG(status));
+        snprintf(sig, sizeof sig, "SIG%s", abbr ? abbr : "?");
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        log_warn("supervise: %s: %s (restart not logged)", path, strerror(errno));
+        return;
+    }
+    char row[512];
+    int len = 0;
+    off_t end = lseek(fd, 0, SEEK_END);
+    if (end == 0) len = snprintf(row, sizeof row, "%s\n", SUPERVISE_HEADER);
+    len += snprintf(row + len, sizeof row - (size_t)len, "%s,%d,%ld,%d,%s,%.3f,%lld,%s,%.3f\n", stamp, attempt,
+                    (long)pid, supervise_exit_code(status), sig, runtime, ckpt, action, backoff);
+    /* One write of the whole row: O_APPEND keeps rows whole. */
+    if (write(fd, row, (size_t)len) != (ssize_t)len || fsync(fd) != 0)
+        log_warn("supervise: %s: %s (restart not logged)", path, strerror(errno));
+    close(fd);
+}
+
+/* envp for the child: ours, with BERTC_SUPERVISE_ATTEMPT replaced. Built
+ * before fork so the child only calls async-signal-safe functions. */
+static char **child_env(int attempt, char *slot, size_t cap)
+{
+    size_t n = 0;
+    while (environ && environ[n]) n++;
+    char **env = xcalloc(n + 2, sizeof *env);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "BERTC_SUPERVISE_ATTEMPT=", 24) != 0) env[m++] = environ[i];
+    snprintf(slot, cap, "BERTC_SUPERVISE_ATTEMPT=%d", attempt);
+    env[m++] = slot;
+    env[m] = NULL;
+    return env;
+}
+
+/* Starts one attempt; returns its pid, or -1 with an error set. */
+static pid_t start_child(char **cargv, char **cenv, const sigset_t *old_mask)
+{
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) != 0) return err_set(ERR_RUNTIME, "supervise: pipe: %s", strerror(errno)), -1;
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(pfd[0]);
+        close(pfd[1]);
+        return err_set(ERR_RUNTIME, "supervise: fork: %s", strerror(errno)), -1;
+    }
+    if (pid == 0) {
+        /* Only async-signal-safe calls from here to exec. */
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent) _exit(ERR_STOPPED); /* the supervisor is already gone */
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        for (int i = 0; i < N_STOP_SIGNALS; i++) {
+            struct sigaction cur;
+            if (sigaction(k_stop_signals[i], NULL, &cur) == 0 && cur.sa_handler == on_stop)
+                sigaction(k_stop_signals[i], &dfl, NULL);
+        }
+        sigprocmask(SIG_SETMASK, old_mask, NULL);
+        execve("/proc/self/exe", cargv, cenv);
+        int e = errno;
+        ssize_t w = write(pfd[1], &e, sizeof e);
+        (void)w;
+        _exit(127);
+    }
+    /* Both sides set the group, so it is in place whichever runs first. */
+    setpgid(pid, pid);
+    close(pfd[1]);
+    int e = 0;
+    ssize_t r;
+    do r = read(pfd[0], &e, sizeof e);
+    while (r < 0 && errno == EINTR);
+    close(pfd[0]);
+    if (r == (ssize_t)sizeof e) {
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+        return err_set(ERR_RUNTIME, "supervise: cannot run /proc/self/exe: %s", strerror(e)), -1;
+    }
+    return pid;
+}
+
+/* Sleeps up to s seconds; returns early (1) when a stop signal came. */
+static int backoff_sleep(double s)
+{
+    double until = now_s() + s;
+    while (!g_stop_sig) {
+        double left = until - now_s();
+        if (left <= 0) return 0;
+        struct timespec ts = {(time_t)left, (long)((left - floor(left)) * 1e9)};
+        nanosleep(&ts, NULL); /* a signal cuts it short: EINTR */
+    }
+    return 1;
+}
+
+int supervise_run(int max_restarts, int argc, char **argv, const char *run_dir)
+{
+    if (max_restarts < 0 || max_restarts > SUPERVISE_MAX_RESTARTS)
+        return err_set(ERR_INPUT, "--supervise %d: must be 0..%d", max_restarts, SUPERVISE_MAX_RESTARTS);
+    double base = backoff_base();
+    g_child = 0;
+    g_stop_sig = 0;
+
+    /* Install the handlers with the signals blocked; a signal that was
+     * ignored when we started (nohup, a background job) stays ignored. */
+    sigset_t block, old_mask;
+    sigemptyset(&block);
+    for (int i = 0; i < N_STOP_SIGNALS; i++) sigaddset(&block, k_stop_signals[i]);
+    sigprocmask(SIG_BLOCK, &block, &old_mask);
+    struct sigaction sa, old_sa[N_STOP_SIGNALS];
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < N_STOP_SIGNALS; i++) {
+        sigaction(k_stop_signals[i], NULL, &old_sa[i]);
+        if (old_sa[i].sa_handler != SIG_IGN) sigaction(k_stop_signals[i], &sa, NULL);
+    }
+
+    int rc = 0, restarts = 0;
+    for (int attempt = 1;; attempt++) {
+        int cargc;
+        char slot[64];
+        char **cargv = supervise_child_argv(program_invocation_name, argc, argv, attempt > 1, &cargc);
+        char **cenv = child_env(attempt, slot, sizeof slot);
+        double t0 = now_s();
+        pid_t pid = start_child(cargv, cenv, &old_mask);
+        free(cargv);
+        free(cenv);
+        if (pid < 0) {
+            rc = ERR_RUNTIME;
+            break;
+        }
+        /* A stop signal that came since the block is pending: its handler
+         * runs on the unblock and passes it on to this child. */
+        g_child = (sig_atomic_t)pid;
+        sigprocmask(SIG_SETMASK, &old_mask, NULL);
+
+        int status = 0;
+        while (waitpid(pid, &status, 0) < 0) {
+            if (errno == EINTR) continue;
+            status = -1;
+            break;
+        }
+        sigprocmask(SIG_BLOCK, &block, NULL);
+        g_child = 0;
+        double runtime = now_s() - t0;
+        if (status == -1) {
+            rc = err_set(ERR_RUNTIME, "supervise: waitpid: %s", strerror(errno));
+            break;
+        }
+        rc = supervise_exit_code(status);
+        char what[96];
+        describe(what, sizeof what, status);
+        long long ckpt = newest_checkpoint(run_dir);
+
+        if (g_stop_sig || !supervise_restartable(status)) {
+            const char *action = rc == 0                                ? "done"
+                                 : g_stop_sig || rc == ERR_STOPPED     ? "stopped"
+                                                                        : "not-restartable";
+            if (restarts > 0) log_row(run_dir, attempt, pid, status, runtime, ckpt, action, 0);
+            /* The child said what went wrong; nothing to add. */
+            err_clear();
+            break;
+        }
+        if (restarts >= max_restarts) {
+            if (restarts > 0) log_row(run_dir, attempt, pid, status, runtime, ckpt, "gave-up", 0);
+            err_set(ERR_RUNTIME, "supervise: attempt %d %s after %.1f s; giving up after %d restart%s", attempt, what, runtime,
+                    restarts, restarts == 1 ? "" : "s");
+            break;
+        }
+        restarts++;
+        double wait = supervise_backoff(base, restarts);
+        log_row(run_dir, attempt, pid, status, runtime, ckpt, "restart", wait);
+        char from[64];
+        if (ckpt >= 0) snprintf(from, sizeof from, "the checkpoint of step %lld", ckpt);
+        else snprintf(from, sizeof from, "the start (no checkpoint yet)");
+        log_warn("supervise: attempt %d %s after %.1f s; restart %d of %d in %.3g s, resuming from %s", attempt, what,
+                 runtime, restarts, max_restarts, wait, from);
+        sigprocmask(SIG_SETMASK, &old_mask, NULL);
+        int stopped = backoff_sleep(wait);
+        sigprocmask(SIG_BLOCK, &block, NULL);
+        if (stopped || g_stop_sig) {
+            log_warn("supervise: stopped by signal %d during the back-off; run the same command to resume",
+                     (int)g_stop_sig);
+            err_clear();
+            rc = ERR_STOPPED;
+            break;
+        }
+    }
+
+    for (int i = 0; i < N_STOP_SIGNALS; i++)
+        if (old_sa[i].sa_handler != SIG_IGN) sigaction(k_stop_signals[i], &old_sa[i], NULL);
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
+    return rc;
+}
