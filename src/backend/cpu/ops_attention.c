@@ -12,9 +12,11 @@
  * threaded inside the parallel region (the OpenMP build of OpenBLAS does),
  * so every output element has one writer and a fixed summation order.
  *
- * With dropout, P' exists only a block of rows at a time, in the thread's
- * scratch: the mask is a pure function of (rng, flat index into probs) and
- * backward draws it again. */
+ * Each (b,h) is done a block of rows at a time, so that the scores of a
+ * block are still in cache when softmax and the second GEMM read them. With
+ * dropout, P' exists only for the current block, in the thread's scratch:
+ * the mask is a pure function of (rng, flat index into probs) and backward
+ * draws it again. */
 #include "backend/cpu/cpu_math.h"
 
 #include "backend/cpu/cpu.h"
@@ -80,13 +82,17 @@ static float score_scale(int HS)
     return (float)(1.0 / sqrt((double)HS));
 }
 
-/* Rows of a (T,T) block that fit in one thread's scratch; 0 after a failure
+/* Rows per block: a block of scores (rows x T) stays in the thread's
+ * scratch-sized share of L2 between the GEMM that makes it and the loops
+ * that use it; blocks are made equal so none is a sliver. 0 after a failure
  * (recorded in ctx). */
 static int rows_per_block(cpu_ctx *ctx, int T)
 {
     if (cpu_scratch_reserve(ctx, (size_t)T) != 0) return 0;
-    size_t r = ctx->scratch_floats / (size_t)T;
-    return r > (size_t)T ? T : (int)r;
+    size_t rmax = ctx->scratch_floats / (size_t)T;
+    if (rmax >= (size_t)T) return T;
+    size_t nblk = ((size_t)T + rmax - 1) / rmax;
+    return (int)(((size_t)T + nblk - 1) / nblk);
 }
 
 // out (B,T,C); probs (B,NH,T,T); q, k, v (B,T,C); mask (B,T) or NULL
@@ -98,8 +104,8 @@ void cpu_attention_forward(void *vctx, float *out, float *probs, const float *q,
     int C = NH * HS;
     float scaling = score_scale(HS);
     float dscale = cpu_dropout_scale(p);
-    int R = T;
-    if (p > 0.0f && (R = rows_per_block(ctx, T)) == 0) {
+    int R = rows_per_block(ctx, T);
+    if (R == 0) {
         for (size_t i = 0; i < (size_t)B * T * C; i++) out[i] = NAN;
         return;
     }
@@ -110,30 +116,35 @@ void cpu_attention_forward(void *vctx, float *out, float *probs, const float *q,
         size_t off = (size_t)b * T * C + (size_t)h * HS;
         const float *qb = q + off, *kb = k + off, *vb = v + off;
         float *ob = out + off;
-        float *P = probs + (size_t)bh * T * T;
         const int32_t *mb = mask ? mask + (size_t)b * T : NULL;
-
-        // P (T,T) = qb (T,HS) @ kb^T (HS,T) * scaling
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, HS, scaling, qb, C, kb, C, 0.0f, P, T);
-        for (int t = 0; t < T; t++) softmax_row(P + (size_t)t * T, mb, T);
-
-        if (p <= 0.0f) {
-            // ob (T,HS) = P (T,T) @ vb (T,HS)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, HS, T, 1.0f, P, T, vb, C, 0.0f, ob, C);
-            continue;
-        }
         float *buf = ctx->scratch + (size_t)omp_get_thread_num() * ctx->scratch_floats;
         for (int r0 = 0; r0 < T; r0 += R) {
             int rows = T - r0 < R ? T - r0 : R;
-            size_t n = (size_t)rows * T;
-            cpu_dropout_mask(buf, rng, (size_t)bh * T * T + (size_t)r0 * T, n, p, dscale);
-            mul_rows(buf, P + (size_t)r0 * T, n);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, HS, T, 1.0f, buf, T, vb, C, 0.0f,
+            size_t n = (size_t)rows * T, at = (size_t)bh * T * T + (size_t)r0 * T;
+            float *P = probs + at;
+            // P (rows,T) = qb[r0:] (rows,HS) @ kb^T (HS,T) * scaling
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, T, HS, scaling, qb + (size_t)r0 * C, C, kb, C,
+                        0.0f, P, T);
+            for (int t = 0; t < rows; t++) softmax_row(P + (size_t)t * T, mb, T);
+            const float *Pd = P;
+            if (p > 0.0f) {
+                cpu_dropout_mask(buf, rng, at, n, p, dscale);
+                mul_rows(buf, P, n);
+                Pd = buf;
+            }
+            // ob[r0:] (rows,HS) = P' (rows,T) @ vb (T,HS)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, HS, T, 1.0f, Pd, T, vb, C, 0.0f,
                         ob + (size_t)r0 * C, C);
         }
     }
 }
 
+/* Backward per block of rows, with dS in the caller's scratch (each (b,h)
+ * has its own T x T there):
+ *   dP'  = dout vb^T                     (rows,T)
+ *   dv  += P'^T dout                     P' = P * mul, in thread scratch
+ *   dP   = dP' * mul;  dS = (dP - sum(dP P)) P * scaling
+ *   dq  += dS kb;  dk += dS^T qb                                           */
 // dq, dk, dv (B,T,C) +=; scratch (B,NH,T,T); dout, q, k, v (B,T,C); probs (B,NH,T,T)
 void cpu_attention_backward(void *vctx, float *dq, float *dk, float *dv, float *scratch, const float *dout,
                             const float *q, const float *k, const float *v, const float *probs,
@@ -145,8 +156,8 @@ void cpu_attention_backward(void *vctx, float *dq, float *dk, float *dv, float *
     int C = NH * HS;
     float scaling = score_scale(HS);
     float dscale = cpu_dropout_scale(p);
-    int R = T;
-    if (p > 0.0f && (R = rows_per_block(ctx, T)) == 0) {
+    int R = rows_per_block(ctx, T);
+    if (R == 0) {
         size_t n = (size_t)B * T * C;
         for (size_t i = 0; i < n; i++) {
             if (dq) dq[i] = NAN;
@@ -160,36 +171,34 @@ void cpu_attention_backward(void *vctx, float *dq, float *dk, float *dv, float *
     for (int bh = 0; bh < nbh; bh++) {
         int b = bh / NH, h = bh % NH;
         size_t off = (size_t)b * T * C + (size_t)h * HS;
-        const float *qb = q + off, *kb = k + off, *vb = v + off, *dob = dout + off;
-        const float *P = probs + (size_t)bh * T * T;
-        float *ds = scratch + (size_t)bh * T * T;
-
-        // dP' (T,T) = dob (T,HS) @ vb^T (HS,T)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, HS, 1.0f, dob, C, vb, C, 0.0f, ds, T);
-        if (p <= 0.0f) {
-            // dv (T,HS) += P^T (T,T) @ dob (T,HS)
-            if (dv)
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, HS, T, 1.0f, P, T, dob, C, 1.0f, dv + off,
-                            C);
-        } else {
-            /* Per block of rows: the multipliers once, then P' = P * mul
-             * for dv and dP = dP' * mul for the softmax. */
-            float *buf = ctx->scratch + (size_t)omp_get_thread_num() * ctx->scratch_floats;
-            for (int r0 = 0; r0 < T; r0 += R) {
-                int rows = T - r0 < R ? T - r0 : R;
-                size_t n = (size_t)rows * T, at = (size_t)r0 * T;
-                cpu_dropout_mask(buf, rng, (size_t)bh * T * T + at, n, p, dscale);
-                mul_rows(ds + at, buf, n);
-                if (!dv) continue;
-                mul_rows(buf, P + at, n);
-                // dv (T,HS) += P'[r0:r0+rows]^T (T,rows) @ dob[r0:r0+rows] (rows,HS)
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, HS, rows, 1.0f, buf, T,
-                            dob + (size_t)r0 * C, C, 1.0f, dv + off, C);
+        const float *qb = q + off, *kb = k + off, *vb = v + off;
+        float *buf = ctx->scratch + (size_t)omp_get_thread_num() * ctx->scratch_floats;
+        for (int r0 = 0; r0 < T; r0 += R) {
+            int rows = T - r0 < R ? T - r0 : R;
+            size_t n = (size_t)rows * T, at = (size_t)bh * T * T + (size_t)r0 * T;
+            const float *P = probs + at, *dob = dout + off + (size_t)r0 * C;
+            float *ds = scratch + at;
+            // dP' (rows,T) = dob (rows,HS) @ vb^T (HS,T)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, T, HS, 1.0f, dob, C, vb, C, 0.0f, ds, T);
+            const float *Pd = P;
+            if (p > 0.0f) {
+                cpu_dropout_mask(buf, rng, at, n, p, dscale);
+                mul_rows(ds, buf, n);
+                mul_rows(buf, P, n);
+                Pd = buf;
             }
+            // dv (T,HS) += P'^T (T,rows) @ dob (rows,HS)
+            if (dv)
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, HS, rows, 1.0f, Pd, T, dob, C, 1.0f, dv + off,
+                            C);
+            for (int t = 0; t < rows; t++) softmax_row_backward(ds + (size_t)t * T, P + (size_t)t * T, T, scaling);
+            // dq[r0:] (rows,HS) += dS (rows,T) @ kb (T,HS);  dk (T,HS) += dS^T (T,rows) @ qb[r0:] (rows,HS)
+            if (dq)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, HS, T, 1.0f, ds, T, kb, C, 1.0f,
+                            dq + off + (size_t)r0 * C, C);
+            if (dk)
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, HS, rows, 1.0f, ds, T, qb + (size_t)r0 * C, C,
+                            1.0f, dk + off, C);
         }
-        for (int t = 0; t < T; t++) softmax_row_backward(ds + (size_t)t * T, P + (size_t)t * T, T, scaling);
-        // dq (T,HS) += dS (T,T) @ kb (T,HS);  dk (T,HS) += dS^T (T,T) @ qb (T,HS)
-        if (dq) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, HS, T, 1.0f, ds, T, kb, C, 1.0f, dq + off, C);
-        if (dk) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, HS, T, 1.0f, ds, T, qb, C, 1.0f, dk + off, C);
     }
 }
