@@ -1,0 +1,292 @@
+/* Self-attention on the GPU: batched GEMMs over (batch, head) plus softmax
+ * kernels, as transformers' eager attention and the CPU backend compute it:
+ *
+ *   S  = (q k^T) * HS^-0.5 + (mask == 0 ? -FLT_MAX : 0)   saved softmax in probs
+ *   P' = softmax(S) * dropout multipliers (flat index into probs)
+ *   out = P' v
+ *
+ * q, k, v arrive as (B,T,C) with heads interleaved; they are copied once
+ * per call into per-head (B,NH,T,HS) arrays of the GEMM input type, so each
+ * product is one strided-batched cuBLASLt call over B*NH. The workspace
+ * (cuda_ws_attention) holds those copies, P' (or the score gradient) in
+ * the GEMM input type, and one fp32 (B,NH,T,HS) GEMM output.
+ *
+ * A fused flash-style kernel (no T x T matrix in memory) is the next step;
+ * it needs the op table to stop saving probs, which bert.c reads back. */
+#include "backend/cuda/cuda_internal.h"
+
+#include <float.h>
+#include <math.h>
+
+#define ATT_THREADS 128
+
+template <typename T> __device__ __forceinline__ T att_from_float(float x);
+template <> __device__ __forceinline__ float att_from_float<float>(float x) { return x; }
+template <> __device__ __forceinline__ __half att_from_float<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 att_from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+
+// dst (B,NH,T,HS) = src (B,T,NH*HS), converted
+template <typename TT> __global__ void permute_in_kernel(TT *dst, const float *src, int T, int NH, int HS, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        size_t d = i % (size_t)HS, r = i / (size_t)HS;
+        size_t t = r % (size_t)T, bh = r / (size_t)T;
+        size_t h = bh % (size_t)NH, b = bh / (size_t)NH;
+        dst[i] = att_from_float<TT>(src[((b * T + t) * NH + h) * HS + d]);
+    }
+}
+
+// dst (B,T,NH*HS) (+)= src (B,NH,T,HS)
+__global__ void permute_out_kernel(float *dst, const float *src, int T, int NH, int HS, size_t n, int accumulate)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        size_t d = i % (size_t)HS, r = i / (size_t)HS;
+        size_t h = r % (size_t)NH, bt = r / (size_t)NH;
+        size_t t = bt % (size_t)T, b = bt / (size_t)T;
+        float v = src[((b * NH + h) * T + t) * HS + d];
+        dst[i] = accumulate ? __fadd_rn(dst[i], v) : v;
+    }
+}
+
+/* Block-wide max and sum over ATT_THREADS threads. */
+__device__ float block_max(float v, float *sh)
+{
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    __syncthreads();
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    float m = sh[0];
+    for (int i = 1; i < ATT_THREADS / 32; i++) m = fmaxf(m, sh[i]);
+    return m;
+}
+
+__device__ float block_sum(float v, float *sh)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    __syncthreads();
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    float s = 0;
+    for (int i = 0; i < ATT_THREADS / 32; i++) s += sh[i];
+    return s;
+}
+
+/* One block per row of probs (B*NH*T rows of T): add the mask, softmax in
+ * place. */
+__global__ void softmax_forward_kernel(float *probs, const int32_t *mask, int T, int NH)
+{
+    __shared__ float sh[ATT_THREADS / 32];
+    size_t row = blockIdx.x;
+    float *x = probs + row * (size_t)T;
+    const int32_t *mb = mask ? mask + (row / (size_t)T / (size_t)NH) * (size_t)T : NULL;
+    float mx = -INFINITY;
+    for (int j = threadIdx.x; j < T; j += ATT_THREADS) {
+        float v = x[j];
+        if (mb && mb[j] == 0) v = __fadd_rn(v, -FLT_MAX);
+        x[j] = v;
+        mx = fmaxf(mx, v);
+    }
+    mx = block_max(mx, sh);
+    float s = 0;
+    for (int j = threadIdx.x; j < T; j += ATT_THREADS) {
+        float e = expf(__fsub_rn(x[j], mx));
+        x[j] = e;
+        s += e;
+    }
+    float inv = 1.0f / block_sum(s, sh);
+    for (int j = threadIdx.x; j < T; j += ATT_THREADS) x[j] = __fmul_rn(x[j], inv);
+}
+
+/* dst = probs * dropout multipliers (p > 0) or probs, converted; one
+ * Philox block per 4 elements of the flat index, as the CPU backend. */
+template <typename TT>
+__global__ void drop_convert_kernel(TT *dst, const float *probs, size_t n, float p, float scale, philox_stream rng)
+{
+    size_t nblk = (n + 3) / 4;
+    for (size_t g = blockIdx.x * (size_t)blockDim.x + threadIdx.x; g < nblk; g += (size_t)gridDim.x * blockDim.x) {
+        float u[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+        if (p > 0.0f) cuda_philox_uniform4(rng, g, u);
+        for (int l = 0; l < 4; l++) {
+            size_t i = g * 4 + (size_t)l;
+            if (i >= n) break;
+            float v = p > 0.0f ? __fmul_rn(probs[i], u[l] >= p ? scale : 0.0f) : probs[i];
+            dst[i] = att_from_float<TT>(v);
+        }
+    }
+}
+
+/* Softmax backward, one block per row: dp holds dP' = dout v^T; with
+ * dropout dP = dP' * multiplier; dot = sum(dP * P); dS = (dP - dot) * P *
+ * scaling, written to ds (the GEMM input type; may be dp itself for fp32). */
+template <typename TT>
+__global__ void softmax_backward_kernel(TT *ds, float *dp, const float *probs, int T, float p, float dscale,
+                                        float scaling, philox_stream rng)
+{
+    __shared__ float sh[ATT_THREADS / 32];
+    size_t row = blockIdx.x;
+    size_t base = row * (size_t)T;
+    float *g = dp + base;
+    const float *P = probs + base;
+    float dot = 0;
+    for (int j = threadIdx.x; j < T; j += ATT_THREADS) {
+        float d = g[j];
+        if (p > 0.0f) {
+            d = __fmul_rn(d, philox_uniform(rng, base + (size_t)j) >= p ? dscale : 0.0f);
+            g[j] = d;
+        }
+        dot += d * P[j];
+    }
+    dot = block_sum(dot, sh);
+    TT *o = ds + base;
+    for (int j = threadIdx.x; j < T; j += ATT_THREADS)
+        o[j] = att_from_float<TT>(__fmul_rn(__fmul_rn(__fsub_rn(g[j], dot), P[j]), scaling));
+}
+
+/* torch multiplies by HS ** -0.5 computed in double, rounded to float. */
+static float score_scale(int HS)
+{
+    return (float)(1.0 / sqrt((double)HS));
+}
+
+typedef struct {
+    void *qh, *kh, *vh, *dh; /* (B,NH,T,HS) in the GEMM input type */
+    void *ph;                /* (B,NH,T,T) in the GEMM input type */
+    float *oh;               /* (B,NH,T,HS) fp32 */
+} att_ws;
+
+static int att_workspace(cuda_ctx *ctx, att_ws *w, int B, int T, int NH, int HS)
+{
+    int low = ctx->gtype != GEMM_F32;
+    char *cur = (char *)cuda_ws_get(ctx, cuda_ws_attention(low, (size_t)B, (size_t)T, (size_t)NH, (size_t)HS));
+    if (!cur) return 1;
+    size_t e = cuda_ws_elem(low), nc = (size_t)B * T * NH * HS, tt = (size_t)B * NH * T * T;
+    w->qh = cuda_ws_take(&cur, nc * e);
+    w->kh = cuda_ws_take(&cur, nc * e);
+    w->vh = cuda_ws_take(&cur, nc * e);
+    w->dh = cuda_ws_take(&cur, nc * e);
+    w->ph = cuda_ws_take(&cur, tt * e);
+    w->oh = (float *)cuda_ws_take(&cur, nc * 4);
+    return 0;
+}
+
+static void permute_in(cuda_ctx *ctx, void *dst, const float *src, int B, int T, int NH, int HS)
+{
+    size_t n = (size_t)B * T * NH * HS;
+    unsigned g = cuda_blocks(n, 256);
+    if (ctx->gtype == GEMM_F16) permute_in_kernel<__half><<<g, 256, 0, ctx->stream>>>((__half *)dst, src, T, NH, HS, n);
+    else if (ctx->gtype == GEMM_BF16)
+        permute_in_kernel<__nv_bfloat16><<<g, 256, 0, ctx->stream>>>((__nv_bfloat16 *)dst, src, T, NH, HS, n);
+    else permute_in_kernel<float><<<g, 256, 0, ctx->stream>>>((float *)dst, src, T, NH, HS, n);
+    CUDA_LAUNCHED(ctx);
+}
+
+static void permute_out(cuda_ctx *ctx, float *dst, const float *src, int B, int T, int NH, int HS, int acc)
+{
+    size_t n = (size_t)B * T * NH * HS;
+    permute_out_kernel<<<cuda_blocks(n, 256), 256, 0, ctx->stream>>>(dst, src, T, NH, HS, n, acc);
+    CUDA_LAUNCHED(ctx);
+}
+
+/* P' (dropped-out probabilities) in the GEMM input type; returns the
+ * pointer the next GEMM reads (probs itself for fp32 without dropout). */
+static const void *dropped_probs(cuda_ctx *ctx, void *ph, const float *probs, size_t n, float p, philox_stream rng)
+{
+    if (ctx->gtype == GEMM_F32 && p <= 0.0f) return probs;
+    unsigned g = cuda_blocks((n + 3) / 4, 256);
+    float sc = cuda_dropout_scale(p);
+    if (ctx->gtype == GEMM_F16)
+        drop_convert_kernel<__half><<<g, 256, 0, ctx->stream>>>((__half *)ph, probs, n, p, sc, rng);
+    else if (ctx->gtype == GEMM_BF16)
+        drop_convert_kernel<__nv_bfloat16><<<g, 256, 0, ctx->stream>>>((__nv_bfloat16 *)ph, probs, n, p, sc, rng);
+    else drop_convert_kernel<float><<<g, 256, 0, ctx->stream>>>((float *)ph, probs, n, p, sc, rng);
+    if (cudaPeekAtLastError() != cudaSuccess) {
+        cuda_fail_at(ctx, "drop_convert_kernel", __FILE__, __LINE__, __func__, cudaGetErrorString(cudaGetLastError()));
+        return NULL;
+    }
+    return ph;
+}
+
+// out (B,T,C); probs (B,NH,T,T); q, k, v (B,T,C); mask (B,T) or NULL
+void cuda_attention_forward(void *vctx, float *out, float *probs, const float *q, const float *k, const float *v,
+                            const int32_t *mask, int B, int T, int NH, int HS, float p, philox_stream rng)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    if (ctx->error || B <= 0 || T <= 0 || NH <= 0 || HS <= 0) return;
+    att_ws w;
+    if (att_workspace(ctx, &w, B, T, NH, HS)) return;
+    int BH = B * NH;
+    long long sq = (long long)T * HS, st = (long long)T * T;
+    permute_in(ctx, w.qh, q, B, T, NH, HS);
+    permute_in(ctx, w.kh, k, B, T, NH, HS);
+    permute_in(ctx, w.vh, v, B, T, NH, HS);
+    // S^T (T_k x T_q) = k (stored HS x T_k, transposed) * q^T (HS x T_q), scaled
+    if (cuda_gemm(ctx, 1, 0, T, T, HS, w.kh, HS, sq, w.qh, HS, sq, probs, T, st, BH, score_scale(HS), 0.0f,
+                  ctx->gtype))
+        return;
+    softmax_forward_kernel<<<(unsigned)((size_t)BH * T), ATT_THREADS, 0, ctx->stream>>>(probs, mask, T, NH);
+    CUDA_LAUNCHED(ctx);
+    const void *P = dropped_probs(ctx, w.ph, probs, (size_t)BH * T * T, p, rng);
+    if (!P) return;
+    // O^T (HS x T_q) = v^T (HS x T_k) * P'^T (stored T_k x T_q)
+    if (cuda_gemm(ctx, 0, 0, HS, T, T, w.vh, HS, sq, P, T, st, w.oh, HS, sq, BH, 1.0f, 0.0f, ctx->gtype)) return;
+    permute_out(ctx, out, w.oh, B, T, NH, HS, 0);
+}
+
+// dq, dk, dv (B,T,C) +=; scratch (B,NH,T,T); dout, q, k, v (B,T,C); probs (B,NH,T,T)
+void cuda_attention_backward(void *vctx, float *dq, float *dk, float *dv, float *scratch, const float *dout,
+                             const float *q, const float *k, const float *v, const float *probs,
+                             const int32_t *mask, int B, int T, int NH, int HS, float p, philox_stream rng)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    (void)mask; /* masked scores pass their gradient through unchanged; P is 0 there */
+    if (ctx->error || B <= 0 || T <= 0 || NH <= 0 || HS <= 0) return;
+    att_ws w;
+    if (att_workspace(ctx, &w, B, T, NH, HS)) return;
+    int BH = B * NH;
+    long long sq = (long long)T * HS, st = (long long)T * T;
+    size_t ntt = (size_t)BH * T * T;
+    permute_in(ctx, w.dh, dout, B, T, NH, HS);
+    permute_in(ctx, w.qh, q, B, T, NH, HS);
+    permute_in(ctx, w.kh, k, B, T, NH, HS);
+    permute_in(ctx, w.vh, v, B, T, NH, HS);
+    // dP'^T (T_k x T_q) = v (stored HS x T_k, transposed) * dout^T (HS x T_q)
+    if (cuda_gemm(ctx, 1, 0, T, T, HS, w.vh, HS, sq, w.dh, HS, sq, scratch, T, st, BH, 1.0f, 0.0f, ctx->gtype))
+        return;
+    if (dv) {
+        const void *P = dropped_probs(ctx, w.ph, probs, ntt, p, rng);
+        if (!P) return;
+        // dV^T (HS x T_k) = dout^T (HS x T_q) * P' (stored T_k x T_q, transposed)
+        if (cuda_gemm(ctx, 0, 1, HS, T, T, w.dh, HS, sq, P, T, st, w.oh, HS, sq, BH, 1.0f, 0.0f, ctx->gtype)) return;
+        permute_out(ctx, dv, w.oh, B, T, NH, HS, 1);
+    }
+    if (!dq && !dk) return;
+    const void *dS;
+    float sc = cuda_dropout_scale(p), scaling = score_scale(HS);
+    unsigned rows = (unsigned)((size_t)BH * T);
+    if (ctx->gtype == GEMM_F16) {
+        softmax_backward_kernel<__half><<<rows, ATT_THREADS, 0, ctx->stream>>>((__half *)w.ph, scratch, probs, T, p, sc,
+                                                                               scaling, rng);
+        dS = w.ph;
+    } else if (ctx->gtype == GEMM_BF16) {
+        softmax_backward_kernel<__nv_bfloat16><<<rows, ATT_THREADS, 0, ctx->stream>>>((__nv_bfloat16 *)w.ph, scratch,
+                                                                                      probs, T, p, sc, scaling, rng);
+        dS = w.ph;
+    } else {
+        softmax_backward_kernel<float><<<rows, ATT_THREADS, 0, ctx->stream>>>(scratch, scratch, probs, T, p, sc,
+                                                                              scaling, rng);
+        dS = scratch;
+    }
+    CUDA_LAUNCHED(ctx);
+    if (dq) {
+        // dQ^T (HS x T_q) = k^T (HS x T_k) * dS^T (stored T_k x T_q)
+        if (cuda_gemm(ctx, 0, 0, HS, T, T, w.kh, HS, sq, dS, T, st, w.oh, HS, sq, BH, 1.0f, 0.0f, ctx->gtype)) return;
+        permute_out(ctx, dq, w.oh, B, T, NH, HS, 1);
+    }
+    if (dk) {
+        // dK^T (HS x T_k) = q^T (HS x T_q) * dS (stored T_k x T_q, transposed)
+        if (cuda_gemm(ctx, 0, 1, HS, T, T, w.qh, HS, sq, dS, T, st, w.oh, HS, sq, BH, 1.0f, 0.0f, ctx->gtype)) return;
+        permute_out(ctx, dk, w.oh, B, T, NH, HS, 1);
+    }
+}

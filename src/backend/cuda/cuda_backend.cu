@@ -1,0 +1,399 @@
+/* The CUDA backend: context, allocator with --gpu-mem-limit and a high-water
+ * mark, memory ops, the op table, creation and the device probe. The ops
+ * are in the other cuda_*.cu files (cuda_internal.h). */
+#include "backend/cuda/cuda_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The oldest compute capability this build has kernels for (CMake builds
+ * sm_75 to sm_90 plus PTX). */
+#define CUDA_MIN_CC_MAJOR 7
+#define CUDA_MIN_CC_MINOR 5
+
+void cuda_fail_at(cuda_ctx *ctx, const char *stmt, const char *file, int line, const char *func, const char *what)
+{
+    if (ctx->error) return; /* the first failure explains the rest */
+    ctx->error = ERR_RUNTIME;
+    const char *base = strrchr(file, '/');
+    snprintf(ctx->error_msg, sizeof ctx->error_msg, "%s:%d %s: %s: %s", base ? base + 1 : file, line, func, stmt,
+             what);
+}
+
+const char *cuda_cublas_status_text(cublasStatus_t s)
+{
+    switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "success";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "cuBLAS not initialized";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "out of memory (cuBLAS allocation failed)";
+    case CUBLAS_STATUS_INVALID_VALUE: return "invalid value";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "architecture mismatch";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "mapping error";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "execution failed";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "internal error";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "not supported";
+    default: return "unknown cuBLAS status";
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Allocator: cudaMalloc with bookkeeping. Sizes are rounded up to 256 bytes
+ * (what cudaMalloc aligns to anyway) and counted as requested, so that the
+ * count is what the planner predicts. */
+
+void *cuda_mem_alloc(cuda_ctx *ctx, size_t bytes)
+{
+    size_t n = bytes < CUDA_WS_ALIGN ? CUDA_WS_ALIGN : cuda_ws_round(bytes);
+    if (n == SIZE_MAX || n > (size_t)INT64_MAX) {
+        err_set(ERR_RUNTIME, "cuda backend: out of memory: %zu bytes requested", bytes);
+        return NULL;
+    }
+    if (ctx->limit > 0 && ctx->used + (int64_t)n > ctx->limit) {
+        err_set(ERR_RUNTIME,
+                "cuda backend: out of memory: %.1f MiB requested, %.1f MiB in use, limit %.1f MiB (--gpu-mem-limit)",
+                (double)n / 1048576.0, (double)ctx->used / 1048576.0, (double)ctx->limit / 1048576.0);
+        return NULL;
+    }
+    if (ctx->nrecs == ctx->caprecs) {
+        int cap = ctx->caprecs ? 2 * ctx->caprecs : 64;
+        cuda_alloc_rec *r = (cuda_alloc_rec *)realloc(ctx->recs, (size_t)cap * sizeof *r);
+        if (!r) {
+            err_set(ERR_RUNTIME, "cuda backend: out of memory (host) for the allocation table");
+            return NULL;
+        }
+        ctx->recs = r;
+        ctx->caprecs = cap;
+    }
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, n);
+    if (e != cudaSuccess) {
+        cudaGetLastError(); /* an allocation failure is not sticky: clear it */
+        size_t fr = 0, tot = 0;
+        cudaMemGetInfo(&fr, &tot);
+        err_set(ERR_RUNTIME, "cuda backend: out of memory: cudaMalloc(%.1f MiB): %s (%.1f MiB free of %.1f MiB)",
+                (double)n / 1048576.0, cudaGetErrorString(e), (double)fr / 1048576.0, (double)tot / 1048576.0);
+        return NULL;
+    }
+    ctx->recs[ctx->nrecs].p = p;
+    ctx->recs[ctx->nrecs].bytes = n;
+    ctx->nrecs++;
+    ctx->used += (int64_t)n;
+    if (ctx->used > ctx->peak) ctx->peak = ctx->used;
+    return p;
+}
+
+void cuda_mem_release(cuda_ctx *ctx, void *p)
+{
+    if (!p) return;
+    for (int i = ctx->nrecs - 1; i >= 0; i--) {
+        if (ctx->recs[i].p != p) continue;
+        ctx->used -= (int64_t)ctx->recs[i].bytes;
+        ctx->recs[i] = ctx->recs[ctx->nrecs - 1];
+        ctx->nrecs--;
+        cudaFree(p);
+        return;
+    }
+    /* Not ours: leave it (freeing a foreign pointer would be worse). */
+    cuda_fail_at(ctx, "release", __FILE__, __LINE__, __func__, "pointer was not allocated by this backend");
+}
+
+void *cuda_ws_get(cuda_ctx *ctx, size_t bytes)
+{
+    if (ctx->error) return NULL;
+    if (bytes <= ctx->ws_bytes && ctx->ws) return ctx->ws;
+    /* Free first: the old contents are not needed, and holding both would
+     * raise the peak above what the planner predicts. */
+    if (ctx->ws) {
+        cuda_mem_release(ctx, ctx->ws);
+        ctx->ws = NULL;
+        ctx->ws_bytes = 0;
+    }
+    void *p = cuda_mem_alloc(ctx, bytes);
+    if (!p) {
+        if (!ctx->error) {
+            ctx->error = ERR_RUNTIME;
+            snprintf(ctx->error_msg, sizeof ctx->error_msg, "workspace of %.1f MiB: %s", (double)bytes / 1048576.0,
+                     err_msg());
+        }
+        return NULL;
+    }
+    ctx->ws = p;
+    ctx->ws_bytes = cuda_ws_round(bytes);
+    return p;
+}
+
+/* ------------------------------------------------------------------------
+ * Memory ops of the table. */
+
+static void *cb_alloc(void *vctx, size_t bytes)
+{
+    return cuda_mem_alloc((cuda_ctx *)vctx, bytes);
+}
+
+static void cb_release(void *vctx, void *p)
+{
+    cuda_mem_release((cuda_ctx *)vctx, p);
+}
+
+static int cb_upload(void *vctx, void *dst, const void *host_src, size_t bytes)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    if (!bytes) return 0;
+    /* From pageable memory the copy is staged before this returns, so the
+     * caller may reuse host_src at once. */
+    CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, ctx->stream));
+    return 0;
+}
+
+static int cb_download(void *vctx, void *host_dst, const void *src, size_t bytes)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    if (!bytes) return 0;
+    if (ctx->error) {
+        int code = ctx->error;
+        ctx->error = 0;
+        return err_set(code, "cuda backend: %s", ctx->error_msg);
+    }
+    CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, ctx->stream));
+    CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+    return 0;
+}
+
+static void cb_zero(void *vctx, void *p, size_t bytes)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    if (ctx->error || !bytes) return;
+    CUDA_TRY(ctx, cudaMemsetAsync(p, 0, bytes, ctx->stream));
+}
+
+static void cb_copy(void *vctx, void *dst, const void *src, size_t bytes)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    if (ctx->error || !bytes || dst == src) return;
+    CUDA_TRY(ctx, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx->stream));
+}
+
+/* Waits for the stream; reports (once) the first failure an op recorded or
+ * an asynchronous error of a kernel. */
+static int cb_sync(void *vctx)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    cudaError_t e = cudaStreamSynchronize(ctx->stream);
+    if (ctx->error) {
+        int code = ctx->error;
+        ctx->error = 0;
+        return err_set(code, "cuda backend: %s", ctx->error_msg);
+    }
+    if (e != cudaSuccess)
+        return err_set(ERR_RUNTIME, "cuda backend: cudaStreamSynchronize: %s (a kernel failed; the CUDA context is "
+                                    "no longer usable)",
+                       cudaGetErrorString(e));
+    /* Input errors kernels met since the last sync. */
+    int dev_err = 0;
+    CUDA_CHECK(cudaMemcpy(&dev_err, ctx->dev_err, sizeof dev_err, cudaMemcpyDeviceToHost));
+    if (dev_err) {
+        CUDA_CHECK(cudaMemset(ctx->dev_err, 0, sizeof dev_err));
+        if (dev_err == CUDA_DEV_ERR_TYPE_ID)
+            return err_set(ERR_INPUT, "cuda backend: embedding_backward: a token type id outside 0..%d (the CUDA "
+                                      "backend supports type_vocab_size up to %d)",
+                           CUDA_WS_MAX_TYPES - 1, CUDA_WS_MAX_TYPES);
+        return err_set(ERR_RUNTIME, "cuda backend: a kernel reported input error %d", dev_err);
+    }
+    return 0;
+}
+
+static void cb_free(void *vctx)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    if (!ctx) return;
+    if (ctx->stream) cudaStreamSynchronize(ctx->stream);
+    for (int i = 0; i < ctx->nrecs; i++) cudaFree(ctx->recs[i].p);
+    free(ctx->recs);
+    if (ctx->lt) cublasLtDestroy(ctx->lt);
+    if (ctx->stream) cudaStreamDestroy(ctx->stream);
+    free(ctx);
+}
+
+static const backend_i cuda_backend_i = {
+    /* .name               = */ "cuda",
+    /* .free               = */ cb_free,
+    /* .alloc              = */ cb_alloc,
+    /* .release            = */ cb_release,
+    /* .upload             = */ cb_upload,
+    /* .download           = */ cb_download,
+    /* .zero               = */ cb_zero,
+    /* .copy               = */ cb_copy,
+    /* .sync               = */ cb_sync,
+    /* .embedding_forward  = */ cuda_embedding_forward,
+    /* .embedding_backward = */ cuda_embedding_backward,
+    /* .layernorm_forward  = */ cuda_layernorm_forward,
+    /* .layernorm_backward = */ cuda_layernorm_backward,
+    /* .matmul_forward     = */ cuda_matmul_forward,
+    /* .matmul_backward    = */ cuda_matmul_backward,
+    /* .gelu_forward       = */ cuda_gelu_forward,
+    /* .gelu_backward      = */ cuda_gelu_backward,
+    /* .attention_forward  = */ cuda_attention_forward,
+    /* .attention_backward = */ cuda_attention_backward,
+    /* .dropout_forward    = */ cuda_dropout_forward,
+    /* .dropout_backward   = */ cuda_dropout_backward,
+    /* .add                = */ cuda_add,
+    /* .qa_loss            = */ cuda_qa_loss,
+    /* .sum_squares        = */ cuda_sum_squares,
+    /* .scale              = */ cuda_scale,
+    /* .all_finite         = */ cuda_all_finite,
+    /* .adamw              = */ cuda_adamw,
+};
+
+/* ------------------------------------------------------------------------
+ * Probe and creation. */
+
+extern "C" int cuda_probe(int gpu, char *name, size_t name_cap, int *cc_major, int *cc_minor, int64_t *total,
+                          char *why, size_t why_cap)
+{
+    if (name && name_cap) name[0] = 0;
+    if (cc_major) *cc_major = 0;
+    if (cc_minor) *cc_minor = 0;
+    if (total) *total = 0;
+    if (why && why_cap) why[0] = 0;
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        if (why && why_cap) {
+            if (e == cudaErrorInsufficientDriver)
+                snprintf(why, why_cap, "no NVIDIA driver, or one older than this build's CUDA %d.%d runtime "
+                                       "(cudaGetDeviceCount: %s)",
+                         CUDART_VERSION / 1000, (CUDART_VERSION % 1000) / 10, cudaGetErrorString(e));
+            else snprintf(why, why_cap, "cudaGetDeviceCount: %s", cudaGetErrorString(e));
+        }
+        return 0;
+    }
+    if (count <= 0) {
+        if (why && why_cap) snprintf(why, why_cap, "the driver reports no CUDA device");
+        return 0;
+    }
+    if (gpu < 0 || gpu >= count) {
+        if (why && why_cap) snprintf(why, why_cap, "GPU %d does not exist (%d found)", gpu, count);
+        return 0;
+    }
+    int major = 0, minor = 0;
+    if ((e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, gpu)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, gpu)) != cudaSuccess) {
+        cudaGetLastError();
+        if (why && why_cap) snprintf(why, why_cap, "GPU %d: cudaDeviceGetAttribute: %s", gpu, cudaGetErrorString(e));
+        return 0;
+    }
+    cudaDeviceProp prop;
+    memset(&prop, 0, sizeof prop);
+    if ((e = cudaGetDeviceProperties(&prop, gpu)) != cudaSuccess) {
+        cudaGetLastError();
+        if (why && why_cap) snprintf(why, why_cap, "GPU %d: cudaGetDeviceProperties: %s", gpu, cudaGetErrorString(e));
+        return 0;
+    }
+    prop.name[sizeof prop.name - 1] = 0;
+    if (name && name_cap) snprintf(name, name_cap, "%.100s", prop.name);
+    if (cc_major) *cc_major = major;
+    if (cc_minor) *cc_minor = minor;
+    if (total) *total = (int64_t)prop.totalGlobalMem;
+    if (major < CUDA_MIN_CC_MAJOR || (major == CUDA_MIN_CC_MAJOR && minor < CUDA_MIN_CC_MINOR)) {
+        if (why && why_cap)
+            snprintf(why, why_cap, "GPU %d (%.100s) has compute capability %d.%d; this build runs on %d.%d and newer", gpu,
+                     prop.name, major, minor, CUDA_MIN_CC_MAJOR, CUDA_MIN_CC_MINOR);
+        return 0;
+    }
+    return 1;
+}
+
+extern "C" int cuda_backend_create(backend *out, const cuda_backend_opts *o)
+{
+    out->i = NULL;
+    out->ctx = NULL;
+    if (o->mem_limit < 0) return err_set(ERR_INPUT, "cuda backend: negative memory limit");
+    char name[128], why[256];
+    int major = 0, minor = 0;
+    int64_t total = 0;
+    if (!cuda_probe(o->device, name, sizeof name, &major, &minor, &total, why, sizeof why))
+        return err_set(ERR_RUNTIME, "cuda backend: %s", why);
+    precision_kind prec = o->precision == PREC_AUTO ? select_auto_precision(major, minor) : o->precision;
+    if (prec == PREC_BF16 && major < 8)
+        return err_set(ERR_INPUT, "cuda backend: bf16 needs compute capability 8.0 or newer; %s is %d.%d", name, major,
+                       minor);
+    if (prec < PREC_FP32 || prec > PREC_BF16) return err_set(ERR_INPUT, "cuda backend: unknown precision %d", (int)prec);
+
+    CUDA_CHECK(cudaSetDevice(o->device));
+    cuda_ctx *ctx = (cuda_ctx *)calloc(1, sizeof *ctx);
+    if (!ctx) return err_set(ERR_RUNTIME, "cuda backend: out of memory (host)");
+    ctx->device = o->device;
+    ctx->prec = prec;
+    ctx->gtype = prec == PREC_FP16 ? GEMM_F16 : prec == PREC_BF16 ? GEMM_BF16 : GEMM_F32;
+    ctx->limit = o->mem_limit;
+    int rc = 0;
+    cudaError_t e;
+    cublasStatus_t s;
+    if ((e = cudaDeviceGetAttribute(&ctx->sm_count, cudaDevAttrMultiProcessorCount, o->device)) != cudaSuccess ||
+        (e = cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking)) != cudaSuccess) {
+        rc = err_set(ERR_RUNTIME, "cuda backend: creating the stream on GPU %d: %s", o->device, cudaGetErrorString(e));
+        goto fail;
+    }
+    if ((s = cublasLtCreate(&ctx->lt)) != CUBLAS_STATUS_SUCCESS) {
+        ctx->lt = NULL;
+        rc = err_set(ERR_RUNTIME, "cuda backend: cublasLtCreate: %s", cuda_cublas_status_text(s));
+        goto fail;
+    }
+    ctx->lt_ws = cuda_mem_alloc(ctx, CUDA_WS_CUBLASLT);
+    if (!ctx->lt_ws) goto fail_wrap;
+    ctx->red = (double *)cuda_mem_alloc(ctx, CUDA_WS_REDUCE_BLOCKS * sizeof(double) + CUDA_WS_ALIGN);
+    if (!ctx->red) goto fail_wrap;
+    /* The result slots follow the partial sums: 1 double for the sum, then
+     * the finite flag and the kernels' input-error code. */
+    ctx->flag = (int *)(ctx->red + CUDA_WS_REDUCE_BLOCKS + 1);
+    ctx->dev_err = ctx->flag + 1;
+    if ((e = cudaMemsetAsync(ctx->dev_err, 0, sizeof(int), ctx->stream)) != cudaSuccess) {
+        rc = err_set(ERR_RUNTIME, "cuda backend: cudaMemsetAsync: %s", cudaGetErrorString(e));
+        goto fail;
+    }
+    out->i = &cuda_backend_i;
+    out->ctx = ctx;
+    return 0;
+fail_wrap:
+    rc = err_wrap(ERR_RUNTIME, "cuda backend: creation on GPU %d (%s)", o->device, name);
+fail:
+    cb_free(ctx);
+    return rc;
+}
+
+/* backend.h's entry point: precision auto. */
+extern "C" int backend_cuda_create(backend *out, int device, int64_t mem_limit)
+{
+    cuda_backend_opts o = {device, PREC_AUTO, mem_limit};
+    return cuda_backend_create(out, &o);
+}
+
+extern "C" precision_kind cuda_backend_precision(void *vctx)
+{
+    return ((cuda_ctx *)vctx)->prec;
+}
+
+extern "C" int cuda_backend_mem(void *vctx, backend_mem *out)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    memset(out, 0, sizeof *out);
+    size_t fr = 0, tot = 0;
+    CUDA_CHECK(cudaMemGetInfo(&fr, &tot));
+    out->device_free = (int64_t)fr;
+    out->device_total = (int64_t)tot;
+    out->used = ctx->used;
+    out->peak = ctx->peak;
+    out->limit = ctx->limit;
+    out->free = (int64_t)fr;
+    if (ctx->limit > 0 && ctx->limit - ctx->used < out->free) out->free = ctx->limit - ctx->used;
+    if (out->free < 0) out->free = 0;
+    return 0;
+}
+
+extern "C" void cuda_backend_reset_peak(void *vctx)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    ctx->peak = ctx->used;
+}

@@ -1,0 +1,272 @@
+/* GEMMs through cuBLASLt, and the linear layer (matmul) of the op table.
+ *
+ * Storage is fp32; with fp16/bf16 the GEMM inputs are converted into the
+ * workspace first (cuda_ws.h says how much), and cuBLASLt multiplies them
+ * on Tensor Cores with fp32 accumulation and an fp32 output. tf32 feeds
+ * the fp32 arrays to TF32 Tensor Cores (CUBLAS_COMPUTE_32F_FAST_TF32),
+ * fp32 to plain fp32 GEMMs.
+ *
+ * Row-major [R, K] arrays are column-major [K, R] to cuBLAS; every call
+ * below states the column-major product it asks for.
+ *
+ * The bias is added as the CPU backend adds it (torch's addmm): out is set
+ * to the bias, then the GEMM accumulates onto it (beta = 1). cuBLASLt's
+ * BIAS epilogue would save one pass over out; its GELU epilogue is the tanh
+ * approximation (not BERT's erf GELU) and its BGRADB epilogue overwrites
+ * rather than accumulates, so neither fits the op table as it is. */
+#include "backend/cuda/cuda_internal.h"
+
+#include <string.h>
+
+/* ------------------------------------------------------------------------
+ * Conversions. */
+
+template <typename T> __device__ __forceinline__ T from_float(float x);
+template <> __device__ __forceinline__ float from_float<float>(float x) { return x; }
+template <> __device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+
+template <typename T> __global__ void convert_kernel(T *dst, const float *src, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = from_float<T>(src[i]);
+}
+
+void cuda_convert(cuda_ctx *ctx, void *dst, const float *src, size_t n, gemm_type t)
+{
+    if (ctx->error || n == 0) return;
+    unsigned g = cuda_blocks(n, 256);
+    if (t == GEMM_F16) convert_kernel<__half><<<g, 256, 0, ctx->stream>>>((__half *)dst, src, n);
+    else if (t == GEMM_BF16) convert_kernel<__nv_bfloat16><<<g, 256, 0, ctx->stream>>>((__nv_bfloat16 *)dst, src, n);
+    else convert_kernel<float><<<g, 256, 0, ctx->stream>>>((float *)dst, src, n);
+    CUDA_LAUNCHED(ctx);
+}
+
+/* out[r, c] = b[c] over N rows of OC */
+__global__ void bias_fill_kernel(float *out, const float *b, size_t N, int OC)
+{
+    size_t n = N * (size_t)OC;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = b[i % (size_t)OC];
+}
+
+/* ------------------------------------------------------------------------
+ * Deterministic column sums: stage 1 sums fixed chunks of rows per column
+ * (in double, rows in order), stage 2 adds the chunk sums in order. */
+
+__global__ void colsum_stage1(float *part, const float *x, int N, int C)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    int chunk = blockIdx.y;
+    if (c >= C) return;
+    int r0 = chunk * CUDA_WS_COLSUM_ROWS, r1 = min(N, r0 + CUDA_WS_COLSUM_ROWS);
+    double s = 0;
+    for (int r = r0; r < r1; r++) s += x[(size_t)r * C + c];
+    part[(size_t)chunk * C + c] = (float)s;
+}
+
+__global__ void colsum_stage2(float *out, const float *part, int nchunks, int C)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    double s = 0;
+    for (int k = 0; k < nchunks; k++) s += part[(size_t)k * C + c];
+    out[c] = __fadd_rn(out[c], (float)s);
+}
+
+void cuda_colsum_add(cuda_ctx *ctx, float *out, const float *x, int N, int C, float *part)
+{
+    if (ctx->error || N <= 0 || C <= 0) return;
+    int nchunks = (int)cuda_ws_colsum_chunks((size_t)N);
+    dim3 g1((unsigned)((C + 127) / 128), (unsigned)nchunks);
+    colsum_stage1<<<g1, 128, 0, ctx->stream>>>(part, x, N, C);
+    CUDA_LAUNCHED(ctx);
+    colsum_stage2<<<(unsigned)((C + 127) / 128), 128, 0, ctx->stream>>>(out, part, nchunks, C);
+    CUDA_LAUNCHED(ctx);
+}
+
+/* ------------------------------------------------------------------------
+ * cuBLASLt. */
+
+static cudaDataType_t lt_type(gemm_type t)
+{
+    return t == GEMM_F16 ? CUDA_R_16F : t == GEMM_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+/* The largest power of two (up to 256) that divides the address: cuBLASLt
+ * must not pick a kernel that assumes more alignment than there is. */
+static int ptr_align(const void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    int al = 256;
+    while (al > 4 && (a % (uintptr_t)al) != 0) al /= 2;
+    return al;
+}
+
+#define LT_TRY(stmt)                                                                                         \
+    do {                                                                                                     \
+        cublasStatus_t s_ = (stmt);                                                                          \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                   \
+            cuda_fail_at(ctx, #stmt, __FILE__, __LINE__, __func__, cuda_cublas_status_text(s_));             \
+            goto done;                                                                                       \
+        }                                                                                                    \
+    } while (0)
+
+static gemm_cache_entry *cache_find(cuda_ctx *ctx, const int *key, const long long *strides)
+{
+    for (int i = 0; i < GEMM_CACHE_SIZE; i++) {
+        gemm_cache_entry *e = &ctx->cache[i];
+        if (e->used && !memcmp(e->key, key, sizeof e->key) && !memcmp(e->strides, strides, sizeof e->strides))
+            return e;
+    }
+    return NULL;
+}
+
+int cuda_gemm(cuda_ctx *ctx, int ta, int tb, int m, int n, int k, const void *A, int lda, long long sA,
+              const void *B, int ldb, long long sB, float *D, int ldd, long long sD, int batch, float alpha,
+              float beta, gemm_type t)
+{
+    if (ctx->error) return 1;
+    if (m <= 0 || n <= 0 || batch <= 0) return 0;
+    cublasLtMatmulDesc_t op = NULL;
+    cublasLtMatrixLayout_t la = NULL, lb = NULL, ld = NULL;
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cudaDataType_t dt = lt_type(t);
+    cublasComputeType_t ct = (t == GEMM_F32 && ctx->prec == PREC_TF32) ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    int ok = 0;
+    int aa = ptr_align(A), ab = ptr_align(B), ad = ptr_align(D);
+    int key[20] = {ta, tb, m, n, k, lda, ldb, ldd, batch, (int)t, (int)ct, aa, ab, ad, 0};
+    long long strides[3] = {sA, sB, sD};
+    size_t wsb = CUDA_WS_CUBLASLT;
+    gemm_cache_entry *hit = cache_find(ctx, key, strides);
+    if (k <= 0) {
+        /* An empty sum: D = beta D, which cuBLASLt may not accept. */
+        if (beta == 0.0f) {
+            for (int i = 0; i < batch; i++)
+                if (cudaMemsetAsync(D + (size_t)i * sD, 0, (size_t)ldd * n * sizeof(float), ctx->stream) != cudaSuccess)
+                    cuda_fail_at(ctx, "cudaMemsetAsync", __FILE__, __LINE__, __func__, "failed");
+        }
+        return ctx->error;
+    }
+
+    LT_TRY(cublasLtMatmulDescCreate(&op, ct, CUDA_R_32F));
+    LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    /* Stored shapes: A is m x k (k x m when transposed), B is k x n (n x k). */
+    LT_TRY(cublasLtMatrixLayoutCreate(&la, dt, ta ? k : m, ta ? m : k, lda));
+    LT_TRY(cublasLtMatrixLayoutCreate(&lb, dt, tb ? n : k, tb ? k : n, ldb));
+    LT_TRY(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, m, n, ldd));
+    if (batch > 1) {
+        LT_TRY(cublasLtMatrixLayoutSetAttribute(la, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch));
+        LT_TRY(cublasLtMatrixLayoutSetAttribute(la, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sA, sizeof sA));
+        LT_TRY(cublasLtMatrixLayoutSetAttribute(lb, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch));
+        LT_TRY(cublasLtMatrixLayoutSetAttribute(lb, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sB, sizeof sB));
+        LT_TRY(cublasLtMatrixLayoutSetAttribute(ld, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch));
+        LT_TRY(cublasLtMatrixLayoutSetAttribute(ld, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sD, sizeof sD));
+    }
+    if (!hit) {
+        cublasLtMatmulHeuristicResult_t res;
+        int nres = 0;
+        uint32_t ua = (uint32_t)aa, ub = (uint32_t)ab, ud = (uint32_t)ad;
+        memset(&res, 0, sizeof res);
+        LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
+        LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
+        LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &ua, sizeof ua));
+        LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ub, sizeof ub));
+        LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ud, sizeof ud));
+        LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ud, sizeof ud));
+        LT_TRY(cublasLtMatmulAlgoGetHeuristic(ctx->lt, op, la, lb, ld, ld, pref, 1, &res, &nres));
+        if (nres < 1 || res.state != CUBLAS_STATUS_SUCCESS) {
+            char what[160];
+            snprintf(what, sizeof what, "no cuBLASLt algorithm for m %d n %d k %d batch %d (type %d, compute %d)", m,
+                     n, k, batch, (int)t, (int)ct);
+            cuda_fail_at(ctx, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__, __func__, what);
+            goto done;
+        }
+        hit = &ctx->cache[ctx->cache_next];
+        ctx->cache_next = (ctx->cache_next + 1) % GEMM_CACHE_SIZE;
+        memcpy(hit->key, key, sizeof hit->key);
+        memcpy(hit->strides, strides, sizeof hit->strides);
+        hit->algo = res.algo;
+        hit->used = 1;
+    }
+    LT_TRY(cublasLtMatmul(ctx->lt, op, &alpha, A, la, B, lb, &beta, D, ld, D, ld, &hit->algo, ctx->lt_ws, wsb,
+                          ctx->stream));
+    ok = 1;
+done:
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (ld) cublasLtMatrixLayoutDestroy(ld);
+    if (lb) cublasLtMatrixLayoutDestroy(lb);
+    if (la) cublasLtMatrixLayoutDestroy(la);
+    if (op) cublasLtMatmulDescDestroy(op);
+    return ok ? 0 : 1;
+}
+
+/* ------------------------------------------------------------------------
+ * The linear layer. Low precision converts inp, w (and dout) into the
+ * workspace; fp32/tf32 hand the arrays to cuBLASLt as they are. */
+
+static int low_precision(const cuda_ctx *ctx)
+{
+    return ctx->gtype != GEMM_F32;
+}
+
+// out (N,OC) = inp (N,C) @ w (OC,C)^T + b (OC)
+void cuda_matmul_forward(void *vctx, float *out, const float *inp, const float *w, const float *b, int N, int C,
+                         int OC)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    if (ctx->error || N <= 0 || OC <= 0) return;
+    size_t nout = (size_t)N * OC;
+    if (b) {
+        bias_fill_kernel<<<cuda_blocks(nout, 256), 256, 0, ctx->stream>>>(out, b, (size_t)N, OC);
+        CUDA_LAUNCHED(ctx);
+    }
+    if (C <= 0) {
+        if (!b) CUDA_TRY(ctx, cudaMemsetAsync(out, 0, nout * sizeof(float), ctx->stream));
+        return;
+    }
+    const void *A = w, *B = inp;
+    int low = low_precision(ctx);
+    if (low) {
+        char *cur = (char *)cuda_ws_get(ctx, cuda_ws_matmul_forward(1, (size_t)N, (size_t)C, (size_t)OC));
+        if (!cur) return;
+        void *xl = cuda_ws_take(&cur, (size_t)N * C * 2), *wl = cuda_ws_take(&cur, (size_t)OC * C * 2);
+        cuda_convert(ctx, xl, inp, (size_t)N * C, ctx->gtype);
+        cuda_convert(ctx, wl, w, (size_t)OC * C, ctx->gtype);
+        A = wl;
+        B = xl;
+    }
+    // out^T (OC x N) = w (stored C x OC, transposed) * inp^T (C x N)
+    cuda_gemm(ctx, 1, 0, OC, N, C, A, C, 0, B, C, 0, out, OC, 0, 1, 1.0f, b ? 1.0f : 0.0f, ctx->gtype);
+}
+
+void cuda_matmul_backward(void *vctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                          const float *w, int N, int C, int OC)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    if (ctx->error || N <= 0 || OC <= 0 || C < 0) return;
+    int low = low_precision(ctx);
+    char *cur = (char *)cuda_ws_get(ctx, cuda_ws_matmul_backward(low, (size_t)N, (size_t)C, (size_t)OC));
+    if (!cur) return;
+    float *part = (float *)cuda_ws_take(&cur, cuda_ws_colsum_chunks((size_t)N) * (size_t)OC * sizeof(float));
+    if (db) cuda_colsum_add(ctx, db, dout, N, OC, part);
+    if (C == 0 || (!dinp && !dw)) return;
+    const void *D = dout, *W = w, *X = inp;
+    if (low) {
+        void *dl = cuda_ws_take(&cur, (size_t)N * OC * 2);
+        void *wl = cuda_ws_take(&cur, (size_t)OC * C * 2);
+        void *xl = cuda_ws_take(&cur, (size_t)N * C * 2);
+        cuda_convert(ctx, dl, dout, (size_t)N * OC, ctx->gtype);
+        if (dinp) cuda_convert(ctx, wl, w, (size_t)OC * C, ctx->gtype);
+        if (dw) cuda_convert(ctx, xl, inp, (size_t)N * C, ctx->gtype);
+        D = dl;
+        W = wl;
+        X = xl;
+    }
+    // dinp^T (C x N) += w^T (stored C x OC) * dout^T (stored OC x N)
+    if (dinp) cuda_gemm(ctx, 0, 0, C, N, OC, W, C, 0, D, OC, 0, dinp, C, 0, 1, 1.0f, 1.0f, ctx->gtype);
+    // dw^T (C x OC) += inp^T (stored C x N) * dout (stored OC x N, transposed)
+    if (dw) cuda_gemm(ctx, 0, 1, C, OC, N, X, C, 0, D, OC, 0, dw, C, 0, 1, 1.0f, 1.0f, ctx->gtype);
+}

@@ -1,0 +1,191 @@
+/* The CUDA backend, inside (CUDA C++ only): the context, the error-check
+ * macros, the workspace and the ops, split over these files:
+ *   cuda_backend.cu    context, allocator, memory ops, the op table, probe
+ *   cuda_gemm.cu       cuBLASLt GEMMs, conversions, matmul forward/backward
+ *   cuda_ops.cu        embedding, layernorm, gelu, dropout, add
+ *   cuda_attention.cu  self-attention forward and backward
+ *   cuda_optim.cu      QA loss, sum_squares, scale, all_finite, AdamW
+ *
+ * Letters and the =/+= convention are backend.h's. Ops run in order on the
+ * context's stream; they return nothing, so a failure (a CUDA error, an
+ * allocation past --gpu-mem-limit) is recorded in the context (the first
+ * one wins), every later op returns at once, and the next sync reports it.
+ *
+ * Determinism: no float atomics. Every reduction has an order fixed by the
+ * sizes (column sums in two stages of fixed chunks, the word-embedding
+ * gradient through a stable sort), so the same inputs give the same bytes
+ * on the same GPU and cuBLASLt version. */
+#ifndef BERTC_CUDA_INTERNAL_H
+#define BERTC_CUDA_INTERNAL_H
+
+extern "C" {
+#include "backend/backend.h"
+#include "backend/select.h"
+#include "core/err.h"
+}
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_ws.h"
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The element type of GEMM inputs. */
+typedef enum { GEMM_F32 = 0, GEMM_F16, GEMM_BF16 } gemm_type;
+
+typedef struct {
+    void *p;
+    size_t bytes;
+} cuda_alloc_rec;
+
+/* One cached cuBLASLt heuristic answer, keyed by everything it depends on. */
+typedef struct {
+    int key[20];
+    long long strides[3];
+    cublasLtMatmulAlgo_t algo;
+    int used;
+} gemm_cache_entry;
+
+#define GEMM_CACHE_SIZE 128
+
+typedef struct {
+    int device;
+    precision_kind prec; /* resolved */
+    gemm_type gtype;     /* GEMM input type of prec */
+    int sm_count;
+    cudaStream_t stream;
+    cublasLtHandle_t lt;
+    void *lt_ws;
+    double *red;         /* CUDA_WS_REDUCE_BLOCKS partial sums, then result slots */
+    int *flag;           /* all_finite's result */
+    int *dev_err;        /* bad input a kernel met (CUDA_DEV_ERR_*), checked by sync */
+    void *ws;            /* the grown workspace */
+    size_t ws_bytes;
+    /* Allocator bookkeeping: every live allocation, bytes in use, peak, limit. */
+    cuda_alloc_rec *recs;
+    int nrecs, caprecs;
+    int64_t used, peak, limit;
+    int error;
+    char error_msg[512];
+    gemm_cache_entry cache[GEMM_CACHE_SIZE];
+    int cache_next;
+} cuda_ctx;
+
+/* Codes kernels store in ctx->dev_err (a plain store: order-free). */
+#define CUDA_DEV_ERR_TYPE_ID 1 /* a token type id outside 0..CUDA_WS_MAX_TYPES-1 */
+
+/* Records the first failure: "file:line function: statement: what". */
+void cuda_fail_at(cuda_ctx *ctx, const char *stmt, const char *file, int line, const char *func, const char *what);
+
+/* In an op (returns void): checks a CUDA runtime call or the last launch. */
+#define CUDA_TRY(ctx, stmt)                                                                        \
+    do {                                                                                           \
+        cudaError_t e_ = (stmt);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            cuda_fail_at((ctx), #stmt, __FILE__, __LINE__, __func__, cudaGetErrorString(e_));      \
+            return;                                                                                \
+        }                                                                                          \
+    } while (0)
+#define CUDA_LAUNCHED(ctx) CUDA_TRY(ctx, cudaGetLastError())
+
+/* In a function returning an error code: err_set with the same four parts. */
+#define CUDA_CHECK(stmt)                                                                           \
+    do {                                                                                           \
+        cudaError_t e_ = (stmt);                                                                   \
+        if (e_ != cudaSuccess)                                                                     \
+            return err_set(ERR_RUNTIME, "%s:%d %s: %s: %s", __FILE__, __LINE__, __func__, #stmt,   \
+                           cudaGetErrorString(e_));                                                \
+    } while (0)
+
+/* cuBLASLt status as text; "out of memory" for an allocation failure so
+ * that --micro-batch auto recognises it. */
+const char *cuda_cublas_status_text(cublasStatus_t s);
+
+/* Allocation through the bookkeeping (limit, peak); NULL with the error set
+ * (err_set, "out of memory" in the message) on failure. */
+void *cuda_mem_alloc(cuda_ctx *ctx, size_t bytes);
+void cuda_mem_release(cuda_ctx *ctx, void *p);
+
+/* The workspace, at least `bytes` long; NULL after recording the failure. */
+void *cuda_ws_get(cuda_ctx *ctx, size_t bytes);
+/* Carves aligned parts out of a workspace: p = cuda_ws_take(&cur, bytes). */
+static inline void *cuda_ws_take(char **cur, size_t bytes)
+{
+    void *p = *cur;
+    *cur += cuda_ws_round(bytes);
+    return p;
+}
+
+/* Blocks for n threads of `threads`, at least 1, capped for a grid-stride loop. */
+static inline unsigned cuda_blocks(size_t n, unsigned threads)
+{
+    size_t b = (n + threads - 1) / threads;
+    if (b < 1) b = 1;
+    if (b > 65535u * 16u) b = 65535u * 16u;
+    return (unsigned)b;
+}
+
+/* D (fp32, m x n, column-major, ldd) = alpha op(A) op(B) + beta D, batched
+ * with strides (elements); A and B of the GEMM input type t. Records a
+ * failure in ctx and returns non-zero on error. */
+int cuda_gemm(cuda_ctx *ctx, int ta, int tb, int m, int n, int k, const void *A, int lda, long long sA,
+              const void *B, int ldb, long long sB, float *D, int ldd, long long sD, int batch, float alpha,
+              float beta, gemm_type t);
+/* fp32 -> GEMM input type, n elements (a copy for GEMM_F32). */
+void cuda_convert(cuda_ctx *ctx, void *dst, const float *src, size_t n, gemm_type t);
+/* out[c] += sum over the N rows of x[r * C + c], deterministically; part is
+ * workspace of cuda_ws_colsum_chunks(N) * C floats. */
+void cuda_colsum_add(cuda_ctx *ctx, float *out, const float *x, int N, int C, float *part);
+
+/* The ops of backend.h. */
+void cuda_embedding_forward(void *ctx, float *out, const int32_t *ids, const int32_t *types, const float *wte,
+                            const float *wpe, const float *wtt, int B, int T, int C);
+void cuda_embedding_backward(void *ctx, float *dwte, float *dwpe, float *dwtt, const float *dout,
+                             const int32_t *ids, const int32_t *types, int B, int T, int C);
+void cuda_layernorm_forward(void *ctx, float *out, float *mean, float *rstd, const float *inp, const float *w,
+                            const float *b, int N, int C, float eps);
+void cuda_layernorm_backward(void *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                             const float *w, const float *mean, const float *rstd, int N, int C);
+void cuda_matmul_forward(void *ctx, float *out, const float *inp, const float *w, const float *b, int N, int C,
+                         int OC);
+void cuda_matmul_backward(void *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                          const float *w, int N, int C, int OC);
+void cuda_gelu_forward(void *ctx, float *out, const float *inp, size_t n);
+void cuda_gelu_backward(void *ctx, float *dinp, const float *inp, const float *dout, size_t n);
+void cuda_attention_forward(void *ctx, float *out, float *probs, const float *q, const float *k, const float *v,
+                            const int32_t *mask, int B, int T, int NH, int HS, float p, philox_stream rng);
+void cuda_attention_backward(void *ctx, float *dq, float *dk, float *dv, float *scratch, const float *dout,
+                             const float *q, const float *k, const float *v, const float *probs,
+                             const int32_t *mask, int B, int T, int NH, int HS, float p, philox_stream rng);
+void cuda_dropout_forward(void *ctx, float *out, const float *inp, size_t n, float p, philox_stream rng);
+void cuda_dropout_backward(void *ctx, float *dinp, const float *dout, size_t n, float p, philox_stream rng);
+void cuda_add(void *ctx, float *out, const float *a, const float *b, size_t n);
+void cuda_qa_loss(void *ctx, float *loss, float *dlogits, const float *logits, const int32_t *start,
+                  const int32_t *end, int B, int T, float grad_scale);
+double cuda_sum_squares(void *ctx, const float *x, size_t n);
+void cuda_scale(void *ctx, float *x, size_t n, float s);
+int cuda_all_finite(void *ctx, const float *x, size_t n);
+void cuda_adamw(void *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
+                float eps, float wd, int64_t t, float grad_scale);
+
+/* Dropout's multiplier for uniform u: torch multiplies by a 0/1 mask
+ * divided by (1 - p); 0 when p >= 1. */
+static inline float cuda_dropout_scale(float p)
+{
+    return p >= 1.0f ? 0.0f : 1.0f / (1.0f - p);
+}
+
+/* The four uniforms of Philox block `blk` of a stream, as philox_uniform
+ * draws them (24 bits each). */
+__device__ __forceinline__ void cuda_philox_uniform4(philox_stream s, uint64_t blk, float u[4])
+{
+    philox_u32x4 r = philox4x32((uint32_t)blk, (uint32_t)(blk >> 32), s.stream, s.step, (uint32_t)s.seed,
+                                (uint32_t)(s.seed >> 32));
+    for (int l = 0; l < 4; l++) u[l] = (float)(r.v[l] >> 8) * (1.0f / 16777216.0f);
+}
+
+#endif

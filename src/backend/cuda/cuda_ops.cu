@@ -1,0 +1,391 @@
+/* Dense ops of the CUDA backend: embedding, layernorm, gelu, dropout, add.
+ * Letters and the =/+= convention are backend.h's. Each op does the CPU
+ * backend's arithmetic in the same order where that is cheap (so several
+ * agree bit for bit: embeddings, dropout, add); explicit __fadd_rn /
+ * __fmul_rn keep nvcc from fusing a multiply and an add the CPU rounds
+ * separately. */
+#include "backend/cuda/cuda_internal.h"
+
+#include <cub/cub.cuh>
+
+#define GRID_STRIDE(i, n) \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+
+/* ------------------------------------------------------------------------
+ * Embedding. As transformers: (word + token type) + position. */
+
+__global__ void embedding_forward_kernel(float *out, const int32_t *ids, const int32_t *types, const float *wte,
+                                         const float *wpe, const float *wtt, int T, int C, size_t n)
+{
+    GRID_STRIDE(i, n)
+    {
+        size_t row = i / (size_t)C;
+        int c = (int)(i % (size_t)C);
+        int t = (int)(row % (size_t)T);
+        float we = wte[(size_t)ids[row] * C + c];
+        float te = wtt[(size_t)(types ? types[row] : 0) * C + c];
+        out[i] = __fadd_rn(__fadd_rn(we, te), wpe[(size_t)t * C + c]);
+    }
+}
+
+// out (B,T,C); ids, types (B,T); wte (V,C), wpe (P,C), wtt (TV,C)
+void cuda_embedding_forward(void *vctx, float *out, const int32_t *ids, const int32_t *types, const float *wte,
+                            const float *wpe, const float *wtt, int B, int T, int C)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    size_t n = (size_t)B * T * C;
+    if (ctx->error || n == 0) return;
+    embedding_forward_kernel<<<cuda_blocks(n, 256), 256, 0, ctx->stream>>>(out, ids, types, wte, wpe, wtt, T, C, n);
+    CUDA_LAUNCHED(ctx);
+}
+
+__global__ void iota_kernel(int32_t *x, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = i;
+}
+
+/* One block per position of the id-sorted rows; the first position of each
+ * id sums that id's rows in row order (the sort is stable), as the CPU
+ * backend does, so the sums agree bit for bit. */
+__global__ void word_grad_kernel(float *dwte, const float *dout, const int32_t *sorted_ids, const int32_t *rows,
+                                 int N, int C)
+{
+    int i = blockIdx.x;
+    int id = sorted_ids[i];
+    if (i > 0 && sorted_ids[i - 1] == id) return;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float g = dwte[(size_t)id * C + c];
+        for (int j = i; j < N && sorted_ids[j] == id; j++) g = __fadd_rn(g, dout[(size_t)rows[j] * C + c]);
+        dwte[(size_t)id * C + c] = g;
+    }
+}
+
+/* dwpe[t, c] += dout[b, t, c] for b in order. */
+__global__ void pos_grad_kernel(float *dwpe, const float *dout, int B, int T, int C)
+{
+    size_t n = (size_t)T * C;
+    GRID_STRIDE(i, n)
+    {
+        float g = dwpe[i];
+        for (int b = 0; b < B; b++) g = __fadd_rn(g, dout[(size_t)b * n + i]);
+        dwpe[i] = g;
+    }
+}
+
+/* Token types: which types occur (plain stores of 1: order-free), partial
+ * sums per chunk of rows and type, then the chunks in order into the rows
+ * of the types that occur (only those exist for certain: bert.c checks the
+ * ids against type_vocab_size, which the op is not told). */
+__global__ void type_present_kernel(int *present, int *dev_err, const int32_t *types, int N)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= N) return;
+    int t = types ? types[i] : 0;
+    if (t >= 0 && t < CUDA_WS_MAX_TYPES) present[t] = 1;
+    else *dev_err = CUDA_DEV_ERR_TYPE_ID;
+}
+
+__global__ void type_grad_stage1(float *part, const float *dout, const int32_t *types, int N, int C)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    int chunk = blockIdx.y;
+    if (c >= C) return;
+    int r0 = chunk * CUDA_WS_COLSUM_ROWS, r1 = min(N, r0 + CUDA_WS_COLSUM_ROWS);
+    float *p = part + (size_t)chunk * CUDA_WS_MAX_TYPES * C;
+    for (int t = 0; t < CUDA_WS_MAX_TYPES; t++) p[(size_t)t * C + c] = 0.0f;
+    for (int r = r0; r < r1; r++) {
+        int t = types ? types[r] : 0;
+        if (t < 0 || t >= CUDA_WS_MAX_TYPES) continue;
+        p[(size_t)t * C + c] = __fadd_rn(p[(size_t)t * C + c], dout[(size_t)r * C + c]);
+    }
+}
+
+__global__ void type_grad_stage2(float *dwtt, const float *part, const int *present, int nchunks, int C)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    int t = blockIdx.y;
+    if (c >= C || !present[t]) return;
+    float g = dwtt[(size_t)t * C + c];
+    for (int k = 0; k < nchunks; k++) g = __fadd_rn(g, part[((size_t)k * CUDA_WS_MAX_TYPES + t) * C + c]);
+    dwtt[(size_t)t * C + c] = g;
+}
+
+void cuda_embedding_backward(void *vctx, float *dwte, float *dwpe, float *dwtt, const float *dout,
+                             const int32_t *ids, const int32_t *types, int B, int T, int C)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    int N = B * T;
+    if (ctx->error || N <= 0 || C <= 0) return;
+    size_t sort_temp = 0;
+    if (dwte) {
+        cudaError_t e = cub::DeviceRadixSort::SortPairs(NULL, sort_temp, (const int32_t *)NULL, (int32_t *)NULL,
+                                                        (const int32_t *)NULL, (int32_t *)NULL, N, 0, 32, ctx->stream);
+        CUDA_TRY(ctx, e);
+    }
+    /* The planner counts the bound; use it unless CUB wants more. */
+    size_t bound = cuda_ws_sort_temp_bound((size_t)N);
+    size_t temp = sort_temp > bound ? sort_temp : bound;
+    char *cur = (char *)cuda_ws_get(ctx, cuda_ws_embedding_backward((size_t)N, (size_t)C, temp));
+    if (!cur) return;
+    int32_t *keys_out = (int32_t *)cuda_ws_take(&cur, (size_t)N * 4);
+    int32_t *vals_in = (int32_t *)cuda_ws_take(&cur, (size_t)N * 4);
+    int32_t *vals_out = (int32_t *)cuda_ws_take(&cur, (size_t)N * 4);
+    int *present = (int *)cuda_ws_take(&cur, CUDA_WS_MAX_TYPES * 4);
+    void *sort_ws = cuda_ws_take(&cur, temp);
+    float *part = (float *)cur;
+
+    if (dwte) {
+        iota_kernel<<<(unsigned)((N + 255) / 256), 256, 0, ctx->stream>>>(vals_in, N);
+        CUDA_LAUNCHED(ctx);
+        size_t tb = sort_temp;
+        CUDA_TRY(ctx, cub::DeviceRadixSort::SortPairs(sort_ws, tb, ids, keys_out, vals_in, vals_out, N, 0, 32,
+                                                      ctx->stream));
+        word_grad_kernel<<<(unsigned)N, 128, 0, ctx->stream>>>(dwte, dout, keys_out, vals_out, N, C);
+        CUDA_LAUNCHED(ctx);
+    }
+    if (dwpe) {
+        pos_grad_kernel<<<cuda_blocks((size_t)T * C, 256), 256, 0, ctx->stream>>>(dwpe, dout, B, T, C);
+        CUDA_LAUNCHED(ctx);
+    }
+    if (dwtt) {
+        CUDA_TRY(ctx, cudaMemsetAsync(present, 0, CUDA_WS_MAX_TYPES * 4, ctx->stream));
+        type_present_kernel<<<(unsigned)((N + 255) / 256), 256, 0, ctx->stream>>>(present, ctx->dev_err, types, N);
+        CUDA_LAUNCHED(ctx);
+        int nchunks = (int)cuda_ws_colsum_chunks((size_t)N);
+        dim3 g1((unsigned)((C + 127) / 128), (unsigned)nchunks);
+        type_grad_stage1<<<g1, 128, 0, ctx->stream>>>(part, dout, types, N, C);
+        CUDA_LAUNCHED(ctx);
+        dim3 g2((unsigned)((C + 127) / 128), (unsigned)CUDA_WS_MAX_TYPES);
+        type_grad_stage2<<<g2, 128, 0, ctx->stream>>>(dwtt, part, present, nchunks, C);
+        CUDA_LAUNCHED(ctx);
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * LayerNorm: one warp per row. Two passes for the mean and the biased
+ * variance; out = fma((x - mean) * rstd, w, b) as the CPU backend. */
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                                         const float *b, int N, int C, float eps)
+{
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (row >= N) return;
+    const float *x = inp + (size_t)row * C;
+    float s = 0;
+    for (int c = lane; c < C; c += 32) s += x[c];
+    float m = warp_sum(s) / (float)C;
+    float v = 0;
+    for (int c = lane; c < C; c += 32) {
+        float d = x[c] - m;
+        v += d * d;
+    }
+    float rs = 1.0f / sqrtf(warp_sum(v) / (float)C + eps);
+    float *o = out + (size_t)row * C;
+    for (int c = lane; c < C; c += 32) o[c] = fmaf(__fmul_rn(__fsub_rn(x[c], m), rs), w[c], b[c]);
+    if (lane == 0) {
+        mean[row] = m;
+        rstd[row] = rs;
+    }
+}
+
+// out (N,C); mean, rstd (N); inp (N,C); w, b (C)
+void cuda_layernorm_forward(void *vctx, float *out, float *mean, float *rstd, const float *inp, const float *w,
+                            const float *b, int N, int C, float eps)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    if (ctx->error || N <= 0 || C <= 0) return;
+    layernorm_forward_kernel<<<(unsigned)((N + 3) / 4), 128, 0, ctx->stream>>>(out, mean, rstd, inp, w, b, N, C, eps);
+    CUDA_LAUNCHED(ctx);
+}
+
+/* dinp += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout * w */
+__global__ void layernorm_backward_kernel(float *dinp, const float *dout, const float *inp, const float *w,
+                                          const float *mean, const float *rstd, int N, int C)
+{
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (row >= N) return;
+    const float *x = inp + (size_t)row * C, *d = dout + (size_t)row * C;
+    float m = mean[row], rs = rstd[row];
+    float sg = 0, sgx = 0;
+    for (int c = lane; c < C; c += 32) {
+        float g = d[c] * w[c];
+        sg += g;
+        sgx += g * ((x[c] - m) * rs);
+    }
+    float mg = warp_sum(sg) / (float)C, mgx = warp_sum(sgx) / (float)C;
+    float *di = dinp + (size_t)row * C;
+    for (int c = lane; c < C; c += 32) {
+        float xhat = __fmul_rn(__fsub_rn(x[c], m), rs);
+        float g = __fmul_rn(d[c], w[c]);
+        di[c] = __fadd_rn(di[c], __fmul_rn(rs, __fsub_rn(__fsub_rn(g, mg), __fmul_rn(xhat, mgx))));
+    }
+}
+
+/* dw, db partials: per chunk of rows, column sums of dout * xhat and dout. */
+__global__ void layernorm_param_stage1(float *pw, float *pb, const float *dout, const float *inp, const float *mean,
+                                       const float *rstd, int N, int C)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    int chunk = blockIdx.y;
+    if (c >= C) return;
+    int r0 = chunk * CUDA_WS_COLSUM_ROWS, r1 = min(N, r0 + CUDA_WS_COLSUM_ROWS);
+    double aw = 0, ab = 0;
+    for (int r = r0; r < r1; r++) {
+        float d = dout[(size_t)r * C + c];
+        float xhat = __fmul_rn(__fsub_rn(inp[(size_t)r * C + c], mean[r]), rstd[r]);
+        aw += (double)d * xhat;
+        ab += d;
+    }
+    pw[(size_t)chunk * C + c] = (float)aw;
+    pb[(size_t)chunk * C + c] = (float)ab;
+}
+
+__global__ void layernorm_param_stage2(float *dw, float *db, const float *pw, const float *pb, int nchunks, int C)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    double aw = 0, ab = 0;
+    for (int k = 0; k < nchunks; k++) {
+        aw += pw[(size_t)k * C + c];
+        ab += pb[(size_t)k * C + c];
+    }
+    if (dw) dw[c] = __fadd_rn(dw[c], (float)aw);
+    if (db) db[c] = __fadd_rn(db[c], (float)ab);
+}
+
+void cuda_layernorm_backward(void *vctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                             const float *w, const float *mean, const float *rstd, int N, int C)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    if (ctx->error || N <= 0 || C <= 0) return;
+    if (dinp) {
+        layernorm_backward_kernel<<<(unsigned)((N + 3) / 4), 128, 0, ctx->stream>>>(dinp, dout, inp, w, mean, rstd, N,
+                                                                                    C);
+        CUDA_LAUNCHED(ctx);
+    }
+    if (!dw && !db) return;
+    char *cur = (char *)cuda_ws_get(ctx, cuda_ws_layernorm_backward((size_t)N, (size_t)C));
+    if (!cur) return;
+    int nchunks = (int)cuda_ws_colsum_chunks((size_t)N);
+    float *pw = (float *)cuda_ws_take(&cur, (size_t)nchunks * C * 4);
+    float *pb = (float *)cuda_ws_take(&cur, (size_t)nchunks * C * 4);
+    dim3 g1((unsigned)((C + 127) / 128), (unsigned)nchunks);
+    layernorm_param_stage1<<<g1, 128, 0, ctx->stream>>>(pw, pb, dout, inp, mean, rstd, N, C);
+    CUDA_LAUNCHED(ctx);
+    layernorm_param_stage2<<<(unsigned)((C + 127) / 128), 128, 0, ctx->stream>>>(dw, db, pw, pb, nchunks, C);
+    CUDA_LAUNCHED(ctx);
+}
+
+/* ------------------------------------------------------------------------
+ * GELU, exact: x * 0.5 * (1 + erf(x / sqrt 2)). */
+
+#define GELU_ALPHA 0.70710678118654752440f
+#define GELU_BETA 0.39894228040143267794f
+
+__global__ void gelu_forward_kernel(float *out, const float *inp, size_t n)
+{
+    GRID_STRIDE(i, n)
+    {
+        float x = inp[i];
+        out[i] = __fmul_rn(__fmul_rn(x, 0.5f), __fadd_rn(1.0f, erff(__fmul_rn(x, GELU_ALPHA))));
+    }
+}
+
+__global__ void gelu_backward_kernel(float *dinp, const float *inp, const float *dout, size_t n)
+{
+    GRID_STRIDE(i, n)
+    {
+        float x = inp[i];
+        float cdf = __fmul_rn(0.5f, __fadd_rn(1.0f, erff(__fmul_rn(x, GELU_ALPHA))));
+        float pdf = __fmul_rn(GELU_BETA, expf(__fmul_rn(__fmul_rn(x, x), -0.5f)));
+        dinp[i] = __fadd_rn(dinp[i], __fmul_rn(dout[i], __fadd_rn(cdf, __fmul_rn(x, pdf))));
+    }
+}
+
+void cuda_gelu_forward(void *vctx, float *out, const float *inp, size_t n)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    if (ctx->error || n == 0) return;
+    gelu_forward_kernel<<<cuda_blocks(n, 256), 256, 0, ctx->stream>>>(out, inp, n);
+    CUDA_LAUNCHED(ctx);
+}
+
+void cuda_gelu_backward(void *vctx, float *dinp, const float *inp, const float *dout, size_t n)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    if (ctx->error || n == 0 || !dinp) return;
+    gelu_backward_kernel<<<cuda_blocks(n, 256), 256, 0, ctx->stream>>>(dinp, inp, dout, n);
+    CUDA_LAUNCHED(ctx);
+}
+
+/* ------------------------------------------------------------------------
+ * Dropout: one Philox block per 4 elements, the same draws and the same
+ * multiply as the CPU backend (a dropped inf or NaN gives NaN, as torch). */
+
+__global__ void dropout_kernel(float *out, const float *inp, size_t n, float p, float scale, philox_stream rng,
+                               int accumulate)
+{
+    size_t nblk = (n + 3) / 4;
+    GRID_STRIDE(g, nblk)
+    {
+        float u[4];
+        cuda_philox_uniform4(rng, g, u);
+        for (int l = 0; l < 4; l++) {
+            size_t i = g * 4 + (size_t)l;
+            if (i >= n) break;
+            float v = __fmul_rn(inp[i], u[l] >= p ? scale : 0.0f);
+            out[i] = accumulate ? __fadd_rn(out[i], v) : v;
+        }
+    }
+}
+
+__global__ void add_kernel(float *out, const float *a, const float *b, size_t n)
+{
+    GRID_STRIDE(i, n) out[i] = __fadd_rn(a[i], b[i]);
+}
+
+// out, inp (n); out may equal inp
+void cuda_dropout_forward(void *vctx, float *out, const float *inp, size_t n, float p, philox_stream rng)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    if (ctx->error || n == 0) return;
+    if (p <= 0.0f) {
+        if (out != inp) CUDA_TRY(ctx, cudaMemcpyAsync(out, inp, n * sizeof(float), cudaMemcpyDeviceToDevice, ctx->stream));
+        return;
+    }
+    dropout_kernel<<<cuda_blocks((n + 3) / 4, 256), 256, 0, ctx->stream>>>(out, inp, n, p, cuda_dropout_scale(p), rng,
+                                                                           0);
+    CUDA_LAUNCHED(ctx);
+}
+
+void cuda_dropout_backward(void *vctx, float *dinp, const float *dout, size_t n, float p, philox_stream rng)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    if (ctx->error || n == 0 || !dinp) return;
+    if (p <= 0.0f) {
+        add_kernel<<<cuda_blocks(n, 256), 256, 0, ctx->stream>>>(dinp, dinp, dout, n);
+        CUDA_LAUNCHED(ctx);
+        return;
+    }
+    dropout_kernel<<<cuda_blocks((n + 3) / 4, 256), 256, 0, ctx->stream>>>(dinp, dout, n, p, cuda_dropout_scale(p),
+                                                                           rng, 1);
+    CUDA_LAUNCHED(ctx);
+}
+
+// out = a + b (n); out may alias a or b
+void cuda_add(void *vctx, float *out, const float *a, const float *b, size_t n)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    if (ctx->error || n == 0) return;
+    add_kernel<<<cuda_blocks(n, 256), 256, 0, ctx->stream>>>(out, a, b, n);
+    CUDA_LAUNCHED(ctx);
+}

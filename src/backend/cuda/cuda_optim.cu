@@ -1,0 +1,253 @@
+/* The QA loss and the optimizer helpers of the CUDA backend: sum_squares
+ * (a fixed-order block reduction: the result depends on n only), scale,
+ * all_finite and the fused AdamW on fp32 master weights. */
+#include "backend/cuda/cuda_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define GRID_STRIDE(i, n) \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+
+/* ------------------------------------------------------------------------
+ * BertForQuestionAnswering's loss, as the CPU backend: per side, the mean
+ * cross-entropy over the rows whose clamped label is not T (ignored), NaN
+ * when every row is ignored; total (start + end) / 2. One warp per (row,
+ * side) writes that row's gradient and loss; then one thread sums the row
+ * losses in order, so the result does not depend on scheduling. */
+
+#define QA_THREADS 256
+
+__device__ __forceinline__ int clamp_label(int32_t pos, int T)
+{
+    return pos < 0 ? 0 : pos > T ? T : (int)pos;
+}
+
+__global__ void qa_loss_kernel(float *loss, float *dlogits, const float *logits, const int32_t *start,
+                               const int32_t *end, int B, int T, float grad_scale, double *rowloss)
+{
+    __shared__ int count[2];
+    if (threadIdx.x < 2) {
+        const int32_t *pos = threadIdx.x ? end : start;
+        int c = 0;
+        for (int b = 0; b < B; b++) c += clamp_label(pos[b], T) != T;
+        count[threadIdx.x] = c;
+    }
+    __syncthreads();
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nwarps = blockDim.x / 32;
+    for (int pair = warp; pair < 2 * B; pair += nwarps) {
+        int b = pair / 2, side = pair % 2;
+        const int32_t *pos = side ? end : start;
+        int target = clamp_label(pos[b], T);
+        const float *x = logits + (size_t)b * T * 2 + side;
+        float *d = dlogits ? dlogits + (size_t)b * T * 2 + side : NULL;
+        if (target == T) {
+            if (d)
+                for (int t = lane; t < T; t += 32) d[2 * t] = 0.0f;
+            if (lane == 0) rowloss[pair] = 0.0;
+            continue;
+        }
+        double mx = -INFINITY;
+        for (int t = lane; t < T; t += 32) mx = fmax(mx, (double)x[2 * t]);
+        for (int o = 16; o > 0; o >>= 1) mx = fmax(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        double se = 0;
+        for (int t = lane; t < T; t += 32) se += exp((double)x[2 * t] - mx);
+        for (int o = 16; o > 0; o >>= 1) se += __shfl_xor_sync(0xffffffffu, se, o);
+        double lse = mx + log(se);
+        double g = 0.5 * (double)grad_scale / count[side];
+        if (d)
+            for (int t = lane; t < T; t += 32) d[2 * t] = (float)((exp((double)x[2 * t] - lse) - (t == target)) * g);
+        if (lane == 0) rowloss[pair] = lse - (double)x[2 * target];
+    }
+    __syncthreads();
+    if (threadIdx.x == 0 && loss) {
+        float side_loss[2];
+        for (int side = 0; side < 2; side++) {
+            double s = 0;
+            for (int b = 0; b < B; b++) s += rowloss[2 * b + side];
+            side_loss[side] = count[side] ? (float)(s / count[side]) : NAN;
+        }
+        *loss = (side_loss[0] + side_loss[1]) / 2.0f;
+    }
+}
+
+// loss (1); dlogits, logits (B,T,2); start, end (B)
+void cuda_qa_loss(void *vctx, float *loss, float *dlogits, const float *logits, const int32_t *start,
+                  const int32_t *end, int B, int T, float grad_scale)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    if (ctx->error || B <= 0 || T <= 0) return;
+    double *rowloss = (double *)cuda_ws_get(ctx, cuda_ws_qa_loss((size_t)B));
+    if (!rowloss) return;
+    qa_loss_kernel<<<1, QA_THREADS, 0, ctx->stream>>>(loss, dlogits, logits, start, end, B, T, grad_scale, rowloss);
+    CUDA_LAUNCHED(ctx);
+}
+
+/* ------------------------------------------------------------------------
+ * sum_squares: block b sums chunk b (a size fixed by n) in double with a
+ * fixed tree; one block then adds the partial sums with the same tree. */
+
+#define SS_THREADS 256
+#define SS_MIN_CHUNK 4096
+
+__device__ double block_tree_sum(double v, double *sh)
+{
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int s = SS_THREADS / 2; s > 0; s >>= 1) {
+        if ((int)threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+        __syncthreads();
+    }
+    return sh[0];
+}
+
+__global__ void sum_squares_stage1(double *part, const float *x, size_t n, size_t chunk)
+{
+    __shared__ double sh[SS_THREADS];
+    size_t i0 = blockIdx.x * chunk, i1 = i0 + chunk < n ? i0 + chunk : n;
+    double a = 0;
+    for (size_t i = i0 + threadIdx.x; i < i1; i += SS_THREADS) a += (double)x[i] * x[i];
+    double s = block_tree_sum(a, sh);
+    if (threadIdx.x == 0) part[blockIdx.x] = s;
+}
+
+__global__ void sum_squares_stage2(double *out, const double *part, int nparts)
+{
+    __shared__ double sh[SS_THREADS];
+    double a = 0;
+    for (int i = threadIdx.x; i < nparts; i += SS_THREADS) a += part[i];
+    double s = block_tree_sum(a, sh);
+    if (threadIdx.x == 0) *out = s;
+}
+
+double cuda_sum_squares(void *vctx, const float *x, size_t n)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    if (ctx->error) return NAN;
+    if (n == 0) return 0;
+    size_t chunk = SS_MIN_CHUNK;
+    if ((n + chunk - 1) / chunk > CUDA_WS_REDUCE_BLOCKS) chunk = (n + CUDA_WS_REDUCE_BLOCKS - 1) / CUDA_WS_REDUCE_BLOCKS;
+    unsigned nparts = (unsigned)((n + chunk - 1) / chunk);
+    double *result = ctx->red + CUDA_WS_REDUCE_BLOCKS;
+    sum_squares_stage1<<<nparts, SS_THREADS, 0, ctx->stream>>>(ctx->red, x, n, chunk);
+    sum_squares_stage2<<<1, SS_THREADS, 0, ctx->stream>>>(result, ctx->red, (int)nparts);
+    double s = NAN;
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) e = cudaMemcpyAsync(&s, result, sizeof s, cudaMemcpyDeviceToHost, ctx->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(ctx->stream);
+    if (e != cudaSuccess) {
+        cuda_fail_at(ctx, "sum_squares", __FILE__, __LINE__, __func__, cudaGetErrorString(e));
+        return NAN;
+    }
+    return s;
+}
+
+/* ------------------------------------------------------------------------ */
+
+__global__ void scale_kernel(float *x, size_t n, float s)
+{
+    GRID_STRIDE(i, n) x[i] = __fmul_rn(x[i], s);
+}
+
+void cuda_scale(void *vctx, float *x, size_t n, float s)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    if (ctx->error || n == 0) return;
+    scale_kernel<<<cuda_blocks(n, 256), 256, 0, ctx->stream>>>(x, n, s);
+    CUDA_LAUNCHED(ctx);
+}
+
+/* Any thread that meets an inf or NaN stores 1: a plain store, so the
+ * answer does not depend on which thread wins. */
+__global__ void nonfinite_kernel(int *flag, const float *x, size_t n)
+{
+    GRID_STRIDE(i, n)
+    {
+        if ((__float_as_uint(x[i]) & 0x7f800000u) == 0x7f800000u) *flag = 1;
+    }
+}
+
+int cuda_all_finite(void *vctx, const float *x, size_t n)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    if (ctx->error) return 0;
+    if (n == 0) return 1;
+    int bad = 1;
+    cudaError_t e = cudaMemsetAsync(ctx->flag, 0, sizeof(int), ctx->stream);
+    if (e == cudaSuccess) {
+        nonfinite_kernel<<<cuda_blocks(n, 256), 256, 0, ctx->stream>>>(ctx->flag, x, n);
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess) e = cudaMemcpyAsync(&bad, ctx->flag, sizeof bad, cudaMemcpyDeviceToHost, ctx->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(ctx->stream);
+    if (e != cudaSuccess) {
+        cuda_fail_at(ctx, "all_finite", __FILE__, __LINE__, __func__, cudaGetErrorString(e));
+        return 0;
+    }
+    return !bad;
+}
+
+/* ------------------------------------------------------------------------
+ * AdamW as torch.optim.AdamW and the CPU backend, with the same constants
+ * (computed on the host from the hyperparameters as the user typed them)
+ * and the same roundings, fused into one pass over p, g, m, v:
+ *   p *= 1 - lr*wd;  m = lerp(m, g, 1 - b1);  v = v*b2 + (1-b2) g^2;
+ *   p += -lr/(1 - b1^t) * m / (sqrt(v)/sqrt(1 - b2^t) + eps)            */
+
+typedef struct {
+    float decay, w1, b2, c2, bc2_sqrt, eps, neg_step, grad_scale;
+    int has_decay;
+} adamw_consts;
+
+__global__ void adamw_kernel(float *p, const float *g, float *m, float *v, size_t n, adamw_consts k)
+{
+    int small = fabsf(k.w1) < 0.5f;
+    float coeff = small ? k.w1 : __fsub_rn(k.w1, 1.0f);
+    GRID_STRIDE(i, n)
+    {
+        float gi = __fmul_rn(g[i], k.grad_scale);
+        float pi = k.has_decay ? __fmul_rn(p[i], k.decay) : p[i];
+        float mi = fmaf(coeff, __fsub_rn(gi, m[i]), small ? m[i] : gi);
+        float vi = fmaf(__fmul_rn(k.c2, gi), gi, __fmul_rn(v[i], k.b2));
+        float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), k.bc2_sqrt), k.eps);
+        p[i] = __fadd_rn(pi, __fdiv_rn(__fmul_rn(k.neg_step, mi), denom));
+        m[i] = mi;
+        v[i] = vi;
+    }
+}
+
+/* The double a user typed for a float hyperparameter (0.999f -> 0.999):
+ * torch computes 1 - b2, b2^t and lr * wd from the Python doubles. */
+static double as_typed(float x)
+{
+    char buf[32];
+    for (int prec = 1; prec <= 9; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, (double)x);
+        double d = strtod(buf, NULL);
+        if ((float)d == x) return d;
+    }
+    return x;
+}
+
+void cuda_adamw(void *vctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
+                float eps, float wd, int64_t t, float grad_scale)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    if (ctx->error || n == 0) return;
+    adamw_consts k;
+    double lrd = as_typed(lr), b1d = as_typed(b1), b2d = as_typed(b2), wdd = as_typed(wd);
+    double bc1 = 1.0 - pow(b1d, (double)t);
+    double bc2 = 1.0 - pow(b2d, (double)t);
+    k.decay = (float)(1.0 - lrd * wdd);
+    k.has_decay = wd != 0.0f;
+    k.w1 = (float)(1.0 - b1d);
+    k.b2 = b2;
+    k.c2 = (float)(1.0 - b2d);
+    k.bc2_sqrt = (float)sqrt(bc2);
+    k.eps = eps;
+    k.neg_step = (float)(-(lrd / bc1));
+    k.grad_scale = grad_scale;
+    adamw_kernel<<<cuda_blocks(n, 256), 256, 0, ctx->stream>>>(p, g, m, v, n, k);
+    CUDA_LAUNCHED(ctx);
+}

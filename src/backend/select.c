@@ -1,0 +1,186 @@
+/* Choosing the backend (select.h). The CUDA parts are compiled only with
+ * BERTC_HAVE_CUDA; without it every CUDA answer is "this build has no CUDA
+ * backend". */
+#include "backend/select.h"
+
+#include "core/err.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#ifdef BERTC_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+static const char *const device_names[] = {"auto", "cpu", "cuda"};
+static const char *const precision_names[] = {"auto", "fp32", "tf32", "fp16", "bf16"};
+
+int select_parse_device(const char *s, device_kind *out)
+{
+    for (int i = 0; i < 3; i++)
+        if (s && !strcmp(s, device_names[i])) {
+            *out = (device_kind)i;
+            return 0;
+        }
+    return err_set(ERR_INPUT, "--device: '%s' is not one of cpu, cuda, auto", s ? s : "(null)");
+}
+
+int select_parse_precision(const char *s, precision_kind *out)
+{
+    for (int i = 0; i < 5; i++)
+        if (s && !strcmp(s, precision_names[i])) {
+            *out = (precision_kind)i;
+            return 0;
+        }
+    return err_set(ERR_INPUT, "--precision: '%s' is not one of auto, fp32, tf32, fp16, bf16", s ? s : "(null)");
+}
+
+const char *select_device_name(device_kind d)
+{
+    return d >= DEVICE_AUTO && d <= DEVICE_CUDA ? device_names[d] : "?";
+}
+
+const char *select_precision_name(precision_kind p)
+{
+    return p >= PREC_AUTO && p <= PREC_BF16 ? precision_names[p] : "?";
+}
+
+int precision_needs_loss_scaling(precision_kind p)
+{
+    return p == PREC_FP16;
+}
+
+precision_kind select_auto_precision(int cc_major, int cc_minor)
+{
+    (void)cc_minor;
+    return cc_major >= 8 ? PREC_BF16 : PREC_FP16;
+}
+
+backend_opts backend_opts_default(void)
+{
+    backend_opts o = {DEVICE_AUTO, PREC_AUTO, 0, 0, 0, 0};
+    return o;
+}
+
+int select_probe_cuda(int gpu, char *name, size_t name_cap, int *cc_major, int *cc_minor, int64_t *total,
+                      char *why, size_t why_cap)
+{
+#ifdef BERTC_HAVE_CUDA
+    return cuda_probe(gpu, name, name_cap, cc_major, cc_minor, total, why, why_cap);
+#else
+    (void)gpu;
+    if (name && name_cap) name[0] = 0;
+    if (cc_major) *cc_major = 0;
+    if (cc_minor) *cc_minor = 0;
+    if (total) *total = 0;
+    if (why && why_cap) snprintf(why, why_cap, "this build has no CUDA backend (nvcc was not found when it was built)");
+    return 0;
+#endif
+}
+
+static int make_cpu(backend *out, const backend_opts *o, backend_info *info)
+{
+    int rc = backend_cpu_create(out, o->threads);
+    if (rc) return rc;
+    info->is_cuda = 0;
+    info->precision = PREC_FP32;
+    if (o->threads > 0)
+        snprintf(info->desc, sizeof info->desc, "cpu: OpenBLAS + OpenMP, %d thread%s, fp32", o->threads,
+                 o->threads == 1 ? "" : "s");
+    else snprintf(info->desc, sizeof info->desc, "cpu: OpenBLAS + OpenMP, all cores, fp32");
+    return 0;
+}
+
+#ifdef BERTC_HAVE_CUDA
+static int make_cuda(backend *out, const backend_opts *o, backend_info *info)
+{
+    cuda_backend_opts co = {o->gpu, o->precision, o->mem_limit};
+    int rc = cuda_backend_create(out, &co);
+    if (rc) return rc;
+    char why[256];
+    int64_t total = 0;
+    cuda_probe(o->gpu, info->gpu_name, sizeof info->gpu_name, &info->cc_major, &info->cc_minor, &total, why,
+               sizeof why);
+    info->is_cuda = 1;
+    info->gpu_total = total;
+    info->precision = cuda_backend_precision(out->ctx);
+    char lim[64] = "";
+    if (o->mem_limit > 0)
+        snprintf(lim, sizeof lim, ", limited to %.2f GiB", (double)o->mem_limit / (1024.0 * 1024 * 1024));
+    snprintf(info->desc, sizeof info->desc, "cuda: GPU %d %s (compute %d.%d, %.1f GiB%s), %s", o->gpu,
+             info->gpu_name, info->cc_major, info->cc_minor, (double)total / (1024.0 * 1024 * 1024), lim,
+             select_precision_name(info->precision));
+    return 0;
+}
+#endif
+
+int backend_select(backend *out, const backend_opts *o, backend_info *info)
+{
+    memset(info, 0, sizeof *info);
+    out->i = NULL;
+    out->ctx = NULL;
+    if (o->device < DEVICE_AUTO || o->device > DEVICE_CUDA)
+        return err_set(ERR_INPUT, "--device: unknown device kind %d", (int)o->device);
+    if (o->precision < PREC_AUTO || o->precision > PREC_BF16)
+        return err_set(ERR_INPUT, "--precision: unknown precision kind %d", (int)o->precision);
+    if (o->mem_limit < 0) return err_set(ERR_INPUT, "--gpu-mem-limit: negative size");
+
+    if (o->device == DEVICE_CPU) {
+        if (o->precision != PREC_AUTO && o->precision != PREC_FP32)
+            return err_set(ERR_INPUT, "--precision %s needs the CUDA backend; the CPU backend computes in fp32",
+                           select_precision_name(o->precision));
+        return make_cpu(out, o, info);
+    }
+
+    char name[128] = "", why[256] = "";
+    int major = 0, minor = 0;
+    int64_t total = 0;
+    int usable = select_probe_cuda(o->gpu, name, sizeof name, &major, &minor, &total, why, sizeof why);
+    if (!usable) {
+        if (o->device == DEVICE_CUDA) {
+#ifdef BERTC_HAVE_CUDA
+            return err_set(ERR_RUNTIME, "--device cuda: no usable CUDA device: %s", why);
+#else
+            return err_set(ERR_INPUT, "--device cuda: %s", why);
+#endif
+        }
+        snprintf(info->fallback, sizeof info->fallback, "%s", why);
+        int rc = make_cpu(out, o, info);
+        if (rc) return rc;
+        if (!o->quiet) {
+            if (o->precision != PREC_AUTO && o->precision != PREC_FP32)
+                log_warn("no usable CUDA device (%s): using the CPU backend in fp32, not %s", why,
+                         select_precision_name(o->precision));
+            else log_warn("no usable CUDA device (%s): using the CPU backend", why);
+        }
+        return 0;
+    }
+#ifdef BERTC_HAVE_CUDA
+    if (o->precision == PREC_BF16 && major < 8)
+        return err_set(ERR_INPUT, "--precision bf16 needs compute capability 8.0 or newer; GPU %d (%s) is %d.%d: use "
+                                  "fp16 (or auto)",
+                       o->gpu, name, major, minor);
+    return make_cuda(out, o, info);
+#else
+    return err_set(ERR_RUNTIME, "backend_select: unreachable without CUDA");
+#endif
+}
+
+int backend_mem_query(backend *b, backend_mem *out)
+{
+    memset(out, 0, sizeof *out);
+#ifdef BERTC_HAVE_CUDA
+    if (b && b->i && b->i->name && !strcmp(b->i->name, "cuda")) return cuda_backend_mem(b->ctx, out);
+#endif
+    return err_set(ERR_INPUT, "backend_mem_query: the %s backend has no device memory to measure",
+                   b && b->i && b->i->name ? b->i->name : "(none)");
+}
+
+void backend_mem_reset_peak(backend *b)
+{
+#ifdef BERTC_HAVE_CUDA
+    if (b && b->i && b->i->name && !strcmp(b->i->name, "cuda")) cuda_backend_reset_peak(b->ctx);
+#else
+    (void)b;
+#endif
+}
