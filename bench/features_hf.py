@@ -7,7 +7,8 @@ run_qa.py in tools/features_parity.py) over all examples in batches of 1000,
 as datasets.map(batched=True) feeds them. The tokenizer's Rust thread pool
 gets --threads threads (RAYON_NUM_THREADS, set before tokenizers is loaded).
 Times exclude the Python and transformers start-up. Prints one line per
-stage and a last line `hf: features F train_s X both_s Y`.
+stage and a last line `hf: features F train_s X both_s Y train_cpu X both_cpu Y`
+(wall seconds, then CPU seconds of all the process's threads).
 """
 import argparse
 import json
@@ -31,7 +32,7 @@ def main():
     import features_parity as fp
     from transformers import BertTokenizerFast
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     tok = BertTokenizerFast(args.vocab, do_lower_case=not args.cased)
     with open(args.data, encoding="utf-8") as f:
         data = json.load(f)
@@ -50,15 +51,15 @@ def main():
     nf = 0
     for b in batches:
         nf += len(fp.prepare_train_features(dict(b), tok, args.max_seq_length, args.doc_stride)["input_ids"])
-    t2 = time.perf_counter()
+    t2, c2 = time.perf_counter(), time.process_time()
     nv = 0
     for b in batches:
         nv += len(fp.prepare_validation_features(dict(b), tok, args.max_seq_length, args.doc_stride)["input_ids"])
-    t3 = time.perf_counter()
+    t3, c3 = time.perf_counter(), time.process_time()
     assert nv == nf
     print(f"hf: load {t1 - t0:.3f} s, prepare_train_features {t2 - t1:.3f} s, "
           f"prepare_validation_features {t3 - t2:.3f} s ({args.threads} threads)")
-    print(f"hf: features {nf} train_s {t2 - t0:.3f} both_s {t3 - t0:.3f}")
+    print(f"hf: features {nf} train_s {t2 - t0:.3f} both_s {t3 - t0:.3f} train_cpu {c2 - c0:.3f} both_cpu {c3 - c0:.3f}")
 
 
 if __name__ == "__main__":
