@@ -1,0 +1,95 @@
+# Shared by tests/cli/reliability_*.sh (sourced): a tiny model and data set,
+# the training options every case uses, counted checks, a seeded
+# pseudo-random sequence and checkpoint helpers.
+#
+# The data (tiny_train.json: 12 questions on 3 short paragraphs) and its
+# vocabulary (tiny_vocab.txt: the 92 word pieces it needs) keep the model at
+# 0.47M parameters, so a checkpoint is 5.7 MB and a step takes ~30 ms on one
+# core: a test can afford dozens of runs.
+set -u
+: "${BERTC:?set BERTC to the bertc binary}"
+R_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+R_TRAIN="$R_DIR/tiny_train.json"
+r_tmp=$(mktemp -d /tmp/bertc-reliab-XXXXXX)
+trap 'rm -rf "$r_tmp"' EXIT
+r_fail=0
+r_n=0
+# One core, a fixed thread count (results are bit-identical only with the
+# same count), no monitor thread, no progress lines.
+R_OPTS=(--max-seq-length 64 --doc-stride 32 --batch 4 --threads 1 --monitor-interval 0 --log-every 1000000)
+r_sanitized() { [ "${BERTC_SANITIZED:-0}" = 1 ]; }
+
+r_ok() { r_n=$((r_n + 1)); echo "ok: $*"; }
+r_bad() { r_n=$((r_n + 1)); r_fail=$((r_fail + 1)); echo "FAIL: $*"; }
+# r_check WHAT CMD...: runs CMD; counts and prints the outcome.
+r_check() {
+    local what=$1
+    shift
+    if "$@"; then r_ok "$what"; else r_bad "$what"; fi
+}
+r_finish() {
+    echo "$r_n checks, $r_fail failed"
+    [ "$r_fail" -eq 0 ]
+    exit $?
+}
+
+# The tiny model dir, made once per test: r_make_model DIR
+r_make_model() {
+    "$BERTC" init --config tiny --vocab "$R_DIR/tiny_vocab.txt" --out "$1" --seed 7 >"$r_tmp/init.out" 2>&1 ||
+        { cat "$r_tmp/init.out"; echo "FAIL: bertc init"; exit 1; }
+    R_MODEL=$1
+}
+
+# r_train RUN [options...]: bertc train on the tiny data into RUN. To run
+# it in the background, use "${R_CMD[@]}" after r_cmd RUN [options...], so
+# that $! is bertc itself, not a subshell a kill would leave it behind.
+r_cmd() {
+    local run=$1
+    shift
+    R_CMD=("$BERTC" train --model "$R_MODEL" --train "$R_TRAIN" --out "$run" "${R_OPTS[@]}" "$@")
+}
+r_train() {
+    r_cmd "$@"
+    "${R_CMD[@]}"
+}
+
+# Deterministic pseudo-random numbers (a 31-bit LCG): r_rand sets R.
+R_SEED=20240501
+r_rand() {
+    R_SEED=$(((R_SEED * 1103515245 + 12345) % 2147483648))
+    R=$((R_SEED / 65536))
+}
+
+# Steps of the complete checkpoint dirs of RUN, ascending, one a line.
+r_ckpt_steps() {
+    local d
+    for d in "$1"/checkpoints/step-*; do
+        [ -d "$d" ] || continue
+        case "$d" in *.tmp) continue ;; esac
+        d=${d##*/step-}
+        echo $((10#$d))
+    done | sort -n
+}
+# Newest checkpoint step of RUN (0 when none).
+r_newest() {
+    local s
+    s=$(r_ckpt_steps "$1" | tail -1)
+    echo "${s:-0}"
+}
+r_ckpt_dir() { printf '%s/checkpoints/step-%08d' "$1" "$2"; }
+
+# A listing with the checksum of every file under DIR (to prove nothing changed).
+r_sums() { (cd "$1" && find . -type f -print0 | sort -z | xargs -0 -r cksum); }
+
+# Rows of metrics.csv without the columns that measure time (examples_per_s,
+# elapsed_s), which differ between any two runs.
+r_metrics() { cut -d, -f1-6 "$1/metrics.csv"; }
+
+# r_flip FILE OFFSET MASK: XORs one byte of FILE with MASK (1..255), in place.
+r_flip() {
+    local b
+    b=$(od -An -tu1 -j "$2" -N1 "$1" | tr -d ' ')
+    printf "$(printf '\\%03o' $(((b ^ $3) & 255)))" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
+}
+# r_size FILE
+r_size() { stat -c %s "$1"; }
