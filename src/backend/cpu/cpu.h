@@ -10,10 +10,13 @@
  * backward functions accumulate (+=) into every gradient, inputs' and
  * parameters' alike, and skip a NULL one.
  *
- * Determinism: every output element is written by one thread, and every
- * reduction runs in an order fixed by the sizes and the thread count (no
- * atomics, no OpenMP reduction clauses whose combining order is unspecified),
- * so the same inputs and thread count give the same bytes. */
+ * Determinism: work is cut into units fixed by the sizes (and, for column
+ * splits, the thread count); every output element belongs to one unit, which
+ * computes it in a fixed order whichever thread runs it, and no reduction
+ * uses atomics or an OpenMP reduction clause (whose combining order is
+ * unspecified). So the same inputs and thread count give the same bytes.
+ * Units are handed out dynamically: on a busy machine a thread that loses
+ * its core does not hold the others at the barrier for its whole share. */
 #ifndef BERTC_BACKEND_CPU_H
 #define BERTC_BACKEND_CPU_H
 

@@ -110,7 +110,7 @@ void cpu_attention_forward(void *vctx, float *out, float *probs, const float *q,
         return;
     }
     int nbh = B * NH;
-#pragma omp parallel for num_threads(ctx->nthreads) schedule(static)
+#pragma omp parallel for num_threads(ctx->nthreads) schedule(dynamic, 1)
     for (int bh = 0; bh < nbh; bh++) {
         int b = bh / NH, h = bh % NH;
         size_t off = (size_t)b * T * C + (size_t)h * HS;
@@ -167,7 +167,7 @@ void cpu_attention_backward(void *vctx, float *dq, float *dk, float *dv, float *
         return;
     }
     int nbh = B * NH;
-#pragma omp parallel for num_threads(ctx->nthreads) schedule(static)
+#pragma omp parallel for num_threads(ctx->nthreads) schedule(dynamic, 1)
     for (int bh = 0; bh < nbh; bh++) {
         int b = bh / NH, h = bh % NH;
         size_t off = (size_t)b * T * C + (size_t)h * HS;

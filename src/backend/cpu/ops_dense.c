@@ -34,7 +34,7 @@ void cpu_embedding_forward(void *vctx, float *out, const int32_t *ids, const int
 {
     cpu_ctx *ctx = vctx;
     int N = B * T;
-#pragma omp parallel for num_threads(ctx->nthreads) if ((size_t)N * C >= CPU_PAR_MIN) schedule(static)
+#pragma omp parallel for num_threads(ctx->nthreads) if ((size_t)N * C >= CPU_PAR_MIN) schedule(dynamic, 64)
     for (int n = 0; n < N; n++) {
         float *o = out + (size_t)n * C;
         const float *we = wte + (size_t)ids[n] * C;
@@ -113,7 +113,7 @@ void cpu_layernorm_forward(void *vctx, float *out, float *mean, float *rstd, con
                            const float *b, int N, int C, float eps)
 {
     cpu_ctx *ctx = vctx;
-#pragma omp parallel for num_threads(ctx->nthreads) if ((size_t)N * C >= CPU_PAR_MIN) schedule(static)
+#pragma omp parallel for num_threads(ctx->nthreads) if ((size_t)N * C >= CPU_PAR_MIN) schedule(dynamic, 64)
     for (int n = 0; n < N; n++)
         layernorm_row(out + (size_t)n * C, mean + n, rstd + n, inp + (size_t)n * C, w, b, C, eps);
 }
@@ -188,7 +188,7 @@ void cpu_layernorm_backward(void *vctx, float *dinp, float *dw, float *db, const
     cpu_ctx *ctx = vctx;
     int par = (size_t)N * C >= CPU_PAR_MIN;
     if (dinp) {
-#pragma omp parallel for num_threads(ctx->nthreads) if (par) schedule(static)
+#pragma omp parallel for num_threads(ctx->nthreads) if (par) schedule(dynamic, 64)
         for (int n = 0; n < N; n++)
             layernorm_row_backward(dinp + (size_t)n * C, dout + (size_t)n * C, inp + (size_t)n * C, w, mean[n],
                                    rstd[n], C);
@@ -289,7 +289,7 @@ void cpu_gelu_forward(void *vctx, float *out, const float *inp, size_t n)
 {
     cpu_ctx *ctx = vctx;
     long nchunks = (long)((n + CHUNK - 1) / CHUNK);
-#pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN) schedule(static)
+#pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN) schedule(dynamic, 16)
     for (long k = 0; k < nchunks; k++) {
         size_t i0 = (size_t)k * CHUNK, len = n - i0 < CHUNK ? n - i0 : CHUNK;
         gelu_chunk(out + i0, inp + i0, len);
@@ -300,7 +300,7 @@ void cpu_gelu_backward(void *vctx, float *dinp, const float *inp, const float *d
 {
     cpu_ctx *ctx = vctx;
     long nchunks = (long)((n + CHUNK - 1) / CHUNK);
-#pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN) schedule(static)
+#pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN) schedule(dynamic, 16)
     for (long k = 0; k < nchunks; k++) {
         size_t i0 = (size_t)k * CHUNK, len = n - i0 < CHUNK ? n - i0 : CHUNK;
         gelu_backward_chunk(dinp + i0, inp + i0, dout + i0, len);
@@ -342,7 +342,7 @@ void cpu_dropout_forward(void *vctx, float *out, const float *inp, size_t n, flo
     }
     float scale = cpu_dropout_scale(p);
     long nchunks = (long)((n + DROP_CHUNK - 1) / DROP_CHUNK);
-#pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN / 4) schedule(static)
+#pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN / 4) schedule(dynamic, 4)
     for (long k = 0; k < nchunks; k++) {
         float mul[DROP_CHUNK];
         size_t i0 = (size_t)k * DROP_CHUNK, len = n - i0 < DROP_CHUNK ? n - i0 : DROP_CHUNK;
@@ -361,7 +361,7 @@ void cpu_dropout_backward(void *vctx, float *dinp, const float *dout, size_t n, 
     }
     float scale = cpu_dropout_scale(p);
     long nchunks = (long)((n + DROP_CHUNK - 1) / DROP_CHUNK);
-#pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN / 4) schedule(static)
+#pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN / 4) schedule(dynamic, 4)
     for (long k = 0; k < nchunks; k++) {
         float mul[DROP_CHUNK];
         size_t i0 = (size_t)k * DROP_CHUNK, len = n - i0 < DROP_CHUNK ? n - i0 : DROP_CHUNK;
@@ -383,7 +383,7 @@ void cpu_add(void *vctx, float *out, const float *a, const float *b, size_t n)
 {
     cpu_ctx *ctx = vctx;
     long nchunks = (long)((n + 4095) / 4096);
-#pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN) schedule(static)
+#pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN) schedule(dynamic, 1)
     for (long k = 0; k < nchunks; k++) {
         size_t i0 = (size_t)k * 4096, len = n - i0 < 4096 ? n - i0 : 4096;
         add_chunk(out + i0, a + i0, b + i0, len);

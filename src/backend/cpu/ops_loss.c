@@ -84,7 +84,7 @@ double cpu_sum_squares(void *vctx, const float *x, size_t n)
     if ((n + chunk - 1) / chunk > SS_MAX_CHUNKS) chunk = (n + SS_MAX_CHUNKS - 1) / SS_MAX_CHUNKS;
     long nchunks = (long)((n + chunk - 1) / chunk);
     double part[SS_MAX_CHUNKS];
-#pragma omp parallel for num_threads(ctx->nthreads) if (nchunks > 1) schedule(static)
+#pragma omp parallel for num_threads(ctx->nthreads) if (nchunks > 1) schedule(dynamic, 1)
     for (long c = 0; c < nchunks; c++) {
         size_t i0 = (size_t)c * chunk, len = n - i0 < chunk ? n - i0 : chunk;
         part[c] = chunk_sum_squares(x + i0, len);
@@ -108,7 +108,7 @@ void cpu_scale(void *vctx, float *x, size_t n, float s)
 {
     cpu_ctx *ctx = vctx;
     long nchunks = (long)((n + EW_CHUNK - 1) / EW_CHUNK);
-#pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN) schedule(static)
+#pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN) schedule(dynamic, 1)
     for (long c = 0; c < nchunks; c++) {
         size_t i0 = (size_t)c * EW_CHUNK, len = n - i0 < EW_CHUNK ? n - i0 : EW_CHUNK;
         scale_chunk(x + i0, len, s);
@@ -132,7 +132,7 @@ int cpu_all_finite(void *vctx, const float *x, size_t n)
     long nchunks = (long)((n + EW_CHUNK - 1) / EW_CHUNK);
     int ok = 1;
     /* An AND of flags: the same whatever order the threads combine in. */
-#pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN) schedule(static) reduction(&& : ok)
+#pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN) schedule(dynamic, 1) reduction(&& : ok)
     for (long c = 0; c < nchunks; c++) {
         size_t i0 = (size_t)c * EW_CHUNK, len = n - i0 < EW_CHUNK ? n - i0 : EW_CHUNK;
         ok = ok && chunk_all_finite(x + i0, len);
@@ -215,7 +215,7 @@ void cpu_adamw(void *vctx, float *p, const float *g, float *m, float *v, size_t 
     k.neg_step = (float)(-(lrd / bc1));
     k.grad_scale = grad_scale;
     long nchunks = (long)((n + EW_CHUNK - 1) / EW_CHUNK);
-#pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN) schedule(static)
+#pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN) schedule(dynamic, 1)
     for (long c = 0; c < nchunks; c++) {
         size_t i0 = (size_t)c * EW_CHUNK, len = n - i0 < EW_CHUNK ? n - i0 : EW_CHUNK;
         adamw_chunk(p + i0, g + i0, m + i0, v + i0, len, k);
