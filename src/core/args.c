@@ -80,7 +80,9 @@ void args_print_help(const char *usage, const arg_spec *specs)
         else snprintf(left, sizeof left, "--%s", a->name);
         printf("  %-28s %s", left, a->help ? a->help : "");
         if (a->required) printf(" (required)");
-        switch (a->type) {
+        /* A help text that states its own default, and a required option, get no automatic one. */
+        int says_default = a->help && strstr(a->help, "default") != NULL;
+        if (!a->required && !says_default) switch (a->type) {
         case ARG_INT: printf(" [default %d]", *(int *)a->ptr); break;
         case ARG_I64: printf(" [default %lld]", (long long)*(int64_t *)a->ptr); break;
         case ARG_DOUBLE: printf(" [default %g]", *(double *)a->ptr); break;
