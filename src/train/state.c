@@ -52,6 +52,7 @@ int train_state_to_json(const train_state *s, char **text, size_t *len)
     json_object_set_new(o, "rng_counter", u64_hex(s->rng_counter));
     json_object_set_new(o, "loss_scale", json_real(s->loss_scale));
     json_object_set_new(o, "skipped_steps", json_integer(s->skipped_steps));
+    json_object_set_new(o, "adam_t", json_integer(s->adam_t));
     json_object_set_new(o, "restarts", json_integer(s->restarts));
     json_object_set_new(o, "elapsed_s", json_real(s->elapsed_s));
     json_object_set_new(o, "smoothed_loss", json_real(s->smoothed_loss));
@@ -129,6 +130,7 @@ int train_state_load(const char *path, train_state *s)
     if (!rc) rc = get_u64(o, path, "rng_counter", &s->rng_counter);
     if (!rc) rc = get_real(o, path, "loss_scale", &s->loss_scale);
     if (!rc) rc = get_int(o, path, "skipped_steps", 0, &s->skipped_steps);
+    if (!rc) rc = get_int(o, path, "adam_t", 0, &s->adam_t);
     if (!rc) rc = get_int(o, path, "restarts", 0, &s->restarts);
     if (!rc) rc = get_real(o, path, "elapsed_s", &s->elapsed_s);
     if (!rc) rc = get_real(o, path, "smoothed_loss", &s->smoothed_loss);

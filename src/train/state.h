@@ -28,6 +28,7 @@ typedef struct {
     uint64_t rng_counter;  /* dropout: philox step of the next micro-batch */
     double loss_scale;     /* 1 in fp32 */
     int64_t skipped_steps; /* steps skipped for non-finite gradients */
+    int64_t adam_t;        /* Adam updates applied (torch's state["step"]) */
     int64_t restarts;      /* how many times the run was resumed */
     double elapsed_s;      /* training time before this checkpoint */
     double smoothed_loss;  /* the progress line's moving average */

@@ -1,0 +1,143 @@
+/* bertc ask: one question about one context, answered on the spot. */
+#include "core/alloc.h"
+#include "core/args.h"
+#include "core/err.h"
+#include "core/fileio.h"
+#include "train/qa_model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char cmd_ask_summary[] = "answer one question about a text: the answer, its score and the context around it";
+
+/* Length of the valid UTF-8 sequence at s (1-4), 0 when invalid. */
+static int utf8_len(const unsigned char *s, size_t n)
+{
+    if (s[0] < 0x80) return 1;
+    int len = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 && s[0] < 0xe0 ? 2 : 0;
+    if (!len || (size_t)len > n) return 0;
+    for (int i = 1; i < len; i++)
+        if ((s[i] & 0xc0) != 0x80) return 0;
+    uint32_t c = len == 2 ? (s[0] & 0x1fu) : len == 3 ? (s[0] & 0x0fu) : (s[0] & 0x07u);
+    for (int i = 1; i < len; i++) c = (c << 6) | (s[i] & 0x3fu);
+    if ((len == 3 && (c < 0x800 || (c >= 0xd800 && c <= 0xdfff))) || (len == 4 && (c < 0x10000 || c > 0x10ffff))) return 0;
+    return len;
+}
+
+/* A one-question squad_data over text (which it takes). */
+static int make_data(squad_data *d, char *text, size_t n, const char *question, const char *what)
+{
+    memset(d, 0, sizeof *d);
+    int32_t *cp = malloc((n + 1) * sizeof *cp);
+    if (!cp) return err_set(ERR_RUNTIME, "out of memory");
+    int ncp = 0;
+    for (size_t i = 0; i < n;) {
+        int l = utf8_len((const unsigned char *)text + i, n - i);
+        if (!l || text[i] == 0) {
+            free(cp);
+            return err_set(ERR_INPUT, "%s: invalid UTF-8 (or a NUL byte) at byte %zu", what, i);
+        }
+        cp[ncp++] = (int32_t)i;
+        i += (size_t)l;
+    }
+    cp[ncp] = (int32_t)n;
+    d->contexts = xcalloc(1, sizeof *d->contexts);
+    d->ncontexts = 1;
+    d->contexts[0] = (squad_context){text, n, ncp, cp};
+    d->ex = xcalloc(1, sizeof *d->ex);
+    d->n = 1;
+    d->ex[0].id = xstrdup("question");
+    d->ex[0].question = xstrdup(question);
+    d->ex[0].train_answer = -1;
+    d->version = xstrdup("");
+    return 0;
+}
+
+/* Prints text[b, e) of the context's code points. */
+static void put_cps(const squad_context *c, int b, int e)
+{
+    if (b < 0) b = 0;
+    if (e > c->ncp) e = c->ncp;
+    if (e > b) fwrite(c->text + c->cp_byte[b], 1, (size_t)(c->cp_byte[e] - c->cp_byte[b]), stdout);
+}
+
+int cmd_ask(int argc, char **argv)
+{
+    const char *model_dir = NULL, *context = NULL, *question = NULL;
+    int T = 384, stride = 128, threads = 0, nbest = 1, max_ans = PREDICT_MAX_ANSWER_LENGTH, around = 80;
+    const arg_spec specs[] = {
+        {"model", ARG_STR, &model_dir, "DIR", "model dir (e.g. RUN/final)", .required = 1},
+        {"context", ARG_STR, &context, "TEXT|@FILE", "the text to search (@FILE reads a UTF-8 file)", .required = 1},
+        {"question", ARG_STR, &question, "TEXT", "the question", .required = 1},
+        {"nbest", ARG_INT, &nbest, "K", "print the K best answers", .min = 1, .max = 20},
+        {"max-seq-length", ARG_INT, &T, "N", "tokens per window", .min = 8, .max = 8192},
+        {"doc-stride", ARG_INT, &stride, "N", "overlap of context windows, in tokens", .min = 0, .max = 8191},
+        {"max-answer-length", ARG_INT, &max_ans, "N", "longest answer in tokens", .min = 1, .max = 8192},
+        {"around", ARG_INT, &around, "N", "characters of context shown on each side", .min = 0, .max = 100000},
+        {"threads", ARG_INT, &threads, "N", "CPU threads (0 = all cores)", .min = 0, .max = 4096},
+        {0},
+    };
+    int rc = args_parse("ask", "bertc ask --model DIR --context TEXT|@FILE --question TEXT [--nbest K] [options]", specs,
+                        argc, argv, NULL, NULL);
+    if (rc == ARGS_HELP) return 0;
+    if (rc) return rc;
+    if (stride >= T) return err_set(ERR_INPUT, "ask: --doc-stride %d must be below --max-seq-length %d", stride, T);
+    char *text;
+    size_t n;
+    if (context[0] == '@') {
+        rc = file_read_all(context + 1, &text, &n);
+        if (rc) return err_wrap(rc, "ask --context");
+    } else {
+        text = xstrdup(context);
+        n = strlen(text);
+    }
+    squad_data d;
+    rc = make_data(&d, text, n, question, context[0] == '@' ? context + 1 : "--context");
+    if (rc) {
+        free(text);
+        return rc;
+    }
+    qa_model m;
+    features f;
+    int have_f = 0;
+    qa_predictions p = {0};
+    rc = qa_model_load(&m, model_dir, 42);
+    if (rc) goto done;
+    if (m.qa_initialised) log_warn("%s has no qa_outputs: the answer comes from a random QA head", model_dir);
+    feature_opts fo = {T, stride, 0};
+    rc = features_build(&d, m.tok, &fo, threads, &f);
+    if (rc) goto done;
+    have_f = 1;
+    if (f.n == 0) {
+        rc = err_set(ERR_INPUT, "ask: the question leaves no room for the context in %d tokens", T);
+        goto done;
+    }
+    rc = qa_model_start(&m, threads, f.n < 16 ? f.n : 16, T);
+    if (!rc) rc = qa_model_predict(&m, &d, &f, PREDICT_N_BEST, max_ans, &p, NULL);
+    if (rc) goto done;
+    const squad_context *c = &d.contexts[0];
+    int k = p.n_nbest[0] < nbest ? p.n_nbest[0] : nbest;
+    for (int i = 0; i < k; i++) {
+        const qa_answer *a = &p.nbest[0][i];
+        if (k > 1) printf("%d. ", i + 1);
+        printf("answer: %s\n", a->text);
+        printf("%sscore: %.4f (start %.4f + end %.4f), probability %.4f\n", k > 1 ? "   " : "", (double)a->score,
+               (double)a->start_logit, (double)a->end_logit, a->probability);
+        if (a->begin_cp >= 0) {
+            printf("%scontext: %s", k > 1 ? "   " : "", a->begin_cp - around > 0 ? "..." : "");
+            put_cps(c, a->begin_cp - around, a->begin_cp);
+            printf("[");
+            put_cps(c, a->begin_cp, a->end_cp);
+            printf("]");
+            put_cps(c, a->end_cp, a->end_cp + around);
+            printf("%s\n", a->end_cp + around < c->ncp ? "..." : "");
+        }
+    }
+done:
+    qa_predictions_free(&p);
+    if (have_f) features_free(&f);
+    qa_model_free(&m);
+    squad_free(&d);
+    return rc;
+}

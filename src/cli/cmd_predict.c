@@ -1,0 +1,100 @@
+/* bertc predict: answers for every question of a SQuAD-format file. */
+#include "core/args.h"
+#include "core/err.h"
+#include "core/fileio.h"
+#include "core/npy.h"
+#include "train/qa_model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+const char cmd_predict_summary[] = "answer the questions of a SQuAD-format file (predictions.json)";
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int dump_logits(const char *dir, const features *f, const float *start, const float *end)
+{
+    int rc = mkdir_p(dir);
+    if (rc) return rc;
+    int64_t shape[2] = {f->n, f->T};
+    char p[4096];
+    rc = npy_write_f32(path_join(p, sizeof p, dir, "start_logits.npy"), start, 2, shape);
+    if (!rc) rc = npy_write_f32(path_join(p, sizeof p, dir, "end_logits.npy"), end, 2, shape);
+    return rc;
+}
+
+int cmd_predict(int argc, char **argv)
+{
+    const char *model_dir = NULL, *data_path = NULL, *out = NULL, *nbest = NULL, *dump = NULL;
+    int T = 384, stride = 128, mql = 0, batch = 32, threads = 0, n_best = PREDICT_N_BEST;
+    int max_ans = PREDICT_MAX_ANSWER_LENGTH;
+    const arg_spec specs[] = {
+        {"model", ARG_STR, &model_dir, "DIR", "model dir (e.g. RUN/final)", .required = 1},
+        {"data", ARG_STR, &data_path, "FILE", "questions, SQuAD format", .required = 1},
+        {"out", ARG_STR, &out, "PRED.json", "predictions {\"id\": \"answer\"}", .required = 1},
+        {"nbest", ARG_STR, &nbest, "FILE", "also write the n-best answers with probabilities", .min = 0},
+        {"dump", ARG_STR, &dump, "DIR", "also write start_logits.npy, end_logits.npy [windows, T]", .min = 0},
+        {"max-seq-length", ARG_INT, &T, "N", "tokens per window", .min = 8, .max = 8192},
+        {"doc-stride", ARG_INT, &stride, "N", "overlap of context windows, in tokens", .min = 0, .max = 8191},
+        {"max-query-length", ARG_INT, &mql, "N", "truncate questions to N tokens (0 = never)", .min = 0, .max = 8192},
+        {"batch", ARG_INT, &batch, "N", "windows per forward pass", .min = 1, .max = 65536},
+        {"threads", ARG_INT, &threads, "N", "CPU threads (0 = all cores)", .min = 0, .max = 4096},
+        {"n-best", ARG_INT, &n_best, "N", "candidates per window", .min = 1, .max = 1000},
+        {"max-answer-length", ARG_INT, &max_ans, "N", "longest answer in tokens", .min = 1, .max = 8192},
+        {0},
+    };
+    int rc = args_parse("predict", "bertc predict --model DIR --data FILE --out PRED.json [--nbest FILE] [--dump DIR] [options]",
+                        specs, argc, argv, NULL, NULL);
+    if (rc == ARGS_HELP) return 0;
+    if (rc) return rc;
+    if (stride >= T) return err_set(ERR_INPUT, "predict: --doc-stride %d must be below --max-seq-length %d", stride, T);
+    if (path_is_dir(out)) return err_set(ERR_INPUT, "--out %s: is a directory (give the predictions file's path)", out);
+    double t0 = now_s();
+    qa_model m;
+    squad_data d;
+    features f;
+    int have_d = 0, have_f = 0;
+    float *start = NULL, *end = NULL;
+    qa_predictions p = {0};
+    rc = qa_model_load(&m, model_dir, 42);
+    if (rc) return rc;
+    if (m.qa_initialised) log_warn("%s has no qa_outputs: answers come from a random QA head", model_dir);
+    rc = squad_load(data_path, &d);
+    if (rc) goto done;
+    have_d = 1;
+    feature_opts fo = {T, stride, mql};
+    rc = features_build(&d, m.tok, &fo, threads, &f);
+    if (rc) goto done;
+    have_f = 1;
+    rc = qa_model_start(&m, threads, f.n < batch ? (f.n > 0 ? f.n : 1) : batch, T);
+    if (rc) goto done;
+    size_t n = (size_t)f.n * (size_t)T;
+    start = malloc((n ? n : 1) * sizeof *start);
+    end = malloc((n ? n : 1) * sizeof *end);
+    if (!start || !end) {
+        rc = err_set(ERR_RUNTIME, "out of memory for the logits of %d windows", f.n);
+        goto done;
+    }
+    rc = qa_model_logits(&m, &f, start, end, NULL);
+    if (!rc && dump) rc = dump_logits(dump, &f, start, end);
+    if (!rc) rc = postprocess_predictions(&d, &f, start, end, n_best, max_ans, &p);
+    if (!rc) rc = predictions_write_json(out, &d, &p);
+    if (!rc && nbest) rc = nbest_write_json(nbest, &d, &p);
+    if (!rc)
+        fprintf(stderr, "predict: %d questions, %d windows, %.1fs -> %s\n", d.n, f.n, now_s() - t0, out);
+done:
+    qa_predictions_free(&p);
+    free(start);
+    free(end);
+    if (have_f) features_free(&f);
+    if (have_d) squad_free(&d);
+    qa_model_free(&m);
+    return rc;
+}

@@ -1,0 +1,100 @@
+#include "train/qa_model.h"
+
+#include "core/err.h"
+#include "core/fileio.h"
+#include "model/weights.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int qa_model_load(qa_model *m, const char *dir, uint64_t seed)
+{
+    memset(m, 0, sizeof *m);
+    if (!path_is_dir(dir)) {
+        if (path_exists(dir)) return err_set(ERR_INPUT, "%s: not a directory (a model dir holds config.json, model.safetensors, vocab.txt)", dir);
+        return err_set(ERR_INPUT, "%s: no such model dir", dir);
+    }
+    int rc = tokenizer_load_dir(dir, &m->voc, &m->tok);
+    if (rc) return rc;
+    rc = model_load(dir, seed, &m->cfg, &m->table, &m->host_params, &m->qa_initialised);
+    if (rc) {
+        qa_model_free(m);
+        return rc;
+    }
+    if (vocab_size(m->voc) > m->cfg.vocab_size) {
+        rc = err_set(ERR_INPUT, "%s: vocab.txt has %d tokens but config.json says vocab_size %d", dir, vocab_size(m->voc),
+                     m->cfg.vocab_size);
+        qa_model_free(m);
+        return rc;
+    }
+    return 0;
+}
+
+int qa_model_start(qa_model *m, int threads, int max_B, int T)
+{
+    if (T > m->cfg.max_position_embeddings)
+        return err_set(ERR_INPUT, "--max-seq-length %d exceeds the model's max_position_embeddings %d", T,
+                       m->cfg.max_position_embeddings);
+    int rc = backend_cpu_create(&m->be, threads);
+    if (rc) return rc;
+    m->have_backend = 1;
+    rc = bert_model_create(&m->model, &m->cfg, &m->be, max_B, T);
+    if (rc) return rc;
+    m->max_B = max_B;
+    m->T = T;
+    return bert_model_set_params(m->model, m->host_params);
+}
+
+void qa_model_free(qa_model *m)
+{
+    if (m->model) bert_model_free(m->model);
+    if (m->have_backend) backend_free(&m->be);
+    free(m->host_params);
+    if (m->table.info) param_table_free(&m->table);
+    if (m->tok) tokenizer_free(m->tok);
+    if (m->voc) vocab_free(m->voc);
+    memset(m, 0, sizeof *m);
+}
+
+int qa_model_logits(qa_model *m, const features *f, float *start, float *end, volatile sig_atomic_t *stop)
+{
+    if (f->T != m->T) return err_set(ERR_RUNTIME, "qa_model_logits: features of %d tokens, model set up for %d", f->T, m->T);
+    philox_stream rng = {0, 0, 0};
+    for (int i = 0; i < f->n; i += m->max_B) {
+        if (stop && *stop) return ERR_STOPPED;
+        int B = f->n - i < m->max_B ? f->n - i : m->max_B;
+        size_t off = (size_t)i * (size_t)f->T;
+        bert_batch b = {B, f->T, f->input_ids + off, f->token_type_ids + off, f->attention_mask + off, NULL, NULL};
+        int rc = bert_forward(m->model, &b, 0.0f, 0.0f, rng, NULL, start + off, end + off);
+        if (rc) return err_wrap(rc, "window %d", i);
+    }
+    return 0;
+}
+
+int qa_model_predict(qa_model *m, const squad_data *d, const features *f, int n_best, int max_answer_length,
+                     qa_predictions *out, volatile sig_atomic_t *stop)
+{
+    memset(out, 0, sizeof *out);
+    size_t n = (size_t)f->n * (size_t)f->T;
+    float *start = malloc((n ? n : 1) * sizeof *start), *end = malloc((n ? n : 1) * sizeof *end);
+    if (!start || !end) {
+        free(start);
+        free(end);
+        return err_set(ERR_RUNTIME, "out of memory for the logits of %d windows", f->n);
+    }
+    int rc = qa_model_logits(m, f, start, end, stop);
+    if (!rc) rc = postprocess_predictions(d, f, start, end, n_best, max_answer_length, out);
+    free(start);
+    free(end);
+    return rc;
+}
+
+int qa_predictions_eval(const squad_data *d, const qa_predictions *p, eval_result *r)
+{
+    const char **pred = malloc((size_t)(d->n ? d->n : 1) * sizeof *pred);
+    if (!pred) return err_set(ERR_RUNTIME, "out of memory");
+    for (int i = 0; i < d->n; i++) pred[i] = i < p->n && p->n_nbest[i] > 0 ? p->nbest[i][0].text : NULL;
+    int rc = eval_examples(d, pred, EVAL_METRIC_SQUAD, r);
+    free(pred);
+    return rc;
+}

@@ -1,0 +1,294 @@
+/* The training loop (trainer.h): set-up, resume, steps with gradient
+ * accumulation, logging, checkpoints, evaluation, export. */
+#define _GNU_SOURCE
+#include "train/trainer.h"
+#include "train/trainer_impl.h"
+
+#include "core/alloc.h"
+#include "core/crc32c.h"
+#include "core/err.h"
+#include "core/fileio.h"
+#include "data/loader.h"
+#include "model/weights.h"
+#include "obs/devices.h"
+#include "obs/obs.h"
+#include "train/ckpt.h"
+#include "train/optim.h"
+#include "train/qa_model.h"
+#include "train/runlog.h"
+#include "train/state.h"
+#include "train/train_ckpt.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+
+static volatile sig_atomic_t g_stop;
+double trainer_g_last_em = -1, trainer_g_last_f1 = -1;
+
+void trainer_last_eval(double *exact_match, double *f1)
+{
+    *exact_match = trainer_g_last_em;
+    *f1 = trainer_g_last_f1;
+}
+
+/* The first SIGINT/SIGTERM asks for a clean stop; SA_RESETHAND puts the
+ * default action back, so a second one ends the process at once (the last
+ * complete checkpoint stays valid: its writes are atomic). */
+static void on_signal(int sig) { g_stop = sig; }
+
+double trainer_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void trainer_opts_default(trainer_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->max_seq_length = 384;
+    o->doc_stride = 128;
+    o->epochs = 2;
+    o->batch = 12;
+    o->lr = 3e-5;
+    o->warmup = 0.1;
+    o->weight_decay = 0.01;
+    o->adam_eps = 1e-8;
+    o->clip = 1.0;
+    o->dropout = -1;
+    o->seed = 42;
+    o->shuffle = 1;
+    o->precision = "auto";
+    o->recompute = "none";
+    o->save_every_minutes = 15;
+    o->keep = 2;
+    o->resume = "auto";
+    o->log_every = 50;
+    o->monitor_interval = 1;
+    o->n_best = PREDICT_N_BEST;
+    o->max_answer_length = PREDICT_MAX_ANSWER_LENGTH;
+}
+
+int trainer_opts_check(const trainer_opts *o)
+{
+    if (o->doc_stride >= o->max_seq_length)
+        return err_set(ERR_INPUT, "train: --doc-stride %d must be below --max-seq-length %d", o->doc_stride, o->max_seq_length);
+    const char *prec[] = {"auto", "fp32", "tf32", "fp16", "bf16"};
+    int ok = 0;
+    for (int i = 0; i < 5; i++) ok |= !strcmp(o->precision, prec[i]);
+    if (!ok) return err_set(ERR_INPUT, "train --precision: '%s' is not one of auto, fp32, tf32, fp16, bf16", o->precision);
+    if (strcmp(o->precision, "auto") != 0 && strcmp(o->precision, "fp32") != 0)
+        return err_set(ERR_INPUT, "train --precision %s: needs the CUDA backend; this build trains on the CPU in fp32",
+                       o->precision);
+    if (strcmp(o->recompute, "none") != 0 && strcmp(o->recompute, "layer") != 0)
+        return err_set(ERR_INPUT, "train --recompute: '%s' is not one of none, layer", o->recompute);
+    if (o->micro_batch > o->batch)
+        return err_set(ERR_INPUT, "train: --micro-batch %d is larger than --batch %d", o->micro_batch, o->batch);
+    if (o->dropout >= 1) return err_set(ERR_INPUT, "train --dropout: %g must be below 1", o->dropout);
+    return 0;
+}
+
+void trainer_fmt_duration(char *buf, size_t cap, double s)
+{
+    if (!(s >= 0) || s > 1e8) snprintf(buf, cap, "?");
+    else if (s >= 3600) snprintf(buf, cap, "%dh%02dm", (int)(s / 3600), (int)fmod(s / 60, 60));
+    else if (s >= 60) snprintf(buf, cap, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
+    else snprintf(buf, cap, "%.0fs", s);
+}
+
+int trainer_save_checkpoint(run_ctx *c)
+{
+    c->st.epoch = c->ld.epoch;
+    c->st.cursor = c->ld.cursor;
+    c->st.rng_counter = (uint64_t)c->st.step * (uint64_t)c->micro_batches;
+    c->st.elapsed_s += trainer_now() - c->t0;
+    c->t0 = trainer_now();
+    int rc = bert_model_get_params(c->qm.model, c->host_params);
+    if (!rc) rc = optim_get_state(c->opt, c->host_m, c->host_v, &c->st.adam_t, &c->st.skipped_steps);
+    if (!rc) rc = runlog_sync(&c->metrics);
+    if (!rc) rc = runlog_sync(&c->evals);
+    if (!rc)
+        rc = train_ckpt_save(c->o->out_dir, c->o->model_dir, &c->qm.cfg, &c->qm.table, c->host_params, c->host_m,
+                             c->host_v, &c->st, c->o->keep);
+    if (rc) return rc;
+    c->last_saved_step = c->st.step;
+    c->last_save_time = trainer_now();
+    obs_report(c->obs);
+    return 0;
+}
+
+int trainer_evaluate(run_ctx *c, const char *pred_path, int print)
+{
+    double t = trainer_now();
+    qa_predictions p;
+    int rc = qa_model_predict(&c->qm, &c->dev, &c->df, c->o->n_best, c->o->max_answer_length, &p, &g_stop);
+    if (rc) return rc;
+    eval_result r;
+    rc = qa_predictions_eval(&c->dev, &p, &r);
+    if (!rc && pred_path) rc = predictions_write_json(pred_path, &c->dev, &p);
+    qa_predictions_free(&p);
+    if (rc) return rc;
+    double epoch = (double)c->st.step / (double)c->steps_per_epoch;
+    rc = runlog_row(&c->evals, "%lld,%.6f,%.6f,%.6f", (long long)c->st.step, epoch, r.exact_match, r.f1);
+    obs_eval(c->obs, c->st.step, r.exact_match, r.f1);
+    trainer_g_last_em = r.exact_match;
+    trainer_g_last_f1 = r.f1;
+    if (!c->o->quiet || print) {
+        if (c->tty) printf("\n");
+        printf("eval at step %lld: exact_match %.2f, f1 %.2f (%d questions, %.1fs)\n", (long long)c->st.step,
+               r.exact_match, r.f1, r.total, trainer_now() - t);
+        fflush(stdout);
+    }
+    return rc;
+}
+
+static void progress(run_ctx *c, double loss, double lr, int force)
+{
+    if (c->o->quiet) return;
+    double t = trainer_now();
+    int64_t step = c->st.step;
+    if (c->tty) {
+        if (!force && t - c->last_progress < 0.25 && step < c->total) return;
+    } else if (!force && step % c->o->log_every != 0 && step != c->total) {
+        return;
+    }
+    c->last_progress = t;
+    double rate = c->train_time > 0 ? (double)c->examples_here / c->train_time : 0;
+    double eta = rate > 0 ? (double)(c->total - step) * c->o->batch / rate : -1;
+    char etas[32], mon[160] = "";
+    trainer_fmt_duration(etas, sizeof etas, eta);
+    obs_progress(c->obs, mon, sizeof mon);
+    char line[512];
+    snprintf(line, sizeof line, "epoch %.2f | step %lld/%lld | loss %.4f (avg %.4f) | lr %.3g | %.1f ex/s | ETA %s%s%s",
+             (double)step / (double)c->steps_per_epoch, (long long)step, (long long)c->total, loss, c->st.smoothed_loss,
+             lr, rate, etas, mon[0] ? " | " : "", mon);
+    if (c->tty) printf("\r%-120s", line);
+    else printf("%s\n", line);
+    fflush(stdout);
+}
+
+/* One optimizer step: micro-batches with accumulation, then AdamW. */
+static int train_step(run_ctx *c, int32_t *idx, double *loss_out, optim_result *res)
+{
+    int count;
+    int64_t epoch;
+    loader_next(&c->ld, idx, &count, &epoch);
+    for (int i = 0; i < count; i++) idx[i] = c->trainable[idx[i]];
+    bert_zero_grad(c->qm.model);
+    double loss = 0;
+    for (int k = 0, at = 0; at < count; k++, at += c->micro) {
+        int B = count - at < c->micro ? count - at : c->micro;
+        loader_gather(&c->mb, &c->tf, idx + at, B);
+        bert_batch b = {B, c->mb.T, c->mb.input_ids, c->mb.token_type_ids, c->mb.attention_mask, c->mb.start_positions,
+                        c->mb.end_positions};
+        philox_stream rng = {(uint64_t)c->o->seed, (uint32_t)((uint64_t)c->st.step * (uint64_t)c->micro_batches + (uint64_t)k), 0};
+        float l = 0;
+        int rc = bert_forward(c->qm.model, &b, c->drop_hidden, c->drop_attn, rng, &l, NULL, NULL);
+        /* Each micro-batch's mean loss weighted by its share of the step's
+         * rows: the step's gradient is that of the mean over all its rows,
+         * whatever the micro-batch size (with equal micro-batches this is
+         * the usual division by their number). */
+        float w = (float)B / (float)count;
+        if (!rc) rc = bert_backward(c->qm.model, w);
+        if (rc) return err_wrap(rc, "step %lld", (long long)c->st.step + 1);
+        loss += (double)w * (double)l;
+    }
+    optim_config oc = optim_config_default();
+    oc.lr = c->o->lr;
+    oc.eps = c->o->adam_eps;
+    oc.weight_decay = c->o->weight_decay;
+    oc.max_grad_norm = c->o->clip;
+    oc.warmup_steps = c->warmup;
+    oc.total_steps = c->total;
+    int rc = optim_step(c->opt, bert_model_params(c->qm.model), bert_model_grads(c->qm.model), &oc, c->st.step, 1.0f, res);
+    if (rc) return rc;
+    c->st.step++;
+    c->st.examples_seen += count;
+    c->examples_here += count;
+    *loss_out = loss;
+    return 0;
+}
+
+int trainer_run(const trainer_opts *o)
+{
+    run_ctx *c = xcalloc(1, sizeof *c);
+    c->o = o;
+    g_stop = 0;
+    trainer_g_last_em = trainer_g_last_f1 = -1;
+    struct sigaction sa, old_int, old_term;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+
+    c->stop = &g_stop;
+    int rc = trainer_setup(c);
+    if (rc) goto done;
+    int32_t *idx = xmalloc((size_t)o->batch * sizeof *idx);
+    c->t0 = c->last_save_time = trainer_now();
+    double loss = NAN, lr = 0;
+    while (!rc && c->st.step < c->total) {
+        if (g_stop) break;
+        double t = trainer_now();
+        optim_result res;
+        rc = train_step(c, idx, &loss, &res);
+        if (rc) break;
+        c->train_time += trainer_now() - t;
+        lr = res.lr;
+        c->st.smoothed_loss = c->st.step == 1 || !isfinite(c->st.smoothed_loss) ? loss : 0.98 * c->st.smoothed_loss + 0.02 * loss;
+        double rate = c->train_time > 0 ? (double)c->examples_here / c->train_time : 0;
+        double epoch = (double)c->st.step / (double)c->steps_per_epoch;
+        double elapsed = c->st.elapsed_s + (trainer_now() - c->t0);
+        rc = runlog_row(&c->metrics, "%lld,%.6f,%.9g,%.9g,%.9g,1,%.2f,%.2f", (long long)c->st.step, epoch, loss, res.lr,
+                        res.grad_norm, rate, elapsed);
+        if (rc) break;
+        obs_step(c->obs, &(obs_step_metrics){c->st.step, epoch, loss, res.lr, res.grad_norm, 1, rate});
+        if (res.skipped) log_warn("step %lld: non-finite gradient, update skipped", (long long)c->st.step);
+        progress(c, loss, lr, 0);
+        ckpt_debug_kill("step", c->st.step);
+        if (g_stop) break;
+        int due = (o->save_every > 0 && c->st.step % o->save_every == 0) ||
+                  (o->save_every_minutes > 0 && trainer_now() - c->last_save_time >= 60 * o->save_every_minutes);
+        if (due && c->st.step < c->total) rc = trainer_save_checkpoint(c);
+        if (!rc && c->have_dev && o->eval_every > 0 && c->st.step % o->eval_every == 0 && c->st.step < c->total) {
+            rc = trainer_evaluate(c, NULL, 0);
+            if (rc == ERR_STOPPED) rc = 0; /* the signal is handled below */
+        }
+    }
+    free(idx);
+    if (rc) goto done;
+    if (g_stop) {
+        if (c->tty) printf("\n");
+        if (c->last_saved_step != c->st.step) rc = trainer_save_checkpoint(c);
+        if (!rc) {
+            printf("stopped by signal %d at step %lld; checkpoint saved; run the same command to resume\n", (int)g_stop,
+                   (long long)c->st.step);
+            fflush(stdout);
+            rc = ERR_STOPPED;
+        }
+        goto done;
+    }
+    if (c->tty && !o->quiet) {
+        progress(c, loss, lr, 1);
+        printf("\n");
+    }
+    rc = trainer_finish(c);
+done:
+    if (c->obs) {
+        obs_report(c->obs);
+        obs_close(c->obs);
+    }
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    trainer_cleanup(c);
+    free(c);
+    return rc;
+}

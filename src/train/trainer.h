@@ -1,0 +1,64 @@
+/* The trainer: `bertc train` as a library call (the demo calls it too).
+ *
+ * trainer_run loads the model dir, the data and its features (cached in
+ * RUN/cache/), resumes from the newest valid checkpoint of RUN when there is
+ * one (--resume auto), trains with micro-batches and gradient accumulation,
+ * writes RUN/metrics.csv (one row per optimizer step: step, epoch, loss, lr,
+ * grad_norm, loss_scale, examples_per_s, elapsed_s) and RUN/eval.csv (step,
+ * epoch, exact_match, f1: one row per evaluation on --dev), checkpoints,
+ * and at the end exports RUN/final/ (a Hugging Face model dir) and, with a
+ * dev set, RUN/predictions.json and a last evaluation.
+ *
+ * Settings that must not change across a resume (they change the result):
+ * the model files, the training data, --max-seq-length, --doc-stride,
+ * --max-query-length, --epochs, --max-steps, --batch, --lr, --warmup,
+ * --weight-decay, --adam-eps, --clip, --dropout, --seed, --no-shuffle and
+ * the precision. Those that may (they change only speed, logging or
+ * bookkeeping): --threads (the result is bit-identical only with the same
+ * count), --micro-batch (the same mathematics; dropout masks and rounding
+ * differ), --save-every, --save-every-minutes, --keep, --eval-every, --dev,
+ * --log-every, --recompute.
+ *
+ * Return: 0 done; ERR_INPUT (2) bad input or a run dir with other settings;
+ * ERR_RUNTIME (1); ERR_STOPPED (75) after SIGINT/SIGTERM once a checkpoint
+ * is saved. */
+#ifndef BERTC_TRAINER_H
+#define BERTC_TRAINER_H
+
+#include <stdint.h>
+
+typedef struct {
+    const char *model_dir, *train_path, *dev_path, *out_dir;
+    int max_seq_length, doc_stride, max_query_length;
+    double epochs;
+    int64_t max_steps;      /* > 0 overrides epochs */
+    int batch;              /* examples (features) per optimizer step */
+    int micro_batch;        /* 0 = auto */
+    double lr, warmup, weight_decay, adam_eps, clip;
+    double dropout;         /* < 0: the config's probabilities */
+    int64_t seed;
+    int shuffle;
+    const char *precision;  /* auto|fp32|tf32|fp16|bf16 */
+    const char *recompute;  /* none|layer */
+    int64_t save_every;     /* steps; 0 = off */
+    double save_every_minutes; /* 0 = off */
+    int keep;               /* checkpoints kept; 0 = all */
+    const char *resume;     /* auto|never|PATH */
+    int64_t eval_every;     /* steps; 0 = only at the end */
+    int threads;            /* 0 = all cores */
+    int64_t log_every;      /* steps between plain progress lines */
+    double monitor_interval; /* seconds; 0 = no monitor thread */
+    int n_best, max_answer_length;
+    int quiet;              /* no start-up report and progress (tests) */
+} trainer_opts;
+
+void trainer_opts_default(trainer_opts *o);
+/* Checks the options against each other (ERR_INPUT naming the option). */
+int trainer_opts_check(const trainer_opts *o);
+int trainer_run(const trainer_opts *o);
+
+/* The final evaluation of the last trainer_run in this process (both -1
+ * when there was none), for the demo. */
+void trainer_last_eval(double *exact_match, double *f1);
+
+#endif

@@ -1,0 +1,311 @@
+/* The trainer's set-up (model, data, features, resume, start-up report),
+ * its end (final checkpoint, export, predictions) and its cleanup. */
+#define _GNU_SOURCE
+#include "train/trainer_impl.h"
+
+#include "core/alloc.h"
+#include "core/crc32c.h"
+#include "core/err.h"
+#include "core/fileio.h"
+#include "model/weights.h"
+#include "obs/devices.h"
+#include "train/ckpt.h"
+#include "train/train_ckpt.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- the fingerprint: settings that must not change across a resume ---- */
+static int fingerprint(train_state *s, const trainer_opts *o, const squad_data *train, int64_t total)
+{
+    const char *files[] = {"config.json", "model.safetensors", "vocab.txt"};
+    uint32_t crc[3] = {0, 0, 0};
+    for (int i = 0; i < 3; i++) {
+        char p[4096];
+        int rc = crc32c_file(path_join(p, sizeof p, o->model_dir, files[i]), &crc[i]);
+        if (rc) return rc;
+    }
+    train_state_fp_set(s, "--model", "crc32c %08x %08x %08x (config.json, model.safetensors, vocab.txt)", crc[0],
+                       crc[1], crc[2]);
+    train_state_fp_set(s, "--train", "data hash %016llx", (unsigned long long)train->hash);
+    train_state_fp_set(s, "--max-seq-length", "%d", o->max_seq_length);
+    train_state_fp_set(s, "--doc-stride", "%d", o->doc_stride);
+    train_state_fp_set(s, "--max-query-length", "%d", o->max_query_length);
+    train_state_fp_set(s, "--epochs", "%.17g", o->epochs);
+    train_state_fp_set(s, "--max-steps", "%lld", (long long)o->max_steps);
+    train_state_fp_set(s, "total steps", "%lld", (long long)total);
+    train_state_fp_set(s, "--batch", "%d", o->batch);
+    train_state_fp_set(s, "--lr", "%.17g", o->lr);
+    train_state_fp_set(s, "--warmup", "%.17g", o->warmup);
+    train_state_fp_set(s, "--weight-decay", "%.17g", o->weight_decay);
+    train_state_fp_set(s, "--adam-eps", "%.17g", o->adam_eps);
+    train_state_fp_set(s, "--clip", "%.17g", o->clip);
+    train_state_fp_set(s, "--dropout", "%.17g", o->dropout);
+    train_state_fp_set(s, "--seed", "%lld", (long long)o->seed);
+    train_state_fp_set(s, "--no-shuffle", "%s", o->shuffle ? "no" : "yes");
+    train_state_fp_set(s, "--precision", "fp32");
+    return 0;
+}
+
+/* ---- --micro-batch auto: the largest that keeps activations within a
+ * third of the memory available now (halving from --batch) ---- */
+static int auto_micro_batch(const bert_config *cfg, int batch, int T)
+{
+    long pages = sysconf(_SC_AVPHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    double avail = pages > 0 && psize > 0 ? (double)pages * (double)psize : 4e9;
+    int mb = batch;
+    while (mb > 1 && (double)bert_activation_bytes(cfg, mb, T) > avail / 3) mb = (mb + 1) / 2;
+    return mb;
+}
+
+static int load_split(run_ctx *c, const char *path, squad_data *d, features *f, const char *cache_name, int *hit)
+{
+    int rc = squad_load(path, d);
+    if (rc) return rc;
+    if (d->n_relocated || d->n_unfound)
+        log_info("%s: %d answers moved to the nearest occurrence of their text, %d not found in their context", path,
+                 d->n_relocated, d->n_unfound);
+    feature_opts fo = {c->o->max_seq_length, c->o->doc_stride, c->o->max_query_length};
+    char cache[4096];
+    snprintf(cache, sizeof cache, "%s/cache/%s", c->o->out_dir, cache_name);
+    return features_load_or_build(cache, d, c->qm.tok, &fo, c->o->threads, f, hit);
+}
+
+static int prepare_run_dir(run_ctx *c, char *ckdir, size_t cap, int *resumed)
+{
+    const trainer_opts *o = c->o;
+    *resumed = 0;
+    int rc = ckpt_clean_tmp(o->out_dir);
+    if (rc) return rc;
+    if (!strcmp(o->resume, "never")) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/checkpoints", o->out_dir);
+        if (path_exists(p)) log_info("--resume never: removing the old checkpoints in %s", p);
+        return remove_tree(p);
+    }
+    if (!strcmp(o->resume, "auto")) {
+        int64_t step;
+        rc = ckpt_find_latest(o->out_dir, ckdir, cap, &step, NULL);
+        if (rc == 1) return 0;
+        if (rc) return rc;
+        *resumed = 1;
+        return 0;
+    }
+    if (!path_is_dir(o->resume))
+        return err_set(ERR_INPUT, "--resume %s: not a checkpoint dir (use auto, never or RUN/checkpoints/step-N)", o->resume);
+    rc = ckpt_verify(o->resume);
+    if (rc) return err_wrap(ERR_INPUT, "--resume %s", o->resume);
+    snprintf(ckdir, cap, "%s", o->resume);
+    *resumed = 1;
+    return 0;
+}
+
+static void print_startup(run_ctx *c, int resumed, const char *ckdir, int train_hit, int dev_hit)
+{
+    const trainer_opts *o = c->o;
+    const bert_config *g = &c->qm.cfg;
+    char hw[512], saves[128] = "", tmp[64];
+    devices_hardware_line(hw, sizeof hw);
+    printf("bertc train %s\n", BERTC_VERSION);
+    printf("  model     %s: L%d H%d A%d I%d, vocab %d, %.1fM parameters%s\n", o->model_dir, g->num_hidden_layers,
+           g->hidden_size, g->num_attention_heads, g->intermediate_size, g->vocab_size, (double)c->qm.table.total / 1e6,
+           c->qm.qa_initialised ? "; qa_outputs initialised (the model had no QA head)" : "");
+    printf("  hardware  %s\n", hw);
+    printf("  backend   cpu, %s threads, fp32\n", o->threads ? (snprintf(tmp, sizeof tmp, "%d", o->threads), tmp) : "all");
+    printf("  train     %s: %d questions -> %d windows, %d trainable (features %s)\n", o->train_path, c->train.n, c->tf.n,
+           c->ntrainable, train_hit ? "from cache" : "built");
+    if (c->have_dev)
+        printf("  dev       %s: %d questions -> %d windows (features %s)\n", o->dev_path, c->dev.n, c->df.n,
+               dev_hit ? "from cache" : "built");
+    printf("  plan      %lld steps (%.4g epochs of %lld steps); batch %d = %d micro-batch%s of %d; T %d, stride %d\n",
+           (long long)c->total, (double)c->total / (double)c->steps_per_epoch, (long long)c->steps_per_epoch, o->batch,
+           c->micro_batches, c->micro_batches > 1 ? "es" : "", c->micro, o->max_seq_length, o->doc_stride);
+    printf("  optimizer AdamW lr %g, warm-up %lld steps then linear decay, weight decay %g, eps %g, clip %g; dropout %g/%g; seed %lld%s\n",
+           o->lr, (long long)c->warmup, o->weight_decay, o->adam_eps, o->clip, (double)c->drop_hidden,
+           (double)c->drop_attn, (long long)o->seed, o->shuffle ? "" : ", no shuffle");
+    if (o->save_every > 0) snprintf(saves, sizeof saves, "every %lld steps", (long long)o->save_every);
+    if (o->save_every_minutes > 0)
+        snprintf(saves + strlen(saves), sizeof saves - strlen(saves), "%severy %g min", saves[0] ? " and " : "",
+                 o->save_every_minutes);
+    printf("  checkpoints %s/checkpoints %s, keep %d%s\n", o->out_dir, saves[0] ? saves : "at the end only",
+           o->keep, o->keep ? "" : " (all)");
+    if (resumed)
+        printf("  resume    from %s (step %lld of %lld, restart %lld)\n", ckdir, (long long)c->st.step,
+               (long long)c->total, (long long)c->st.restarts);
+    else
+        printf("  resume    none: a new run\n");
+    fflush(stdout);
+}
+
+static void options_line(const trainer_opts *o, char *buf, size_t cap)
+{
+    snprintf(buf, cap,
+             "max_seq_length=%d doc_stride=%d epochs=%g max_steps=%lld batch=%d lr=%g warmup=%g weight_decay=%g clip=%g "
+             "dropout=%g seed=%lld shuffle=%d",
+             o->max_seq_length, o->doc_stride, o->epochs, (long long)o->max_steps, o->batch, o->lr, o->warmup,
+             o->weight_decay, o->clip, o->dropout, (long long)o->seed, o->shuffle);
+}
+
+int trainer_setup(run_ctx *c)
+{
+    const trainer_opts *o = c->o;
+    c->tty = isatty(STDOUT_FILENO);
+    if (path_exists(o->out_dir) && !path_is_dir(o->out_dir))
+        return err_set(ERR_INPUT, "--out %s: exists and is not a directory", o->out_dir);
+    int rc = qa_model_load(&c->qm, o->model_dir, (uint64_t)o->seed);
+    if (rc) return rc;
+    char cache[4096];
+    snprintf(cache, sizeof cache, "%s/cache", o->out_dir);
+    /* Data before the run dir is touched: bad input leaves nothing behind. */
+    int train_hit = 0, dev_hit = 0;
+    squad_data probe;
+    rc = squad_load(o->train_path, &probe);
+    if (rc) return rc;
+    squad_free(&probe);
+    rc = mkdir_p(cache);
+    if (rc) return err_wrap(rc, "--out %s", o->out_dir);
+    rc = load_split(c, o->train_path, &c->train, &c->tf, "train.features", &train_hit);
+    c->have_train = 1;
+    if (rc) return rc;
+    c->have_tf = 1;
+    if (o->dev_path) {
+        rc = load_split(c, o->dev_path, &c->dev, &c->df, "dev.features", &dev_hit);
+        c->have_dev = 1;
+        if (rc) return rc;
+        c->have_df = 1;
+    }
+    c->trainable = xmalloc((size_t)(c->tf.n ? c->tf.n : 1) * sizeof *c->trainable);
+    for (int i = 0; i < c->tf.n; i++)
+        if (features_trainable(&c->tf, &c->train, i)) c->trainable[c->ntrainable++] = i;
+    if (c->ntrainable == 0) return err_set(ERR_INPUT, "%s: no trainable windows (no question has an answer)", o->train_path);
+
+    rc = loader_init(&c->ld, c->ntrainable, o->batch, o->shuffle, (uint64_t)o->seed);
+    if (rc) return rc;
+    c->steps_per_epoch = loader_steps_per_epoch(&c->ld);
+    c->total = o->max_steps > 0 ? o->max_steps : (int64_t)ceil(o->epochs * (double)c->steps_per_epoch - 1e-9);
+    if (c->total < 1) c->total = 1;
+    c->warmup = optim_warmup_steps(o->warmup, c->total);
+    c->micro = o->micro_batch > 0 ? o->micro_batch : auto_micro_batch(&c->qm.cfg, o->batch, o->max_seq_length);
+    c->micro_batches = (o->batch + c->micro - 1) / c->micro;
+    c->drop_hidden = o->dropout >= 0 ? (float)o->dropout : c->qm.cfg.hidden_dropout_prob;
+    c->drop_attn = o->dropout >= 0 ? (float)o->dropout : c->qm.cfg.attention_probs_dropout_prob;
+
+    train_state now;
+    memset(&now, 0, sizeof now);
+    rc = fingerprint(&now, o, &c->train, c->total);
+    if (rc) return rc;
+    char ckdir[CKPT_PATH_MAX] = "";
+    int resumed;
+    rc = prepare_run_dir(c, ckdir, sizeof ckdir, &resumed);
+    if (rc) return rc;
+    size_t nf = c->qm.table.total;
+    c->host_params = c->qm.host_params;
+    c->host_m = calloc(nf, sizeof(float));
+    c->host_v = calloc(nf, sizeof(float));
+    if (!c->host_m || !c->host_v) return err_set(ERR_RUNTIME, "out of memory for the optimizer state (%zu floats)", nf);
+    if (resumed) {
+        train_state saved;
+        rc = train_ckpt_load(ckdir, &c->qm.table, c->host_params, c->host_m, c->host_v, &saved);
+        if (!rc) rc = train_state_fp_compare(&saved, &now, o->out_dir);
+        if (rc) return rc;
+        c->st = saved;
+        c->st.restarts++;
+        if (c->st.step < c->total) rc = loader_seek(&c->ld, c->st.epoch, c->st.cursor);
+        if (rc) return err_wrap(rc, "%s", ckdir);
+        if (c->st.step > c->total) return err_set(ERR_INPUT, "%s: step %lld is past the planned %lld steps", ckdir, (long long)c->st.step, (long long)c->total);
+    } else {
+        c->st = now;
+        c->st.shuffle_seed = c->st.rng_seed = (uint64_t)o->seed;
+        c->st.loss_scale = 1;
+        c->st.smoothed_loss = NAN;
+        snprintf(c->st.version, sizeof c->st.version, "%s", BERTC_VERSION);
+    }
+    rc = qa_model_start(&c->qm, o->threads, c->micro, o->max_seq_length);
+    if (!rc) rc = optim_create(&c->opt, &c->qm.be, &c->qm.table);
+    if (!rc && resumed) rc = optim_set_state(c->opt, c->host_m, c->host_v, c->st.adam_t, c->st.skipped_steps);
+    if (!rc) rc = loader_batch_init(&c->mb, c->micro, o->max_seq_length);
+    if (rc) return rc;
+
+    char path[4096];
+    int64_t keep = resumed ? c->st.step : -1;
+    rc = runlog_open(&c->metrics, path_join(path, sizeof path, o->out_dir, "metrics.csv"), METRICS_HEADER, keep);
+    /* A finished run started again evaluates again: its last row is redone. */
+    if (!rc)
+        rc = runlog_open(&c->evals, path_join(path, sizeof path, o->out_dir, "eval.csv"), EVAL_HEADER,
+                         resumed && c->st.step == c->total ? keep - 1 : keep);
+    if (rc) return rc;
+    obs_options oo;
+    obs_options_init(&oo);
+    char opts[512];
+    options_line(o, opts, sizeof opts);
+    oo.monitor_interval_s = o->monitor_interval;
+    oo.gpu_index = -1;
+    oo.resume_step = resumed ? c->st.step : 0;
+    oo.model = o->model_dir;
+    oo.train_data = o->train_path;
+    oo.dev_data = o->dev_path;
+    oo.options = opts;
+    if (obs_open(&c->obs, o->out_dir, &oo) != 0) {
+        log_warn("%s (carrying on without TensorBoard, monitor and report)", err_msg());
+        err_clear();
+        c->obs = NULL;
+    }
+    c->last_saved_step = resumed ? c->st.step : -1;
+    if (!o->quiet) print_startup(c, resumed, ckdir, train_hit, dev_hit);
+    if (resumed && c->st.step == c->total && !o->quiet) printf("the run is already complete: exporting and evaluating again\n");
+    return 0;
+}
+
+int trainer_finish(run_ctx *c)
+{
+    const trainer_opts *o = c->o;
+    int rc = 0;
+    if (c->last_saved_step != c->st.step) rc = trainer_save_checkpoint(c);
+    if (!rc) rc = bert_model_get_params(c->qm.model, c->host_params);
+    if (rc) return rc;
+    char final[4096], tmp[4200];
+    path_join(final, sizeof final, o->out_dir, "final");
+    snprintf(tmp, sizeof tmp, "%s.tmp", final);
+    rc = remove_tree(tmp);
+    if (!rc) rc = model_save(tmp, &c->qm.cfg, &c->qm.table, c->host_params, o->model_dir);
+    if (!rc) rc = remove_tree(final);
+    if (!rc && rename(tmp, final) != 0) rc = err_set(ERR_RUNTIME, "%s: rename to %s failed", tmp, final);
+    if (!rc) rc = fsync_parent_dir(final);
+    if (rc) return err_wrap(rc, "exporting %s", final);
+    if (c->have_dev) {
+        char pred[4096];
+        rc = trainer_evaluate(c, path_join(pred, sizeof pred, o->out_dir, "predictions.json"), 1);
+        if (rc == ERR_STOPPED) {
+            printf("stopped by a signal during the final evaluation; the model is in %s\n", final);
+            return rc;
+        }
+        if (rc) return rc;
+    }
+    if (!o->quiet) {
+        char d[32];
+        trainer_fmt_duration(d, sizeof d, c->st.elapsed_s + (trainer_now() - c->t0));
+        printf("done: %lld steps, %s in all; final model in %s\n", (long long)c->st.step, d, final);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+void trainer_cleanup(run_ctx *c)
+{
+    runlog_close(&c->metrics);
+    runlog_close(&c->evals);
+    loader_batch_free(&c->mb);
+    loader_free(&c->ld);
+    if (c->opt) optim_free(c->opt);
+    free(c->host_m);
+    free(c->host_v);
+    free(c->trainable);
+    if (c->have_tf) features_free(&c->tf);
+    if (c->have_df) features_free(&c->df);
+    if (c->have_train) squad_free(&c->train);
+    if (c->have_dev) squad_free(&c->dev);
+    qa_model_free(&c->qm); /* frees host_params, which is its block */
+}

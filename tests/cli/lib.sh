@@ -1,0 +1,72 @@
+# Helpers for command-line cases written as data (sourced by tests/cli/*.sh).
+#
+#   source "$(dirname "$0")/lib.sh"
+#   expect 2 "missing required option --model" -- train --train x --out y
+#   expect_help train "usage: bertc train" --model --train
+#   finish
+#
+# expect CODE MESSAGE -- ARGS...: runs $BERTC ARGS, requires exit CODE and
+# MESSAGE (a fixed string) on stderr; for a usage or input error (CODE 2)
+# also that stderr is one line, stdout is empty, and the line starts with
+# "bertc: ". Every case prints what it ran and what it saw.
+set -u
+: "${BERTC:?set BERTC to the bertc binary}"
+: "${BERTC_DATA:=../shared/data}"
+cli_tmp=$(mktemp -d)
+trap 'rm -rf "$cli_tmp"' EXIT
+cli_fail=0
+cli_n=0
+
+cli_bad() { echo "FAIL: $*"; cli_fail=$((cli_fail + 1)); }
+
+expect() {
+    local code=$1 msg=$2
+    shift 2
+    [ "${1:-}" = "--" ] && shift
+    cli_n=$((cli_n + 1))
+    "$BERTC" "$@" >"$cli_tmp/out" 2>"$cli_tmp/err" </dev/null
+    local rc=$?
+    echo "case $cli_n: bertc $* -> exit $rc: $(head -c 400 "$cli_tmp/err")"
+    [ "$rc" -eq "$code" ] || cli_bad "exit $rc, want $code"
+    grep -qF -- "$msg" "$cli_tmp/err" || cli_bad "stderr lacks '$msg'"
+    if [ "$code" -eq 2 ]; then
+        [ "$(wc -l <"$cli_tmp/err")" -eq 1 ] || cli_bad "stderr is not one line"
+        [ -s "$cli_tmp/out" ] && cli_bad "stdout not empty"
+        head -c 7 "$cli_tmp/err" | grep -qF "bertc: " || cli_bad "stderr does not start with 'bertc: '"
+    fi
+    return 0
+}
+
+# expect_help CMD USAGE OPTION...: --help exits 0, prints USAGE and every
+# OPTION on stdout and nothing on stderr.
+expect_help() {
+    local cmd=$1 usage=$2
+    shift 2
+    cli_n=$((cli_n + 1))
+    "$BERTC" "$cmd" --help >"$cli_tmp/out" 2>"$cli_tmp/err" </dev/null
+    local rc=$?
+    echo "case $cli_n: bertc $cmd --help -> exit $rc, $(wc -l <"$cli_tmp/out") lines"
+    [ "$rc" -eq 0 ] || cli_bad "exit $rc, want 0"
+    [ -s "$cli_tmp/err" ] && cli_bad "stderr not empty: $(head -c 200 "$cli_tmp/err")"
+    grep -qF -- "$usage" "$cli_tmp/out" || cli_bad "help lacks '$usage'"
+    local o
+    for o in "$@"; do grep -qF -- "$o" "$cli_tmp/out" || cli_bad "help lacks '$o'"; done
+    return 0
+}
+
+finish() {
+    echo "$cli_n cases, $cli_fail failures"
+    [ "$cli_fail" -eq 0 ]
+    exit $?
+}
+
+# Run directly (ctest registers every tests/cli/*.sh, this one as cli_lib):
+# check the helpers themselves on bertc's top-level errors.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+    expect 2 "unknown command 'no-such-command'" -- no-such-command
+    "$BERTC" >/dev/null 2>&1
+    [ $? -eq 2 ] || cli_bad "bertc without a command should exit 2"
+    "$BERTC" --help | grep -qF "exit codes: 0 done, 1 runtime failure, 2 bad usage or input, 75 stopped by a signal" ||
+        cli_bad "bertc --help lacks the exit codes"
+    finish
+fi
