@@ -184,6 +184,7 @@ static int load_answers(const squad_where *w, const json_t *qa, const squad_cont
         e->answer_text[k] = xstrdup(json_string_value(t));
         int moved;
         long long given = (long long)json_integer_value(s);
+        if (given > INT32_MAX || given < -INT32_MAX) given = given > 0 ? INT32_MAX : -INT32_MAX; /* no overflow in answer_locate; same nearest match */
         e->answer_start[k] = answer_locate(c, e->answer_text[k], json_string_length(t), given, &moved);
         if (e->answer_start[k] < 0) d->n_unfound++;
         else if (moved) d->n_relocated++;
