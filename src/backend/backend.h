@@ -76,7 +76,8 @@ typedef struct {
                                const float *q, const float *k, const float *v, const float *probs,
                                const int32_t *mask, int B, int T, int NH, int HS, float p, philox_stream rng);
 
-    /* out = inp * keep / (1 - p), keep = philox_keep(rng, i, p); out may equal inp. p = 0 copies. */
+    /* out = inp * keep / (1 - p), keep = philox_keep(rng, i, p); out may equal inp. p = 0 copies.
+     * As torch, the mask multiplies every element: a dropped inf or NaN gives NaN. */
     void (*dropout_forward)(void *ctx, float *out, const float *inp, size_t n, float p, philox_stream rng);
     void (*dropout_backward)(void *ctx, float *dinp, const float *dout, size_t n, float p, philox_stream rng);
 
@@ -87,7 +88,9 @@ typedef struct {
      * (start, end interleaved, as qa_outputs gives them); start, end [B]
      * label positions, clamped to [0, T] with T ignored. Writes the loss
      * (start CE + end CE) / 2 (each a mean over its non-ignored rows) to
-     * loss[0] and dlogits = grad_scale * d loss / d logits (overwritten). */
+     * loss[0] and dlogits = grad_scale * d loss / d logits (overwritten).
+     * When every row of one side is ignored, that side's mean is torch's
+     * 0/0: the loss is NaN, and that side's gradient is 0. */
     void (*qa_loss)(void *ctx, float *loss, float *dlogits, const float *logits, const int32_t *start,
                     const int32_t *end, int B, int T, float grad_scale);
 
@@ -98,7 +101,11 @@ typedef struct {
     /* 1 when every element is finite. */
     int (*all_finite)(void *ctx, const float *x, size_t n);
     /* torch.optim.AdamW on n elements: g is multiplied by grad_scale first;
-     * t is the 1-based step; wd = 0 for tensors without decay. */
+     * t is the 1-based step; wd = 0 for tensors without decay. lr, b1, b2
+     * and wd are read as the shortest decimals that round to these floats
+     * (0.999f is 0.999), because torch computes 1 - b2, b2^t and lr * wd
+     * from Python doubles; so the CPU op is bit-for-bit torch's single-tensor
+     * AdamW (tests/test_ops_torch.c). */
     void (*adamw)(void *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
                   float eps, float wd, int64_t t, float grad_scale);
 } backend_i;
