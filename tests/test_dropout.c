@@ -1,7 +1,9 @@
-/* Dropout masks of the CPU backend: a pure function of (seed, step, stream,
- * element) that agrees with philox_keep, keeps 1 - p of the elements within
- * a statistical bound, scales the kept ones by 1/(1-p), and is the same mask
- * in the dropout op, its backward and inside attention. */
+/* Randomness and determinism of the CPU backend. Dropout masks: a pure
+ * function of (seed, step, stream, element) that agrees with philox_keep,
+ * keeps 1 - p of the elements within a statistical bound, scales the kept
+ * ones by 1/(1-p), and is the same mask in the dropout op, its backward and
+ * inside attention. Determinism: a training-like sequence of every op, run
+ * twice, gives the same bytes, with 2 threads and with 1. */
 #include "backend/backend.h"
 #include "backend/cpu/cpu.h"
 #include "core/err.h"
@@ -180,6 +182,118 @@ static void test_generator(void)
     CHECK(bad == 0, "mask generator: %zu of %zu elements disagree with philox_keep", bad, total);
 }
 
+/* ------------------------------------------------------------- determinism */
+
+static uint64_t rng_state;
+
+static double urand(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (double)(rng_state >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static void fill(float *x, size_t n, double lo, double hi)
+{
+    for (size_t i = 0; i < n; i++) x[i] = (float)(lo + (hi - lo) * urand());
+}
+
+/* One training-like op sequence at a size where every op runs threaded;
+ * returns a hash of every output and gradient. */
+static uint64_t op_sequence(backend *bk, uint64_t *bytes_hash)
+{
+    /* T = 288: attention in two row blocks */
+    enum { DB = 2, DT = 288, DH = 4, DS = 16, DC = DH * DS, DI = 4 * DC, DN = DB * DT, DV = 50 };
+    rng_state = 0x1234567ull;
+    size_t nf = 2 * DV * DC + 2 * DT * DC + 8 * DC + 6 * DC * DC + 2 * DI * DC + 14 * DN * DC + 4 * DN * DI +
+                2 * (size_t)DB * DH * DT * DT + 4 * DN;
+    float *buf = calloc(nf, sizeof *buf), *f = buf;
+#define TAKE(n) (f += (n), f - (n))
+    float *wte = TAKE(DV * DC), *wpe = TAKE(DT * DC), *wtt = TAKE(2 * DC), *lnw = TAKE(DC), *lnb = TAKE(DC),
+          *qw = TAKE(DC * DC), *kw = TAKE(DC * DC), *vw = TAKE(DC * DC), *fw = TAKE(DI * DC), *qb = TAKE(DC);
+    float *emb = TAKE(DN * DC), *ln = TAKE(DN * DC), *q = TAKE(DN * DC), *k = TAKE(DN * DC), *v = TAKE(DN * DC),
+          *att = TAKE(DN * DC), *ff = TAKE(DN * DI), *ge = TAKE(DN * DI), *probs = TAKE(DB * DH * DT * DT),
+          *scratch = TAKE(DB * DH * DT * DT), *dro = TAKE(DN * DC), *ddro = TAKE(DN * DC),
+          *datt = TAKE(DN * DC);
+    float *dq = TAKE(DN * DC), *dk = TAKE(DN * DC), *dv = TAKE(DN * DC), *dln = TAKE(DN * DC), *demb = TAKE(DN * DC),
+          *dge = TAKE(DN * DI), *dff = TAKE(DN * DI), *dqw = TAKE(DC * DC), *dfw = TAKE(DI * DC), *dwte = TAKE(DV * DC),
+          *dwpe = TAKE(DT * DC), *dlnw = TAKE(DC), *dlnb = TAKE(DC), *logits = TAKE(DN * 2),
+          *dlogits = TAKE(DN * 2), *dqb = TAKE(DC), *mom = TAKE(DC * DC), *vel = TAKE(DC * DC);
+    float mean[DN], rstd[DN], loss;
+    int32_t ids[DN], types[DN], mask[DN], st[DB] = {3, 40}, en[DB] = {7, 200};
+    for (int i = 0; i < DN; i++) {
+        ids[i] = (int32_t)(urand() * DV);
+        types[i] = i % DT > DT / 3;
+        mask[i] = !(i >= DT && i % DT > DT - 20);
+    }
+    fill(wte, DV * DC, -1, 1);
+    fill(wpe, DT * DC, -1, 1);
+    fill(wtt, 2 * DC, -1, 1);
+    fill(lnw, DC, 0.5, 1.5);
+    fill(lnb, DC, -0.1, 0.1);
+    fill(qw, 3 * DC * DC, -0.2, 0.2);
+    fill(fw, DI * DC, -0.2, 0.2);
+    fill(qb, DC, -0.1, 0.1);
+    philox_stream rng = {42, 9, 3 * 16 + 1};
+    void *c = bk->ctx;
+    const backend_i *o = bk->i;
+    o->embedding_forward(c, emb, ids, types, wte, wpe, wtt, DB, DT, DC);
+    o->layernorm_forward(c, ln, mean, rstd, emb, lnw, lnb, DN, DC, 1e-12f);
+    o->matmul_forward(c, q, ln, qw, qb, DN, DC, DC);
+    o->matmul_forward(c, k, ln, kw, NULL, DN, DC, DC);
+    o->matmul_forward(c, v, ln, vw, qb, DN, DC, DC);
+    o->attention_forward(c, att, probs, q, k, v, mask, DB, DT, DH, DS, 0.1f, rng);
+    o->matmul_forward(c, ff, att, fw, NULL, DN, DC, DI);
+    o->gelu_forward(c, ge, ff, (size_t)DN * DI);
+    o->dropout_forward(c, dro, att, (size_t)DN * DC, 0.1f, rng);
+    for (int i = 0; i < DN; i++) logits[2 * i] = ge[i * DI], logits[2 * i + 1] = dro[i * DC + 1];
+    o->qa_loss(c, &loss, dlogits, logits, st, en, DB, DT, 1.0f);
+    for (int i = 0; i < DN; i++) dge[i * DI] = dlogits[2 * i], ddro[i * DC + 1] = dlogits[2 * i + 1];
+    o->gelu_backward(c, dff, ff, dge, (size_t)DN * DI);
+    o->matmul_backward(c, datt, dfw, NULL, dff, att, fw, DN, DC, DI);
+    o->dropout_backward(c, datt, ddro, (size_t)DN * DC, 0.1f, rng);
+    o->attention_backward(c, dq, dk, dv, scratch, datt, q, k, v, probs, mask, DB, DT, DH, DS, 0.1f, rng);
+    o->matmul_backward(c, dln, dqw, dqb, dq, ln, qw, DN, DC, DC);
+    o->layernorm_backward(c, demb, dlnw, dlnb, dln, emb, lnw, mean, rstd, DN, DC);
+    o->embedding_backward(c, dwte, dwpe, NULL, demb, ids, types, DB, DT, DC);
+    double ss = o->sum_squares(c, dqw, (size_t)DC * DC);
+    o->adamw(c, qw, dqw, mom, vel, (size_t)DC * DC, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, 1.0f);
+    uint64_t h = 1469598103934665603ull;
+    const unsigned char *bytes = (const unsigned char *)emb;
+    size_t nb = (size_t)(f - emb) * sizeof(float);
+    for (size_t i = 0; i < nb; i++) h = (h ^ bytes[i]) * 1099511628211ull;
+    for (size_t i = 0; i < (size_t)DC * DC * sizeof(float); i++) h = (h ^ ((unsigned char *)qw)[i]) * 1099511628211ull;
+    h = (h ^ (uint64_t)(ss * 1e6)) * 1099511628211ull;
+    uint32_t lb;
+    memcpy(&lb, &loss, sizeof lb);
+    h = (h ^ lb) * 1099511628211ull;
+    *bytes_hash = h;
+    CHECK((size_t)(f - buf) == nf, "op sequence buffer: used %zu of %zu floats", (size_t)(f - buf), nf);
+    free(buf);
+#undef TAKE
+    return h;
+}
+
+static void test_determinism(void)
+{
+    uint64_t h[2][2];
+    for (int nt = 2; nt >= 1; nt--) {
+        backend bk;
+        if (backend_cpu_create(&bk, nt) != 0) {
+            CHECK(0, "backend_cpu_create(%d): %s", nt, err_msg());
+            return;
+        }
+        for (int run = 0; run < 2; run++) op_sequence(&bk, &h[nt - 1][run]);
+        printf("determinism, %d thread(s): run 1 %016llx run 2 %016llx\n", nt, (unsigned long long)h[nt - 1][0],
+               (unsigned long long)h[nt - 1][1]);
+        CHECK(h[nt - 1][0] == h[nt - 1][1], "%d thread(s): two runs of the op sequence differ", nt);
+        backend_free(&bk);
+    }
+    printf("determinism: 1 thread and 2 threads give %s bytes (not required)\n",
+           h[0][0] == h[1][0] ? "the same" : "different");
+}
+
 int main(void)
 {
     if (backend_cpu_create(&be, 2) != 0) {
@@ -192,6 +306,7 @@ int main(void)
     test_edges();
     test_generator();
     test_attention_mask();
+    test_determinism();
     backend_free(&be);
     return tu_done();
 }
