@@ -35,18 +35,6 @@ run="$r_tmp/run"
 out="$r_tmp/attempt.out"
 err="$r_tmp/attempt.err"
 
-# State of a process: R running, S sleeping, Z exited but not yet reaped.
-proc_state() {
-    local s
-    read -r _ _ s _ <"/proc/$1/stat" 2>/dev/null || s=X
-    echo "$s"
-}
-# metrics.csv rows (steps logged) of the run, 0 when there is no file.
-rows() {
-    local n
-    n=$(wc -l <"$run/metrics.csv" 2>/dev/null) || n=1
-    echo $((n > 0 ? n - 1 : 0))
-}
 # Smallest checkpoint step >= N: a multiple of SAVE below TOTAL, or TOTAL.
 save_at() {
     local s=$(((($1 + SAVE - 1) / SAVE) * SAVE))
@@ -112,11 +100,7 @@ while [ "$attempt" -lt $((MIN * 3)) ]; do
             if [ "$kind" -eq 4 ]; then
                 delay=$(printf '0.%03d' $((R % 30)))
                 what="kill -9 at step >= $n + ${delay}s"
-                for ((w = 0; w < 6000; w++)); do
-                    case $(proc_state "$pid") in Z | X) break ;; esac
-                    [ "$(rows)" -ge "$n" ] && break
-                    sleep 0.01
-                done
+                r_wait_for r_ended_or_rows_gt "$pid" "$run" $((n - 1))
             else
                 delay=$(printf '0.%03d' $((R % 250)))
                 what="kill -9 ${delay}s after the start"

@@ -93,3 +93,27 @@ r_flip() {
 }
 # r_size FILE
 r_size() { stat -c %s "$1"; }
+# Steps logged in RUN/metrics.csv (0 when there is none yet).
+r_rows() {
+    local n=1
+    [ -f "$1/metrics.csv" ] && n=$(wc -l 2>/dev/null <"$1/metrics.csv")
+    echo $((n > 0 ? n - 1 : 0))
+}
+r_rows_gt() { [ "$(r_rows "$1")" -gt "$2" ]; }
+# r_wait_for CMD...: polls CMD every 10 ms for up to 60 s.
+r_wait_for() {
+    local i
+    for ((i = 0; i < 6000; i++)); do
+        "$@" && return 0
+        sleep 0.01
+    done
+    return 1
+}
+# r_alive PID: the process runs (an exited child not yet reaped does not).
+r_alive() {
+    local s
+    read -r _ _ s _ 2>/dev/null <"/proc/$1/stat" || return 1
+    [ "$s" != Z ] && [ "$s" != X ]
+}
+# r_ended_or_rows_gt PID RUN N: PID has ended, or RUN logged more than N steps.
+r_ended_or_rows_gt() { ! r_alive "$1" || r_rows_gt "$2" "$3"; }
