@@ -49,9 +49,10 @@ int microbatch_choose(microbatch_plan *p, const bert_config *cfg, int T, precisi
 
 int64_t microbatch_budget(const backend_mem *m)
 {
-    int64_t margin = m->free / 50;
+    int64_t all = m->free + m->used;
+    int64_t margin = all / 50;
     if (margin < ((int64_t)64 << 20)) margin = (int64_t)64 << 20;
-    return m->free > margin ? m->free - margin : 0;
+    return all > margin ? all - margin : 0;
 }
 
 int microbatch_halve(microbatch_plan *p)

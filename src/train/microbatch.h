@@ -55,9 +55,11 @@ int microbatch_fixed(microbatch_plan *p, int batch, int micro);
  * to try, when not even 1 fits. */
 int microbatch_choose(microbatch_plan *p, const bert_config *cfg, int T, precision_kind prec, recompute_kind rc,
                       int64_t budget, int batch);
-/* The budget for the planner from a backend's memory: what bertc may still
- * allocate, less a margin for the allocator's fragmentation (2 % or 64 MiB,
- * whichever is larger). */
+/* The budget for the planner from a backend's memory, queried right after
+ * the backend is created (before the model): what bertc may hold in all
+ * (what it holds now, which the plan counts too, plus what it may still
+ * allocate), less a margin for the allocator's fragmentation (2 % or
+ * 64 MiB, whichever is larger). */
 int64_t microbatch_budget(const backend_mem *m);
 /* After an out-of-memory error: micro = ceil(micro / 2), accum follows.
  * ERR_RUNTIME when micro is already 1. */

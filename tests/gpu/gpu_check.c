@@ -1,0 +1,447 @@
+/* gpu_check: main, shared helpers, and the op-by-op check (gpu_check.h).
+ *
+ * The op check runs every op of backend.h on the CPU backend and on the
+ * CUDA backend with the same inputs and compares the outputs by relative
+ * L2 error, ||cuda - cpu|| / ||cpu||. Bounds, per precision of the GEMMs
+ * (they are estimates: an fp16/bf16 input rounding is 2^-11 / 2^-8
+ * relative, accumulated in fp32; run.sh prints the measured figure next to
+ * the bound):
+ *   no GEMM: embedding, dropout, add, scale, AdamW   1e-6 (most agree bit for bit)
+ *            layernorm, gelu, QA loss                1e-5
+ *   GEMM ops: matmul, attention     fp32 1e-5, tf32 3e-3, fp16 3e-3, bf16 2e-2 */
+#include "gpu_check.h"
+
+#include "backend/cuda/cuda_backend.h"
+#include "core/err.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+const char *gc_out_dir = ".";
+int gc_failures = 0;
+
+void gc_result(int ok, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    printf("%s %s\n", ok ? "PASS" : "FAIL", line);
+    fflush(stdout);
+    if (!ok) gc_failures++;
+    FILE *f = NULL;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/results.txt", gc_out_dir);
+    if ((f = fopen(path, "a")) != NULL) {
+        fprintf(f, "%s %s\n", ok ? "PASS" : "FAIL", line);
+        fclose(f);
+    }
+}
+
+FILE *gc_open(const char *name)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", gc_out_dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f) gc_result(0, "cannot write %s", path);
+    return f;
+}
+
+double gc_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+double gc_rel_l2(const float *a, const float *b, size_t n, double floor, double *max_abs)
+{
+    double d2 = 0, b2 = 0, mx = 0;
+    int nonfinite = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - (double)b[i];
+        if (!isfinite(a[i]) != !isfinite(b[i])) nonfinite = 1;
+        if (isfinite(d)) {
+            d2 += d * d;
+            mx = fmax(mx, fabs(d));
+        }
+        if (isfinite(b[i])) b2 += (double)b[i] * b[i];
+    }
+    if (max_abs) *max_abs = nonfinite ? INFINITY : mx;
+    if (nonfinite) return INFINITY;
+    return sqrt(d2) / fmax(sqrt(b2), floor > 0 ? floor : 1e-30);
+}
+
+float gc_uniform(uint64_t *s, float lo, float hi)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return lo + (hi - lo) * (float)((double)(*s >> 40) / (double)(1ull << 24));
+}
+
+int gc_cuda(backend *be, precision_kind p, int64_t limit)
+{
+    cuda_backend_opts o = {0, p, limit};
+    return cuda_backend_create(be, &o);
+}
+
+int gc_precisions(precision_kind *out)
+{
+    char name[128], why[256];
+    int major = 0, minor = 0, n = 0;
+    int64_t total = 0;
+    if (!cuda_probe(0, name, sizeof name, &major, &minor, &total, why, sizeof why)) return 0;
+    out[n++] = PREC_FP32;
+    out[n++] = PREC_TF32;
+    out[n++] = PREC_FP16;
+    if (major >= 8) out[n++] = PREC_BF16;
+    return n;
+}
+
+static uint64_t mix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+void gc_batch_init(gc_batch *b, int B, int T, int V, uint64_t seed)
+{
+    size_t BT = (size_t)B * T;
+    b->B = B;
+    b->T = T;
+    b->ids = calloc(BT, sizeof(int32_t));
+    b->types = calloc(BT, sizeof(int32_t));
+    b->mask = calloc(BT, sizeof(int32_t));
+    b->sp = calloc((size_t)B, sizeof(int32_t));
+    b->ep = calloc((size_t)B, sizeof(int32_t));
+    uint64_t s = seed;
+    for (int r = 0; r < B; r++) {
+        int len = r % 2 ? T - T / 4 : T;
+        if (len < 1) len = 1;
+        for (int t = 0; t < T; t++) {
+            size_t i = (size_t)r * T + t;
+            b->ids[i] = t < len ? (int32_t)(1 + mix(&s) % (uint64_t)(V - 1)) : 0;
+            b->types[i] = t >= T / 4 && t < len;
+            b->mask[i] = t < len;
+        }
+        b->sp[r] = (int32_t)(mix(&s) % (uint64_t)len);
+        b->ep[r] = b->sp[r] + (int32_t)(mix(&s) % 8);
+        if (b->ep[r] >= len) b->ep[r] = len - 1;
+    }
+}
+
+void gc_batch_free(gc_batch *b)
+{
+    free(b->ids);
+    free(b->types);
+    free(b->mask);
+    free(b->sp);
+    free(b->ep);
+}
+
+bert_batch gc_bert_batch(const gc_batch *b)
+{
+    bert_batch x = {b->B, b->T, b->ids, b->types, b->mask, b->sp, b->ep};
+    return x;
+}
+
+double gc_step_flops(const bert_config *c, int B, int T)
+{
+    double C = c->hidden_size, I = c->intermediate_size, L = c->num_hidden_layers;
+    double pmm = L * (4 * C * C + 2 * C * I) + 2 * C;
+    return 6 * pmm * B * T + 12 * L * (double)B * T * T * C;
+}
+
+/* ------------------------------------------------------------------------
+ * The op check. Buffers exist on both backends; ops run on both; outputs
+ * are downloaded and compared. */
+
+static backend g_cpu, g_gpu;
+static const char *g_prec = "";
+
+typedef struct {
+    float *c, *g;
+    size_t n;
+} buf2;
+
+static buf2 b2_new(size_t n, const float *host)
+{
+    buf2 b = {g_cpu.i->alloc(g_cpu.ctx, n * 4 + 4), g_gpu.i->alloc(g_gpu.ctx, n * 4 + 4), n};
+    if (!b.c || !b.g) {
+        fprintf(stderr, "gpu_check: allocation of %zu floats: %s\n", n, err_msg());
+        exit(1);
+    }
+    if (host) {
+        g_cpu.i->upload(g_cpu.ctx, b.c, host, n * 4);
+        g_gpu.i->upload(g_gpu.ctx, b.g, host, n * 4);
+    } else {
+        g_cpu.i->zero(g_cpu.ctx, b.c, n * 4);
+        g_gpu.i->zero(g_gpu.ctx, b.g, n * 4);
+    }
+    return b;
+}
+
+static void b2_free(buf2 b)
+{
+    g_cpu.i->release(g_cpu.ctx, b.c);
+    g_gpu.i->release(g_gpu.ctx, b.g);
+}
+
+static buf2 b2_rand(size_t n, uint64_t *s, float lo, float hi)
+{
+    float *h = malloc(n * 4 + 4);
+    for (size_t i = 0; i < n; i++) h[i] = gc_uniform(s, lo, hi);
+    buf2 b = b2_new(n, h);
+    free(h);
+    return b;
+}
+
+/* int32 arrays as buf2 (the pointers are reinterpreted by the caller). */
+static buf2 b2_ints(const int32_t *h, size_t n)
+{
+    return b2_new(n, (const float *)(const void *)h);
+}
+
+static void b2_cmp(const char *op, const char *what, buf2 x, double tol)
+{
+    float *a = malloc(x.n * 4 + 4), *b = malloc(x.n * 4 + 4);
+    int rc = g_gpu.i->sync(g_gpu.ctx);
+    if (rc) gc_result(0, "ops %s %s %s: the CUDA backend failed: %s", g_prec, op, what, err_msg());
+    g_cpu.i->sync(g_cpu.ctx);
+    g_gpu.i->download(g_gpu.ctx, a, x.g, x.n * 4);
+    g_cpu.i->download(g_cpu.ctx, b, x.c, x.n * 4);
+    double mx = 0, r = gc_rel_l2(a, b, x.n, 1e-30, &mx);
+    gc_result(!rc && r <= tol, "ops %-5s %-20s %-6s n=%-8zu rel_l2 %.3e (bound %.0e) max_abs %.3e", g_prec, op, what,
+              x.n, r, tol, mx);
+    free(a);
+    free(b);
+}
+
+#define BOTH(call_c, call_g) \
+    do {                     \
+        call_c;              \
+        call_g;              \
+    } while (0)
+
+static double gemm_tol(precision_kind p)
+{
+    return p == PREC_FP32 ? 1e-5 : p == PREC_BF16 ? 2e-2 : 3e-3;
+}
+
+static void ops_one(precision_kind prec)
+{
+    const backend_i *C = g_cpu.i, *G = g_gpu.i;
+    void *cc = g_cpu.ctx, *gg = g_gpu.ctx;
+    uint64_t s = 1234;
+    enum { B = 2, T = 37, NH = 3, HS = 32, CH = NH * HS, OC = 160, V = 50, I = 4 * CH };
+    int N = B * T;
+    double gt = gemm_tol(prec);
+    philox_stream rng = {7, 3, 17};
+
+    /* embedding */
+    int32_t ids[B * T], types[B * T], mask[B * T];
+    for (int i = 0; i < N; i++) {
+        ids[i] = (int32_t)((i * 7 + i / 5) % V);
+        types[i] = i % 3 == 0;
+        mask[i] = !(i >= T && i % T > 30); /* row 1 padded after 30 */
+    }
+    buf2 bid = b2_ints(ids, N), bty = b2_ints(types, N), bmask = b2_ints(mask, N);
+    buf2 wte = b2_rand((size_t)V * CH, &s, -1, 1), wpe = b2_rand((size_t)T * CH, &s, -1, 1);
+    buf2 wtt = b2_rand(2 * CH, &s, -1, 1), emb = b2_new((size_t)N * CH, NULL);
+    BOTH(C->embedding_forward(cc, emb.c, (int32_t *)bid.c, (int32_t *)bty.c, wte.c, wpe.c, wtt.c, B, T, CH),
+         G->embedding_forward(gg, emb.g, (int32_t *)bid.g, (int32_t *)bty.g, wte.g, wpe.g, wtt.g, B, T, CH));
+    b2_cmp("embedding_forward", "out", emb, 1e-6);
+    buf2 dout = b2_rand((size_t)N * CH, &s, -1, 1);
+    buf2 dwte = b2_rand((size_t)V * CH, &s, -1, 1), dwpe = b2_rand((size_t)T * CH, &s, -1, 1);
+    buf2 dwtt = b2_rand(2 * CH, &s, -1, 1);
+    BOTH(C->embedding_backward(cc, dwte.c, dwpe.c, dwtt.c, dout.c, (int32_t *)bid.c, (int32_t *)bty.c, B, T, CH),
+         G->embedding_backward(gg, dwte.g, dwpe.g, dwtt.g, dout.g, (int32_t *)bid.g, (int32_t *)bty.g, B, T, CH));
+    b2_cmp("embedding_backward", "dwte", dwte, 1e-6);
+    b2_cmp("embedding_backward", "dwpe", dwpe, 1e-6);
+    b2_cmp("embedding_backward", "dwtt", dwtt, 1e-6);
+
+    /* layernorm */
+    buf2 x = b2_rand((size_t)N * CH, &s, -2, 3), lw = b2_rand(CH, &s, 0.5f, 1.5f), lb = b2_rand(CH, &s, -1, 1);
+    buf2 y = b2_new((size_t)N * CH, NULL), mean = b2_new(N, NULL), rstd = b2_new(N, NULL);
+    BOTH(C->layernorm_forward(cc, y.c, mean.c, rstd.c, x.c, lw.c, lb.c, N, CH, 1e-12f),
+         G->layernorm_forward(gg, y.g, mean.g, rstd.g, x.g, lw.g, lb.g, N, CH, 1e-12f));
+    b2_cmp("layernorm_forward", "out", y, 1e-5);
+    b2_cmp("layernorm_forward", "rstd", rstd, 1e-5);
+    buf2 dx = b2_rand((size_t)N * CH, &s, -1, 1), dlw = b2_rand(CH, &s, -1, 1), dlb = b2_rand(CH, &s, -1, 1);
+    BOTH(C->layernorm_backward(cc, dx.c, dlw.c, dlb.c, dout.c, x.c, lw.c, mean.c, rstd.c, N, CH),
+         G->layernorm_backward(gg, dx.g, dlw.g, dlb.g, dout.g, x.g, lw.g, mean.g, rstd.g, N, CH));
+    b2_cmp("layernorm_backward", "dinp", dx, 1e-5);
+    b2_cmp("layernorm_backward", "dw", dlw, 1e-5);
+    b2_cmp("layernorm_backward", "db", dlb, 1e-5);
+
+    /* matmul, with and without bias, OC = 160 and OC = 2 (the QA head) */
+    int ocs[2] = {OC, 2};
+    for (int k = 0; k < 2; k++) {
+        int oc = ocs[k];
+        char name[32];
+        snprintf(name, sizeof name, "matmul OC=%d", oc);
+        buf2 w = b2_rand((size_t)oc * CH, &s, -0.2f, 0.2f), bias = b2_rand(oc, &s, -1, 1);
+        buf2 out = b2_new((size_t)N * oc, NULL);
+        BOTH(C->matmul_forward(cc, out.c, x.c, w.c, bias.c, N, CH, oc),
+             G->matmul_forward(gg, out.g, x.g, w.g, bias.g, N, CH, oc));
+        b2_cmp(name, "out", out, gt);
+        BOTH(C->matmul_forward(cc, out.c, x.c, w.c, NULL, N, CH, oc),
+             G->matmul_forward(gg, out.g, x.g, w.g, NULL, N, CH, oc));
+        b2_cmp(name, "out (no bias)", out, gt);
+        buf2 d = b2_rand((size_t)N * oc, &s, -1, 1), di = b2_rand((size_t)N * CH, &s, -1, 1);
+        buf2 dw = b2_rand((size_t)oc * CH, &s, -1, 1), db = b2_rand(oc, &s, -1, 1);
+        BOTH(C->matmul_backward(cc, di.c, dw.c, db.c, d.c, x.c, w.c, N, CH, oc),
+             G->matmul_backward(gg, di.g, dw.g, db.g, d.g, x.g, w.g, N, CH, oc));
+        b2_cmp(name, "dinp", di, gt);
+        b2_cmp(name, "dw", dw, gt);
+        b2_cmp(name, "db", db, 1e-6);
+        b2_free(w), b2_free(bias), b2_free(out), b2_free(d), b2_free(di), b2_free(dw), b2_free(db);
+    }
+
+    /* gelu */
+    buf2 h = b2_rand((size_t)N * I, &s, -5, 5), gy = b2_new((size_t)N * I, NULL);
+    BOTH(C->gelu_forward(cc, gy.c, h.c, (size_t)N * I), G->gelu_forward(gg, gy.g, h.g, (size_t)N * I));
+    b2_cmp("gelu_forward", "out", gy, 1e-6);
+    buf2 gd = b2_rand((size_t)N * I, &s, -1, 1), gdi = b2_rand((size_t)N * I, &s, -1, 1);
+    BOTH(C->gelu_backward(cc, gdi.c, h.c, gd.c, (size_t)N * I), G->gelu_backward(gg, gdi.g, h.g, gd.g, (size_t)N * I));
+    b2_cmp("gelu_backward", "dinp", gdi, 1e-5);
+
+    /* attention, without and with dropout */
+    for (int drop = 0; drop < 2; drop++) {
+        float p = drop ? 0.1f : 0.0f;
+        char name[40];
+        snprintf(name, sizeof name, "attention p=%.1f", (double)p);
+        buf2 q = b2_rand((size_t)N * CH, &s, -1, 1), kk = b2_rand((size_t)N * CH, &s, -1, 1);
+        buf2 v = b2_rand((size_t)N * CH, &s, -1, 1), o = b2_new((size_t)N * CH, NULL);
+        buf2 probs = b2_new((size_t)B * NH * T * T, NULL), scr = b2_new((size_t)B * NH * T * T, NULL);
+        BOTH(C->attention_forward(cc, o.c, probs.c, q.c, kk.c, v.c, (int32_t *)bmask.c, B, T, NH, HS, p, rng),
+             G->attention_forward(gg, o.g, probs.g, q.g, kk.g, v.g, (int32_t *)bmask.g, B, T, NH, HS, p, rng));
+        b2_cmp(name, "probs", probs, gt);
+        b2_cmp(name, "out", o, gt);
+        buf2 dq = b2_rand((size_t)N * CH, &s, -1, 1), dk = b2_rand((size_t)N * CH, &s, -1, 1);
+        buf2 dv = b2_rand((size_t)N * CH, &s, -1, 1);
+        BOTH(C->attention_backward(cc, dq.c, dk.c, dv.c, scr.c, dout.c, q.c, kk.c, v.c, probs.c, (int32_t *)bmask.c,
+                                   B, T, NH, HS, p, rng),
+             G->attention_backward(gg, dq.g, dk.g, dv.g, scr.g, dout.g, q.g, kk.g, v.g, probs.g, (int32_t *)bmask.g, B,
+                                   T, NH, HS, p, rng));
+        b2_cmp(name, "dq", dq, 2 * gt);
+        b2_cmp(name, "dk", dk, 2 * gt);
+        b2_cmp(name, "dv", dv, 2 * gt);
+        b2_free(q), b2_free(kk), b2_free(v), b2_free(o), b2_free(probs), b2_free(scr);
+        b2_free(dq), b2_free(dk), b2_free(dv);
+    }
+
+    /* dropout, add */
+    size_t n = (size_t)N * CH + 3; /* not a multiple of 4 */
+    buf2 a = b2_rand(n, &s, -2, 2), a2 = b2_rand(n, &s, -2, 2), r = b2_new(n, NULL);
+    BOTH(C->dropout_forward(cc, r.c, a.c, n, 0.1f, rng), G->dropout_forward(gg, r.g, a.g, n, 0.1f, rng));
+    b2_cmp("dropout_forward", "out", r, 1e-6);
+    BOTH(C->dropout_backward(cc, r.c, a2.c, n, 0.1f, rng), G->dropout_backward(gg, r.g, a2.g, n, 0.1f, rng));
+    b2_cmp("dropout_backward", "dinp", r, 1e-6);
+    BOTH(C->add(cc, r.c, a.c, a2.c, n), G->add(gg, r.g, a.g, a2.g, n));
+    b2_cmp("add", "out", r, 1e-6);
+    BOTH(C->scale(cc, r.c, n, 0.37f), G->scale(gg, r.g, n, 0.37f));
+    b2_cmp("scale", "x", r, 1e-6);
+
+    /* QA loss: row 0 normal, row 1 start past T (ignored), end negative (clamped to 0) */
+    int32_t st[B] = {5, T + 3}, en[B] = {-2, 9};
+    buf2 bst = b2_ints(st, B), ben = b2_ints(en, B);
+    buf2 lg = b2_rand((size_t)N * 2, &s, -3, 3), dl = b2_new((size_t)N * 2, NULL), ls = b2_new(1, NULL);
+    BOTH(C->qa_loss(cc, ls.c, dl.c, lg.c, (int32_t *)bst.c, (int32_t *)ben.c, B, T, 0.5f),
+         G->qa_loss(gg, ls.g, dl.g, lg.g, (int32_t *)bst.g, (int32_t *)ben.g, B, T, 0.5f));
+    b2_cmp("qa_loss", "loss", ls, 1e-5);
+    b2_cmp("qa_loss", "dlogits", dl, 1e-5);
+
+    /* sum_squares, all_finite */
+    size_t big = 1000003;
+    buf2 sq = b2_rand(big, &s, -1, 1);
+    double sc = C->sum_squares(cc, sq.c, big), sg = G->sum_squares(gg, sq.g, big);
+    gc_result(fabs(sc - sg) <= 1e-12 * sc, "ops %-5s sum_squares n=%zu: cuda %.17g cpu %.17g", g_prec, big, sg, sc);
+    double sg2 = G->sum_squares(gg, sq.g, big);
+    gc_result(sg2 == sg, "ops %-5s sum_squares repeats bit for bit", g_prec);
+    int f1 = G->all_finite(gg, sq.g, big);
+    float bad[2] = {INFINITY, NAN};
+    int f_inf, f_nan;
+    G->upload(gg, sq.g + 77777, &bad[0], 4);
+    f_inf = G->all_finite(gg, sq.g, big);
+    G->upload(gg, sq.g + 77777, &bad[1], 4);
+    f_nan = G->all_finite(gg, sq.g, big);
+    gc_result(f1 == 1 && f_inf == 0 && f_nan == 0, "ops %-5s all_finite: finite %d, with inf %d, with NaN %d", g_prec,
+              f1, f_inf, f_nan);
+
+    /* AdamW on 1000 elements with decay, and without */
+    size_t na = 1000;
+    buf2 pp = b2_rand(na, &s, -1, 1), pg = b2_rand(na, &s, -1, 1), pm = b2_rand(na, &s, -0.1f, 0.1f);
+    buf2 pv = b2_rand(na, &s, 0, 0.01f);
+    BOTH(C->adamw(cc, pp.c, pg.c, pm.c, pv.c, na, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 3, 0.5f),
+         G->adamw(gg, pp.g, pg.g, pm.g, pv.g, na, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 3, 0.5f));
+    BOTH(C->adamw(cc, pp.c, pg.c, pm.c, pv.c, na, 2e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 4, 1.0f),
+         G->adamw(gg, pp.g, pg.g, pm.g, pv.g, na, 2e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 4, 1.0f));
+    b2_cmp("adamw", "p", pp, 1e-6);
+    b2_cmp("adamw", "m", pm, 1e-6);
+    b2_cmp("adamw", "v", pv, 1e-6);
+
+    b2_free(bid), b2_free(bty), b2_free(bmask), b2_free(wte), b2_free(wpe), b2_free(wtt), b2_free(emb);
+    b2_free(dout), b2_free(dwte), b2_free(dwpe), b2_free(dwtt), b2_free(x), b2_free(lw), b2_free(lb), b2_free(y);
+    b2_free(mean), b2_free(rstd), b2_free(dx), b2_free(dlw), b2_free(dlb), b2_free(h), b2_free(gy), b2_free(gd);
+    b2_free(gdi), b2_free(a), b2_free(a2), b2_free(r), b2_free(bst), b2_free(ben), b2_free(lg), b2_free(dl);
+    b2_free(ls), b2_free(sq), b2_free(pp), b2_free(pg), b2_free(pm), b2_free(pv);
+}
+
+int gc_ops(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    precision_kind precs[4];
+    int np = gc_precisions(precs);
+    if (np == 0) {
+        gc_result(0, "ops: no usable CUDA device");
+        return 1;
+    }
+    if (backend_cpu_create(&g_cpu, 0)) {
+        gc_result(0, "ops: CPU backend: %s", err_msg());
+        return 1;
+    }
+    for (int i = 0; i < np; i++) {
+        g_prec = select_precision_name(precs[i]);
+        if (gc_cuda(&g_gpu, precs[i], 0)) {
+            gc_result(0, "ops %s: CUDA backend: %s", g_prec, err_msg());
+            continue;
+        }
+        ops_one(precs[i]);
+        backend_free(&g_gpu);
+    }
+    backend_free(&g_cpu);
+    return gc_failures ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        int (*fn)(int, char **);
+    } cmds[] = {
+        {"ops", gc_ops},       {"model", gc_model}, {"train", gc_train},     {"memory", gc_memory},
+        {"oom", gc_oom},       {"bench", gc_bench}, {"maxbatch", gc_maxbatch},
+    };
+    if (argc < 2) {
+        fprintf(stderr, "usage: gpu_check ops|model|train|memory|oom|bench|maxbatch [--out DIR] [options]\n");
+        return 2;
+    }
+    for (int i = 2; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--out")) gc_out_dir = argv[i + 1];
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        if (!strcmp(argv[1], cmds[i].name)) {
+            log_quiet(1);
+            int rc = cmds[i].fn(argc - 1, argv + 1);
+            return rc ? rc : gc_failures ? 1 : 0;
+        }
+    fprintf(stderr, "gpu_check: unknown check '%s'\n", argv[1]);
+    return 2;
+}
