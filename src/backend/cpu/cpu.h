@@ -32,6 +32,10 @@ typedef struct {
      * when a sequence is longer than a block holds. */
     float *scratch;
     size_t scratch_floats;
+    /* 1 when the OpenBLAS we run with has its own pthreads pool (not the
+     * OpenMP build, which goes single-threaded inside a parallel region by
+     * itself): then parallel regions that call BLAS must make it serial. */
+    int blas_pthreads;
     /* Sticky failure of an op (ops return void); backend sync reports it. */
     int error;
     char error_msg[200];
@@ -45,6 +49,10 @@ void cpu_set_threads(cpu_ctx *ctx);
 int cpu_scratch_reserve(cpu_ctx *ctx, size_t floats);
 /* Records a failure for backend sync to report. */
 void cpu_fail(cpu_ctx *ctx, const char *what);
+/* Around a parallel region whose threads each call BLAS: a pthreads
+ * OpenBLAS would otherwise start nthreads more threads per call. */
+void cpu_blas_serial_begin(cpu_ctx *ctx);
+void cpu_blas_serial_end(cpu_ctx *ctx);
 
 /* Elementwise loops run in parallel only above this many elements: below it
  * starting the threads costs more than the loop. */

@@ -19,6 +19,16 @@ void cpu_set_threads(cpu_ctx *ctx)
     if (omp_get_max_threads() != ctx->nthreads) omp_set_num_threads(ctx->nthreads);
 }
 
+void cpu_blas_serial_begin(cpu_ctx *ctx)
+{
+    if (ctx->blas_pthreads && ctx->nthreads > 1) openblas_set_num_threads(1);
+}
+
+void cpu_blas_serial_end(cpu_ctx *ctx)
+{
+    if (ctx->blas_pthreads && ctx->nthreads > 1) openblas_set_num_threads(ctx->nthreads);
+}
+
 void cpu_fail(cpu_ctx *ctx, const char *what)
 {
     if (ctx->error) return; /* keep the first */
@@ -154,6 +164,8 @@ int backend_cpu_create(backend *out, int nthreads)
     cpu_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return err_set(ERR_RUNTIME, "backend_cpu_create: out of memory");
     ctx->nthreads = nthreads;
+    /* openblas_get_parallel: 0 sequential, 1 pthreads, 2 OpenMP */
+    ctx->blas_pthreads = openblas_get_parallel() == 1;
     if (cpu_scratch_reserve(ctx, CPU_SCRATCH_DEFAULT) != 0) {
         cpu_free(ctx);
         return err_set(ERR_RUNTIME, "backend_cpu_create: out of memory for %d threads' scratch", nthreads);

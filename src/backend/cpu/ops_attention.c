@@ -8,9 +8,10 @@
  *
  * q, k, v, out are (B,T,C) with head h in columns h*HS .. h*HS+HS-1, so the
  * GEMMs read them in place with leading dimension C. The (b,h) pairs are
- * split between threads with a static schedule and OpenBLAS runs single-
- * threaded inside the parallel region (the OpenMP build of OpenBLAS does),
- * so every output element has one writer and a fixed summation order.
+ * handed to threads one at a time and OpenBLAS runs single-threaded inside
+ * the parallel region (the OpenMP build does so by itself; a pthreads build
+ * is told to, see cpu_blas_serial_begin), so every output element has one
+ * writer and a fixed summation order.
  *
  * Each (b,h) is done a block of rows at a time, so that the scores of a
  * block are still in cache when softmax and the second GEMM read them. With
@@ -110,6 +111,7 @@ void cpu_attention_forward(void *vctx, float *out, float *probs, const float *q,
         return;
     }
     int nbh = B * NH;
+    cpu_blas_serial_begin(ctx);
 #pragma omp parallel for num_threads(ctx->nthreads) schedule(dynamic, 1)
     for (int bh = 0; bh < nbh; bh++) {
         int b = bh / NH, h = bh % NH;
@@ -137,6 +139,7 @@ void cpu_attention_forward(void *vctx, float *out, float *probs, const float *q,
                         ob + (size_t)r0 * C, C);
         }
     }
+    cpu_blas_serial_end(ctx);
 }
 
 /* Backward per block of rows, with dS in the caller's scratch (each (b,h)
@@ -167,6 +170,7 @@ void cpu_attention_backward(void *vctx, float *dq, float *dk, float *dv, float *
         return;
     }
     int nbh = B * NH;
+    cpu_blas_serial_begin(ctx);
 #pragma omp parallel for num_threads(ctx->nthreads) schedule(dynamic, 1)
     for (int bh = 0; bh < nbh; bh++) {
         int b = bh / NH, h = bh % NH;
@@ -201,4 +205,5 @@ void cpu_attention_backward(void *vctx, float *dq, float *dk, float *dv, float *
                             1.0f, dk + off, C);
         }
     }
+    cpu_blas_serial_end(ctx);
 }
