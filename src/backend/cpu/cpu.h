@@ -54,9 +54,11 @@ void cpu_fail(cpu_ctx *ctx, const char *what);
 void cpu_blas_serial_begin(cpu_ctx *ctx);
 void cpu_blas_serial_end(cpu_ctx *ctx);
 
-/* Elementwise loops run in parallel only above this many elements: below it
- * starting the threads costs more than the loop. */
-#define CPU_PAR_MIN 32768
+/* Elementwise loops run in parallel only from this many elements on. Below
+ * it a loop takes under ~100 us, and a parallel region is a barrier: cheap
+ * on an idle machine, but on a busy one it waits until the other thread
+ * gets a core, which can cost milliseconds. */
+#define CPU_PAR_MIN (1 << 18)
 
 /* ops_dense.c */
 void cpu_embedding_forward(void *ctx, float *out, const int32_t *ids, const int32_t *types, const float *wte,
