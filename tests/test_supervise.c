@@ -387,6 +387,57 @@ static void test_orphan(void)
     free(got);
 }
 
+/* State letter of a process from /proc (R, S, T stopped, Z...), '?' if gone. */
+static char proc_state(int pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return '?';
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');
+    return p && p[1] == ' ' ? p[2] : '?';
+}
+
+static int wait_state(int pid, int stopped, double seconds)
+{
+    for (double t0 = now_s(); now_s() - t0 < seconds; usleep(5000))
+        if ((proc_state(pid) == 'T') == stopped) return 1;
+    return 0;
+}
+
+/* Ctrl-Z (SIGTSTP to the supervisor's group) stops the child too; SIGCONT
+ * (fg) continues both; the run then ends normally on SIGTERM. */
+static void test_job_control(void)
+{
+    new_case("wait");
+    char *a[] = {"train"};
+    pid_t sup = fork_supervisor(3, 1, a, NULL);
+    int ready = wait_file("ready.1", 20);
+    char *pg = read_rec("ready.1");
+    int cpid = 0;
+    if (pg) sscanf(pg, "%d", &cpid);
+    kill(-sup, SIGTSTP);
+    int both_stopped = wait_state(cpid, 1, 5) && wait_state(sup, 1, 5);
+    kill(-sup, SIGCONT);
+    int both_running = wait_state(cpid, 0, 5) && wait_state(sup, 0, 5);
+    kill(sup, SIGTERM);
+    int st = wait_status(sup);
+    char *got = read_rec("signals.1");
+    int n = 0, first = 0;
+    if (got) sscanf(got, "%d %d", &n, &first);
+    printf("Ctrl-Z: child and supervisor stopped %s, continued %s; then SIGTERM: exit %d, child got %d signal(s)\n",
+           both_stopped ? "yes" : "no", both_running ? "yes" : "no", WIFEXITED(st) ? WEXITSTATUS(st) : -1, n);
+    CHECK(ready && cpid > 0 && both_stopped, "SIGTSTP did not stop child %d (%c) and supervisor %d (%c)", cpid,
+          proc_state(cpid), (int)sup, proc_state(sup));
+    CHECK(both_running, "SIGCONT did not continue both");
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 75 && n == 1 && first == SIGTERM, "status %#x, %d signals", st, n);
+    free(pg);
+    free(got);
+}
+
 /* A signal while waiting to restart: 75 at once, no new attempt. */
 static void test_stop_in_backoff(void)
 {
@@ -428,6 +479,7 @@ int main(int argc, char **argv)
     test_forwarding(SIGTERM, 0);
     test_forwarding(SIGINT, 1);
     test_orphan();
+    test_job_control();
     test_stop_in_backoff();
     unsetenv("SUPTEST_MODE");
     return tu_done();

@@ -39,8 +39,27 @@ static void on_stop(int sig)
     errno = saved;
 }
 
-static const int k_stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
-#define N_STOP_SIGNALS 3
+/* Ctrl-Z: the child is in its own process group, so the terminal's SIGTSTP
+ * reached only us. Stop the child, stop ourselves the default way, and when
+ * the shell continues us (fg, bg), continue the child. */
+static void on_tstp(int sig)
+{
+    int saved = errno;
+    pid_t p = (pid_t)g_child;
+    if (p > 0) kill(p, SIGSTOP);
+    struct sigaction dfl, mine;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, &mine);
+    raise(sig); /* SA_NODEFER lets it in now: we stop here until SIGCONT */
+    sigaction(sig, &mine, NULL);
+    if (p > 0) kill(p, SIGCONT);
+    errno = saved;
+}
+
+static const int k_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGTSTP};
+#define N_SIGNALS 4
 
 char **supervise_child_argv(const char *prog, int argc, char **argv, int restart, int *argc_out)
 {
@@ -210,10 +229,10 @@ static pid_t start_child(char **cargv, char **cenv, const sigset_t *old_mask)
         struct sigaction dfl;
         memset(&dfl, 0, sizeof dfl);
         dfl.sa_handler = SIG_DFL;
-        for (int i = 0; i < N_STOP_SIGNALS; i++) {
+        for (int i = 0; i < N_SIGNALS; i++) {
             struct sigaction cur;
-            if (sigaction(k_stop_signals[i], NULL, &cur) == 0 && cur.sa_handler == on_stop)
-                sigaction(k_stop_signals[i], &dfl, NULL);
+            if (sigaction(k_signals[i], NULL, &cur) == 0 && (cur.sa_handler == on_stop || cur.sa_handler == on_tstp))
+                sigaction(k_signals[i], &dfl, NULL);
         }
         sigprocmask(SIG_SETMASK, old_mask, NULL);
         execve("/proc/self/exe", cargv, cenv);
@@ -262,16 +281,17 @@ int supervise_run(int max_restarts, int argc, char **argv, const char *run_dir)
      * ignored when we started (nohup, a background job) stays ignored. */
     sigset_t block, old_mask;
     sigemptyset(&block);
-    for (int i = 0; i < N_STOP_SIGNALS; i++) sigaddset(&block, k_stop_signals[i]);
+    for (int i = 0; i < N_SIGNALS; i++) sigaddset(&block, k_signals[i]);
     sigprocmask(SIG_BLOCK, &block, &old_mask);
-    struct sigaction sa, old_sa[N_STOP_SIGNALS];
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    for (int i = 0; i < N_STOP_SIGNALS; i++) {
-        sigaction(k_stop_signals[i], NULL, &old_sa[i]);
-        if (old_sa[i].sa_handler != SIG_IGN) sigaction(k_stop_signals[i], &sa, NULL);
+    struct sigaction old_sa[N_SIGNALS];
+    for (int i = 0; i < N_SIGNALS; i++) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = k_signals[i] == SIGTSTP ? on_tstp : on_stop;
+        sa.sa_flags = SA_RESTART | (k_signals[i] == SIGTSTP ? SA_NODEFER : 0);
+        sigemptyset(&sa.sa_mask);
+        sigaction(k_signals[i], NULL, &old_sa[i]);
+        if (old_sa[i].sa_handler != SIG_IGN) sigaction(k_signals[i], &sa, NULL);
     }
 
     int rc = 0, restarts = 0;
@@ -346,8 +366,8 @@ int supervise_run(int max_restarts, int argc, char **argv, const char *run_dir)
         }
     }
 
-    for (int i = 0; i < N_STOP_SIGNALS; i++)
-        if (old_sa[i].sa_handler != SIG_IGN) sigaction(k_stop_signals[i], &old_sa[i], NULL);
+    for (int i = 0; i < N_SIGNALS; i++)
+        if (old_sa[i].sa_handler != SIG_IGN) sigaction(k_signals[i], &old_sa[i], NULL);
     sigprocmask(SIG_SETMASK, &old_mask, NULL);
     return rc;
 }

@@ -18,7 +18,8 @@
  * terminal reaches only the supervisor, which forwards each SIGINT and
  * SIGTERM to the child (SIGHUP is forwarded as SIGTERM): the trainer gets
  * exactly one, finishes its step, saves and exits 75 (a second Ctrl-C kills
- * it at once, as without --supervise). A signal during a back-off wait ends
+ * it at once, as without --supervise). Ctrl-Z (SIGTSTP) stops the child
+ * and the supervisor, and fg/bg continue both. A signal during a back-off wait ends
  * the supervisor with 75 without starting the child again. If the supervisor
  * dies (even by SIGKILL) the child gets SIGTERM (PR_SET_PDEATHSIG), so it
  * saves and stops rather than running on unsupervised.
