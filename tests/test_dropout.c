@@ -166,7 +166,7 @@ static void test_attention_mask(void)
  * the block number's high word changes. */
 static void test_generator(void)
 {
-    const float ps[] = {0.1f, 0.5f, 0.25f, 0.3333f, 1e-9f, 0.99999994f, 0.0f, 0.7f};
+    const float ps[] = {0.1f, 0.5f, 0.25f, 0.3333f, 1e-9f, 0.99999994f, 0.0f, 0.7f, 1.0f, 2.0f, -1.0f, NAN};
     const uint64_t starts[] = {0, 3, 4097, ((uint64_t)1 << 34) - 1001, ((uint64_t)1 << 35) + 5};
     enum { LEN = 2003 };
     float mul[LEN];

@@ -76,7 +76,8 @@ __attribute__((target("avx2"))) static void mask_blocks_avx2(float *mul, uint64_
     /* u >= p with u = (r >> 8) 2^-24 is (r >> 8) >= ceil(p 2^24), exactly:
      * p 2^24 is exact in float and (r >> 8) < 2^24 */
     float th = p * 16777216.0f;
-    int32_t need = !(th > 0.0f) ? 0 : th >= 16777216.0f ? 16777216 : (int32_t)th + ((float)(int32_t)th < th);
+    int32_t need = th <= 0.0f ? 0 : !(th < 16777216.0f) ? 16777216 /* also NaN: u >= NaN is false */
+                                                        : (int32_t)th + ((float)(int32_t)th < th);
     const __m256i T = _mm256_set1_epi32(need - 1);
     const __m256 S = _mm256_set1_ps(scale);
     for (size_t j = 0; j < nb; j += 8) {
