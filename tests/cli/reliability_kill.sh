@@ -26,9 +26,15 @@ grep -qa "ckpt-prune" "$BERTC" && HAVE_PRUNE_HOOK=1
 echo "tiny run of $TOTAL steps, checkpoint every $SAVE, keep $KEEP; at least $MIN kills; ckpt-prune hook: $HAVE_PRUNE_HOOK"
 
 t0=$SECONDS
+ms0=$(date +%s%3N)
 r_train "$r_tmp/ref" "${OPTS[@]}" >"$r_tmp/ref.out" 2>"$r_tmp/ref.err"
 rc=$?
-echo "uninterrupted run: exit $rc in $((SECONDS - t0)) s"
+# Kills aim at the first KT steps, so that the run never ends before its
+# last kill however fast the machine; real kills wait at most half of what
+# the rest of the run is expected to take (from the uninterrupted run).
+REF_MS=$(($(date +%s%3N) - ms0))
+KT=$((TOTAL - 6))
+echo "uninterrupted run: exit $rc in $REF_MS ms"
 [ "$rc" -eq 0 ] || { cat "$r_tmp/ref.err"; r_bad "the uninterrupted run failed"; r_finish; }
 
 run="$r_tmp/run"
@@ -72,11 +78,14 @@ while [ "$attempt" -lt $((MIN * 3)) ]; do
         rc=$?
     else
         # Spread the kill points over what is left of the run.
-        span=$(((TOTAL - newest) * 2 / (left + 1)))
+        span=$(((KT - newest) * 2 / (left + 1)))
         [ "$span" -lt 1 ] && span=1
         r_rand
         n=$((newest + 1 + R % span))
-        [ "$n" -gt "$TOTAL" ] && n=$TOTAL
+        [ "$n" -gt "$KT" ] && n=$KT
+        [ "$n" -le "$newest" ] && n=$((newest + 1))
+        rest_ms=$((REF_MS * (TOTAL - newest) / TOTAL / 2))
+        [ "$rest_ms" -lt 2 ] && rest_ms=2
         kind=$((attempt % 6))
         # Once the last checkpoint is written only the export is left to hit.
         [ "$newest" -ge "$TOTAL" ] && kind=5
@@ -98,11 +107,11 @@ while [ "$attempt" -lt $((MIN * 3)) ]; do
             pid=$!
             r_rand
             if [ "$kind" -eq 4 ]; then
-                delay=$(printf '0.%03d' $((R % 30)))
+                delay=$(printf '0.%03d' $((R % (rest_ms < 30 ? rest_ms : 30))))
                 what="kill -9 at step >= $n + ${delay}s"
                 r_wait_for r_ended_or_rows_gt "$pid" "$run" $((n - 1))
             else
-                delay=$(printf '0.%03d' $((R % 250)))
+                delay=$(printf '0.%03d' $((R % (rest_ms < 250 ? rest_ms : 250))))
                 what="kill -9 ${delay}s after the start"
             fi
             sleep "$delay"
