@@ -13,6 +13,7 @@
 #include "core/err.h"
 #include "testutil.h"
 
+#include <cblas.h>
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -739,6 +740,10 @@ int main(void)
         return 1;
     }
     CHECK(strcmp(be.i->name, "cpu") == 0, "backend name %s", be.i->name);
+    /* informational: the core OpenBLAS picked (OPENBLAS_CORETYPE overrides
+     * it) and its threading (2 = the OpenMP build the CMake file prefers) */
+    printf("OpenBLAS %s: core %s, parallel mode %d\n", openblas_get_config(), openblas_get_corename(),
+           openblas_get_parallel());
     test_memory();
     test_math();
     test_layernorm();
