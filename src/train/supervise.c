@@ -349,11 +349,10 @@ int supervise_run(int max_restarts, int argc, char **argv, const char *run_dir)
         restarts++;
         double wait = supervise_backoff(base, restarts);
         log_row(run_dir, attempt, pid, status, runtime, ckpt, "restart", wait);
-        char from[64];
-        if (ckpt >= 0) snprintf(from, sizeof from, "the checkpoint of step %lld", ckpt);
-        else snprintf(from, sizeof from, "the start (no checkpoint yet)");
-        log_warn("supervise: attempt %d %s after %.1f s; restart %d of %d in %.3g s, resuming from %s", attempt, what,
-                 runtime, restarts, max_restarts, wait, from);
+        char newest[48] = "none yet";
+        if (ckpt >= 0) snprintf(newest, sizeof newest, "step %lld", ckpt);
+        log_warn("supervise: attempt %d %s after %.1f s; restart %d of %d in %.3g s with --resume auto (newest checkpoint: %s)",
+                 attempt, what, runtime, restarts, max_restarts, wait, newest);
         sigprocmask(SIG_SETMASK, &old_mask, NULL);
         int stopped = backoff_sleep(wait);
         sigprocmask(SIG_BLOCK, &block, NULL);
