@@ -16,6 +16,7 @@
 #include <cblas.h>
 #include <float.h>
 #include <math.h>
+#undef I /* complex.h's, via cblas.h: the sizes below use the letter */
 #include <stdlib.h>
 #include <string.h>
 
@@ -742,7 +743,7 @@ int main(void)
     CHECK(strcmp(be.i->name, "cpu") == 0, "backend name %s", be.i->name);
     /* informational: the core OpenBLAS picked (OPENBLAS_CORETYPE overrides
      * it) and its threading (2 = the OpenMP build the CMake file prefers) */
-    printf("OpenBLAS %s: core %s, parallel mode %d\n", openblas_get_config(), openblas_get_corename(),
+    printf("%s: core %s, parallel mode %d\n", openblas_get_config(), openblas_get_corename(),
            openblas_get_parallel());
     test_memory();
     test_math();
