@@ -29,8 +29,7 @@ const char cmd_demo_summary[] = "generate a toy data set, train a small model on
 /* The recipe, tuned so that the model learns reliably in about two
  * minutes on two cores (bench/RESULTS-train.md has the figures). */
 enum {
-    DEMO_TRAIN_PARAGRAPHS = 6000,
-    DEMO_TEST_PARAGRAPHS = 400,
+    DEMO_TRAIN_PARAGRAPHS = 6000, /* and 1 in 15 of that for the test split */
     DEMO_T = 96,
     DEMO_STRIDE = 32,
     DEMO_BATCH = 16,
@@ -90,13 +89,14 @@ static int print_eval(const char *label, const char *data, const char *pred, int
 int cmd_demo(int argc, char **argv)
 {
     const char *out = "runs/demo", *generate = NULL;
-    int threads = 0;
+    int threads = 0, paragraphs = DEMO_TRAIN_PARAGRAPHS;
     int64_t steps = DEMO_STEPS, seed = 42, save_every = 250;
     double minutes = 0;
     const arg_spec specs[] = {
         {"out", ARG_STR, &out, "RUN", "run dir (data, model, checkpoints, results)", .min = 0},
         {"threads", ARG_INT, &threads, "N", "CPU threads (0 = all cores)", .min = 0, .max = 4096},
         {"steps", ARG_I64, &steps, "N", "optimizer steps (fewer for a quick look)", .min = 1, .max = 1000000},
+        {"paragraphs", ARG_INT, &paragraphs, "N", "training paragraphs to generate (test: 1 in 15 of that)", .min = 15, .max = 1000000},
         {"seed", ARG_I64, &seed, "N", "seed of the data, the model and the training", .min = 0, .max = 9.2e18},
         {"save-every", ARG_I64, &save_every, "N", "checkpoint every N steps", .min = 0, .max = 1000000},
         {"save-every-minutes", ARG_DOUBLE, &minutes, "M", "checkpoint every M minutes too (0 = off)", .min = 0, .max = 1e6},
@@ -106,7 +106,7 @@ int cmd_demo(int argc, char **argv)
     int rc = args_parse("demo", "bertc demo [--out RUN] [options]", specs, argc, argv, NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    synth_opts so = {(uint64_t)seed, DEMO_TRAIN_PARAGRAPHS, DEMO_TEST_PARAGRAPHS};
+    synth_opts so = synth_opts_default((uint64_t)seed, paragraphs, paragraphs / 15);
     synth_stats st;
     if (generate) {
         if (path_exists(generate) && !path_is_dir(generate))

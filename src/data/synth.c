@@ -95,6 +95,34 @@ static const relation relations[] = {
      {"{S} married {A}.", "{S} is married to {A}.", "The wife of {S} is {A}."},
      {"Who is {S} married to?", "Whom did {S} marry?", "Who is the wife of {S}?"},
      {0}},
+    {T_COMPANY, T_PERSON, T_NONE, 0, 0,
+     {"The chairman of {S} is {A}.", "{A} chairs the board of {S}.", "{S} has {A} as its chairman."},
+     {"Who is the chairman of {S}?", "Who chairs the board of {S}?", "Who heads the board of {S}?"},
+     {0}},
+    {T_COMPANY, T_CITY, T_NONE, 0, 0,
+     {"{S} builds its products in a factory in {A}.", "The factory of {S} is in {A}.", "{S} makes its goods in {A}."},
+     {"Where does {S} build its products?", "In which city is the factory of {S}?", "Where are the goods of {S} made?"},
+     {0}},
+    {T_COMPANY, T_YEAR, T_NONE, 0, 0,
+     {"{S} went public in {A}.", "Shares of {S} were first sold in {A}.", "In {A}, {S} listed its shares."},
+     {"When did {S} go public?", "In which year were shares of {S} first sold?", "When did {S} list its shares?"},
+     {0}},
+    {T_PERSON, T_CITY, T_NONE, 0, 0,
+     {"{S} now lives in {A}.", "Today {S} has a house in {A}.", "{S} moved to {A} after retiring."},
+     {"Where does {S} live now?", "In which city does {S} have a house?", "Where did {S} move after retiring?"},
+     {0}},
+    {T_PERSON, T_YEAR, T_NONE, 0, 0,
+     {"{S} won a prize for science in {A}.", "In {A}, {S} was given a science prize.", "The science prize went to {S} in {A}."},
+     {"When did {S} win a prize?", "In which year was {S} given a science prize?", "In what year did {S} win the science prize?"},
+     {0}},
+    {T_CITY, T_CITY, T_NONE, 0, 0,
+     {"{S} is twinned with {A}.", "{S} and {A} are sister cities.", "Since long ago, {S} has had {A} as its twin town."},
+     {"Which city is twinned with {S}?", "What is the sister city of {S}?", "Which town is the twin of {S}?"},
+     {0}},
+    {T_CITY, T_COMPANY, T_NONE, 0, 0,
+     {"The largest employer in {S} is {A}.", "Most people in {S} work for {A}.", "{A} is the biggest company in {S}."},
+     {"What is the largest employer in {S}?", "Which company employs most people in {S}?", "Which is the biggest company in {S}?"},
+     {0}},
 };
 enum { NREL = (int)(sizeof relations / sizeof relations[0]) };
 
@@ -225,6 +253,14 @@ static int strset_add(strset *t, const char *s) /* 0 when already present */
     return 1;
 }
 
+static int strset_has(const strset *t, const char *s)
+{
+    if (!t->cap) return 0;
+    for (size_t h = str_hash(s) & (t->cap - 1); t->slot[h]; h = (h + 1) & (t->cap - 1))
+        if (!strcmp(t->slot[h], s)) return 1;
+    return 0;
+}
+
 static void strset_free(strset *t)
 {
     for (size_t i = 0; i < t->cap; i++) free(t->slot[i]);
@@ -236,7 +272,9 @@ typedef struct {
     char syl[80][3];
     int nsyl;
     const strlist *words;
-    strset used; /* every name word made so far, for uniqueness across splits */
+    strset used;        /* every name made so far: no two entities share one */
+    strset train_words; /* the words of the training split's names */
+    int split;          /* the split names are being made for */
 } namer;
 
 static void namer_init(namer *nm, const strlist *words)
@@ -280,28 +318,34 @@ static void make_word(namer *nm, rng *r, int lo, int hi, char *out, size_t cap)
 /* A name of the type never made before (in either split). */
 static char *make_name(namer *nm, rng *r, int type)
 {
-    char a[40], b[40], out[96];
+    char w[2][40], out[96];
     for (;;) {
+        int nw = 1;
+        make_word(nm, r, 2, 3, w[0], sizeof w[0]);
         switch (type) {
         case T_PERSON:
-            make_word(nm, r, 2, 2, a, sizeof a);
-            make_word(nm, r, 2, 3, b, sizeof b);
-            snprintf(out, sizeof out, "%s %s", a, b);
+            make_word(nm, r, 2, 3, w[1], sizeof w[1]);
+            nw = 2;
+            snprintf(out, sizeof out, "%s %s", w[0], w[1]);
             break;
         case T_COMPANY:
-            make_word(nm, r, 2, 3, a, sizeof a);
-            snprintf(out, sizeof out, "%s %s", a,
+            snprintf(out, sizeof out, "%s %s", w[0],
                      company_suffixes[rint_(r, (int)(sizeof company_suffixes / sizeof *company_suffixes))]);
             break;
         case T_RIVER:
-            make_word(nm, r, 2, 2, a, sizeof a);
-            snprintf(out, sizeof out, "%s River", a);
+            snprintf(out, sizeof out, "%s River", w[0]);
             break;
         default:
-            make_word(nm, r, 2, 3, out, sizeof out);
+            snprintf(out, sizeof out, "%s", w[0]);
             break;
         }
-        if (strset_add(&nm->used, out)) return xstrdup(out);
+        /* A test entity shares no made-up word with a training one (a test
+         * city "Rise" must not be the first name of a training person). */
+        int clash = 0;
+        for (int i = 0; i < nw && nm->split == SPLIT_TEST; i++) clash |= strset_has(&nm->train_words, w[i]);
+        if (clash || !strset_add(&nm->used, out)) continue;
+        for (int i = 0; i < nw && nm->split == SPLIT_TRAIN; i++) strset_add(&nm->train_words, w[i]);
+        return xstrdup(out);
     }
 }
 
@@ -455,21 +499,20 @@ static void baselines(split_out *so, rng *r, const para *p, const char *id, cons
     }
 }
 
-static void make_paragraph(split_out *so, rng *r, namer *nm, pool pools[T_NTYPES], int split, int index)
+static void make_paragraph(split_out *so, rng *r, const synth_opts *o, pool pools[T_NTYPES], int split, int index)
 {
-    (void)nm;
     static const int main_types[3] = {T_COMPANY, T_PERSON, T_CITY};
     enum { MAXF = 16 };
     fact facts[MAXF];
     int nf = 0;
-    /* Two (sometimes three) subjects of one type, each with the same two
-     * (sometimes three) relations, chosen to share answer types where they
-     * can: a question then has competing answers of its type about the
-     * same subject and about the other subjects, and only its subject and
-     * its relation together tell them apart. */
+    /* A main subject with several relations, chosen to share answer types
+     * where they can (a founder, a chief executive and a chairman), and,
+     * in some paragraphs, a second subject of the same type with some of
+     * the same relations: a question then has competing answers of its
+     * type, and only its relation, and its subject, tell them apart. */
     int main_type = main_types[rint_(r, 3)];
-    const char *subjects[3];
-    int nsubj = 2 + (rint_(r, 4) == 0);
+    const char *subjects[2];
+    int nsubj = 1 + (rint_(r, 100) < o->two_subjects_pct);
     for (int s = 0; s < nsubj; s++) {
         const char *d;
         int same;
@@ -482,22 +525,32 @@ static void make_paragraph(split_out *so, rng *r, namer *nm, pool pools[T_NTYPES
     }
     int rl[NREL], nr = rels_for(main_type, rl);
     shuffle_ints(r, rl, nr);
-    int nrel = 2 + (nsubj == 2 && rint_(r, 3) == 0);
-    if (rint_(r, 10) < 7)
-        for (int i = 1; i < nr; i++) {
-            const relation *a = &relations[rl[0]], *b = &relations[rl[i]];
-            int share = a->a == b->a || (a->b != T_NONE && a->b == b->a) || (b->b != T_NONE && (b->b == a->a || b->b == a->b));
+    int nrel = o->relations_min + rint_(r, o->relations_max - o->relations_min + 1);
+    if (nrel > nr) nrel = nr;
+    /* Greedy: each next relation, most of the time, one that shares an
+     * answer type with those already chosen. */
+    for (int i = 1; i < nrel; i++) {
+        if (rint_(r, 10) >= 8) continue;
+        for (int j = i; j < nr; j++) {
+            const relation *b = &relations[rl[j]];
+            int share = 0;
+            for (int k = 0; k < i; k++) {
+                const relation *a = &relations[rl[k]];
+                share |= a->a == b->a || (a->b != T_NONE && a->b == b->a) ||
+                         (b->b != T_NONE && (b->b == a->a || b->b == a->b));
+            }
             if (share) {
-                int t = rl[1];
-                rl[1] = rl[i];
-                rl[i] = t;
+                int t = rl[i];
+                rl[i] = rl[j];
+                rl[j] = t;
                 break;
             }
         }
-    if (nrel > nr) nrel = nr;
-    for (int i = 0; i < nrel; i++) {
-        const relation *rel = &relations[rl[i]];
-        for (int s = 0; s < nsubj && nf < MAXF; s++) {
+    }
+    for (int s = 0; s < nsubj; s++) {
+        int k = s == 0 ? nrel : 1 + rint_(r, nrel);
+        for (int i = 0; i < k && nf < MAXF; i++) {
+            const relation *rel = &relations[rl[i]];
             fact *f = &facts[nf++];
             f->rel = rl[i];
             f->subj = xstrdup(subjects[s]);
@@ -618,11 +671,20 @@ static int write_vocab(const char *dir, const strlist *words, const namer *nm, i
     return rc;
 }
 
+synth_opts synth_opts_default(uint64_t seed, int train_paragraphs, int test_paragraphs)
+{
+    synth_opts o = {seed, train_paragraphs, test_paragraphs, 3, 4, 50};
+    return o;
+}
+
 int synth_generate(const synth_opts *o, const char *dir, synth_stats *st)
 {
     memset(st, 0, sizeof *st);
     if (o->train_paragraphs < 1 || o->test_paragraphs < 1)
         return err_set(ERR_INPUT, "synth: paragraph counts must be positive");
+    if (o->relations_min < 1 || o->relations_max < o->relations_min || o->two_subjects_pct < 0 || o->two_subjects_pct > 100)
+        return err_set(ERR_INPUT, "synth: bad paragraph shape (relations %d..%d, two subjects %d%%)", o->relations_min,
+                       o->relations_max, o->two_subjects_pct);
     int rc = mkdir_p(dir);
     if (rc) return rc;
     rng r = {o->seed ^ 0x5eed5eed5eedull};
@@ -637,6 +699,7 @@ int synth_generate(const synth_opts *o, const char *dir, synth_stats *st)
     memset(pools, 0, sizeof pools);
     for (int s = 0; s < 2; s++)
         for (int t = 0; t < T_NTYPES; t++) {
+            nm.split = s;
             int n = s == SPLIT_TRAIN ? train_sizes[t] : train_sizes[t] / 4;
             pools[s][t].n = n;
             pools[s][t].names = n ? xcalloc((size_t)n, sizeof(char *)) : NULL;
@@ -649,7 +712,7 @@ int synth_generate(const synth_opts *o, const char *dir, synth_stats *st)
         for (int k = 0; k < SYNTH_NBASELINES; k++) out[s].baseline[k] = json_object();
         int np = s == SPLIT_TRAIN ? o->train_paragraphs : o->test_paragraphs;
         rng pr = {rnext(&r)};
-        for (int i = 0; i < np; i++) make_paragraph(&out[s], &pr, &nm, pools[s], s, i);
+        for (int i = 0; i < np; i++) make_paragraph(&out[s], &pr, o, pools[s], s, i);
     }
     rc = write_split(dir, "train.json", &out[SPLIT_TRAIN]);
     if (!rc) rc = write_split(dir, "test.json", &out[SPLIT_TEST]);
@@ -678,6 +741,7 @@ int synth_generate(const synth_opts *o, const char *dir, synth_stats *st)
         }
     }
     strset_free(&nm.used);
+    strset_free(&nm.train_words);
     strlist_free(&words);
     return rc;
 }

@@ -30,7 +30,13 @@ typedef struct {
     uint64_t seed;
     int train_paragraphs;
     int test_paragraphs;
+    int relations_min, relations_max; /* facts about the main subject */
+    int two_subjects_pct;             /* paragraphs with a second subject */
 } synth_opts;
+
+/* The demo's shape: 3-4 facts about the main subject, a second subject in
+ * half of the paragraphs. */
+synth_opts synth_opts_default(uint64_t seed, int train_paragraphs, int test_paragraphs);
 
 typedef struct {
     int train_questions, test_questions;

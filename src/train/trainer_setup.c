@@ -157,6 +157,15 @@ int trainer_setup(run_ctx *c)
         return err_set(ERR_INPUT, "--out %s: exists and is not a directory", o->out_dir);
     int rc = qa_model_load(&c->qm, o->model_dir, (uint64_t)o->seed);
     if (rc) return rc;
+    if (o->max_seq_length > c->qm.cfg.max_position_embeddings)
+        return err_set(ERR_INPUT, "--max-seq-length %d exceeds the model's max_position_embeddings %d (%s)",
+                       o->max_seq_length, c->qm.cfg.max_position_embeddings, o->model_dir);
+    if (strcmp(o->resume, "auto") != 0 && strcmp(o->resume, "never") != 0) {
+        if (!path_is_dir(o->resume))
+            return err_set(ERR_INPUT, "--resume %s: not a checkpoint dir (use auto, never or RUN/checkpoints/step-N)",
+                           o->resume);
+        if (ckpt_verify(o->resume) != 0) return err_wrap(ERR_INPUT, "--resume %s", o->resume);
+    }
     char cache[4096];
     snprintf(cache, sizeof cache, "%s/cache", o->out_dir);
     /* Data before the run dir is touched: bad input leaves nothing behind. */
