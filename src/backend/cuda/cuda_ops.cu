@@ -47,7 +47,7 @@ __global__ void iota_kernel(int32_t *x, int n)
 
 /* One block per position of the id-sorted rows; the first position of each
  * id sums that id's rows in row order (the sort is stable), as the CPU
- * backend does, so the sums agree bit for bit. */
+ * backend does, so the sums agree bit for bit. A thread per column. */
 __global__ void word_grad_kernel(float *dwte, const float *dout, const int32_t *sorted_ids, const int32_t *rows,
                                  int N, int C)
 {
@@ -88,8 +88,8 @@ __global__ void type_present_kernel(int *present, int *dev_err, const int32_t *t
 
 __global__ void type_grad_stage1(float *part, const float *dout, const int32_t *types, int N, int C)
 {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    int chunk = blockIdx.y;
+    int c = blockIdx.y * blockDim.x + threadIdx.x;
+    int chunk = blockIdx.x;
     if (c >= C) return;
     int r0 = chunk * CUDA_WS_COLSUM_ROWS, r1 = min(N, r0 + CUDA_WS_COLSUM_ROWS);
     float *p = part + (size_t)chunk * CUDA_WS_MAX_TYPES * C;
@@ -141,7 +141,10 @@ void cuda_embedding_backward(void *vctx, float *dwte, float *dwpe, float *dwtt, 
         size_t tb = sort_temp;
         CUDA_TRY(ctx, cub::DeviceRadixSort::SortPairs(sort_ws, tb, ids, keys_out, vals_in, vals_out, N, 0, 32,
                                                       ctx->stream));
-        word_grad_kernel<<<(unsigned)N, 128, 0, ctx->stream>>>(dwte, dout, keys_out, vals_out, N, C);
+        /* A thread per column: a frequent id (padding, [CLS]) is one long
+         * serial sum, so it should not also loop over columns. */
+        unsigned wt = (unsigned)(C < 1024 ? (C + 31) / 32 * 32 : 1024);
+        word_grad_kernel<<<(unsigned)N, wt, 0, ctx->stream>>>(dwte, dout, keys_out, vals_out, N, C);
         CUDA_LAUNCHED(ctx);
     }
     if (dwpe) {
@@ -153,7 +156,7 @@ void cuda_embedding_backward(void *vctx, float *dwte, float *dwpe, float *dwtt, 
         type_present_kernel<<<(unsigned)((N + 255) / 256), 256, 0, ctx->stream>>>(present, ctx->dev_err, types, N);
         CUDA_LAUNCHED(ctx);
         int nchunks = (int)cuda_ws_colsum_chunks((size_t)N);
-        dim3 g1((unsigned)((C + 127) / 128), (unsigned)nchunks);
+        dim3 g1((unsigned)nchunks, (unsigned)((C + 127) / 128));
         type_grad_stage1<<<g1, 128, 0, ctx->stream>>>(part, dout, types, N, C);
         CUDA_LAUNCHED(ctx);
         dim3 g2((unsigned)((C + 127) / 128), (unsigned)CUDA_WS_MAX_TYPES);
@@ -234,8 +237,8 @@ __global__ void layernorm_backward_kernel(float *dinp, const float *dout, const 
 __global__ void layernorm_param_stage1(float *pw, float *pb, const float *dout, const float *inp, const float *mean,
                                        const float *rstd, int N, int C)
 {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    int chunk = blockIdx.y;
+    int c = blockIdx.y * blockDim.x + threadIdx.x;
+    int chunk = blockIdx.x;
     if (c >= C) return;
     int r0 = chunk * CUDA_WS_COLSUM_ROWS, r1 = min(N, r0 + CUDA_WS_COLSUM_ROWS);
     double aw = 0, ab = 0;
@@ -278,7 +281,7 @@ void cuda_layernorm_backward(void *vctx, float *dinp, float *dw, float *db, cons
     int nchunks = (int)cuda_ws_colsum_chunks((size_t)N);
     float *pw = (float *)cuda_ws_take(&cur, (size_t)nchunks * C * 4);
     float *pb = (float *)cuda_ws_take(&cur, (size_t)nchunks * C * 4);
-    dim3 g1((unsigned)((C + 127) / 128), (unsigned)nchunks);
+    dim3 g1((unsigned)nchunks, (unsigned)((C + 127) / 128));
     layernorm_param_stage1<<<g1, 128, 0, ctx->stream>>>(pw, pb, dout, inp, mean, rstd, N, C);
     CUDA_LAUNCHED(ctx);
     layernorm_param_stage2<<<(unsigned)((C + 127) / 128), 128, 0, ctx->stream>>>(dw, db, pw, pb, nchunks, C);
