@@ -99,6 +99,10 @@ for p in "${pids[@]}"; do wait "$p" || { cat "$build"/fuzz_*.log; echo "fuzz.sh:
 echo "fuzz.sh: built ${#targets[@]} harnesses with $CC in $(($(date +%s) - t0)) s ($build)"
 
 export BERTC_DATA="${BERTC_DATA:-$here/../shared/data}"
+# The harnesses write their inputs to files under here (memory when /dev/shm is there).
+BERTC_FUZZ_TMP=$(mktemp -d /dev/shm/bertc-fuzz.XXXXXX 2>/dev/null || mktemp -d)
+export BERTC_FUZZ_TMP
+trap 'rm -rf "$BERTC_FUZZ_TMP"' EXIT
 export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:allocator_may_return_null=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 # -rss_limit_mb: a parser must not be talked into allocating without bound.

@@ -19,19 +19,30 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
-/* A temp dir of this process, made on first use, and the path of NAME in it. */
+static char fuzz_dir_[256];
+
+static void fuzz_cleanup_(void)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", fuzz_dir_);
+    if (fuzz_dir_[0] && system(cmd) != 0) fprintf(stderr, "fuzz: could not remove %s\n", fuzz_dir_);
+}
+
+/* A temp dir of this process (under $BERTC_FUZZ_TMP, which scripts/fuzz.sh
+ * makes and removes, else /dev/shm), removed at exit; the path of NAME in it. */
 static inline const char *fuzz_path(const char *name)
 {
-    static char dir[256];
     static char path[512];
-    if (!dir[0]) {
-        const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-        snprintf(dir, sizeof dir, "%s/bertc-fuzz-%d", base, (int)getpid());
+    if (!fuzz_dir_[0]) {
+        const char *base = getenv("BERTC_FUZZ_TMP");
+        if (!base || !*base) base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+        snprintf(fuzz_dir_, sizeof fuzz_dir_, "%s/bertc-fuzz-%d", base, (int)getpid());
         char cmd[300];
-        snprintf(cmd, sizeof cmd, "mkdir -p '%s'", dir);
+        snprintf(cmd, sizeof cmd, "mkdir -p '%s'", fuzz_dir_);
         if (system(cmd) != 0) abort();
+        atexit(fuzz_cleanup_);
     }
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(path, sizeof path, "%s/%s", fuzz_dir_, name);
     return path;
 }
 
