@@ -3,14 +3,16 @@
 #
 #   scripts/fuzz.sh [--seconds N] [--target NAME] [--build DIR] [--jobs N] [--replay-only]
 #
-# Builds the project's library once with clang (-fsanitize=fuzzer-no-link,
-# address,undefined) into DIR (default build-fuzz) through CMake, links every
-# tests/fuzz/fuzz_NAME.c against it, replays every regression input under
-# tests/fuzz/regress/NAME/ and the seed corpus, then fuzzes each target for N
-# seconds (default 60; 0 = replay only). New inputs go to DIR/corpus/NAME
-# (the seeds in the repo are never written); a crash is saved to
-# DIR/crashes/NAME/ and makes the script exit 1 after all targets ran.
-# clang and libclang-rt-14-dev are installed with apt-get when missing.
+# Builds the modules that read outside input (src/core, text, data, model,
+# train/state.c, train/ckpt.c) once with clang (-fsanitize=fuzzer-no-link,
+# address,undefined) into DIR/libbertc_fuzz.a (default DIR build-fuzz; make
+# tracks the headers), links every tests/fuzz/fuzz_NAME.c against it,
+# replays every regression input under tests/fuzz/regress/NAME/ and the seed
+# corpus, then fuzzes each target for N seconds (default 60; 0 = replay
+# only). New inputs go to DIR/corpus/NAME (the seeds in the repo are never
+# written); a crash is saved to DIR/crashes/NAME/ and makes the script exit 1
+# after all targets ran. clang-14, libclang-rt-14-dev and libomp-14-dev are
+# installed with apt-get when missing (scripts/deps.sh).
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 seconds=60
@@ -29,7 +31,7 @@ while [ $# -gt 0 ]; do
     --jobs) jobs=${2:?--jobs needs a value}; shift 2 ;;
     --jobs=*) jobs=${1#*=}; shift ;;
     --replay-only) replay_only=1; shift ;;
-    -h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "fuzz.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
