@@ -1,6 +1,7 @@
 /* bertc train: fine-tune a BERT model dir for extractive QA (trainer.h). */
 #include "core/args.h"
 #include "core/err.h"
+#include "train/supervise.h"
 #include "train/trainer.h"
 
 #include <stdlib.h>
@@ -14,6 +15,7 @@ int cmd_train(int argc, char **argv)
     trainer_opts_default(&o);
     const char *micro = "auto";
     int64_t seed = o.seed;
+    int supervise = 0;
     const arg_spec specs[] = {
         {"model", ARG_STR, &o.model_dir, "DIR", "Hugging Face model dir (config.json, model.safetensors, vocab.txt)", .required = 1},
         {"train", ARG_STR, &o.train_path, "FILE", "training data, SQuAD format", .required = 1},
@@ -46,6 +48,7 @@ int cmd_train(int argc, char **argv)
         {"monitor-interval", ARG_DOUBLE, &o.monitor_interval, "S", "seconds between resource samples (0 = off)", .min = 0, .max = 86400},
         {"n-best", ARG_INT, &o.n_best, "N", "candidates per window in post-processing", .min = 1, .max = 1000},
         {"max-answer-length", ARG_INT, &o.max_answer_length, "N", "longest answer in tokens", .min = 1, .max = 8192},
+        {"supervise", ARG_INT, &supervise, "N", "restart the trainer after a crash or kill, up to N times (resuming)", .min = 0, .max = SUPERVISE_MAX_RESTARTS},
         {0},
     };
     int rc = args_parse("train", "bertc train --model DIR --train FILE --out RUN [--dev FILE] [options]", specs, argc,
@@ -61,5 +64,6 @@ int cmd_train(int argc, char **argv)
     }
     rc = trainer_opts_check(&o);
     if (rc) return rc;
+    if (supervise > 0) return supervise_run(supervise, argc, argv, o.out_dir);
     return trainer_run(&o);
 }

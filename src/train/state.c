@@ -3,6 +3,7 @@
 #include "core/err.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,6 +32,9 @@ const char *train_state_fp_get(const train_state *s, const char *key)
     return NULL;
 }
 
+/* JSON has no NaN or infinity: those are written as null. */
+static json_t *real_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
 static json_t *u64_hex(uint64_t v)
 {
     char buf[24];
@@ -50,12 +54,12 @@ int train_state_to_json(const train_state *s, char **text, size_t *len)
     json_object_set_new(o, "shuffle_seed", u64_hex(s->shuffle_seed));
     json_object_set_new(o, "rng_seed", u64_hex(s->rng_seed));
     json_object_set_new(o, "rng_counter", u64_hex(s->rng_counter));
-    json_object_set_new(o, "loss_scale", json_real(s->loss_scale));
+    json_object_set_new(o, "loss_scale", real_or_null(s->loss_scale));
     json_object_set_new(o, "skipped_steps", json_integer(s->skipped_steps));
     json_object_set_new(o, "adam_t", json_integer(s->adam_t));
     json_object_set_new(o, "restarts", json_integer(s->restarts));
-    json_object_set_new(o, "elapsed_s", json_real(s->elapsed_s));
-    json_object_set_new(o, "smoothed_loss", json_real(s->smoothed_loss));
+    json_object_set_new(o, "elapsed_s", real_or_null(s->elapsed_s));
+    json_object_set_new(o, "smoothed_loss", real_or_null(s->smoothed_loss));
     json_object_set_new(o, "examples_seen", json_integer(s->examples_seen));
     json_t *fp = json_object();
     for (int i = 0; i < s->nfp; i++) json_object_set_new(fp, s->fp[i].key, json_string(s->fp[i].value));
@@ -90,6 +94,10 @@ static int get_int(json_t *o, const char *path, const char *key, int64_t min, in
 static int get_real(json_t *o, const char *path, const char *key, double *out)
 {
     json_t *v = json_object_get(o, key);
+    if (json_is_null(v)) {
+        *out = NAN;
+        return 0;
+    }
     if (!json_is_number(v)) return err_set(ERR_INPUT, "%s: field \"%s\" is missing or not a number", path, key);
     *out = json_number_value(v);
     return 0;

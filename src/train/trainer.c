@@ -28,7 +28,16 @@
 #include <unistd.h>
 
 
+#define MAX_NONFINITE_IN_A_ROW 20
+
 static volatile sig_atomic_t g_stop;
+
+static void warn_once(int *warned, const char *what)
+{
+    if (!*warned) log_warn("%s: %s (training goes on without it)", what, err_msg());
+    *warned = 1;
+    err_clear();
+}
 double trainer_g_last_em = -1, trainer_g_last_f1 = -1;
 
 void trainer_last_eval(double *exact_match, double *f1)
@@ -135,7 +144,8 @@ int trainer_evaluate(run_ctx *c, const char *pred_path, int print)
     qa_predictions_free(&p);
     if (rc) return rc;
     double epoch = (double)c->st.step / (double)c->steps_per_epoch;
-    rc = runlog_row(&c->evals, "%lld,%.6f,%.6f,%.6f", (long long)c->st.step, epoch, r.exact_match, r.f1);
+    if (runlog_row(&c->evals, "%lld,%.6f,%.6f,%.6f", (long long)c->st.step, epoch, r.exact_match, r.f1) != 0)
+        warn_once(&c->log_warned, "eval.csv");
     obs_eval(c->obs, c->st.step, r.exact_match, r.f1);
     trainer_g_last_em = r.exact_match;
     trainer_g_last_f1 = r.f1;
@@ -174,6 +184,17 @@ static void progress(run_ctx *c, double loss, double lr, int force)
 }
 
 /* One optimizer step: micro-batches with accumulation, then AdamW. */
+/* BERTC_DEBUG_NONFINITE=FIRST:COUNT: steps FIRST..FIRST+COUNT-1 (1-based,
+ * the step numbers of metrics.csv) get a NaN loss and gradient, to test the
+ * handling of non-finite steps (a tiny fp32 model does not produce them). */
+static int debug_nonfinite(int64_t step)
+{
+    const char *s = getenv("BERTC_DEBUG_NONFINITE");
+    long long first, count;
+    if (!s || sscanf(s, "%lld:%lld", &first, &count) != 2) return 0;
+    return step >= first && step < first + count;
+}
+
 static int train_step(run_ctx *c, int32_t *idx, double *loss_out, optim_result *res)
 {
     int count;
@@ -199,6 +220,14 @@ static int train_step(run_ctx *c, int32_t *idx, double *loss_out, optim_result *
         if (rc) return err_wrap(rc, "step %lld", (long long)c->st.step + 1);
         loss += (double)w * (double)l;
     }
+    if (debug_nonfinite(c->st.step + 1)) {
+        /* Test hook (BERTC_DEBUG_NONFINITE): this step's loss and one gradient are NaN. */
+        float nan = NAN;
+        backend *be = bert_model_backend(c->qm.model);
+        int rc = be->i->upload(be->ctx, bert_model_grads(c->qm.model), &nan, sizeof nan);
+        if (rc) return rc;
+        loss = NAN;
+    }
     optim_config oc = optim_config_default();
     oc.lr = c->o->lr;
     oc.eps = c->o->adam_eps;
@@ -219,6 +248,7 @@ int trainer_run(const trainer_opts *o)
 {
     run_ctx *c = xcalloc(1, sizeof *c);
     c->o = o;
+    c->lock_fd = -1;
     g_stop = 0;
     trainer_g_last_em = trainer_g_last_f1 = -1;
     struct sigaction sa, old_int, old_term;
@@ -235,6 +265,7 @@ int trainer_run(const trainer_opts *o)
     int32_t *idx = xmalloc((size_t)o->batch * sizeof *idx);
     c->t0 = c->last_save_time = trainer_now();
     double loss = NAN, lr = 0;
+    int nonfinite_run = 0;
     while (!rc && c->st.step < c->total) {
         if (g_stop) break;
         double t = trainer_now();
@@ -243,21 +274,43 @@ int trainer_run(const trainer_opts *o)
         if (rc) break;
         c->train_time += trainer_now() - t;
         lr = res.lr;
-        c->st.smoothed_loss = c->st.step == 1 || !isfinite(c->st.smoothed_loss) ? loss : 0.98 * c->st.smoothed_loss + 0.02 * loss;
+        if (isfinite(loss))
+            c->st.smoothed_loss = !isfinite(c->st.smoothed_loss) ? loss : 0.98 * c->st.smoothed_loss + 0.02 * loss;
         double rate = c->train_time > 0 ? (double)c->examples_here / c->train_time : 0;
         double epoch = (double)c->st.step / (double)c->steps_per_epoch;
         double elapsed = c->st.elapsed_s + (trainer_now() - c->t0);
-        rc = runlog_row(&c->metrics, "%lld,%.6f,%.9g,%.9g,%.9g,1,%.2f,%.2f", (long long)c->st.step, epoch, loss, res.lr,
-                        res.grad_norm, rate, elapsed);
-        if (rc) break;
+        if (runlog_row(&c->metrics, "%lld,%.6f,%.9g,%.9g,%.9g,1,%.2f,%.2f", (long long)c->st.step, epoch, loss, res.lr,
+                       res.grad_norm, rate, elapsed) != 0)
+            warn_once(&c->log_warned, "metrics.csv");
         obs_step(c->obs, &(obs_step_metrics){c->st.step, epoch, loss, res.lr, res.grad_norm, 1, rate});
-        if (res.skipped) log_warn("step %lld: non-finite gradient, update skipped", (long long)c->st.step);
+        if (res.skipped) {
+            nonfinite_run++;
+            log_warn("step %lld: non-finite loss or gradient, update skipped (%lld skipped in all)",
+                     (long long)c->st.step, (long long)optim_skipped(c->opt));
+            if (nonfinite_run >= MAX_NONFINITE_IN_A_ROW) {
+                rc = err_set(ERR_RUNTIME,
+                             "%d steps in a row (%lld to %lld) had a non-finite loss or gradient; stopping (the "
+                             "checkpoints hold the weights of the last good step; try a lower --lr)",
+                             MAX_NONFINITE_IN_A_ROW, (long long)c->st.step - MAX_NONFINITE_IN_A_ROW + 1,
+                             (long long)c->st.step);
+                break;
+            }
+        } else {
+            nonfinite_run = 0;
+        }
         progress(c, loss, lr, 0);
         ckpt_debug_kill("step", c->st.step);
         if (g_stop) break;
         int due = (o->save_every > 0 && c->st.step % o->save_every == 0) ||
                   (o->save_every_minutes > 0 && trainer_now() - c->last_save_time >= 60 * o->save_every_minutes);
-        if (due && c->st.step < c->total) rc = trainer_save_checkpoint(c);
+        if (due && c->st.step < c->total && trainer_save_checkpoint(c) != 0) {
+            /* A full disk or a failing device must not end the run: the
+             * previous checkpoints are intact, the next save tries again. */
+            log_warn("%s (training goes on; the previous checkpoints are intact; the next save tries again)",
+                     err_msg());
+            err_clear();
+            c->last_save_time = trainer_now();
+        }
         if (!rc && c->have_dev && o->eval_every > 0 && c->st.step % o->eval_every == 0 && c->st.step < c->total) {
             rc = trainer_evaluate(c, NULL, 0);
             if (rc == ERR_STOPPED) rc = 0; /* the signal is handled below */

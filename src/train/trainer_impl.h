@@ -43,6 +43,8 @@ typedef struct {
     double t0, last_save_time, train_time; /* train_time: this process, without evaluation */
     int64_t examples_here;
     int tty;
+    int lock_fd;
+    int log_warned; /* a CSV write failed (reported once) */
     double last_progress;
 } run_ctx;
 

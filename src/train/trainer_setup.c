@@ -12,10 +12,14 @@
 #include "train/ckpt.h"
 #include "train/train_ckpt.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 /* ---- the fingerprint: settings that must not change across a resume ---- */
@@ -61,17 +65,56 @@ static int auto_micro_batch(const bert_config *cfg, int batch, int T)
     return mb;
 }
 
-static int load_split(run_ctx *c, const char *path, squad_data *d, features *f, const char *cache_name, int *hit)
+static int load_data(const char *path, squad_data *d)
 {
     int rc = squad_load(path, d);
     if (rc) return rc;
     if (d->n_relocated || d->n_unfound)
         log_info("%s: %d answers moved to the nearest occurrence of their text, %d not found in their context", path,
                  d->n_relocated, d->n_unfound);
+    return 0;
+}
+
+static int load_features(run_ctx *c, const squad_data *d, features *f, const char *cache_name, int *hit)
+{
     feature_opts fo = {c->o->max_seq_length, c->o->doc_stride, c->o->max_query_length};
     char cache[4096];
     snprintf(cache, sizeof cache, "%s/cache/%s", c->o->out_dir, cache_name);
     return features_load_or_build(cache, d, c->qm.tok, &fo, c->o->threads, f, hit);
+}
+
+/* What a killed process leaves: NAME.tmp.PID files of atomic writes, the
+ * temp dirs of a checkpoint or of the export. Never trusted, always
+ * removed at the next start. */
+static int remove_leftovers(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    struct dirent *e;
+    int rc = 0;
+    while ((e = readdir(d)) != NULL && !rc) {
+        size_t n = strlen(e->d_name);
+        int tmp = strstr(e->d_name, ".tmp.") != NULL || (n > 4 && !strcmp(e->d_name + n - 4, ".tmp"));
+        if (!tmp) continue;
+        char p[4096];
+        rc = remove_tree(path_join(p, sizeof p, dir, e->d_name));
+    }
+    closedir(d);
+    return rc;
+}
+
+/* One trainer per run dir: a second one would interleave checkpoints. The
+ * lock goes with the process (also when it is killed). */
+static int lock_run_dir(run_ctx *c)
+{
+    char p[4096];
+    path_join(p, sizeof p, c->o->out_dir, "train.lock");
+    c->lock_fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (c->lock_fd < 0) return err_set(ERR_RUNTIME, "%s: %s", p, strerror(errno));
+    if (flock(c->lock_fd, LOCK_EX | LOCK_NB) != 0)
+        return err_set(ERR_INPUT, "--out %s: another bertc train is running in this run dir (%s is locked)",
+                       c->o->out_dir, p);
+    return 0;
 }
 
 static int prepare_run_dir(run_ctx *c, char *ckdir, size_t cap, int *resumed)
@@ -88,7 +131,13 @@ static int prepare_run_dir(run_ctx *c, char *ckdir, size_t cap, int *resumed)
     }
     if (!strcmp(o->resume, "auto")) {
         int64_t step;
-        rc = ckpt_find_latest(o->out_dir, ckdir, cap, &step, NULL);
+        int damaged = 0;
+        rc = ckpt_find_latest(o->out_dir, ckdir, cap, &step, &damaged);
+        if (rc == 1 && damaged)
+            return err_set(ERR_RUNTIME,
+                           "%s/checkpoints: all %d checkpoints are damaged (see the warnings above); nothing was "
+                           "deleted; to start over use --resume never or another --out",
+                           o->out_dir, damaged);
         if (rc == 1) return 0;
         if (rc) return rc;
         *resumed = 1;
@@ -166,23 +215,31 @@ int trainer_setup(run_ctx *c)
                            o->resume);
         if (ckpt_verify(o->resume) != 0) return err_wrap(ERR_INPUT, "--resume %s", o->resume);
     }
-    char cache[4096];
-    snprintf(cache, sizeof cache, "%s/cache", o->out_dir);
-    /* Data before the run dir is touched: bad input leaves nothing behind. */
-    int train_hit = 0, dev_hit = 0;
-    squad_data probe;
-    rc = squad_load(o->train_path, &probe);
+    /* The data before the run dir is touched: bad input leaves nothing behind. */
+    rc = load_data(o->train_path, &c->train);
     if (rc) return rc;
-    squad_free(&probe);
+    c->have_train = 1;
+    if (o->dev_path) {
+        rc = load_data(o->dev_path, &c->dev);
+        if (rc) return rc;
+        c->have_dev = 1;
+    }
+    char cache[4096], ckdir[CKPT_PATH_MAX] = "";
+    snprintf(cache, sizeof cache, "%s/cache", o->out_dir);
     rc = mkdir_p(cache);
     if (rc) return err_wrap(rc, "--out %s", o->out_dir);
-    rc = load_split(c, o->train_path, &c->train, &c->tf, "train.features", &train_hit);
-    c->have_train = 1;
+    rc = lock_run_dir(c);
+    if (!rc) rc = remove_leftovers(o->out_dir);
+    if (!rc) rc = remove_leftovers(cache);
+    int resumed;
+    if (!rc) rc = prepare_run_dir(c, ckdir, sizeof ckdir, &resumed);
+    if (rc) return rc;
+    int train_hit = 0, dev_hit = 0;
+    rc = load_features(c, &c->train, &c->tf, "train.features", &train_hit);
     if (rc) return rc;
     c->have_tf = 1;
     if (o->dev_path) {
-        rc = load_split(c, o->dev_path, &c->dev, &c->df, "dev.features", &dev_hit);
-        c->have_dev = 1;
+        rc = load_features(c, &c->dev, &c->df, "dev.features", &dev_hit);
         if (rc) return rc;
         c->have_df = 1;
     }
@@ -205,10 +262,6 @@ int trainer_setup(run_ctx *c)
     train_state now;
     memset(&now, 0, sizeof now);
     rc = fingerprint(&now, o, &c->train, c->total);
-    if (rc) return rc;
-    char ckdir[CKPT_PATH_MAX] = "";
-    int resumed;
-    rc = prepare_run_dir(c, ckdir, sizeof ckdir, &resumed);
     if (rc) return rc;
     size_t nf = c->qm.table.total;
     c->host_params = c->qm.host_params;
@@ -272,8 +325,11 @@ int trainer_finish(run_ctx *c)
 {
     const trainer_opts *o = c->o;
     int rc = 0;
-    if (c->last_saved_step != c->st.step) rc = trainer_save_checkpoint(c);
-    if (!rc) rc = bert_model_get_params(c->qm.model, c->host_params);
+    if (c->last_saved_step != c->st.step && trainer_save_checkpoint(c) != 0) {
+        log_warn("%s (going on with the export)", err_msg());
+        err_clear();
+    }
+    rc = bert_model_get_params(c->qm.model, c->host_params);
     if (rc) return rc;
     char final[4096], tmp[4200];
     path_join(final, sizeof final, o->out_dir, "final");
@@ -283,7 +339,11 @@ int trainer_finish(run_ctx *c)
     if (!rc) rc = remove_tree(final);
     if (!rc && rename(tmp, final) != 0) rc = err_set(ERR_RUNTIME, "%s: rename to %s failed", tmp, final);
     if (!rc) rc = fsync_parent_dir(final);
-    if (rc) return err_wrap(rc, "exporting %s", final);
+    if (rc) {
+        err_wrap(rc, "exporting %s (the checkpoints are kept)", final);
+        remove_tree(tmp);
+        return rc;
+    }
     if (c->have_dev) {
         char pred[4096];
         rc = trainer_evaluate(c, path_join(pred, sizeof pred, o->out_dir, "predictions.json"), 1);
@@ -304,6 +364,7 @@ int trainer_finish(run_ctx *c)
 
 void trainer_cleanup(run_ctx *c)
 {
+    if (c->lock_fd >= 0) close(c->lock_fd);
     runlog_close(&c->metrics);
     runlog_close(&c->evals);
     loader_batch_free(&c->mb);
