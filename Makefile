@@ -39,5 +39,10 @@ demo: build
 bench: build
 	bash bench/compare.sh
 
+# libFuzzer harnesses (clang, ASan+UBSan); make fuzz FUZZ_SECONDS=600 FUZZ_TARGET=squad
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	bash scripts/fuzz.sh --seconds $(FUZZ_SECONDS) $(if $(FUZZ_TARGET),--target $(FUZZ_TARGET))
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz

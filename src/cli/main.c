@@ -22,6 +22,21 @@ static const command commands[] = {
 };
 static const int ncommands = (int)(sizeof commands / sizeof commands[0]);
 
+/* Error messages quote input text (question ids, tensor names, JSON
+ * excerpts); control characters are escaped so the message stays one line. */
+static void print_error(const char *msg)
+{
+    fputs("bertc: ", stderr);
+    for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
+        if (*p == '\n') fputs("\\n", stderr);
+        else if (*p == '\r') fputs("\\r", stderr);
+        else if (*p == '\t') fputs("\\t", stderr);
+        else if (*p < 0x20 || *p == 0x7f) fprintf(stderr, "\\x%02x", *p);
+        else fputc(*p, stderr);
+    }
+    fputc('\n', stderr);
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "bertc %s: fine-tune BERT for question answering (SQuAD format), on a GPU or CPU cores\n\n", BERTC_VERSION);
@@ -48,7 +63,7 @@ int main(int argc, char **argv)
         if (strcmp(argv[1], commands[i].name) != 0) continue;
         err_clear();
         int rc = commands[i].fn(argc - 1, argv + 1);
-        if (rc != 0 && rc != ERR_STOPPED && err_code() != 0) fprintf(stderr, "bertc: %s\n", err_msg());
+        if (rc != 0 && rc != ERR_STOPPED && err_code() != 0) print_error(err_msg());
         return rc;
     }
     fprintf(stderr, "bertc: unknown command '%s' (see bertc --help)\n", argv[1]);
