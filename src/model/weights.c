@@ -573,6 +573,9 @@ static int missing_safetensors(const char *dir)
         {"pytorch_model.bin.index.json", "sharded PyTorch pickle weights", "'%s'"},
         /* transformers 5 dropped TensorFlow and Flax: these need 4.x. */
         {"tf_model.h5", "TensorFlow weights; use transformers 4.x", "'%s', from_tf=True"},
+        /* Google's original release names them bert_model.ckpt.*. */
+        {"bert_model.ckpt.index", "an original TensorFlow checkpoint; use transformers 4.x",
+         "'%s/bert_model.ckpt.index', from_tf=True, config='%s/%s'"},
         {"model.ckpt.index", "an original TensorFlow checkpoint; use transformers 4.x",
          "'%s/model.ckpt.index', from_tf=True, config='%s/%s'"},
         {"flax_model.msgpack", "Flax weights; use transformers 4.x", "'%s', from_flax=True"},
@@ -584,10 +587,11 @@ static int missing_safetensors(const char *dir)
         char load[PATH_MAX * 2 + 64];
         const char *cfg = path_exists(path_join(p, sizeof p, dir, "config.json")) ? "config.json" : "bert_config.json";
         snprintf(load, sizeof load, other[i].load, dir, dir, cfg);
+        /* One line: an error is one line on stderr, so the Python is joined with "; ". */
         return err_set(ERR_INPUT,
-                       "%s: no model.safetensors, only %s (%s), which bertc does not read; convert once with\n"
-                       "  from transformers import BertForQuestionAnswering as M\n"
-                       "  M.from_pretrained(%s).save_pretrained('%s', safe_serialization=True, max_shard_size='100GB')",
+                       "%s: no model.safetensors, only %s (%s), which bertc does not read; convert once in Python: "
+                       "from transformers import BertForQuestionAnswering as M; "
+                       "M.from_pretrained(%s).save_pretrained('%s', safe_serialization=True, max_shard_size='100GB')",
                        dir, other[i].file, other[i].what, load, dir);
     }
     return err_set(ERR_INPUT, "%s: no model.safetensors (a model dir holds config.json, model.safetensors, vocab.txt)",
