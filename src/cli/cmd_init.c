@@ -7,6 +7,7 @@
 #include "model/config.h"
 #include "model/params.h"
 #include "model/weights.h"
+#include "text/tokenizer.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -16,21 +17,10 @@
 
 const char cmd_init_summary[] = "write a randomly initialised model dir (named config or config.json)";
 
-/* Tokens in a vocab.txt: lines split on '\n' only (as transformers'
- * load_vocab), a final line without '\n' counts, a final '\n' ends the
- * last line rather than starting an empty one. */
-static int count_vocab(const char *data, size_t len)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < len; i++) n += data[i] == '\n';
-    if (len && data[len - 1] != '\n') n++;
-    return n > INT_MAX ? INT_MAX : (int)n;
-}
-
 /* --config is a named config, a config.json, or a model dir holding one. */
-static int resolve_config(const char *arg, int vocab_size, bert_config *cfg)
+static int resolve_config(const char *arg, int n_vocab, bert_config *cfg)
 {
-    if (config_is_named(arg)) return config_named(arg, vocab_size, cfg);
+    if (config_is_named(arg)) return config_named(arg, n_vocab, cfg);
     char p[PATH_MAX];
     const char *file = arg;
     if (path_is_dir(arg)) file = path_join(p, sizeof p, arg, "config.json");
@@ -39,9 +29,9 @@ static int resolve_config(const char *arg, int vocab_size, bert_config *cfg)
                        "and no such file", arg);
     int rc = config_load(file, cfg);
     if (rc) return rc;
-    if (cfg->vocab_size != vocab_size)
-        log_info("init: vocab_size %d from the vocab, not %d from %s", vocab_size, cfg->vocab_size, file);
-    cfg->vocab_size = vocab_size;
+    if (cfg->vocab_size != n_vocab)
+        log_info("init: vocab_size %d from the vocab, not %d from %s", n_vocab, cfg->vocab_size, file);
+    cfg->vocab_size = n_vocab;
     return config_validate(cfg, file);
 }
 
@@ -64,10 +54,10 @@ static int check_out(const char *out, int force)
     return 0;
 }
 
-static int write_tokenizer_files(const char *out, const char *vocab, size_t vlen, int lower, int max_len)
+static int write_tokenizer_files(const char *out, const char *vtext, size_t vlen, int lower, int max_len)
 {
     char p[PATH_MAX], tc[256];
-    int rc = file_write_atomic(path_join(p, sizeof p, out, "vocab.txt"), vocab, vlen);
+    int rc = file_write_atomic(path_join(p, sizeof p, out, "vocab.txt"), vtext, vlen);
     if (rc) return rc;
     int n = snprintf(tc, sizeof tc,
                      "{\n  \"do_lower_case\": %s,\n  \"model_max_length\": %d,\n"
@@ -96,19 +86,20 @@ int cmd_init(int argc, char **argv)
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
 
-    char *vocab = NULL;
+    /* Checked as every later command will load it (duplicates, UTF-8, special
+     * tokens), so a model dir is never written around a vocab nothing can read. */
+    vocab *v = NULL;
+    if ((rc = vocab_load(vocab_path, &v))) return err_wrap(rc, "--vocab");
+    int vsize = vocab_size(v);
+    vocab_free(v);
+    char *vtext = NULL;
     size_t vlen = 0;
-    if ((rc = file_read_all(vocab_path, &vocab, &vlen))) return err_wrap(rc, "--vocab");
-    int vocab_size = count_vocab(vocab, vlen);
-    if (vocab_size < 1) {
-        free(vocab);
-        return err_set(ERR_INPUT, "--vocab %s: empty vocabulary", vocab_path);
-    }
+    if ((rc = file_read_all(vocab_path, &vtext, &vlen))) return err_wrap(rc, "--vocab");
     bert_config cfg;
     param_table t = {0};
     float *block = NULL;
     int created = 0;
-    if ((rc = resolve_config(config, vocab_size, &cfg)) || (rc = check_out(out, force))) goto done;
+    if ((rc = resolve_config(config, vsize, &cfg)) || (rc = check_out(out, force))) goto done;
     created = !path_exists(out);
     if ((rc = mkdir_p(out))) goto done;
     param_table_init(&t, &cfg);
@@ -119,7 +110,7 @@ int cmd_init(int argc, char **argv)
     }
     model_init_random(&cfg, &t, block, (uint64_t)seed);
     if ((rc = model_save(out, &cfg, &t, block, NULL)) ||
-        (rc = write_tokenizer_files(out, vocab, vlen, !cased, cfg.max_position_embeddings)))
+        (rc = write_tokenizer_files(out, vtext, vlen, !cased, cfg.max_position_embeddings)))
         goto done;
     printf("%s: L%d H%d A%d I%d, vocab %d, %zu parameters, seed %lld\n", out, cfg.num_hidden_layers,
            cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size, cfg.vocab_size, t.total,
@@ -133,7 +124,7 @@ done:
         for (int i = 0; i < 4; i++) unlink(path_join(p, sizeof p, out, files[i]));
     }
     free(block);
-    free(vocab);
+    free(vtext);
     param_table_free(&t);
     return rc;
 }
