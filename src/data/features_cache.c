@@ -123,13 +123,14 @@ static const char *tokens_check(const features_tokens *t, const squad_data *d, i
 }
 
 /* A miss is not an error, but its reason stays readable in err_msg() (with
- * err_code() 0) for callers and tests. */
+ * err_code() 0) for callers and tests. It is not logged here:
+ * features_load_or_build logs it once the rebuild worked, so a failing
+ * command prints its error line alone. */
 static int cache_miss(const char *path, const char *why)
 {
     char reason[256];
     snprintf(reason, sizeof reason, "%s", why);
     err_set(ERR_OK, "features cache %s: %s", path, reason);
-    log_info("%s; rebuilding", err_msg());
     return 1;
 }
 
@@ -221,6 +222,7 @@ int features_load_or_build(const char *path, const squad_data *d, const tokenize
     if (hit) *hit = 0;
     int rc = features_check_opts(o);
     if (rc) return rc;
+    char miss[512] = "";
     if (path) {
         rc = features_cache_load(path, d, tok, o, out);
         if (rc == 0) {
@@ -228,8 +230,10 @@ int features_load_or_build(const char *path, const squad_data *d, const tokenize
             return 0;
         }
         if (rc != 1) return rc;
+        snprintf(miss, sizeof miss, "%s", err_msg());
     }
     if ((rc = features_build(d, tok, o, nthreads, out))) return rc;
+    if (path) log_info("%s; rebuilt", miss);
     if (path && features_cache_save(path, d, tok, o, out) != 0)
         log_warn("features cache %s not written: %s", path, err_msg());
     return 0;
