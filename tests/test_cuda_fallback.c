@@ -166,7 +166,7 @@ static void check_gpu(const char *name, int major, int minor, long long total)
     CHECK(backend_mem_query(&be, &m) == 0, "%s", err_msg());
     printf("memory: used %lld, peak %lld, free %lld, device free %lld of %lld\n", (long long)m.used, (long long)m.peak,
            (long long)m.free, (long long)m.device_free, (long long)m.device_total);
-    CHECK(m.used > 0 && m.peak >= m.used && m.device_total == total, "figures");
+    CHECK(m.used > 0 && m.peak >= m.used && m.device_total > 0 && m.device_total <= total && m.free > 0, "figures");
     void *p = be.i->alloc(be.ctx, 1 << 20);
     backend_mem m2;
     backend_mem_query(&be, &m2);
