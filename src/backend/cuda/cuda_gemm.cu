@@ -56,8 +56,8 @@ __global__ void bias_fill_kernel(float *out, const float *b, size_t N, int OC)
 
 __global__ void colsum_stage1(float *part, const float *x, int N, int C)
 {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    int chunk = blockIdx.y;
+    int c = blockIdx.y * blockDim.x + threadIdx.x;
+    int chunk = blockIdx.x;
     if (c >= C) return;
     int r0 = chunk * CUDA_WS_COLSUM_ROWS, r1 = min(N, r0 + CUDA_WS_COLSUM_ROWS);
     double s = 0;
@@ -78,7 +78,7 @@ void cuda_colsum_add(cuda_ctx *ctx, float *out, const float *x, int N, int C, fl
 {
     if (ctx->error || N <= 0 || C <= 0) return;
     int nchunks = (int)cuda_ws_colsum_chunks((size_t)N);
-    dim3 g1((unsigned)((C + 127) / 128), (unsigned)nchunks);
+    dim3 g1((unsigned)nchunks, (unsigned)((C + 127) / 128));
     colsum_stage1<<<g1, 128, 0, ctx->stream>>>(part, x, N, C);
     CUDA_LAUNCHED(ctx);
     colsum_stage2<<<(unsigned)((C + 127) / 128), 128, 0, ctx->stream>>>(out, part, nchunks, C);
@@ -93,13 +93,15 @@ static cudaDataType_t lt_type(gemm_type t)
     return t == GEMM_F16 ? CUDA_R_16F : t == GEMM_BF16 ? CUDA_R_16BF : CUDA_R_32F;
 }
 
-/* The largest power of two (up to 256) that divides the address: cuBLASLt
- * must not pick a kernel that assumes more alignment than there is. */
-static int ptr_align(const void *p)
+/* The largest power of two (up to 256) that divides every address a GEMM
+ * operand reaches: the base, each batch (stride) and each column (ld).
+ * cuBLASLt must not pick a kernel that assumes more alignment than that. */
+static uint32_t operand_align(const void *p, long long ld, long long stride, int batch, size_t elem)
 {
-    uintptr_t a = (uintptr_t)p;
-    int al = 256;
-    while (al > 4 && (a % (uintptr_t)al) != 0) al /= 2;
+    uintptr_t a = (uintptr_t)p | (uintptr_t)((size_t)ld * elem);
+    if (batch > 1) a |= (uintptr_t)((size_t)stride * elem);
+    uint32_t al = 256;
+    while (al > 1 && (a % al) != 0) al /= 2;
     return al;
 }
 
@@ -135,8 +137,10 @@ int cuda_gemm(cuda_ctx *ctx, int ta, int tb, int m, int n, int k, const void *A,
     cudaDataType_t dt = lt_type(t);
     cublasComputeType_t ct = (t == GEMM_F32 && ctx->prec == PREC_TF32) ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     int ok = 0;
-    int aa = ptr_align(A), ab = ptr_align(B), ad = ptr_align(D);
-    int key[20] = {ta, tb, m, n, k, lda, ldb, ldd, batch, (int)t, (int)ct, aa, ab, ad, 0};
+    size_t esz = t == GEMM_F32 ? 4 : 2;
+    uint32_t ua = operand_align(A, lda, sA, batch, esz), ub = operand_align(B, ldb, sB, batch, esz);
+    uint32_t ud = operand_align(D, ldd, sD, batch, 4);
+    int key[20] = {ta, tb, m, n, k, lda, ldb, ldd, batch, (int)t, (int)ct, (int)ua, (int)ub, (int)ud, 0};
     long long strides[3] = {sA, sB, sD};
     size_t wsb = CUDA_WS_CUBLASLT;
     gemm_cache_entry *hit = cache_find(ctx, key, strides);
@@ -168,7 +172,6 @@ int cuda_gemm(cuda_ctx *ctx, int ta, int tb, int m, int n, int k, const void *A,
     if (!hit) {
         cublasLtMatmulHeuristicResult_t res;
         int nres = 0;
-        uint32_t ua = (uint32_t)aa, ub = (uint32_t)ab, ud = (uint32_t)ad;
         memset(&res, 0, sizeof res);
         LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
         LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
