@@ -86,6 +86,7 @@ static void check_cpu(void)
     backend_mem m;
     CHECK(backend_mem_query(&be, &m) == ERR_INPUT, "no device memory on the CPU");
     backend_mem_reset_peak(&be);
+    backend_mem_trim(&be); /* no-ops on the CPU */
     backend_free(&be);
     o.precision = PREC_BF16;
     int rc = backend_select(&be, &o, &info);
@@ -171,6 +172,20 @@ static void check_gpu(const char *name, int major, int minor, long long total)
     backend_mem m2;
     backend_mem_query(&be, &m2);
     CHECK(p && m2.used == m.used + (1 << 20), "an allocation is counted");
+    /* A low-precision matmul grows the workspace; trim gives it back. */
+    float *x = be.i->alloc(be.ctx, 64 * 64 * 4), *w = be.i->alloc(be.ctx, 64 * 64 * 4);
+    be.i->zero(be.ctx, x, 64 * 64 * 4);
+    be.i->zero(be.ctx, w, 64 * 64 * 4);
+    be.i->matmul_forward(be.ctx, p, x, w, NULL, 64, 64, 64);
+    CHECK(be.i->sync(be.ctx) == 0, "matmul: %s", err_msg());
+    backend_mem grown, trimmed;
+    backend_mem_query(&be, &grown);
+    backend_mem_trim(&be);
+    backend_mem_query(&be, &trimmed);
+    printf("workspace: used %lld after a matmul, %lld after trim\n", (long long)grown.used, (long long)trimmed.used);
+    CHECK(trimmed.used < grown.used && trimmed.used == m2.used + 2 * 64 * 64 * 4, "trim frees the workspace");
+    be.i->release(be.ctx, x);
+    be.i->release(be.ctx, w);
     be.i->release(be.ctx, p);
     backend_free(&be);
     /* A limit below what creation needs is an out-of-memory error. */

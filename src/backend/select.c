@@ -176,6 +176,15 @@ int backend_mem_query(backend *b, backend_mem *out)
                    b && b->i && b->i->name ? b->i->name : "(none)");
 }
 
+void backend_mem_trim(backend *b)
+{
+#ifdef BERTC_HAVE_CUDA
+    if (b && b->i && b->i->name && !strcmp(b->i->name, "cuda")) cuda_backend_trim(b->ctx);
+#else
+    (void)b;
+#endif
+}
+
 void backend_mem_reset_peak(backend *b)
 {
 #ifdef BERTC_HAVE_CUDA

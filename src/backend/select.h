@@ -106,5 +106,10 @@ typedef struct {
 
 int backend_mem_query(backend *b, backend_mem *out);
 void backend_mem_reset_peak(backend *b);
+/* Frees the backend's working memory (the CUDA workspace, grown again on
+ * demand by the next op that needs it): call it after freeing a model
+ * before building a smaller one, so that the workspace of the larger
+ * micro-batch does not stay behind. No-op on the CPU backend. */
+void backend_mem_trim(backend *b);
 
 #endif

@@ -16,7 +16,8 @@
  *   }
  *   microbatch_env env = {run_ctx, build, trial};
  *   //   build(user, micro): frees the bert_model (keeping the parameters on the
- *   //       host) and creates it again for micro-batches of `micro` rows;
+ *   //       host), backend_mem_trim(&be), and creates the model again for
+ *   //       micro-batches of `micro` rows;
  *   //   trial(user, micro): one forward + backward of `micro` real rows, then
  *   //       bert_zero_grad (nothing else changes: no optimizer step, no RNG use).
  *   rc = microbatch_auto(&mp, &env);        // with --micro-batch N: confirms N, halves on OOM too

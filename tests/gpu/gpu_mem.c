@@ -135,6 +135,7 @@ static int rig_build(void *user, int micro)
     rig *r = user;
     bert_model_free(r->m);
     r->m = NULL;
+    backend_mem_trim(&r->be);
     gc_batch_free(&r->data);
     gc_batch_init(&r->data, micro, r->T, r->cfg.vocab_size, 5);
     int rc = bert_model_create(&r->m, &r->cfg, &r->be, micro, r->T);

@@ -392,6 +392,16 @@ extern "C" int cuda_backend_mem(void *vctx, backend_mem *out)
     return 0;
 }
 
+extern "C" void cuda_backend_trim(void *vctx)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    if (!ctx->ws) return;
+    cudaStreamSynchronize(ctx->stream); /* ops in flight may still read it */
+    cuda_mem_release(ctx, ctx->ws);
+    ctx->ws = NULL;
+    ctx->ws_bytes = 0;
+}
+
 extern "C" void cuda_backend_reset_peak(void *vctx)
 {
     cuda_ctx *ctx = (cuda_ctx *)vctx;

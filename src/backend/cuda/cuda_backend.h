@@ -48,6 +48,8 @@ precision_kind cuda_backend_precision(void *ctx);
 /* Allocator figures of a CUDA backend context (see select.h's backend_mem). */
 int cuda_backend_mem(void *ctx, backend_mem *out);
 void cuda_backend_reset_peak(void *ctx);
+/* Frees the workspace (select.h's backend_mem_trim). */
+void cuda_backend_trim(void *ctx);
 
 #ifdef __cplusplus
 }
