@@ -216,7 +216,7 @@ static void b2_cmp(const char *op, const char *what, buf2 x, double tol)
     g_gpu.i->download(g_gpu.ctx, a, x.g, x.n * 4);
     g_cpu.i->download(g_cpu.ctx, b, x.c, x.n * 4);
     double mx = 0, r = gc_rel_l2(a, b, x.n, 1e-30, &mx);
-    gc_result(!rc && r <= tol, "ops %-5s %-20s %-6s n=%-8zu rel_l2 %.3e (bound %.0e) max_abs %.3e", g_prec, op, what,
+    gc_result(!rc && r <= tol, "ops %-5s %-28s %-6s n=%-8zu rel_l2 %.3e (bound %.0e) max_abs %.3e", g_prec, op, what,
               x.n, r, tol, mx);
     free(a);
     free(b);
@@ -231,6 +231,37 @@ static void b2_cmp(const char *op, const char *what, buf2 x, double tol)
 static double gemm_tol(precision_kind p)
 {
     return p == PREC_FP32 ? 1e-5 : p == PREC_BF16 ? 2e-2 : 3e-3;
+}
+
+static void ops_attention(int B, int T, int NH, int HS, const int32_t *mask_c, const int32_t *mask_g, buf2 dout,
+                          double gt, philox_stream rng, uint64_t *s)
+{
+    const backend_i *C = g_cpu.i, *G = g_gpu.i;
+    void *cc = g_cpu.ctx, *gg = g_gpu.ctx;
+    size_t N = (size_t)B * T, CH = (size_t)NH * HS;
+    for (int drop = 0; drop < 2; drop++) {
+        float p = drop ? 0.1f : 0.0f;
+        char name[64];
+        snprintf(name, sizeof name, "attention T=%d HS=%d p=%.1f", T, HS, (double)p);
+        buf2 q = b2_rand(N * CH, s, -1, 1), kk = b2_rand(N * CH, s, -1, 1);
+        buf2 v = b2_rand(N * CH, s, -1, 1), o = b2_new(N * CH, NULL);
+        buf2 probs = b2_new((size_t)B * NH * T * T, NULL), scr = b2_new((size_t)B * NH * T * T, NULL);
+        BOTH(C->attention_forward(cc, o.c, probs.c, q.c, kk.c, v.c, mask_c, B, T, NH, HS, p, rng),
+             G->attention_forward(gg, o.g, probs.g, q.g, kk.g, v.g, mask_g, B, T, NH, HS, p, rng));
+        b2_cmp(name, "probs", probs, gt);
+        b2_cmp(name, "out", o, gt);
+        buf2 dq = b2_rand(N * CH, s, -1, 1), dk = b2_rand(N * CH, s, -1, 1);
+        buf2 dv = b2_rand(N * CH, s, -1, 1);
+        BOTH(C->attention_backward(cc, dq.c, dk.c, dv.c, scr.c, dout.c, q.c, kk.c, v.c, probs.c, mask_c, B, T, NH, HS,
+                                   p, rng),
+             G->attention_backward(gg, dq.g, dk.g, dv.g, scr.g, dout.g, q.g, kk.g, v.g, probs.g, mask_g, B, T, NH, HS,
+                                   p, rng));
+        b2_cmp(name, "dq", dq, 2 * gt);
+        b2_cmp(name, "dk", dk, 2 * gt);
+        b2_cmp(name, "dv", dv, 2 * gt);
+        b2_free(q), b2_free(kk), b2_free(v), b2_free(o), b2_free(probs), b2_free(scr);
+        b2_free(dq), b2_free(dk), b2_free(dv);
+    }
 }
 
 static void ops_one(precision_kind prec)
@@ -311,29 +342,16 @@ static void ops_one(precision_kind prec)
     BOTH(C->gelu_backward(cc, gdi.c, h.c, gd.c, (size_t)N * I), G->gelu_backward(gg, gdi.g, h.g, gd.g, (size_t)N * I));
     b2_cmp("gelu_backward", "dinp", gdi, 1e-5);
 
-    /* attention, without and with dropout */
-    for (int drop = 0; drop < 2; drop++) {
-        float p = drop ? 0.1f : 0.0f;
-        char name[40];
-        snprintf(name, sizeof name, "attention p=%.1f", (double)p);
-        buf2 q = b2_rand((size_t)N * CH, &s, -1, 1), kk = b2_rand((size_t)N * CH, &s, -1, 1);
-        buf2 v = b2_rand((size_t)N * CH, &s, -1, 1), o = b2_new((size_t)N * CH, NULL);
-        buf2 probs = b2_new((size_t)B * NH * T * T, NULL), scr = b2_new((size_t)B * NH * T * T, NULL);
-        BOTH(C->attention_forward(cc, o.c, probs.c, q.c, kk.c, v.c, (int32_t *)bmask.c, B, T, NH, HS, p, rng),
-             G->attention_forward(gg, o.g, probs.g, q.g, kk.g, v.g, (int32_t *)bmask.g, B, T, NH, HS, p, rng));
-        b2_cmp(name, "probs", probs, gt);
-        b2_cmp(name, "out", o, gt);
-        buf2 dq = b2_rand((size_t)N * CH, &s, -1, 1), dk = b2_rand((size_t)N * CH, &s, -1, 1);
-        buf2 dv = b2_rand((size_t)N * CH, &s, -1, 1);
-        BOTH(C->attention_backward(cc, dq.c, dk.c, dv.c, scr.c, dout.c, q.c, kk.c, v.c, probs.c, (int32_t *)bmask.c,
-                                   B, T, NH, HS, p, rng),
-             G->attention_backward(gg, dq.g, dk.g, dv.g, scr.g, dout.g, q.g, kk.g, v.g, probs.g, (int32_t *)bmask.g, B,
-                                   T, NH, HS, p, rng));
-        b2_cmp(name, "dq", dq, 2 * gt);
-        b2_cmp(name, "dk", dk, 2 * gt);
-        b2_cmp(name, "dv", dv, 2 * gt);
-        b2_free(q), b2_free(kk), b2_free(v), b2_free(o), b2_free(probs), b2_free(scr);
-        b2_free(dq), b2_free(dk), b2_free(dv);
+    /* attention, without and with dropout: the odd shape above (T 37, the
+     * GEMMs' unaligned path) and a BERT-like one (T 128, HS 64, Tensor Cores) */
+    ops_attention(B, T, NH, HS, (int32_t *)bmask.c, (int32_t *)bmask.g, dout, gt, rng, &s);
+    {
+        enum { B2 = 2, T2 = 128 };
+        int32_t m2[B2 * T2];
+        for (int i = 0; i < B2 * T2; i++) m2[i] = !(i >= T2 && i % T2 >= 100);
+        buf2 bm2 = b2_ints(m2, B2 * T2), d2 = b2_rand((size_t)B2 * T2 * 256, &s, -1, 1);
+        ops_attention(B2, T2, 4, 64, (int32_t *)bm2.c, (int32_t *)bm2.g, d2, gt, rng, &s);
+        b2_free(bm2), b2_free(d2);
     }
 
     /* dropout, add */
