@@ -73,7 +73,10 @@ int bert_model_get_params(bert_model *m, float *host);
 int bert_forward(bert_model *m, const bert_batch *b, float dropout_hidden, float dropout_attn, philox_stream rng,
                  float *loss, float *start_logits, float *end_logits);
 /* Backward of the last forward (which had labels): accumulates (+=) into
- * the gradient block the gradient of grad_scale * loss. */
+ * the gradient block the gradient of grad_scale * loss (grad_scale =
+ * 1/micro-batches for gradient accumulation). As transformers builds
+ * word_embeddings with padding_idx = pad_token_id, that row's gradient
+ * stays 0. ERR_RUNTIME when the last forward had no labels or failed. */
 int bert_backward(bert_model *m, float grad_scale);
 void bert_zero_grad(bert_model *m);
 
