@@ -14,6 +14,7 @@
 
 enum { T_NONE = -1, T_PERSON, T_CITY, T_COMPANY, T_RIVER, T_YEAR, T_NUMBER, T_NTYPES };
 enum { SPLIT_TRAIN, SPLIT_TEST };
+enum { YEAR_FIRST = 1820, YEAR_LAST = 2019 };
 
 const char *const synth_baseline_names[SYNTH_NBASELINES] = {"first", "first-not-in-question", "random"};
 
@@ -23,103 +24,103 @@ const char *const synth_baseline_names[SYNTH_NBASELINES] = {"first", "first-not-
 typedef struct {
     int subj;
     int a, b;
-    int a_lo, a_hi; /* value range when A is a number or a year */
+    int a_lo, a_hi, a_step; /* values of A when it is a number: lo, lo + step, ..., hi */
     const char *sentences[6];
     const char *ask_a[6];
     const char *ask_b[6];
 } relation;
 
 static const relation relations[] = {
-    {T_COMPANY, T_PERSON, T_YEAR, 0, 0,
+    {T_COMPANY, T_PERSON, T_YEAR, 0, 0, 0,
      {"{S} was founded by {A} in {B}.", "{A} founded {S} in {B}.", "In {B}, {A} started a company called {S}.",
       "{S} was started in {B} by {A}.", "{A} set up {S} in {B}."},
      {"Who founded {S}?", "Who was the founder of {S}?", "{S} was founded by whom?", "Which person started {S}?",
       "Who set up {S}?"},
      {"When was {S} founded?", "In what year was {S} founded?", "In which year did {A} start {S}?",
       "What year was {S} established?"}},
-    {T_COMPANY, T_CITY, T_NONE, 0, 0,
+    {T_COMPANY, T_CITY, T_NONE, 0, 0, 0,
      {"{S} is based in {A}.", "The headquarters of {S} are in {A}.", "{S} has its main office in {A}.",
       "From its offices in {A}, {S} sells to many countries."},
      {"Where is {S} based?", "In which city is {S} headquartered?", "Where are the headquarters of {S}?",
       "What city is home to {S}?"},
      {0}},
-    {T_COMPANY, T_NUMBER, T_NONE, 40, 9000,
+    {T_COMPANY, T_NUMBER, T_NONE, 100, 9950, 50,
      {"{S} employs {A} people.", "{S} has {A} employees.", "About {A} people work for {S}.",
       "The staff of {S} numbers {A}."},
      {"How many people does {S} employ?", "How many employees does {S} have?", "How many people work for {S}?",
       "What is the size of the staff of {S}?"},
      {0}},
-    {T_COMPANY, T_PERSON, T_NONE, 0, 0,
+    {T_COMPANY, T_PERSON, T_NONE, 0, 0, 0,
      {"The chief executive of {S} is {A}.", "{A} runs {S} as its chief executive.", "{S} is led by {A}.",
       "Since last year, {A} has been in charge of {S}."},
      {"Who is the chief executive of {S}?", "Who leads {S}?", "Who runs {S}?", "Who is in charge of {S}?"},
      {0}},
-    {T_PERSON, T_CITY, T_YEAR, 0, 0,
+    {T_PERSON, T_CITY, T_YEAR, 0, 0, 0,
      {"{S} was born in {A} in {B}.", "{S} was born in {B} in the city of {A}.", "Born in {A} in {B}, {S} grew up by the sea.",
       "In {B}, {S} was born in {A}."},
      {"Where was {S} born?", "In which city was {S} born?", "What is the birthplace of {S}?", "{S} was born in which city?"},
      {"When was {S} born?", "In what year was {S} born?", "What is the birth year of {S}?", "{S} was born in which year?"}},
-    {T_PERSON, T_CITY, T_NONE, 0, 0,
+    {T_PERSON, T_CITY, T_NONE, 0, 0, 0,
      {"{S} studied at the university of {A}.", "{S} went to university in {A}.", "As a student, {S} lived in {A}."},
      {"Where did {S} study?", "In which city did {S} go to university?", "Where did {S} live as a student?"},
      {0}},
-    {T_PERSON, T_COMPANY, T_NONE, 0, 0,
+    {T_PERSON, T_COMPANY, T_NONE, 0, 0, 0,
      {"{S} works as an engineer at {A}.", "{S} is a lawyer for {A}.", "{S} has a job at {A}.",
       "{A} hired {S} as a designer."},
      {"Where does {S} work?", "Which company employs {S}?", "For which company does {S} work?", "Who hired {S}?"},
      {0}},
-    {T_CITY, T_PERSON, T_NONE, 0, 0,
+    {T_CITY, T_PERSON, T_NONE, 0, 0, 0,
      {"The mayor of {S} is {A}.", "{A} serves as mayor of {S}.", "{S} is governed by mayor {A}.",
       "{A} was elected mayor of {S}."},
      {"Who is the mayor of {S}?", "Who governs {S}?", "Which person is mayor of {S}?", "Who was elected mayor of {S}?"},
      {0}},
-    {T_CITY, T_NUMBER, T_NONE, 1000, 99000,
+    {T_CITY, T_NUMBER, T_NONE, 10000, 995000, 5000,
      {"{S} has a population of {A}.", "About {A} people live in {S}.", "{S} is home to {A} residents.",
       "The population of {S} is {A}."},
      {"What is the population of {S}?", "How many people live in {S}?", "How many residents does {S} have?",
       "How large is the population of {S}?"},
      {0}},
-    {T_CITY, T_RIVER, T_NONE, 0, 0,
+    {T_CITY, T_RIVER, T_NONE, 0, 0, 0,
      {"{S} lies on the {A}.", "The {A} flows through {S}.", "{S} was built on the banks of the {A}."},
      {"Which river flows through {S}?", "On which river does {S} lie?", "What river runs through {S}?"},
      {0}},
-    {T_CITY, T_YEAR, T_NONE, 0, 0,
+    {T_CITY, T_YEAR, T_NONE, 0, 0, 0,
      {"{S} was founded in {A}.", "The town of {S} dates back to {A}.", "Settlers founded {S} in {A}."},
      {"When was {S} founded?", "In what year was {S} founded?", "Since which year has {S} existed?"},
      {0}},
-    {T_CITY, T_NUMBER, T_NONE, 5, 3000,
+    {T_CITY, T_NUMBER, T_NONE, 10, 2990, 10,
      {"{S} lies {A} metres above the sea.", "The centre of {S} is {A} metres above sea level."},
      {"How high above the sea does {S} lie?", "At what height does {S} lie?", "How many metres above the sea is {S}?"},
      {0}},
-    {T_PERSON, T_PERSON, T_NONE, 0, 0,
+    {T_PERSON, T_PERSON, T_NONE, 0, 0, 0,
      {"{S} married {A}.", "{S} is married to {A}.", "The wife of {S} is {A}."},
      {"Who is {S} married to?", "Whom did {S} marry?", "Who is the wife of {S}?"},
      {0}},
-    {T_COMPANY, T_PERSON, T_NONE, 0, 0,
+    {T_COMPANY, T_PERSON, T_NONE, 0, 0, 0,
      {"The chairman of {S} is {A}.", "{A} chairs the board of {S}.", "{S} has {A} as its chairman."},
      {"Who is the chairman of {S}?", "Who chairs the board of {S}?", "Who heads the board of {S}?"},
      {0}},
-    {T_COMPANY, T_CITY, T_NONE, 0, 0,
+    {T_COMPANY, T_CITY, T_NONE, 0, 0, 0,
      {"{S} builds its products in a factory in {A}.", "The factory of {S} is in {A}.", "{S} makes its goods in {A}."},
      {"Where does {S} build its products?", "In which city is the factory of {S}?", "Where are the goods of {S} made?"},
      {0}},
-    {T_COMPANY, T_YEAR, T_NONE, 0, 0,
+    {T_COMPANY, T_YEAR, T_NONE, 0, 0, 0,
      {"{S} went public in {A}.", "Shares of {S} were first sold in {A}.", "In {A}, {S} listed its shares."},
      {"When did {S} go public?", "In which year were shares of {S} first sold?", "When did {S} list its shares?"},
      {0}},
-    {T_PERSON, T_CITY, T_NONE, 0, 0,
+    {T_PERSON, T_CITY, T_NONE, 0, 0, 0,
      {"{S} now lives in {A}.", "Today {S} has a house in {A}.", "{S} moved to {A} after retiring."},
      {"Where does {S} live now?", "In which city does {S} have a house?", "Where did {S} move after retiring?"},
      {0}},
-    {T_PERSON, T_YEAR, T_NONE, 0, 0,
+    {T_PERSON, T_YEAR, T_NONE, 0, 0, 0,
      {"{S} won a prize for science in {A}.", "In {A}, {S} was given a science prize.", "The science prize went to {S} in {A}."},
      {"When did {S} win a prize?", "In which year was {S} given a science prize?", "In what year did {S} win the science prize?"},
      {0}},
-    {T_CITY, T_CITY, T_NONE, 0, 0,
+    {T_CITY, T_CITY, T_NONE, 0, 0, 0,
      {"{S} is twinned with {A}.", "{S} and {A} are sister cities.", "Since long ago, {S} has had {A} as its twin town."},
      {"Which city is twinned with {S}?", "What is the sister city of {S}?", "Which town is the twin of {S}?"},
      {0}},
-    {T_CITY, T_COMPANY, T_NONE, 0, 0,
+    {T_CITY, T_COMPANY, T_NONE, 0, 0, 0,
      {"The largest employer in {S} is {A}.", "Most people in {S} work for {A}.", "{A} is the biggest company in {S}."},
      {"What is the largest employer in {S}?", "Which company employs most people in {S}?", "Which is the biggest company in {S}?"},
      {0}},
@@ -321,10 +322,10 @@ static char *make_name(namer *nm, rng *r, int type)
     char w[2][40], out[96];
     for (;;) {
         int nw = 1;
-        make_word(nm, r, 2, 3, w[0], sizeof w[0]);
+        make_word(nm, r, 2, 2, w[0], sizeof w[0]);
         switch (type) {
         case T_PERSON:
-            make_word(nm, r, 2, 3, w[1], sizeof w[1]);
+            make_word(nm, r, 2, 2, w[1], sizeof w[1]);
             nw = 2;
             snprintf(out, sizeof out, "%s %s", w[0], w[1]);
             break;
@@ -415,6 +416,8 @@ static char *expand(para *p, const char *tpl, const fact *f, int *ms, int *ma, i
     return tmp.text ? tmp.text : xstrdup("");
 }
 
+static int limit(int n, int max) { return max > 0 && n > max ? max : n; }
+
 static int count_templates(const char *const *t)
 {
     int n = 0;
@@ -433,8 +436,8 @@ static const char *draw(pool *pl, rng *r) { return pl->names[rint_(r, pl->n)]; }
 static char *value_text(rng *r, const relation *rel, int type)
 {
     char buf[32];
-    if (type == T_YEAR) snprintf(buf, sizeof buf, "%d", 1820 + rint_(r, 200));
-    else snprintf(buf, sizeof buf, "%d", rel->a_lo + rint_(r, rel->a_hi - rel->a_lo + 1));
+    if (type == T_YEAR) snprintf(buf, sizeof buf, "%d", YEAR_FIRST + rint_(r, YEAR_LAST - YEAR_FIRST + 1));
+    else snprintf(buf, sizeof buf, "%d", rel->a_lo + rel->a_step * rint_(r, (rel->a_hi - rel->a_lo) / rel->a_step + 1));
     return xstrdup(buf);
 }
 
@@ -574,7 +577,7 @@ static void make_paragraph(split_out *so, rng *r, const synth_opts *o, pool pool
         const relation *rel = &relations[f->rel];
         f->sentence = k;
         f->m_subj = f->m_a = f->m_b = -1;
-        expand(&p, rel->sentences[rint_(r, count_templates(rel->sentences))], f, &f->m_subj, &f->m_a, &f->m_b);
+        expand(&p, rel->sentences[rint_(r, limit(count_templates(rel->sentences), o->templates))], f, &f->m_subj, &f->m_a, &f->m_b);
     }
     json_t *qas = json_array();
     int ask[MAXF];
@@ -586,7 +589,7 @@ static void make_paragraph(split_out *so, rng *r, const synth_opts *o, pool pool
         const relation *rel = &relations[f->rel];
         int on_b = rel->b != T_NONE && rint_(r, 2);
         const char *const *tpl = on_b ? rel->ask_b : rel->ask_a;
-        char *question = expand(NULL, tpl[rint_(r, count_templates(tpl))], f, NULL, NULL, NULL);
+        char *question = expand(NULL, tpl[rint_(r, limit(count_templates(tpl), o->templates))], f, NULL, NULL, NULL);
         int mi = on_b ? f->m_b : f->m_a;
         mention *m = &p.m[mi];
         char id[64], text[128];
@@ -653,6 +656,19 @@ static int write_vocab(const char *dir, const strlist *words, const namer *nm, i
         strlist_add(&v, s);
     }
     for (int i = 0; i < words->n; i++) strlist_add(&v, words->w[i]);
+    /* Years and counts are whole tokens (as "1987" is in BERT's vocab), so
+     * an answer's end is found as easily as its start. */
+    char num[24];
+    for (int y = YEAR_FIRST; y <= YEAR_LAST; y++) {
+        snprintf(num, sizeof num, "%d", y);
+        strlist_add(&v, num);
+    }
+    for (int r = 0; r < NREL; r++)
+        if (relations[r].a == T_NUMBER)
+            for (int x = relations[r].a_lo; x <= relations[r].a_hi; x += relations[r].a_step) {
+                snprintf(num, sizeof num, "%d", x);
+                strlist_add(&v, num);
+            }
     for (int i = 0; i < nm->nsyl; i++) {
         char s[8];
         strlist_add(&v, nm->syl[i]);
@@ -673,7 +689,7 @@ static int write_vocab(const char *dir, const strlist *words, const namer *nm, i
 
 synth_opts synth_opts_default(uint64_t seed, int train_paragraphs, int test_paragraphs)
 {
-    synth_opts o = {seed, train_paragraphs, test_paragraphs, 3, 4, 50};
+    synth_opts o = {seed, train_paragraphs, test_paragraphs, 3, 4, 50, 0};
     return o;
 }
 
@@ -694,7 +710,7 @@ int synth_generate(const synth_opts *o, const char *dir, synth_stats *st)
     namer_init(&nm, &words);
     /* Entity pools, made before any paragraph so both splits draw names
      * from one generator and never share one. */
-    static const int train_sizes[T_NTYPES] = {3000, 800, 800, 200, 0, 0};
+    static const int train_sizes[T_NTYPES] = {2000, 600, 600, 150, 0, 0};
     pool pools[2][T_NTYPES];
     memset(pools, 0, sizeof pools);
     for (int s = 0; s < 2; s++)

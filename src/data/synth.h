@@ -32,6 +32,7 @@ typedef struct {
     int test_paragraphs;
     int relations_min, relations_max; /* facts about the main subject */
     int two_subjects_pct;             /* paragraphs with a second subject */
+    int templates;                    /* use only the first N templates of each kind (0 = all) */
 } synth_opts;
 
 /* The demo's shape: 3-4 facts about the main subject, a second subject in
