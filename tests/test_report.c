@@ -180,7 +180,12 @@ static void make_run(const char *dir, int gpu, int steps)
     mkdir_p(ck);
     snprintf(ck, sizeof ck, "%s/checkpoints/step-00000600.tmp", dir);
     mkdir_p(ck);
-    write_file(dir, "restarts.log", "2024-01-01 killed by signal 9\n2024-01-01 exit 1\n");
+    /* RUN/restarts.csv as train/supervise.c writes it: two restarts, then the final attempt's row. */
+    write_file(dir, "restarts.csv",
+               "time,attempt,pid,exit_code,signal,runtime_s,checkpoint_step,action,backoff_s\n"
+               "2024-01-01T00:00:00Z,1,100,137,9,12.5,20,restart,1\n"
+               "2024-01-01T00:01:00Z,2,101,1,0,3.0,20,restart,2\n"
+               "2024-01-01T00:02:00Z,3,102,0,0,40.0,40,done,0\n");
 }
 
 static const char *const all_charts[] = {"chart-loss", "chart-lr", "chart-throughput", "chart-gradnorm",

@@ -3,6 +3,8 @@
 #include "obs/nvml_dl.h"
 #include "obs/sysinfo.h"
 #include "core/err.h"
+#include "model/config.h"
+#include "model/memory.h"
 
 #include <math.h>
 #include <omp.h>
@@ -81,12 +83,26 @@ static void print_gpu(FILE *f, nvml_lib *nv, int i)
     if (info.err[0]) fprintf(f, "  NVML error:         %s\n", info.err);
 }
 
-/* No invented numbers: the estimate comes from the memory planner of the
- * model core, which this build does not have yet. */
-static void print_planner(FILE *f)
+/* The memory planner's prediction (model/memory.c: what bertc allocates,
+ * not a measurement) for BERT-base at sequence length 384 on a card of
+ * mem_total bytes; without a GPU, for a 16 GiB card such as a T4. */
+static void print_planner(FILE *f, double mem_total, int cc_major)
 {
-    fprintf(f, "planner: not available in this build (largest micro-batch for BERT-base at sequence length 384 "
-               "cannot be estimated)\n");
+    bert_config cfg;
+    if (config_named("base", 30522, &cfg) != 0) {
+        err_clear();
+        return;
+    }
+    int have_gpu = isfinite(mem_total) && mem_total > 0;
+    int64_t mem = have_gpu ? (int64_t)mem_total : (int64_t)16 << 30;
+    precision_kind prec = (have_gpu && cc_major >= 8) ? PREC_BF16 : PREC_FP16;
+    int mb = memory_largest_micro(&cfg, 384, prec, RECOMPUTE_NONE, memory_budget_for_card(mem), 512);
+    char gib[32];
+    memory_fmt_bytes(gib, sizeof gib, mem);
+    fprintf(f, "planner: BERT-base at sequence length 384, %s, on %s%s: largest micro-batch %d (predicted; "
+               "bertc plan --config base --seq 384 shows the breakdown)\n",
+            prec == PREC_BF16 ? "bf16" : "fp16", gib, have_gpu ? "" : " (a 16 GiB card such as a T4; no GPU here)",
+            mb);
 }
 
 static void print_cpu(FILE *f, const cpu_info *c)
@@ -117,6 +133,7 @@ void devices_print(FILE *f)
         err_clear();
     }
     int first_ok_cc = -1, first_minor = 0;
+    double first_mem = NAN;
     char first_name[128] = "";
     if (count == 0) {
         fprintf(f, "GPU: none found (%s)\n", why[0] ? why : "NVML reports no GPU");
@@ -133,6 +150,7 @@ void devices_print(FILE *f)
                 cc_supported(info.cc_major, info.cc_minor)) {
                 first_ok_cc = info.cc_major;
                 first_minor = info.cc_minor;
+                first_mem = info.mem_total;
                 snprintf(first_name, sizeof first_name, "GPU %d (%s)", i, info.name);
             }
             err_clear();
@@ -152,7 +170,7 @@ void devices_print(FILE *f)
         fprintf(f, "bertc will use: the CPU backend (OpenBLAS + OpenMP), %d thread(s) (--threads or "
                    "OMP_NUM_THREADS to change), precision fp32; reason: %s\n", threads, why_cpu);
     }
-    print_planner(f);
+    print_planner(f, first_mem, first_ok_cc);
     if (nv) nvml_close(nv);
 }
 

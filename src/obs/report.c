@@ -207,19 +207,19 @@ static int count_checkpoints(const char *dir, char *latest, size_t cap)
     return n;
 }
 
-static long count_lines(const char *dir, const char *name)
+/* Rows of RUN/restarts.csv (written by the supervisor, train/supervise.c)
+ * whose action column says the trainer was restarted. */
+static long count_restarts(const char *dir)
 {
     char path[4096], *data;
     size_t len;
-    path_join(path, sizeof path, dir, name);
+    path_join(path, sizeof path, dir, "restarts.csv");
     if (!path_exists(path) || file_read_all(path, &data, &len)) {
         err_clear();
-        return -1;
+        return 0;
     }
     long n = 0;
-    for (size_t i = 0; i < len; i++)
-        if (data[i] == '\n' && (i == 0 || data[i - 1] != '\n')) n++;
-    if (len && data[len - 1] != '\n') n++;
+    for (char *p = data; (p = strstr(p, ",restart,")) != NULL; p++) n++;
     free(data);
     return n;
 }
@@ -451,7 +451,7 @@ static void summary(report_ctx *r, const series *s, sbuf *b)
     row(b, "Skipped steps", v);
     const char *res = info_get(r, "resumes");
     row(b, "Resumed", res ? res : "0");
-    long rs = count_lines(r->dir, "restarts.log");
+    long rs = count_restarts(r->dir);
     snprintf(v, sizeof v, "%ld", rs < 0 ? 0 : rs);
     row(b, "Restarts (supervisor)", v);
     if (count_finite(s->util, s->nm) || count_finite(s->mused, s->nm)) {

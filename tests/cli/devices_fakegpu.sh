@@ -28,7 +28,7 @@ has "compute capability: 7.5 (Tensor Cores: yes, bf16: no)"
 has "precision (auto):   fp16"
 has "busy"
 has "/70 W"
-has "planner: not available in this build"
+has "planner: BERT-base at sequence length 384, fp16, on 15.00 GiB: largest micro-batch 39"
 has "CPU: "
 has "bertc will use: "
 

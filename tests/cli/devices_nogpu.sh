@@ -1,5 +1,5 @@
 # bertc devices where no NVIDIA driver exists: says so, describes the CPU and
-# what bertc will use, exits 0. Never invents a planner figure.
+# what bertc will use and the planner's prediction for a 16 GiB card, exits 0.
 source "$(dirname "$0")/lib.sh"
 export BERTC_NVML_LIB=/nonexistent/libnvidia-ml.so.1
 
@@ -16,7 +16,7 @@ cat "$cli_tmp/out"
 [ -s "$cli_tmp/err" ] && cli_bad "stderr not empty: $(cat "$cli_tmp/err")"
 for want in "GPU: none found" "cannot load /nonexistent/libnvidia-ml.so.1" "CPU: " "cores:" "AVX-512: " \
             "AVX512-BF16: " "memory:" "bertc will use: the CPU backend" "thread(s)" "precision fp32" \
-            "planner: not available in this build"; do
+            "planner: BERT-base at sequence length 384, fp16, on 16.00 GiB (a 16 GiB card such as a T4; no GPU here): largest micro-batch"; do
     grep -qF -- "$want" "$cli_tmp/out" || cli_bad "stdout lacks '$want'"
 done
 # the thread count bertc reports follows OMP_NUM_THREADS
