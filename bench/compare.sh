@@ -2,7 +2,7 @@
 # bertc vs PyTorch on CPU: the same training step (forward with dropout,
 # backward, clipping, AdamW) of the same model size on the same shape of
 # random data, one after the other. Prints both figures and the ratio of
-# examples/s. Results go in bench/RESULTS-cpu.md by hand.
+# examples/s. Results go in bench/RESULTS.md by hand.
 #
 #   bash bench/compare.sh                  # minilm, seq 384, batch 8, 2 threads
 #   BERTC=build/bertc STEPS=5 bash bench/compare.sh --config tiny --seq 128 --batch 8 --threads 2

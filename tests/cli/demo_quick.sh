@@ -3,7 +3,7 @@
 # baselines and the model's evaluation, and its last stdout line is exactly
 # what `bertc eval RUN/data/test.json RUN/predictions.json` prints. A second
 # run resumes (the run is complete: it re-exports and re-evaluates). The
-# full two-minute demo is not a test: see bench/RESULTS-train.md.
+# full two-minute demo is not a test: see README.md (demo) and bench/RESULTS.md.
 source "$(dirname "$0")/lib.sh"
 expect_help demo "usage: bertc demo [--out RUN]" --out --threads --steps --paragraphs --seed --generate
 expect 2 "demo --steps: 0 is out of range" -- demo --steps 0
