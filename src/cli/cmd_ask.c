@@ -64,8 +64,8 @@ static void put_cps(const squad_context *c, int b, int e)
 
 int cmd_ask(int argc, char **argv)
 {
-    const char *model_dir = NULL, *context = NULL, *question = NULL;
-    int T = 384, stride = 128, threads = 0, nbest = 1, max_ans = PREDICT_MAX_ANSWER_LENGTH, around = 80;
+    const char *model_dir = NULL, *context = NULL, *question = NULL, *device = "auto", *precision = "auto";
+    int T = 384, stride = 128, threads = 0, gpu = 0, nbest = 1, max_ans = PREDICT_MAX_ANSWER_LENGTH, around = 80;
     const arg_spec specs[] = {
         {"model", ARG_STR, &model_dir, "DIR", "model dir (e.g. RUN/final)", .required = 1},
         {"context", ARG_STR, &context, "TEXT|@FILE", "the text to search (@FILE reads a UTF-8 file)", .required = 1},
@@ -76,6 +76,9 @@ int cmd_ask(int argc, char **argv)
         {"max-answer-length", ARG_INT, &max_ans, "N", "longest answer in tokens", .min = 1, .max = 8192},
         {"around", ARG_INT, &around, "N", "characters of context shown on each side", .min = 0, .max = 100000},
         {"threads", ARG_INT, &threads, "N", "CPU threads (0 = all cores)", .min = 0, .max = 4096},
+        {"device", ARG_STR, &device, "D", "auto|cpu|cuda (auto: the GPU when there is a usable one)", .min = 0},
+        {"precision", ARG_STR, &precision, "P", "auto|fp32|tf32|fp16|bf16 (the CPU computes in fp32)", .min = 0},
+        {"gpu", ARG_INT, &gpu, "N", "the CUDA device to use", .min = 0, .max = 1023},
         {0},
     };
     int rc = args_parse("ask", "bertc ask --model DIR --context TEXT|@FILE --question TEXT [--nbest K] [options]", specs,
@@ -83,6 +86,11 @@ int cmd_ask(int argc, char **argv)
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     if (stride >= T) return err_set(ERR_INPUT, "ask: --doc-stride %d must be below --max-seq-length %d", stride, T);
+    backend_opts bo = backend_opts_default();
+    if ((rc = select_parse_device(device, &bo.device)) || (rc = select_parse_precision(precision, &bo.precision)))
+        return err_wrap(rc, "ask");
+    bo.threads = threads;
+    bo.gpu = gpu;
     char *text;
     size_t n;
     if (context[0] == '@') {
@@ -104,6 +112,8 @@ int cmd_ask(int argc, char **argv)
     qa_predictions p = {0};
     rc = qa_model_load(&m, model_dir, 42);
     if (rc) goto done;
+    rc = qa_model_select(&m, &bo);
+    if (rc) goto done;
     if (m.qa_initialised) log_warn("%s has no qa_outputs: the answer comes from a random QA head", model_dir);
     feature_opts fo = {T, stride, 0};
     rc = features_build(&d, m.tok, &fo, threads, &f);
@@ -113,7 +123,7 @@ int cmd_ask(int argc, char **argv)
         rc = err_set(ERR_INPUT, "ask: the question leaves no room for the context in %d tokens", T);
         goto done;
     }
-    rc = qa_model_start(&m, threads, f.n < 16 ? f.n : 16, T);
+    rc = qa_model_start(&m, &bo, f.n < 16 ? f.n : 16, T);
     if (!rc) rc = qa_model_predict(&m, &d, &f, PREDICT_N_BEST, max_ans, &p, NULL);
     if (rc) goto done;
     const squad_context *c = &d.contexts[0];

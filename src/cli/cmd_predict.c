@@ -33,7 +33,8 @@ static int dump_logits(const char *dir, const features *f, const float *start, c
 int cmd_predict(int argc, char **argv)
 {
     const char *model_dir = NULL, *data_path = NULL, *out = NULL, *nbest = NULL, *dump = NULL;
-    int T = 384, stride = 128, mql = 0, batch = 32, threads = 0, n_best = PREDICT_N_BEST;
+    const char *device = "auto", *precision = "auto";
+    int T = 384, stride = 128, mql = 0, batch = 32, threads = 0, gpu = 0, n_best = PREDICT_N_BEST;
     int max_ans = PREDICT_MAX_ANSWER_LENGTH;
     const arg_spec specs[] = {
         {"model", ARG_STR, &model_dir, "DIR", "model dir (e.g. RUN/final)", .required = 1},
@@ -46,6 +47,9 @@ int cmd_predict(int argc, char **argv)
         {"max-query-length", ARG_INT, &mql, "N", "truncate questions to N tokens (0 = never)", .min = 0, .max = 8192},
         {"batch", ARG_INT, &batch, "N", "windows per forward pass", .min = 1, .max = 65536},
         {"threads", ARG_INT, &threads, "N", "CPU threads (0 = all cores)", .min = 0, .max = 4096},
+        {"device", ARG_STR, &device, "D", "auto|cpu|cuda (auto: the GPU when there is a usable one)", .min = 0},
+        {"precision", ARG_STR, &precision, "P", "auto|fp32|tf32|fp16|bf16 (the CPU computes in fp32)", .min = 0},
+        {"gpu", ARG_INT, &gpu, "N", "the CUDA device to use", .min = 0, .max = 1023},
         {"n-best", ARG_INT, &n_best, "N", "candidates per window", .min = 1, .max = 1000},
         {"max-answer-length", ARG_INT, &max_ans, "N", "longest answer in tokens", .min = 1, .max = 8192},
         {0},
@@ -56,6 +60,11 @@ int cmd_predict(int argc, char **argv)
     if (rc) return rc;
     if (stride >= T) return err_set(ERR_INPUT, "predict: --doc-stride %d must be below --max-seq-length %d", stride, T);
     if (path_is_dir(out)) return err_set(ERR_INPUT, "--out %s: is a directory (give the predictions file's path)", out);
+    backend_opts bo = backend_opts_default();
+    if ((rc = select_parse_device(device, &bo.device)) || (rc = select_parse_precision(precision, &bo.precision)))
+        return err_wrap(rc, "predict");
+    bo.threads = threads;
+    bo.gpu = gpu;
     double t0 = now_s();
     qa_model m;
     squad_data d;
@@ -65,6 +74,9 @@ int cmd_predict(int argc, char **argv)
     qa_predictions p = {0};
     rc = qa_model_load(&m, model_dir, 42);
     if (rc) return rc;
+    /* A --device/--precision the machine cannot honour fails before the data is read. */
+    rc = qa_model_select(&m, &bo);
+    if (rc) goto done;
     if (m.qa_initialised) log_warn("%s has no qa_outputs: answers come from a random QA head", model_dir);
     rc = squad_load(data_path, &d);
     if (rc) goto done;
@@ -73,7 +85,7 @@ int cmd_predict(int argc, char **argv)
     rc = features_build(&d, m.tok, &fo, threads, &f);
     if (rc) goto done;
     have_f = 1;
-    rc = qa_model_start(&m, threads, f.n < batch ? (f.n > 0 ? f.n : 1) : batch, T);
+    rc = qa_model_start(&m, &bo, f.n < batch ? (f.n > 0 ? f.n : 1) : batch, T);
     if (rc) goto done;
     size_t n = (size_t)f.n * (size_t)T;
     start = malloc((n ? n : 1) * sizeof *start);

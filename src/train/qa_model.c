@@ -30,18 +30,42 @@ int qa_model_load(qa_model *m, const char *dir, uint64_t seed)
     return 0;
 }
 
-int qa_model_start(qa_model *m, int threads, int max_B, int T)
+int qa_model_select(qa_model *m, const backend_opts *bo)
+{
+    if (m->have_backend) return err_set(ERR_RUNTIME, "qa_model_select: the backend is already chosen");
+    backend_opts q = *bo;
+    q.quiet = 1;
+    int rc = backend_select(&m->be, &q, &m->info);
+    if (rc) return rc;
+    m->have_backend = 1;
+    m->asked = bo->precision;
+    m->notice_due = m->info.fallback[0] != 0 && !bo->quiet;
+    return 0;
+}
+
+/* The notice backend_select prints itself when not quiet (same words). */
+static void fallback_notice(qa_model *m)
+{
+    if (!m->notice_due) return;
+    m->notice_due = 0;
+    if (m->asked != PREC_AUTO && m->asked != PREC_FP32)
+        log_warn("no usable CUDA device (%s): using the CPU backend in fp32, not %s", m->info.fallback,
+                 select_precision_name(m->asked));
+    else log_warn("no usable CUDA device (%s): using the CPU backend", m->info.fallback);
+}
+
+int qa_model_start(qa_model *m, const backend_opts *bo, int max_B, int T)
 {
     if (T > m->cfg.max_position_embeddings)
         return err_set(ERR_INPUT, "--max-seq-length %d exceeds the model's max_position_embeddings %d", T,
                        m->cfg.max_position_embeddings);
-    int rc = backend_cpu_create(&m->be, threads);
+    int rc = m->have_backend ? 0 : qa_model_select(m, bo);
     if (rc) return rc;
-    m->have_backend = 1;
     rc = bert_model_create(&m->model, &m->cfg, &m->be, max_B, T);
     if (rc) return rc;
     m->max_B = max_B;
     m->T = T;
+    fallback_notice(m);
     return bert_model_set_params(m->model, m->host_params);
 }
 

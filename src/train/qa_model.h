@@ -1,11 +1,27 @@
 /* A model dir opened for training or inference: its tokenizer, its config
- * and parameters, and a bert_model on the CPU backend; plus running it over
- * features (logits, predictions, evaluation). Shared by `bertc train`,
- * `predict`, `ask` and `demo`. */
+ * and parameters, and a bert_model on the backend that --device and
+ * --precision select (backend/select.h); plus running it over features
+ * (logits, predictions, evaluation). Shared by `bertc train`, `predict`,
+ * `ask` and `demo`.
+ *
+ *   qa_model m;
+ *   backend_opts bo = backend_opts_default();
+ *   select_parse_device(device, &bo.device); select_parse_precision(precision, &bo.precision);
+ *   bo.threads = threads;
+ *   qa_model_load(&m, dir, seed);
+ *   qa_model_select(&m, &bo);      // optional: fail early (before reading data) on a bad
+ *                                  // --device/--precision; m.info says what was chosen
+ *   ... validate the other inputs ...
+ *   qa_model_start(&m, &bo, max_B, T);   // selects (if not done), builds the model, and prints
+ *                                        // the CPU fall-back notice (unless bo.quiet)
+ *
+ * The fall-back notice is held back until qa_model_start so that an input
+ * error found in between stays the only line on stderr. */
 #ifndef BERTC_QA_MODEL_H
 #define BERTC_QA_MODEL_H
 
 #include "backend/backend.h"
+#include "backend/select.h"
 #include "data/features.h"
 #include "data/squad.h"
 #include "eval/squad_eval.h"
@@ -27,6 +43,9 @@ typedef struct {
     int qa_initialised;   /* qa_outputs was missing and got a random init */
     backend be;
     int have_backend;
+    backend_info info;          /* what backend_select chose (valid once have_backend) */
+    precision_kind asked;       /* the --precision asked for, for the fall-back notice */
+    int notice_due;             /* the fall-back notice is still to be printed */
     bert_model *model;
     int max_B, T;
 } qa_model;
@@ -34,10 +53,19 @@ typedef struct {
 /* Loads DIR (tokenizer, config, weights; seed initialises a missing
  * qa_outputs). Does not create the backend model yet. */
 int qa_model_load(qa_model *m, const char *dir, uint64_t seed);
-/* Creates the CPU backend (threads, 0 = all cores) and the bert_model for
- * micro-batches of max_B x T, and uploads the parameters. ERR_INPUT when T
- * exceeds max_position_embeddings. */
-int qa_model_start(qa_model *m, int threads, int max_B, int T);
+/* Creates the backend bo asks for (backend_select, always quietly: the
+ * notice of a fall-back to the CPU waits for qa_model_start) and records
+ * what was chosen in m->info. ERR_INPUT for a combination backend_select
+ * refuses (--device cpu with --precision fp16, ...), ERR_RUNTIME (or
+ * ERR_INPUT in a build without CUDA) for --device cuda without a usable
+ * GPU. Calling it again is an error. */
+int qa_model_select(qa_model *m, const backend_opts *bo);
+/* ERR_INPUT when T exceeds max_position_embeddings; then qa_model_select
+ * unless it was called; then the bert_model for micro-batches of max_B x T
+ * on that backend, with the parameters uploaded. Prints the fall-back
+ * notice (one line on stderr) when --device auto fell back to the CPU and
+ * bo->quiet is 0. */
+int qa_model_start(qa_model *m, const backend_opts *bo, int max_B, int T);
 void qa_model_free(qa_model *m);
 
 /* Start and end logits of every window of f ([f->n * f->T] each, host),

@@ -73,6 +73,7 @@ void trainer_opts_default(trainer_opts *o)
     o->dropout = -1;
     o->seed = 42;
     o->shuffle = 1;
+    o->device = "auto";
     o->precision = "auto";
     o->recompute = "none";
     o->save_every_minutes = 15;
@@ -92,9 +93,12 @@ int trainer_opts_check(const trainer_opts *o)
     int ok = 0;
     for (int i = 0; i < 5; i++) ok |= !strcmp(o->precision, prec[i]);
     if (!ok) return err_set(ERR_INPUT, "train --precision: '%s' is not one of auto, fp32, tf32, fp16, bf16", o->precision);
-    if (strcmp(o->precision, "auto") != 0 && strcmp(o->precision, "fp32") != 0)
-        return err_set(ERR_INPUT, "train --precision %s: needs the CUDA backend; this build trains on the CPU in fp32",
-                       o->precision);
+    /* Whether the device can compute in that precision is backend_select's
+     * to say (trainer_setup asks it before reading the data). */
+    device_kind dev;
+    if (select_parse_device(o->device, &dev) != 0)
+        return err_set(ERR_INPUT, "train --device: '%s' is not one of auto, cpu, cuda", o->device);
+    if (o->gpu_mem_limit < 0) return err_set(ERR_INPUT, "train --gpu-mem-limit: negative size");
     if (strcmp(o->recompute, "none") != 0 && strcmp(o->recompute, "layer") != 0)
         return err_set(ERR_INPUT, "train --recompute: '%s' is not one of none, layer", o->recompute);
     if (o->micro_batch > o->batch)

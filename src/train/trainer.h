@@ -13,11 +13,17 @@
  * the model files, the training data, --max-seq-length, --doc-stride,
  * --max-query-length, --epochs, --max-steps, --batch, --lr, --warmup,
  * --weight-decay, --adam-eps, --clip, --dropout, --seed, --no-shuffle and
- * the precision. Those that may (they change only speed, logging or
+ * the precision (as resolved: --precision auto is bf16 or fp16 on a GPU,
+ * fp32 on the CPU). Those that may (they change only speed, logging or
  * bookkeeping): --threads (the result is bit-identical only with the same
  * count), --micro-batch (the same mathematics; dropout masks and rounding
  * differ), --save-every, --save-every-minutes, --keep, --eval-every, --dev,
- * --log-every, --recompute.
+ * --log-every, --recompute, --device (a fp32 run may move between the
+ * CPU and a GPU), --gpu, --gpu-mem-limit.
+ *
+ * The backend is chosen by backend_select (--device, --precision, --gpu,
+ * --gpu-mem-limit, --threads) before the data is read; the start-up report
+ * and RUN/info.csv name it.
  *
  * Return: 0 done; ERR_INPUT (2) bad input or a run dir with other settings;
  * ERR_RUNTIME (1); ERR_STOPPED (75) after SIGINT/SIGTERM once a checkpoint
@@ -38,7 +44,10 @@ typedef struct {
     double dropout;         /* < 0: the config's probabilities */
     int64_t seed;
     int shuffle;
+    const char *device;     /* auto|cpu|cuda (backend/select.h) */
     const char *precision;  /* auto|fp32|tf32|fp16|bf16 */
+    int gpu;                /* CUDA device ordinal */
+    int64_t gpu_mem_limit;  /* bytes the CUDA backend may allocate; 0 = no limit */
     const char *recompute;  /* none|layer */
     int64_t save_every;     /* steps; 0 = off */
     double save_every_minutes; /* 0 = off */

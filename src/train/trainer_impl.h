@@ -4,6 +4,7 @@
 #define BERTC_TRAINER_IMPL_H
 
 #include "data/loader.h"
+#include "backend/select.h"
 #include "obs/obs.h"
 #include "train/optim.h"
 #include "train/qa_model.h"
@@ -23,6 +24,7 @@ typedef struct {
     const trainer_opts *o;
     volatile sig_atomic_t *stop;
     qa_model qm;
+    backend_opts bo;    /* --device, --precision, --gpu, --gpu-mem-limit, --threads */
     squad_data train, dev;
     int have_train, have_dev;
     features tf, df;

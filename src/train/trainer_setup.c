@@ -23,7 +23,8 @@
 #include <unistd.h>
 
 /* ---- the fingerprint: settings that must not change across a resume ---- */
-static int fingerprint(train_state *s, const trainer_opts *o, const squad_data *train, int64_t total)
+static int fingerprint(train_state *s, const trainer_opts *o, const squad_data *train, int64_t total,
+                       precision_kind precision)
 {
     const char *files[] = {"config.json", "model.safetensors", "vocab.txt"};
     uint32_t crc[3] = {0, 0, 0};
@@ -50,7 +51,8 @@ static int fingerprint(train_state *s, const trainer_opts *o, const squad_data *
     train_state_fp_set(s, "--dropout", "%.17g", o->dropout);
     train_state_fp_set(s, "--seed", "%lld", (long long)o->seed);
     train_state_fp_set(s, "--no-shuffle", "%s", o->shuffle ? "no" : "yes");
-    train_state_fp_set(s, "--precision", "fp32");
+    /* As resolved: auto is fp32 on the CPU, bf16 or fp16 on a GPU. */
+    train_state_fp_set(s, "--precision", "%s", select_precision_name(precision));
     return 0;
 }
 
@@ -63,6 +65,23 @@ static int auto_micro_batch(const bert_config *cfg, int batch, int T)
     int mb = batch;
     while (mb > 1 && (double)bert_activation_bytes(cfg, mb, T) > avail / 3) mb = (mb + 1) / 2;
     return mb;
+}
+
+/* The backend, chosen before the data is read, so that a --device or
+ * --precision this machine cannot honour fails at once and leaves nothing
+ * behind. */
+static int select_backend(run_ctx *c)
+{
+    const trainer_opts *o = c->o;
+    c->bo = backend_opts_default();
+    int rc = select_parse_device(o->device, &c->bo.device);
+    if (!rc) rc = select_parse_precision(o->precision, &c->bo.precision);
+    if (rc) return err_wrap(rc, "train");
+    c->bo.threads = o->threads;
+    c->bo.gpu = o->gpu;
+    c->bo.mem_limit = o->gpu_mem_limit;
+    c->bo.quiet = o->quiet;
+    return qa_model_select(&c->qm, &c->bo);
 }
 
 static int load_data(const char *path, squad_data *d)
@@ -156,14 +175,15 @@ static void print_startup(run_ctx *c, int resumed, const char *ckdir, int train_
 {
     const trainer_opts *o = c->o;
     const bert_config *g = &c->qm.cfg;
-    char hw[512], saves[128] = "", tmp[64];
+    char hw[512], saves[128] = "";
     devices_hardware_line(hw, sizeof hw);
     printf("bertc train %s\n", BERTC_VERSION);
     printf("  model     %s: L%d H%d A%d I%d, vocab %d, %.1fM parameters%s\n", o->model_dir, g->num_hidden_layers,
            g->hidden_size, g->num_attention_heads, g->intermediate_size, g->vocab_size, (double)c->qm.table.total / 1e6,
            c->qm.qa_initialised ? "; qa_outputs initialised (the model had no QA head)" : "");
     printf("  hardware  %s\n", hw);
-    printf("  backend   cpu, %s threads, fp32\n", o->threads ? (snprintf(tmp, sizeof tmp, "%d", o->threads), tmp) : "all");
+    printf("  backend   %s", c->qm.info.desc);
+    printf("\n");
     printf("  train     %s: %d questions -> %d windows, %d trainable (features %s)\n", o->train_path, c->train.n, c->tf.n,
            c->ntrainable, train_hit ? "from cache" : "built");
     if (c->have_dev)
@@ -215,6 +235,8 @@ int trainer_setup(run_ctx *c)
                            o->resume);
         if (ckpt_verify(o->resume) != 0) return err_wrap(ERR_INPUT, "--resume %s", o->resume);
     }
+    rc = select_backend(c);
+    if (rc) return rc;
     /* The data before the run dir is touched: bad input leaves nothing behind. */
     rc = load_data(o->train_path, &c->train);
     if (rc) return rc;
@@ -261,7 +283,7 @@ int trainer_setup(run_ctx *c)
 
     train_state now;
     memset(&now, 0, sizeof now);
-    rc = fingerprint(&now, o, &c->train, c->total);
+    rc = fingerprint(&now, o, &c->train, c->total, c->qm.info.precision);
     if (rc) return rc;
     size_t nf = c->qm.table.total;
     c->host_params = c->qm.host_params;
@@ -285,7 +307,7 @@ int trainer_setup(run_ctx *c)
         c->st.smoothed_loss = NAN;
         snprintf(c->st.version, sizeof c->st.version, "%s", BERTC_VERSION);
     }
-    rc = qa_model_start(&c->qm, o->threads, c->micro, o->max_seq_length);
+    rc = qa_model_start(&c->qm, &c->bo, c->micro, o->max_seq_length);
     if (!rc) rc = optim_create(&c->opt, &c->qm.be, &c->qm.table);
     if (!rc && resumed) rc = optim_set_state(c->opt, c->host_m, c->host_v, c->st.adam_t, c->st.skipped_steps);
     if (!rc) rc = loader_batch_init(&c->mb, c->micro, o->max_seq_length);
@@ -304,7 +326,7 @@ int trainer_setup(run_ctx *c)
     char opts[512];
     options_line(o, opts, sizeof opts);
     oo.monitor_interval_s = o->monitor_interval;
-    oo.gpu_index = -1;
+    oo.gpu_index = c->qm.info.is_cuda ? o->gpu : -1; /* -1: NVML is not loaded */
     oo.resume_step = resumed ? c->st.step : 0;
     oo.model = o->model_dir;
     oo.train_data = o->train_path;
@@ -315,6 +337,7 @@ int trainer_setup(run_ctx *c)
         err_clear();
         c->obs = NULL;
     }
+    obs_set_info(c->obs, "backend", c->qm.info.desc);
     c->last_saved_step = resumed ? c->st.step : -1;
     if (!o->quiet) print_startup(c, resumed, ckdir, train_hit, dev_hit);
     if (resumed && c->st.step == c->total && !o->quiet) printf("the run is already complete: exporting and evaluating again\n");

@@ -25,7 +25,7 @@ expect 2 "train --micro-batch: 'big' is not an integer" -- train --model $M --tr
 expect 2 "--micro-batch 8 is larger than --batch 4" -- train --model $M --train $D --out $O --micro-batch 8 --batch 4
 expect 2 "--doc-stride 384 must be below --max-seq-length 384" -- train --model $M --train $D --out $O --doc-stride 384
 expect 2 "--doc-stride 64 must be below --max-seq-length 32" -- train --model $M --train $D --out $O --max-seq-length 32 --doc-stride 64
-expect 2 "--precision fp16: needs the CUDA backend"  -- train --model $M --train $D --out $O --precision fp16
+expect 2 "--precision fp16 needs the CUDA backend"   -- train --model $M --train $D --out $O --precision fp16 --device cpu $S
 expect 2 "--precision: 'fp8' is not one of"          -- train --model $M --train $D --out $O --precision fp8
 expect 2 "--recompute: 'all' is not one of"          -- train --model $M --train $D --out $O --recompute all
 expect 2 "missing required option --model"          -- train --train $D --out $O
