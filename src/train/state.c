@@ -55,6 +55,7 @@ int train_state_to_json(const train_state *s, char **text, size_t *len)
     json_object_set_new(o, "rng_seed", u64_hex(s->rng_seed));
     json_object_set_new(o, "rng_counter", u64_hex(s->rng_counter));
     json_object_set_new(o, "loss_scale", real_or_null(s->loss_scale));
+    json_object_set_new(o, "loss_scale_growth_tracker", json_integer(s->loss_scale_growth));
     json_object_set_new(o, "skipped_steps", json_integer(s->skipped_steps));
     json_object_set_new(o, "adam_t", json_integer(s->adam_t));
     json_object_set_new(o, "restarts", json_integer(s->restarts));
@@ -137,6 +138,10 @@ int train_state_load(const char *path, train_state *s)
     if (!rc) rc = get_u64(o, path, "rng_seed", &s->rng_seed);
     if (!rc) rc = get_u64(o, path, "rng_counter", &s->rng_counter);
     if (!rc) rc = get_real(o, path, "loss_scale", &s->loss_scale);
+    /* Absent in the state.json of bertc versions before fp16 training: their
+     * runs never scaled the loss, so the tracker was 0. */
+    if (!rc && json_object_get(o, "loss_scale_growth_tracker"))
+        rc = get_int(o, path, "loss_scale_growth_tracker", 0, &s->loss_scale_growth);
     if (!rc) rc = get_int(o, path, "skipped_steps", 0, &s->skipped_steps);
     if (!rc) rc = get_int(o, path, "adam_t", 0, &s->adam_t);
     if (!rc) rc = get_int(o, path, "restarts", 0, &s->restarts);

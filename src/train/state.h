@@ -26,7 +26,8 @@ typedef struct {
     uint64_t shuffle_seed; /* the loader's seed */
     uint64_t rng_seed;     /* dropout: philox key */
     uint64_t rng_counter;  /* dropout: philox step of the next micro-batch */
-    double loss_scale;     /* 1 in fp32 */
+    double loss_scale;     /* the loss scaler's scale (a float); 1 unless fp16 */
+    int64_t loss_scale_growth; /* the scaler's clean steps since its last change (train_ckpt.h) */
     int64_t skipped_steps; /* steps skipped for non-finite gradients */
     int64_t adam_t;        /* Adam updates applied (torch's state["step"]) */
     int64_t restarts;      /* how many times the run was resumed */

@@ -6,6 +6,8 @@
 #include "model/weights.h"
 #include "train/ckpt.h"
 
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,4 +141,25 @@ int train_ckpt_load(const char *dir, const param_table *t, float *params, float 
     if (!rc) rc = read_tensors(dir, "optimizer.safetensors", t, "exp_avg.", m);
     if (!rc) rc = read_tensors(dir, "optimizer.safetensors", t, "exp_avg_sq.", v);
     return rc;
+}
+
+void train_ckpt_put_scaler(train_state *s, const loss_scaler *ls)
+{
+    s->loss_scale = (double)ls->scale;
+    s->loss_scale_growth = ls->growth_tracker;
+}
+
+int train_ckpt_get_scaler(const train_state *s, int enabled, loss_scaler *ls, const char *where)
+{
+    /* The scale is a float; a double that is not one was not written by bertc. */
+    double v = s->loss_scale;
+    float scale = isfinite(v) && fabs(v) <= FLT_MAX ? (float)v : (float)NAN;
+    if (isfinite(v) && (double)scale != v)
+        return err_set(ERR_INPUT, "%s: field \"loss_scale\": %.17g is not a float32 value", where, s->loss_scale);
+    if (s->loss_scale_growth > INT32_MAX)
+        return err_set(ERR_INPUT, "%s: field \"loss_scale_growth_tracker\": %lld is too large", where,
+                       (long long)s->loss_scale_growth);
+    int rc = lossscale_restore(ls, enabled, scale, (int32_t)s->loss_scale_growth, s->skipped_steps);
+    if (rc) return err_wrap(rc, "%s", where);
+    return 0;
 }

@@ -120,6 +120,7 @@ int trainer_save_checkpoint(run_ctx *c)
     c->st.epoch = c->ld.epoch;
     c->st.cursor = c->ld.cursor;
     c->st.rng_counter = (uint64_t)c->st.step * (uint64_t)c->micro_batches;
+    train_ckpt_put_scaler(&c->st, &c->ls);
     c->st.elapsed_s += trainer_now() - c->t0;
     c->t0 = trainer_now();
     int rc = bert_model_get_params(c->qm.model, c->host_params);
@@ -162,6 +163,14 @@ int trainer_evaluate(run_ctx *c, const char *pred_path, int print)
     return rc;
 }
 
+void trainer_note_skipped(run_ctx *c)
+{
+    if (!c->obs || !c->opt) return;
+    char n[32];
+    snprintf(n, sizeof n, "%lld", (long long)optim_skipped(c->opt));
+    obs_set_info(c->obs, "skipped_steps", n);
+}
+
 static void progress(run_ctx *c, double loss, double lr, int force)
 {
     if (c->o->quiet) return;
@@ -199,13 +208,18 @@ static int debug_nonfinite(int64_t step)
     return step >= first && step < first + count;
 }
 
-static int train_step(run_ctx *c, int32_t *idx, double *loss_out, optim_result *res)
+/* *scale_out: the loss scale this step used (metrics.csv's loss_scale). */
+static int train_step(run_ctx *c, int32_t *idx, double *loss_out, float *scale_out, optim_result *res)
 {
     int count;
     int64_t epoch;
     loader_next(&c->ld, idx, &count, &epoch);
     for (int i = 0; i < count; i++) idx[i] = c->trainable[idx[i]];
     bert_zero_grad(c->qm.model);
+    /* fp16: the loss gradient is multiplied by the scale (so that small
+     * gradients survive fp16), and optim_step divides it out again before
+     * the norm, the clipping and the update. Disabled, the scale is 1. */
+    float scale = lossscale_scale(&c->ls);
     double loss = 0;
     for (int k = 0, at = 0; at < count; k++, at += c->micro) {
         int B = count - at < c->micro ? count - at : c->micro;
@@ -220,7 +234,7 @@ static int train_step(run_ctx *c, int32_t *idx, double *loss_out, optim_result *
          * whatever the micro-batch size (with equal micro-batches this is
          * the usual division by their number). */
         float w = (float)B / (float)count;
-        if (!rc) rc = bert_backward(c->qm.model, w);
+        if (!rc) rc = bert_backward(c->qm.model, w * scale);
         if (rc) return err_wrap(rc, "step %lld", (long long)c->st.step + 1);
         loss += (double)w * (double)l;
     }
@@ -239,12 +253,17 @@ static int train_step(run_ctx *c, int32_t *idx, double *loss_out, optim_result *
     oc.max_grad_norm = c->o->clip;
     oc.warmup_steps = c->warmup;
     oc.total_steps = c->total;
-    int rc = optim_step(c->opt, bert_model_params(c->qm.model), bert_model_grads(c->qm.model), &oc, c->st.step, 1.0f, res);
+    int rc = optim_step(c->opt, bert_model_params(c->qm.model), bert_model_grads(c->qm.model), &oc, c->st.step,
+                        lossscale_unscale(&c->ls), res);
     if (rc) return rc;
+    /* An overflow (or any non-finite gradient) skipped the update: the
+     * scaler halves its scale and counts the step, as optim does. */
+    lossscale_update(&c->ls, res->skipped);
     c->st.step++;
     c->st.examples_seen += count;
     c->examples_here += count;
     *loss_out = loss;
+    *scale_out = scale;
     return 0;
 }
 
@@ -269,12 +288,12 @@ int trainer_run(const trainer_opts *o)
     int32_t *idx = xmalloc((size_t)o->batch * sizeof *idx);
     c->t0 = c->last_save_time = trainer_now();
     double loss = NAN, lr = 0;
-    int nonfinite_run = 0;
     while (!rc && c->st.step < c->total) {
         if (g_stop) break;
         double t = trainer_now();
         optim_result res;
-        rc = train_step(c, idx, &loss, &res);
+        float scale = 1;
+        rc = train_step(c, idx, &loss, &scale, &res);
         if (rc) break;
         c->train_time += trainer_now() - t;
         lr = res.lr;
@@ -283,15 +302,21 @@ int trainer_run(const trainer_opts *o)
         double rate = c->train_time > 0 ? (double)c->examples_here / c->train_time : 0;
         double epoch = (double)c->st.step / (double)c->steps_per_epoch;
         double elapsed = c->st.elapsed_s + (trainer_now() - c->t0);
-        if (runlog_row(&c->metrics, "%lld,%.6f,%.9g,%.9g,%.9g,1,%.2f,%.2f", (long long)c->st.step, epoch, loss, res.lr,
-                       res.grad_norm, rate, elapsed) != 0)
+        if (runlog_row(&c->metrics, "%lld,%.6f,%.9g,%.9g,%.9g,%.9g,%.2f,%.2f", (long long)c->st.step, epoch, loss,
+                       res.lr, res.grad_norm, (double)scale, rate, elapsed) != 0)
             warn_once(&c->log_warned, "metrics.csv");
-        obs_step(c->obs, &(obs_step_metrics){c->st.step, epoch, loss, res.lr, res.grad_norm, 1, rate});
+        obs_step(c->obs, &(obs_step_metrics){c->st.step, epoch, loss, res.lr, res.grad_norm, scale, rate});
         if (res.skipped) {
-            nonfinite_run++;
-            log_warn("step %lld: non-finite loss or gradient, update skipped (%lld skipped in all)",
-                     (long long)c->st.step, (long long)optim_skipped(c->opt));
-            if (nonfinite_run >= MAX_NONFINITE_IN_A_ROW) {
+            if (c->ls.enabled)
+                log_warn("step %lld: non-finite loss or gradient at loss scale %g, update skipped; loss scale now %g "
+                         "(%lld skipped in all)",
+                         (long long)c->st.step, (double)scale, (double)lossscale_scale(&c->ls),
+                         (long long)optim_skipped(c->opt));
+            else
+                log_warn("step %lld: non-finite loss or gradient, update skipped (%lld skipped in all)",
+                         (long long)c->st.step, (long long)optim_skipped(c->opt));
+            trainer_note_skipped(c);
+            if (c->ls.skipped_in_row >= MAX_NONFINITE_IN_A_ROW) {
                 rc = err_set(ERR_RUNTIME,
                              "%d steps in a row (%lld to %lld) had a non-finite loss or gradient; stopping (the "
                              "checkpoints hold the weights of the last good step; try a lower --lr)",
@@ -299,8 +324,6 @@ int trainer_run(const trainer_opts *o)
                              (long long)c->st.step);
                 break;
             }
-        } else {
-            nonfinite_run = 0;
         }
         progress(c, loss, lr, 0);
         ckpt_debug_kill("step", c->st.step);
@@ -340,6 +363,7 @@ int trainer_run(const trainer_opts *o)
     rc = trainer_finish(c);
 done:
     if (c->obs) {
+        trainer_note_skipped(c);
         obs_report(c->obs);
         obs_close(c->obs);
     }

@@ -4,10 +4,12 @@
  * RUN/cache/), resumes from the newest valid checkpoint of RUN when there is
  * one (--resume auto), trains with micro-batches and gradient accumulation,
  * writes RUN/metrics.csv (one row per optimizer step: step, epoch, loss, lr,
- * grad_norm, loss_scale, examples_per_s, elapsed_s) and RUN/eval.csv (step,
- * epoch, exact_match, f1: one row per evaluation on --dev), checkpoints,
- * and at the end exports RUN/final/ (a Hugging Face model dir) and, with a
- * dev set, RUN/predictions.json and a last evaluation.
+ * grad_norm, loss_scale, examples_per_s, elapsed_s; loss_scale is the factor
+ * the step's loss gradient was multiplied by: 1 unless fp16 scales it) and
+ * RUN/eval.csv (step, epoch, exact_match, f1: one row per evaluation on
+ * --dev), checkpoints, and at the end exports RUN/final/ (a Hugging Face
+ * model dir) and, with a dev set, RUN/predictions.json and a last
+ * evaluation.
  *
  * Settings that must not change across a resume (they change the result):
  * the model files, the training data, --max-seq-length, --doc-stride,
@@ -23,7 +25,12 @@
  *
  * The backend is chosen by backend_select (--device, --precision, --gpu,
  * --gpu-mem-limit, --threads) before the data is read; the start-up report
- * and RUN/info.csv name it.
+ * names it. With fp16 the loss is scaled dynamically (train/lossscale.h):
+ * its state is in every checkpoint, a step whose gradients overflow is
+ * skipped like any non-finite step, and RUN/info.csv's skipped_steps (the
+ * report's summary) follows the count. The test hook
+ * BERTC_DEBUG_LOSS_SCALE=1 turns the scaler on in any precision (exact in
+ * fp32: such a run ends with the same weights as one without it).
  *
  * Return: 0 done; ERR_INPUT (2) bad input or a run dir with other settings;
  * ERR_RUNTIME (1); ERR_STOPPED (75) after SIGINT/SIGTERM once a checkpoint

@@ -6,6 +6,7 @@
 #include "data/loader.h"
 #include "backend/select.h"
 #include "obs/obs.h"
+#include "train/lossscale.h"
 #include "train/optim.h"
 #include "train/qa_model.h"
 #include "train/runlog.h"
@@ -25,6 +26,7 @@ typedef struct {
     volatile sig_atomic_t *stop;
     qa_model qm;
     backend_opts bo;    /* --device, --precision, --gpu, --gpu-mem-limit, --threads */
+    loss_scaler ls;     /* dynamic loss scaling (fp16); disabled: scale 1 */
     squad_data train, dev;
     int have_train, have_dev;
     features tf, df;
@@ -56,6 +58,8 @@ void trainer_cleanup(run_ctx *c);
 int trainer_save_checkpoint(run_ctx *c);
 /* Predictions on --dev, an eval.csv row; pred_path NULL: no predictions file. */
 int trainer_evaluate(run_ctx *c, const char *pred_path, int print);
+/* Puts the skipped-step count into RUN/info.csv (the report's summary). */
+void trainer_note_skipped(run_ctx *c);
 double trainer_now(void);
 void trainer_fmt_duration(char *buf, size_t cap, double s);
 extern double trainer_g_last_em, trainer_g_last_f1;

@@ -67,6 +67,18 @@ static int auto_micro_batch(const bert_config *cfg, int batch, int T)
     return mb;
 }
 
+/* Loss scaling: fp16 needs it. BERTC_DEBUG_LOSS_SCALE=1 turns it on in
+ * any precision, a test hook: in fp32 on the CPU, multiplying the loss
+ * gradient by a power of two and the gradients by its inverse is exact
+ * (no overflow, no underflow at these sizes), so such a run must give the
+ * weights of a run without it, bit for bit; that checks the wiring of the
+ * scaler (scale, unscale, skipped steps, checkpoints) where fp16 cannot run. */
+static int loss_scaling_wanted(precision_kind p)
+{
+    const char *dbg = getenv("BERTC_DEBUG_LOSS_SCALE");
+    return precision_needs_loss_scaling(p) || (dbg && !strcmp(dbg, "1"));
+}
+
 /* The backend, chosen before the data is read, so that a --device or
  * --precision this machine cannot honour fails at once and leaves nothing
  * behind. */
@@ -183,6 +195,7 @@ static void print_startup(run_ctx *c, int resumed, const char *ckdir, int train_
            c->qm.qa_initialised ? "; qa_outputs initialised (the model had no QA head)" : "");
     printf("  hardware  %s\n", hw);
     printf("  backend   %s", c->qm.info.desc);
+    if (c->ls.enabled) printf("; dynamic loss scaling, scale %g", (double)lossscale_scale(&c->ls));
     printf("\n");
     printf("  train     %s: %d questions -> %d windows, %d trainable (features %s)\n", o->train_path, c->train.n, c->tf.n,
            c->ntrainable, train_hit ? "from cache" : "built");
@@ -297,13 +310,18 @@ int trainer_setup(run_ctx *c)
         if (rc) return rc;
         c->st = saved;
         c->st.restarts++;
+        char where[CKPT_PATH_MAX + 16];
+        snprintf(where, sizeof where, "%s/state.json", ckdir);
+        rc = train_ckpt_get_scaler(&c->st, loss_scaling_wanted(c->qm.info.precision), &c->ls, where);
+        if (rc) return rc;
         if (c->st.step < c->total) rc = loader_seek(&c->ld, c->st.epoch, c->st.cursor);
         if (rc) return err_wrap(rc, "%s", ckdir);
         if (c->st.step > c->total) return err_set(ERR_INPUT, "%s: step %lld is past the planned %lld steps", ckdir, (long long)c->st.step, (long long)c->total);
     } else {
         c->st = now;
         c->st.shuffle_seed = c->st.rng_seed = (uint64_t)o->seed;
-        c->st.loss_scale = 1;
+        lossscale_init(&c->ls, loss_scaling_wanted(c->qm.info.precision));
+        train_ckpt_put_scaler(&c->st, &c->ls);
         c->st.smoothed_loss = NAN;
         snprintf(c->st.version, sizeof c->st.version, "%s", BERTC_VERSION);
     }
@@ -338,6 +356,7 @@ int trainer_setup(run_ctx *c)
         c->obs = NULL;
     }
     obs_set_info(c->obs, "backend", c->qm.info.desc);
+    trainer_note_skipped(c);
     c->last_saved_step = resumed ? c->st.step : -1;
     if (!o->quiet) print_startup(c, resumed, ckdir, train_hit, dev_hit);
     if (resumed && c->st.step == c->total && !o->quiet) printf("the run is already complete: exporting and evaluating again\n");
