@@ -102,7 +102,9 @@ int main(void)
                 printf("test answer '%s' occurs in training paragraph %d\n", ans, k);
             }
     }
-    CHECK(entities > test.n / 2 && seen == 0, "%d of %d test entity answers occur in training", seen, entities);
+    /* About half of the questions ask for a name (the others for a year or
+     * a count): enough of them to make the check mean something. */
+    CHECK(entities > test.n / 4 && seen == 0, "%d of %d test entity answers occur in training", seen, entities);
     /* Varied question forms: distinct first two words. */
     char seen_forms[256][32];
     for (int i = 0; i < train.n && forms < 256; i++) {
@@ -131,7 +133,8 @@ int main(void)
     CHECK(synth_generate(&o2, c, &st) == 0, "%s", err_msg());
     CHECK(!same_file(path_join(p, sizeof p, a, "train.json"), path_join(q, sizeof q, c, "train.json")), "seed 43 gives the same data");
 
-    /* The baselines stay far below the demo's 80 F1. */
+    /* The baselines stay far below the demo's 80 F1: every question has
+     * three candidates of its answer's type. */
     path_join(q, sizeof q, a, "test.json");
     for (int k = 0; k < SYNTH_NBASELINES; k++) {
         char name[96];
@@ -139,12 +142,12 @@ int main(void)
         eval_result r;
         CHECK(eval_files(q, path_join(p, sizeof p, a, name), EVAL_METRIC_SQUAD, &r) == 0, "%s", err_msg());
         printf("baseline %-22s exact_match %.2f f1 %.2f\n", synth_baseline_names[k], r.exact_match, r.f1);
-        CHECK(r.f1 > 10 && r.f1 < 60, "baseline %s: f1 %.2f", synth_baseline_names[k], r.f1);
+        CHECK(r.f1 > 10 && r.f1 < 45, "baseline %s: f1 %.2f", synth_baseline_names[k], r.f1);
     }
 
     synth_opts bad = o;
-    bad.relations_min = 0;
-    CHECK(synth_generate(&bad, c, &st) == ERR_INPUT, "relations_min 0 accepted");
+    bad.groups = 0;
+    CHECK(synth_generate(&bad, c, &st) == ERR_INPUT, "0 answer types accepted");
     bad = o;
     bad.train_paragraphs = 0;
     CHECK(synth_generate(&bad, c, &st) == ERR_INPUT, "0 paragraphs accepted");

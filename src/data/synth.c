@@ -14,7 +14,7 @@
 
 enum { T_NONE = -1, T_PERSON, T_CITY, T_COMPANY, T_RIVER, T_YEAR, T_NUMBER, T_NTYPES };
 enum { SPLIT_TRAIN, SPLIT_TEST };
-enum { YEAR_FIRST = 1820, YEAR_LAST = 2019 };
+enum { YEAR_FIRST = 1900, YEAR_LAST = 2019 };
 
 const char *const synth_baseline_names[SYNTH_NBASELINES] = {"first", "first-not-in-question", "random"};
 
@@ -30,99 +30,139 @@ typedef struct {
     const char *ask_b[6];
 } relation;
 
+/* Every question form of a relation shares its key words with every
+ * sentence form ("founded", "chief executive", "born in"), as real
+ * questions mostly share words with the sentence that answers them; the
+ * relations of one answer type have different key words, so the model has
+ * to find the sentence whose subject and key words are the question's. */
 static const relation relations[] = {
     {T_COMPANY, T_PERSON, T_YEAR, 0, 0, 0,
-     {"{S} was founded by {A} in {B}.", "{A} founded {S} in {B}.", "In {B}, {A} started a company called {S}.",
-      "{S} was started in {B} by {A}.", "{A} set up {S} in {B}."},
-     {"Who founded {S}?", "Who was the founder of {S}?", "{S} was founded by whom?", "Which person started {S}?",
-      "Who set up {S}?"},
-     {"When was {S} founded?", "In what year was {S} founded?", "In which year did {A} start {S}?",
-      "What year was {S} established?"}},
+     {"{S} was founded by {A} in {B}.", "{A} founded {S} in {B}.", "In {B}, {A} founded a company called {S}."},
+     {"Who founded {S}?", "{S} was founded by whom?", "Which person founded {S}?"},
+     {"When was {S} founded?", "In what year was {S} founded?", "In which year did {A} found {S}?"}},
     {T_COMPANY, T_CITY, T_NONE, 0, 0, 0,
-     {"{S} is based in {A}.", "The headquarters of {S} are in {A}.", "{S} has its main office in {A}.",
-      "From its offices in {A}, {S} sells to many countries."},
-     {"Where is {S} based?", "In which city is {S} headquartered?", "Where are the headquarters of {S}?",
-      "What city is home to {S}?"},
+     {"The headquarters of {S} are in {A}.", "{S} has its headquarters in {A}.", "In {A} stand the headquarters of {S}."},
+     {"Where are the headquarters of {S}?", "In which city does {S} have its headquarters?", "The headquarters of {S} are in which city?"},
      {0}},
-    {T_COMPANY, T_NUMBER, T_NONE, 100, 9950, 50,
-     {"{S} employs {A} people.", "{S} has {A} employees.", "About {A} people work for {S}.",
-      "The staff of {S} numbers {A}."},
-     {"How many people does {S} employ?", "How many employees does {S} have?", "How many people work for {S}?",
-      "What is the size of the staff of {S}?"},
+    {T_COMPANY, T_NUMBER, T_NONE, 10, 990, 10,
+     {"{S} has {A} employees.", "The number of employees of {S} is {A}.", "With {A} employees, {S} is not small."},
+     {"How many employees does {S} have?", "What is the number of employees of {S}?", "{S} has how many employees?"},
      {0}},
     {T_COMPANY, T_PERSON, T_NONE, 0, 0, 0,
-     {"The chief executive of {S} is {A}.", "{A} runs {S} as its chief executive.", "{S} is led by {A}.",
-      "Since last year, {A} has been in charge of {S}."},
-     {"Who is the chief executive of {S}?", "Who leads {S}?", "Who runs {S}?", "Who is in charge of {S}?"},
+     {"The chief executive of {S} is {A}.", "{A} is the chief executive of {S}.", "{S} hired {A} as chief executive."},
+     {"Who is the chief executive of {S}?", "Which person is chief executive of {S}?", "Who did {S} hire as chief executive?"},
      {0}},
     {T_PERSON, T_CITY, T_YEAR, 0, 0, 0,
-     {"{S} was born in {A} in {B}.", "{S} was born in {B} in the city of {A}.", "Born in {A} in {B}, {S} grew up by the sea.",
-      "In {B}, {S} was born in {A}."},
-     {"Where was {S} born?", "In which city was {S} born?", "What is the birthplace of {S}?", "{S} was born in which city?"},
-     {"When was {S} born?", "In what year was {S} born?", "What is the birth year of {S}?", "{S} was born in which year?"}},
+     {"{S} was born in {A} in {B}.", "{S} was born in {B} in the city of {A}.", "In {B}, {S} was born in {A}."},
+     {"Where was {S} born?", "In which city was {S} born?", "{S} was born in which city?"},
+     {"When was {S} born?", "In what year was {S} born?", "{S} was born in which year?"}},
     {T_PERSON, T_CITY, T_NONE, 0, 0, 0,
-     {"{S} studied at the university of {A}.", "{S} went to university in {A}.", "As a student, {S} lived in {A}."},
-     {"Where did {S} study?", "In which city did {S} go to university?", "Where did {S} live as a student?"},
+     {"{S} studied at the university of {A}.", "{S} went to university in {A}.", "At the university of {A}, {S} studied law."},
+     {"Where did {S} study?", "In which city did {S} go to university?", "At which university did {S} study?"},
      {0}},
     {T_PERSON, T_COMPANY, T_NONE, 0, 0, 0,
-     {"{S} works as an engineer at {A}.", "{S} is a lawyer for {A}.", "{S} has a job at {A}.",
-      "{A} hired {S} as a designer."},
-     {"Where does {S} work?", "Which company employs {S}?", "For which company does {S} work?", "Who hired {S}?"},
+     {"{S} works as an engineer at {A}.", "{S} works for {A}.", "At {A}, {S} works as a designer."},
+     {"Where does {S} work?", "For which company does {S} work?", "At which company does {S} work?"},
      {0}},
     {T_CITY, T_PERSON, T_NONE, 0, 0, 0,
-     {"The mayor of {S} is {A}.", "{A} serves as mayor of {S}.", "{S} is governed by mayor {A}.",
-      "{A} was elected mayor of {S}."},
-     {"Who is the mayor of {S}?", "Who governs {S}?", "Which person is mayor of {S}?", "Who was elected mayor of {S}?"},
+     {"The mayor of {S} is {A}.", "{A} is the mayor of {S}.", "{S} elected {A} as mayor."},
+     {"Who is the mayor of {S}?", "Which person is mayor of {S}?", "Whom did {S} elect as mayor?"},
      {0}},
-    {T_CITY, T_NUMBER, T_NONE, 10000, 995000, 5000,
-     {"{S} has a population of {A}.", "About {A} people live in {S}.", "{S} is home to {A} residents.",
-      "The population of {S} is {A}."},
-     {"What is the population of {S}?", "How many people live in {S}?", "How many residents does {S} have?",
-      "How large is the population of {S}?"},
+    {T_CITY, T_NUMBER, T_NONE, 10, 990, 10,
+     {"{S} has a population of {A}.", "The population of {S} is {A}.", "With a population of {A}, {S} is growing."},
+     {"What is the population of {S}?", "How large is the population of {S}?", "{S} has what population?"},
      {0}},
     {T_CITY, T_RIVER, T_NONE, 0, 0, 0,
-     {"{S} lies on the {A}.", "The {A} flows through {S}.", "{S} was built on the banks of the {A}."},
-     {"Which river flows through {S}?", "On which river does {S} lie?", "What river runs through {S}?"},
+     {"{S} lies on the {A}.", "The {A} flows through {S}.", "{S} was built where the {A} flows into the sea."},
+     {"Which river flows through {S}?", "On which river does {S} lie?", "What river flows through {S}?"},
      {0}},
     {T_CITY, T_YEAR, T_NONE, 0, 0, 0,
-     {"{S} was founded in {A}.", "The town of {S} dates back to {A}.", "Settlers founded {S} in {A}."},
-     {"When was {S} founded?", "In what year was {S} founded?", "Since which year has {S} existed?"},
+     {"{S} was settled in {A}.", "Settlers first came to {S} in {A}.", "In {A}, the first settlers came to {S}."},
+     {"When was {S} settled?", "In what year did the first settlers come to {S}?", "When did settlers first come to {S}?"},
      {0}},
-    {T_CITY, T_NUMBER, T_NONE, 10, 2990, 10,
-     {"{S} lies {A} metres above the sea.", "The centre of {S} is {A} metres above sea level."},
-     {"How high above the sea does {S} lie?", "At what height does {S} lie?", "How many metres above the sea is {S}?"},
+    {T_CITY, T_NUMBER, T_NONE, 10, 990, 10,
+     {"{S} lies {A} metres above the sea.", "The centre of {S} is {A} metres above the sea.", "At {A} metres above the sea, {S} is cool."},
+     {"How many metres above the sea does {S} lie?", "How high above the sea is {S}?", "At how many metres above the sea is {S}?"},
      {0}},
     {T_PERSON, T_PERSON, T_NONE, 0, 0, 0,
-     {"{S} married {A}.", "{S} is married to {A}.", "The wife of {S} is {A}."},
-     {"Who is {S} married to?", "Whom did {S} marry?", "Who is the wife of {S}?"},
+     {"{S} married {A}.", "{S} is married to {A}.", "{A} married {S} last spring."},
+     {"Who did {S} marry?", "Who is {S} married to?", "Whom did {S} marry?"},
      {0}},
     {T_COMPANY, T_PERSON, T_NONE, 0, 0, 0,
-     {"The chairman of {S} is {A}.", "{A} chairs the board of {S}.", "{S} has {A} as its chairman."},
-     {"Who is the chairman of {S}?", "Who chairs the board of {S}?", "Who heads the board of {S}?"},
+     {"The chairman of {S} is {A}.", "{A} is chairman of the board of {S}.", "{S} has {A} as its chairman."},
+     {"Who is the chairman of {S}?", "Who is chairman of the board of {S}?", "Which person is the chairman of {S}?"},
      {0}},
     {T_COMPANY, T_CITY, T_NONE, 0, 0, 0,
-     {"{S} builds its products in a factory in {A}.", "The factory of {S} is in {A}.", "{S} makes its goods in {A}."},
-     {"Where does {S} build its products?", "In which city is the factory of {S}?", "Where are the goods of {S} made?"},
+     {"The factory of {S} is in {A}.", "{S} builds its products in a factory in {A}.", "In {A}, {S} opened its factory."},
+     {"Where is the factory of {S}?", "In which city is the factory of {S}?", "Where did {S} open its factory?"},
      {0}},
     {T_COMPANY, T_YEAR, T_NONE, 0, 0, 0,
-     {"{S} went public in {A}.", "Shares of {S} were first sold in {A}.", "In {A}, {S} listed its shares."},
-     {"When did {S} go public?", "In which year were shares of {S} first sold?", "When did {S} list its shares?"},
+     {"{S} went public in {A}.", "In {A}, {S} went public.", "Shares of {S} were first sold in {A}, when it went public."},
+     {"When did {S} go public?", "In which year did {S} go public?", "{S} went public in which year?"},
      {0}},
     {T_PERSON, T_CITY, T_NONE, 0, 0, 0,
-     {"{S} now lives in {A}.", "Today {S} has a house in {A}.", "{S} moved to {A} after retiring."},
-     {"Where does {S} live now?", "In which city does {S} have a house?", "Where did {S} move after retiring?"},
+     {"{S} now lives in {A}.", "Today {S} lives in {A}.", "After retiring, {S} moved to {A} and lives there now."},
+     {"Where does {S} live now?", "In which city does {S} live today?", "Where does {S} live?"},
      {0}},
     {T_PERSON, T_YEAR, T_NONE, 0, 0, 0,
-     {"{S} won a prize for science in {A}.", "In {A}, {S} was given a science prize.", "The science prize went to {S} in {A}."},
-     {"When did {S} win a prize?", "In which year was {S} given a science prize?", "In what year did {S} win the science prize?"},
+     {"{S} won a science prize in {A}.", "In {A}, {S} won a science prize.", "The science prize of {A} was won by {S}."},
+     {"When did {S} win a science prize?", "In which year did {S} win a science prize?", "{S} won a science prize in what year?"},
      {0}},
     {T_CITY, T_CITY, T_NONE, 0, 0, 0,
-     {"{S} is twinned with {A}.", "{S} and {A} are sister cities.", "Since long ago, {S} has had {A} as its twin town."},
-     {"Which city is twinned with {S}?", "What is the sister city of {S}?", "Which town is the twin of {S}?"},
+     {"{S} is twinned with {A}.", "{A} is the twin town of {S}.", "Since long ago, {S} has been twinned with {A}."},
+     {"Which city is twinned with {S}?", "What is the twin town of {S}?", "{S} is twinned with which city?"},
      {0}},
     {T_CITY, T_COMPANY, T_NONE, 0, 0, 0,
-     {"The largest employer in {S} is {A}.", "Most people in {S} work for {A}.", "{A} is the biggest company in {S}."},
-     {"What is the largest employer in {S}?", "Which company employs most people in {S}?", "Which is the biggest company in {S}?"},
+     {"The largest employer in {S} is {A}.", "{A} is the largest employer in {S}.", "In {S}, the largest employer is {A}."},
+     {"What is the largest employer in {S}?", "Which company is the largest employer in {S}?", "Who is the largest employer in {S}?"},
+     {0}},
+    {T_PERSON, T_PERSON, T_NONE, 0, 0, 0,
+     {"The best friend of {S} is {A}.", "{A} is the best friend of {S}.", "{S} calls {A} a best friend."},
+     {"Who is the best friend of {S}?", "Which person is the best friend of {S}?", "Whom does {S} call a best friend?"},
+     {0}},
+    {T_PERSON, T_PERSON, T_NONE, 0, 0, 0,
+     {"{S} learned the trade from {A}.", "{A} taught {S} the trade.", "It was {A} who taught the trade to {S}."},
+     {"From whom did {S} learn the trade?", "Who taught {S} the trade?", "Who taught the trade to {S}?"},
+     {0}},
+    {T_CITY, T_PERSON, T_NONE, 0, 0, 0,
+     {"The most famous singer from {S} is {A}.", "{A} is the most famous singer from {S}.", "{S} is proud of {A}, its most famous singer."},
+     {"Who is the most famous singer from {S}?", "Which singer from {S} is the most famous?", "Who is {S}'s most famous singer?"},
+     {0}},
+    {T_CITY, T_PERSON, T_NONE, 0, 0, 0,
+     {"The chief of police in {S} is {A}.", "{A} is the chief of police in {S}.", "{S} made {A} its chief of police."},
+     {"Who is the chief of police in {S}?", "Which person is chief of police in {S}?", "Whom did {S} make its chief of police?"},
+     {0}},
+    {T_CITY, T_NUMBER, T_NONE, 10, 990, 10,
+     {"{S} covers {A} square kilometres.", "The area of {S} is {A} square kilometres.", "Covering {A} square kilometres, {S} is large."},
+     {"How many square kilometres does {S} cover?", "What is the area of {S} in square kilometres?", "{S} covers how many square kilometres?"},
+     {0}},
+    {T_COMPANY, T_NUMBER, T_NONE, 10, 990, 10,
+     {"{S} runs {A} shops.", "The number of shops of {S} is {A}.", "Today {S} runs {A} shops."},
+     {"How many shops does {S} run?", "What is the number of shops of {S}?", "{S} runs how many shops?"},
+     {0}},
+    {T_COMPANY, T_NUMBER, T_NONE, 10, 990, 10,
+     {"{S} owns {A} lorries.", "The lorries of {S} number {A}.", "With {A} lorries, {S} delivers fast."},
+     {"How many lorries does {S} own?", "What number of lorries does {S} own?", "{S} owns how many lorries?"},
+     {0}},
+    {T_COMPANY, T_CITY, T_NONE, 0, 0, 0,
+     {"The research centre of {S} is in {A}.", "{S} does its research in a centre in {A}.", "In {A}, {S} built its research centre."},
+     {"Where is the research centre of {S}?", "In which city is the research centre of {S}?", "Where did {S} build its research centre?"},
+     {0}},
+    {T_COMPANY, T_YEAR, T_NONE, 0, 0, 0,
+     {"{S} opened its first shop in {A}.", "In {A}, {S} opened its first shop.", "The first shop of {S} opened in {A}."},
+     {"When did {S} open its first shop?", "In which year did {S} open its first shop?", "{S} opened its first shop in what year?"},
+     {0}},
+    {T_PERSON, T_YEAR, T_NONE, 0, 0, 0,
+     {"{S} retired in {A}.", "In {A}, {S} retired.", "{S} stopped working and retired in {A}."},
+     {"When did {S} retire?", "In which year did {S} retire?", "{S} retired in what year?"},
+     {0}},
+    {T_CITY, T_YEAR, T_NONE, 0, 0, 0,
+     {"{S} got its railway station in {A}.", "In {A}, a railway station was built in {S}.", "The railway station of {S} opened in {A}."},
+     {"When did {S} get its railway station?", "In which year did {S} get a railway station?", "When did the railway station of {S} open?"},
+     {0}},
+    {T_CITY, T_YEAR, T_NONE, 0, 0, 0,
+     {"{S} hosted a great fair in {A}.", "In {A}, {S} hosted a great fair.", "The great fair of {A} was hosted by {S}."},
+     {"When did {S} host a great fair?", "In which year did {S} host a great fair?", "{S} hosted a great fair in what year?"},
      {0}},
 };
 enum { NREL = (int)(sizeof relations / sizeof relations[0]) };
@@ -447,15 +487,6 @@ static char *fill_slot(rng *r, pool pools[T_NTYPES], const relation *rel, int ty
     return xstrdup(draw(&pools[type], r));
 }
 
-/* Relations whose subject has this type. */
-static int rels_for(int subj_type, int *out)
-{
-    int n = 0;
-    for (int i = 0; i < NREL; i++)
-        if (relations[i].subj == subj_type) out[n++] = i;
-    return n;
-}
-
 static void shuffle_ints(rng *r, int *v, int n)
 {
     for (int i = n - 1; i > 0; i--) {
@@ -502,67 +533,89 @@ static void baselines(split_out *so, rng *r, const para *p, const char *id, cons
     }
 }
 
+static int rel_has_type(const relation *rel, int type) { return rel->a == type || rel->b == type; }
+
+/* A question's target: a relation and its slot (0 = A, 1 = B). */
+typedef struct {
+    int rel, slot;
+} target;
+
+/* The targets of a subject type whose answers have type t. */
+static int targets_of(int subj, int t, target *out)
+{
+    int n = 0;
+    for (int i = 0; i < NREL; i++) {
+        if (relations[i].subj != subj) continue;
+        if (relations[i].a == t) out[n++] = (target){i, 0};
+        if (relations[i].b != T_NONE && relations[i].b == t) out[n++] = (target){i, 1};
+    }
+    return n;
+}
+
+static void shuffle_targets(rng *r, target *v, int n)
+{
+    for (int i = n - 1; i > 0; i--) {
+        int j = rint_(r, i + 1);
+        target t = v[i];
+        v[i] = v[j];
+        v[j] = t;
+    }
+}
+
 static void make_paragraph(split_out *so, rng *r, const synth_opts *o, pool pools[T_NTYPES], int split, int index)
 {
     static const int main_types[3] = {T_COMPANY, T_PERSON, T_CITY};
-    enum { MAXF = 16 };
-    fact facts[MAXF];
-    int nf = 0;
-    /* A main subject with several relations, chosen to share answer types
-     * where they can (a founder, a chief executive and a chairman), and,
-     * in some paragraphs, a second subject of the same type with some of
-     * the same relations: a question then has competing answers of its
-     * type, and only its relation, and its subject, tell them apart. */
+    enum { MAXF = 16, MAXT = 2 * NREL };
+    /* One subject and o->groups answer types, each with o->group_size
+     * relations of the subject (a founder, a chief executive and a
+     * chairman; a year of founding, of going public and of the first
+     * shop): every question has that many candidate answers of its type in
+     * the paragraph, and only its relation's words tell them apart. */
     int main_type = main_types[rint_(r, 3)];
-    const char *subjects[2];
-    int nsubj = 1 + (rint_(r, 100) < o->two_subjects_pct);
-    for (int s = 0; s < nsubj; s++) {
-        const char *d;
-        int same;
-        do {
-            d = draw(&pools[main_type], r);
-            same = 0;
-            for (int k = 0; k < s; k++) same |= subjects[k] == d || subjects[k][0] == d[0];
-        } while (same);
-        subjects[s] = d;
+    const char *subject = draw(&pools[main_type], r);
+    int types[T_NTYPES], nt = 0;
+    for (int t = 0; t < T_NTYPES; t++) {
+        target tmp[MAXT];
+        if (targets_of(main_type, t, tmp) >= o->group_size) types[nt++] = t;
     }
-    int rl[NREL], nr = rels_for(main_type, rl);
-    shuffle_ints(r, rl, nr);
-    int nrel = o->relations_min + rint_(r, o->relations_max - o->relations_min + 1);
-    if (nrel > nr) nrel = nr;
-    /* Greedy: each next relation, most of the time, one that shares an
-     * answer type with those already chosen. */
-    for (int i = 1; i < nrel; i++) {
-        if (rint_(r, 10) >= 8) continue;
-        for (int j = i; j < nr; j++) {
-            const relation *b = &relations[rl[j]];
-            int share = 0;
-            for (int k = 0; k < i; k++) {
-                const relation *a = &relations[rl[k]];
-                share |= a->a == b->a || (a->b != T_NONE && a->b == b->a) ||
-                         (b->b != T_NONE && (b->b == a->a || b->b == a->b));
-            }
-            if (share) {
-                int t = rl[i];
-                rl[i] = rl[j];
-                rl[j] = t;
-                break;
-            }
+    shuffle_ints(r, types, nt);
+    target asks[MAXT];
+    int na = 0;
+    for (int g = 0; g < nt && g < o->groups; g++) {
+        target grp[MAXT];
+        int n = targets_of(main_type, types[g], grp);
+        shuffle_targets(r, grp, n);
+        for (int i = 0; i < o->group_size && na < MAXF; i++) asks[na++] = grp[i];
+    }
+    /* The facts: the relations of those targets, and sometimes
+     * (extra_pct) one more relation of the subject, with answers of
+     * other types. */
+    fact facts[MAXF];
+    int nf = 0, fact_of[MAXT];
+    for (int i = 0; i < na; i++) {
+        int k = 0;
+        while (k < nf && facts[k].rel != asks[i].rel) k++;
+        if (k == nf) facts[nf++].rel = asks[i].rel;
+        fact_of[i] = k;
+    }
+    if (rint_(r, 100) < o->extra_pct && nf < MAXF) {
+        int cand[NREL], nc = 0;
+        for (int i = 0; i < NREL; i++) {
+            int used = relations[i].subj != main_type;
+            for (int k = 0; k < nf && !used; k++) used = facts[k].rel == i;
+            for (int g = 0; g < nt && g < o->groups && !used; g++) used = rel_has_type(&relations[i], types[g]);
+            if (!used) cand[nc++] = i;
         }
+        if (nc) facts[nf++].rel = cand[rint_(r, nc)];
     }
-    for (int s = 0; s < nsubj; s++) {
-        int k = s == 0 ? nrel : 1 + rint_(r, nrel);
-        for (int i = 0; i < k && nf < MAXF; i++) {
-            const relation *rel = &relations[rl[i]];
-            fact *f = &facts[nf++];
-            f->rel = rl[i];
-            f->subj = xstrdup(subjects[s]);
-            f->a = fill_slot(r, pools, rel, rel->a);
-            f->b = rel->b != T_NONE ? fill_slot(r, pools, rel, rel->b) : NULL;
-        }
+    for (int i = 0; i < nf; i++) {
+        const relation *rel = &relations[facts[i].rel];
+        facts[i].subj = xstrdup(subject);
+        facts[i].a = fill_slot(r, pools, rel, rel->a);
+        facts[i].b = rel->b != T_NONE ? fill_slot(r, pools, rel, rel->b) : NULL;
     }
-    /* Sentence order: the facts, shuffled, and rarely a filler. */
-    int order[MAXF + 2], n = 0, nfill = rint_(r, 5) == 0;
+    /* Sentence order: the facts, shuffled, and sometimes a filler. */
+    int order[MAXF + 2], n = 0, nfill = rint_(r, 100) < o->filler_pct;
     for (int i = 0; i < nf; i++) order[n++] = i;
     for (int i = 0; i < nfill; i++) order[n++] = 100 + rint_(r, NFILL);
     shuffle_ints(r, order, n);
@@ -577,23 +630,25 @@ static void make_paragraph(split_out *so, rng *r, const synth_opts *o, pool pool
         const relation *rel = &relations[f->rel];
         f->sentence = k;
         f->m_subj = f->m_a = f->m_b = -1;
-        expand(&p, rel->sentences[rint_(r, limit(count_templates(rel->sentences), o->templates))], f, &f->m_subj, &f->m_a, &f->m_b);
+        expand(&p, rel->sentences[rint_(r, limit(count_templates(rel->sentences), o->sentence_forms))], f, &f->m_subj,
+               &f->m_a, &f->m_b);
     }
+    /* The questions: o->questions of the targets, at most one per fact. */
     json_t *qas = json_array();
-    int ask[MAXF];
-    for (int i = 0; i < nf; i++) ask[i] = i;
-    shuffle_ints(r, ask, nf);
-    int nq = nf < 3 ? nf : 3;
-    for (int q = 0; q < nq; q++) {
-        fact *f = &facts[ask[q]];
+    int idx[MAXT], asked[MAXF] = {0}, nq = 0;
+    for (int i = 0; i < na; i++) idx[i] = i;
+    shuffle_ints(r, idx, na);
+    for (int k = 0; k < na && nq < o->questions; k++) {
+        int ti = idx[k];
+        if (asked[fact_of[ti]]++) continue;
+        fact *f = &facts[fact_of[ti]];
         const relation *rel = &relations[f->rel];
-        int on_b = rel->b != T_NONE && rint_(r, 2);
+        int on_b = asks[ti].slot;
         const char *const *tpl = on_b ? rel->ask_b : rel->ask_a;
-        char *question = expand(NULL, tpl[rint_(r, limit(count_templates(tpl), o->templates))], f, NULL, NULL, NULL);
-        int mi = on_b ? f->m_b : f->m_a;
-        mention *m = &p.m[mi];
+        char *question = expand(NULL, tpl[rint_(r, limit(count_templates(tpl), o->question_forms))], f, NULL, NULL, NULL);
+        mention *m = &p.m[on_b ? f->m_b : f->m_a];
         char id[64], text[128];
-        snprintf(id, sizeof id, "%s-%05d-%d", split == SPLIT_TRAIN ? "train" : "test", index, q);
+        snprintf(id, sizeof id, "%s-%05d-%d", split == SPLIT_TRAIN ? "train" : "test", index, nq);
         snprintf(text, sizeof text, "%.*s", m->len, p.text + m->begin);
         json_t *ans = json_array();
         json_array_append_new(ans, json_pack("{s:s, s:i}", "text", text, "answer_start", m->begin));
@@ -603,9 +658,10 @@ static void make_paragraph(split_out *so, rng *r, const synth_opts *o, pool pool
         baselines(so, r, &p, id, question, on_b ? rel->b : rel->a);
         free(question);
         so->questions++;
+        nq++;
     }
     json_t *para_j = json_pack("{s:s, s:o}", "context", p.text, "qas", qas);
-    json_t *art = json_pack("{s:s, s:[o]}", "title", subjects[0], "paragraphs", para_j);
+    json_t *art = json_pack("{s:s, s:[o]}", "title", subject, "paragraphs", para_j);
     json_array_append_new(so->data, art);
     so->paragraphs++;
     for (int i = 0; i < nf; i++) {
@@ -689,7 +745,7 @@ static int write_vocab(const char *dir, const strlist *words, const namer *nm, i
 
 synth_opts synth_opts_default(uint64_t seed, int train_paragraphs, int test_paragraphs)
 {
-    synth_opts o = {seed, train_paragraphs, test_paragraphs, 3, 4, 50, 0};
+    synth_opts o = {seed, train_paragraphs, test_paragraphs, 1, 3, 3, 0, 20, 1, 0};
     return o;
 }
 
@@ -698,9 +754,10 @@ int synth_generate(const synth_opts *o, const char *dir, synth_stats *st)
     memset(st, 0, sizeof *st);
     if (o->train_paragraphs < 1 || o->test_paragraphs < 1)
         return err_set(ERR_INPUT, "synth: paragraph counts must be positive");
-    if (o->relations_min < 1 || o->relations_max < o->relations_min || o->two_subjects_pct < 0 || o->two_subjects_pct > 100)
-        return err_set(ERR_INPUT, "synth: bad paragraph shape (relations %d..%d, two subjects %d%%)", o->relations_min,
-                       o->relations_max, o->two_subjects_pct);
+    if (o->groups < 1 || o->group_size < 1 || o->group_size > 3 || o->questions < 1 || o->extra_pct < 0 ||
+        o->extra_pct > 100 || o->filler_pct < 0 || o->filler_pct > 100)
+        return err_set(ERR_INPUT, "synth: bad paragraph shape (groups %d of %d, %d questions, extra %d%%, filler %d%%)",
+                       o->groups, o->group_size, o->questions, o->extra_pct, o->filler_pct);
     int rc = mkdir_p(dir);
     if (rc) return rc;
     rng r = {o->seed ^ 0x5eed5eed5eedull};

@@ -1,15 +1,16 @@
 /* The demo's data: a synthetic SQuAD-format data set from templates.
  *
- * Each paragraph is a handful of facts about invented entities (people,
- * cities, companies, rivers; years and counts as values), written with
- * varied sentence templates and mixed with facts about other entities of the
- * same kinds (distractors) and filler sentences, in random order. Questions
- * ask about those facts with varied forms ("Who founded X?", "X was founded
- * by whom?", "Which person started X?"), so the answer is never found by its
- * type or position alone: the model has to find the sentence about the
- * question's subject and relation.
+ * Each paragraph is about one invented subject (a person, a city or a
+ * company) and states three facts about it whose answers have the same type
+ * (a founder, a chief executive and a chairman; or three years; or three
+ * counts), sometimes with a filler sentence, in random order. The questions
+ * ask about those facts with varied forms ("Who founded X?", "Which person
+ * founded X?", "X was founded by whom?"), so every question has three
+ * candidates of its answer's type and neither the type nor the position
+ * gives the answer: the model has to find the sentence of the question's
+ * relation (the trivial baselines below score about 33).
  *
- * Names are made of syllables ("Kalomi Tesavu"), and the entities are split
+ * Names are made of two-syllable words ("Kalo Tesa"), and the entities are split
  * between train and test: no person, city, company or river of the test
  * split appears in the training split, so test answers were never seen.
  * The vocabulary (vocab.txt) is built from the generator's own words, digits
@@ -30,13 +31,19 @@ typedef struct {
     uint64_t seed;
     int train_paragraphs;
     int test_paragraphs;
-    int relations_min, relations_max; /* facts about the main subject */
-    int two_subjects_pct;             /* paragraphs with a second subject */
-    int templates;                    /* use only the first N templates of each kind (0 = all) */
+    int groups;         /* answer types asked about per paragraph */
+    int group_size;     /* facts of each of those types (1..3): the candidates of a question */
+    int questions;      /* questions per paragraph (at most one per fact) */
+    int extra_pct;      /* paragraphs with one more fact of another kind */
+    int filler_pct;     /* paragraphs with a filler sentence */
+    int sentence_forms; /* templates used per relation for the facts (0 = all) */
+    int question_forms; /* templates used per relation for questions (0 = all) */
 } synth_opts;
 
-/* The demo's shape: 3-4 facts about the main subject, a second subject in
- * half of the paragraphs. */
+/* The demo's shape: one subject, one answer type with three facts (so a
+ * question has three candidates of its type), three questions, a filler
+ * sentence in one paragraph of five; one sentence form per relation (the
+ * tiny model learns in two minutes), every question form. */
 synth_opts synth_opts_default(uint64_t seed, int train_paragraphs, int test_paragraphs);
 
 typedef struct {
