@@ -34,7 +34,7 @@ int cmd_predict(int argc, char **argv)
 {
     const char *model_dir = NULL, *data_path = NULL, *out = NULL, *nbest = NULL, *dump = NULL;
     const char *device = "auto", *precision = "auto";
-    int T = 384, stride = 128, mql = 0, batch = 32, threads = 0, gpu = 0, n_best = PREDICT_N_BEST;
+    int T = 384, stride = 128, T_given = 0, stride_given = 0, mql = 0, batch = 32, threads = 0, gpu = 0, n_best = PREDICT_N_BEST;
     int max_ans = PREDICT_MAX_ANSWER_LENGTH;
     const arg_spec specs[] = {
         {"model", ARG_STR, &model_dir, "DIR", "model dir (e.g. RUN/final)", .required = 1},
@@ -42,8 +42,10 @@ int cmd_predict(int argc, char **argv)
         {"out", ARG_STR, &out, "PRED.json", "predictions {\"id\": \"answer\"}", .required = 1},
         {"nbest", ARG_STR, &nbest, "FILE", "also write the n-best answers with probabilities", .min = 0},
         {"dump", ARG_STR, &dump, "DIR", "also write start_logits.npy, end_logits.npy [windows, T]", .min = 0},
-        {"max-seq-length", ARG_INT, &T, "N", "tokens per window", .min = 8, .max = 8192},
-        {"doc-stride", ARG_INT, &stride, "N", "overlap of context windows, in tokens", .min = 0, .max = 8191},
+        {"max-seq-length", ARG_INT, &T, "N", "tokens per window (default 384, or the model's max_position_embeddings when smaller)",
+         .min = 8, .max = 8192, .seen = &T_given},
+        {"doc-stride", ARG_INT, &stride, "N", "overlap of context windows, in tokens (default 128; T / 4 with a shorter default T)",
+         .min = 0, .max = 8191, .seen = &stride_given},
         {"max-query-length", ARG_INT, &mql, "N", "truncate questions to N tokens (0 = never)", .min = 0, .max = 8192},
         {"batch", ARG_INT, &batch, "N", "windows per forward pass", .min = 1, .max = 65536},
         {"threads", ARG_INT, &threads, "N", "CPU threads (0 = all cores)", .min = 0, .max = 4096},
@@ -58,7 +60,8 @@ int cmd_predict(int argc, char **argv)
                         specs, argc, argv, NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    if (stride >= T) return err_set(ERR_INPUT, "predict: --doc-stride %d must be below --max-seq-length %d", stride, T);
+    if ((T_given || stride_given) && stride >= T)
+        return err_set(ERR_INPUT, "predict: --doc-stride %d must be below --max-seq-length %d", stride, T);
     if (path_is_dir(out)) return err_set(ERR_INPUT, "--out %s: is a directory (give the predictions file's path)", out);
     backend_opts bo = backend_opts_default();
     if ((rc = select_parse_device(device, &bo.device)) || (rc = select_parse_precision(precision, &bo.precision)))
@@ -81,6 +84,7 @@ int cmd_predict(int argc, char **argv)
     rc = squad_load(data_path, &d);
     if (rc) goto done;
     have_d = 1;
+    qa_model_fit_window(&m, &T, T_given, &stride, stride_given);
     feature_opts fo = {T, stride, mql};
     rc = features_build(&d, m.tok, &fo, threads, &f);
     if (rc) goto done;

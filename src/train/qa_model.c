@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int qa_model_load(qa_model *m, const char *dir, uint64_t seed)
 {
@@ -39,7 +40,14 @@ int qa_model_select(qa_model *m, const backend_opts *bo)
     if (rc) return rc;
     m->have_backend = 1;
     m->asked = bo->precision;
-    m->notice_due = m->info.fallback[0] != 0 && !bo->quiet;
+    /* A machine without NVIDIA's kernel driver has no GPU to miss: the
+     * start-up line says "cpu", and a warning on every run would be noise.
+     * Where the driver is loaded, a fall-back is worth a warning (a driver
+     * older than the CUDA runtime, a GPU older than sm_75, a build without
+     * CUDA), and so is fp16/bf16 asked for and not given. */
+    int driver = access("/proc/driver/nvidia", F_OK) == 0;
+    int downgraded = bo->precision != PREC_AUTO && bo->precision != PREC_FP32;
+    m->notice_due = m->info.fallback[0] != 0 && !bo->quiet && (driver || downgraded);
     return 0;
 }
 
@@ -67,6 +75,15 @@ int qa_model_start(qa_model *m, const backend_opts *bo, int max_B, int T)
     m->T = T;
     fallback_notice(m);
     return bert_model_set_params(m->model, m->host_params);
+}
+
+void qa_model_fit_window(const qa_model *m, int *T, int T_given, int *stride, int stride_given)
+{
+    int max_pos = m->cfg.max_position_embeddings;
+    if (T_given || *T <= max_pos) return;
+    *T = max_pos;
+    if (!stride_given && *stride >= *T / 2) *stride = *T / 4;
+    log_info("the model has max_position_embeddings %d: windows of %d tokens, stride %d", max_pos, *T, *stride);
 }
 
 void qa_model_free(qa_model *m)

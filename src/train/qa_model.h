@@ -60,6 +60,13 @@ int qa_model_load(qa_model *m, const char *dir, uint64_t seed);
  * ERR_INPUT in a build without CUDA) for --device cuda without a usable
  * GPU. Calling it again is an error. */
 int qa_model_select(qa_model *m, const backend_opts *bo);
+/* predict and ask: the window length and stride for this model. When the
+ * user gave no --max-seq-length and the default T is longer than the
+ * model's max_position_embeddings (a small model trained by `bertc demo`),
+ * T becomes max_position_embeddings, and an ungiven --doc-stride that no
+ * longer fits becomes T / 4. Given values are left for qa_model_start to
+ * check. Prints one info line when it changes something. */
+void qa_model_fit_window(const qa_model *m, int *T, int T_given, int *stride, int stride_given);
 /* ERR_INPUT when T exceeds max_position_embeddings; then qa_model_select
  * unless it was called; then the bert_model for micro-batches of max_B x T
  * on that backend, with the parameters uploaded. Prints the fall-back

@@ -25,4 +25,15 @@ echo "$CTX" >"$cli_tmp/ctx.txt"
 head -1 "$cli_tmp/out" | sed 's/^1\. //' >"$cli_tmp/a1"
 head -1 "$cli_tmp/out2" >"$cli_tmp/a2"
 cmp -s "$cli_tmp/a1" "$cli_tmp/a2" || cli_bad "@FILE gives another answer: $(cat "$cli_tmp/a2")"
+# A model with fewer positions than the default 384 (as bertc demo's): without
+# --max-seq-length, ask uses the model's max_position_embeddings; a given
+# length that does not fit is an error.
+P=$(grep -o '"max_position_embeddings": *[0-9]*' $M/config.json | grep -o '[0-9]*$')
+"$BERTC" ask --model $M --context "$CTX" --question "Who founded Kopa Labs?" >"$cli_tmp/out3" 2>"$cli_tmp/err3"
+rc=$?
+echo "ask without --max-seq-length (model has $P positions) -> exit $rc: $(cat "$cli_tmp/err3")"
+[ "$rc" -eq 0 ] && grep -q '^answer: ' "$cli_tmp/out3" || cli_bad "ask without --max-seq-length failed"
+grep -q "max_position_embeddings $P: windows of $P tokens" "$cli_tmp/err3" || cli_bad "no line about the shorter windows"
+expect 2 "--max-seq-length 384 exceeds the model's max_position_embeddings $P" -- ask --model $M --context "$CTX" \
+    --question "Who?" --max-seq-length 384
 finish

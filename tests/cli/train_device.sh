@@ -81,7 +81,13 @@ echo "case $cli_n: predict auto -> exit $rc1, cpu -> exit $rc2"
 sed 's/^/    stderr (auto): /' "$cli_tmp/err1"
 [ "$rc1" -eq 0 ] && [ "$rc2" -eq 0 ] || cli_bad "predict failed"
 cmp -s "$cli_tmp/auto.json" "$cli_tmp/cpu.json" || cli_bad "auto and cpu predictions differ"
-grep -q 'no usable CUDA device' "$cli_tmp/err1" || cli_bad "predict --device auto: no notice"
+# --device auto warns about the fall-back only where NVIDIA's driver is loaded
+# (a GPU it cannot use); a machine without one just runs on the CPU.
+if [ -e /proc/driver/nvidia ]; then
+    grep -q 'no usable CUDA device' "$cli_tmp/err1" || cli_bad "predict --device auto: no notice with a driver loaded"
+else
+    grep -q 'no usable CUDA device' "$cli_tmp/err1" && cli_bad "predict --device auto: a notice on a machine without a GPU driver"
+fi
 grep -q 'no usable CUDA device' "$cli_tmp/err2" && cli_bad "predict --device cpu: a notice"
 "$BERTC" ask --model $M --context "Kopa Labs was founded by Dire Pogu." --question "Who founded Kopa Labs?" \
     --max-seq-length 64 --doc-stride 16 --device cpu >"$cli_tmp/out" 2>"$cli_tmp/err"
