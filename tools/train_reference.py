@@ -31,6 +31,9 @@ import torch
 from safetensors.torch import save_file
 from transformers import BertForQuestionAnswering, BertTokenizerFast
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from qa_labels import label_windows  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INIT = os.path.join(ROOT, "tests/ref/train3/init")
 DATA = os.path.join(ROOT, "tests/data/train_small.json")
@@ -51,34 +54,7 @@ def train_features(tok, path):
                 answers.append(qa["answers"])
     enc = tok(questions, contexts, truncation="only_second", max_length=T, stride=STRIDE,
               return_overflowing_tokens=True, return_offsets_mapping=True, padding="max_length")
-    starts, ends = [], []
-    for i, offsets in enumerate(enc["offset_mapping"]):
-        ids = enc["input_ids"][i]
-        cls = ids.index(tok.cls_token_id)
-        seq = enc.sequence_ids(i)
-        ans = answers[enc["overflow_to_sample_mapping"][i]]
-        if len(ans) == 0:
-            starts.append(cls)
-            ends.append(cls)
-            continue
-        sc = ans[0]["answer_start"]
-        ec = sc + len(ans[0]["text"])
-        ts = 0
-        while seq[ts] != 1:
-            ts += 1
-        te = len(ids) - 1
-        while seq[te] != 1:
-            te -= 1
-        if not (offsets[ts][0] <= sc and offsets[te][1] >= ec):
-            starts.append(cls)
-            ends.append(cls)
-            continue
-        while ts < len(offsets) and offsets[ts][0] <= sc:
-            ts += 1
-        starts.append(ts - 1)
-        while offsets[te][1] >= ec:
-            te -= 1
-        ends.append(te + 1)
+    starts, ends = label_windows(tok, enc, answers)
     t = lambda k: torch.tensor(enc[k], dtype=torch.long)
     return t("input_ids"), t("token_type_ids"), t("attention_mask"), torch.tensor(starts), torch.tensor(ends)
 
