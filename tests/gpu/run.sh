@@ -15,6 +15,8 @@
 #   3 memory the planner's prediction against the measured peak, within 10 %
 #   4 oom    out-of-memory back-off under a memory limit
 #   fallback test_cuda_fallback and `bertc plan` / `bertc devices` with a GPU present
+#   6 cli    bertc train / predict --device cuda (tests/gpu/train_cli.sh): losses vs the
+#            CPU in fp32/bf16/fp16, GPU samples in monitor.csv, kill + resume
 #   5 bench  bench/gpu_compare.sh (BENCH_BATCHES, default 32; BENCH_STEPS, default 10)
 # Exit status: 0 when every check passed, 1 otherwise (the summary says which).
 set -u -o pipefail
@@ -92,6 +94,7 @@ main() {
     # shellcheck disable=SC2016 # $1 is expanded by the inner bash
     check "cli: bertc plan and bertc devices with a GPU" \
         bash -c '"$1" plan --config base --seq 384 && "$1" devices' _ "$bertc"
+    check "6 cli: bertc train/predict --device cuda" bash tests/gpu/train_cli.sh "$bertc" "$RES"
     check "5 bench: bench/gpu_compare.sh" env BERTC_GPU_CHECK="$gc" BATCHES="${BENCH_BATCHES:-32}" \
         STEPS="${BENCH_STEPS:-10}" bash bench/gpu_compare.sh "$RES/bench"
 

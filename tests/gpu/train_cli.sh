@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# tests/gpu/train_cli.sh BERTC RESULTS_DIR: bertc train / predict on the GPU
+# through the command line (check 6 of tests/gpu/run.sh). Compares, and
+# prints each comparison into RESULTS_DIR/results.txt:
+#   - 40 steps of the tiny reference model on tests/data/train_small.json
+#     (dropout 0, no shuffle), --device cpu vs --device cuda --precision fp32:
+#     the loss of every step within 1e-3 relative;
+#   - the same in bf16 and fp16: every loss finite, the last loss within 5 %
+#     of the CPU's; fp16 records a loss scale (65536 at the start);
+#   - the CUDA run's monitor.csv has GPU samples (gpu_util_pct filled in) and
+#     info.csv names the CUDA backend;
+#   - a fp32 CUDA run killed after step 25 (BERTC_DEBUG_KILL) and resumed
+#     ends with the same losses as the uninterrupted one;
+#   - predict --device cuda vs --device cpu on the trained model: at least
+#     95 % of the predictions identical.
+set -u
+BERTC=$1
+RES=$2
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+M=tests/ref/train3/init
+D=tests/data/train_small.json
+fails=0
+res() { echo "$*" | tee -a "$RES/results.txt"; case $1 in FAIL*) fails=$((fails + 1)) ;; esac; }
+train() { # name device precision [extra options]
+    local name=$1 dev=$2 prec=$3
+    shift 3
+    "$BERTC" train --model $M --train $D --out "$W/$name" --max-seq-length 64 --doc-stride 16 --batch 6 \
+        --micro-batch 2 --max-steps 40 --lr 5e-3 --dropout 0 --no-shuffle --seed 42 --save-every 10 \
+        --save-every-minutes 0 --monitor-interval 0.2 --log-every 10 --device "$dev" --precision "$prec" "$@" \
+        >"$W/$name.out" 2>"$W/$name.err"
+}
+losses() { cut -d, -f3 "$W/$1/metrics.csv" | tail -n +2; }
+train cpu cpu fp32 || { res "FAIL train cli: the CPU run failed: $(tail -2 "$W/cpu.err")"; exit 1; }
+for p in fp32 bf16 fp16; do
+    if ! train "cuda-$p" cuda $p; then
+        res "FAIL train cli $p: exit $?: $(tail -2 "$W/cuda-$p.err")"
+        continue
+    fi
+    grep -m1 'backend' "$W/cuda-$p.out"
+    tol=0.05
+    [ $p = fp32 ] && tol=0.001
+    python3 - "$W/cpu/metrics.csv" "$W/cuda-$p/metrics.csv" "$tol" "$p" <<'PY' | tee -a "$RES/results.txt"
+import csv, math, sys
+a = list(csv.DictReader(open(sys.argv[1]))); b = list(csv.DictReader(open(sys.argv[2])))
+tol, p = float(sys.argv[3]), sys.argv[4]
+la = [float(r["loss"]) for r in a]; lb = [float(r["loss"]) for r in b]
+finite = all(math.isfinite(x) for x in lb)
+if p == "fp32":
+    worst = max(abs(x - y) / max(abs(x), 1e-6) for x, y in zip(la, lb))
+    ok = finite and len(la) == len(lb) and worst <= tol
+    print(f"{'PASS' if ok else 'FAIL'} train cli fp32: {len(lb)} losses vs CPU, worst rel diff {worst:.2e} (bound {tol})")
+else:
+    rel = abs(la[-1] - lb[-1]) / abs(la[-1])
+    ok = finite and rel <= tol
+    extra = ""
+    if p == "fp16":
+        s0 = float(b[0]["loss_scale"]); extra = f", first loss scale {s0:g}"
+        ok = ok and s0 == 65536
+    print(f"{'PASS' if ok else 'FAIL'} train cli {p}: last loss {lb[-1]:.5f} vs CPU {la[-1]:.5f} (rel {rel:.3f}, bound {tol}){extra}")
+PY
+done
+if [ -f "$W/cuda-fp32/monitor.csv" ]; then
+    n=$(awk -F, 'NR > 1 && $4 != "" { n++ } END { print n + 0 }' "$W/cuda-fp32/monitor.csv")
+    [ "$n" -gt 0 ] && res "PASS train cli monitor: $n GPU samples in monitor.csv" || res "FAIL train cli monitor: no GPU samples"
+    grep -qi cuda "$W/cuda-fp32/info.csv" && res "PASS train cli info.csv names the CUDA backend" ||
+        res "FAIL train cli info.csv: $(grep -i backend "$W/cuda-fp32/info.csv")"
+fi
+# Killed on the GPU (SIGKILL after step 25, BERTC_DEBUG_KILL) and resumed.
+BERTC_DEBUG_KILL=step:25 train cuda-stop cuda fp32
+echo "killed after step 25: exit $?"
+train cuda-stop cuda fp32 || res "FAIL train cli resume: $(tail -2 "$W/cuda-stop.err")"
+if [ "$(losses cuda-stop)" = "$(losses cuda-fp32)" ]; then res "PASS train cli resume: the same losses after SIGKILL + resume"
+else res "FAIL train cli resume: the losses differ after SIGKILL + resume"; fi
+# predict on the GPU vs the CPU.
+if [ -d "$W/cuda-fp32/final" ]; then
+    "$BERTC" predict --model "$W/cuda-fp32/final" --data $D --out "$W/p-cpu.json" --max-seq-length 64 --doc-stride 16 --device cpu
+    "$BERTC" predict --model "$W/cuda-fp32/final" --data $D --out "$W/p-cuda.json" --max-seq-length 64 --doc-stride 16 --device cuda
+    python3 - "$W/p-cpu.json" "$W/p-cuda.json" <<'PY' | tee -a "$RES/results.txt"
+import json, sys
+a = json.load(open(sys.argv[1])); b = json.load(open(sys.argv[2]))
+same = sum(a[k] == b.get(k) for k in a)
+print(f"{'PASS' if same >= 0.95 * len(a) else 'FAIL'} predict cli: {same}/{len(a)} predictions identical, CUDA vs CPU (bound 95 %)")
+PY
+fi
+[ "$fails" -eq 0 ]
