@@ -13,6 +13,7 @@
 #include "core/args.h"
 #include "core/err.h"
 #include "model/bert.h"
+#include "model/memory.h"
 #include "model/weights.h"
 #include "train/optim.h"
 
@@ -99,7 +100,7 @@ static double step_flops(const bert_config *c, int B, int T)
 
 int cmd_bench(int argc, char **argv)
 {
-    const char *config_name = NULL, *model_dir = NULL, *precision = "fp32";
+    const char *config_name = NULL, *model_dir = NULL, *precision = "fp32", *recompute = "none";
     int seq = 0, batch = 0, steps = 5, warmup = 1, threads = 0, vocab = 30522, json = 0;
     int64_t seed = 42;
     int seen_seq = 0, seen_batch = 0;
@@ -116,6 +117,7 @@ int cmd_bench(int argc, char **argv)
         {"precision", ARG_STR, &precision, "P", "fp32 (the CPU backend computes in fp32)", .required = 0},
         {"seed", ARG_I64, &seed, "N", "seed of the data, the weights and dropout (default 42)", .min = 0,
          .max = 9.2e18},
+        {"recompute", ARG_STR, &recompute, "MODE", "none|layer (layer: recompute each layer in backward)", .required = 0},
         {"json", ARG_FLAG, &json, NULL, "print one JSON object", .required = 0},
         {0},
     };
@@ -126,6 +128,8 @@ int cmd_bench(int argc, char **argv)
     if (!config_name == !model_dir) return err_set(ERR_INPUT, "bench: give exactly one of --config and --model");
     if (strcmp(precision, "fp32") && strcmp(precision, "auto"))
         return err_set(ERR_INPUT, "bench: --precision %s: the CPU backend computes in fp32", precision);
+    recompute_kind rec;
+    if ((rc = memory_parse_recompute(recompute, &rec))) return err_wrap(rc, "bench");
 
     bert_config cfg;
     param_table table = {0};
@@ -167,7 +171,7 @@ int cmd_bench(int argc, char **argv)
     random_batch(batch, seq, cfg.vocab_size, (uint64_t)seed, ids, types, mask, sp, ep);
     bert_batch b = {batch, seq, ids, types, mask, sp, ep};
 
-    if ((rc = backend_cpu_create(&be, threads)) || (rc = bert_model_create(&m, &cfg, &be, batch, seq)) ||
+    if ((rc = backend_cpu_create(&be, threads)) || (rc = bert_model_create_mode(&m, &cfg, &be, batch, seq, rec == RECOMPUTE_LAYER)) ||
         (rc = bert_model_set_params(m, host)) || (rc = optim_create(&opt, &be, bert_model_table(m))))
         goto done;
     int nthreads = threads > 0 ? threads : omp_get_num_procs();
@@ -223,18 +227,18 @@ int cmd_bench(int argc, char **argv)
                "\"gflops\": %.2f, \"flops_per_step\": %.6g, "
                "\"flops_formula\": \"6*(L*(4C^2+2CI)+2C)*B*T + 12*L*B*T^2*C\", "
                "\"cpu_ms_per_step\": %.2f, \"forward_ms\": %.2f, \"backward_ms\": %.2f, \"optimizer_ms\": %.2f, "
-               "\"dropout\": [%g, %g], \"loss_first\": %.6f, \"loss_last\": %.6f}\n",
+               "\"dropout\": [%g, %g], \"recompute\": \"%s\", \"loss_first\": %.6f, \"loss_last\": %.6f}\n",
                jname, cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size,
                cfg.vocab_size, seq, batch, steps, warmup, nthreads, openblas_get_corename(), ms, 1e3 * best, eps,
                gflops, flops, 1e3 * cpu_total / steps, 1e3 * phase[0] / steps, 1e3 * phase[1] / steps, 1e3 * phase[2] / steps,
-               cfg.hidden_dropout_prob, cfg.attention_probs_dropout_prob, loss_first, loss_last);
+               cfg.hidden_dropout_prob, cfg.attention_probs_dropout_prob, memory_recompute_name(rec), loss_first, loss_last);
     } else {
-        printf("bertc bench: %s (L%d H%d A%d I%d), batch %d x seq %d, %d threads, OpenBLAS core %s: "
+        printf("bertc bench: %s (L%d H%d A%d I%d), batch %d x seq %d, %d threads%s, OpenBLAS core %s: "
                "%.1f ms/step (best %.1f; forward %.1f, backward %.1f, optimizer %.1f; CPU time %.1f ms), %.2f examples/s, "
                "%.1f GFLOP/s "
                "(%d timed steps after %d warm-up)\n",
                name, cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size, batch,
-               seq, nthreads, openblas_get_corename(), ms, 1e3 * best, 1e3 * phase[0] / steps, 1e3 * phase[1] / steps,
+               seq, nthreads, rec == RECOMPUTE_LAYER ? ", recompute layer" : "", openblas_get_corename(), ms, 1e3 * best, 1e3 * phase[0] / steps, 1e3 * phase[1] / steps,
                1e3 * phase[2] / steps, 1e3 * cpu_total / steps, eps, gflops, steps, warmup);
     }
 done:

@@ -126,9 +126,6 @@ int cmd_plan(int argc, char **argv)
             break;
         }
     }
-    if (rec == RECOMPUTE_LAYER && !memory_recompute_implemented())
-        printf("note: the model core does not recompute yet; these activations are the layout --recompute layer "
-               "will have\n");
 
     int64_t card = gpu_mem_seen ? gpu_mem : have_gpu ? total : 0;
     if (card <= 0) {

@@ -12,6 +12,16 @@
  * each buffer. Per-layer activations are L buffers of the same size, side by
  * side.
  *
+ * Recompute (--recompute layer): the residual stream x keeps every layer's
+ * input, but the other per-layer tensors have one slot, which forward
+ * overwrites layer after layer. Backward runs each layer's forward again
+ * from its saved input, into that slot, right before the layer's backward
+ * (the last layer's activations are still there from forward). The ops are
+ * deterministic and each dropout site draws its mask from its own Philox
+ * stream (seed, step, stream), so the recomputed tensors are the forward's
+ * bit for bit and the gradients equal those without recompute; the cost is
+ * one more forward of L - 1 layers.
+ *
  * Gradients: bert_backward accumulates (+=) into the gradient block, as the
  * backend ops do, so micro-batches accumulate until bert_zero_grad. The
  * activation gradients are a handful of working buffers reused by every
@@ -66,6 +76,7 @@ struct bert_model {
     param_table table;
     backend *be;
     int max_B, T;
+    int recompute;               /* 1: one slot of per-layer activations (see the top) */
     float *params, *grads;
     bert_params p, g;
     float *act_block;
@@ -103,17 +114,18 @@ static act_strides strides_for(const bert_config *cfg, int B, int T)
     return s;
 }
 
-/* The one table of activation sizes (floats), in bert_acts order. */
-static void act_sizes(size_t sizes[NUM_ACTS], const bert_config *cfg, int B, int T)
+/* The one table of activation sizes (floats), in bert_acts order. With
+ * recompute, the per-layer tensors other than x have one layer's slot. */
+static void act_sizes(size_t sizes[NUM_ACTS], const bert_config *cfg, int B, int T, int recompute)
 {
     act_strides s = strides_for(cfg, B, T);
-    size_t L = (size_t)cfg->num_hidden_layers;
+    size_t L = recompute ? 1 : (size_t)cfg->num_hidden_layers;
     size_t N = mul_size((size_t)B, (size_t)T);
     size_t i = 0;
     sizes[i++] = s.nc;                  /* emb */
     sizes[i++] = s.n1;                  /* emb_mean */
     sizes[i++] = s.n1;                  /* emb_rstd */
-    sizes[i++] = mul_size(L + 1, s.nc); /* x */
+    sizes[i++] = mul_size((size_t)cfg->num_hidden_layers + 1, s.nc); /* x */
     sizes[i++] = mul_size(L, s.nc);     /* q */
     sizes[i++] = mul_size(L, s.nc);     /* k */
     sizes[i++] = mul_size(L, s.nc);     /* v */
@@ -159,10 +171,10 @@ static void act_bind(bert_acts *a, float *block, const size_t sizes[NUM_ACTS])
     }
 }
 
-static size_t act_total(const bert_config *cfg, int B, int T)
+static size_t act_total(const bert_config *cfg, int B, int T, int recompute)
 {
     size_t sizes[NUM_ACTS], total = 0;
-    act_sizes(sizes, cfg, B, T);
+    act_sizes(sizes, cfg, B, T, recompute);
     for (int i = 0; i < NUM_ACTS; i++) total = add_sat(total, sizes[i]);
     return total;
 }
@@ -172,11 +184,16 @@ static size_t int_count(int B, int T)
     return add_sat(mul_size(3, mul_size((size_t)B, (size_t)T)), mul_size(2, (size_t)B));
 }
 
-size_t bert_activation_bytes(const bert_config *cfg, int max_B, int T)
+size_t bert_activation_bytes_mode(const bert_config *cfg, int max_B, int T, int recompute)
 {
     if (max_B <= 0 || T <= 0) return 0;
-    size_t f = act_total(cfg, max_B, T);
+    size_t f = act_total(cfg, max_B, T, recompute != 0);
     return add_sat(mul_size(f, sizeof(float)), mul_size(int_count(max_B, T), sizeof(int32_t)));
+}
+
+size_t bert_activation_bytes(const bert_config *cfg, int max_B, int T)
+{
+    return bert_activation_bytes_mode(cfg, max_B, T, 0);
 }
 
 void bert_model_free(bert_model *m)
@@ -198,6 +215,11 @@ void bert_model_free(bert_model *m)
 
 int bert_model_create(bert_model **out, const bert_config *cfg, backend *be, int max_B, int T)
 {
+    return bert_model_create_mode(out, cfg, be, max_B, T, 0);
+}
+
+int bert_model_create_mode(bert_model **out, const bert_config *cfg, backend *be, int max_B, int T, int recompute)
+{
     *out = NULL;
     int rc = config_validate(cfg, "bert_model_create");
     if (rc) return rc;
@@ -217,6 +239,7 @@ int bert_model_create(bert_model **out, const bert_config *cfg, backend *be, int
     m->be = be;
     m->max_B = max_B;
     m->T = T;
+    m->recompute = recompute != 0;
     param_table_init(&m->table, cfg);
     size_t pbytes = mul_size(m->table.total, sizeof(float));
     void *c = be->ctx;
@@ -230,8 +253,8 @@ int bert_model_create(bert_model **out, const bert_config *cfg, backend *be, int
     bert_params_bind(&m->g, &m->table, cfg, m->grads);
 
     size_t sizes[NUM_ACTS];
-    act_sizes(sizes, cfg, max_B, T);
-    m->act_floats = act_total(cfg, max_B, T);
+    act_sizes(sizes, cfg, max_B, T, m->recompute);
+    m->act_floats = act_total(cfg, max_B, T, m->recompute);
     m->st = strides_for(cfg, max_B, T);
     m->act_block = be->i->alloc(c, mul_size(m->act_floats, sizeof(float)));
     if (!m->act_block) goto fail;
@@ -263,6 +286,7 @@ fail:
 const bert_config *bert_model_config(const bert_model *m) { return &m->cfg; }
 int bert_model_max_batch(const bert_model *m) { return m->max_B; }
 int bert_model_seq_len(const bert_model *m) { return m->T; }
+int bert_model_recompute(const bert_model *m) { return m->recompute; }
 const param_table *bert_model_table(const bert_model *m) { return &m->table; }
 backend *bert_model_backend(bert_model *m) { return m->be; }
 float *bert_model_params(bert_model *m) { return m->params; }
@@ -319,6 +343,59 @@ static philox_stream stream_at(philox_stream rng, int layer, int site)
     return rng;
 }
 
+/* Layer l's saved tensors: its own slot, or the one slot with recompute. */
+typedef struct {
+    float *q, *k, *v, *ctx, *probs, *res1, *ln1_mean, *ln1_rstd, *h1, *ffn_pre, *ffn_act, *res2, *ln2_mean, *ln2_rstd;
+} layer_acts;
+
+static layer_acts layer_at(const bert_model *m, int l)
+{
+    const bert_acts *a = &m->a;
+    const act_strides *s = &m->st;
+    size_t i = m->recompute ? 0 : (size_t)l;
+    layer_acts t = {
+        a->q + i * s->nc,        a->k + i * s->nc,        a->v + i * s->nc,        a->ctx + i * s->nc,
+        a->probs + i * s->att,   a->res1 + i * s->nc,     a->ln1_mean + i * s->n1, a->ln1_rstd + i * s->n1,
+        a->h1 + i * s->nc,       a->ffn_pre + i * s->ni,  a->ffn_act + i * s->ni,  a->res2 + i * s->nc,
+        a->ln2_mean + i * s->n1, a->ln2_rstd + i * s->n1,
+    };
+    return t;
+}
+
+/* Encoder layer l: x[l] -> x[l + 1], saving what backward needs in the
+ * layer's slot; dropout as m->p_hidden, m->p_attn with masks from m->rng. */
+static void layer_forward(bert_model *m, int l, int B, int T)
+{
+    const backend_i *o = m->be->i;
+    void *c = m->be->ctx;
+    const bert_config *cfg = &m->cfg;
+    int C = cfg->hidden_size, I = cfg->intermediate_size, NH = cfg->num_attention_heads;
+    int N = B * T, HS = C / NH;
+    size_t NC = (size_t)N * C, NI = (size_t)N * I;
+    float eps = cfg->layer_norm_eps, ph = m->p_hidden;
+    const bert_layer_params *w = &m->p.layers[l];
+    const float *xin = m->a.x + (size_t)l * m->st.nc;
+    float *xout = m->a.x + (size_t)(l + 1) * m->st.nc;
+    layer_acts t = layer_at(m, l);
+
+    o->matmul_forward(c, t.q, xin, w->q_w, w->q_b, N, C, C);
+    o->matmul_forward(c, t.k, xin, w->k_w, w->k_b, N, C, C);
+    o->matmul_forward(c, t.v, xin, w->v_w, w->v_b, N, C, C);
+    o->attention_forward(c, t.ctx, t.probs, t.q, t.k, t.v, m->d_mask, B, T, NH, HS, m->p_attn,
+                         stream_at(m->rng, l, DROPOUT_ATTN_PROBS));
+    o->matmul_forward(c, t.res1, t.ctx, w->attn_out_w, w->attn_out_b, N, C, C);
+    if (ph > 0) o->dropout_forward(c, t.res1, t.res1, NC, ph, stream_at(m->rng, l, DROPOUT_ATTN_OUT));
+    o->add(c, t.res1, t.res1, xin, NC);
+    o->layernorm_forward(c, t.h1, t.ln1_mean, t.ln1_rstd, t.res1, w->attn_ln_w, w->attn_ln_b, N, C, eps);
+
+    o->matmul_forward(c, t.ffn_pre, t.h1, w->ffn_in_w, w->ffn_in_b, N, C, I);
+    o->gelu_forward(c, t.ffn_act, t.ffn_pre, NI);
+    o->matmul_forward(c, t.res2, t.ffn_act, w->ffn_out_w, w->ffn_out_b, N, I, C);
+    if (ph > 0) o->dropout_forward(c, t.res2, t.res2, NC, ph, stream_at(m->rng, l, DROPOUT_FFN_OUT));
+    o->add(c, t.res2, t.res2, t.h1, NC);
+    o->layernorm_forward(c, xout, t.ln2_mean, t.ln2_rstd, t.res2, w->ffn_ln_w, w->ffn_ln_b, N, C, eps);
+}
+
 int bert_forward(bert_model *m, const bert_batch *b, float dropout_hidden, float dropout_attn, philox_stream rng,
                  float *loss, float *start_logits, float *end_logits)
 {
@@ -328,9 +405,8 @@ int bert_forward(bert_model *m, const bert_batch *b, float dropout_hidden, float
     const backend_i *o = m->be->i;
     void *c = m->be->ctx;
     const bert_config *cfg = &m->cfg;
-    int B = b->B, T = b->T, C = cfg->hidden_size, I = cfg->intermediate_size, NH = cfg->num_attention_heads;
-    int N = B * T, HS = C / NH, L = cfg->num_hidden_layers;
-    size_t NC = (size_t)N * C, NI = (size_t)N * I;
+    int B = b->B, T = b->T, C = cfg->hidden_size, N = B * T, L = cfg->num_hidden_layers;
+    size_t NC = (size_t)N * C;
     float eps = cfg->layer_norm_eps, ph = dropout_hidden, pa = dropout_attn;
     int labels = b->start_positions != NULL;
 
@@ -350,33 +426,10 @@ int bert_forward(bert_model *m, const bert_batch *b, float dropout_hidden, float
     o->layernorm_forward(c, a->x, a->emb_mean, a->emb_rstd, a->emb, p->emb_ln_w, p->emb_ln_b, N, C, eps);
     if (ph > 0) o->dropout_forward(c, a->x, a->x, NC, ph, stream_at(rng, -1, DROPOUT_EMBEDDINGS));
 
-    for (int l = 0; l < L; l++) {
-        const bert_layer_params *w = &p->layers[l];
-        const float *xin = a->x + (size_t)l * s->nc;
-        float *q = a->q + l * s->nc, *k = a->k + l * s->nc, *v = a->v + l * s->nc, *ctx = a->ctx + l * s->nc;
-        float *probs = a->probs + l * s->att, *res1 = a->res1 + l * s->nc, *h1 = a->h1 + l * s->nc;
-        float *ffn_pre = a->ffn_pre + l * s->ni, *ffn_act = a->ffn_act + l * s->ni, *res2 = a->res2 + l * s->nc;
-        float *xout = a->x + (size_t)(l + 1) * s->nc;
-
-        o->matmul_forward(c, q, xin, w->q_w, w->q_b, N, C, C);
-        o->matmul_forward(c, k, xin, w->k_w, w->k_b, N, C, C);
-        o->matmul_forward(c, v, xin, w->v_w, w->v_b, N, C, C);
-        o->attention_forward(c, ctx, probs, q, k, v, m->d_mask, B, T, NH, HS, pa,
-                             stream_at(rng, l, DROPOUT_ATTN_PROBS));
-        o->matmul_forward(c, res1, ctx, w->attn_out_w, w->attn_out_b, N, C, C);
-        if (ph > 0) o->dropout_forward(c, res1, res1, NC, ph, stream_at(rng, l, DROPOUT_ATTN_OUT));
-        o->add(c, res1, res1, xin, NC);
-        o->layernorm_forward(c, h1, a->ln1_mean + l * s->n1, a->ln1_rstd + l * s->n1, res1, w->attn_ln_w,
-                             w->attn_ln_b, N, C, eps);
-
-        o->matmul_forward(c, ffn_pre, h1, w->ffn_in_w, w->ffn_in_b, N, C, I);
-        o->gelu_forward(c, ffn_act, ffn_pre, NI);
-        o->matmul_forward(c, res2, ffn_act, w->ffn_out_w, w->ffn_out_b, N, I, C);
-        if (ph > 0) o->dropout_forward(c, res2, res2, NC, ph, stream_at(rng, l, DROPOUT_FFN_OUT));
-        o->add(c, res2, res2, h1, NC);
-        o->layernorm_forward(c, xout, a->ln2_mean + l * s->n1, a->ln2_rstd + l * s->n1, res2, w->ffn_ln_w,
-                             w->ffn_ln_b, N, C, eps);
-    }
+    m->p_hidden = ph;
+    m->p_attn = pa;
+    m->rng = rng;
+    for (int l = 0; l < L; l++) layer_forward(m, l, B, T);
     o->matmul_forward(c, a->logits, a->x + (size_t)L * s->nc, p->qa_w, p->qa_b, N, C, 2);
     if (labels) o->qa_loss(c, a->loss, a->dlogits, a->logits, m->d_start, m->d_end, B, T, 1.0f);
 
@@ -394,9 +447,6 @@ int bert_forward(bert_model *m, const bert_batch *b, float dropout_hidden, float
     m->B = B;
     m->Tb = T;
     m->has_labels = labels;
-    m->p_hidden = ph;
-    m->p_attn = pa;
-    m->rng = rng;
     return 0;
 }
 
@@ -436,35 +486,35 @@ int bert_backward(bert_model *m, float grad_scale)
         const bert_layer_params *w = &p->layers[l];
         const bert_layer_params *gw = &g->layers[l];
         const float *xin = a->x + (size_t)l * s->nc;
-        const float *q = a->q + l * s->nc, *k = a->k + l * s->nc, *v = a->v + l * s->nc;
-        const float *ctx = a->ctx + l * s->nc, *probs = a->probs + l * s->att;
-        const float *res1 = a->res1 + l * s->nc, *h1 = a->h1 + l * s->nc, *res2 = a->res2 + l * s->nc;
-        const float *ffn_pre = a->ffn_pre + l * s->ni, *ffn_act = a->ffn_act + l * s->ni;
+        /* The last layer's slot still holds its forward. Recomputing writes
+         * x[l + 1] again, with the same values; nothing reads it any more. */
+        if (m->recompute && l < L - 1) layer_forward(m, l, B, T);
+        layer_acts t = layer_at(m, l);
 
         /* FFN block: d_x holds d(layer output). d_h1 collects d(h1) from the
          * residual and, last, from intermediate.dense. */
         o->zero(c, a->d_h1, fNC);
-        o->layernorm_backward(c, a->d_h1, gw->ffn_ln_w, gw->ffn_ln_b, a->d_x, res2, w->ffn_ln_w,
-                              a->ln2_mean + l * s->n1, a->ln2_rstd + l * s->n1, N, C);
+        o->layernorm_backward(c, a->d_h1, gw->ffn_ln_w, gw->ffn_ln_b, a->d_x, t.res2, w->ffn_ln_w, t.ln2_mean,
+                              t.ln2_rstd, N, C);
         const float *d_out = dropout_back(m, a->d_h1, NC, stream_at(rng, l, DROPOUT_FFN_OUT));
         o->zero(c, a->d_ffn_act, fNI);
-        o->matmul_backward(c, a->d_ffn_act, gw->ffn_out_w, gw->ffn_out_b, d_out, ffn_act, w->ffn_out_w, N, I, C);
+        o->matmul_backward(c, a->d_ffn_act, gw->ffn_out_w, gw->ffn_out_b, d_out, t.ffn_act, w->ffn_out_w, N, I, C);
         o->zero(c, a->d_ffn_pre, fNI);
-        o->gelu_backward(c, a->d_ffn_pre, ffn_pre, a->d_ffn_act, NI);
-        o->matmul_backward(c, a->d_h1, gw->ffn_in_w, gw->ffn_in_b, a->d_ffn_pre, h1, w->ffn_in_w, N, C, I);
+        o->gelu_backward(c, a->d_ffn_pre, t.ffn_pre, a->d_ffn_act, NI);
+        o->matmul_backward(c, a->d_h1, gw->ffn_in_w, gw->ffn_in_b, a->d_ffn_pre, t.h1, w->ffn_in_w, N, C, I);
 
         /* Attention block: d_x is free now and collects d(x[l]) the same way. */
         o->zero(c, a->d_x, fNC);
-        o->layernorm_backward(c, a->d_x, gw->attn_ln_w, gw->attn_ln_b, a->d_h1, res1, w->attn_ln_w,
-                              a->ln1_mean + l * s->n1, a->ln1_rstd + l * s->n1, N, C);
+        o->layernorm_backward(c, a->d_x, gw->attn_ln_w, gw->attn_ln_b, a->d_h1, t.res1, w->attn_ln_w, t.ln1_mean,
+                              t.ln1_rstd, N, C);
         d_out = dropout_back(m, a->d_x, NC, stream_at(rng, l, DROPOUT_ATTN_OUT));
         o->zero(c, a->d_ctx, fNC);
-        o->matmul_backward(c, a->d_ctx, gw->attn_out_w, gw->attn_out_b, d_out, ctx, w->attn_out_w, N, C, C);
+        o->matmul_backward(c, a->d_ctx, gw->attn_out_w, gw->attn_out_b, d_out, t.ctx, w->attn_out_w, N, C, C);
         o->zero(c, a->d_q, fNC);
         o->zero(c, a->d_k, fNC);
         o->zero(c, a->d_v, fNC);
-        o->attention_backward(c, a->d_q, a->d_k, a->d_v, a->d_scratch, a->d_ctx, q, k, v, probs, m->d_mask, B, T, NH,
-                              HS, m->p_attn, stream_at(rng, l, DROPOUT_ATTN_PROBS));
+        o->attention_backward(c, a->d_q, a->d_k, a->d_v, a->d_scratch, a->d_ctx, t.q, t.k, t.v, t.probs, m->d_mask, B,
+                              T, NH, HS, m->p_attn, stream_at(rng, l, DROPOUT_ATTN_PROBS));
         o->matmul_backward(c, a->d_x, gw->q_w, gw->q_b, a->d_q, xin, w->q_w, N, C, C);
         o->matmul_backward(c, a->d_x, gw->k_w, gw->k_b, a->d_k, xin, w->k_w, N, C, C);
         o->matmul_backward(c, a->d_x, gw->v_w, gw->v_b, a->d_v, xin, w->v_w, N, C, C);

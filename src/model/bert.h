@@ -42,6 +42,11 @@ typedef struct bert_model bert_model;
 /* Allocates parameters, gradients and activations for micro-batches of up
  * to max_B rows of T tokens on be. Parameters start at zero. */
 int bert_model_create(bert_model **out, const bert_config *cfg, backend *be, int max_B, int T);
+/* The same; recompute = 1 keeps only each layer's input and one layer's
+ * activations, and bert_backward runs each layer's forward again before its
+ * backward (--recompute layer): less memory, one more forward of L - 1
+ * layers, the same gradients bit for bit. */
+int bert_model_create_mode(bert_model **out, const bert_config *cfg, backend *be, int max_B, int T, int recompute);
 void bert_model_free(bert_model *m);
 
 /* Bytes of backend memory bert_model_create takes for activations (saved
@@ -49,10 +54,13 @@ void bert_model_free(bert_model *m);
  * arrays) at max_B rows of T tokens; parameters, gradients and optimizer
  * state not included. SIZE_MAX when it overflows. */
 size_t bert_activation_bytes(const bert_config *cfg, int max_B, int T);
+/* The same for bert_model_create_mode's layout (recompute 0 or 1). */
+size_t bert_activation_bytes_mode(const bert_config *cfg, int max_B, int T, int recompute);
 
 const bert_config *bert_model_config(const bert_model *m);
 int bert_model_max_batch(const bert_model *m);
 int bert_model_seq_len(const bert_model *m);
+int bert_model_recompute(const bert_model *m);
 const param_table *bert_model_table(const bert_model *m);
 backend *bert_model_backend(bert_model *m);
 /* Backend memory of the parameter block and the gradient block (table->total floats each). */

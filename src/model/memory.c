@@ -25,11 +25,6 @@ const char *memory_recompute_name(recompute_kind r)
     return r == RECOMPUTE_LAYER ? "layer" : "none";
 }
 
-int memory_recompute_implemented(void)
-{
-    return 0;
-}
-
 static int64_t to_i64(size_t n)
 {
     return n >= (size_t)INT64_MAX ? INT64_MAX : (int64_t)n;
@@ -43,21 +38,6 @@ static int64_t add64(int64_t a, int64_t b)
 static size_t max_size(size_t a, size_t b)
 {
     return a > b ? a : b;
-}
-
-/* Activations with --recompute layer: what a one-layer model keeps (the
- * embeddings, one layer's saved tensors, backward's buffers, the logits and
- * the token arrays) plus the inputs of the other L - 1 layers, each laid
- * out as bert.c lays out a (N,C) tensor (rounded to 16 floats). */
-static size_t recompute_layer_bytes(const bert_config *cfg, int micro, int T)
-{
-    bert_config one = *cfg;
-    one.num_hidden_layers = 1;
-    size_t base = bert_activation_bytes(&one, micro, T);
-    size_t nc = cuda_ws_sat_mul(cuda_ws_sat_mul((size_t)micro, (size_t)T), (size_t)cfg->hidden_size);
-    nc = nc > SIZE_MAX - 15 ? SIZE_MAX : (nc + 15) & ~(size_t)15;
-    size_t rest = cuda_ws_sat_mul(cuda_ws_sat_mul((size_t)(cfg->num_hidden_layers - 1), nc), sizeof(float));
-    return cuda_ws_sat_add(base, rest);
 }
 
 /* The CUDA backend's workspace: the fixed buffers plus the largest need
@@ -110,8 +90,7 @@ int memory_plan_compute(const bert_config *cfg, int micro, int T, precision_kind
     out->params = block;
     out->grads = block;
     out->optimizer = add64(block, block);
-    out->activations = to_i64(rc == RECOMPUTE_LAYER ? recompute_layer_bytes(cfg, micro, T)
-                                                    : bert_activation_bytes(cfg, micro, T));
+    out->activations = to_i64(bert_activation_bytes_mode(cfg, micro, T, rc == RECOMPUTE_LAYER));
     int low = prec == PREC_AUTO || prec == PREC_FP16 || prec == PREC_BF16;
     out->workspace = to_i64(workspace_bytes(cfg, micro, T, low));
     int64_t total = add64(out->params, out->grads);

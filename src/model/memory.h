@@ -19,9 +19,9 @@
  * What is stored in which precision today: parameters, gradients, Adam m
  * and v in fp32 (the master copy), activations in fp32 (the backend op
  * table is fp32); fp16/bf16 change only the workspace (the GEMM input
- * copies). --recompute layer is the layout bert.c will use when it
- * recomputes each layer in backward: each layer's input kept, one layer's
- * activations live (memory_recompute_implemented says whether it does). */
+ * copies). --recompute layer is bert.c's layout when it recomputes each
+ * layer in backward: each layer's input kept, one layer's activations
+ * live (bert_model_create_mode). */
 #ifndef BERTC_MEMORY_H
 #define BERTC_MEMORY_H
 
@@ -39,8 +39,6 @@ typedef enum {
 /* "none" / "layer"; ERR_INPUT otherwise. */
 int memory_parse_recompute(const char *s, recompute_kind *out);
 const char *memory_recompute_name(recompute_kind r);
-/* 0 while bert.c keeps every activation whatever --recompute says. */
-int memory_recompute_implemented(void);
 
 typedef struct {
     int64_t n_params;    /* parameters (elements) */

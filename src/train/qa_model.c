@@ -69,7 +69,7 @@ int qa_model_start(qa_model *m, const backend_opts *bo, int max_B, int T)
                        m->cfg.max_position_embeddings);
     int rc = m->have_backend ? 0 : qa_model_select(m, bo);
     if (rc) return rc;
-    rc = bert_model_create(&m->model, &m->cfg, &m->be, max_B, T);
+    rc = bert_model_create_mode(&m->model, &m->cfg, &m->be, max_B, T, m->recompute);
     if (rc) return rc;
     m->max_B = max_B;
     m->T = T;
@@ -84,6 +84,19 @@ void qa_model_fit_window(const qa_model *m, int *T, int T_given, int *stride, in
     *T = max_pos;
     if (!stride_given && *stride >= *T / 2) *stride = *T / 4;
     log_info("the model has max_position_embeddings %d: windows of %d tokens, stride %d", max_pos, *T, *stride);
+}
+
+int qa_model_resize(qa_model *m, int max_B)
+{
+    int rc = bert_model_get_params(m->model, m->host_params);
+    if (rc) return rc;
+    bert_model_free(m->model);
+    m->model = NULL;
+    backend_mem_trim(&m->be);
+    rc = bert_model_create_mode(&m->model, &m->cfg, &m->be, max_B, m->T, m->recompute);
+    if (rc) return rc;
+    m->max_B = max_B;
+    return bert_model_set_params(m->model, m->host_params);
 }
 
 void qa_model_free(qa_model *m)

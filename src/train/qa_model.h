@@ -48,6 +48,7 @@ typedef struct {
     int notice_due;             /* the fall-back notice is still to be printed */
     bert_model *model;
     int max_B, T;
+    int recompute;              /* set before qa_model_start: 1 = --recompute layer */
 } qa_model;
 
 /* Loads DIR (tokenizer, config, weights; seed initialises a missing
@@ -73,6 +74,11 @@ void qa_model_fit_window(const qa_model *m, int *T, int T_given, int *stride, in
  * notice (one line on stderr) when --device auto fell back to the CPU and
  * bo->quiet is 0. */
 int qa_model_start(qa_model *m, const backend_opts *bo, int max_B, int T);
+/* After an out-of-memory error: the bert_model again for micro-batches of
+ * max_B rows (same T, same recompute mode), with the parameters it holds
+ * now (copied to host_params first); the backend's working memory is
+ * trimmed in between so the larger micro-batch's workspace does not stay. */
+int qa_model_resize(qa_model *m, int max_B);
 void qa_model_free(qa_model *m);
 
 /* Start and end logits of every window of f ([f->n * f->T] each, host),

@@ -42,6 +42,7 @@ typedef struct {
     train_state st;
     int64_t total, steps_per_epoch, warmup;
     int micro, micro_batches;
+    int backoffs;       /* micro-batch halvings after out-of-memory errors, this process */
     float drop_hidden, drop_attn;
     int64_t last_saved_step;
     double t0, last_save_time, train_time; /* train_time: this process, without evaluation */

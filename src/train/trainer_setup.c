@@ -10,6 +10,7 @@
 #include "model/weights.h"
 #include "obs/devices.h"
 #include "train/ckpt.h"
+#include "train/microbatch.h"
 #include "train/train_ckpt.h"
 
 #include <dirent.h>
@@ -58,13 +59,55 @@ static int fingerprint(train_state *s, const trainer_opts *o, const squad_data *
 
 /* ---- --micro-batch auto: the largest that keeps activations within a
  * third of the memory available now (halving from --batch) ---- */
-static int auto_micro_batch(const bert_config *cfg, int batch, int T)
+static int auto_micro_batch(const bert_config *cfg, int batch, int T, int recompute)
 {
     long pages = sysconf(_SC_AVPHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
     double avail = pages > 0 && psize > 0 ? (double)pages * (double)psize : 4e9;
     int mb = batch;
-    while (mb > 1 && (double)bert_activation_bytes(cfg, mb, T) > avail / 3) mb = (mb + 1) / 2;
+    while (mb > 1 && (double)bert_activation_bytes_mode(cfg, mb, T, recompute) > avail / 3) mb = (mb + 1) / 2;
     return mb;
+}
+
+/* --micro-batch: N as given; auto on a GPU: the largest micro-batch the
+ * memory planner fits into what the device has (and --gpu-mem-limit
+ * allows); auto on the CPU: auto_micro_batch. */
+static int choose_micro(run_ctx *c)
+{
+    const trainer_opts *o = c->o;
+    backend_mem mem;
+    if (o->micro_batch > 0) {
+        c->micro = o->micro_batch;
+    } else if (backend_mem_query(&c->qm.be, &mem) == 0) {
+        microbatch_plan mp;
+        int rc = microbatch_choose(&mp, &c->qm.cfg, o->max_seq_length, c->qm.info.precision,
+                                   c->qm.recompute ? RECOMPUTE_LAYER : RECOMPUTE_NONE, microbatch_budget(&mem), o->batch);
+        if (rc) return rc;
+        c->micro = mp.micro;
+    } else {
+        err_clear();
+        c->micro = auto_micro_batch(&c->qm.cfg, o->batch, o->max_seq_length, c->qm.recompute);
+    }
+    c->micro_batches = (o->batch + c->micro - 1) / c->micro;
+    return 0;
+}
+
+/* The model on the backend; when building it runs out of memory, halve
+ * the micro-batch as a step would (trainer.c's back-off). */
+static int start_model(run_ctx *c)
+{
+    for (;;) {
+        int rc = qa_model_start(&c->qm, &c->bo, c->micro, c->o->max_seq_length);
+        if (!rc || !microbatch_is_oom(rc)) return rc;
+        char why[256];
+        snprintf(why, sizeof why, "%s", err_msg());
+        microbatch_plan mp = {c->o->batch, c->micro, c->micro_batches, c->backoffs};
+        if ((rc = microbatch_halve(&mp))) return err_wrap(rc, "%s", why);
+        log_warn("out of memory building the model for micro-batch %d (%s): trying %d", c->micro, why, mp.micro);
+        err_clear();
+        c->micro = mp.micro;
+        c->micro_batches = mp.accum;
+        c->backoffs = mp.backoffs;
+    }
 }
 
 /* Loss scaling: fp16 needs it. BERTC_DEBUG_LOSS_SCALE=1 turns it on in
@@ -205,6 +248,8 @@ static void print_startup(run_ctx *c, int resumed, const char *ckdir, int train_
     printf("  plan      %lld steps (%.4g epochs of %lld steps); batch %d = %d micro-batch%s of %d; T %d, stride %d\n",
            (long long)c->total, (double)c->total / (double)c->steps_per_epoch, (long long)c->steps_per_epoch, o->batch,
            c->micro_batches, c->micro_batches > 1 ? "es" : "", c->micro, o->max_seq_length, o->doc_stride);
+    if (c->qm.recompute)
+        printf("  memory    --recompute layer: each layer's input kept, one layer's activations recomputed in backward\n");
     printf("  optimizer AdamW lr %g, warm-up %lld steps then linear decay, weight decay %g, eps %g, clip %g; dropout %g/%g; seed %lld%s\n",
            o->lr, (long long)c->warmup, o->weight_decay, o->adam_eps, o->clip, (double)c->drop_hidden,
            (double)c->drop_attn, (long long)o->seed, o->shuffle ? "" : ", no shuffle");
@@ -239,6 +284,7 @@ int trainer_setup(run_ctx *c)
         return err_set(ERR_INPUT, "--out %s: exists and is not a directory", o->out_dir);
     int rc = qa_model_load(&c->qm, o->model_dir, (uint64_t)o->seed);
     if (rc) return rc;
+    c->qm.recompute = !strcmp(o->recompute, "layer");
     if (o->max_seq_length > c->qm.cfg.max_position_embeddings)
         return err_set(ERR_INPUT, "--max-seq-length %d exceeds the model's max_position_embeddings %d (%s)",
                        o->max_seq_length, c->qm.cfg.max_position_embeddings, o->model_dir);
@@ -289,8 +335,8 @@ int trainer_setup(run_ctx *c)
     c->total = o->max_steps > 0 ? o->max_steps : (int64_t)ceil(o->epochs * (double)c->steps_per_epoch - 1e-9);
     if (c->total < 1) c->total = 1;
     c->warmup = optim_warmup_steps(o->warmup, c->total);
-    c->micro = o->micro_batch > 0 ? o->micro_batch : auto_micro_batch(&c->qm.cfg, o->batch, o->max_seq_length);
-    c->micro_batches = (o->batch + c->micro - 1) / c->micro;
+    rc = choose_micro(c);
+    if (rc) return rc;
     c->drop_hidden = o->dropout >= 0 ? (float)o->dropout : c->qm.cfg.hidden_dropout_prob;
     c->drop_attn = o->dropout >= 0 ? (float)o->dropout : c->qm.cfg.attention_probs_dropout_prob;
 
@@ -325,7 +371,7 @@ int trainer_setup(run_ctx *c)
         c->st.smoothed_loss = NAN;
         snprintf(c->st.version, sizeof c->st.version, "%s", BERTC_VERSION);
     }
-    rc = qa_model_start(&c->qm, &c->bo, c->micro, o->max_seq_length);
+    rc = start_model(c);
     if (!rc) rc = optim_create(&c->opt, &c->qm.be, &c->qm.table);
     if (!rc && resumed) rc = optim_set_state(c->opt, c->host_m, c->host_v, c->st.adam_t, c->st.skipped_steps);
     if (!rc) rc = loader_batch_init(&c->mb, c->micro, o->max_seq_length);

@@ -81,6 +81,7 @@ typedef struct {
     bert_model *m;
     gc_batch data;
     int T;
+    int recompute; /* --recompute layer */
     loss_scaler ls;
     int64_t step;
 } rig;
@@ -138,7 +139,7 @@ static int rig_build(void *user, int micro)
     backend_mem_trim(&r->be);
     gc_batch_free(&r->data);
     gc_batch_init(&r->data, micro, r->T, r->cfg.vocab_size, 5);
-    int rc = bert_model_create(&r->m, &r->cfg, &r->be, micro, r->T);
+    int rc = bert_model_create_mode(&r->m, &r->cfg, &r->be, micro, r->T, r->recompute);
     if (!rc) rc = bert_model_set_params(r->m, r->host);
     return rc;
 }
@@ -315,14 +316,9 @@ int gc_bench(int argc, char **argv)
         return 2;
     }
     gpu_name(name, sizeof name);
-    if (o.rc == RECOMPUTE_LAYER && !memory_recompute_implemented()) {
-        printf("{\"impl\": \"bertc\", \"config\": \"%s\", \"seq\": %d, \"batch\": %d, \"recompute\": \"layer\", "
-               "\"error\": \"recompute is not implemented by the model core yet\"}\n",
-               o.config, o.seq, o.batch);
-        return 3;
-    }
     rig r;
     int rc = rig_open(&r, o.config, o.vocab, o.seq, o.prec, o.limit);
+    r.recompute = o.rc == RECOMPUTE_LAYER;
     if (!rc) rc = rig_build(&r, o.batch);
     double t0 = 0;
     for (int k = 0; !rc && k < o.warmup + o.steps; k++) {
@@ -362,6 +358,7 @@ static int fits(const gm_opts *o, int micro)
 {
     rig r;
     int rc = rig_open(&r, o->config, o->vocab, o->seq, o->prec, o->limit);
+    r.recompute = o->rc == RECOMPUTE_LAYER;
     if (!rc) rc = rig_build(&r, micro);
     if (!rc) rc = rig_step(&r);
     if (!rc) rc = r.be.i->sync(r.be.ctx);
@@ -382,12 +379,6 @@ int gc_maxbatch(int argc, char **argv)
         return 2;
     }
     gpu_name(name, sizeof name);
-    if (o.rc == RECOMPUTE_LAYER && !memory_recompute_implemented()) {
-        printf("{\"impl\": \"bertc\", \"config\": \"%s\", \"seq\": %d, \"recompute\": \"layer\", "
-               "\"error\": \"recompute is not implemented by the model core yet\"}\n",
-               o.config, o.seq);
-        return 3;
-    }
     bert_config cfg;
     if (config_named(o.config, o.vocab, &cfg)) {
         fprintf(stderr, "gpu_check maxbatch: %s\n", err_msg());

@@ -43,11 +43,11 @@ static void tols(precision_kind p, double *logit_tol, double *grad_tol)
 }
 
 /* Forward + backward of one batch; logits (2 x B*T), loss and grads (table total) to the host. */
-static int run_model(backend *be, const bert_config *cfg, const float *params, const bert_batch *b, float p_drop,
-                     float *start, float *end, float *loss, float *grads)
+static int run_model_mode(backend *be, const bert_config *cfg, const float *params, const bert_batch *b, float p_drop,
+                          int recompute, float *start, float *end, float *loss, float *grads)
 {
     bert_model *m = NULL;
-    int rc = bert_model_create(&m, cfg, be, b->B, b->T);
+    int rc = bert_model_create_mode(&m, cfg, be, b->B, b->T, recompute);
     if (!rc) rc = bert_model_set_params(m, params);
     philox_stream rng = {42, 5, 0};
     if (!rc) rc = bert_forward(m, b, p_drop, p_drop, rng, loss, start, end);
@@ -59,6 +59,12 @@ static int run_model(backend *be, const bert_config *cfg, const float *params, c
         rc = be->i->download(be->ctx, grads, bert_model_grads(m), bert_model_table(m)->total * sizeof(float));
     bert_model_free(m);
     return rc;
+}
+
+static int run_model(backend *be, const bert_config *cfg, const float *params, const bert_batch *b, float p_drop,
+                     float *start, float *end, float *loss, float *grads)
+{
+    return run_model_mode(be, cfg, params, b, p_drop, 0, start, end, loss, grads);
 }
 
 /* Compares logits, loss and every gradient tensor; want_* are the reference. */
@@ -204,6 +210,19 @@ static void model_cpu_vs_cuda(const precision_kind *precs, int np)
         int rc = run_model(&be, &cfg, params, &b, 0.1f, s, e, &loss, g);
         if (rc) gc_result(0, "model minilm %s: %s", select_precision_name(precs[i]), err_msg());
         else compare_all("cpu-vs-cuda minilm", precs[i], &t, s, e, loss, g, cs, ce, closs, cg, BT);
+        /* --recompute layer on the GPU: the same gradients as keeping every
+         * activation (bit for bit when the kernels are deterministic). */
+        float *rs = malloc(BT * 4), *re = malloc(BT * 4), *rg = malloc(t.total * 4), rloss = 0;
+        if (!rc && (rc = run_model_mode(&be, &cfg, params, &b, 0.1f, 1, rs, re, &rloss, rg)))
+            gc_result(0, "model minilm %s recompute: %s", select_precision_name(precs[i]), err_msg());
+        else if (!rc) {
+            size_t diff = 0;
+            for (size_t j = 0; j < t.total; j++) diff += memcmp(&rg[j], &g[j], 4) != 0;
+            printf("minilm %s: --recompute layer vs keep: %zu of %zu gradients differ in any bit, loss %.9g vs %.9g\n",
+                   select_precision_name(precs[i]), diff, t.total, (double)rloss, (double)loss);
+            compare_all("recompute-vs-keep minilm", PREC_FP32, &t, rs, re, rloss, rg, s, e, loss, g, BT);
+        }
+        free(rs), free(re), free(rg);
         backend_free(&be);
     }
     free(cs), free(ce), free(cg), free(s), free(e), free(g), free(params);
