@@ -6,18 +6,23 @@
 # defaults (warm-up 0, weight decay 0, clip 1.0, dropout from config.json),
 # so that bench/minilm_squad_hf.py runs the same recipe in transformers.
 #
-# usage: bench/minilm_squad.sh [--threads N] [--out DIR]   (from the repo root)
+# usage: bench/minilm_squad.sh [--threads N] [--out DIR] [--seed N]   (from the repo root)
 # Prints the wall time of `bertc train` (features, training, evaluation) and
 # `bertc eval`'s EM/F1; results go to bench/RESULTS.md by hand.
+# OPENBLAS_CORETYPE is unset for bertc's run, as in bench/compare.sh: some of
+# this project's machines set it to Haswell, which on an AVX-512 CPU keeps
+# OpenBLAS on its AVX2 kernels while torch uses AVX-512.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 THREADS=$(nproc)
 OUT=runs/minilm_squad
+SEED=42
 while [ $# -gt 0 ]; do
     case $1 in
     --threads) THREADS=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
-    *) echo "usage: $0 [--threads N] [--out DIR]" >&2; exit 2 ;;
+    --seed) SEED=$2; shift 2 ;;
+    *) echo "usage: $0 [--threads N] [--out DIR] [--seed N]" >&2; exit 2 ;;
     esac
 done
 BERTC=${BERTC:-build/bertc}
@@ -28,12 +33,13 @@ mkdir -p "$OUT"
 python3 bench/minilm_squad_hf.py --split-only --data "$DATA" --out "$OUT"
 echo "model: $MODEL"
 echo "train: $OUT/train.json (articles 0-37), eval: $OUT/eval.json (articles 38-47), threads $THREADS"
+echo "$(env -u OPENBLAS_CORETYPE "$BERTC" version | grep '^blas')"
 start=$(date +%s.%N)
-"$BERTC" train --model "$MODEL" --train "$OUT/train.json" --dev "$OUT/eval.json" --out "$OUT/bertc" \
+env -u OPENBLAS_CORETYPE "$BERTC" train --model "$MODEL" --train "$OUT/train.json" --dev "$OUT/eval.json" --out "$OUT/bertc" \
     --max-seq-length 256 --doc-stride 128 --epochs 1 --batch 16 --lr 5e-5 --warmup 0 --weight-decay 0 --clip 1.0 \
-    --seed 42 --threads "$THREADS" --save-every-minutes 20 --log-every 20
+    --seed "$SEED" --threads "$THREADS" --save-every-minutes 20 --log-every 20
 end=$(date +%s.%N)
 ev=$("$BERTC" eval "$OUT/eval.json" "$OUT/bertc/predictions.json")
 wall=$(echo "$end - $start" | bc)
-echo "bertc: $ev wall_s $wall threads $THREADS"
-echo "{\"impl\": \"bertc\", \"eval\": $ev, \"wall_s\": $wall, \"threads\": $THREADS}" >"$OUT/bertc_result.json"
+echo "bertc: $ev wall_s $wall threads $THREADS seed $SEED"
+echo "{\"impl\": \"bertc\", \"eval\": $ev, \"wall_s\": $wall, \"threads\": $THREADS, \"seed\": $SEED}" >"$OUT/bertc_result.json"

