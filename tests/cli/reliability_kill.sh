@@ -56,6 +56,8 @@ half_prune() {
     oldest=$(r_ckpt_dir "$run" "${steps[0]}")
     files=($(ls "$oldest"))
     n=${#files[@]}
+    # An earlier half prune may have deleted every file of it already.
+    [ "$n" -gt 0 ] || { echo "    (${oldest##*/} is already empty)"; return; }
     r_rand
     k=$((1 + R % n))
     r_rand
