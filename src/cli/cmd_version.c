@@ -19,5 +19,10 @@ int cmd_version(int argc, char **argv)
 #else
     printf("cuda: not built\n");
 #endif
+#ifdef BERTC_HAVE_MPI
+    printf("mpi: built in (data-parallel training under mpirun/srun)\n");
+#else
+    printf("mpi: not built\n");
+#endif
     return 0;
 }
