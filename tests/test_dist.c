@@ -3,8 +3,10 @@
  * the sum in rank order, computed here locally from every rank's inputs;
  * error agreement and the argument-hash check. Alone it checks the
  * one-process path. */
+#define _GNU_SOURCE
 #include "core/err.h"
 #include "dist/dist.h"
+#include "model/weights.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -43,8 +45,64 @@ static void check_shares(void)
     CHECK(f == 4 && l == 3, "7/3 ranks of micro 2, rank 2: [%d, +%d)", f, l);
 }
 
+/* test_dist --compare A.safetensors B.safetensors RTOL [SKIP]: every tensor of A
+ * (but those whose name contains one of SKIP's comma-separated parts)
+ * against B's, max |a-b| <= RTOL * max |b| per tensor (for cli_dist_train:
+ * N ranks against one process); prints the worst; exit 1 when over. */
+/* name contains one of the comma-separated parts of skip */
+static int skipped(const char *name, const char *skip)
+{
+    if (!skip) return 0;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", skip);
+    for (char *save = NULL, *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save))
+        if (*p && strstr(name, p)) return 1;
+    return 0;
+}
+
+static int compare(const char *pa, const char *pb, double rtol, const char *skip)
+{
+    st_file a, b;
+    if (st_open(pa, &a) != 0 || st_open(pb, &b) != 0) {
+        fprintf(stderr, "%s\n", err_msg());
+        return 2;
+    }
+    double worst = 0;
+    const char *wname = "";
+    int bad = 0;
+    for (int i = 0; i < a.n; i++) {
+        const st_tensor *ta = &a.tensors[i], *tb = st_find(&b, ta->name);
+        if (skipped(ta->name, skip)) continue;
+        if (!tb || tb->numel != ta->numel) {
+            printf("tensor %s: missing or another size in %s\n", ta->name, pb);
+            bad = 1;
+            continue;
+        }
+        float *x = malloc(ta->numel * sizeof *x), *y = malloc(ta->numel * sizeof *y);
+        st_read_f32(&a, ta, x, ta->numel);
+        st_read_f32(&b, tb, y, tb->numel);
+        double md = 0, mb = 0;
+        for (size_t k = 0; k < ta->numel; k++) {
+            double d = fabs((double)x[k] - (double)y[k]);
+            if (!(d <= md)) md = d;
+            if (fabs((double)y[k]) > mb) mb = fabs((double)y[k]);
+        }
+        double rel = mb > 0 ? md / mb : md;
+        if (getenv("TEST_DIST_VERBOSE")) printf("  %-60s max diff %.3g max %.3g\n", ta->name, md, mb);
+        if (!(rel <= worst)) worst = rel, wname = ta->name;
+        free(x);
+        free(y);
+    }
+    printf("%d tensors: worst max|a-b|/max|b| %.3g (%s), tolerance %g\n", a.n, worst, wname, rtol);
+    st_close(&a);
+    st_close(&b);
+    return bad || !(worst <= rtol);
+}
+
 int main(int argc, char **argv)
 {
+    if ((argc == 5 || argc == 6) && !strcmp(argv[1], "--compare"))
+        return compare(argv[2], argv[3], atof(argv[4]), argc == 6 ? argv[5] : NULL);
     check_shares();
     int rc = dist_init(&argc, &argv);
     CHECK(rc == 0, "dist_init: %s", err_msg());

@@ -1,6 +1,7 @@
 /* bertc train: fine-tune a BERT model dir for extractive QA (trainer.h). */
 #include "core/args.h"
 #include "core/err.h"
+#include "dist/dist.h"
 #include "train/supervise.h"
 #include "train/trainer.h"
 
@@ -9,7 +10,23 @@
 
 const char cmd_train_summary[] = "fine-tune a model for question answering, with checkpoints and exact resume";
 
+static int train_main(int argc, char **argv);
+
+/* Under mpirun/srun (src/dist): MPI from the start, every rank checked to
+ * run the same binary with the same arguments, MPI finalized on every
+ * path out (so no rank leaves the launcher a half-ended job). */
 int cmd_train(int argc, char **argv)
+{
+    int rc = dist_init(&argc, &argv);
+    if (!rc) rc = dist_check_hash(dist_hash_binary(), "the bertc binaries");
+    if (!rc) rc = dist_check_hash(dist_hash_invocation(argc, argv), "the arguments");
+    if (!rc && dist_rank() > 0) log_quiet(1); /* rank 0 alone tells */
+    if (!rc) rc = train_main(argc, argv);
+    dist_finalize();
+    return rc;
+}
+
+static int train_main(int argc, char **argv)
 {
     trainer_opts o;
     trainer_opts_default(&o);
@@ -67,6 +84,17 @@ int cmd_train(int argc, char **argv)
     }
     rc = trainer_opts_check(&o);
     if (rc) return rc;
+    int ranks = dist_size();
+    if (ranks > o.batch)
+        return err_set(ERR_INPUT, "train: %d ranks but --batch %d: every rank needs at least one example per step "
+                       "(--batch is the global batch)", ranks, o.batch);
+    if (ranks > 1 && o.micro_batch > 0 && ((o.batch + o.micro_batch - 1) / o.micro_batch) % ranks != 0)
+        return err_set(ERR_INPUT, "train: --batch %d in micro-batches of %d is %d per step, which %d ranks do not "
+                       "divide (each rank takes whole micro-batches: make ceil(batch/micro-batch) a multiple of %d)",
+                       o.batch, o.micro_batch, (o.batch + o.micro_batch - 1) / o.micro_batch, ranks, ranks);
+    if (supervise > 0 && dist_launch_size(NULL) > 1)
+        return err_set(ERR_INPUT, "train --supervise: cannot restart one rank of an mpirun/srun job alone; rerun "
+                       "the same mpirun command (it resumes from the last checkpoint), or let the job script do it");
     if (supervise > 0) return supervise_run(supervise, argc, argv, o.out_dir);
     return trainer_run(&o);
 }

@@ -64,6 +64,15 @@ typedef struct {
     int tty;
     int log_warned;     /* a CSV write failed (reported once) */
     double last_progress;
+    /* Data parallel (src/dist, issue 15): this process is rank `rank` of
+     * `ranks` (1 without mpirun); only the writer (rank 0) touches the run
+     * dir. sig: the signal this rank received, which the ranks agree on at
+     * the end of each step before *stop is set (on every rank at once). */
+    int rank, ranks, writer;
+    volatile sig_atomic_t *sig;
+    float *host_grads;  /* the gradients on the host for the all-reduce (GPU backends) */
+    int dist_micro;     /* rank 0's micro-batch, broadcast to the others */
+    int64_t prev_ranks; /* the rank count of the checkpoint resumed from */
 } run_ctx;
 
 /* run_setup.c: everything before the first step; ERR_INPUT for bad input

@@ -6,6 +6,7 @@
 
 int run_evaluate(run_ctx *c, const char *pred_path, int print)
 {
+    if (!c->writer) return 0; /* rank 0 evaluates (data parallel) */
     double t = run_now();
     qa_predictions p;
     int rc = qa_model_predict(&c->qm, &c->dev, &c->df, c->o->n_best, c->o->max_answer_length, &p, c->stop);

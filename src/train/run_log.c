@@ -4,6 +4,8 @@
 #define _GNU_SOURCE
 #include "train/run.h"
 
+#include "dist/dist.h"
+
 #include "core/err.h"
 #include "core/fileio.h"
 #include "obs/devices.h"
@@ -101,6 +103,9 @@ void run_log_startup(const run_ctx *c, int train_hit, int dev_hit)
     if (c->have_dev)
         printf("  dev       %s: %d questions -> %d windows (features %s)\n", o->dev_path, c->dev.n, c->df.n,
                dev_hit ? "from cache" : "built");
+    if (c->ranks > 1)
+        printf("  ranks     %d data-parallel ranks (MPI): each step's %d examples split in fixed shares of whole "
+               "micro-batches, gradients summed in rank order\n", c->ranks, o->batch);
     printf("  plan      %lld steps (%.4g epochs of %lld steps); batch %d = %d micro-batch%s of %d; T %d, stride %d\n",
            (long long)c->total, (double)c->total / (double)c->steps_per_epoch, (long long)c->steps_per_epoch, o->batch,
            c->micro_batches, c->micro_batches > 1 ? "es" : "", c->micro, c->T, o->doc_stride);
@@ -125,6 +130,7 @@ void run_log_startup(const run_ctx *c, int train_hit, int dev_hit)
 
 void run_log_step(run_ctx *c, double loss, float scale, const optim_result *res)
 {
+    if (!c->writer) return; /* rank 0 alone tells (data parallel) */
     double rate = c->train_time > 0 ? (double)c->examples_here / c->train_time : 0;
     double epoch = (double)c->st.step / (double)c->steps_per_epoch;
     double elapsed = c->st.elapsed_s + (run_now() - c->t0);
@@ -146,6 +152,7 @@ void run_log_step(run_ctx *c, double loss, float scale, const optim_result *res)
 
 void run_log_eval(run_ctx *c, const eval_result *r, double seconds, int print)
 {
+    if (!c->writer) return; /* rank 0 alone tells (data parallel) */
     double epoch = (double)c->st.step / (double)c->steps_per_epoch;
     if (runlog_row(&c->evals, "%lld,%.6f,%.6f,%.6f", (long long)c->st.step, epoch, r->exact_match, r->f1) != 0)
         warn_once(&c->log_warned, "eval.csv");
@@ -160,6 +167,7 @@ void run_log_eval(run_ctx *c, const eval_result *r, double seconds, int print)
 
 void run_log_progress(run_ctx *c, double loss, double lr, int force)
 {
+    if (!c->writer) return; /* rank 0 alone tells (data parallel) */
     if (c->o->quiet) return;
     double t = run_now();
     int64_t step = c->st.step;
@@ -178,6 +186,13 @@ void run_log_progress(run_ctx *c, double loss, double lr, int force)
     snprintf(line, sizeof line, "epoch %.2f | step %lld/%lld | loss %.4f (avg %.4f) | lr %.3g | %.1f ex/s | ETA %s%s%s",
              (double)step / (double)c->steps_per_epoch, (long long)step, (long long)c->total, loss, c->st.smoothed_loss,
              lr, rate, etas, mon[0] ? " | " : "", mon);
+    if (c->ranks > 1) {
+        /* Data parallel: the ranks, and the share of the training time this
+         * rank spent in the all-reduces (communication and waiting). */
+        size_t l = strlen(line);
+        snprintf(line + l, sizeof line - l, " | %d ranks, comm %.1fs (%.0f%%)", c->ranks, dist_comm_seconds(),
+                 c->train_time > 0 ? 100 * dist_comm_seconds() / c->train_time : 0);
+    }
     if (c->tty) printf("\r%-120s", line);
     else printf("%s\n", line);
     fflush(stdout);
@@ -195,17 +210,34 @@ void run_log_info(run_ctx *c, const char *key, const char *value) { obs_set_info
 
 int run_log_sync(run_ctx *c)
 {
+    if (!c->writer) return 0;
     int rc = runlog_sync(&c->metrics);
     if (!rc) rc = runlog_sync(&c->evals);
     return rc;
 }
 
-void run_log_report(run_ctx *c) { obs_report(c->obs); }
+/* RUN/info.csv's ranks and comm_s (the report's summary), data parallel. */
+static void dist_info(run_ctx *c)
+{
+    if (!c->obs) return;
+    char v[64];
+    snprintf(v, sizeof v, "%d", c->ranks > 0 ? c->ranks : 1);
+    obs_set_info(c->obs, "ranks", v);
+    snprintf(v, sizeof v, "%.3f", dist_comm_seconds());
+    obs_set_info(c->obs, "comm_s", v);
+}
+
+void run_log_report(run_ctx *c)
+{
+    dist_info(c);
+    obs_report(c->obs);
+}
 
 void run_log_close(run_ctx *c)
 {
     if (c->obs) {
         run_log_skipped(c);
+        dist_info(c);
         obs_report(c->obs);
         obs_close(c->obs);
         c->obs = NULL;

@@ -12,6 +12,11 @@
 
 int run_save_checkpoint(run_ctx *c)
 {
+    if (!c->writer) { /* rank 0 alone writes; the others hold the same weights */
+        c->last_saved_step = c->st.step;
+        c->last_save_time = run_now();
+        return 0;
+    }
     c->st.epoch = c->ld.epoch;
     c->st.cursor = c->ld.cursor;
     c->st.rng_counter = (uint64_t)c->st.step * (uint64_t)c->micro_batches;
@@ -34,6 +39,10 @@ int run_save_checkpoint(run_ctx *c)
 /* RUN/final.tmp/ written whole, then renamed over RUN/final/. */
 int run_export_final(run_ctx *c, char *final, size_t cap)
 {
+    if (!c->writer) {
+        path_join(final, cap, c->o->out_dir, "final");
+        return 0;
+    }
     int rc = bert_model_get_params(c->qm.model, c->host_params);
     if (rc) return rc;
     char tmp[4200];

@@ -9,6 +9,7 @@
 #include "core/crc32c.h"
 #include "core/err.h"
 #include "core/fileio.h"
+#include "dist/dist.h"
 #include "train/ckpt.h"
 #include "train/microbatch.h"
 #include "train/train_ckpt.h"
@@ -88,6 +89,19 @@ static int choose_micro(run_ctx *c)
     } else {
         err_clear();
         c->micro = auto_micro_batch(&c->qm.cfg, o->batch, c->T, c->qm.recompute);
+    }
+    if (c->ranks > 1 && c->rank > 0) {
+        c->micro = c->dist_micro; /* rank 0's choice: every rank must use the same */
+    } else if (c->ranks > 1 && o->micro_batch <= 0) {
+        /* auto with N ranks: the largest micro-batch not above the
+         * planner's whose count per step the ranks divide (cmd_train
+         * checks a given --micro-batch). */
+        int m = c->micro;
+        while (m > 1 && ((o->batch + m - 1) / m) % c->ranks != 0) m--;
+        if (((o->batch + m - 1) / m) % c->ranks != 0)
+            return err_set(ERR_INPUT, "--batch %d: no micro-batch size gives a number of micro-batches per step that "
+                           "%d ranks divide (give a --batch that is a multiple of the rank count)", o->batch, c->ranks);
+        c->micro = m;
     }
     c->micro_batches = (o->batch + c->micro - 1) / c->micro;
     return 0;
@@ -245,7 +259,7 @@ static int fit_window(run_ctx *c)
     return 0;
 }
 
-int run_setup(run_ctx *c)
+static int setup_body(run_ctx *c)
 {
     const trainer_opts *o = c->o;
     c->last_em = c->last_f1 = -1;
@@ -275,13 +289,18 @@ int run_setup(run_ctx *c)
     }
     char cache[4096];
     snprintf(cache, sizeof cache, "%s/cache", o->out_dir);
-    rc = mkdir_p(cache);
-    if (rc) return err_wrap(rc, "--out %s", o->out_dir);
-    rc = lock_run_dir(c);
-    if (!rc) rc = remove_leftovers(o->out_dir);
-    if (!rc) rc = remove_leftovers(cache);
-    if (!rc) rc = prepare_run_dir(c, c->resumed_from, sizeof c->resumed_from, &c->resumed);
-    if (rc) return rc;
+    /* With N ranks only rank 0 prepares the run dir (it ran this before
+     * the others started theirs: they find its feature cache and the
+     * checkpoint it chose, c->resumed_from). */
+    if (c->writer) {
+        rc = mkdir_p(cache);
+        if (rc) return err_wrap(rc, "--out %s", o->out_dir);
+        rc = lock_run_dir(c);
+        if (!rc) rc = remove_leftovers(o->out_dir);
+        if (!rc) rc = remove_leftovers(cache);
+        if (!rc) rc = prepare_run_dir(c, c->resumed_from, sizeof c->resumed_from, &c->resumed);
+        if (rc) return rc;
+    }
     int train_hit = 0, dev_hit = 0;
     rc = load_features(c, &c->train, &c->tf, "train.features", &train_hit);
     if (rc) return rc;
@@ -324,6 +343,8 @@ int run_setup(run_ctx *c)
         if (rc) return rc;
         c->st = saved;
         c->st.restarts++;
+        c->prev_ranks = saved.ranks;
+        c->st.ranks = c->ranks;
         char where[CKPT_PATH_MAX + 16];
         snprintf(where, sizeof where, "%s/state.json", ckdir);
         rc = train_ckpt_get_scaler(&c->st, loss_scaling_wanted(c->qm.info.precision), &c->ls, where);
@@ -337,19 +358,64 @@ int run_setup(run_ctx *c)
         lossscale_init(&c->ls, loss_scaling_wanted(c->qm.info.precision));
         train_ckpt_put_scaler(&c->st, &c->ls);
         c->st.smoothed_loss = NAN;
+        c->st.ranks = c->ranks;
         snprintf(c->st.version, sizeof c->st.version, "%s", BERTC_VERSION);
     }
     rc = start_model(c);
     if (!rc) rc = optim_create(&c->opt, &c->qm.be, &c->qm.table);
     if (!rc && c->resumed) rc = optim_set_state(c->opt, c->host_m, c->host_v, c->st.adam_t, c->st.skipped_steps);
     if (!rc) rc = loader_batch_init(&c->mb, c->micro, c->T);
-    if (!rc) rc = run_log_open(c);
+    if (!rc && c->ranks > 1 && c->qm.info.is_cuda) {
+        c->host_grads = malloc(nf * sizeof *c->host_grads);
+        if (!c->host_grads) rc = err_set(ERR_RUNTIME, "out of memory for the gradient all-reduce (%zu floats)", nf);
+    }
+    if (!rc && c->writer) rc = run_log_open(c);
     if (rc) return rc;
     c->last_saved_step = c->resumed ? c->st.step : -1;
-    if (!o->quiet) run_log_startup(c, train_hit, dev_hit);
-    if (c->resumed && c->st.step == c->total && !o->quiet)
+    if (!o->quiet && c->writer) run_log_startup(c, train_hit, dev_hit);
+    if (c->resumed && c->prev_ranks != c->ranks && c->writer)
+        printf("resuming a run of %lld rank%s with %d (the same global batch of %d; the sums are taken in another "
+               "order, so the result is not bit-identical to an uninterrupted run)\n",
+               (long long)c->prev_ranks, c->prev_ranks > 1 ? "s" : "", c->ranks, o->batch);
+    if (c->resumed && c->st.step == c->total && !o->quiet && c->writer)
         printf("the run is already complete: exporting and evaluating again\n");
+    fflush(stdout);
     return 0;
+}
+
+/* What rank 0 tells the others after its set-up. */
+typedef struct {
+    int resumed, micro;
+    char resumed_from[4096];
+} setup_share;
+
+/* One process: the set-up. N ranks: rank 0 sets up first (it alone
+ * prepares the run dir, builds the feature cache, chooses the checkpoint
+ * and the micro-batch), then the others, reading what it made; every rank
+ * ends with the same error line when one of them failed. */
+int run_setup(run_ctx *c)
+{
+    c->rank = dist_rank();
+    c->ranks = dist_size();
+    c->writer = c->rank == 0;
+    if (c->ranks == 1) return setup_body(c);
+    int rc = c->writer ? setup_body(c) : 0;
+    rc = dist_agree(rc);
+    if (rc) return rc;
+    setup_share sh;
+    memset(&sh, 0, sizeof sh);
+    sh.resumed = c->resumed;
+    sh.micro = c->micro;
+    snprintf(sh.resumed_from, sizeof sh.resumed_from, "%s", c->resumed_from);
+    rc = dist_bcast(&sh, sizeof sh, 0);
+    if (rc) return rc;
+    if (!c->writer) {
+        c->resumed = sh.resumed;
+        c->dist_micro = sh.micro;
+        snprintf(c->resumed_from, sizeof c->resumed_from, "%s", sh.resumed_from);
+        rc = setup_body(c);
+    }
+    return dist_agree(rc);
 }
 
 void run_cleanup(run_ctx *c)
@@ -361,6 +427,7 @@ void run_cleanup(run_ctx *c)
     if (c->opt) optim_free(c->opt);
     free(c->host_m);
     free(c->host_v);
+    free(c->host_grads);
     free(c->trainable);
     if (c->have_tf) features_free(&c->tf);
     if (c->have_df) features_free(&c->df);

@@ -8,6 +8,7 @@
 
 #include "core/alloc.h"
 #include "core/err.h"
+#include "dist/dist.h"
 #include "train/ckpt.h"
 
 #include <math.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_NONFINITE_IN_A_ROW 20
 
@@ -30,7 +32,22 @@ void trainer_last_eval(double *exact_match, double *f1)
 /* The first SIGINT/SIGTERM asks for a clean stop; SA_RESETHAND puts the
  * default action back, so a second one ends the process at once (the last
  * complete checkpoint stays valid: its writes are atomic). */
-static void on_signal(int sig) { g_stop = sig; }
+static volatile sig_atomic_t g_sig;
+static char g_sig_msg[256];
+static size_t g_sig_len;
+static void on_signal(int sig)
+{
+    /* Data parallel: only noted here; the ranks agree at the end of the
+     * step (run_step.c) and all stop after the same one. If a peer died,
+     * mpirun is what sends it: this line says so on every living rank. */
+    if (g_sig_len) {
+        g_sig = sig;
+        ssize_t w = write(STDERR_FILENO, g_sig_msg, g_sig_len);
+        (void)w;
+    } else {
+        g_stop = sig;
+    }
+}
 
 void trainer_opts_default(trainer_opts *o)
 {
@@ -191,7 +208,16 @@ int trainer_run(const trainer_opts *o)
     c->o = o;
     c->lock_fd = -1;
     c->stop = &g_stop;
-    g_stop = 0;
+    c->sig = &g_sig;
+    g_stop = g_sig = 0;
+    g_sig_len = 0;
+    if (dist_size() > 1) {
+        snprintf(g_sig_msg, sizeof g_sig_msg,
+                 "bertc: rank %d of %d: got a signal: stopping after this step on every rank (when another rank "
+                 "died the launcher ends the job now; the last complete checkpoint stays; run the same command to "
+                 "resume)\n", dist_rank(), dist_size());
+        g_sig_len = strlen(g_sig_msg);
+    }
     g_last_em = g_last_f1 = -1;
     struct sigaction sa, old_int, old_term;
     memset(&sa, 0, sizeof sa);
