@@ -8,6 +8,8 @@
 #    complete checkpoints; the same mpirun command again resumes and ends
 #    byte-identical to the uninterrupted 2-rank run; resuming that killed
 #    run with 1 process says so and ends within 1e-6 of it;
+#  - --dev evaluated by 3 ranks (each its part of the windows): the same
+#    eval.csv and predictions.json as 1 process;
 #  - bad input: more ranks than --batch, micro-batches per step the ranks do
 #    not divide, other arguments on one rank, --supervise under mpirun:
 #    exit 2, one line per rank naming the problem, nothing written.
@@ -111,6 +113,16 @@ cli_n=$((cli_n + 1))
 echo "case $cli_n: $(grep "resuming a run of" "$T/kill8_one.log")"
 grep -q "resuming a run of 2 ranks with 1" "$T/kill8_one.log" || cli_bad "the other rank count is not said"
 weights_close "$T/two8" "$T/kill8_one"
+
+echo "--dev evaluation split over 3 ranks and gathered, against 1 process (20 steps, batch 6)"
+EV=(--dev tests/data/train_small.json --eval-every 10 --max-steps 20 --batch 6)
+train1 "$T/ev1" "${EV[@]}" || cli_bad "ev1 failed: $(tail -3 "$T/ev1.log")"
+trainN 3 "$T/ev3" "${EV[@]}" || cli_bad "ev3 failed: $(tail -5 "$T/ev3.log")"
+cli_n=$((cli_n + 1))
+echo "case $cli_n: eval.csv 1 process: $(tail -n +2 "$T/ev1/eval.csv" | tr '\n' ' '); 3 ranks: $(tail -n +2 "$T/ev3/eval.csv" | tr '\n' ' ')"
+[ "$(wc -l <"$T/ev3/eval.csv")" -eq 3 ] || cli_bad "3 ranks: not 2 evaluations"
+cmp -s "$T/ev1/eval.csv" "$T/ev3/eval.csv" || cli_bad "EM/F1 differ"
+cmp -s "$T/ev1/predictions.json" "$T/ev3/predictions.json" || cli_bad "predictions.json differ"
 
 echo "bad input"
 bad() { # bad NP MESSAGE -- CMD...: exit 2, NP lines on stderr, each "bertc: ...MESSAGE...", nothing written
