@@ -190,8 +190,8 @@ void run_log_progress(run_ctx *c, double loss, double lr, int force)
         /* Data parallel: the ranks, and the share of the training time this
          * rank spent in the all-reduces (communication and waiting). */
         size_t l = strlen(line);
-        snprintf(line + l, sizeof line - l, " | %d ranks, comm %.1fs (%.0f%%)", c->ranks, dist_comm_seconds(),
-                 c->train_time > 0 ? 100 * dist_comm_seconds() / c->train_time : 0);
+        snprintf(line + l, sizeof line - l, " | %d ranks, comm %.1fs (%.0f%%)", c->ranks, c->comm_s,
+                 c->train_time > 0 ? 100 * c->comm_s / c->train_time : 0);
     }
     if (c->tty) printf("\r%-120s", line);
     else printf("%s\n", line);
@@ -223,7 +223,7 @@ static void dist_info(run_ctx *c)
     char v[64];
     snprintf(v, sizeof v, "%d", c->ranks > 0 ? c->ranks : 1);
     obs_set_info(c->obs, "ranks", v);
-    snprintf(v, sizeof v, "%.3f", dist_comm_seconds());
+    snprintf(v, sizeof v, "%.3f", c->comm_s);
     obs_set_info(c->obs, "comm_s", v);
 }
 

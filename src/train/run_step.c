@@ -115,12 +115,14 @@ int run_step(run_ctx *c, int32_t *idx, double *loss_out, float *scale_out, optim
         int first, len;
         dist_share(count, c->micro, c->ranks, c->rank, &first, &len);
         int rc = run_micro_batches(c, idx, first, len, count, scale, &loss);
+        double c0 = dist_comm_seconds();
         if (rc && microbatch_is_oom(rc))
             err_wrap(rc, "out of memory with %d ranks (no back-off across ranks: give a smaller --micro-batch)",
                      c->ranks);
         if (rc) err_wrap(rc, "step %lld", (long long)c->st.step + 1);
         /* A failure on any rank ends every rank, with its message. */
         rc = dist_agree(rc);
+        c->comm_s += dist_comm_seconds() - c0;
         if (rc) return rc;
     }
     for (; c->ranks == 1;) {
@@ -143,6 +145,7 @@ int run_step(run_ctx *c, int32_t *idx, double *loss_out, float *scale_out, optim
          * AdamW decide alike everywhere); the loss and whether a rank got a
          * signal with them. */
         size_t n = c->qm.table.total;
+        double c0 = dist_comm_seconds();
         float *g = bert_model_grads(c->qm.model);
         backend *be = bert_model_backend(c->qm.model);
         float *h = c->host_grads ? c->host_grads : g; /* the CPU backend's memory is the host's */
@@ -151,6 +154,7 @@ int run_step(run_ctx *c, int32_t *idx, double *loss_out, float *scale_out, optim
         if (!rc && h != g) rc = be->i->upload(be->ctx, g, h, n * sizeof *h);
         double red[2] = {loss, c->sig && *c->sig ? 1.0 : 0.0};
         if (!rc) rc = dist_allreduce_sum_f64(red, 2);
+        c->comm_s += dist_comm_seconds() - c0;
         if (rc) return err_wrap(rc, "step %lld", (long long)c->st.step + 1);
         loss = red[0];
         if (red[1] > 0 && !*c->stop) *c->stop = c->sig && *c->sig ? *c->sig : SIGTERM;
