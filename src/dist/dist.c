@@ -17,6 +17,12 @@
 
 static int g_rank = 0, g_size = 1, g_mpi_started = 0;
 static double g_comm_s = 0;
+#ifdef BERTC_HAVE_MPI
+/* The scratch of the reduce-scatter. */
+static float *g_tmp;
+static size_t g_tmp_cap;
+#define DIST_SEG ((size_t)1 << 24) /* floats per Alltoallv: counts stay ints */
+#endif
 
 static double now(void)
 {
@@ -103,6 +109,9 @@ void dist_finalize(void)
 {
 #ifdef BERTC_HAVE_MPI
     if (g_mpi_started) MPI_Finalize();
+    free(g_tmp);
+    g_tmp = NULL;
+    g_tmp_cap = 0;
 #endif
     g_mpi_started = 0;
     g_rank = 0;
@@ -127,12 +136,6 @@ void dist_share(int count, int micro, int n, int r, int *first, int *len)
     *len = (int)(b - a);
 }
 
-#ifdef BERTC_HAVE_MPI
-/* The scratch of the reduce-scatter. */
-static float *g_tmp;
-static size_t g_tmp_cap;
-#define DIST_SEG ((size_t)1 << 24) /* floats per Alltoallv: counts stay ints */
-#endif
 
 int dist_allreduce_sum_fixed(float *x, size_t n)
 {
