@@ -119,6 +119,14 @@ void dist_finalize(void)
 }
 
 int dist_rank(void) { return g_rank; }
+
+int dist_local_rank(void)
+{
+    int v = 0;
+    if (env_int("OMPI_COMM_WORLD_LOCAL_RANK", &v) || env_int("MPI_LOCALRANKID", &v) || env_int("SLURM_LOCALID", &v))
+        return v;
+    return 0;
+}
 int dist_size(void) { return g_size; }
 int dist_active(void) { return g_size > 1; }
 double dist_comm_seconds(void) { return g_comm_s; }

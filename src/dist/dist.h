@@ -34,6 +34,10 @@ int dist_init(int *argc, char ***argv);
 /* MPI_Finalize when dist_init started MPI. */
 void dist_finalize(void);
 int dist_rank(void);
+/* This rank's index among the ranks on its machine, from the launcher's
+ * environment (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID);
+ * 0 without one. A GPU run uses CUDA device --gpu + local rank. */
+int dist_local_rank(void);
 int dist_size(void);
 /* 1 while more than one rank runs. */
 int dist_active(void);

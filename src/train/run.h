@@ -73,6 +73,7 @@ typedef struct {
     float *host_grads;  /* the gradients on the host for the all-reduce (GPU backends) */
     int dist_micro;     /* rank 0's micro-batch, broadcast to the others */
     int64_t prev_ranks; /* the rank count of the checkpoint resumed from */
+    int nccl;           /* GPUs: gradients summed by NCCL on the devices (backend/cuda/cuda_nccl.h) */
     double comm_s;      /* seconds in the steps' collectives (all-reduces, agreement; waits included) */
 } run_ctx;
 

@@ -10,6 +10,9 @@
 #include "core/err.h"
 #include "core/fileio.h"
 #include "dist/dist.h"
+#ifdef BERTC_HAVE_CUDA
+#include "backend/cuda/cuda_nccl.h"
+#endif
 #include "train/ckpt.h"
 #include "train/microbatch.h"
 #include "train/train_ckpt.h"
@@ -149,7 +152,12 @@ static int select_backend(run_ctx *c)
     if (!rc) rc = select_parse_precision(o->precision, &c->bo.precision);
     if (rc) return err_wrap(rc, "train");
     c->bo.threads = o->threads;
-    c->bo.gpu = o->gpu;
+    /* One GPU per rank of a machine. BERTC_DEBUG_DIST_ONE_GPU=1 (a test
+     * hook for one-GPU machines): every rank on --gpu, summing through the
+     * host (NCCL refuses two ranks on one GPU). */
+    const char *one = getenv("BERTC_DEBUG_DIST_ONE_GPU");
+    int shared_gpu = one && !strcmp(one, "1");
+    c->bo.gpu = o->gpu + (c->ranks > 1 && !shared_gpu ? dist_local_rank() : 0);
     c->bo.mem_limit = o->gpu_mem_limit;
     c->bo.quiet = o->quiet;
     return qa_model_select(&c->qm, &c->bo);
@@ -415,7 +423,23 @@ int run_setup(run_ctx *c)
         snprintf(c->resumed_from, sizeof c->resumed_from, "%s", sh.resumed_from);
         rc = setup_body(c);
     }
-    return dist_agree(rc);
+    rc = dist_agree(rc);
+#ifdef BERTC_HAVE_CUDA
+    /* GPUs: the gradients are summed by NCCL on the devices when every
+     * rank can load it; else through the host over MPI (one warning). */
+    const char *one = getenv("BERTC_DEBUG_DIST_ONE_GPU");
+    if (!rc && c->qm.info.is_cuda && !(one && !strcmp(one, "1"))) {
+        int lrc = dist_agree(cuda_nccl_load());
+        if (lrc) {
+            log_warn("%s: summing the gradients through the host over MPI instead", err_msg());
+            err_clear();
+        } else {
+            rc = dist_agree(cuda_nccl_init(c->rank, c->ranks, c->bo.gpu, dist_bcast));
+            c->nccl = !rc;
+        }
+    }
+#endif
+    return rc;
 }
 
 void run_cleanup(run_ctx *c)
@@ -428,6 +452,9 @@ void run_cleanup(run_ctx *c)
     free(c->host_m);
     free(c->host_v);
     free(c->host_grads);
+#ifdef BERTC_HAVE_CUDA
+    if (c->nccl) cuda_nccl_free();
+#endif
     free(c->trainable);
     if (c->have_tf) features_free(&c->tf);
     if (c->have_df) features_free(&c->df);

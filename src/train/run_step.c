@@ -6,6 +6,9 @@
 
 #include "core/err.h"
 #include "dist/dist.h"
+#ifdef BERTC_HAVE_CUDA
+#include "backend/cuda/cuda_nccl.h"
+#endif
 #include "train/microbatch.h"
 
 #include <math.h>
@@ -149,9 +152,21 @@ int run_step(run_ctx *c, int32_t *idx, double *loss_out, float *scale_out, optim
         float *g = bert_model_grads(c->qm.model);
         backend *be = bert_model_backend(c->qm.model);
         float *h = c->host_grads ? c->host_grads : g; /* the CPU backend's memory is the host's */
-        int rc = h != g ? be->i->download(be->ctx, h, g, n * sizeof *h) : 0;
-        if (!rc) rc = dist_allreduce_sum_fixed(h, n);
-        if (!rc && h != g) rc = be->i->upload(be->ctx, g, h, n * sizeof *h);
+        int rc;
+#ifdef BERTC_HAVE_CUDA
+        if (c->nccl) {
+            /* On the devices: the backend's stream first finishes backward. */
+            rc = be->i->sync(be->ctx);
+            double tn = run_now();
+            if (!rc) rc = cuda_nccl_allreduce_sum(g, n);
+            c->comm_s += run_now() - tn;
+        } else
+#endif
+        {
+            rc = h != g ? be->i->download(be->ctx, h, g, n * sizeof *h) : 0;
+            if (!rc) rc = dist_allreduce_sum_fixed(h, n);
+            if (!rc && h != g) rc = be->i->upload(be->ctx, g, h, n * sizeof *h);
+        }
         double red[2] = {loss, c->sig && *c->sig ? 1.0 : 0.0};
         if (!rc) rc = dist_allreduce_sum_f64(red, 2);
         c->comm_s += dist_comm_seconds() - c0;
