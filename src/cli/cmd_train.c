@@ -112,7 +112,7 @@ static int train_main(int argc, char **argv)
         return err_set(ERR_INPUT, "train: --batch %d in micro-batches of %d is %d per step, which %d ranks do not "
                        "divide (each rank takes whole micro-batches: make ceil(batch/micro-batch) a multiple of %d)",
                        o.batch, o.micro_batch, (o.batch + o.micro_batch - 1) / o.micro_batch, ranks, ranks);
-    if (supervise > 0 && dist_launch_size(NULL) > 1)
+    if (supervise > 0 && dist_launched())
         return err_set(ERR_INPUT, "train --supervise: cannot restart one rank of an mpirun/srun job alone; rerun "
                        "the same mpirun command (it resumes from the last checkpoint), or let the job script do it");
     if (supervise > 0) return supervise_run(supervise, argc, argv, o.out_dir);

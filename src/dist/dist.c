@@ -24,12 +24,14 @@ static size_t g_tmp_cap;
 #define DIST_SEG ((size_t)1 << 24) /* floats per Alltoallv: counts stay ints */
 #endif
 
+#ifdef BERTC_HAVE_MPI
 static double now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+#endif
 
 int dist_have_mpi(void)
 {
@@ -63,7 +65,7 @@ int dist_launch_size(int *rank)
     return n;
 }
 
-static int launched(void)
+int dist_launched(void)
 {
     return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK") ||
            (getenv("SLURM_STEP_NUM_TASKS") && getenv("SLURM_PROCID"));
@@ -88,7 +90,7 @@ int dist_init(int *argc, char ***argv)
 {
     if (g_mpi_started) return 0;
     int r = 0, n = dist_launch_size(&r);
-    if (!launched()) return 0;
+    if (!dist_launched()) return 0;
 #ifdef BERTC_HAVE_MPI
     int mrc = MPI_Init(argc, argv);
     if (mrc != MPI_SUCCESS) return err_set(ERR_RUNTIME, "MPI_Init failed (launched as rank %d of %d)", r, n);

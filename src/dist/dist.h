@@ -27,6 +27,8 @@ int dist_have_mpi(void);
 /* Ranks the launcher says this job has (1 without a launcher), from the
  * environment alone; *rank gets this process's rank. */
 int dist_launch_size(int *rank);
+/* 1 when started by a launcher (mpirun, srun), whatever the rank count. */
+int dist_launched(void);
 /* Starts the communication when launched with a launcher (MPI_Init,
  * errors returned, not aborting); a no-op otherwise. ERR_INPUT when launched
  * with N > 1 ranks in a build without MPI. */

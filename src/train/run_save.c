@@ -5,6 +5,7 @@
 
 #include "core/err.h"
 #include "core/fileio.h"
+#include "dist/dist.h"
 #include "model/weights.h"
 #include "train/train_ckpt.h"
 
@@ -37,12 +38,20 @@ int run_save_checkpoint(run_ctx *c)
 }
 
 /* RUN/final.tmp/ written whole, then renamed over RUN/final/. */
+static int export_final(run_ctx *c, char *final, size_t cap);
+
+/* Rank 0 exports; with N ranks all learn whether it could (the final
+ * evaluation after it is collective). */
 int run_export_final(run_ctx *c, char *final, size_t cap)
 {
-    if (!c->writer) {
-        path_join(final, cap, c->o->out_dir, "final");
-        return 0;
-    }
+    int rc = 0;
+    if (c->writer) rc = export_final(c, final, cap);
+    else path_join(final, cap, c->o->out_dir, "final");
+    return c->ranks > 1 ? dist_agree(rc) : rc;
+}
+
+static int export_final(run_ctx *c, char *final, size_t cap)
+{
     int rc = bert_model_get_params(c->qm.model, c->host_params);
     if (rc) return rc;
     char tmp[4200];
