@@ -106,6 +106,8 @@ static const bertc_cuda_api *load_locked(const char *path)
     void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!dl) {
         const char *e = dlerror();
+        size_t n = strlen(path);
+        if (e && !strncmp(e, path, n) && !strncmp(e + n, ": ", 2)) e += n + 2; /* the path once is enough */
         snprintf(mod_why, sizeof mod_why, "cannot load %s: %s", path, e ? e : "unknown dlopen error");
         return NULL;
     }
