@@ -142,10 +142,12 @@ int backend_select(backend *out, const backend_opts *o, backend_info *info)
     int usable = api ? api->probe(o->gpu, name, sizeof name, &major, &minor, &total, why, sizeof why) : 0;
     if (!usable) {
         if (o->device == DEVICE_CUDA) {
-            if (!api) return err_set(ERR_RUNTIME, "--device cuda: no CUDA backend: %s", why);
+            if (!api)
+                return err_set(ERR_RUNTIME, "--device cuda: %s%s",
+                               strstr(why, "no CUDA backend") ? "" : "no CUDA backend: ", why);
             return err_set(ERR_RUNTIME, "--device cuda: no usable CUDA device: %s", why);
         }
-        snprintf(info->fallback, sizeof info->fallback, "%s", why);
+        snprintf(info->fallback, sizeof info->fallback, "%.*s", (int)sizeof info->fallback - 1, why); /* may cut */
         int rc = make_cpu(out, o, info);
         if (rc) return rc;
         if (!o->quiet) {

@@ -91,7 +91,7 @@ elif [ "$built" -eq 1 ]; then
     version_has default "cuda: module $MOD: "
 else
     version_has default "cuda: module not available: this build has no CUDA backend (nvcc was not found when it was built; no module at $MOD)"
-    cuda_fails default "no CUDA backend: this build has no CUDA backend"
+    cuda_fails default "--device cuda: this build has no CUDA backend (nvcc was not found when it was built; no module at $MOD)"
 fi
 [ "$built" -eq 1 ] && devices_has default "CUDA module: $MOD: loaded (ABI "
 tokenize_ok default
