@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # bench/startup.sh BEFORE AFTER: start-up time and memory of CPU-only commands
 # (version, tokenize, eval) for two bertc binaries, in the same run:
-#   first run   wall time of each binary's first run of the command here (date, via sh -c exec),
-#               nearer a cold start than the mean (the page cache may still hold it)
+#   first run   wall time of each binary's first run of the command here (date, via sh -c exec);
+#               with COLD=1 the binary, the libraries ldd lists for it and libcublasLt are
+#               first dropped from the page cache (posix_fadvise DONTNEED, file by file), so
+#               this is a cold start
 #   mean wall   hyperfine, warm cache, RUNS runs (default 30), shell start-up subtracted
 #   peak RSS    /usr/bin/time -v, maximum resident set size
 #   cuBLASLt    whether the process maps libcublasLt (LD_DEBUG=libs)
@@ -29,6 +31,19 @@ for cmd in version tokenize eval; do
         tokenize) line="$bin tokenize --vocab $V < $tmp/in.txt" ;;
         eval) line="$bin eval $E1 $E2" ;;
         esac
+        if [ "${COLD:-0}" = 1 ]; then
+            cub_lib=$(ldconfig -p | awk '/libcublasLt\.so/ { print $NF; exit }')
+            python3 - "$bin" $(ldd "$bin" | awk '/=> \// { print $3 }') ${cub_lib:+"$cub_lib"} <<'PY'
+import os, sys
+for f in sys.argv[1:]:
+    try:
+        fd = os.open(os.path.realpath(f), os.O_RDONLY)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(fd)
+    except OSError:
+        pass
+PY
+        fi
         t0=$(date +%s%N)
         sh -c "exec $line" >/dev/null 2>&1
         first=$(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')

@@ -363,13 +363,6 @@ fail:
     return rc;
 }
 
-/* backend.h's entry point: precision auto. */
-extern "C" int backend_cuda_create(backend *out, int device, int64_t mem_limit)
-{
-    cuda_backend_opts o = {device, PREC_AUTO, mem_limit};
-    return cuda_backend_create(out, &o);
-}
-
 extern "C" precision_kind cuda_backend_precision(void *vctx)
 {
     return ((cuda_ctx *)vctx)->prec;
