@@ -42,7 +42,8 @@ const char *cuda_module_path(void)
     if (!mod_path[0]) {
         const char *e = getenv("BERTC_CUDA_MODULE");
         if (e && *e) {
-            snprintf(mod_path, sizeof mod_path, "%s", e);
+            /* dlopen searches the library path for a bare name; a file here is meant */
+            snprintf(mod_path, sizeof mod_path, "%s%s", strchr(e, '/') ? "" : "./", e);
         } else {
             char exe[PATH_MAX];
             ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
