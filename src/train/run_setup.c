@@ -11,7 +11,7 @@
 #include "core/fileio.h"
 #include "dist/dist.h"
 #ifdef BERTC_HAVE_CUDA
-#include "backend/cuda/cuda_nccl.h"
+#include "backend/cuda_module.h"
 #endif
 #include "train/ckpt.h"
 #include "train/microbatch.h"
@@ -428,13 +428,15 @@ int run_setup(run_ctx *c)
     /* GPUs: the gradients are summed by NCCL on the devices when every
      * rank can load it; else through the host over MPI (one warning). */
     const char *one = getenv("BERTC_DEBUG_DIST_ONE_GPU");
+    const bertc_cuda_api *api = cuda_module_loaded();
     if (!rc && c->qm.info.is_cuda && !(one && !strcmp(one, "1"))) {
-        int lrc = dist_agree(cuda_nccl_load());
+        int lrc = api && api->nccl_load ? api->nccl_load() : err_set(ERR_RUNTIME, "the CUDA module has no NCCL calls");
+        lrc = dist_agree(lrc);
         if (lrc) {
             log_warn("%s: summing the gradients through the host over MPI instead", err_msg());
             err_clear();
         } else {
-            rc = dist_agree(cuda_nccl_init(c->rank, c->ranks, c->bo.gpu, dist_bcast));
+            rc = dist_agree(api->nccl_init(c->rank, c->ranks, c->bo.gpu, dist_bcast));
             c->nccl = !rc;
         }
     }
@@ -453,7 +455,8 @@ void run_cleanup(run_ctx *c)
     free(c->host_v);
     free(c->host_grads);
 #ifdef BERTC_HAVE_CUDA
-    if (c->nccl) cuda_nccl_free();
+    const bertc_cuda_api *api = cuda_module_loaded();
+    if (c->nccl && api) api->nccl_free();
 #endif
     free(c->trainable);
     if (c->have_tf) features_free(&c->tf);

@@ -7,7 +7,7 @@
 #include "core/err.h"
 #include "dist/dist.h"
 #ifdef BERTC_HAVE_CUDA
-#include "backend/cuda/cuda_nccl.h"
+#include "backend/cuda_module.h"
 #endif
 #include "train/microbatch.h"
 
@@ -158,7 +158,7 @@ int run_step(run_ctx *c, int32_t *idx, double *loss_out, float *scale_out, optim
             /* On the devices: the backend's stream first finishes backward. */
             rc = be->i->sync(be->ctx);
             double tn = run_now();
-            if (!rc) rc = cuda_nccl_allreduce_sum(g, n);
+            if (!rc) rc = cuda_module_loaded()->nccl_allreduce_sum(g, n);
             c->comm_s += run_now() - tn;
         } else
 #endif

@@ -4,8 +4,9 @@
  * LD_LIBRARY_PATH) is opened at run time, so the build needs no NCCL and a
  * machine without it falls back to the host path (train/run_step.c).
  *
- * A narrow interface on purpose, so that it moves with the CUDA backend
- * when that becomes a loadable module: plain C types, the rank set-up's
+ * Compiled into the CUDA module (libbertc_cuda.so) and reached by bertc
+ * through the module's table (backend/cuda_module.h: nccl_load, nccl_init,
+ * nccl_allreduce_sum, nccl_free): plain C types, the rank set-up's
  * broadcast passed in (MPI carries only NCCL's 128-byte id).
  *
  * Summation order: NCCL's ring or tree all-reduce. With 2 ranks a sum of
@@ -19,6 +20,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* 0 when libnccl.so.2 loads and has the functions used; else ERR_RUNTIME
  * saying what is missing. No collective. */
 int cuda_nccl_load(void);
@@ -31,5 +36,9 @@ int cuda_nccl_init(int rank, int nranks, int device, int (*bcast)(void *buf, siz
  * backend's stream before (the gradients are complete). */
 int cuda_nccl_allreduce_sum(float *dev_x, size_t n);
 void cuda_nccl_free(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
