@@ -147,7 +147,7 @@ int qa_predictions_eval(const squad_data *d, const qa_predictions *p, eval_resul
 {
     const char **pred = malloc((size_t)(d->n ? d->n : 1) * sizeof *pred);
     if (!pred) return err_set(ERR_RUNTIME, "out of memory");
-    for (int i = 0; i < d->n; i++) pred[i] = i < p->n && p->n_nbest[i] > 0 ? p->nbest[i][0].text : NULL;
+    for (int i = 0; i < d->n; i++) pred[i] = qa_prediction_text(p, i);
     int rc = eval_examples(d, pred, EVAL_METRIC_SQUAD, r);
     free(pred);
     return rc;
