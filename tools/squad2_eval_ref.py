@@ -20,6 +20,8 @@ others get "is_impossible": false.
                                      the predictions and no-answer files of PREDICTIONS below,
                                      for several options
   tests/data/squad2_hand_expected.json  the same for tests/data/squad2_hand_{data,pred,na}.json
+  tests/data/train_small_v2.json     tests/data/train_small.json (the CLI tests' tiny training
+                                     file) made v2 by the same rule
 """
 import argparse
 import collections
@@ -283,6 +285,12 @@ def make(args):
     hand = [os.path.join(out, 'squad2_hand_%s.json' % n) for n in ('data', 'pred', 'na')]
     with open(os.path.join(out, 'squad2_hand_expected.json'), 'w') as f:
         json.dump(run_cases(*hand), f, indent=1)
+        f.write('\n')
+    # the small training file of the CLI tests, made v2 by the same rule
+    with open(os.path.join(out, 'train_small.json')) as f:
+        small = to_v2(json.load(f))
+    with open(os.path.join(out, 'train_small_v2.json'), 'w') as f:
+        json.dump(small, f, ensure_ascii=False, indent=1)
         f.write('\n')
     # the slice: every 25th paragraph
     sl, p = {'version': 'v2.0', 'data': []}, 0

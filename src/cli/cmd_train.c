@@ -51,6 +51,8 @@ int cmd_train(int argc, char **argv)
         {"monitor-interval", ARG_DOUBLE, &o.monitor_interval, "S", "seconds between resource samples (0 = off)", .min = 0, .max = 86400},
         {"n-best", ARG_INT, &o.n_best, "N", "candidates per window in post-processing", .min = 1, .max = 1000},
         {"max-answer-length", ARG_INT, &o.max_answer_length, "N", "longest answer in tokens", .min = 1, .max = 8192},
+        {"version-2-with-negative", ARG_FLAG, &o.version_2_with_negative, NULL, "SQuAD 2.0: unanswerable (is_impossible) questions trained at [CLS]; --dev scored with evaluate-v2.0.py's metric, RUN/null_odds.json", .min = 0},
+        {"null-score-diff-threshold", ARG_DOUBLE, &o.null_score_diff_threshold, "X", "with --version-2-with-negative: answer \"\" when the null score beats the best span's by more than X (default 0.0)", .min = -1e9, .max = 1e9},
         {"supervise", ARG_INT, &supervise, "N", "restart the trainer after a crash or kill, up to N times (resuming)", .min = 0, .max = SUPERVISE_MAX_RESTARTS},
         {0},
     };

@@ -47,6 +47,11 @@ static void options_line(const run_ctx *c, char *buf, size_t cap)
              "dropout=%g seed=%lld shuffle=%d",
              c->T, o->doc_stride, o->epochs, (long long)o->max_steps, o->batch, o->lr, o->warmup, o->weight_decay,
              o->clip, o->dropout, (long long)o->seed, o->shuffle);
+    if (o->version_2_with_negative) {
+        size_t n = strlen(buf);
+        snprintf(buf + n, cap > n ? cap - n : 0, " version_2_with_negative=1 null_score_diff_threshold=%g",
+                 o->null_score_diff_threshold);
+    }
 }
 
 int run_log_open(run_ctx *c)
@@ -101,6 +106,13 @@ void run_log_startup(const run_ctx *c, int train_hit, int dev_hit)
     if (c->have_dev)
         printf("  dev       %s: %d questions -> %d windows (features %s)\n", o->dev_path, c->dev.n, c->df.n,
                dev_hit ? "from cache" : "built");
+    if (o->version_2_with_negative) {
+        int nimp = 0;
+        for (int i = 0; i < c->train.n; i++) nimp += c->train.ex[i].is_impossible || c->train.ex[i].n_answers == 0;
+        printf("  squad 2.0 --version-2-with-negative: %d unanswerable training questions, trained at [CLS]; dev: the null "
+               "answer when it beats the best span by more than %g, evaluate-v2.0.py's exact/f1\n",
+               nimp, o->null_score_diff_threshold);
+    }
     printf("  plan      %lld steps (%.4g epochs of %lld steps); batch %d = %d micro-batch%s of %d; T %d, stride %d\n",
            (long long)c->total, (double)c->total / (double)c->steps_per_epoch, (long long)c->steps_per_epoch, o->batch,
            c->micro_batches, c->micro_batches > 1 ? "es" : "", c->micro, c->T, o->doc_stride);

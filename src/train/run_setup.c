@@ -56,6 +56,8 @@ static int fingerprint(train_state *s, const trainer_opts *o, int T, const squad
     train_state_fp_set(s, "--no-shuffle", "%s", o->shuffle ? "no" : "yes");
     /* As resolved: auto is fp32 on the CPU, bf16 or fp16 on a GPU. */
     train_state_fp_set(s, "--precision", "%s", select_precision_name(precision));
+    /* set only when on, so runs from before the option resume as they were */
+    if (o->version_2_with_negative) train_state_fp_set(s, "--version-2-with-negative", "%s", "yes");
     return 0;
 }
 
@@ -153,7 +155,7 @@ static int load_data(const char *path, squad_data *d)
 
 static int load_features(run_ctx *c, const squad_data *d, features *f, const char *cache_name, int *hit)
 {
-    feature_opts fo = {c->T, c->o->doc_stride, c->o->max_query_length};
+    feature_opts fo = {c->T, c->o->doc_stride, c->o->max_query_length, c->o->version_2_with_negative};
     char cache[4096];
     snprintf(cache, sizeof cache, "%s/cache/%s", c->o->out_dir, cache_name);
     return features_load_or_build(cache, d, c->qm.tok, &fo, c->o->threads, f, hit);
