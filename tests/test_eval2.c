@@ -35,11 +35,14 @@ static void run_cases(const char *what, const char *data, const char *pred, cons
         int rc = squad2_eval_files(data, pred, CASES[c].use_na ? na : NULL, CASES[c].thresh, &r);
         CHECK(rc == 0, "%s %s: %s", what, CASES[c].name, err_msg());
         if (rc) continue;
-        char out[1024];
-        squad2_result_json(&r, out, sizeof out);
-        const char *want = json_string_value(json_object_get(expected, CASES[c].name));
-        CHECK(want && !strcmp(out, want), "%s %s:\n got %s\nwant %s", what, CASES[c].name, out, want ? want : "(none)");
-        if (want && !strcmp(out, want)) printf("%s %s: identical to evaluate-v2.0.py (%zu bytes)\n", what, CASES[c].name, strlen(out));
+        for (int indent = 1; indent >= 0; indent--) {
+            char out[1024], key[64];
+            squad2_result_json(&r, indent, out, sizeof out);
+            snprintf(key, sizeof key, "%s%s", CASES[c].name, indent ? "" : " --out-file");
+            const char *want = json_string_value(json_object_get(expected, key));
+            CHECK(want && !strcmp(out, want), "%s %s:\n got %s\nwant %s", what, key, out, want ? want : "(none)");
+            if (want && !strcmp(out, want)) printf("%s %s: identical to evaluate-v2.0.py (%zu bytes)\n", what, key, strlen(out));
+        }
     }
 }
 

@@ -176,8 +176,9 @@ def find_all_best_thresh(main_eval, preds, exact_raw, f1_raw, na_probs, qid_to_h
     main_eval['best_f1_thresh'] = f1_thresh
 
 
-def official_main(data_file, pred_file, na_prob_file=None, na_prob_thresh=1.0):
-    """main() of evaluate-v2.0.py; returns what it prints (without the newline)."""
+def official_main(data_file, pred_file, na_prob_file=None, na_prob_thresh=1.0, out_file=None):
+    """main() of evaluate-v2.0.py; returns what it prints (without the newline),
+    or writes out_file (--out-file) and returns None."""
     with open(data_file) as f:
         dataset_json = json.load(f)
         dataset = dataset_json['data']
@@ -203,6 +204,10 @@ def official_main(data_file, pred_file, na_prob_file=None, na_prob_thresh=1.0):
         merge_eval(out_eval, no_ans_eval, 'NoAns')
     if na_prob_file:
         find_all_best_thresh(out_eval, preds, exact_raw, f1_raw, na_probs, qid_to_has_ans)
+    if out_file:
+        with open(out_file, 'w') as f:
+            json.dump(out_eval, f)
+        return None
     return json.dumps(out_eval, indent=2)
 
 
@@ -263,7 +268,15 @@ CASES = [  # (name, use the no-answer file, na_prob_thresh)
 
 
 def run_cases(data_path, pred_path, na_path):
-    return {name: official_main(data_path, pred_path, na_path if use_na else None, t) for name, use_na, t in CASES}
+    """What the script prints for each case, and (key "CASE --out-file") what its --out-file holds."""
+    out = {}
+    with tempfile.TemporaryDirectory() as d:
+        for name, use_na, t in CASES:
+            out[name] = official_main(data_path, pred_path, na_path if use_na else None, t)
+            official_main(data_path, pred_path, na_path if use_na else None, t, os.path.join(d, 'o.json'))
+            with open(os.path.join(d, 'o.json')) as f:
+                out[name + ' --out-file'] = f.read()
+    return out
 
 
 def make(args):
@@ -307,7 +320,7 @@ def make(args):
     nq = sum(len(pa['qas']) for a in sl['data'] for pa in a['paragraphs'])
     print('squad2_dev_slice.json: %d paragraphs, %d questions' % (sum(len(a['paragraphs']) for a in sl['data']), nq))
     for name, v in expected.items():
-        print(name, v.replace('\n', ''))
+        print(name + ':', v.replace('\n', ''))
 
 
 def main():
@@ -318,11 +331,14 @@ def main():
     e.add_argument('pred')
     e.add_argument('-n', '--na-prob-file')
     e.add_argument('-t', '--na-prob-thresh', type=float, default=1.0)
+    e.add_argument('-o', '--out-file')
     m = sub.add_parser('make')
     m.add_argument('--data', default=os.path.join(ROOT, '..', 'shared', 'data'))
     args = ap.parse_args()
     if args.cmd == 'eval':
-        print(official_main(args.data, args.pred, args.na_prob_file, args.na_prob_thresh))
+        text = official_main(args.data, args.pred, args.na_prob_file, args.na_prob_thresh, args.out_file)
+        if text is not None:
+            print(text)
     else:
         make(args)
 

@@ -8,6 +8,7 @@
  * NoAns_*, and best_* with a no-answer file), byte for byte. */
 #include "core/args.h"
 #include "core/err.h"
+#include "core/fileio.h"
 #include "eval/squad2_eval.h"
 #include "eval/squad_eval.h"
 
@@ -17,31 +18,35 @@
 
 const char cmd_eval_summary[] = "exact match and F1 of predictions, as the official SQuAD (or CMRC) script";
 
-static int eval_v2(const char *data, const char *pred, const char *na_file, double na_thresh)
+static int eval_v2(const char *data, const char *pred, const char *na_file, double na_thresh, const char *out_file)
 {
     squad2_result r;
     int rc = squad2_eval_files(data, pred, na_file, na_thresh, &r);
     if (rc) return rc;
     char out[1024];
-    squad2_result_json(&r, out, sizeof out);
+    int n = squad2_result_json(&r, !out_file, out, sizeof out);
+    if (out_file) return file_write_atomic(out_file, out, (size_t)n);
     printf("%s\n", out);
     return 0;
 }
 
 int cmd_eval(int argc, char **argv)
 {
-    const char *metric = "squad", *na_file = NULL;
+    const char *metric = "squad", *na_file = NULL, *out_file = NULL;
     int v2 = 0, metric_given = 0, thresh_given = 0;
     double na_thresh = 1.0;
     const arg_spec specs[] = {
         {"metric", ARG_STR, &metric, "NAME", "squad (evaluate-v1.1.py, default) or cmrc (cmrc2018_evaluate.py)", .min = 0,
          .seen = &metric_given},
-        {"version-2-with-negative", ARG_FLAG, &v2, NULL, "SQuAD 2.0: evaluate-v2.0.py's metric (unanswerable questions)"},
+        {"version-2-with-negative", ARG_FLAG, &v2, NULL, "SQuAD 2.0: evaluate-v2.0.py's metric (unanswerable questions)", .min = 0},
         {"na-prob-file", ARG_STR, &na_file, "NULL_ODDS.json",
-         "with --version-2-with-negative: no-answer scores {\"id\": x} (bertc predict --null-odds); adds best_*"},
+         "with --version-2-with-negative: no-answer scores {\"id\": x} (bertc predict --null-odds); adds best_*", .min = 0},
         {"na-prob-thresh", ARG_DOUBLE, &na_thresh, "X",
          "with --version-2-with-negative: a no-answer score above X predicts \"\" (default 1.0, as evaluate-v2.0.py)",
          .seen = &thresh_given},
+        {"out-file", ARG_STR, &out_file, "FILE",
+         "with --version-2-with-negative: write the metrics to FILE (one line, as evaluate-v2.0.py -o) instead of printing",
+         .min = 0},
         {0},
     };
     char **pos = NULL;
@@ -63,11 +68,15 @@ int cmd_eval(int argc, char **argv)
                          metric);
             goto done;
         }
-        rc = eval_v2(pos[0], pos[1], na_file, na_thresh);
+        if (out_file && path_is_dir(out_file)) {
+            rc = err_set(ERR_INPUT, "eval --out-file %s: is a directory", out_file);
+            goto done;
+        }
+        rc = eval_v2(pos[0], pos[1], na_file, na_thresh, out_file);
         goto flush;
     }
-    if (na_file || thresh_given) {
-        rc = err_set(ERR_INPUT, "eval: --na-prob-file and --na-prob-thresh need --version-2-with-negative");
+    if (na_file || thresh_given || out_file) {
+        rc = err_set(ERR_INPUT, "eval: --na-prob-file, --na-prob-thresh and --out-file need --version-2-with-negative");
         goto done;
     }
     if (!strcmp(metric, "cmrc")) {

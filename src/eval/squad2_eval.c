@@ -428,30 +428,42 @@ int squad2_eval_examples(const squad_data *d, const char *const *pred, const dou
     return rc;
 }
 
-int squad2_result_json(const squad2_result *r, char *buf, size_t cap)
+int squad2_result_json(const squad2_result *r, int indent, char *buf, size_t cap)
 {
+    /* json.dumps(indent=2): each item on its own line; json.dump (the
+     * script's --out-file): one line, ", " between items */
+    const char *first = indent ? "\n  " : "", *sep = indent ? ",\n  " : ", ";
     char a[40], b[40];
-    int n = 0;
+    int n = 0, items = 0;
 #define ADD(...) n += snprintf(buf + n, (size_t)n < cap ? cap - (size_t)n : 0, __VA_ARGS__)
+#define ITEM(key, fmt, val) ADD("%s\"%s\": " fmt, items++ ? sep : first, key, val)
 #define GROUP(prefix, ex, f, tot)                                                                                     \
     do {                                                                                                              \
+        char k[32];                                                                                                   \
         pytext_float_repr(ex, a, sizeof a);                                                                           \
         pytext_float_repr(f, b, sizeof b);                                                                            \
-        ADD("%s  \"%sexact\": %s,\n  \"%sf1\": %s,\n  \"%stotal\": %d", n > 2 ? ",\n" : "", prefix, a, prefix, b,      \
-            prefix, tot);                                                                                             \
+        snprintf(k, sizeof k, "%sexact", prefix);                                                                     \
+        ITEM(k, "%s", a);                                                                                             \
+        snprintf(k, sizeof k, "%sf1", prefix);                                                                        \
+        ITEM(k, "%s", b);                                                                                             \
+        snprintf(k, sizeof k, "%stotal", prefix);                                                                     \
+        ITEM(k, "%d", tot);                                                                                           \
     } while (0)
-    ADD("{\n");
+    ADD("{");
     GROUP("", r->exact, r->f1, r->total);
     if (r->has_ans_total) GROUP("HasAns_", r->has_ans_exact, r->has_ans_f1, r->has_ans_total);
     if (r->no_ans_total) GROUP("NoAns_", r->no_ans_exact, r->no_ans_f1, r->no_ans_total);
     if (r->have_best) {
         pytext_float_repr(r->best_exact, a, sizeof a);
         pytext_float_repr(r->best_f1, b, sizeof b);
-        ADD(",\n  \"best_exact\": %s,\n  \"best_exact_thresh\": %s,\n  \"best_f1\": %s,\n  \"best_f1_thresh\": %s", a,
-            r->best_exact_thresh, b, r->best_f1_thresh);
+        ITEM("best_exact", "%s", a);
+        ITEM("best_exact_thresh", "%s", r->best_exact_thresh);
+        ITEM("best_f1", "%s", b);
+        ITEM("best_f1_thresh", "%s", r->best_f1_thresh);
     }
-    ADD("\n}");
+    ADD(indent ? "\n}" : "}");
 #undef GROUP
+#undef ITEM
 #undef ADD
     return n;
 }

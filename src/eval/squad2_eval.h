@@ -49,8 +49,10 @@ int squad2_eval_files(const char *data_path, const char *pred_path, const char *
 int squad2_eval_examples(const squad_data *d, const char *const *pred, const double *na_prob, double na_prob_thresh,
                          squad2_result *out);
 
-/* The script's print(json.dumps(out_eval, indent=2)) without the final
- * newline. Returns the length; buf needs 1024 bytes. */
-int squad2_result_json(const squad2_result *r, char *buf, size_t cap);
+/* indent 1: what the script prints, json.dumps(out_eval, indent=2),
+ * without print's newline; indent 0: what its --out-file holds,
+ * json.dump(out_eval, f) (one line, no newline). Returns the length; buf
+ * needs 1024 bytes. */
+int squad2_result_json(const squad2_result *r, int indent, char *buf, size_t cap);
 
 #endif

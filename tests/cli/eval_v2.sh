@@ -28,6 +28,17 @@ check na --na-prob-file "$D/squad2_hand_na.json"
 check na_t0.5 --na-prob-file="$D/squad2_hand_na.json" --na-prob-thresh 0.5
 check t-1 --na-prob-thresh -1
 
+# --out-file: what the script's -o writes (json.dump, one line)
+cli_n=$((cli_n + 1))
+"$BERTC" eval --version-2-with-negative "$D/squad2_hand_data.json" "$D/squad2_hand_pred.json" \
+    --na-prob-file "$D/squad2_hand_na.json" --out-file "$cli_tmp/o.json" >"$cli_tmp/out" 2>&1
+rc=$?
+want=$(sed -n 's/^ "na --out-file": "\(.*\)",\{0,1\}$/\1/p' "$D/squad2_hand_expected.json" | sed 's/\\"/"/g')
+echo "case $cli_n: --out-file -> exit $rc: $(cat "$cli_tmp/o.json")"
+[ "$rc" -eq 0 ] && [ ! -s "$cli_tmp/out" ] || cli_bad "exit $rc or output: $(cat "$cli_tmp/out")"
+[ -n "$want" ] && [ "$(cat "$cli_tmp/o.json")" = "$want" ] || cli_bad "--out-file holds '$(cat "$cli_tmp/o.json")', want '$want'"
+[ "$(tail -c 1 "$cli_tmp/o.json" | od -An -c | tr -d ' ')" = "}" ] || cli_bad "--out-file ends with a newline (json.dump writes none)"
+
 # v1.1 metric on v2 data: one note
 cli_n=$((cli_n + 1))
 "$BERTC" eval "$D/squad2_hand_data.json" "$D/squad2_hand_pred.json" >"$cli_tmp/out" 2>"$cli_tmp/err"
@@ -39,6 +50,7 @@ expect 2 "no prediction for question 'h1'" -- eval --version-2-with-negative "$D
 echo '{"h2": 1}' >"$cli_tmp/na.json"
 expect 2 "no no-answer probability for question 'h1'" -- eval --version-2-with-negative "$D/squad2_hand_data.json" \
     "$D/squad2_hand_pred.json" --na-prob-file "$cli_tmp/na.json"
+expect 2 "need --version-2-with-negative" -- eval "$D/squad2_hand_data.json" "$D/squad2_hand_pred.json" --out-file "$cli_tmp/x.json"
 expect 2 "need --version-2-with-negative" -- eval "$D/squad2_hand_data.json" "$D/squad2_hand_pred.json" \
     --na-prob-file "$D/squad2_hand_na.json"
 expect 2 "does not go with --metric cmrc" -- eval --version-2-with-negative --metric cmrc "$D/squad2_hand_data.json" \

@@ -48,7 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_ASSERT(r.have_best == (na != NULL), "best_* without a no-answer file");
     if (r.have_best) FUZZ_ASSERT(in_range(r.best_exact) && in_range(r.best_f1), "best %g %g", r.best_exact, r.best_f1);
     char out[1024];
-    int len = squad2_result_json(&r, out, sizeof out);
+    int len = squad2_result_json(&r, 1, out, sizeof out);
     FUZZ_ASSERT(len > 0 && (size_t)len < sizeof out, "JSON of %d bytes", len);
     return 0;
 }
