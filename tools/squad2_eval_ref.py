@@ -2,7 +2,8 @@
 """SQuAD 2.0 test data and the reference numbers of the official SQuAD 2.0
 evaluation (evaluate-v2.0.py, its functions reproduced below with the same
 behaviour; the precision-recall plots are left out), under this Python (3.11:
-sum() adds left to right; 3.12's compensated sum() can change the last digit).
+sum() adds left to right; 3.12's compensated sum() can change the last
+digits: sum_py312 below ports it, for the "py3.12" cases).
 
     python3 tools/squad2_eval_ref.py eval DATA.json PRED.json [-n NA.json] [-t 1.0]
         # prints what evaluate-v2.0.py prints
@@ -26,6 +27,7 @@ others get "is_impossible": false.
 import argparse
 import collections
 import json
+import math
 import os
 import re
 import string
@@ -123,20 +125,56 @@ def apply_no_ans_threshold(scores, na_probs, qid_to_has_ans, na_prob_thresh):
 
 
 def make_eval_dict(exact_scores, f1_scores, qid_list=None):
+    # SUM is the builtin sum(), or sum_py312 for the numbers of Python 3.12 and later
     if not qid_list:
         total = len(exact_scores)
         return collections.OrderedDict([
-            ('exact', 100.0 * sum(exact_scores.values()) / total),
-            ('f1', 100.0 * sum(f1_scores.values()) / total),
+            ('exact', 100.0 * SUM(exact_scores.values()) / total),
+            ('f1', 100.0 * SUM(f1_scores.values()) / total),
             ('total', total),
         ])
     else:
         total = len(qid_list)
         return collections.OrderedDict([
-            ('exact', 100.0 * sum(exact_scores[k] for k in qid_list) / total),
-            ('f1', 100.0 * sum(f1_scores[k] for k in qid_list) / total),
+            ('exact', 100.0 * SUM(exact_scores[k] for k in qid_list) / total),
+            ('f1', 100.0 * SUM(f1_scores[k] for k in qid_list) / total),
             ('total', total),
         ])
+
+
+def sum_py312(values):
+    """CPython 3.12's builtin sum() of ints and floats from the int 0, step
+    by step (Python/bltinmodule.c builtin_sum_impl): ints add exactly until
+    the first float; after it, floats are added with Neumaier's
+    compensation and ints plainly; the compensation is added at the end.
+    This Python is 3.11, so 3.12's numbers come from this port."""
+    it = iter(values)
+    i, f = 0, None
+    for v in it:
+        if isinstance(v, int):
+            i += v
+            continue
+        f = i + v
+        break
+    if f is None:
+        return i
+    c = 0.0
+    for v in it:
+        if isinstance(v, float):
+            t = f + v
+            if abs(f) >= abs(v):
+                c += (f - t) + v
+            else:
+                c += (v - t) + f
+            f = t
+        else:
+            f += float(v)
+    if c and math.isfinite(c):
+        f += c
+    return f
+
+
+SUM = sum
 
 
 def merge_eval(main_eval, new_eval, prefix):
@@ -259,11 +297,13 @@ def na_probs(dev2, preds):
     return na
 
 
-CASES = [  # (name, use the no-answer file, na_prob_thresh)
-    ('plain', False, 1.0),
-    ('na', True, 1.0),
-    ('na_t0.5', True, 0.5),
-    ('t-1', False, -1.0),
+CASES = [  # (name, use the no-answer file, na_prob_thresh, sum() of Python 3.12)
+    ('plain', False, 1.0, False),
+    ('na', True, 1.0, False),
+    ('na_t0.5', True, 0.5, False),
+    ('t-1', False, -1.0, False),
+    ('plain py3.12', False, 1.0, True),
+    ('na_t0.5 py3.12', True, 0.5, True),
 ]
 
 
@@ -271,11 +311,14 @@ def run_cases(data_path, pred_path, na_path):
     """What the script prints for each case, and (key "CASE --out-file") what its --out-file holds."""
     out = {}
     with tempfile.TemporaryDirectory() as d:
-        for name, use_na, t in CASES:
+        global SUM
+        for name, use_na, t, py312 in CASES:
+            SUM = sum_py312 if py312 else sum
             out[name] = official_main(data_path, pred_path, na_path if use_na else None, t)
             official_main(data_path, pred_path, na_path if use_na else None, t, os.path.join(d, 'o.json'))
             with open(os.path.join(d, 'o.json')) as f:
                 out[name + ' --out-file'] = f.read()
+        SUM = sum
     return out
 
 
@@ -332,10 +375,13 @@ def main():
     e.add_argument('-n', '--na-prob-file')
     e.add_argument('-t', '--na-prob-thresh', type=float, default=1.0)
     e.add_argument('-o', '--out-file')
+    e.add_argument('--py312-sum', action='store_true', help="the numbers of Python 3.12's sum()")
     m = sub.add_parser('make')
     m.add_argument('--data', default=os.path.join(ROOT, '..', 'shared', 'data'))
     args = ap.parse_args()
     if args.cmd == 'eval':
+        global SUM
+        SUM = sum_py312 if args.py312_sum else sum
         text = official_main(args.data, args.pred, args.na_prob_file, args.na_prob_thresh, args.out_file)
         if text is not None:
             print(text)

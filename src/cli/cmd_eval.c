@@ -18,10 +18,11 @@
 
 const char cmd_eval_summary[] = "exact match and F1 of predictions, as the official SQuAD (or CMRC) script";
 
-static int eval_v2(const char *data, const char *pred, const char *na_file, double na_thresh, const char *out_file)
+static int eval_v2(const char *data, const char *pred, const char *na_file, double na_thresh, int py312,
+                   const char *out_file)
 {
     squad2_result r;
-    int rc = squad2_eval_files(data, pred, na_file, na_thresh, &r);
+    int rc = squad2_eval_files(data, pred, na_file, na_thresh, py312, &r);
     if (rc) return rc;
     char out[1024];
     int n = squad2_result_json(&r, !out_file, out, sizeof out);
@@ -32,7 +33,7 @@ static int eval_v2(const char *data, const char *pred, const char *na_file, doub
 
 int cmd_eval(int argc, char **argv)
 {
-    const char *metric = "squad", *na_file = NULL, *out_file = NULL;
+    const char *metric = "squad", *na_file = NULL, *out_file = NULL, *pysum = "3.11";
     int v2 = 0, metric_given = 0, thresh_given = 0;
     double na_thresh = 1.0;
     const arg_spec specs[] = {
@@ -44,6 +45,9 @@ int cmd_eval(int argc, char **argv)
         {"na-prob-thresh", ARG_DOUBLE, &na_thresh, "X",
          "with --version-2-with-negative: a no-answer score above X predicts \"\" (default 1.0, as evaluate-v2.0.py)",
          .seen = &thresh_given},
+        {"python-sum", ARG_STR, &pysum, "3.11|3.12",
+         "with --version-2-with-negative: the numbers of evaluate-v2.0.py under Python 3.11 and earlier (default) or 3.12 "
+         "and later, whose sum() differs in the last digits", .min = 0},
         {"out-file", ARG_STR, &out_file, "FILE",
          "with --version-2-with-negative: write the metrics to FILE (one line, as evaluate-v2.0.py -o) instead of printing",
          .min = 0},
@@ -72,7 +76,11 @@ int cmd_eval(int argc, char **argv)
             rc = err_set(ERR_INPUT, "eval --out-file %s: is a directory", out_file);
             goto done;
         }
-        rc = eval_v2(pos[0], pos[1], na_file, na_thresh, out_file);
+        if (strcmp(pysum, "3.11") != 0 && strcmp(pysum, "3.12") != 0) {
+            rc = err_set(ERR_INPUT, "eval --python-sum: '%s' is not 3.11 or 3.12", pysum);
+            goto done;
+        }
+        rc = eval_v2(pos[0], pos[1], na_file, na_thresh, !strcmp(pysum, "3.12"), out_file);
         goto flush;
     }
     if (na_file || thresh_given || out_file) {

@@ -7,6 +7,7 @@
 #include "eval/squad_eval.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,8 +15,12 @@
 /* compute_exact / compute_f1 maxed over the gold answers of one question,
  * golds already filtered as get_raw_scores filters them (ngold 0: [""]). */
 static void score_question(const char *pred, size_t npred, const char *const *gold, const size_t *gold_len, int ngold,
-                           int *em, double *f1)
+                           int *em, double *f1, int *f1_int)
 {
+    /* compute_f1 returns a Python int (0, or 1 when both sides are empty)
+     * or a float (the formula, > 0); max keeps the first of equal values.
+     * Whether it is an int matters to Python 3.12's sum() (py_sum). */
+    *f1_int = ngold == 0;
     size_t np;
     char *p = squad_normalize_answer(pred, npred, &np);
     int best_em = 0;
@@ -31,12 +36,55 @@ static void score_question(const char *pred, size_t npred, const char *const *go
         /* a kept gold has tokens: an empty prediction scores 0 */
         double f = np == 0 ? 0.0 : squad_f1(pred, npred, gold[i], gold_len[i]);
         if (e > best_em) best_em = e;
-        if (f > best_f1) best_f1 = f;
+        if (i == 0 || f > best_f1) {
+            best_f1 = f;
+            *f1_int = f == 0.0;
+        }
         free(g);
     }
     free(p);
     *em = best_em;
     *f1 = best_f1;
+}
+
+/* Python's sum() of ints and floats from the int 0: ints add exactly while
+ * no float came; the first float turns the sum into a float; after that,
+ * Python 3.11 adds plainly, 3.12 and later compensate the floats' rounding
+ * (Neumaier, as CPython's builtin_sum) and add ints plainly. */
+typedef struct {
+    int py312, in_float;
+    long long i;
+    double f, c;
+} py_sum;
+
+static void py_sum_int(py_sum *s, long long v)
+{
+    if (!s->in_float) s->i += v;
+    else s->f += (double)v;
+}
+
+static void py_sum_float(py_sum *s, double x)
+{
+    if (!s->in_float) {
+        s->in_float = 1;
+        s->f = (double)s->i + x;
+        s->c = 0.0;
+        return;
+    }
+    if (!s->py312) {
+        s->f += x;
+        return;
+    }
+    double t = s->f + x;
+    if (fabs(s->f) >= fabs(x)) s->c += (s->f - t) + x;
+    else s->c += (x - t) + s->f;
+    s->f = t;
+}
+
+static double py_sum_value(const py_sum *s)
+{
+    if (!s->in_float) return (double)s->i;
+    return s->c != 0.0 && isfinite(s->c) ? s->f + s->c : s->f;
 }
 
 /* 1 when normalize_answer(s) is not empty (the gold filter). */
@@ -69,40 +117,47 @@ typedef struct {
     const int *has_ans, *pred_nonempty;
     const int *exact_raw;
     const double *f1_raw;
+    const int *f1_int;     /* f1_raw[i] is a Python int */
+    int py312;             /* sum() as Python 3.12 and later */
     const double *na;      /* per question; NULL: all 0.0 */
 } raw_scores;
 
 static void make_eval(const raw_scores *s, double thresh, squad2_result *out)
 {
-    double ex_all = 0, f1_all = 0, ex_h = 0, f1_h = 0, ex_n = 0, f1_n = 0;
+    /* [exact, f1] x [all, HasAns, NoAns]: one sum() each, in data order */
+    py_sum sum[2][3];
+    memset(sum, 0, sizeof sum);
+    for (int g = 0; g < 3; g++) sum[0][g].py312 = sum[1][g].py312 = s->py312;
     int nh = 0, nn = 0;
     for (int i = 0; i < s->n; i++) {
-        double na = s->na ? s->na[i] : 0.0, e = s->exact_raw[i], f = s->f1_raw[i];
-        if (na > thresh) e = f = s->has_ans[i] ? 0.0 : 1.0;
-        ex_all += e;
-        f1_all += f;
-        if (s->has_ans[i]) {
-            ex_h += e;
-            f1_h += f;
-            nh++;
-        } else {
-            ex_n += e;
-            f1_n += f;
-            nn++;
+        double na = s->na ? s->na[i] : 0.0;
+        int groups[2] = {0, s->has_ans[i] ? 1 : 2};
+        nh += s->has_ans[i] != 0;
+        nn += !s->has_ans[i];
+        for (int k = 0; k < 2; k++) {
+            py_sum *e = &sum[0][groups[k]], *f = &sum[1][groups[k]];
+            if (na > thresh) { /* float(not has_ans) */
+                py_sum_float(e, s->has_ans[i] ? 0.0 : 1.0);
+                py_sum_float(f, s->has_ans[i] ? 0.0 : 1.0);
+                continue;
+            }
+            py_sum_int(e, s->exact_raw[i]);
+            if (s->f1_int[i]) py_sum_int(f, (long long)s->f1_raw[i]);
+            else py_sum_float(f, s->f1_raw[i]);
         }
     }
     out->total = s->n;
-    out->exact = 100.0 * ex_all / s->n;
-    out->f1 = 100.0 * f1_all / s->n;
+    out->exact = 100.0 * py_sum_value(&sum[0][0]) / s->n;
+    out->f1 = 100.0 * py_sum_value(&sum[1][0]) / s->n;
     out->has_ans_total = nh;
     out->no_ans_total = nn;
     if (nh) {
-        out->has_ans_exact = 100.0 * ex_h / nh;
-        out->has_ans_f1 = 100.0 * f1_h / nh;
+        out->has_ans_exact = 100.0 * py_sum_value(&sum[0][1]) / nh;
+        out->has_ans_f1 = 100.0 * py_sum_value(&sum[1][1]) / nh;
     }
     if (nn) {
-        out->no_ans_exact = 100.0 * ex_n / nn;
-        out->no_ans_f1 = 100.0 * f1_n / nn;
+        out->no_ans_exact = 100.0 * py_sum_value(&sum[0][2]) / nn;
+        out->no_ans_f1 = 100.0 * py_sum_value(&sum[1][2]) / nn;
     }
 }
 
@@ -223,9 +278,10 @@ typedef struct {
     const char **id;
     int *has_ans, *pred_nonempty, *exact;
     double *f1;
+    int *f1_int;
 } qlist;
 
-static void qlist_push(qlist *l, const char *id, int has_ans, int pred_nonempty, int em, double f1)
+static void qlist_push(qlist *l, const char *id, int has_ans, int pred_nonempty, int em, double f1, int f1_int)
 {
     if (l->n == l->cap) {
         l->cap = l->cap ? 2 * l->cap : 256;
@@ -234,12 +290,14 @@ static void qlist_push(qlist *l, const char *id, int has_ans, int pred_nonempty,
         l->pred_nonempty = xrealloc(l->pred_nonempty, sizeof *l->pred_nonempty * (size_t)l->cap);
         l->exact = xrealloc(l->exact, sizeof *l->exact * (size_t)l->cap);
         l->f1 = xrealloc(l->f1, sizeof *l->f1 * (size_t)l->cap);
+        l->f1_int = xrealloc(l->f1_int, sizeof *l->f1_int * (size_t)l->cap);
     }
     l->id[l->n] = id;
     l->has_ans[l->n] = has_ans;
     l->pred_nonempty[l->n] = pred_nonempty;
     l->exact[l->n] = em;
     l->f1[l->n] = f1;
+    l->f1_int[l->n] = f1_int;
     l->n++;
 }
 
@@ -250,6 +308,7 @@ static void qlist_free(qlist *l)
     free(l->pred_nonempty);
     free(l->exact);
     free(l->f1);
+    free(l->f1_int);
 }
 
 /* get_raw_scores: walks data[].paragraphs[].qas[] in file order. */
@@ -306,13 +365,14 @@ static int score_file(const char *data_path, json_t *data, json_t *pred, qlist *
                 json_t *p = json_object_get(pred, id);
                 if (!p) { /* an error once the data is known to be sound */
                     if (!*missing) *missing = id;
-                    qlist_push(l, id, na > 0, 0, 0, 0.0);
+                    qlist_push(l, id, na > 0, 0, 0, 0.0, 1);
                     continue;
                 }
                 int em;
                 double f1;
-                score_question(json_string_value(p), json_string_length(p), gold, gold_len, ng, &em, &f1);
-                qlist_push(l, id, na > 0, json_string_length(p) > 0, em, f1);
+                int f1_int;
+                score_question(json_string_value(p), json_string_length(p), gold, gold_len, ng, &em, &f1, &f1_int);
+                qlist_push(l, id, na > 0, json_string_length(p) > 0, em, f1, f1_int);
             }
         }
     }
@@ -323,7 +383,7 @@ done:
 }
 
 int squad2_eval_files(const char *data_path, const char *pred_path, const char *na_prob_path, double na_prob_thresh,
-                      squad2_result *out)
+                      int python_312_sum, squad2_result *out)
 {
     memset(out, 0, sizeof *out);
     json_t *dj = NULL, *pj = NULL, *nj = NULL;
@@ -358,7 +418,8 @@ int squad2_eval_files(const char *data_path, const char *pred_path, const char *
         na = xmalloc(sizeof *na * (size_t)l.n);
         if ((rc = read_na(na_prob_path, nj, ids, l.n, l.id, &ne, &nne, na))) goto done;
     }
-    raw_scores s = {l.n, l.has_ans, l.pred_nonempty, l.exact, l.f1, na};
+    raw_scores s = {.n = l.n, .has_ans = l.has_ans, .pred_nonempty = l.pred_nonempty, .exact_raw = l.exact, .f1_raw = l.f1,
+                    .f1_int = l.f1_int, .py312 = python_312_sum != 0, .na = na};
     finish(&s, na_prob_thresh, ne, nne, out);
 done:
     free(ne);
@@ -380,6 +441,7 @@ int squad2_eval_examples(const squad_data *d, const char *const *pred, const dou
     int *has_ans = xmalloc(sizeof *has_ans * (size_t)n), *nonempty = xmalloc(sizeof *nonempty * (size_t)n);
     int *exact = xmalloc(sizeof *exact * (size_t)n);
     double *f1 = xmalloc(sizeof *f1 * (size_t)n);
+    int *f1_int = xmalloc(sizeof *f1_int * (size_t)n);
     const char **gold = NULL;
     size_t *gold_len = NULL, gold_cap = 0;
     for (int i = 0; i < n && !rc; i++) {
@@ -402,7 +464,7 @@ int squad2_eval_examples(const squad_data *d, const char *const *pred, const dou
         }
         has_ans[i] = e->n_answers > 0;
         nonempty[i] = pred[i][0] != 0;
-        score_question(pred[i], strlen(pred[i]), gold, gold_len, ng, &exact[i], &f1[i]);
+        score_question(pred[i], strlen(pred[i]), gold, gold_len, ng, &exact[i], &f1[i], &f1_int[i]);
     }
     if (!rc) {
         na_entry *ne = NULL;
@@ -415,7 +477,8 @@ int squad2_eval_examples(const squad_data *d, const char *const *pred, const dou
                 pytext_float_repr(na_prob[i], ne[i].repr, sizeof ne[i].repr);
             }
         }
-        raw_scores s = {n, has_ans, nonempty, exact, f1, na_prob};
+        raw_scores s = {.n = n, .has_ans = has_ans, .pred_nonempty = nonempty, .exact_raw = exact, .f1_raw = f1,
+                        .f1_int = f1_int, .py312 = 0, .na = na_prob};
         finish(&s, na_prob_thresh, ne, n, out);
         free(ne);
     }
@@ -425,6 +488,7 @@ int squad2_eval_examples(const squad_data *d, const char *const *pred, const dou
     free(nonempty);
     free(exact);
     free(f1);
+    free(f1_int);
     return rc;
 }
 

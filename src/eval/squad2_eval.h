@@ -11,9 +11,10 @@
  * 1.0; the probabilities are 0.0 without a file) scores 1 when it has no
  * answer and 0 when it has one. exact/f1 = 100 * sum / count over all
  * questions, then over HasAns and NoAns questions (when there are any);
- * the sums are Python 3.11's sum(): plain left-to-right double additions
- * (Python 3.12's sum() compensates its rounding and may differ in the last
- * digit). With a no-answer file: best_exact / best_f1 and their thresholds,
+ * the sums are Python's sum() (of ints and floats, which it adds
+ * differently): as Python 3.11 and earlier, plain left-to-right additions,
+ * or, with python_312_sum, as 3.12 and later, which compensate the floats'
+ * rounding (the f1 can differ in its last digits). With a no-answer file: best_exact / best_f1 and their thresholds,
  * walking the file's questions by increasing probability (a stable sort:
  * equal values keep the file's order), as find_best_thresh does.
  *
@@ -41,11 +42,12 @@ typedef struct {
 /* evaluate-v2.0.py DATA PRED [--na-prob-file NA] [--na-prob-thresh T].
  * na_prob_path may be NULL. */
 int squad2_eval_files(const char *data_path, const char *pred_path, const char *na_prob_path, double na_prob_thresh,
-                      squad2_result *out);
+                      int python_312_sum, squad2_result *out);
 
 /* The same on loaded data: pred[i] answers d->ex[i] (NULL: missing, an
  * error); na_prob[i] its no-answer probability, or na_prob NULL for none
- * (no best_* then). The best_* walk takes the examples in d's order. */
+ * (no best_* then). The best_* walk takes the examples in d's order; the
+ * sums are Python 3.11's. */
 int squad2_eval_examples(const squad_data *d, const char *const *pred, const double *na_prob, double na_prob_thresh,
                          squad2_result *out);
 

@@ -27,6 +27,8 @@ check plain
 check na --na-prob-file "$D/squad2_hand_na.json"
 check na_t0.5 --na-prob-file="$D/squad2_hand_na.json" --na-prob-thresh 0.5
 check t-1 --na-prob-thresh -1
+check "plain py3.12" --python-sum 3.12
+check "na_t0.5 py3.12" --na-prob-file "$D/squad2_hand_na.json" --na-prob-thresh 0.5 --python-sum=3.12
 
 # --out-file: what the script's -o writes (json.dump, one line)
 cli_n=$((cli_n + 1))
@@ -53,6 +55,8 @@ expect 2 "no no-answer probability for question 'h1'" -- eval --version-2-with-n
 expect 2 "need --version-2-with-negative" -- eval "$D/squad2_hand_data.json" "$D/squad2_hand_pred.json" --out-file "$cli_tmp/x.json"
 expect 2 "need --version-2-with-negative" -- eval "$D/squad2_hand_data.json" "$D/squad2_hand_pred.json" \
     --na-prob-file "$D/squad2_hand_na.json"
+expect 2 "eval --python-sum: '3.10' is not 3.11 or 3.12" -- eval --version-2-with-negative "$D/squad2_hand_data.json" \
+    "$D/squad2_hand_pred.json" --python-sum 3.10
 expect 2 "does not go with --metric cmrc" -- eval --version-2-with-negative --metric cmrc "$D/squad2_hand_data.json" \
     "$D/squad2_hand_pred.json"
 finish

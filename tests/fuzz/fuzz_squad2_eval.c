@@ -1,7 +1,8 @@
 /* squad2_eval_files (evaluate-v2.0.py) on arbitrary bytes: the input is
  * split at its first two NUL bytes into the data file, the predictions and
  * the no-answer file (absent when there is no second NUL); byte 0 of the
- * no-answer part, when present, also picks the threshold. It evaluates or
+ * no-answer part, when present, also picks the threshold, and the data's
+ * length Python 3.11's or 3.12's sum(). It evaluates or
  * fails with ERR_INPUT, and what it prints is consistent: percentages in
  * [0, 100], HasAns + NoAns = total, the JSON fits its buffer. */
 #include "fuzz.h"
@@ -37,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (n2) thresh = th[p2[0] & 3];
     }
     squad2_result r;
-    int rc = squad2_eval_files(dpath, ppath, na, thresh, &r);
+    int rc = squad2_eval_files(dpath, ppath, na, thresh, n0 & 1, &r);
     fuzz_check_rc(rc, "squad2_eval_files");
     if (rc) return 0;
     FUZZ_ASSERT(r.total > 0 && r.has_ans_total >= 0 && r.no_ans_total >= 0 && r.has_ans_total + r.no_ans_total == r.total,
