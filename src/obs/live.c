@@ -1,6 +1,7 @@
 /* The live numbers of a run and their three forms (see live.h). */
 #define _GNU_SOURCE
 #include "obs/live.h"
+#include "core/err.h"
 #include "core/fileio.h"
 
 #include <math.h>
@@ -108,8 +109,19 @@ void live_from_rundir(live_status *s, const rundir *r)
         double t = mtime_of(path_join(path, sizeof path, r->dir, names[i]));
         if (isfinite(t) && !(t <= s->updated_unix)) s->updated_unix = t;
     }
-    const char *mir = rundir_info(r, "mirror");
-    if (mir) snprintf(s->mirror, sizeof s->mirror, "%s", mir);
+    /* the mirror's last line: "unix_time step-N result detail" */
+    char *log;
+    size_t len;
+    path_join(path, sizeof path, r->dir, "mirror.log");
+    if (path_exists(path) && file_read_all(path, &log, &len) == 0) {
+        while (len && log[len - 1] == '\n') log[--len] = 0;
+        char *line = strrchr(log, '\n');
+        line = line ? line + 1 : log;
+        char *sp = strchr(line, ' ');
+        snprintf(s->mirror, sizeof s->mirror, "%s", sp ? sp + 1 : line);
+        free(log);
+    }
+    err_clear();
 }
 
 void live_text(const live_status *s, sbuf *o)
