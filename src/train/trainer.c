@@ -57,6 +57,9 @@ void trainer_opts_default(trainer_opts *o)
     o->monitor_interval = 1;
     o->n_best = PREDICT_N_BEST;
     o->max_answer_length = PREDICT_MAX_ANSWER_LENGTH;
+    o->http_port = -1;
+    o->http_bind = "127.0.0.1";
+    o->mirror_keep = -1;
 }
 
 int trainer_opts_check(const trainer_opts *o)
@@ -148,6 +151,7 @@ static int stop_on_signal(run_ctx *c)
     int rc = 0;
     if (c->last_saved_step != c->st.step) rc = run_save_checkpoint(c);
     if (rc) return rc;
+    obs_state(c->obs, "stopped");
     printf("stopped by signal %d at step %lld; checkpoint saved; run the same command to resume\n", (int)g_stop,
            (long long)c->st.step);
     fflush(stdout);
@@ -176,6 +180,7 @@ static int finish(run_ctx *c)
         }
         if (rc) return rc;
     }
+    obs_state(c->obs, "done");
     if (!o->quiet) {
         char d[32];
         run_fmt_duration(d, sizeof d, c->st.elapsed_s + (run_now() - c->t0));
