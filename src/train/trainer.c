@@ -10,6 +10,7 @@
 #include "core/err.h"
 #include "train/ckpt.h"
 
+#include <arpa/inet.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -81,6 +82,11 @@ int trainer_opts_check(const trainer_opts *o)
     if (o->micro_batch > o->batch)
         return err_set(ERR_INPUT, "train: --micro-batch %d is larger than --batch %d", o->micro_batch, o->batch);
     if (o->dropout >= 1) return err_set(ERR_INPUT, "train --dropout: %g must be below 1", o->dropout);
+    if (o->http_port >= 0 && o->http_bind && *o->http_bind) {
+        unsigned char addr[16];
+        if (inet_pton(AF_INET, o->http_bind, addr) != 1 && inet_pton(AF_INET6, o->http_bind, addr) != 1)
+            return err_set(ERR_INPUT, "train --http-bind %s: not an IPv4 or IPv6 address", o->http_bind);
+    }
     return 0;
 }
 
