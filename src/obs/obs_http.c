@@ -189,6 +189,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *con, const char 
         free(c);
         return reply(con, MHD_HTTP_OK, &b, "text/html; charset=utf-8");
     }
+    if (!strcmp(url, "/favicon.ico")) /* browsers ask; no icon, and no error in their console */
+        return reply(con, MHD_HTTP_NO_CONTENT, &b, "image/x-icon");
     sb_puts(&b, "not found; try /, /api/status or /metrics\n");
     return reply(con, MHD_HTTP_NOT_FOUND, &b, "text/plain; charset=utf-8");
 }
