@@ -51,7 +51,7 @@ int cmd_train(int argc, char **argv)
         {"monitor-interval", ARG_DOUBLE, &o.monitor_interval, "S", "seconds between resource samples (0 = off)", .min = 0, .max = 86400},
         {"n-best", ARG_INT, &o.n_best, "N", "candidates per window in post-processing", .min = 1, .max = 1000},
         {"max-answer-length", ARG_INT, &o.max_answer_length, "N", "longest answer in tokens", .min = 1, .max = 8192},
-        {"http", ARG_INT, &o.http_port, "PORT", "serve a live page (charts, progress, /api/status, /metrics) on this port while training (0 = any free port)", .min = 0, .max = 65535},
+        {"http", ARG_INT, &o.http_port, "PORT", "serve a live page (charts, progress, /api/status, /metrics) on this port while training (0 = any free port; default: no page)", .min = 0, .max = 65535},
         {"http-bind", ARG_STR, &o.http_bind, "ADDR", "address of the live page (0.0.0.0: every interface)", .min = 0},
         {"mirror", ARG_STR, &o.mirror_dir, "DIR", "copy each checkpoint to DIR/checkpoints in the background (a mounted Drive); --resume auto looks there when RUN has none", .min = 0},
         {"mirror-keep", ARG_INT, &o.mirror_keep, "K", "checkpoints kept in the mirror (default: as --keep; 0 = all)", .min = 0, .max = 1000000},

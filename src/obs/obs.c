@@ -175,6 +175,7 @@ int obs_open(obs_run **out, const char *run_dir, const obs_options *o)
         info_put(r, "host", buf);
     }
     info_put(r, "bertc", BERTC_VERSION);
+    info_put(r, "state", "training"); /* obs_state says otherwise at the end; a killed run stays "training" */
     if (o->resume_step > 0) {
         const char *prev = info_find(r, "resumes");
         snprintf(buf, sizeof buf, "%ld", (prev ? atol(prev) : 0) + 1);
