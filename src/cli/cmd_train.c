@@ -53,6 +53,10 @@ int cmd_train(int argc, char **argv)
         {"max-answer-length", ARG_INT, &o.max_answer_length, "N", "longest answer in tokens", .min = 1, .max = 8192},
         {"version-2-with-negative", ARG_FLAG, &o.version_2_with_negative, NULL, "SQuAD 2.0: unanswerable (is_impossible) questions trained at [CLS]; --dev scored with evaluate-v2.0.py's metric, RUN/null_odds.json", .min = 0},
         {"null-score-diff-threshold", ARG_DOUBLE, &o.null_score_diff_threshold, "X", "with --version-2-with-negative: answer \"\" when the null score beats the best span's by more than X (default 0.0)", .min = -1e9, .max = 1e9},
+        {"http", ARG_INT, &o.http_port, "PORT", "serve a live page (charts, progress, /api/status, /metrics) on this port while training (0 = any free port; default: no page)", .min = 0, .max = 65535},
+        {"http-bind", ARG_STR, &o.http_bind, "ADDR", "address of the live page (0.0.0.0: every interface)", .min = 0},
+        {"mirror", ARG_STR, &o.mirror_dir, "DIR", "copy each checkpoint to DIR/checkpoints in the background (a mounted Drive); --resume auto looks there when RUN has none", .min = 0},
+        {"mirror-keep", ARG_INT, &o.mirror_keep, "K", "checkpoints kept in the mirror (default: as --keep; 0 = all)", .min = 0, .max = 1000000},
         {"supervise", ARG_INT, &supervise, "N", "restart the trainer after a crash or kill, up to N times (resuming)", .min = 0, .max = SUPERVISE_MAX_RESTARTS},
         {0},
     };

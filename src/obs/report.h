@@ -32,4 +32,12 @@ int report_render(const char *run_dir, sbuf *html);
 /* Renders and writes it atomically to out_path (NULL = RUN/report.html). */
 int report_write(const char *run_dir, const char *out_path);
 
+/* The page's charts alone (the live page draws the same ones): the chart
+ * cards into charts, and "<li>" items naming the charts left out (and why)
+ * into empty (may be NULL). */
+#include "obs/rundir.h"
+void report_charts(const rundir *d, sbuf *charts, sbuf *empty);
+/* The page's style sheet. */
+extern const char report_css[];
+
 #endif

@@ -64,6 +64,8 @@ typedef struct {
     int tty;
     int log_warned;     /* a CSV write failed (reported once) */
     double last_progress;
+    /* run_save.c's: the --mirror copier (NULL: none) */
+    struct mirror *mir;
 } run_ctx;
 
 /* run_setup.c: everything before the first step; ERR_INPUT for bad input
@@ -86,6 +88,10 @@ int run_evaluate(run_ctx *c, const char *pred_path, int print);
  * and the export of RUN/final/. */
 int run_save_checkpoint(run_ctx *c);
 int run_export_final(run_ctx *c, char *final_dir, size_t cap);
+/* --mirror: starts the copier (a mirror that cannot start is one warning,
+ * the run goes on without it); stop waits for the last copy (bounded). */
+void run_mirror_start(run_ctx *c);
+void run_mirror_stop(run_ctx *c);
 
 /* run_log.c */
 double run_now(void);

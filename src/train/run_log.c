@@ -77,6 +77,8 @@ int run_log_open(run_ctx *c)
     oo.train_data = o->train_path;
     oo.dev_data = o->dev_path;
     oo.options = opts;
+    oo.http_port = o->http_port;
+    oo.http_bind = o->http_bind;
     if (obs_open(&c->obs, o->out_dir, &oo) != 0) {
         log_warn("%s (carrying on without TensorBoard, monitor and report)", err_msg());
         err_clear();
@@ -144,6 +146,8 @@ void run_log_step(run_ctx *c, double loss, float scale, const optim_result *res)
                    res->grad_norm, (double)scale, rate, elapsed) != 0)
         warn_once(&c->log_warned, "metrics.csv");
     obs_step(c->obs, &(obs_step_metrics){c->st.step, epoch, loss, res->lr, res->grad_norm, scale, rate});
+    obs_live_progress(c->obs, c->st.step, c->total, elapsed,
+                      rate > 0 ? (double)(c->total - c->st.step) * c->o->batch / rate : NAN);
     if (!res->skipped) return;
     if (c->ls.enabled)
         log_warn("step %lld: non-finite loss or gradient at loss scale %g, update skipped; loss scale now %g "

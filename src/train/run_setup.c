@@ -11,6 +11,7 @@
 #include "core/fileio.h"
 #include "train/ckpt.h"
 #include "train/microbatch.h"
+#include "train/mirror.h"
 #include "train/train_ckpt.h"
 
 #include <dirent.h>
@@ -211,6 +212,14 @@ static int prepare_run_dir(run_ctx *c, char *ckdir, size_t cap, int *resumed)
         int64_t step;
         int damaged = 0;
         rc = ckpt_find_latest(o->out_dir, ckdir, cap, &step, &damaged);
+        /* a fresh VM: the run dir has no valid checkpoint, the mirror may */
+        if (rc == 1 && o->mirror_dir && path_is_dir(o->mirror_dir) &&
+            mirror_find_latest(o->mirror_dir, ckdir, cap, &step) == 0) {
+            log_info("--resume auto: %s has no valid checkpoint; resuming from the mirror: %s", o->out_dir, ckdir);
+            *resumed = 1;
+            return 0;
+        }
+        err_clear();
         if (rc == 1 && damaged)
             return err_set(ERR_RUNTIME,
                            "%s/checkpoints: all %d checkpoints are damaged (see the warnings above); nothing was "
@@ -347,6 +356,7 @@ int run_setup(run_ctx *c)
     if (!rc) rc = loader_batch_init(&c->mb, c->micro, c->T);
     if (!rc) rc = run_log_open(c);
     if (rc) return rc;
+    run_mirror_start(c);
     c->last_saved_step = c->resumed ? c->st.step : -1;
     if (!o->quiet) run_log_startup(c, train_hit, dev_hit);
     if (c->resumed && c->st.step == c->total && !o->quiet)
@@ -356,6 +366,7 @@ int run_setup(run_ctx *c)
 
 void run_cleanup(run_ctx *c)
 {
+    run_mirror_stop(c); /* before the hub closes: the mirror reports to it */
     run_log_close(c);
     if (c->lock_fd >= 0) close(c->lock_fd);
     loader_batch_free(&c->mb);

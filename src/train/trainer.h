@@ -75,6 +75,11 @@ typedef struct {
      * fingerprint; the threshold (evaluation only) is not. */
     int version_2_with_negative;
     double null_score_diff_threshold;
+    /* the live page and the mirror (obs/obs_http.h, train/mirror.h) */
+    int http_port;          /* --http PORT; -1 = no page, 0 = any free port */
+    const char *http_bind;  /* --http-bind ADDR; default 127.0.0.1 */
+    const char *mirror_dir; /* --mirror DIR; NULL = none. --resume auto also looks there */
+    int mirror_keep;        /* checkpoints kept in the mirror; -1 = as --keep */
 } trainer_opts;
 
 void trainer_opts_default(trainer_opts *o);
