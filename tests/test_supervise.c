@@ -296,17 +296,34 @@ static void test_crash_then_done(const char *how, const char *signame, int code)
     free(a3);
 }
 
-static void test_gives_up(void)
+/* A fresh case whose fake trainer always fails the way SUPTEST_HOW says:
+ * supervise_run(max_restarts) on "train --out RUN" (g_run); the attempts
+ * record and restarts.csv (NULL when absent) come back malloc'ed. */
+static char g_run[4200];
+static int always_failing(const char *how, int max_restarts, char **att, char **log)
 {
     new_case("crash");
     setenv("SUPTEST_CRASHES", "100", 1);
-    setenv("SUPTEST_HOW", "exit1", 1);
-    char run[4200];
-    snprintf(run, sizeof run, "%s/run", g_dir);
-    char *a[] = {"train", "--out", run};
+    setenv("SUPTEST_HOW", how, 1);
+    snprintf(g_run, sizeof g_run, "%s/run", g_dir);
+    char *a[] = {"train", "--out", g_run};
     err_clear();
-    int rc = supervise_run(2, 3, a, run);
-    char *att = read_rec("attempts"), *log = read_rec("run/" SUPERVISE_LOG);
+    int rc = supervise_run(max_restarts, 3, a, g_run);
+    /* reading the records must not change the error the caller checks */
+    char msg[1024];
+    int code = err_code();
+    snprintf(msg, sizeof msg, "%s", err_msg());
+    *att = read_rec("attempts");
+    *log = read_rec("run/" SUPERVISE_LOG);
+    err_clear();
+    if (code) err_set(code, "%s", msg);
+    return rc;
+}
+
+static void test_gives_up(void)
+{
+    char *att, *log;
+    int rc = always_failing("exit1", 2, &att, &log);
     printf("always exit 1, --supervise 2: rc %d, '%s', %d attempts\n", rc, err_msg(), count_lines(att));
     CHECK(rc == 1 && err_code() == ERR_RUNTIME && strstr(err_msg(), "giving up after 2 restarts") &&
               strstr(err_msg(), "attempt 3 exited with code 1"),
@@ -318,33 +335,22 @@ static void test_gives_up(void)
     free(log);
 
     /* --supervise 0: one attempt, its signal as 128+N, no log. */
-    new_case("crash");
-    setenv("SUPTEST_HOW", "kill", 1);
-    snprintf(run, sizeof run, "%s/run", g_dir);
-    err_clear();
-    rc = supervise_run(0, 3, a, run);
-    att = read_rec("attempts");
+    rc = always_failing("kill", 0, &att, &log);
     printf("SIGKILL, --supervise 0: rc %d, '%s'\n", rc, err_msg());
     CHECK(rc == 137 && strstr(err_msg(), "signal 9 (SIGKILL)") && strstr(err_msg(), "giving up after 0 restarts"),
           "rc %d, '%s'", rc, err_msg());
-    CHECK(count_lines(att) == 1 && !path_exists(run), "%d attempts, run dir %s", count_lines(att),
-          path_exists(run) ? "made" : "absent");
+    CHECK(count_lines(att) == 1 && !path_exists(g_run), "%d attempts, run dir %s", count_lines(att),
+          path_exists(g_run) ? "made" : "absent");
     free(att);
+    free(log);
 }
 
 /* The same error line twice: stop after 2 attempts, not max + 1. An error
  * that changes is restarted as before. */
 static void test_repeat(void)
 {
-    new_case("crash");
-    setenv("SUPTEST_CRASHES", "100", 1);
-    setenv("SUPTEST_HOW", "same", 1);
-    char run[4200];
-    snprintf(run, sizeof run, "%s/run", g_dir);
-    char *a[] = {"train", "--out", run};
-    err_clear();
-    int rc = supervise_run(5, 3, a, run);
-    char *att = read_rec("attempts"), *log = read_rec("run/" SUPERVISE_LOG);
+    char *att, *log;
+    int rc = always_failing("same", 5, &att, &log);
     printf("the same error every time, --supervise 5: rc %d, %d attempts, '%s'\n", rc, count_lines(att), err_msg());
     CHECK(rc == 1 && err_code() == ERR_RUNTIME && strstr(err_msg(), "attempt 2 failed as attempt 1 did") &&
               strstr(err_msg(), "(4 restarts left): bad data at step 6"),
@@ -355,16 +361,12 @@ static void test_repeat(void)
     free(att);
     free(log);
 
-    new_case("crash");
-    setenv("SUPTEST_HOW", "moving", 1);
-    snprintf(run, sizeof run, "%s/run", g_dir);
-    err_clear();
-    rc = supervise_run(3, 3, a, run);
-    att = read_rec("attempts");
+    rc = always_failing("moving", 3, &att, &log);
     printf("an error that changes, --supervise 3: rc %d, %d attempts, '%s'\n", rc, count_lines(att), err_msg());
     CHECK(rc == 1 && count_lines(att) == 4 && strstr(err_msg(), "giving up after 3 restarts"), "rc %d, %d attempts, '%s'",
           rc, count_lines(att), err_msg());
     free(att);
+    free(log);
     unsetenv("SUPTEST_CRASHES");
     unsetenv("SUPTEST_HOW");
 }
