@@ -5,6 +5,7 @@
  * window layout on a hand-made example, the "question too long" errors,
  * max_query_length, thread-count determinism and the .npy writer. */
 #include "testutil.h"
+#include "features_equal.h"
 #include "core/err.h"
 #include "core/fileio.h"
 #include "core/npy.h"
@@ -371,16 +372,6 @@ static void test_edges(const tok_pair *tp)
         features_free(&f);
     }
     squad_free(&d);
-}
-
-static int features_equal(const features *a, const features *b)
-{
-    if (a->n != b->n || a->T != b->T) return 0;
-    size_t c = (size_t)a->n * a->T * 4, r = (size_t)a->n * 4;
-    return !memcmp(a->input_ids, b->input_ids, c) && !memcmp(a->token_type_ids, b->token_type_ids, c) &&
-           !memcmp(a->attention_mask, b->attention_mask, c) && !memcmp(a->offset_begin, b->offset_begin, c) &&
-           !memcmp(a->offset_end, b->offset_end, c) && !memcmp(a->start_positions, b->start_positions, r) &&
-           !memcmp(a->end_positions, b->end_positions, r) && !memcmp(a->example, b->example, r);
 }
 
 static void test_threads_and_npy(void)

@@ -12,8 +12,8 @@
  *                 resumes, skipped_steps ... (obs_open / obs_set_info); a
  *                 skipped_steps or skipped column in metrics.csv (a running
  *                 count) is used when info.csv has no skipped_steps
- *   checkpoints/step-N/   counted; restarts.log: one line per supervisor
- *                 restart, counted
+ *   checkpoints/step-N/   counted; restarts.csv: the supervisor's rows,
+ *                 its restarts counted
  *
  * Charts: loss, learning rate, throughput, gradient norm, loss scale (when
  * it changes), evaluation EM/F1, GPU utilisation, GPU memory, GPU
