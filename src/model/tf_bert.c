@@ -254,3 +254,33 @@ int tf_bert_load(const char *config_path, const char *prefix, uint64_t seed, ber
     *block = blk;
     return 0;
 }
+
+int tf_bert_export(const char *config_path, const char *prefix, const char *vocab_path, int lower_case,
+                   const char *dst, uint64_t seed, int *qa_initialised)
+{
+    bert_config cfg;
+    param_table t;
+    float *block;
+    char *vtext = NULL;
+    size_t vlen = 0;
+    int rc = file_read_all(vocab_path, &vtext, &vlen);
+    if (rc) return rc;
+    if ((rc = tf_bert_load(config_path, prefix, seed, &cfg, &t, &block, qa_initialised))) {
+        free(vtext);
+        return rc;
+    }
+    rc = model_save(dst, &cfg, &t, block, NULL);
+    char p[PATH_MAX], tc[256];
+    if (!rc) rc = file_write_atomic(path_join(p, sizeof p, dst, "vocab.txt"), vtext, vlen);
+    if (!rc) {
+        int n = snprintf(tc, sizeof tc,
+                         "{\n  \"do_lower_case\": %s,\n  \"model_max_length\": %d,\n"
+                         "  \"tokenizer_class\": \"BertTokenizer\"\n}\n",
+                         lower_case ? "true" : "false", cfg.max_position_embeddings);
+        rc = file_write_atomic(path_join(p, sizeof p, dst, "tokenizer_config.json"), tc, (size_t)n);
+    }
+    free(vtext);
+    free(block);
+    param_table_free(&t);
+    return rc;
+}

@@ -34,6 +34,14 @@ int tf_find_checkpoint(const char *dir, char *prefix, size_t cap, int *found);
  * values finite, every tensor's CRC-32C checked. */
 int tf_bert_load(const char *config_path, const char *prefix, uint64_t seed, bert_config *cfg, param_table *t,
                  float **block, int *qa_initialised);
+/* Writes a Hugging Face model dir DST (config.json, model.safetensors,
+ * vocab.txt, tokenizer_config.json with do_lower_case = lower_case, which
+ * BertForQuestionAnswering / AutoTokenizer .from_pretrained load) from a
+ * Google checkpoint: config_path, PREFIX, vocab_path. *qa_initialised as
+ * tf_bert_load. Files are written atomically; on error the caller removes
+ * DST if it created it. */
+int tf_bert_export(const char *config_path, const char *prefix, const char *vocab_path, int lower_case,
+                   const char *dst, uint64_t seed, int *qa_initialised);
 /* The TF name of a parameter-table name and whether it is transposed;
  * 0 on success, -1 for a name outside the table's scheme. */
 int tf_bert_name(const char *hf_name, char *tf_name, size_t cap, int *transposed);
