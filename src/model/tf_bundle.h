@@ -72,6 +72,9 @@ const tfb_entry *tfb_find(const tfb_bundle *b, const char *name);
 /* Reads a FLOAT, HALF, BFLOAT16 or DOUBLE tensor of exactly n elements as
  * fp32, after checking its CRC-32C. Only after tfb_open. */
 int tfb_read_f32(const tfb_bundle *b, const tfb_entry *e, float *out, size_t n);
+/* 0 only in tests/fuzz/fuzz_tf_index.c, so that mutated inputs get past
+ * the block checksums to the parser behind them; 1 everywhere else. */
+extern int tfb_check_block_crc;
 /* "float", "int64", ... or "dtype N". */
 const char *tfb_dtype_name(int dtype, char *buf, size_t cap);
 
