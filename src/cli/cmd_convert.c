@@ -15,45 +15,13 @@
 
 const char cmd_convert_summary[] = "convert a Google BERT (TensorFlow) checkpoint into a Hugging Face model dir";
 
-/* SRC is a Google dir, or a checkpoint prefix (DIR/model.ckpt-1000) whose
- * dir holds bert_config.json and vocab.txt. */
-static int resolve_src(const char *src, char *prefix, char *config, char *vocab_out, char *dir, size_t cap)
-{
-    char p[PATH_MAX];
-    if (path_is_dir(src)) {
-        snprintf(dir, cap, "%s", src);
-        if (path_exists(path_join(p, sizeof p, src, "model.safetensors")))
-            return err_set(ERR_INPUT, "%s: already a Hugging Face model dir (model.safetensors); bertc reads it as it is",
-                           src);
-        int found, rc = tf_find_checkpoint(src, prefix, cap, &found);
-        if (rc) return rc;
-        if (!found)
-            return err_set(ERR_INPUT, "%s: no TensorFlow checkpoint (no `checkpoint` file and no *.ckpt*.index)", src);
-    } else {
-        snprintf(p, sizeof p, "%s.index", src);
-        if (!path_exists(p))
-            return err_set(ERR_INPUT, "%s: neither a directory nor a checkpoint prefix (no %s)", src, p);
-        snprintf(prefix, cap, "%s", src);
-        snprintf(dir, cap, "%s", src);
-        char *slash = strrchr(dir, '/');
-        if (slash) *slash = 0;
-        else snprintf(dir, cap, ".");
-    }
-    if (!path_exists(path_join(config, cap, dir, "bert_config.json")) &&
-        !path_exists(path_join(config, cap, dir, "config.json")))
-        return err_set(ERR_INPUT, "%s: no bert_config.json (or config.json) beside the checkpoint", dir);
-    if (!path_exists(path_join(vocab_out, cap, dir, "vocab.txt")))
-        return err_set(ERR_INPUT, "%s/vocab.txt: no such file (a BERT model dir needs the WordPiece vocab.txt)", dir);
-    return 0;
-}
-
 int cmd_convert(int argc, char **argv)
 {
     int cased = 0, uncased = 0, force = 0;
     int64_t seed = 42;
     const arg_spec specs[] = {
         {"cased", ARG_FLAG, &cased, NULL, "the model is cased: tokenizer_config.json says do_lower_case false", .min = 0},
-        {"uncased", ARG_FLAG, &uncased, NULL, "the model is uncased (the default, unless the path names cased_L-)",
+        {"uncased", ARG_FLAG, &uncased, NULL, "the model is uncased (the default, unless SRC has a tokenizer_config.json)",
          .min = 0},
         {"seed", ARG_I64, &seed, "N", "seed for qa_outputs when the checkpoint has no cls/squad (pre-trained)", .min = 0,
          .max = 9007199254740991.0},
@@ -79,27 +47,22 @@ int cmd_convert(int argc, char **argv)
     free(pos);
     if (cased && uncased) return err_set(ERR_INPUT, "convert: --cased and --uncased contradict each other");
     char prefix[PATH_MAX], config[PATH_MAX], vocab_path[PATH_MAX], dir[PATH_MAX], p[PATH_MAX];
-    if ((rc = resolve_src(src, prefix, config, vocab_path, dir, PATH_MAX))) return rc;
+    if ((rc = tf_bert_resolve(src, prefix, config, vocab_path, dir, PATH_MAX))) return rc;
     if (path_exists(dst) && !path_is_dir(dst)) return err_set(ERR_INPUT, "%s: exists and is not a directory", dst);
     if (!force && (path_exists(path_join(p, sizeof p, dst, "model.safetensors")) ||
                    path_exists(path_join(p, sizeof p, dst, "config.json"))))
         return err_set(ERR_INPUT, "%s: already holds a model (config.json or model.safetensors); use --force to "
                        "replace it", dst);
-    /* Google's own rule (tokenization.validate_case_matches_checkpoint):
-     * the release dirs are named cased_L-... and uncased_L-.... */
-    int lower = 1;
-    if (cased) lower = 0;
-    else if (!uncased) {
-        const char *c = strstr(prefix, "cased_L-");
-        if (c && (c == prefix || c[-1] != 'n')) lower = 0;
-    }
+    /* As bertc reads the dir: its tokenizer_config.json, else uncased
+     * (BertTokenizer's default); --cased / --uncased override. */
+    int lower = cased ? 0 : uncased ? 1 : -1;
     /* The vocab is checked as every later command will load it. */
     vocab *v = NULL;
     if ((rc = vocab_load(vocab_path, &v))) return rc;
     vocab_free(v);
     int created = !path_exists(dst), qa = 0;
     if ((rc = mkdir_p(dst))) return rc;
-    rc = tf_bert_export(config, prefix, vocab_path, lower, dst, (uint64_t)seed, &qa);
+    rc = tf_bert_export(config, prefix, vocab_path, dir, lower, dst, (uint64_t)seed, &qa);
     if (rc) {
         if (created) remove_tree(dst);
         else {
@@ -109,7 +72,7 @@ int cmd_convert(int argc, char **argv)
         }
         return rc;
     }
-    printf("%s -> %s: do_lower_case %s%s\n", prefix, dst, lower ? "true" : "false",
+    printf("%s -> %s%s\n", prefix, dst,
            qa ? "; no cls/squad in the checkpoint (pre-trained): qa_outputs initialised" : "");
     return 0;
 }

@@ -255,9 +255,15 @@ int tf_bert_load(const char *config_path, const char *prefix, uint64_t seed, ber
     return 0;
 }
 
-int tf_bert_export(const char *config_path, const char *prefix, const char *vocab_path, int lower_case,
-                   const char *dst, uint64_t seed, int *qa_initialised)
+int tf_bert_export(const char *config_path, const char *prefix, const char *vocab_path, const char *src_dir,
+                   int lower_case, const char *dst, uint64_t seed, int *qa_initialised)
 {
+    char tcp[PATH_MAX];
+    if (lower_case < 0) {
+        /* tokenizer_config.json of the source dir, copied as it is; else uncased. */
+        if (src_dir && path_exists(path_join(tcp, sizeof tcp, src_dir, "tokenizer_config.json"))) lower_case = 2;
+        else lower_case = 1;
+    }
     bert_config cfg;
     param_table t;
     float *block;
@@ -272,7 +278,14 @@ int tf_bert_export(const char *config_path, const char *prefix, const char *voca
     rc = model_save(dst, &cfg, &t, block, NULL);
     char p[PATH_MAX], tc[256];
     if (!rc) rc = file_write_atomic(path_join(p, sizeof p, dst, "vocab.txt"), vtext, vlen);
-    if (!rc) {
+    if (!rc && lower_case == 2) {
+        char *tctext;
+        size_t tclen;
+        if (!(rc = file_read_all(tcp, &tctext, &tclen))) {
+            rc = file_write_atomic(path_join(p, sizeof p, dst, "tokenizer_config.json"), tctext, tclen);
+            free(tctext);
+        }
+    } else if (!rc) {
         int n = snprintf(tc, sizeof tc,
                          "{\n  \"do_lower_case\": %s,\n  \"model_max_length\": %d,\n"
                          "  \"tokenizer_class\": \"BertTokenizer\"\n}\n",
@@ -282,5 +295,59 @@ int tf_bert_export(const char *config_path, const char *prefix, const char *voca
     free(vtext);
     free(block);
     param_table_free(&t);
+    return rc;
+}
+
+/* SRC is a Google dir, or a checkpoint prefix (DIR/model.ckpt-1000) whose
+ * dir holds bert_config.json and vocab.txt. */
+int tf_bert_resolve(const char *src, char *prefix, char *config, char *vocab_out, char *dir, size_t cap)
+{
+    char p[PATH_MAX];
+    if (path_is_dir(src)) {
+        snprintf(dir, cap, "%s", src);
+        if (path_exists(path_join(p, sizeof p, src, "model.safetensors")))
+            return err_set(ERR_INPUT, "%s: already a Hugging Face model dir (model.safetensors); bertc reads it as it is",
+                           src);
+        int found, rc = tf_find_checkpoint(src, prefix, cap, &found);
+        if (rc) return rc;
+        if (!found)
+            return err_set(ERR_INPUT, "%s: no TensorFlow checkpoint (no `checkpoint` file and no *.ckpt*.index)", src);
+    } else {
+        snprintf(p, sizeof p, "%s.index", src);
+        if (!path_exists(p))
+            return err_set(ERR_INPUT, "%s: neither a directory nor a checkpoint prefix (no %s)", src, p);
+        snprintf(prefix, cap, "%s", src);
+        snprintf(dir, cap, "%s", src);
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = 0;
+        else snprintf(dir, cap, ".");
+    }
+    if (!path_exists(path_join(config, cap, dir, "bert_config.json")) &&
+        !path_exists(path_join(config, cap, dir, "config.json")))
+        return err_set(ERR_INPUT, "%s: no bert_config.json (or config.json) beside the checkpoint", dir);
+    if (!path_exists(path_join(vocab_out, cap, dir, "vocab.txt")))
+        return err_set(ERR_INPUT, "%s/vocab.txt: no such file (a BERT model dir needs the WordPiece vocab.txt)", dir);
+    return 0;
+}
+
+
+int tf_bert_is_google_dir(const char *dir)
+{
+    char p[PATH_MAX];
+    if (!path_is_dir(dir) || path_exists(path_join(p, sizeof p, dir, "model.safetensors"))) return 0;
+    int found = 0;
+    if (tf_find_checkpoint(dir, p, sizeof p, &found)) {
+        err_clear();
+        return 1; /* a broken or ambiguous one: tf_bert_resolve says why */
+    }
+    return found;
+}
+
+int tf_bert_export_dir(const char *src, const char *dst, int lower_case, uint64_t seed, int *qa_initialised)
+{
+    char prefix[PATH_MAX], config[PATH_MAX], vocab[PATH_MAX], dir[PATH_MAX];
+    int rc = tf_bert_resolve(src, prefix, config, vocab, dir, PATH_MAX);
+    if (!rc) rc = mkdir_p(dst);
+    if (!rc) rc = tf_bert_export(config, prefix, vocab, dir, lower_case, dst, seed, qa_initialised);
     return rc;
 }

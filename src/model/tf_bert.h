@@ -35,13 +35,25 @@ int tf_find_checkpoint(const char *dir, char *prefix, size_t cap, int *found);
 int tf_bert_load(const char *config_path, const char *prefix, uint64_t seed, bert_config *cfg, param_table *t,
                  float **block, int *qa_initialised);
 /* Writes a Hugging Face model dir DST (config.json, model.safetensors,
- * vocab.txt, tokenizer_config.json with do_lower_case = lower_case, which
- * BertForQuestionAnswering / AutoTokenizer .from_pretrained load) from a
- * Google checkpoint: config_path, PREFIX, vocab_path. *qa_initialised as
- * tf_bert_load. Files are written atomically; on error the caller removes
- * DST if it created it. */
-int tf_bert_export(const char *config_path, const char *prefix, const char *vocab_path, int lower_case,
-                   const char *dst, uint64_t seed, int *qa_initialised);
+ * vocab.txt, tokenizer_config.json, which BertForQuestionAnswering /
+ * AutoTokenizer .from_pretrained load) from a Google checkpoint:
+ * config_path, PREFIX, vocab_path. tokenizer_config.json says
+ * do_lower_case = lower_case (0 or 1); with lower_case -1 it is src_dir's
+ * tokenizer_config.json when there is one, else do_lower_case true (as bertc
+ * reads such a dir). *qa_initialised as tf_bert_load. Files are written
+ * atomically; on error the caller removes DST if it created it. */
+int tf_bert_export(const char *config_path, const char *prefix, const char *vocab_path, const char *src_dir,
+                   int lower_case, const char *dst, uint64_t seed, int *qa_initialised);
+/* SRC is a Google dir (its checkpoint found by tf_find_checkpoint) or a
+ * checkpoint prefix (DIR/model.ckpt-1000) whose dir holds bert_config.json
+ * (or config.json) and vocab.txt: fills prefix, config, vocab and dir (each
+ * cap bytes). ERR_INPUT for an HF dir (model.safetensors) or no checkpoint. */
+int tf_bert_resolve(const char *src, char *prefix, char *config, char *vocab_out, char *dir, size_t cap);
+/* tf_bert_resolve(src) then tf_bert_export into dst (created). */
+int tf_bert_export_dir(const char *src, const char *dst, int lower_case, uint64_t seed, int *qa_initialised);
+/* 1 when DIR holds no model.safetensors but a TF checkpoint (an index named
+ * *.ckpt*.index or a `checkpoint` file). */
+int tf_bert_is_google_dir(const char *dir);
 /* The TF name of a parameter-table name and whether it is transposed;
  * 0 on success, -1 for a name outside the table's scheme. */
 int tf_bert_name(const char *hf_name, char *tf_name, size_t cap, int *transposed);

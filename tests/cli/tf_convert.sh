@@ -20,7 +20,7 @@ check '[ "$rc" -eq 0 ]'
 
 # convert, then the HF dir predicts byte-identically
 run convert "$G" "$t/hf"
-check '[ "$rc" -eq 0 ] && grep -qF "do_lower_case true" "$t/out"'
+check '[ "$rc" -eq 0 ] && grep -qF "\"do_lower_case\": true" "$t/hf/tokenizer_config.json"'
 for f in config.json model.safetensors vocab.txt tokenizer_config.json; do check '[ -s "$t/hf/$f" ]'; done
 check 'cmp -s "$G/vocab.txt" "$t/hf/vocab.txt"'
 check 'grep -qF "\"model_type\": \"bert\"" "$t/hf/config.json" && grep -qF "\"hidden_size\": 8" "$t/hf/config.json"'
@@ -36,6 +36,14 @@ cp "$G/bert_model.ckpt.data-00000-of-00001" "$t/two/model.ckpt-7.data-00000-of-0
 printf 'model_checkpoint_path: "model.ckpt-7"\nall_model_checkpoint_paths: "model.ckpt-7"\n' >"$t/two/checkpoint"
 run convert "$t/two" "$t/hf3"
 check '[ "$rc" -eq 0 ] && grep -qF "model.ckpt-7 ->" "$t/out"'
+
+# train --model GOOGLE_DIR: converted into RUN/init_model, then trained; a
+# second run resumes (the conversion gives the same bytes: the fingerprint matches)
+run train --model "$G" --train "$D" --out "$t/run" --max-steps 2 --batch 2 --max-seq-length 32 --doc-stride 8 --save-every 1 --threads 1
+check '[ "$rc" -eq 0 ] && [ -s "$t/run/init_model/model.safetensors" ] && [ -s "$t/run/final/model.safetensors" ]'
+check 'cmp -s "$t/run/init_model/model.safetensors" "$t/hf/model.safetensors"'
+run train --model "$G" --train "$D" --out "$t/run" --max-steps 3 --batch 2 --max-seq-length 32 --doc-stride 8 --threads 1
+check '[ "$rc" -eq 2 ] && grep -qF -- "holds a run with --max-steps 2" "$t/err"'
 
 # refusals: exit 2, one line, no DST
 run convert "$G" "$t/hf"
