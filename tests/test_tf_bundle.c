@@ -166,6 +166,32 @@ static void check_logits(void)
     param_table_free(&t);
 }
 
+/* A pre-trained checkpoint (no cls/squad): qa_outputs initialised exactly as
+ * model_init_random initialises them with the same seed. */
+static void check_pretrained(void)
+{
+    bert_config cfg;
+    param_table t;
+    float *params = NULL;
+    int qa = -1;
+    int rc = model_load("tests/ref/tf/pretrained", 5, &cfg, &t, &params, &qa);
+    CHECK(rc == 0, "model_load of the pre-trained dir: %s", err_msg());
+    if (rc) return;
+    CHECK(qa == 1, "qa_outputs initialised (%d)", qa);
+    float *want = malloc(t.total * sizeof *want);
+    model_init_random(&cfg, &t, want, 5);
+    int w = param_table_find(&t, "qa_outputs.weight"), b = param_table_find(&t, "qa_outputs.bias");
+    CHECK(w >= 0 && b >= 0 && !memcmp(params + t.info[w].offset, want + t.info[w].offset, t.info[w].numel * 4) &&
+              !memcmp(params + t.info[b].offset, want + t.info[b].offset, t.info[b].numel * 4),
+          "qa_outputs equal model_init_random's with the same seed");
+    int e = param_table_find(&t, "bert.embeddings.word_embeddings.weight");
+    CHECK(e >= 0 && memcmp(params + t.info[e].offset, want + t.info[e].offset, t.info[e].numel * 4) != 0,
+          "the embeddings come from the checkpoint");
+    free(want);
+    free(params);
+    param_table_free(&t);
+}
+
 /* Rewrites the CRC of the block at [off, off+size) after an edit. */
 static void fix_block_crc(unsigned char *buf, size_t off, size_t size)
 {
@@ -285,6 +311,7 @@ int main(void)
     check_reader();
     check_names();
     check_logits();
+    check_pretrained();
     check_bad();
     return tu_done();
 }

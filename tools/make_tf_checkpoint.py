@@ -27,6 +27,8 @@ Default (from the repo root: python3 tools/make_tf_checkpoint.py):
                          (L1 H8 A2 I16, its 16-token vocab.txt): the good
                          Google dir the bad cases are made from
   tests/bad/model/tf_*   the bad cases (see tests/bad/model/expected.txt)
+  tests/ref/tf/pretrained/
+                         a pre-trained checkpoint at that size: no cls/squad
 
 --base DIR: the same script at BERT-base size (L12 H768 A12 I3072, vocab
 30522, 512 positions, with Adam slots like Google's fine-tuned checkpoints),
@@ -67,7 +69,7 @@ def bert_config(L, H, A, I, V, P):
     }
 
 
-def google_variables(cfg, rng, adam_all):
+def google_variables(cfg, rng, adam_all, squad=True):
     """The variables of a run_squad-fine-tuned Google BERT checkpoint, by name."""
     H, I, V, P, L = (cfg[k] for k in ("hidden_size", "intermediate_size", "vocab_size",
                                       "max_position_embeddings", "num_hidden_layers"))
@@ -102,8 +104,9 @@ def google_variables(cfg, rng, adam_all):
     v["bert/pooler/dense/kernel"] = normal(H, H)
     v["bert/pooler/dense/bias"] = normal(H)
     # run_squad.py's head: output_weights is [2, H] (logits = x W^T + b).
-    v["cls/squad/output_weights"] = normal(2, H, std=0.5)
-    v["cls/squad/output_bias"] = normal(2, std=0.1)
+    if squad:
+        v["cls/squad/output_weights"] = normal(2, H, std=0.5)
+        v["cls/squad/output_bias"] = normal(2, std=0.1)
     # The pre-training heads a fine-tuned checkpoint still carries.
     v["cls/predictions/output_bias"] = normal(V)
     v["cls/predictions/transform/dense/kernel"] = normal(H, H)
@@ -111,8 +114,8 @@ def google_variables(cfg, rng, adam_all):
     ln("cls/predictions/transform/LayerNorm", v)
     v["cls/seq_relationship/output_weights"] = normal(2, H)
     v["cls/seq_relationship/output_bias"] = normal(2)
-    names = list(v) if adam_all else ["bert/embeddings/LayerNorm/gamma", "cls/squad/output_bias",
-                                      "bert/encoder/layer_0/attention/self/query/bias"]
+    names = list(v) if adam_all else [n for n in ("bert/embeddings/LayerNorm/gamma", "cls/squad/output_bias",
+                                                  "bert/encoder/layer_0/attention/self/query/bias") if n in v]
     for n in names:
         v[n + "/adam_m"] = normal(*v[n].shape, std=1e-3)
         v[n + "/adam_v"] = np.abs(normal(*v[n].shape, std=1e-6))
@@ -120,27 +123,37 @@ def google_variables(cfg, rng, adam_all):
 
 
 def save_checkpoint(variables, prefix):
-    """Writes PREFIX.index and PREFIX.data-00000-of-00001 with TF's Saver."""
+    """Writes PREFIX.index and PREFIX.data-00000-of-00001 with TF's Saver.
+
+    Each value goes in through a placeholder, one variable at a time: as
+    graph constants a BERT-base-sized set would be copied into the graph."""
     g = tf.Graph()
     with g.as_default():
-        tvars = [tf.compat.v1.get_variable(n, initializer=tf.constant(a), trainable=False)
-                 for n, a in variables.items()]
+        tvars, feeds = [], []
+        for n, a in variables.items():
+            v = tf.compat.v1.get_variable(n, shape=a.shape, dtype=tf.float32, trainable=False,
+                                          initializer=tf.compat.v1.zeros_initializer())
+            ph = tf.compat.v1.placeholder(tf.float32, shape=a.shape)
+            tvars.append(v)
+            feeds.append((v.assign(ph), ph, n))
         gs = tf.compat.v1.train.get_or_create_global_step()
         saver = tf.compat.v1.train.Saver(tvars + [gs])
         with tf.compat.v1.Session(graph=g) as s:
             s.run(tf.compat.v1.global_variables_initializer())
+            for op, ph, n in feeds:
+                s.run(op, feed_dict={ph: variables[n]})
             s.run(gs.assign(1234))
             saver.save(s, prefix, write_meta_graph=False, write_state=False)
 
 
-def write_dir(d, cfg, vocab, rng, adam_all=False):
+def write_dir(d, cfg, vocab, rng, adam_all=False, squad=True):
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "bert_config.json"), "w") as f:
         json.dump(cfg, f, indent=2, sort_keys=True)
         f.write("\n")
     with open(os.path.join(d, "vocab.txt"), "w") as f:
         f.write("".join(t + "\n" for t in vocab))
-    v = google_variables(cfg, rng, adam_all)
+    v = google_variables(cfg, rng, adam_all, squad)
     save_checkpoint(v, os.path.join(d, "bert_model.ckpt"))
     return v
 
@@ -299,6 +312,10 @@ def main():
     gv = [t.strip() for t in open("tests/bad/good/model/vocab.txt")]
     write_dir(good, bert_config(1, 8, 2, 16, len(gv), 64), gv, np.random.default_rng(4))
     bad_cases(good, "tests/bad/model")
+    # A pre-trained checkpoint (no cls/squad): qa_outputs are initialised.
+    pre = "tests/ref/tf/pretrained"
+    shutil.rmtree(pre, ignore_errors=True)
+    write_dir(pre, bert_config(1, 8, 2, 16, len(gv), 64), gv, np.random.default_rng(6), squad=False)
     print("wrote", g, good, "and the tests/bad/model/tf_* cases")
 
 
