@@ -18,18 +18,19 @@ trap 'rm -rf "$out"' EXIT
 [ -s "$dir/bert_model.ckpt.index" ] || python3 tools/make_tf_checkpoint.py --base "$dir"
 du -sh "$dir"
 cat "$dir/bert_model.ckpt.data-00000-of-00001" >/dev/null
-b=() p=()
+b=() p=() bc=() pc=()
 for i in $(seq "$rep"); do
-    s=$(date +%s.%N); "$BERTC" convert "$dir" "$out/bertc" --force >/dev/null; e=$(date +%s.%N)
-    b+=("$(echo "$e - $s" | bc)")
-    s=$(date +%s.%N); python3 bench/tf_convert_py.py "$dir" "$out/py" | tail -1; e=$(date +%s.%N)
-    p+=("$(echo "$e - $s" | bc)")
+    /usr/bin/time -f "%e %U %S" -o "$out/t" "$BERTC" convert "$dir" "$out/bertc" --force >/dev/null
+    read -r w u s <"$out/t"; b+=("$w"); bc+=("$(echo "$u + $s" | bc)")
+    /usr/bin/time -f "%e %U %S" -o "$out/t" python3 bench/tf_convert_py.py "$dir" "$out/py" | tail -1
+    read -r w u s <"$out/t"; p+=("$w"); pc+=("$(echo "$u + $s" | bc)")
 done
-echo "bertc convert wall s: ${b[*]}"
-echo "python (TF reader + safetensors) wall s, with imports: ${p[*]}"
+echo "bertc convert: wall s ${b[*]}; CPU s ${bc[*]} (bertc fsyncs what it writes; Python does not)"
+echo "python (TF reader + safetensors), with imports: wall s ${p[*]}; CPU s ${pc[*]}"
 med() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-mb=$(med "${b[@]}"); mp=$(med "${p[@]}")
-echo "median: bertc $mb s, python $mp s, ratio $(echo "scale=2; $mp / $mb" | bc)x"
+mb=$(med "${b[@]}"); mp=$(med "${p[@]}"); cb=$(med "${bc[@]}"); cp=$(med "${pc[@]}")
+echo "median wall: bertc $mb s, python $mp s, ratio $(echo "scale=2; $mp / $mb" | bc)x"
+echo "median CPU: bertc $cb s, python $cp s, ratio $(echo "scale=2; $cp / $cb" | bc)x"
 python3 - "$out/bertc/model.safetensors" "$out/py/model.safetensors" <<'PY'
 import sys
 from safetensors.numpy import load_file
