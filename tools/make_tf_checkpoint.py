@@ -29,6 +29,7 @@ Default (from the repo root: python3 tools/make_tf_checkpoint.py):
   tests/bad/model/tf_*   the bad cases (see tests/bad/model/expected.txt)
   tests/ref/tf/pretrained/
                          a pre-trained checkpoint at that size: no cls/squad
+  tests/ref/tf/sharded/  tests/bad/good/tf's variables over 3 data shards
 
 --base DIR: the same script at BERT-base size (L12 H768 A12 I3072, vocab
 30522, 512 positions, with Adam slots like Google's fine-tuned checkpoints),
@@ -122,7 +123,7 @@ def google_variables(cfg, rng, adam_all, squad=True):
     return v
 
 
-def save_checkpoint(variables, prefix):
+def save_checkpoint(variables, prefix, shards=1):
     """Writes PREFIX.index and PREFIX.data-00000-of-00001 with TF's Saver.
 
     Each value goes in through a placeholder, one variable at a time: as
@@ -130,15 +131,19 @@ def save_checkpoint(variables, prefix):
     g = tf.Graph()
     with g.as_default():
         tvars, feeds = [], []
-        for n, a in variables.items():
-            v = tf.compat.v1.get_variable(n, shape=a.shape, dtype=tf.float32, trainable=False,
-                                          initializer=tf.compat.v1.zeros_initializer())
+        for i, (n, a) in enumerate(variables.items()):
+            # shards > 1: the variables spread over that many (virtual) CPU
+            # devices; a sharded Saver writes one data file per device.
+            with tf.device("/cpu:%d" % (i % shards)):
+                v = tf.compat.v1.get_variable(n, shape=a.shape, dtype=tf.float32, trainable=False,
+                                              initializer=tf.compat.v1.zeros_initializer())
             ph = tf.compat.v1.placeholder(tf.float32, shape=a.shape)
             tvars.append(v)
             feeds.append((v.assign(ph), ph, n))
         gs = tf.compat.v1.train.get_or_create_global_step()
-        saver = tf.compat.v1.train.Saver(tvars + [gs])
-        with tf.compat.v1.Session(graph=g) as s:
+        saver = tf.compat.v1.train.Saver(tvars + [gs], sharded=shards > 1)
+        config = tf.compat.v1.ConfigProto(device_count={"CPU": shards})
+        with tf.compat.v1.Session(graph=g, config=config) as s:
             s.run(tf.compat.v1.global_variables_initializer())
             for op, ph, n in feeds:
                 s.run(op, feed_dict={ph: variables[n]})
@@ -146,7 +151,7 @@ def save_checkpoint(variables, prefix):
             saver.save(s, prefix, write_meta_graph=False, write_state=False)
 
 
-def write_dir(d, cfg, vocab, rng, adam_all=False, squad=True):
+def write_dir(d, cfg, vocab, rng, adam_all=False, squad=True, shards=1):
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "bert_config.json"), "w") as f:
         json.dump(cfg, f, indent=2, sort_keys=True)
@@ -154,7 +159,7 @@ def write_dir(d, cfg, vocab, rng, adam_all=False, squad=True):
     with open(os.path.join(d, "vocab.txt"), "w") as f:
         f.write("".join(t + "\n" for t in vocab))
     v = google_variables(cfg, rng, adam_all, squad)
-    save_checkpoint(v, os.path.join(d, "bert_model.ckpt"))
+    save_checkpoint(v, os.path.join(d, "bert_model.ckpt"), shards)
     return v
 
 
@@ -316,6 +321,10 @@ def main():
     pre = "tests/ref/tf/pretrained"
     shutil.rmtree(pre, ignore_errors=True)
     write_dir(pre, bert_config(1, 8, 2, 16, len(gv), 64), gv, np.random.default_rng(6), squad=False)
+    # The good dir's variables again, over 3 data shards.
+    sh = "tests/ref/tf/sharded"
+    shutil.rmtree(sh, ignore_errors=True)
+    write_dir(sh, bert_config(1, 8, 2, 16, len(gv), 64), gv, np.random.default_rng(4), shards=3)
     print("wrote", g, good, "and the tests/bad/model/tf_* cases")
 
 
