@@ -1,6 +1,8 @@
 /* bertc train: fine-tune a BERT model dir for extractive QA (trainer.h). */
 #include "core/args.h"
 #include "core/err.h"
+#include "core/fileio.h"
+#include "model/tf_bert.h"
 #include "train/supervise.h"
 #include "train/trainer.h"
 
@@ -74,5 +76,15 @@ int cmd_train(int argc, char **argv)
     rc = trainer_opts_check(&o);
     if (rc) return rc;
     if (supervise > 0) return supervise_run(supervise, argc, argv, o.out_dir);
+    /* A Google BERT dir (TF checkpoint): converted into RUN/init_model at
+     * every start (the same bytes each time, so a resume's fingerprint
+     * still matches), and trained from there. */
+    char init_dir[4096];
+    if (tf_bert_is_google_dir(o.model_dir)) {
+        path_join(init_dir, sizeof init_dir, o.out_dir, "init_model");
+        if ((rc = tf_bert_export_dir(o.model_dir, init_dir, -1, (uint64_t)o.seed, NULL))) return rc;
+        log_info("train: %s is a TensorFlow checkpoint: converted into %s", o.model_dir, init_dir);
+        o.model_dir = init_dir;
+    }
     return trainer_run(&o);
 }

@@ -12,6 +12,7 @@
 #include "core/fileio.h"
 #include "core/philox.h"
 #include "core/sbuf.h"
+#include "model/tf_bert.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -501,11 +502,6 @@ static int missing_safetensors(const char *dir)
         {"pytorch_model.bin.index.json", "sharded PyTorch pickle weights", "'%s'"},
         /* transformers 5 dropped TensorFlow and Flax: these need 4.x. */
         {"tf_model.h5", "TensorFlow weights; use transformers 4.x", "'%s', from_tf=True"},
-        /* Google's original release names them bert_model.ckpt.*. */
-        {"bert_model.ckpt.index", "an original TensorFlow checkpoint; use transformers 4.x",
-         "'%s/bert_model.ckpt.index', from_tf=True, config='%s/%s'"},
-        {"model.ckpt.index", "an original TensorFlow checkpoint; use transformers 4.x",
-         "'%s/model.ckpt.index', from_tf=True, config='%s/%s'"},
         {"flax_model.msgpack", "Flax weights; use transformers 4.x", "'%s', from_flax=True"},
     };
     char p[PATH_MAX];
@@ -608,7 +604,17 @@ int model_load(const char *dir, uint64_t seed, bert_config *cfg, param_table *t,
     char p[PATH_MAX];
     /* Weights first: a TF or PyTorch dir may lack config.json too, and the
      * conversion that fixes the weights writes config.json as well. */
-    if (!path_exists(path_join(p, sizeof p, dir, "model.safetensors"))) return missing_safetensors(dir);
+    if (!path_exists(path_join(p, sizeof p, dir, "model.safetensors"))) {
+        /* A Google BERT dir: bert_config.json + a TF checkpoint (tf_bert.h). */
+        char prefix[PATH_MAX];
+        int found, rc = tf_find_checkpoint(dir, prefix, sizeof prefix, &found);
+        if (rc) return rc;
+        if (!found) return missing_safetensors(dir);
+        if (!path_exists(path_join(p, sizeof p, dir, "config.json")) &&
+            !path_exists(path_join(p, sizeof p, dir, "bert_config.json")))
+            return err_set(ERR_INPUT, "%s: a TensorFlow checkpoint but no bert_config.json (or config.json)", dir);
+        return tf_bert_load(p, prefix, seed, cfg, t, block, qa_initialised);
+    }
     path_join(p, sizeof p, dir, "config.json");
     if (!path_exists(p))
         return err_set(ERR_INPUT, "%s: no config.json (a model dir holds config.json, model.safetensors, vocab.txt)",
