@@ -344,7 +344,7 @@ int cmd_run_squad(int argc, char **argv)
                          /* SQuAD 2.0, as run_squad.py: null_odds.json beside the predictions */
                          "--version-2-with-negative", "--null-score-diff-threshold", thr, "--null-odds", odds, NULL};
         int pargc = (int)(sizeof pargv / sizeof pargv[0]) - 1;
-        if (!s.version_2_with_negative) pargc -= 6;
+        if (!s.version_2_with_negative) pargc -= 5; /* the five SQuAD 2.0 arguments */
         pargv[pargc] = NULL;
         if ((rc = cmd_predict(pargc, pargv))) return rc;
         if (s.version_2_with_negative) printf("run_squad: wrote %s, %s and %s\n", pred, nbest, odds);

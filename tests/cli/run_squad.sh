@@ -4,7 +4,8 @@
 # predictions.json and nbest_predictions.json in --output_dir; predict-only
 # gives exactly what `bertc predict` gives on the same checkpoint; the
 # optimizer settings of optimization.py reach the trainer; TPU flags are
-# accepted with one note; bad command lines exit 2 with one line.
+# accepted with one note; SQuAD 2.0 writes null_odds.json and equals bertc
+# predict --version-2-with-negative; bad command lines exit 2 with one line.
 set -u
 t=$(mktemp -d); trap 'rm -rf "$t"' EXIT
 G=tests/bad/good/tf
