@@ -1,10 +1,20 @@
 #!/usr/bin/env bash
 # Optional packages that some tests use, installed with apt-get when missing:
 #   chromium   tests/cli/report_chromium.sh renders report.html headless
+#              (and tests/cli/live_chromium.sh the live page)
+#   nbclient, ipykernel (PyPI)   tests/cli/notebook.sh runs examples/colab_squad.ipynb
 # Never fails: where a package cannot be installed the test that needs it
 # prints "skipped" instead of failing.
 set -u
 here=$(dirname "$0")
+
+# The notebook test's Python packages, from PyPI with pip (never failing the run).
+if command -v python3 >/dev/null 2>&1 && ! python3 -c "import nbclient, nbformat, ipykernel" 2>/dev/null; then
+    python3 -m pip install --quiet nbclient nbformat ipykernel 2>/dev/null ||
+        python3 -m pip install --quiet --break-system-packages nbclient nbformat ipykernel 2>/dev/null ||
+        python3 -m pip install --quiet --user --break-system-packages nbclient nbformat ipykernel 2>/dev/null ||
+        echo "ci_extras: nbclient/ipykernel could not be installed; tests/cli/notebook.sh will be skipped"
+fi
 if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then
     exit 0
 fi

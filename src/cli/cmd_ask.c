@@ -119,7 +119,7 @@ int cmd_ask(int argc, char **argv)
     if (rc) goto done;
     if (m.qa_initialised) log_warn("%s has no qa_outputs: the answer comes from a random QA head", model_dir);
     qa_model_fit_window(&m, &T, T_given, &stride, stride_given);
-    feature_opts fo = {T, stride, 0};
+    feature_opts fo = {T, stride, 0, 0};
     rc = features_build(&d, m.tok, &fo, threads, &f);
     if (rc) goto done;
     have_f = 1;

@@ -2,6 +2,8 @@
 #include "core/args.h"
 #include "core/err.h"
 #include "dist/dist.h"
+#include "core/fileio.h"
+#include "model/tf_bert.h"
 #include "train/supervise.h"
 #include "train/trainer.h"
 
@@ -88,6 +90,12 @@ static int train_main(int argc, char **argv)
         {"monitor-interval", ARG_DOUBLE, &o.monitor_interval, "S", "seconds between resource samples (0 = off)", .min = 0, .max = 86400},
         {"n-best", ARG_INT, &o.n_best, "N", "candidates per window in post-processing", .min = 1, .max = 1000},
         {"max-answer-length", ARG_INT, &o.max_answer_length, "N", "longest answer in tokens", .min = 1, .max = 8192},
+        {"version-2-with-negative", ARG_FLAG, &o.version_2_with_negative, NULL, "SQuAD 2.0: unanswerable (is_impossible) questions trained at [CLS]; --dev scored with evaluate-v2.0.py's metric, RUN/null_odds.json", .min = 0},
+        {"null-score-diff-threshold", ARG_DOUBLE, &o.null_score_diff_threshold, "X", "with --version-2-with-negative: answer \"\" when the null score beats the best span's by more than X (default 0.0)", .min = -1e9, .max = 1e9},
+        {"http", ARG_INT, &o.http_port, "PORT", "serve a live page (charts, progress, /api/status, /metrics) on this port while training (0 = any free port; default: no page)", .min = 0, .max = 65535},
+        {"http-bind", ARG_STR, &o.http_bind, "ADDR", "address of the live page (0.0.0.0: every interface)", .min = 0},
+        {"mirror", ARG_STR, &o.mirror_dir, "DIR", "copy each checkpoint to DIR/checkpoints in the background (a mounted Drive); --resume auto looks there when RUN has none", .min = 0},
+        {"mirror-keep", ARG_INT, &o.mirror_keep, "K", "checkpoints kept in the mirror (default: as --keep; 0 = all)", .min = 0, .max = 1000000},
         {"supervise", ARG_INT, &supervise, "N", "restart the trainer after a crash or kill, up to N times (resuming)", .min = 0, .max = SUPERVISE_MAX_RESTARTS},
         {0},
     };
@@ -116,5 +124,18 @@ static int train_main(int argc, char **argv)
         return err_set(ERR_INPUT, "train --supervise: cannot restart one rank of an mpirun/srun job alone; rerun "
                        "the same mpirun command (it resumes from the last checkpoint), or let the job script do it");
     if (supervise > 0) return supervise_run(supervise, argc, argv, o.out_dir);
+    /* A Google BERT dir (TF checkpoint): converted into RUN/init_model at
+     * every start (the same bytes each time, so a resume's fingerprint
+     * still matches), and trained from there. */
+    char init_dir[4096];
+    if (tf_bert_is_google_dir(o.model_dir)) {
+        path_join(init_dir, sizeof init_dir, o.out_dir, "init_model");
+        /* Data parallel: rank 0 converts, the others wait for it. */
+        rc = dist_rank() == 0 ? tf_bert_export_dir(o.model_dir, init_dir, -1, (uint64_t)o.seed, NULL) : 0;
+        if (dist_active()) rc = dist_agree(rc);
+        if (rc) return rc;
+        log_info("train: %s is a TensorFlow checkpoint: converted into %s", o.model_dir, init_dir);
+        o.model_dir = init_dir;
+    }
     return trainer_run(&o);
 }

@@ -49,6 +49,11 @@ static void options_line(const run_ctx *c, char *buf, size_t cap)
              "dropout=%g seed=%lld shuffle=%d",
              c->T, o->doc_stride, o->epochs, (long long)o->max_steps, o->batch, o->lr, o->warmup, o->weight_decay,
              o->clip, o->dropout, (long long)o->seed, o->shuffle);
+    if (o->version_2_with_negative) {
+        size_t n = strlen(buf);
+        snprintf(buf + n, cap > n ? cap - n : 0, " version_2_with_negative=1 null_score_diff_threshold=%g",
+                 o->null_score_diff_threshold);
+    }
 }
 
 int run_log_open(run_ctx *c)
@@ -74,6 +79,8 @@ int run_log_open(run_ctx *c)
     oo.train_data = o->train_path;
     oo.dev_data = o->dev_path;
     oo.options = opts;
+    oo.http_port = o->http_port;
+    oo.http_bind = o->http_bind;
     if (obs_open(&c->obs, o->out_dir, &oo) != 0) {
         log_warn("%s (carrying on without TensorBoard, monitor and report)", err_msg());
         err_clear();
@@ -106,6 +113,13 @@ void run_log_startup(const run_ctx *c, int train_hit, int dev_hit)
     if (c->ranks > 1)
         printf("  ranks     %d data-parallel ranks (MPI): each step's %d examples split in fixed shares of whole "
                "micro-batches, gradients summed in rank order\n", c->ranks, o->batch);
+    if (o->version_2_with_negative) {
+        int nimp = 0;
+        for (int i = 0; i < c->train.n; i++) nimp += c->train.ex[i].is_impossible || c->train.ex[i].n_answers == 0;
+        printf("  squad 2.0 --version-2-with-negative: %d unanswerable training questions, trained at [CLS]; dev: the null "
+               "answer when it beats the best span by more than %g, evaluate-v2.0.py's exact/f1\n",
+               nimp, o->null_score_diff_threshold);
+    }
     printf("  plan      %lld steps (%.4g epochs of %lld steps); batch %d = %d micro-batch%s of %d; T %d, stride %d\n",
            (long long)c->total, (double)c->total / (double)c->steps_per_epoch, (long long)c->steps_per_epoch, o->batch,
            c->micro_batches, c->micro_batches > 1 ? "es" : "", c->micro, c->T, o->doc_stride);
@@ -138,6 +152,8 @@ void run_log_step(run_ctx *c, double loss, float scale, const optim_result *res)
                    res->grad_norm, (double)scale, rate, elapsed) != 0)
         warn_once(&c->log_warned, "metrics.csv");
     obs_step(c->obs, &(obs_step_metrics){c->st.step, epoch, loss, res->lr, res->grad_norm, scale, rate});
+    obs_live_progress(c->obs, c->st.step, c->total, elapsed,
+                      rate > 0 ? (double)(c->total - c->st.step) * c->o->batch / rate : NAN);
     if (!res->skipped) return;
     if (c->ls.enabled)
         log_warn("step %lld: non-finite loss or gradient at loss scale %g, update skipped; loss scale now %g "

@@ -7,6 +7,8 @@
 #include "core/fileio.h"
 #include "dist/dist.h"
 #include "model/weights.h"
+#include "train/ckpt.h"
+#include "train/mirror.h"
 #include "train/train_ckpt.h"
 
 #include <stdio.h>
@@ -33,8 +35,31 @@ int run_save_checkpoint(run_ctx *c)
     if (rc) return rc;
     c->last_saved_step = c->st.step;
     c->last_save_time = run_now();
+    char dir[CKPT_PATH_MAX];
+    ckpt_dir_name(dir, sizeof dir, c->o->out_dir, c->st.step);
+    obs_checkpoint(c->obs, c->st.step, dir);
+    mirror_submit(c->mir, dir, c->st.step);
     run_log_report(c);
     return 0;
+}
+
+void run_mirror_start(run_ctx *c)
+{
+    const trainer_opts *o = c->o;
+    if (!o->mirror_dir || !*o->mirror_dir) return;
+    if (mirror_start(&c->mir, o->mirror_dir, o->mirror_keep >= 0 ? o->mirror_keep : o->keep, o->out_dir, c->obs) != 0) {
+        log_warn("%s; training goes on without the mirror", err_msg());
+        err_clear();
+        c->mir = NULL;
+    }
+}
+
+/* At the end the last checkpoint is worth a wait, but not forever: a dead
+ * network disk must not keep the process alive. */
+void run_mirror_stop(run_ctx *c)
+{
+    mirror_stop(c->mir, 600);
+    c->mir = NULL;
 }
 
 /* RUN/final.tmp/ written whole, then renamed over RUN/final/. */

@@ -15,6 +15,7 @@
 #endif
 #include "train/ckpt.h"
 #include "train/microbatch.h"
+#include "train/mirror.h"
 #include "train/train_ckpt.h"
 
 #include <dirent.h>
@@ -60,6 +61,8 @@ static int fingerprint(train_state *s, const trainer_opts *o, int T, const squad
     train_state_fp_set(s, "--no-shuffle", "%s", o->shuffle ? "no" : "yes");
     /* As resolved: auto is fp32 on the CPU, bf16 or fp16 on a GPU. */
     train_state_fp_set(s, "--precision", "%s", select_precision_name(precision));
+    /* set only when on, so runs from before the option resume as they were */
+    if (o->version_2_with_negative) train_state_fp_set(s, "--version-2-with-negative", "%s", "yes");
     return 0;
 }
 
@@ -175,7 +178,7 @@ static int load_data(const char *path, squad_data *d)
 
 static int load_features(run_ctx *c, const squad_data *d, features *f, const char *cache_name, int *hit)
 {
-    feature_opts fo = {c->T, c->o->doc_stride, c->o->max_query_length};
+    feature_opts fo = {c->T, c->o->doc_stride, c->o->max_query_length, c->o->version_2_with_negative};
     char cache[4096];
     snprintf(cache, sizeof cache, "%s/cache/%s", c->o->out_dir, cache_name);
     return features_load_or_build(cache, d, c->qm.tok, &fo, c->o->threads, f, hit);
@@ -231,6 +234,14 @@ static int prepare_run_dir(run_ctx *c, char *ckdir, size_t cap, int *resumed)
         int64_t step;
         int damaged = 0;
         rc = ckpt_find_latest(o->out_dir, ckdir, cap, &step, &damaged);
+        /* a fresh VM: the run dir has no valid checkpoint, the mirror may */
+        if (rc == 1 && o->mirror_dir && path_is_dir(o->mirror_dir) &&
+            mirror_find_latest(o->mirror_dir, ckdir, cap, &step) == 0) {
+            log_info("--resume auto: %s has no valid checkpoint; resuming from the mirror: %s", o->out_dir, ckdir);
+            *resumed = 1;
+            return 0;
+        }
+        err_clear();
         if (rc == 1 && damaged)
             return err_set(ERR_RUNTIME,
                            "%s/checkpoints: all %d checkpoints are damaged (see the warnings above); nothing was "
@@ -379,6 +390,7 @@ static int setup_body(run_ctx *c)
     }
     if (!rc && c->writer) rc = run_log_open(c);
     if (rc) return rc;
+    if (c->writer) run_mirror_start(c); /* rank 0 alone writes (data parallel) */
     c->last_saved_step = c->resumed ? c->st.step : -1;
     if (!o->quiet && c->writer) run_log_startup(c, train_hit, dev_hit);
     if (c->resumed && c->prev_ranks != c->ranks && c->writer)
@@ -446,6 +458,7 @@ int run_setup(run_ctx *c)
 
 void run_cleanup(run_ctx *c)
 {
+    run_mirror_stop(c); /* before the hub closes: the mirror reports to it */
     run_log_close(c);
     if (c->lock_fd >= 0) close(c->lock_fd);
     loader_batch_free(&c->mb);

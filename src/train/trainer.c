@@ -11,6 +11,7 @@
 #include "dist/dist.h"
 #include "train/ckpt.h"
 
+#include <arpa/inet.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -74,6 +75,9 @@ void trainer_opts_default(trainer_opts *o)
     o->monitor_interval = 1;
     o->n_best = PREDICT_N_BEST;
     o->max_answer_length = PREDICT_MAX_ANSWER_LENGTH;
+    o->http_port = -1;
+    o->http_bind = "127.0.0.1";
+    o->mirror_keep = -1;
 }
 
 int trainer_opts_check(const trainer_opts *o)
@@ -95,6 +99,11 @@ int trainer_opts_check(const trainer_opts *o)
     if (o->micro_batch > o->batch)
         return err_set(ERR_INPUT, "train: --micro-batch %d is larger than --batch %d", o->micro_batch, o->batch);
     if (o->dropout >= 1) return err_set(ERR_INPUT, "train --dropout: %g must be below 1", o->dropout);
+    if (o->http_port >= 0 && o->http_bind && *o->http_bind) {
+        unsigned char addr[16];
+        if (inet_pton(AF_INET, o->http_bind, addr) != 1 && inet_pton(AF_INET6, o->http_bind, addr) != 1)
+            return err_set(ERR_INPUT, "train --http-bind %s: not an IPv4 or IPv6 address", o->http_bind);
+    }
     return 0;
 }
 
@@ -165,6 +174,7 @@ static int stop_on_signal(run_ctx *c)
     int rc = 0;
     if (c->last_saved_step != c->st.step) rc = run_save_checkpoint(c);
     if (rc) return rc;
+    obs_state(c->obs, "stopped");
     printf("stopped by signal %d at step %lld; checkpoint saved; run the same command to resume\n", (int)g_stop,
            (long long)c->st.step);
     fflush(stdout);
@@ -193,6 +203,7 @@ static int finish(run_ctx *c)
         }
         if (rc) return rc;
     }
+    obs_state(c->obs, "done");
     if (!o->quiet) {
         char d[32];
         run_fmt_duration(d, sizeof d, c->st.elapsed_s + (run_now() - c->t0));
