@@ -3,7 +3,7 @@
 # Does nothing when they are all present. Extra package names may be given
 # as arguments (tests use this for optional tools).
 set -euo pipefail
-need=(build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev libutf8proc-dev libjansson-dev "$@")
+need=(build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev libutf8proc-dev libjansson-dev libmicrohttpd-dev "$@")
 missing=()
 for p in "${need[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
