@@ -59,6 +59,7 @@ int cmd_serve(int argc, char **argv)
     if (rc) return rc;
     if ((T_given || stride_given) && stride >= T)
         return err_set(ERR_INPUT, "serve: --doc-stride %d must be below --max-seq-length %d", stride, T);
+    if ((rc = serve_check_bind(bind))) return rc;
     backend_opts bo = backend_opts_default();
     if ((rc = select_parse_device(device, &bo.device)) || (rc = select_parse_precision(precision, &bo.precision)))
         return err_wrap(rc, "serve");

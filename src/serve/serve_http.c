@@ -372,6 +372,13 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls, en
     free(c);
 }
 
+int serve_check_bind(const char *bind)
+{
+    unsigned char a[sizeof(struct in6_addr)];
+    if (inet_pton(AF_INET, bind, a) == 1 || inet_pton(AF_INET6, bind, a) == 1) return 0;
+    return err_set(ERR_INPUT, "serve --bind %s: not an IPv4 or IPv6 address", bind);
+}
+
 int serve_start(serve_server **out, qa_model *m, const serve_opts *o)
 {
     if (m->T != o->fo.max_seq_length)

@@ -33,6 +33,8 @@ typedef struct {
 
 typedef struct serve_server serve_server;
 
+/* ERR_INPUT when bind is not an IPv4 or IPv6 address. */
+int serve_check_bind(const char *bind);
 /* m must be started (qa_model_start) for T = o->fo.max_seq_length. */
 int serve_start(serve_server **out, qa_model *m, const serve_opts *o);
 int serve_port(const serve_server *s);
