@@ -16,6 +16,14 @@ static int fail(char *msg, size_t msgsz, int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, msgsz, fmt, ap);
     va_end(ap);
+    /* One line of valid UTF-8, whatever Jansson quoted from the body or where vsnprintf cut it. */
+    size_t n = strlen(msg);
+    for (size_t i = 0; i < n;) {
+        int l = utf8_seq_len((const unsigned char *)msg + i, n - i);
+        if (l == 1 && (unsigned char)msg[i] < 0x20) msg[i] = ' ';
+        if (!l) msg[i] = '?', l = 1;
+        i += (size_t)l;
+    }
     return status;
 }
 
