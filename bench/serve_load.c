@@ -1,7 +1,7 @@
 /* serve_load: a bounded HTTP load generator for `bertc serve` (and for
  * bench/serve_hf.py, which speaks the same API).
  *
- *   serve_load --port P --bodies FILE [--requests N] [--concurrency C] [--bad-percent B] [--seed S]
+ *   serve_load --port P --bodies FILE [--requests N] [--concurrency C] [--bad-percent B] [--dump FILE]
  *
  * FILE holds one JSON request body per line. Each of C client threads keeps
  * one keep-alive connection (reconnecting after the server closes it) and
@@ -10,7 +10,8 @@
  * 400), else a random line of FILE (which must get 200 and the same top
  * answer -- text and character offsets -- that the line got when sent alone
  * before the load started). Prints requests/s and the p50/p99 latency of the
- * valid requests; exits 1 on any wrong or failed response. */
+ * valid requests; exits 1 on any wrong or failed response. --dump writes
+ * each line's answer alone (text and offsets), one a line. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -196,7 +197,7 @@ static int cmp_d(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    const char *bodies = NULL;
+    const char *bodies = NULL, *dump = NULL;
     int conc = 8;
     g_total = 1000;
     g_bad_pct = 10;
@@ -206,6 +207,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--requests")) g_total = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--concurrency")) conc = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--bad-percent")) g_bad_pct = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--dump")) dump = argv[i + 1];
         else {
             fprintf(stderr, "serve_load: unknown option %s\n", argv[i]);
             return 2;
@@ -250,6 +252,11 @@ int main(int argc, char **argv)
     }
     if (c.fd >= 0) close(c.fd);
     free(c.buf);
+    if (dump) {
+        FILE *d = fopen(dump, "w");
+        for (int i = 0; d && i < g_n; i++) fprintf(d, "%s\n", g_want[i]);
+        if (!d || fclose(d)) fprintf(stderr, "serve_load: cannot write %s\n", dump);
+    }
     worker *w = calloc((size_t)conc, sizeof *w);
     pthread_t *th = calloc((size_t)conc, sizeof *th);
     double t0 = now();
