@@ -11,7 +11,8 @@
 #   base:   `bertc init --config base` (random weights, the bert-base shape).
 # Requests: the first K questions of SQuAD v1.1 dev with their paragraphs
 # (T 384, doc stride 128: one window each, a few two). Also prints how many
-# of the K top answers (text and offsets) the two servers agree on.
+# of the K top answers (text and offsets) the two servers agree on, and each
+# server's CPU time per request (user + system, all its threads, from /proc).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SHAPE=minilm THREADS=2 N=64 K=32 LEVELS="1 8 32"
@@ -55,11 +56,17 @@ done
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) (shared with other jobs)"
 echo "shape $SHAPE ($W/model), threads $THREADS, $K distinct requests, $N requests per level; $(head -1 "$W/bertc.err")"
 echo "transformers $(python3 -c 'import transformers, torch; print(transformers.__version__, "torch", torch.__version__)')"
+# CPU seconds (user + system, all threads) of a server so far: less sensitive than wall time to
+# the other jobs on a shared machine.
+cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' "/proc/$1/stat"; }
 for c in $LEVELS; do
     for side in bertc transformers; do
-        port=$port_b; [ $side = transformers ] && port=$port_h
+        port=$port_b pid=$pb
+        [ $side = transformers ] && port=$port_h pid=$ph
+        c0=$(cpu_s $pid)
         r=$("$LOAD" --port $port --bodies "$W/bodies.jsonl" --requests "$N" --concurrency "$c" --bad-percent 0 --dump "$W/$side.top")
-        echo "$side: $r"
+        c1=$(cpu_s $pid)
+        echo "$side: $r; server CPU $(echo "($c1 - $c0) * 1000 / ($N + $K)" | bc) ms per request (the $K alone included)"
     done
 done
 agree=$(paste -d'\t' "$W/bertc.top" "$W/transformers.top" | awk -F'\t' '$1 == $2' | wc -l)

@@ -113,7 +113,10 @@ def main():
                 return
             self.reply(200, answer(ctx, q, int(req.get("nbest", 5))))
 
-    srv = ThreadingHTTPServer(("127.0.0.1", a.port), H)
+    class Server(ThreadingHTTPServer):
+        request_queue_size = 256  # the default listen backlog of 5 resets connections at concurrency 32
+
+    srv = Server(("127.0.0.1", a.port), H)
     srv.daemon_threads = True
     print(f"serve_hf: listening on 127.0.0.1:{a.port} ({a.model}, torch threads {a.threads})", file=sys.stderr,
           flush=True)
