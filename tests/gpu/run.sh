@@ -7,7 +7,7 @@
 #   run.log       everything printed; build.log the build
 #   train_loss.csv, memory.csv, bench/summary.md, bench/bench.jsonl
 # Checks (each prints what it compared and its bound):
-#   build    cmake -S tests/gpu (gpu_check, bertc, test_cuda_fallback) for this GPU's architecture
+#   build    cmake -S tests/gpu (gpu_check, bertc, its CUDA module, test_cuda_fallback) for this GPU's architecture
 #   1a ops   every op of the CUDA backend against the CPU backend, per precision
 #   1b model logits, loss, gradients: against the PyTorch reference (tests/ref/tiny)
 #            and against the CPU backend on a minilm-shaped model
@@ -78,12 +78,13 @@ main() {
 
     echo "======== build ($BUILD, CUDA architecture $arch)"
     if ! { cmake -S tests/gpu -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" &&
-        cmake --build "$BUILD" -j "$(nproc)" --target gpu_check bertc test_cuda_fallback; } >"$RES/build.log" 2>&1; then
+        cmake --build "$BUILD" -j "$(nproc)" --target gpu_check bertc bertc_cuda test_cuda_fallback; } >"$RES/build.log" 2>&1; then
         tail -n 40 "$RES/build.log"
         fatal "the build failed (the end of $RES/build.log is above)"
     fi
     local gc=$BUILD/gpu_check bertc=$BUILD/bertc/bertc fb=$BUILD/bertc/test_cuda_fallback
     for f in "$gc" "$bertc" "$fb"; do [ -x "$f" ] || fatal "the build did not produce $f"; done
+    [ -f "$BUILD/bertc/libbertc_cuda.so" ] || fatal "the build did not produce $BUILD/bertc/libbertc_cuda.so"
     note "PASS build ($(($(date +%s) - T0)) s)"
 
     check "1a ops: CUDA backend vs CPU backend, op by op" "$gc" ops --out "$RES"
@@ -92,6 +93,9 @@ main() {
     check "3 memory: planner vs measured peak (10 %)" "$gc" memory --out "$RES"
     check "4 oom: back-off under a memory limit" "$gc" oom --out "$RES"
     check "fallback: test_cuda_fallback with a GPU" "$fb"
+    # shellcheck disable=SC2016 # $1 is expanded by the inner bash
+    check "module: bertc version/devices load the CUDA module" \
+        bash -c '"$1" version | grep "^cuda: module .*: loaded (ABI" && "$1" devices | grep "^CUDA module: .*: loaded"' _ "$bertc"
     # shellcheck disable=SC2016 # $1 is expanded by the inner bash
     check "cli: bertc plan and bertc devices with a GPU" \
         bash -c '"$1" plan --config base --seq 384 && "$1" devices' _ "$bertc"
