@@ -138,7 +138,7 @@ static void make_reference(void)
         const char *c = g_ctx[i], *q = g_q[i];
         rc = adhoc_data(&d, 1, &c, &n, &q, NULL, "ctx");
         features f;
-        feature_opts fo = {64, 16, 0};
+        feature_opts fo = {64, 16, 0, 0};
         if (!rc) rc = features_build(&d, m.tok, &fo, 1, &f);
         qa_predictions p;
         if (!rc) rc = qa_model_predict(&m, &d, &f, PREDICT_N_BEST, PREDICT_MAX_ANSWER_LENGTH, &p, NULL);

@@ -80,7 +80,7 @@ int cmd_serve(int argc, char **argv)
     if (rc) goto done;
     if (m.qa_initialised) log_warn("%s has no qa_outputs: answers come from a random QA head", model_dir);
     qa_model_fit_window(&m, &T, T_given, &stride, stride_given);
-    feature_opts fo = {T, stride, mql};
+    feature_opts fo = {T, stride, mql, 0}; /* serve answers as v1.1 predict does */
     if ((rc = features_check_opts(&fo))) goto done;
     if (!max_tokens) max_tokens = 16 * T;
     int rows = max_tokens / T < 1 ? 1 : max_tokens / T;
