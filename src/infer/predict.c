@@ -356,7 +356,7 @@ void pyjson_string(pyjson_buf *b, const char *s, size_t n)
     buf_add(b, "\"", 1);
 }
 
-static void pyjson_float(pyjson_buf *b, double x)
+void pyjson_float(pyjson_buf *b, double x)
 {
     char s[40];
     pytext_float_repr(x, s, sizeof s);

@@ -94,5 +94,7 @@ typedef struct {
 } pyjson_buf;
 void pyjson_string(pyjson_buf *b, const char *s, size_t n);
 void pyjson_raw(pyjson_buf *b, const char *s);
+/* x as Python's repr of a float (the float32 values predict writes). */
+void pyjson_float(pyjson_buf *b, double x);
 
 #endif

@@ -17,7 +17,8 @@
 #   fallback test_cuda_fallback and `bertc plan` / `bertc devices` with a GPU present
 #   6 cli    bertc train / predict --device cuda (tests/gpu/train_cli.sh): losses vs the
 #            CPU in fp32/bf16/fp16, GPU samples in monitor.csv, kill + resume
-#   7 dist   data parallel: mpirun -np 1 = 1 process; 2 ranks sharing the GPU (host sum) vs 1
+#   7 serve  bertc serve --device cuda: concurrent requests vs predict --device cuda (tests/gpu/serve_cli.sh)
+#   8 dist   data parallel: mpirun -np 1 = 1 process; 2 ranks sharing the GPU (host sum) vs 1
 #            process (NCCL refuses two ranks on one GPU: the NCCL path needs 2 GPUs, not checked)
 #   5 bench  bench/gpu_compare.sh (BENCH_BATCHES, default 32; BENCH_STEPS, default 10)
 # Exit status: 0 when every check passed, 1 otherwise (the summary says which).
@@ -101,7 +102,8 @@ main() {
     check "cli: bertc plan and bertc devices with a GPU" \
         bash -c '"$1" plan --config base --seq 384 && "$1" devices' _ "$bertc"
     check "6 cli: bertc train/predict --device cuda" bash tests/gpu/train_cli.sh "$bertc" "$RES"
-    check "7 dist: mpirun -np 1 and 2 ranks on one GPU (tests/gpu/dist_cli.sh)" bash tests/gpu/dist_cli.sh "$bertc" "$RES"
+    check "7 serve: bertc serve --device cuda vs predict --device cuda" bash tests/gpu/serve_cli.sh "$bertc" "$RES"
+    check "8 dist: mpirun -np 1 and 2 ranks on one GPU (tests/gpu/dist_cli.sh)" bash tests/gpu/dist_cli.sh "$bertc" "$RES"
     check "5 bench: bench/gpu_compare.sh" env BERTC_GPU_CHECK="$gc" BATCHES="${BENCH_BATCHES:-32}" \
         STEPS="${BENCH_STEPS:-10}" bash bench/gpu_compare.sh "$RES/bench"
 
