@@ -169,7 +169,7 @@ int cmd_bench(int argc, char **argv)
     }
     int32_t *ids = ints, *types = ids + BT, *mask = types + BT, *sp = mask + BT, *ep = sp + batch;
     random_batch(batch, seq, cfg.vocab_size, (uint64_t)seed, ids, types, mask, sp, ep);
-    bert_batch b = {batch, seq, ids, types, mask, sp, ep};
+    bert_batch b = {batch, seq, ids, types, mask, sp, ep, NULL, 0};
 
     if ((rc = backend_cpu_create(&be, threads)) || (rc = bert_model_create_mode(&m, &cfg, &be, batch, seq, rec == RECOMPUTE_LAYER)) ||
         (rc = bert_model_set_params(m, host)) || (rc = optim_create(&opt, &be, bert_model_table(m))))

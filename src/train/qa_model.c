@@ -118,7 +118,7 @@ int qa_model_logits(qa_model *m, const features *f, float *start, float *end, vo
         if (stop && *stop) return ERR_STOPPED;
         int B = f->n - i < m->max_B ? f->n - i : m->max_B;
         size_t off = (size_t)i * (size_t)f->T;
-        bert_batch b = {B, f->T, f->input_ids + off, f->token_type_ids + off, f->attention_mask + off, NULL, NULL};
+        bert_batch b = {B, f->T, f->input_ids + off, f->token_type_ids + off, f->attention_mask + off, NULL, NULL, NULL, 0};
         int rc = bert_forward(m->model, &b, 0.0f, 0.0f, rng, NULL, start + off, end + off);
         if (rc) return err_wrap(rc, "window %d", i);
     }

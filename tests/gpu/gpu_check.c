@@ -146,7 +146,7 @@ void gc_batch_free(gc_batch *b)
 
 bert_batch gc_bert_batch(const gc_batch *b)
 {
-    bert_batch x = {b->B, b->T, b->ids, b->types, b->mask, b->sp, b->ep};
+    bert_batch x = {b->B, b->T, b->ids, b->types, b->mask, b->sp, b->ep, NULL, 0};
     return x;
 }
 
