@@ -327,6 +327,7 @@ fail:
 
 const bert_config *bert_model_config(const bert_model *m) { return &m->cfg; }
 int bert_model_max_batch(const bert_model *m) { return m->max_B; }
+int64_t bert_model_max_tokens(const bert_model *m) { return (int64_t)m->max_rows; }
 int bert_model_seq_len(const bert_model *m) { return m->T; }
 int bert_model_recompute(const bert_model *m) { return m->recompute; }
 const param_table *bert_model_table(const bert_model *m) { return &m->table; }

@@ -83,6 +83,8 @@ size_t bert_activation_bytes_tokens(const bert_config *cfg, int max_B, int T, in
 
 const bert_config *bert_model_config(const bert_model *m);
 int bert_model_max_batch(const bert_model *m);
+/* Rows (tokens) a micro-batch may hold: max_tokens, or max_B * T. */
+int64_t bert_model_max_tokens(const bert_model *m);
 int bert_model_seq_len(const bert_model *m);
 int bert_model_recompute(const bert_model *m);
 const param_table *bert_model_table(const bert_model *m);
