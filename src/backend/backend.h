@@ -126,12 +126,13 @@ typedef struct {
     void (*embedding_pos_backward)(void *ctx, float *dwte, float *dwpe, float *dwtt, const float *dout,
                                    const int32_t *ids, const int32_t *types, const int32_t *pos, int N, int C);
 
-    /* Dropout of [N,C] packed rows: element (window b, position t, column c)
+    /* Dropout of [N,C] packed rows (N = cu_seqlens[B], given so that no
+     * backend reads it back): element (window b, position t, column c)
      * keeps with philox_keep(rng, (b * Tp + t) * C + c, p). */
-    void (*dropout_varlen_forward)(void *ctx, float *out, const float *inp, const int32_t *cu_seqlens, int B, int Tp,
-                                   int C, float p, philox_stream rng);
+    void (*dropout_varlen_forward)(void *ctx, float *out, const float *inp, const int32_t *cu_seqlens, int B, int N,
+                                   int Tp, int C, float p, philox_stream rng);
     void (*dropout_varlen_backward)(void *ctx, float *dinp, const float *dout, const int32_t *cu_seqlens, int B,
-                                    int Tp, int C, float p, philox_stream rng);
+                                    int N, int Tp, int C, float p, philox_stream rng);
 
     /* Self-attention per window over its own length, no mask: q, k, v, out
      * [N,C]. probs is packed: window b, head h is the len x len block

@@ -452,7 +452,7 @@ static void hidden_dropout(bert_model *m, float *x, size_t n, philox_stream rng)
 {
     const backend_i *o = m->be->i;
     if (m->packed)
-        o->dropout_varlen_forward(m->be->ctx, x, x, m->d_cu, m->B, m->Tb, m->cfg.hidden_size, m->p_hidden, rng);
+        o->dropout_varlen_forward(m->be->ctx, x, x, m->d_cu, m->B, m->N, m->Tb, m->cfg.hidden_size, m->p_hidden, rng);
     else
         o->dropout_forward(m->be->ctx, x, x, n, m->p_hidden, rng);
 }
@@ -590,8 +590,8 @@ static const float *dropout_back(bert_model *m, const float *dout, size_t n, phi
     if (m->p_hidden <= 0) return dout;
     m->be->i->zero(m->be->ctx, m->a.d_a, n * sizeof(float));
     if (m->packed)
-        m->be->i->dropout_varlen_backward(m->be->ctx, m->a.d_a, dout, m->d_cu, m->B, m->Tb, m->cfg.hidden_size,
-                                          m->p_hidden, rng);
+        m->be->i->dropout_varlen_backward(m->be->ctx, m->a.d_a, dout, m->d_cu, m->B, m->N, m->Tb,
+                                          m->cfg.hidden_size, m->p_hidden, rng);
     else
         m->be->i->dropout_backward(m->be->ctx, m->a.d_a, dout, n, m->p_hidden, rng);
     return m->a.d_a;

@@ -100,10 +100,10 @@ void cpu_embedding_pos_forward(void *ctx, float *out, const int32_t *ids, const 
                                const float *wte, const float *wpe, const float *wtt, int N, int C);
 void cpu_embedding_pos_backward(void *ctx, float *dwte, float *dwpe, float *dwtt, const float *dout,
                                 const int32_t *ids, const int32_t *types, const int32_t *pos, int N, int C);
-void cpu_dropout_varlen_forward(void *ctx, float *out, const float *inp, const int32_t *cu_seqlens, int B, int Tp,
-                                int C, float p, philox_stream rng);
-void cpu_dropout_varlen_backward(void *ctx, float *dinp, const float *dout, const int32_t *cu_seqlens, int B, int Tp,
-                                 int C, float p, philox_stream rng);
+void cpu_dropout_varlen_forward(void *ctx, float *out, const float *inp, const int32_t *cu_seqlens, int B, int N,
+                                int Tp, int C, float p, philox_stream rng);
+void cpu_dropout_varlen_backward(void *ctx, float *dinp, const float *dout, const int32_t *cu_seqlens, int B, int N,
+                                 int Tp, int C, float p, philox_stream rng);
 void cpu_attention_varlen_forward(void *ctx, float *out, float *probs, const float *q, const float *k, const float *v,
                                   const int32_t *cu_seqlens, int B, int max_len, int NH, int HS, int Tp, float p,
                                   philox_stream rng);

@@ -107,9 +107,10 @@ static void dropout_varlen(cpu_ctx *ctx, float *out, const float *inp, const int
     }
 }
 
-void cpu_dropout_varlen_forward(void *vctx, float *out, const float *inp, const int32_t *cu_seqlens, int B, int Tp,
-                                int C, float p, philox_stream rng)
+void cpu_dropout_varlen_forward(void *vctx, float *out, const float *inp, const int32_t *cu_seqlens, int B, int N,
+                                int Tp, int C, float p, philox_stream rng)
 {
+    (void)N; /* cu_seqlens[B] */
     if (B <= 0) return;
     if (p <= 0.0f) {
         size_t n = (size_t)cu_seqlens[B] * C;
@@ -119,9 +120,10 @@ void cpu_dropout_varlen_forward(void *vctx, float *out, const float *inp, const 
     dropout_varlen(vctx, out, inp, cu_seqlens, B, Tp, C, p, rng, 0);
 }
 
-void cpu_dropout_varlen_backward(void *vctx, float *dinp, const float *dout, const int32_t *cu_seqlens, int B,
+void cpu_dropout_varlen_backward(void *vctx, float *dinp, const float *dout, const int32_t *cu_seqlens, int B, int N,
                                  int Tp, int C, float p, philox_stream rng)
 {
+    (void)N;
     if (!dinp || B <= 0) return;
     if (p <= 0.0f) {
         cpu_add(vctx, dinp, dinp, dout, (size_t)cu_seqlens[B] * C);
