@@ -11,6 +11,7 @@
 #include "backend/backend.h"
 #include "core/err.h"
 #include "model/bert.h"
+#include "model/memory.h"
 #include "model/weights.h"
 #include "testutil.h"
 #include "train/optim.h"
@@ -271,6 +272,35 @@ static void bad_batches(backend *be, const bert_config *cfg)
     bert_model_free(m);
 }
 
+/* The planner counts tokens where packing is on. */
+static void planner(void)
+{
+    bert_config base;
+    CHECK(config_named("base", 30522, &base) == 0, "%s", err_msg());
+    memory_plan pad, full, real;
+    int rc = memory_plan_compute(&base, 8, 384, PREC_BF16, RECOMPUTE_NONE, &pad);
+    if (!rc) rc = memory_plan_compute_tokens(&base, 8, 384, 8 * 384, PREC_BF16, RECOMPUTE_NONE, &full);
+    /* 8 windows of SQuAD dev's mean length (176 tokens) */
+    if (!rc) rc = memory_plan_compute_tokens(&base, 8, 384, 8 * 176, PREC_BF16, RECOMPUTE_NONE, &real);
+    CHECK(rc == 0, "plans: %s", err_msg());
+    printf("BERT-base, 8 windows at T 384: padded %.1f MiB activations; packed by tokens: 3072 tokens %.1f MiB, "
+           "1408 tokens %.1f MiB; totals %.1f / %.1f / %.1f MiB\n",
+           pad.activations / 1048576.0, full.activations / 1048576.0, real.activations / 1048576.0,
+           pad.total / 1048576.0, full.total / 1048576.0, real.total / 1048576.0);
+    CHECK(real.activations == (int64_t)bert_activation_bytes_tokens(&base, 8, 384, 8 * 176, 0),
+          "the packed plan's activations are bert.c's");
+    CHECK(real.activations < pad.activations / 2 + pad.activations / 10, "1408 of 3072 tokens take under 60%% of the "
+                                                                         "padded activations");
+    CHECK(full.activations <= pad.activations + 65536, "all 3072 tokens take no more than padded (%lld vs %lld)",
+          (long long)full.activations, (long long)pad.activations);
+    int64_t best = memory_largest_tokens(&base, 8, 384, PREC_BF16, RECOMPUTE_NONE, real.total, 8 * 384);
+    CHECK(best >= 8 * 176 && best < 8 * 176 + 64, "the largest --max-tokens in the 1408-token plan's budget: %lld",
+          (long long)best);
+    CHECK(memory_plan_compute_tokens(&base, 8, 384, 100, PREC_BF16, RECOMPUTE_NONE, &real) == ERR_INPUT,
+          "--max-tokens below T refused: %s", err_msg());
+    err_clear();
+}
+
 int main(void)
 {
     log_quiet(1);
@@ -290,6 +320,7 @@ int main(void)
         loss_by_hand(&be);
         equality(&be, &cfg, p0);
         bad_batches(&be, &cfg);
+        planner();
         backend_free(&be);
     }
     free(p0);
