@@ -41,5 +41,8 @@ echo "not a dir" >"$cli_tmp/file"
 expect 2 "--out $cli_tmp/file: exists and is not a directory" -- train --model $M --train $D --out $cli_tmp/file $S
 [ "$(cat "$cli_tmp/file")" = "not a dir" ] || cli_bad "--out file was changed"
 expect 2 "--resume $cli_tmp/nock: not a checkpoint dir" -- train --model $M --train $D --out $O --resume $cli_tmp/nock $S
-expect 2 "--max-seq-length 128 exceeds the model's max_position_embeddings 64" -- train --model $M --train $D --out $O --max-seq-length 128 --doc-stride 32
+# A window longer than the model: its max_position_embeddings, one warning (as run_qa.py).
+expect 0 "--max-seq-length 128 is larger than the model's max_position_embeddings 64" -- train --model $M --train $D --out $cli_tmp/fit --max-seq-length 128 --doc-stride 32 --max-steps 2 --batch 2
+grep -q "max_seq_length=64" "$cli_tmp/fit/info.csv" || cli_bad "info.csv does not say max_seq_length=64"
+expect 2 "--doc-stride 100 must be below the window length 64" -- train --model $M --train $D --out $O --max-seq-length 128 --doc-stride 100
 finish

@@ -1,14 +1,14 @@
-/* The trainer's set-up (model, data, features, resume, start-up report),
- * its end (final checkpoint, export, predictions) and its cleanup. */
+/* The start of a training run (run.h): the model dir, the backend, the
+ * data and its features (cached in RUN/cache/), the run dir (lock,
+ * leftovers of a killed process, resume from the newest valid checkpoint),
+ * the micro-batch size, the optimizer; and the cleanup of all of it. */
 #define _GNU_SOURCE
-#include "train/trainer_impl.h"
+#include "train/run.h"
 
 #include "core/alloc.h"
 #include "core/crc32c.h"
 #include "core/err.h"
 #include "core/fileio.h"
-#include "model/weights.h"
-#include "obs/devices.h"
 #include "train/ckpt.h"
 #include "train/microbatch.h"
 #include "train/train_ckpt.h"
@@ -24,7 +24,9 @@
 #include <unistd.h>
 
 /* ---- the fingerprint: settings that must not change across a resume ---- */
-static int fingerprint(train_state *s, const trainer_opts *o, const squad_data *train, int64_t total,
+/* T: the window length as used (--max-seq-length, or the model's
+ * max_position_embeddings when that is smaller). */
+static int fingerprint(train_state *s, const trainer_opts *o, int T, const squad_data *train, int64_t total,
                        precision_kind precision)
 {
     const char *files[] = {"config.json", "model.safetensors", "vocab.txt"};
@@ -37,7 +39,7 @@ static int fingerprint(train_state *s, const trainer_opts *o, const squad_data *
     train_state_fp_set(s, "--model", "crc32c %08x %08x %08x (config.json, model.safetensors, vocab.txt)", crc[0],
                        crc[1], crc[2]);
     train_state_fp_set(s, "--train", "data hash %016llx", (unsigned long long)train->hash);
-    train_state_fp_set(s, "--max-seq-length", "%d", o->max_seq_length);
+    train_state_fp_set(s, "--max-seq-length", "%d", T);
     train_state_fp_set(s, "--doc-stride", "%d", o->doc_stride);
     train_state_fp_set(s, "--max-query-length", "%d", o->max_query_length);
     train_state_fp_set(s, "--epochs", "%.17g", o->epochs);
@@ -79,24 +81,24 @@ static int choose_micro(run_ctx *c)
         c->micro = o->micro_batch;
     } else if (backend_mem_query(&c->qm.be, &mem) == 0) {
         microbatch_plan mp;
-        int rc = microbatch_choose(&mp, &c->qm.cfg, o->max_seq_length, c->qm.info.precision,
+        int rc = microbatch_choose(&mp, &c->qm.cfg, c->T, c->qm.info.precision,
                                    c->qm.recompute ? RECOMPUTE_LAYER : RECOMPUTE_NONE, microbatch_budget(&mem), o->batch);
         if (rc) return rc;
         c->micro = mp.micro;
     } else {
         err_clear();
-        c->micro = auto_micro_batch(&c->qm.cfg, o->batch, o->max_seq_length, c->qm.recompute);
+        c->micro = auto_micro_batch(&c->qm.cfg, o->batch, c->T, c->qm.recompute);
     }
     c->micro_batches = (o->batch + c->micro - 1) / c->micro;
     return 0;
 }
 
 /* The model on the backend; when building it runs out of memory, halve
- * the micro-batch as a step would (trainer.c's back-off). */
+ * the micro-batch as a step would (run_step.c's back-off). */
 static int start_model(run_ctx *c)
 {
     for (;;) {
-        int rc = qa_model_start(&c->qm, &c->bo, c->micro, c->o->max_seq_length);
+        int rc = qa_model_start(&c->qm, &c->bo, c->micro, c->T);
         if (!rc || !microbatch_is_oom(rc)) return rc;
         char why[256];
         snprintf(why, sizeof why, "%s", err_msg());
@@ -151,7 +153,7 @@ static int load_data(const char *path, squad_data *d)
 
 static int load_features(run_ctx *c, const squad_data *d, features *f, const char *cache_name, int *hit)
 {
-    feature_opts fo = {c->o->max_seq_length, c->o->doc_stride, c->o->max_query_length};
+    feature_opts fo = {c->T, c->o->doc_stride, c->o->max_query_length};
     char cache[4096];
     snprintf(cache, sizeof cache, "%s/cache/%s", c->o->out_dir, cache_name);
     return features_load_or_build(cache, d, c->qm.tok, &fo, c->o->threads, f, hit);
@@ -226,68 +228,34 @@ static int prepare_run_dir(run_ctx *c, char *ckdir, size_t cap, int *resumed)
     return 0;
 }
 
-static void print_startup(run_ctx *c, int resumed, const char *ckdir, int train_hit, int dev_hit)
+/* The window length: --max-seq-length, or, as run_qa.py does, the
+ * model's max_position_embeddings when that is smaller (one warning). */
+static int fit_window(run_ctx *c)
 {
     const trainer_opts *o = c->o;
-    const bert_config *g = &c->qm.cfg;
-    char hw[512], saves[128] = "";
-    devices_hardware_line(hw, sizeof hw);
-    printf("bertc train %s\n", BERTC_VERSION);
-    printf("  model     %s: L%d H%d A%d I%d, vocab %d, %.1fM parameters%s\n", o->model_dir, g->num_hidden_layers,
-           g->hidden_size, g->num_attention_heads, g->intermediate_size, g->vocab_size, (double)c->qm.table.total / 1e6,
-           c->qm.qa_initialised ? "; qa_outputs initialised (the model had no QA head)" : "");
-    printf("  hardware  %s\n", hw);
-    printf("  backend   %s", c->qm.info.desc);
-    if (c->ls.enabled) printf("; dynamic loss scaling, scale %g", (double)lossscale_scale(&c->ls));
-    printf("\n");
-    printf("  train     %s: %d questions -> %d windows, %d trainable (features %s)\n", o->train_path, c->train.n, c->tf.n,
-           c->ntrainable, train_hit ? "from cache" : "built");
-    if (c->have_dev)
-        printf("  dev       %s: %d questions -> %d windows (features %s)\n", o->dev_path, c->dev.n, c->df.n,
-               dev_hit ? "from cache" : "built");
-    printf("  plan      %lld steps (%.4g epochs of %lld steps); batch %d = %d micro-batch%s of %d; T %d, stride %d\n",
-           (long long)c->total, (double)c->total / (double)c->steps_per_epoch, (long long)c->steps_per_epoch, o->batch,
-           c->micro_batches, c->micro_batches > 1 ? "es" : "", c->micro, o->max_seq_length, o->doc_stride);
-    if (c->qm.recompute)
-        printf("  memory    --recompute layer: each layer's input kept, one layer's activations recomputed in backward\n");
-    printf("  optimizer AdamW lr %g, warm-up %lld steps then linear decay, weight decay %g, eps %g, clip %g; dropout %g/%g; seed %lld%s\n",
-           o->lr, (long long)c->warmup, o->weight_decay, o->adam_eps, o->clip, (double)c->drop_hidden,
-           (double)c->drop_attn, (long long)o->seed, o->shuffle ? "" : ", no shuffle");
-    if (o->save_every > 0) snprintf(saves, sizeof saves, "every %lld steps", (long long)o->save_every);
-    if (o->save_every_minutes > 0)
-        snprintf(saves + strlen(saves), sizeof saves - strlen(saves), "%severy %g min", saves[0] ? " and " : "",
-                 o->save_every_minutes);
-    printf("  checkpoints %s/checkpoints %s, keep %d%s\n", o->out_dir, saves[0] ? saves : "at the end only",
-           o->keep, o->keep ? "" : " (all)");
-    if (resumed)
-        printf("  resume    from %s (step %lld of %lld, restart %lld)\n", ckdir, (long long)c->st.step,
-               (long long)c->total, (long long)c->st.restarts);
-    else
-        printf("  resume    none: a new run\n");
-    fflush(stdout);
+    int P = c->qm.cfg.max_position_embeddings;
+    c->T = o->max_seq_length;
+    if (c->T <= P) return 0;
+    if (o->doc_stride >= P)
+        return err_set(ERR_INPUT, "--doc-stride %d must be below the window length %d (the model's max_position_embeddings)",
+                       o->doc_stride, P);
+    log_warn("--max-seq-length %d is larger than the model's max_position_embeddings %d (%s): using %d", c->T, P,
+             o->model_dir, P);
+    c->T = P;
+    return 0;
 }
 
-static void options_line(const trainer_opts *o, char *buf, size_t cap)
-{
-    snprintf(buf, cap,
-             "max_seq_length=%d doc_stride=%d epochs=%g max_steps=%lld batch=%d lr=%g warmup=%g weight_decay=%g clip=%g "
-             "dropout=%g seed=%lld shuffle=%d",
-             o->max_seq_length, o->doc_stride, o->epochs, (long long)o->max_steps, o->batch, o->lr, o->warmup,
-             o->weight_decay, o->clip, o->dropout, (long long)o->seed, o->shuffle);
-}
-
-int trainer_setup(run_ctx *c)
+int run_setup(run_ctx *c)
 {
     const trainer_opts *o = c->o;
-    c->tty = isatty(STDOUT_FILENO);
+    c->last_em = c->last_f1 = -1;
     if (path_exists(o->out_dir) && !path_is_dir(o->out_dir))
         return err_set(ERR_INPUT, "--out %s: exists and is not a directory", o->out_dir);
     int rc = qa_model_load(&c->qm, o->model_dir, (uint64_t)o->seed);
     if (rc) return rc;
     c->qm.recompute = !strcmp(o->recompute, "layer");
-    if (o->max_seq_length > c->qm.cfg.max_position_embeddings)
-        return err_set(ERR_INPUT, "--max-seq-length %d exceeds the model's max_position_embeddings %d (%s)",
-                       o->max_seq_length, c->qm.cfg.max_position_embeddings, o->model_dir);
+    rc = fit_window(c);
+    if (rc) return rc;
     if (strcmp(o->resume, "auto") != 0 && strcmp(o->resume, "never") != 0) {
         if (!path_is_dir(o->resume))
             return err_set(ERR_INPUT, "--resume %s: not a checkpoint dir (use auto, never or RUN/checkpoints/step-N)",
@@ -305,15 +273,14 @@ int trainer_setup(run_ctx *c)
         if (rc) return rc;
         c->have_dev = 1;
     }
-    char cache[4096], ckdir[CKPT_PATH_MAX] = "";
+    char cache[4096];
     snprintf(cache, sizeof cache, "%s/cache", o->out_dir);
     rc = mkdir_p(cache);
     if (rc) return err_wrap(rc, "--out %s", o->out_dir);
     rc = lock_run_dir(c);
     if (!rc) rc = remove_leftovers(o->out_dir);
     if (!rc) rc = remove_leftovers(cache);
-    int resumed;
-    if (!rc) rc = prepare_run_dir(c, ckdir, sizeof ckdir, &resumed);
+    if (!rc) rc = prepare_run_dir(c, c->resumed_from, sizeof c->resumed_from, &c->resumed);
     if (rc) return rc;
     int train_hit = 0, dev_hit = 0;
     rc = load_features(c, &c->train, &c->tf, "train.features", &train_hit);
@@ -342,14 +309,15 @@ int trainer_setup(run_ctx *c)
 
     train_state now;
     memset(&now, 0, sizeof now);
-    rc = fingerprint(&now, o, &c->train, c->total, c->qm.info.precision);
+    rc = fingerprint(&now, o, c->T, &c->train, c->total, c->qm.info.precision);
     if (rc) return rc;
     size_t nf = c->qm.table.total;
     c->host_params = c->qm.host_params;
     c->host_m = calloc(nf, sizeof(float));
     c->host_v = calloc(nf, sizeof(float));
     if (!c->host_m || !c->host_v) return err_set(ERR_RUNTIME, "out of memory for the optimizer state (%zu floats)", nf);
-    if (resumed) {
+    if (c->resumed) {
+        const char *ckdir = c->resumed_from;
         train_state saved;
         rc = train_ckpt_load(ckdir, &c->qm.table, c->host_params, c->host_m, c->host_v, &saved);
         if (!rc) rc = train_state_fp_compare(&saved, &now, o->out_dir);
@@ -373,88 +341,21 @@ int trainer_setup(run_ctx *c)
     }
     rc = start_model(c);
     if (!rc) rc = optim_create(&c->opt, &c->qm.be, &c->qm.table);
-    if (!rc && resumed) rc = optim_set_state(c->opt, c->host_m, c->host_v, c->st.adam_t, c->st.skipped_steps);
-    if (!rc) rc = loader_batch_init(&c->mb, c->micro, o->max_seq_length);
+    if (!rc && c->resumed) rc = optim_set_state(c->opt, c->host_m, c->host_v, c->st.adam_t, c->st.skipped_steps);
+    if (!rc) rc = loader_batch_init(&c->mb, c->micro, c->T);
+    if (!rc) rc = run_log_open(c);
     if (rc) return rc;
-
-    char path[4096];
-    int64_t keep = resumed ? c->st.step : -1;
-    rc = runlog_open(&c->metrics, path_join(path, sizeof path, o->out_dir, "metrics.csv"), METRICS_HEADER, keep);
-    /* A finished run started again evaluates again: its last row is redone. */
-    if (!rc)
-        rc = runlog_open(&c->evals, path_join(path, sizeof path, o->out_dir, "eval.csv"), EVAL_HEADER,
-                         resumed && c->st.step == c->total ? keep - 1 : keep);
-    if (rc) return rc;
-    obs_options oo;
-    obs_options_init(&oo);
-    char opts[512];
-    options_line(o, opts, sizeof opts);
-    oo.monitor_interval_s = o->monitor_interval;
-    oo.gpu_index = c->qm.info.is_cuda ? o->gpu : -1; /* -1: NVML is not loaded */
-    oo.resume_step = resumed ? c->st.step : 0;
-    oo.model = o->model_dir;
-    oo.train_data = o->train_path;
-    oo.dev_data = o->dev_path;
-    oo.options = opts;
-    if (obs_open(&c->obs, o->out_dir, &oo) != 0) {
-        log_warn("%s (carrying on without TensorBoard, monitor and report)", err_msg());
-        err_clear();
-        c->obs = NULL;
-    }
-    obs_set_info(c->obs, "backend", c->qm.info.desc);
-    trainer_note_skipped(c);
-    c->last_saved_step = resumed ? c->st.step : -1;
-    if (!o->quiet) print_startup(c, resumed, ckdir, train_hit, dev_hit);
-    if (resumed && c->st.step == c->total && !o->quiet) printf("the run is already complete: exporting and evaluating again\n");
+    c->last_saved_step = c->resumed ? c->st.step : -1;
+    if (!o->quiet) run_log_startup(c, train_hit, dev_hit);
+    if (c->resumed && c->st.step == c->total && !o->quiet)
+        printf("the run is already complete: exporting and evaluating again\n");
     return 0;
 }
 
-int trainer_finish(run_ctx *c)
+void run_cleanup(run_ctx *c)
 {
-    const trainer_opts *o = c->o;
-    int rc = 0;
-    if (c->last_saved_step != c->st.step && trainer_save_checkpoint(c) != 0) {
-        log_warn("%s (going on with the export)", err_msg());
-        err_clear();
-    }
-    rc = bert_model_get_params(c->qm.model, c->host_params);
-    if (rc) return rc;
-    char final[4096], tmp[4200];
-    path_join(final, sizeof final, o->out_dir, "final");
-    snprintf(tmp, sizeof tmp, "%s.tmp", final);
-    rc = remove_tree(tmp);
-    if (!rc) rc = model_save(tmp, &c->qm.cfg, &c->qm.table, c->host_params, o->model_dir);
-    if (!rc) rc = remove_tree(final);
-    if (!rc && rename(tmp, final) != 0) rc = err_set(ERR_RUNTIME, "%s: rename to %s failed", tmp, final);
-    if (!rc) rc = fsync_parent_dir(final);
-    if (rc) {
-        err_wrap(rc, "exporting %s (the checkpoints are kept)", final);
-        remove_tree(tmp);
-        return rc;
-    }
-    if (c->have_dev) {
-        char pred[4096];
-        rc = trainer_evaluate(c, path_join(pred, sizeof pred, o->out_dir, "predictions.json"), 1);
-        if (rc == ERR_STOPPED) {
-            printf("stopped by a signal during the final evaluation; the model is in %s\n", final);
-            return rc;
-        }
-        if (rc) return rc;
-    }
-    if (!o->quiet) {
-        char d[32];
-        trainer_fmt_duration(d, sizeof d, c->st.elapsed_s + (trainer_now() - c->t0));
-        printf("done: %lld steps, %s in all; final model in %s\n", (long long)c->st.step, d, final);
-        fflush(stdout);
-    }
-    return 0;
-}
-
-void trainer_cleanup(run_ctx *c)
-{
+    run_log_close(c);
     if (c->lock_fd >= 0) close(c->lock_fd);
-    runlog_close(&c->metrics);
-    runlog_close(&c->evals);
     loader_batch_free(&c->mb);
     loader_free(&c->ld);
     if (c->opt) optim_free(c->opt);

@@ -1,0 +1,52 @@
+/* What a training run keeps (run.h): checkpoints (train_ckpt.h over
+ * ckpt.h's atomic dirs) and the exported RUN/final/ model dir. */
+#define _GNU_SOURCE
+#include "train/run.h"
+
+#include "core/err.h"
+#include "core/fileio.h"
+#include "model/weights.h"
+#include "train/train_ckpt.h"
+
+#include <stdio.h>
+
+int run_save_checkpoint(run_ctx *c)
+{
+    c->st.epoch = c->ld.epoch;
+    c->st.cursor = c->ld.cursor;
+    c->st.rng_counter = (uint64_t)c->st.step * (uint64_t)c->micro_batches;
+    train_ckpt_put_scaler(&c->st, &c->ls);
+    c->st.elapsed_s += run_now() - c->t0;
+    c->t0 = run_now();
+    int rc = bert_model_get_params(c->qm.model, c->host_params);
+    if (!rc) rc = optim_get_state(c->opt, c->host_m, c->host_v, &c->st.adam_t, &c->st.skipped_steps);
+    if (!rc) rc = run_log_sync(c);
+    if (!rc)
+        rc = train_ckpt_save(c->o->out_dir, c->o->model_dir, &c->qm.cfg, &c->qm.table, c->host_params, c->host_m,
+                             c->host_v, &c->st, c->o->keep);
+    if (rc) return rc;
+    c->last_saved_step = c->st.step;
+    c->last_save_time = run_now();
+    run_log_report(c);
+    return 0;
+}
+
+/* RUN/final.tmp/ written whole, then renamed over RUN/final/. */
+int run_export_final(run_ctx *c, char *final, size_t cap)
+{
+    int rc = bert_model_get_params(c->qm.model, c->host_params);
+    if (rc) return rc;
+    char tmp[4200];
+    path_join(final, cap, c->o->out_dir, "final");
+    snprintf(tmp, sizeof tmp, "%s.tmp", final);
+    rc = remove_tree(tmp);
+    if (!rc) rc = model_save(tmp, &c->qm.cfg, &c->qm.table, c->host_params, c->o->model_dir);
+    if (!rc) rc = remove_tree(final);
+    if (!rc && rename(tmp, final) != 0) rc = err_set(ERR_RUNTIME, "%s: rename to %s failed", tmp, final);
+    if (!rc) rc = fsync_parent_dir(final);
+    if (rc) {
+        err_wrap(rc, "exporting %s (the checkpoints are kept)", final);
+        remove_tree(tmp);
+    }
+    return rc;
+}

@@ -1,0 +1,135 @@
+/* One optimizer step of a training run (run.h): the step's rows in
+ * micro-batches with gradient accumulation, the out-of-memory back-off,
+ * the loss scale, AdamW. */
+#define _GNU_SOURCE
+#include "train/run.h"
+
+#include "core/err.h"
+#include "train/microbatch.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* BERTC_DEBUG_NONFINITE=FIRST:COUNT: steps FIRST..FIRST+COUNT-1 (1-based,
+ * the step numbers of metrics.csv) get a NaN loss and gradient, to test the
+ * handling of non-finite steps (a tiny fp32 model does not produce them). */
+static int debug_nonfinite(int64_t step)
+{
+    const char *s = getenv("BERTC_DEBUG_NONFINITE");
+    long long first, count;
+    if (!s || sscanf(s, "%lld:%lld", &first, &count) != 2) return 0;
+    return step >= first && step < first + count;
+}
+
+/* BERTC_DEBUG_OOM=N or N@S: from step S on (1-based; 1 when not given),
+ * a micro-batch of more than N rows fails as the CUDA backend does when it
+ * runs out of memory, to test the back-off where no GPU is. */
+static int debug_oom(int64_t step, int rows)
+{
+    const char *s = getenv("BERTC_DEBUG_OOM");
+    long long n, from = 1;
+    if (!s || sscanf(s, "%lld@%lld", &n, &from) < 1) return 0;
+    if (step < from || rows <= n) return 0;
+    return err_set(ERR_RUNTIME, "debug: out of memory (BERTC_DEBUG_OOM=%s, a micro-batch of %d rows)", s, rows);
+}
+
+/* The forward and backward passes of one step's rows idx[0..count), in
+ * micro-batches of c->micro, into freshly zeroed gradients. */
+static int run_micro_batches(run_ctx *c, const int32_t *idx, int count, float scale, double *loss_out)
+{
+    bert_zero_grad(c->qm.model);
+    double loss = 0;
+    for (int k = 0, at = 0; at < count; k++, at += c->micro) {
+        int B = count - at < c->micro ? count - at : c->micro;
+        loader_gather(&c->mb, &c->tf, idx + at, B);
+        bert_batch b = {B, c->mb.T, c->mb.input_ids, c->mb.token_type_ids, c->mb.attention_mask, c->mb.start_positions,
+                        c->mb.end_positions};
+        philox_stream rng = {(uint64_t)c->o->seed, (uint32_t)((uint64_t)c->st.step * (uint64_t)c->micro_batches + (uint64_t)k), 0};
+        float l = 0;
+        int rc = debug_oom(c->st.step + 1, B);
+        if (!rc) rc = bert_forward(c->qm.model, &b, c->drop_hidden, c->drop_attn, rng, &l, NULL, NULL);
+        /* Each micro-batch's mean loss weighted by its share of the step's
+         * rows: the step's gradient is that of the mean over all its rows,
+         * whatever the micro-batch size (with equal micro-batches this is
+         * the usual division by their number). */
+        float w = (float)B / (float)count;
+        if (!rc) rc = bert_backward(c->qm.model, w * scale);
+        if (rc) return rc;
+        loss += (double)w * (double)l;
+    }
+    *loss_out = loss;
+    return 0;
+}
+
+/* Out of memory during a step: halve the micro-batch (twice the
+ * micro-batches per step: the examples of the step and their order stay),
+ * rebuild the model for it with the same parameters; the caller redoes the
+ * step. */
+static int back_off(run_ctx *c, int64_t step)
+{
+    char why[256];
+    snprintf(why, sizeof why, "%s", err_msg());
+    microbatch_plan mp = {c->o->batch, c->micro, c->micro_batches, c->backoffs};
+    int rc = microbatch_halve(&mp);
+    if (rc) return err_wrap(rc, "step %lld (%s)", (long long)step, why);
+    log_warn("step %lld: out of memory with micro-batch %d (%s): going on with micro-batch %d, %d per step of %d",
+             (long long)step, c->micro, why, mp.micro, mp.accum, c->o->batch);
+    err_clear();
+    rc = qa_model_resize(&c->qm, mp.micro);
+    if (rc) return err_wrap(rc, "step %lld: rebuilding the model for micro-batch %d", (long long)step, mp.micro);
+    c->micro = mp.micro;
+    c->micro_batches = mp.accum;
+    c->backoffs = mp.backoffs;
+    char info[96];
+    snprintf(info, sizeof info, "%d (after %d out-of-memory back-off%s)", c->micro, c->backoffs,
+             c->backoffs > 1 ? "s" : "");
+    run_log_info(c, "micro_batch", info);
+    return 0;
+}
+
+int run_step(run_ctx *c, int32_t *idx, double *loss_out, float *scale_out, optim_result *res)
+{
+    int count;
+    int64_t epoch;
+    loader_next(&c->ld, idx, &count, &epoch);
+    for (int i = 0; i < count; i++) idx[i] = c->trainable[idx[i]];
+    /* fp16: the loss gradient is multiplied by the scale (so that small
+     * gradients survive fp16), and optim_step divides it out again before
+     * the norm, the clipping and the update. Disabled, the scale is 1. */
+    float scale = lossscale_scale(&c->ls);
+    double loss = 0;
+    for (;;) {
+        int rc = run_micro_batches(c, idx, count, scale, &loss);
+        if (!rc) break;
+        if (!microbatch_is_oom(rc)) return err_wrap(rc, "step %lld", (long long)c->st.step + 1);
+        if ((rc = back_off(c, c->st.step + 1))) return rc;
+    }
+    if (debug_nonfinite(c->st.step + 1)) {
+        /* Test hook (BERTC_DEBUG_NONFINITE): this step's loss and one gradient are NaN. */
+        float nan = NAN;
+        backend *be = bert_model_backend(c->qm.model);
+        int rc = be->i->upload(be->ctx, bert_model_grads(c->qm.model), &nan, sizeof nan);
+        if (rc) return rc;
+        loss = NAN;
+    }
+    optim_config oc = optim_config_default();
+    oc.lr = c->o->lr;
+    oc.eps = c->o->adam_eps;
+    oc.weight_decay = c->o->weight_decay;
+    oc.max_grad_norm = c->o->clip;
+    oc.warmup_steps = c->warmup;
+    oc.total_steps = c->total;
+    int rc = optim_step(c->opt, bert_model_params(c->qm.model), bert_model_grads(c->qm.model), &oc, c->st.step,
+                        lossscale_unscale(&c->ls), res);
+    if (rc) return rc;
+    /* An overflow (or any non-finite gradient) skipped the update: the
+     * scaler halves its scale and counts the step, as optim does. */
+    lossscale_update(&c->ls, res->skipped);
+    c->st.step++;
+    c->st.examples_seen += count;
+    c->examples_here += count;
+    *loss_out = loss;
+    *scale_out = scale;
+    return 0;
+}
