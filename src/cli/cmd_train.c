@@ -51,6 +51,8 @@ int cmd_train(int argc, char **argv)
         {"monitor-interval", ARG_DOUBLE, &o.monitor_interval, "S", "seconds between resource samples (0 = off)", .min = 0, .max = 86400},
         {"n-best", ARG_INT, &o.n_best, "N", "candidates per window in post-processing", .min = 1, .max = 1000},
         {"max-answer-length", ARG_INT, &o.max_answer_length, "N", "longest answer in tokens", .min = 1, .max = 8192},
+        {"packing", ARG_STR, &o.packing, "P", "none|varlen (varlen: micro-batches of real tokens only, no padding computed; the loss's softmax over each window's own tokens)", .min = 0},
+        {"max-tokens", ARG_INT, &o.max_tokens, "N", "with --packing varlen: real tokens per micro-batch (default micro-batch x T, or the planner's on a GPU)", .min = 1, .max = 1 << 30},
         {"supervise", ARG_INT, &supervise, "N", "restart the trainer after a crash or kill, up to N times (resuming)", .min = 0, .max = SUPERVISE_MAX_RESTARTS},
         {0},
     };

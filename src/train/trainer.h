@@ -66,6 +66,13 @@ typedef struct {
     double monitor_interval; /* seconds; 0 = no monitor thread */
     int n_best, max_answer_length;
     int quiet;              /* no start-up report and progress (tests) */
+    /* --packing: "none" (padded, transformers' loss) or "varlen" (each
+     * micro-batch's windows packed, real tokens only; the QA loss's softmax
+     * over each window's own tokens); --max-tokens: real tokens per
+     * micro-batch with varlen (0: micro-batch x T, or the planner's on a GPU
+     * with --micro-batch auto). */
+    const char *packing;
+    int max_tokens;
 } trainer_opts;
 
 void trainer_opts_default(trainer_opts *o);
