@@ -22,6 +22,16 @@
  * bit for bit and the gradients equal those without recompute; the cost is
  * one more forward of L - 1 layers.
  *
+ * Packed batches (bert_batch.cu_seqlens): the N rows are the windows' real
+ * tokens, concatenated; every row op runs on N rows, attention, the hidden
+ * dropouts, the embeddings and the loss take the varlen ops (backend.h),
+ * which need the windows' offsets (d_cu), each row's position (d_pos) and
+ * each window's first row and length for the loss (d_row0, d_len). The
+ * buffers are sized by tokens: max_rows rows (max_B * T, or max_tokens) and
+ * NH * max_rows * T floats of probs per layer, which holds NH sum len^2 for
+ * windows of at most T tokens. A padded batch with mask_loss uses the same
+ * loss op with row0 = b * T.
+ *
  * Gradients: bert_backward accumulates (+=) into the gradient block, as the
  * backend ops do, so micro-batches accumulate until bert_zero_grad. The
  * activation gradients are a handful of working buffers reused by every
