@@ -16,6 +16,7 @@
 #
 #   bash bench/packing.sh                       # minilm and base, batch 8, 2 threads
 #   CONFIGS="minilm" STEPS=3 PREDICT_CONFIG=tiny bash bench/packing.sh
+#   PREDICT=0 CONFIGS=minilm bash bench/packing.sh     # training only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -63,6 +64,7 @@ for cfg in sys.argv[2:]:
           f"(CPU time: packed / padded {r['none']['cpu_ms_per_step'] / r['varlen']['cpu_ms_per_step']:.2f}x)")
 PY
 
+if [ "${PREDICT:-1}" = 0 ]; then echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"; exit 0; fi
 echo
 echo "prediction: all of SQuAD dev, a random $PREDICT_CONFIG model, $THREADS threads"
 "$BERTC" init --config "$PREDICT_CONFIG" --vocab "$VOCAB" --out "$out/model" >/dev/null
