@@ -3,7 +3,9 @@
 # Does nothing when they are all present. Extra package names may be given
 # as arguments (tests use this for optional tools).
 set -euo pipefail
-need=(build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev libutf8proc-dev libjansson-dev "$@")
+need=(build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev libutf8proc-dev libjansson-dev libmicrohttpd-dev "$@")
+# Data-parallel training (src/dist): OpenMPI, optional at build time (CMake finds it).
+need+=(libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${need[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

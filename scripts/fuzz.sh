@@ -3,7 +3,7 @@
 #
 #   scripts/fuzz.sh [--seconds N] [--target NAME] [--build DIR] [--jobs N] [--replay-only]
 #
-# Builds the modules that read outside input (src/core, text, data, model,
+# Builds the modules that read outside input (src/core, text, data, model, eval,
 # train/state.c, train/ckpt.c) once with clang (-fsanitize=fuzzer-no-link,
 # address,undefined) into DIR/libbertc_fuzz.a (default DIR build-fuzz; make
 # tracks the headers), links every tests/fuzz/fuzz_NAME.c against it,
@@ -64,7 +64,8 @@ B := $build
 CC := $CC
 CFLAGS := -std=gnu11 -g -O1 $san -fsanitize=fuzzer-no-link -fopenmp -Wall -Wextra -Wno-unused-parameter \\
   -fno-fast-math -I\$(SRC) -DBERTC_VERSION='"$version"'
-SRCS := \$(wildcard \$(SRC)/core/*.c \$(SRC)/text/*.c \$(SRC)/data/*.c \$(SRC)/model/*.c) \$(SRC)/train/state.c \$(SRC)/train/ckpt.c
+SRCS := \$(wildcard \$(SRC)/core/*.c \$(SRC)/text/*.c \$(SRC)/data/*.c \$(SRC)/model/*.c \$(SRC)/eval/*.c) \$(SRC)/train/state.c \$(SRC)/train/ckpt.c \\
+  \$(SRC)/infer/adhoc.c \$(SRC)/serve/serve_req.c
 OBJS := \$(patsubst \$(SRC)/%.c,\$(B)/obj/%.o,\$(SRCS))
 \$(B)/libbertc_fuzz.a: \$(OBJS)
 ${tab}rm -f \$@ && ar rcs \$@ \$^

@@ -184,20 +184,6 @@ static void test_generator(void)
 
 /* ------------------------------------------------------------- determinism */
 
-static uint64_t rng_state;
-
-static double urand(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) * (1.0 / 9007199254740992.0);
-}
-
-static void fill(float *x, size_t n, double lo, double hi)
-{
-    for (size_t i = 0; i < n; i++) x[i] = (float)(lo + (hi - lo) * urand());
-}
 
 /* One training-like op sequence at a size where every op runs threaded;
  * returns a hash of every output and gradient. */
@@ -206,7 +192,7 @@ static uint64_t op_sequence(backend *bk, uint64_t *bytes_hash)
     /* T = 288: attention in two row blocks; N*C above CPU_PAR_MIN, so every
      * op runs threaded */
     enum { DB = 4, DT = 288, DH = 8, DS = 32, DC = DH * DS, DI = 4 * DC, DN = DB * DT, DV = 50 };
-    rng_state = 0x1234567ull;
+    tu_rng_state = 0x1234567ull;
     size_t nf = 2 * DV * DC + 2 * DT * DC + 8 * DC + 4 * DC * DC + 4 * DI * DC + 14 * DN * DC + 4 * DN * DI +
                 2 * (size_t)DB * DH * DT * DT + 4 * DN;
     float *buf = calloc(nf, sizeof *buf), *f = buf;
@@ -226,18 +212,18 @@ static uint64_t op_sequence(backend *bk, uint64_t *bytes_hash)
     static int32_t ids[DN], types[DN], mask[DN];
     int32_t st[DB] = {3, 40, 0, 300}, en[DB] = {7, 200, 0, -1};
     for (int i = 0; i < DN; i++) {
-        ids[i] = (int32_t)(urand() * DV);
+        ids[i] = (int32_t)(tu_urand() * DV);
         types[i] = i % DT > DT / 3;
         mask[i] = !(i >= DT && i % DT > DT - 20);
     }
-    fill(wte, DV * DC, -1, 1);
-    fill(wpe, DT * DC, -1, 1);
-    fill(wtt, 2 * DC, -1, 1);
-    fill(lnw, DC, 0.5, 1.5);
-    fill(lnb, DC, -0.1, 0.1);
-    fill(qw, 3 * DC * DC, -0.2, 0.2);
-    fill(fw, DI * DC, -0.2, 0.2);
-    fill(qb, DC, -0.1, 0.1);
+    tu_fill(wte, DV * DC, -1, 1);
+    tu_fill(wpe, DT * DC, -1, 1);
+    tu_fill(wtt, 2 * DC, -1, 1);
+    tu_fill(lnw, DC, 0.5, 1.5);
+    tu_fill(lnb, DC, -0.1, 0.1);
+    tu_fill(qw, 3 * DC * DC, -0.2, 0.2);
+    tu_fill(fw, DI * DC, -0.2, 0.2);
+    tu_fill(qb, DC, -0.1, 0.1);
     philox_stream rng = {42, 9, 3 * 16 + 1};
     void *c = bk->ctx;
     const backend_i *o = bk->i;

@@ -216,15 +216,16 @@ static void test_hand(void)
           "eval_examples: %s unanswered %d no_gold %d", line, r.unanswered, r.no_gold);
 }
 
-static void test_reference_cases(void)
+/* Each case [pred, [gold...], em, f1] of a reference file scored by
+ * eval_question; returns how many differ (the first 10 are printed), *n the
+ * count of cases. */
+static int compare_cases(json_t *cases, eval_metric m, const char *label, int *n)
 {
-    json_t *x = load("tests/data/eval_squad_expected.json");
-    CHECK(x != NULL, "eval_squad_expected.json");
-    if (!x) return;
     size_t i;
     json_t *c;
-    int bad = 0, n = 0;
-    json_array_foreach(json_object_get(x, "cases"), i, c) {
+    int bad = 0;
+    *n = 0;
+    json_array_foreach(cases, i, c) {
         json_t *p = json_array_get(c, 0), *golds = json_array_get(c, 1);
         const char *g[64];
         size_t gl[64];
@@ -235,14 +236,23 @@ static void test_reference_cases(void)
         }
         int em;
         double f1;
-        eval_question(EVAL_METRIC_SQUAD, json_string_value(p), json_string_length(p), g, gl, ng, &em, &f1);
+        eval_question(m, json_string_value(p), json_string_length(p), g, gl, ng, &em, &f1);
         int wem = (int)json_integer_value(json_array_get(c, 2));
         double wf1 = json_real_value(json_array_get(c, 3));
-        n++;
+        (*n)++;
         if ((em != wem || f1 != wf1) && bad++ < 10)
-            fprintf(stderr, "case %zu: pred '%s' gold[0] '%s': em %d f1 %.17g, Python %d %.17g\n", i, json_string_value(p),
-                    g[0], em, f1, wem, wf1);
+            fprintf(stderr, "%s%scase %zu: pred '%s' gold[0] '%s': em %d f1 %.17g, Python %d %.17g\n", label,
+                    label[0] ? " " : "", i, json_string_value(p), ng ? g[0] : "", em, f1, wem, wf1);
     }
+    return bad;
+}
+
+static void test_reference_cases(void)
+{
+    json_t *x = load("tests/data/eval_squad_expected.json");
+    CHECK(x != NULL, "eval_squad_expected.json");
+    if (!x) return;
+    int n = 0, bad = compare_cases(json_object_get(x, "cases"), EVAL_METRIC_SQUAD, "", &n);
     CHECK(bad == 0 && n > 1000, "%d of %d per-question values differ from evaluate-v1.1.py", bad, n);
     printf("per-question EM/F1: %d cases equal to evaluate-v1.1.py\n", n);
 
@@ -322,28 +332,8 @@ static void test_cmrc_reference(void)
     if (!x) return;
     const char *sets[2] = {"cmrc_trial", "xquad_zh"};
     for (int s = 0; s < 2; s++) {
-        json_t *set = json_object_get(x, sets[s]), *c;
-        size_t i;
-        int bad = 0, n = 0;
-        json_array_foreach(json_object_get(set, "cases"), i, c) {
-            json_t *p = json_array_get(c, 0), *golds = json_array_get(c, 1);
-            const char *g[64];
-            size_t gl[64];
-            int ng = 0;
-            for (size_t k = 0; k < json_array_size(golds) && ng < 64; k++, ng++) {
-                g[ng] = json_string_value(json_array_get(golds, k));
-                gl[ng] = json_string_length(json_array_get(golds, k));
-            }
-            int em;
-            double f1;
-            eval_question(EVAL_METRIC_CMRC, json_string_value(p), json_string_length(p), g, gl, ng, &em, &f1);
-            int wem = (int)json_integer_value(json_array_get(c, 2));
-            double wf1 = json_real_value(json_array_get(c, 3));
-            n++;
-            if ((em != wem || f1 != wf1) && bad++ < 10)
-                fprintf(stderr, "%s case %zu: pred '%s' gold[0] '%s': em %d f1 %.17g, Python %d %.17g\n", sets[s], i,
-                        json_string_value(p), g[0], em, f1, wem, wf1);
-        }
+        json_t *set = json_object_get(x, sets[s]);
+        int n = 0, bad = compare_cases(json_object_get(set, "cases"), EVAL_METRIC_CMRC, sets[s], &n);
         CHECK(bad == 0 && n > 200, "%s: %d of %d per-question values differ from cmrc2018_evaluate.py", sets[s], bad, n);
         printf("%s: per-question CMRC EM/F1: %d of %d cases differ\n", sets[s], bad, n);
         char pred[256], data_rel[256], line[128];

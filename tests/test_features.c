@@ -5,6 +5,7 @@
  * window layout on a hand-made example, the "question too long" errors,
  * max_query_length, thread-count determinism and the .npy writer. */
 #include "testutil.h"
+#include "features_equal.h"
 #include "core/err.h"
 #include "core/fileio.h"
 #include "core/npy.h"
@@ -323,7 +324,7 @@ static void test_errors(const tok_pair *tp)
     squad_data d;
     if (load_words("opts.json", "", &d)) return;
     features f;
-    feature_opts bad[] = {{24, 24, 0}, {24, -1, 0}, {2, 0, 0}, {24, 4, -1}};
+    feature_opts bad[] = {{24, 24, 0, 0}, {24, -1, 0, 0}, {2, 0, 0, 0}, {24, 4, -1, 0}};
     for (int i = 0; i < 4; i++) {
         int rc = features_build(&d, tp->t, &bad[i], 1, &f);
         CHECK(rc == ERR_INPUT, "options T %d stride %d mql %d accepted", bad[i].max_seq_length, bad[i].doc_stride,
@@ -371,16 +372,6 @@ static void test_edges(const tok_pair *tp)
         features_free(&f);
     }
     squad_free(&d);
-}
-
-static int features_equal(const features *a, const features *b)
-{
-    if (a->n != b->n || a->T != b->T) return 0;
-    size_t c = (size_t)a->n * a->T * 4, r = (size_t)a->n * 4;
-    return !memcmp(a->input_ids, b->input_ids, c) && !memcmp(a->token_type_ids, b->token_type_ids, c) &&
-           !memcmp(a->attention_mask, b->attention_mask, c) && !memcmp(a->offset_begin, b->offset_begin, c) &&
-           !memcmp(a->offset_end, b->offset_end, c) && !memcmp(a->start_positions, b->start_positions, r) &&
-           !memcmp(a->end_positions, b->end_positions, r) && !memcmp(a->example, b->example, r);
 }
 
 static void test_threads_and_npy(void)
@@ -435,6 +426,68 @@ static void test_threads_and_npy(void)
     tok_close(&tp);
 }
 
+/* SQuAD 2.0: SQuAD dev made v2 (tests/data/squad2_dev_slice.json, a third of
+ * the questions without answers) against run_qa.py's prepare_train_features
+ * (tests/ref/features/squad2_T128_S32.bin): the same windows and labels with
+ * and without version_2_with_negative (unanswerable questions have no
+ * answers, so both label them (0, 0)); every window of an unanswerable
+ * question is trainable. And a question marked is_impossible that still
+ * lists an answer: (0, 0) and trainable under v2, its answer under v1. */
+static void test_v2(const tok_pair *tp)
+{
+    const char *setting = "squad2_T128_S32";
+    ref_file r;
+    int ok = ref_load("tests/ref/features/squad2_T128_S32.bin", &r) == 0;
+    CHECK(ok, "%s: cannot read the reference", setting);
+    squad_data d;
+    int rc = ok ? squad_load("tests/data/squad2_dev_slice.json", &d) : -1;
+    CHECK(!ok || rc == 0, "squad2 slice: %s", err_msg());
+    for (int v2 = 0; ok && rc == 0 && v2 < 2; v2++) {
+        feature_opts o = {.max_seq_length = 128, .doc_stride = 32, .version_2_with_negative = v2};
+        features f;
+        int frc = features_build(&d, tp->t, &o, 0, &f);
+        CHECK(frc == 0, "%s: %s", setting, err_msg());
+        if (frc) continue;
+        char name[64];
+        snprintf(name, sizeof name, "%s%s", setting, v2 ? " v2" : "");
+        compare_ref(name, &f, &d, &r);
+        int nimp = 0, imp_cls = 0, imp_train = 0;
+        for (int i = 0; i < f.n; i++) {
+            const squad_example *e = &d.ex[f.example[i]];
+            if (!e->is_impossible) continue;
+            nimp++;
+            imp_cls += f.start_positions[i] == 0 && f.end_positions[i] == 0;
+            imp_train += features_trainable(&f, &d, i);
+        }
+        printf("%s: %d windows of unanswerable questions, %d labelled [CLS], %d trainable\n", name, nimp, imp_cls, imp_train);
+        CHECK(nimp > 100 && imp_cls == nimp && imp_train == nimp, "%s: unanswerable windows %d, at [CLS] %d, trainable %d",
+              name, nimp, imp_cls, imp_train);
+        features_free(&f);
+    }
+    if (ok && rc == 0) squad_free(&d);
+    if (ok) free(r.buf);
+
+    /* is_impossible with an answer listed */
+    if (load_words("impossible.json",
+                   "{\"id\": \"i\", \"question\": \"what?\", \"is_impossible\": true, "
+                   "\"answers\": [{\"text\": \"w3\", \"answer_start\": 9}]}",
+                   &d))
+        return;
+    for (int v2 = 0; v2 < 2; v2++) {
+        feature_opts o = {.max_seq_length = 128, .doc_stride = 32, .version_2_with_negative = v2};
+        features f;
+        rc = features_build(&d, tp->t, &o, 1, &f);
+        CHECK(rc == 0 && f.n == 1, "impossible: %s", err_msg());
+        if (rc) continue;
+        int at_cls = f.start_positions[0] == 0 && f.end_positions[0] == 0;
+        CHECK(v2 ? at_cls : !at_cls, "is_impossible with an answer, v2=%d: labels (%d, %d)", v2, f.start_positions[0],
+              f.end_positions[0]);
+        CHECK(features_trainable(&f, &d, 0), "is_impossible with an answer, v2=%d: trainable", v2);
+        features_free(&f);
+    }
+    squad_free(&d);
+}
+
 int main(void)
 {
     /* Under the sanitizers the two T=384 sets are enough: the T=64 ones
@@ -450,6 +503,7 @@ int main(void)
         test_layout(&tp);
         test_errors(&tp);
         test_edges(&tp);
+        test_v2(&tp);
         tok_close(&tp);
     }
     test_threads_and_npy();

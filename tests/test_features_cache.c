@@ -3,6 +3,7 @@
  * casing, other data, a foreign file and a well-formed file with a bad token
  * id are all misses (with the reason) that features_load_or_build rebuilds. */
 #include "testutil.h"
+#include "features_equal.h"
 #include "core/crc32c.h"
 #include "core/err.h"
 #include "core/fileio.h"
@@ -12,16 +13,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-static int features_equal(const features *a, const features *b)
-{
-    if (a->n != b->n || a->T != b->T) return 0;
-    size_t c = (size_t)a->n * a->T * 4, r = (size_t)a->n * 4;
-    return !memcmp(a->input_ids, b->input_ids, c) && !memcmp(a->token_type_ids, b->token_type_ids, c) &&
-           !memcmp(a->attention_mask, b->attention_mask, c) && !memcmp(a->offset_begin, b->offset_begin, c) &&
-           !memcmp(a->offset_end, b->offset_end, c) && !memcmp(a->start_positions, b->start_positions, r) &&
-           !memcmp(a->end_positions, b->end_positions, r) && !memcmp(a->example, b->example, r);
-}
 
 typedef struct {
     squad_data *d;

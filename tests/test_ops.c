@@ -23,20 +23,6 @@
 enum { B = 2, T = 5, NH = 2, HS = 4, C = NH * HS, I = 16, N = B * T, V = 6, P = 7, TV = 2 };
 
 static backend be;
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-
-static double urand(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) * (1.0 / 9007199254740992.0);
-}
-
-static void fill(float *x, size_t n, double lo, double hi)
-{
-    for (size_t i = 0; i < n; i++) x[i] = (float)(lo + (hi - lo) * urand());
-}
 
 static void to_double(double *d, const float *f, size_t n)
 {
@@ -148,10 +134,10 @@ static void test_layernorm(void)
 {
     static ln_prob p;
     float inp[N * C], w[C], b[C], r[N * C], out[N * C], mean[N], rstd[N];
-    fill(inp, N * C, -2, 3);
-    fill(w, C, 0.5, 1.5);
-    fill(b, C, -0.5, 0.5);
-    fill(r, N * C, -1, 1);
+    tu_fill(inp, N * C, -2, 3);
+    tu_fill(w, C, 0.5, 1.5);
+    tu_fill(b, C, -0.5, 0.5);
+    tu_fill(r, N * C, -1, 1);
     /* a row with a large mean and small spread, where a one-pass variance fails */
     for (int c = 0; c < C; c++) inp[3 * C + c] += 10.0f;
     to_double(p.inp, inp, N * C);
@@ -214,10 +200,10 @@ static void test_matmul(int has_bias)
 {
     static mm_prob p;
     float inp[N * C], w[OC * C], b[OC], r[N * OC], out[N * OC];
-    fill(inp, N * C, -1, 1);
-    fill(w, OC * C, -1, 1);
-    fill(b, OC, -1, 1);
-    fill(r, N * OC, -1, 1);
+    tu_fill(inp, N * C, -1, 1);
+    tu_fill(w, OC * C, -1, 1);
+    tu_fill(b, OC, -1, 1);
+    tu_fill(r, N * OC, -1, 1);
     to_double(p.inp, inp, N * C);
     to_double(p.w, w, OC * C);
     to_double(p.b, b, OC);
@@ -271,12 +257,12 @@ static void test_gelu(void)
 {
     static gelu_prob p;
     float x[NG], r[NG], out[NG], dinp[NG] = {0};
-    fill(x, NG, -5, 5);
+    tu_fill(x, NG, -5, 5);
     x[0] = 0;
     x[1] = -12;
     x[2] = 12;
     x[3] = 1e-3f;
-    fill(r, NG, -1, 1);
+    tu_fill(r, NG, -1, 1);
     to_double(p.x, x, NG);
     to_double(p.r, r, NG);
     be.i->gelu_forward(be.ctx, out, x, NG);
@@ -346,10 +332,10 @@ static void test_attention(float p)
     philox_stream rng = {1234, 7, 1 * 16 + 1};
     float q[N * C], k[N * C], v[N * C], r[N * C], out[N * C], probs[B * NH * T * T], scratch[B * NH * T * T];
     double dq_[N * C], dk_[N * C], dv_[N * C], dr[N * C], dout_[N * C], dprobs[B * NH * T * T];
-    fill(q, N * C, -1.5, 1.5);
-    fill(k, N * C, -1.5, 1.5);
-    fill(v, N * C, -1, 1);
-    fill(r, N * C, -1, 1);
+    tu_fill(q, N * C, -1.5, 1.5);
+    tu_fill(k, N * C, -1.5, 1.5);
+    tu_fill(v, N * C, -1, 1);
+    tu_fill(r, N * C, -1, 1);
     to_double(dq_, q, N * C);
     to_double(dk_, k, N * C);
     to_double(dv_, v, N * C);
@@ -397,18 +383,18 @@ static void test_attention_long(float p)
     int32_t *mask = malloc((size_t)Bn * Tn * sizeof *mask);
     for (int i = 0; i < Bn * Tn; i++) mask[i] = !(i >= Tn && i % Tn >= Tn - 37);
     philox_stream rng = {99, 3, 5 * 16 + 1};
-    fill(q, n, -1, 1);
-    fill(k, n, -1, 1);
-    fill(v, n, -1, 1);
-    fill(r, n, -1, 1);
+    tu_fill(q, n, -1, 1);
+    tu_fill(k, n, -1, 1);
+    tu_fill(v, n, -1, 1);
+    tu_fill(r, n, -1, 1);
     to_double(xq, q, n);
     to_double(xk, k, n);
     to_double(xv, v, n);
     to_double(xr, r, n);
     for (size_t i = 0; i < n; i++) {
-        dirq[i] = urand() - 0.5;
-        dirk[i] = urand() - 0.5;
-        dirv[i] = urand() - 0.5;
+        dirq[i] = tu_urand() - 0.5;
+        dirk[i] = tu_urand() - 0.5;
+        dirv[i] = tu_urand() - 0.5;
     }
     att_prob a = {Bn, Tn, H, S, xq, xk, xv, xr, xo, xp, mask, p, rng};
     be.i->attention_forward(be.ctx, out, probs, q, k, v, mask, Bn, Tn, H, S, p, rng);
@@ -475,8 +461,8 @@ static void test_dropout_grad(void)
 {
     static drop_prob d;
     float x[ND], r[ND], out[ND], dinp[ND] = {0};
-    fill(x, ND, -2, 2);
-    fill(r, ND, -1, 1);
+    tu_fill(x, ND, -2, 2);
+    tu_fill(r, ND, -1, 1);
     to_double(d.x, x, ND);
     to_double(d.r, r, ND);
     d.p = 0.3f;
@@ -518,10 +504,10 @@ static void test_embedding(void)
     const int32_t ids[N] = {2, 0, 2, 2, 4, 1, 2, 3, 0, 0};
     const int32_t types[N] = {0, 0, 1, 1, 1, 0, 0, 0, 1, 1};
     float wte[V * C], wpe[P * C], wtt[TV * C], r[N * C], out[N * C];
-    fill(wte, V * C, -1, 1);
-    fill(wpe, P * C, -1, 1);
-    fill(wtt, TV * C, -1, 1);
-    fill(r, N * C, -1, 1);
+    tu_fill(wte, V * C, -1, 1);
+    tu_fill(wpe, P * C, -1, 1);
+    tu_fill(wtt, TV * C, -1, 1);
+    tu_fill(r, N * C, -1, 1);
     to_double(e.wte, wte, V * C);
     to_double(e.wpe, wpe, P * C);
     to_double(e.wtt, wtt, TV * C);
@@ -581,7 +567,7 @@ static void test_qa_loss(void)
      * exactly T (ignored), 0, negative (-> 0) */
     const int32_t start[QB] = {1, 7, -3, 4}, end[QB] = {2, 5, 0, -1};
     float logits[QB * T * 2], dlogits[QB * T * 2], loss;
-    fill(logits, QB * T * 2, -3, 3);
+    tu_fill(logits, QB * T * 2, -3, 3);
     to_double(q.logits, logits, QB * T * 2);
     q.start = start;
     q.end = end;
@@ -618,13 +604,13 @@ static void test_adamw(void)
     enum { NA = 1003 };
     float p[NA], g[NA], m[NA] = {0}, v[NA] = {0};
     double pd[NA], md[NA] = {0}, vd[NA] = {0};
-    fill(p, NA, -1, 1);
+    tu_fill(p, NA, -1, 1);
     to_double(pd, p, NA);
     const float lr = 1e-3f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 0.01f, gs = 0.5f;
     float pold[NA];
     double dp_want[NA];
     for (int t = 1; t <= 3; t++) {
-        fill(g, NA, -2, 2);
+        tu_fill(g, NA, -2, 2);
         memcpy(pold, p, sizeof p);
         be.i->adamw(be.ctx, p, g, m, v, NA, lr, b1, b2, eps, wd, t, gs);
         /* the backend takes the decimals these floats were written as,
@@ -670,8 +656,8 @@ static void test_helpers(void)
 {
     size_t n = 300001; /* several sum_squares chunks, not a multiple of 4 */
     float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *z = malloc(n * sizeof *z);
-    fill(x, n, -1, 1);
-    fill(y, n, -1, 1);
+    tu_fill(x, n, -1, 1);
+    tu_fill(y, n, -1, 1);
     double want = 0;
     for (size_t i = 0; i < n; i++) want += (double)x[i] * x[i];
     double got = be.i->sum_squares(be.ctx, x, n);
@@ -714,7 +700,7 @@ static void test_memory(void)
     float *a = be.i->alloc(be.ctx, 1000 * sizeof(float)), *b = be.i->alloc(be.ctx, 1000 * sizeof(float));
     CHECK(a && b && ((uintptr_t)a & 63) == 0 && ((uintptr_t)b & 63) == 0, "alloc: 64-byte aligned");
     float host[1000], back[1000];
-    fill(host, 1000, -1, 1);
+    tu_fill(host, 1000, -1, 1);
     CHECK(be.i->upload(be.ctx, a, host, sizeof host) == 0, "upload");
     be.i->copy(be.ctx, b, a, sizeof host);
     CHECK(be.i->download(be.ctx, back, b, sizeof back) == 0, "download");

@@ -69,6 +69,13 @@ static int child_main(const char *mode, int argc, char **argv)
             raise(SIGABRT);
         }
         if (!strcmp(how, "exit3")) return 3;
+        /* an error line as main() passes it back: the same every time, or
+         * one that names the attempt (a failure that moves on) */
+        if (!strcmp(how, "same")) supervise_note_error("bad data at step 6");
+        if (!strcmp(how, "moving")) {
+            snprintf(text, sizeof text, "bad data at step %d", 6 * attempt);
+            supervise_note_error(text);
+        }
         return 1;
     }
     if (!strcmp(mode, "wait") || !strcmp(mode, "orphan")) {
@@ -231,6 +238,16 @@ static void test_policy(void)
               supervise_exit_code(cases[i].status), cases[i].code);
     }
     printf("back-off 1,2,4,...,60; restart on signals and exit codes other than 0, 2, 75\n");
+    /* a repeat: the same exit code, error line and checkpoint; signals never */
+    CHECK(supervise_same_failure(1 << 8, "e", 4, 1 << 8, "e", 4), "same code, line, checkpoint: a repeat");
+    CHECK(supervise_same_failure(1 << 8, "e", -1, 1 << 8, "e", -1), "no checkpoint either time: a repeat");
+    CHECK(!supervise_same_failure(1 << 8, "e", 4, 1 << 8, "e", 8), "a new checkpoint: no repeat");
+    CHECK(!supervise_same_failure(1 << 8, "e", 4, 1 << 8, "f", 4), "another line: no repeat");
+    CHECK(!supervise_same_failure(1 << 8, "e", 4, 3 << 8, "e", 4), "another code: no repeat");
+    CHECK(!supervise_same_failure(1 << 8, "", 4, 1 << 8, "", 4), "no line: no repeat");
+    CHECK(!supervise_same_failure(SIGKILL, "", 4, SIGKILL, "", 4), "SIGKILL twice: no repeat");
+    CHECK(!supervise_same_failure(SIGSEGV, "e", 4, SIGSEGV, "e", 4), "SIGSEGV twice: no repeat");
+    printf("repeat = same exit code, error line and newest checkpoint; never for signals\n");
 }
 
 /* Crashes K times, then succeeds: K restarts, the log, the arguments. */
@@ -279,17 +296,34 @@ static void test_crash_then_done(const char *how, const char *signame, int code)
     free(a3);
 }
 
-static void test_gives_up(void)
+/* A fresh case whose fake trainer always fails the way SUPTEST_HOW says:
+ * supervise_run(max_restarts) on "train --out RUN" (g_run); the attempts
+ * record and restarts.csv (NULL when absent) come back malloc'ed. */
+static char g_run[4200];
+static int always_failing(const char *how, int max_restarts, char **att, char **log)
 {
     new_case("crash");
     setenv("SUPTEST_CRASHES", "100", 1);
-    setenv("SUPTEST_HOW", "exit1", 1);
-    char run[4200];
-    snprintf(run, sizeof run, "%s/run", g_dir);
-    char *a[] = {"train", "--out", run};
+    setenv("SUPTEST_HOW", how, 1);
+    snprintf(g_run, sizeof g_run, "%s/run", g_dir);
+    char *a[] = {"train", "--out", g_run};
     err_clear();
-    int rc = supervise_run(2, 3, a, run);
-    char *att = read_rec("attempts"), *log = read_rec("run/" SUPERVISE_LOG);
+    int rc = supervise_run(max_restarts, 3, a, g_run);
+    /* reading the records must not change the error the caller checks */
+    char msg[1024];
+    int code = err_code();
+    snprintf(msg, sizeof msg, "%s", err_msg());
+    *att = read_rec("attempts");
+    *log = read_rec("run/" SUPERVISE_LOG);
+    err_clear();
+    if (code) err_set(code, "%s", msg);
+    return rc;
+}
+
+static void test_gives_up(void)
+{
+    char *att, *log;
+    int rc = always_failing("exit1", 2, &att, &log);
     printf("always exit 1, --supervise 2: rc %d, '%s', %d attempts\n", rc, err_msg(), count_lines(att));
     CHECK(rc == 1 && err_code() == ERR_RUNTIME && strstr(err_msg(), "giving up after 2 restarts") &&
               strstr(err_msg(), "attempt 3 exited with code 1"),
@@ -301,18 +335,40 @@ static void test_gives_up(void)
     free(log);
 
     /* --supervise 0: one attempt, its signal as 128+N, no log. */
-    new_case("crash");
-    setenv("SUPTEST_HOW", "kill", 1);
-    snprintf(run, sizeof run, "%s/run", g_dir);
-    err_clear();
-    rc = supervise_run(0, 3, a, run);
-    att = read_rec("attempts");
+    rc = always_failing("kill", 0, &att, &log);
     printf("SIGKILL, --supervise 0: rc %d, '%s'\n", rc, err_msg());
     CHECK(rc == 137 && strstr(err_msg(), "signal 9 (SIGKILL)") && strstr(err_msg(), "giving up after 0 restarts"),
           "rc %d, '%s'", rc, err_msg());
-    CHECK(count_lines(att) == 1 && !path_exists(run), "%d attempts, run dir %s", count_lines(att),
-          path_exists(run) ? "made" : "absent");
+    CHECK(count_lines(att) == 1 && !path_exists(g_run), "%d attempts, run dir %s", count_lines(att),
+          path_exists(g_run) ? "made" : "absent");
     free(att);
+    free(log);
+}
+
+/* The same error line twice: stop after 2 attempts, not max + 1. An error
+ * that changes is restarted as before. */
+static void test_repeat(void)
+{
+    char *att, *log;
+    int rc = always_failing("same", 5, &att, &log);
+    printf("the same error every time, --supervise 5: rc %d, %d attempts, '%s'\n", rc, count_lines(att), err_msg());
+    CHECK(rc == 1 && err_code() == ERR_RUNTIME && strstr(err_msg(), "attempt 2 failed as attempt 1 did") &&
+              strstr(err_msg(), "(4 restarts left): bad data at step 6"),
+          "rc %d, message '%s'", rc, err_msg());
+    CHECK(count_lines(att) == 2, "%d attempts, want 2", count_lines(att));
+    CHECK(log && count_lines(log) == 3 && strstr(log, ",1,,") && strstr(log, ",restart,") && strstr(log, ",repeated,"),
+          "restarts.csv:\n%s", log ? log : "(none)");
+    free(att);
+    free(log);
+
+    rc = always_failing("moving", 3, &att, &log);
+    printf("an error that changes, --supervise 3: rc %d, %d attempts, '%s'\n", rc, count_lines(att), err_msg());
+    CHECK(rc == 1 && count_lines(att) == 4 && strstr(err_msg(), "giving up after 3 restarts"), "rc %d, %d attempts, '%s'",
+          rc, count_lines(att), err_msg());
+    free(att);
+    free(log);
+    unsetenv("SUPTEST_CRASHES");
+    unsetenv("SUPTEST_HOW");
 }
 
 /* 0, 2 and 75 end the supervisor with no restart, no log and no message. */
@@ -475,6 +531,7 @@ int main(int argc, char **argv)
     test_crash_then_done("abort", "SIGABRT", 134);
     test_crash_then_done("exit3", "", 3);
     test_gives_up();
+    test_repeat();
     test_no_restart();
     test_forwarding(SIGTERM, 0);
     test_forwarding(SIGINT, 1);

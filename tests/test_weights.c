@@ -619,7 +619,8 @@ static void test_model_dirs(void)
     expect_load_error("only tf_model.h5", dir, "tf_model.h5", "from_tf=True");
     dir = make_dir("ckpt_only");
     write_file(tmp_path("ckpt_only/model.ckpt.index"), "x", 1);
-    expect_load_error("only model.ckpt.index", dir, "model.ckpt.index", "from_tf=True");
+    /* A TF checkpoint is read now (src/model/tf_bert.c), given its config. */
+    expect_load_error("only model.ckpt.index", dir, "a TensorFlow checkpoint", "no bert_config.json");
     dir = make_dir("no_config");
     write_model_file(dir, &t, block, 0, "F32", NULL, 0);
     expect_load_error("no config.json", dir, "no config.json", NULL);

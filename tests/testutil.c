@@ -7,6 +7,21 @@
 
 int tu_pass, tu_fail;
 
+uint64_t tu_rng_state = 0x9E3779B97F4A7C15ull;
+
+double tu_urand(void)
+{
+    tu_rng_state ^= tu_rng_state << 13;
+    tu_rng_state ^= tu_rng_state >> 7;
+    tu_rng_state ^= tu_rng_state << 17;
+    return (double)(tu_rng_state >> 11) * (1.0 / 9007199254740992.0);
+}
+
+void tu_fill(float *x, size_t n, double lo, double hi)
+{
+    for (size_t i = 0; i < n; i++) x[i] = (float)(lo + (hi - lo) * tu_urand());
+}
+
 int tu_close(const char *name, const float *got, const float *want, size_t n, double rtol, double atol)
 {
     double max_abs = 0, max_rel = 0;

@@ -4,6 +4,7 @@
 #define BERTC_TESTUTIL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 extern int tu_pass, tu_fail;
@@ -29,6 +30,12 @@ int tu_done(void);
 const char *tu_data(const char *rel);
 /* A fresh empty temp dir for this test (removed by nobody: under /tmp). */
 const char *tu_tmpdir(void);
+/* Deterministic test data: xorshift64 on tu_rng_state (set it to seed a
+ * sequence; it must not be 0). tu_urand is uniform in [0, 1) with 53 bits;
+ * tu_fill fills x[0..n) uniformly in [lo, hi). */
+extern uint64_t tu_rng_state;
+double tu_urand(void);
+void tu_fill(float *x, size_t n, double lo, double hi);
 /* 1 under ASan/UBSan: heavy tests may shrink their work. */
 int tu_sanitized(void);
 

@@ -27,6 +27,7 @@ splitmix64 of the sum over its five rows; an array's whole-set hash is
 splitmix64 of the wrapping sum of splitmix64(row sum) * (2 * feature + 1).
 
   python3 tools/features_parity.py                # write all settings
+  python3 tools/features_parity.py --only squad2_T128_S32   # write one
   python3 tools/features_parity.py --show squad_T384_S128 5   # print feature 5
 """
 import argparse
@@ -43,8 +44,10 @@ DATA = os.environ.get("BERTC_DATA", os.path.join(ROOT, "..", "shared", "data"))
 DATASETS = {
     "squad": ("squad-v1.1/dev-v1.1.json", "bert-base-uncased-vocab.txt", True),
     "cmrc": ("cmrc2018/cmrc2018_trial.json", "bert-base-chinese-vocab.txt", False),
+    # SQuAD dev made v2 (tools/squad2_eval_ref.py), in this repository: a third of the questions have no answer
+    "squad2": ("@tests/data/squad2_dev_slice.json", "bert-base-uncased-vocab.txt", True),
 }
-SETTINGS = [("squad", 384, 128), ("cmrc", 384, 128), ("squad", 64, 16), ("cmrc", 64, 16)]
+SETTINGS = [("squad", 384, 128), ("cmrc", 384, 128), ("squad", 64, 16), ("cmrc", 64, 16), ("squad2", 128, 32)]
 N_FULL = 16
 
 
@@ -74,7 +77,8 @@ def relocate(context, text, start):
 
 def load_examples(name):
     """The examples as run_qa.py's datasets columns, answers as bertc keeps them."""
-    path = os.path.join(DATA, DATASETS[name][0])
+    rel = DATASETS[name][0]
+    path = os.path.join(ROOT, rel[1:]) if rel.startswith("@") else os.path.join(DATA, rel)
     with open(path, encoding="utf-8") as f:
         data = json.load(f)
     ex = {"id": [], "question": [], "context": [], "answers": []}
@@ -253,6 +257,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.path.join(ROOT, "tests", "ref", "features"))
     ap.add_argument("--show", nargs=2, metavar=("SETTING", "FEATURE"), help="print one feature of a setting")
+    ap.add_argument("--only", metavar="SETTING", help="write only this setting (e.g. squad2_T128_S32)")
     args = ap.parse_args()
     if args.show:
         name, t, s = args.show[0].split("_")
@@ -266,6 +271,8 @@ def main():
         return
     os.makedirs(args.out, exist_ok=True)
     for name, T, S in SETTINGS:
+        if args.only and args.only != f"{name}_T{T}_S{S}":
+            continue
         rows, labels, n_examples = build(name, T, S)
         path = os.path.join(args.out, f"{name}_T{T}_S{S}.bin")
         write(path, rows, labels, n_examples, T, S)

@@ -169,9 +169,10 @@ typedef struct backend {
 
 /* "cpu" or "cuda"; nthreads applies to the CPU backend (0 = all cores). */
 int backend_cpu_create(backend *out, int nthreads);
-#ifdef BERTC_HAVE_CUDA
+/* The CUDA backend in its precision auto, through the module
+ * (backend/cuda_module.h; defined in backend/select.c): ERR_RUNTIME when the
+ * module or a usable GPU is missing. */
 int backend_cuda_create(backend *out, int device, int64_t mem_limit);
-#endif
 void backend_free(backend *b);
 
 #endif

@@ -1,6 +1,7 @@
-/* Choosing the backend (select.h). The CUDA parts are compiled only with
- * BERTC_HAVE_CUDA; without it every CUDA answer is "this build has no CUDA
- * backend". */
+/* Choosing the backend (select.h). The CUDA backend is a module
+ * (cuda_module.h), loaded here only when the choice needs a GPU: every CUDA
+ * call goes through its table; without it every CUDA answer is the reason
+ * it is missing. */
 #include "backend/select.h"
 
 #include "core/err.h"
@@ -8,9 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#ifdef BERTC_HAVE_CUDA
-#include "backend/cuda/cuda_backend.h"
-#endif
+#include "backend/cuda_module.h"
 
 static const char *const device_names[] = {"auto", "cpu", "cuda"};
 static const char *const precision_names[] = {"auto", "fp32", "tf32", "fp16", "bf16"};
@@ -62,20 +61,25 @@ backend_opts backend_opts_default(void)
     return o;
 }
 
-int select_probe_cuda(int gpu, char *name, size_t name_cap, int *cc_major, int *cc_minor, int64_t *total,
-                      char *why, size_t why_cap)
+static void probe_none(char *name, size_t name_cap, int *cc_major, int *cc_minor, int64_t *total)
 {
-#ifdef BERTC_HAVE_CUDA
-    return cuda_probe(gpu, name, name_cap, cc_major, cc_minor, total, why, why_cap);
-#else
-    (void)gpu;
     if (name && name_cap) name[0] = 0;
     if (cc_major) *cc_major = 0;
     if (cc_minor) *cc_minor = 0;
     if (total) *total = 0;
-    if (why && why_cap) snprintf(why, why_cap, "this build has no CUDA backend (nvcc was not found when it was built)");
-    return 0;
-#endif
+}
+
+int select_probe_cuda(int gpu, char *name, size_t name_cap, int *cc_major, int *cc_minor, int64_t *total,
+                      char *why, size_t why_cap)
+{
+    char w[768];
+    const bertc_cuda_api *api = cuda_module_get(0, w, sizeof w);
+    if (!api) {
+        probe_none(name, name_cap, cc_major, cc_minor, total);
+        if (why && why_cap) snprintf(why, why_cap, "%s", w);
+        return 0;
+    }
+    return api->probe(gpu, name, name_cap, cc_major, cc_minor, total, why, why_cap);
 }
 
 static int make_cpu(backend *out, const backend_opts *o, backend_info *info)
@@ -91,19 +95,17 @@ static int make_cpu(backend *out, const backend_opts *o, backend_info *info)
     return 0;
 }
 
-#ifdef BERTC_HAVE_CUDA
-static int make_cuda(backend *out, const backend_opts *o, backend_info *info)
+static int make_cuda(const bertc_cuda_api *api, backend *out, const backend_opts *o, backend_info *info)
 {
-    cuda_backend_opts co = {o->gpu, o->precision, o->mem_limit};
-    int rc = cuda_backend_create(out, &co);
+    int rc = api->create(out, o->gpu, o->precision, o->mem_limit);
     if (rc) return rc;
     char why[256];
     int64_t total = 0;
-    cuda_probe(o->gpu, info->gpu_name, sizeof info->gpu_name, &info->cc_major, &info->cc_minor, &total, why,
+    api->probe(o->gpu, info->gpu_name, sizeof info->gpu_name, &info->cc_major, &info->cc_minor, &total, why,
                sizeof why);
     info->is_cuda = 1;
     info->gpu_total = total;
-    info->precision = cuda_backend_precision(out->ctx);
+    info->precision = api->precision(out->ctx);
     char lim[64] = "";
     if (o->mem_limit > 0)
         snprintf(lim, sizeof lim, ", limited to %.2f GiB", (double)o->mem_limit / (1024.0 * 1024 * 1024));
@@ -112,7 +114,6 @@ static int make_cuda(backend *out, const backend_opts *o, backend_info *info)
              select_precision_name(info->precision));
     return 0;
 }
-#endif
 
 int backend_select(backend *out, const backend_opts *o, backend_info *info)
 {
@@ -132,64 +133,72 @@ int backend_select(backend *out, const backend_opts *o, backend_info *info)
         return make_cpu(out, o, info);
     }
 
-    char name[128] = "", why[256] = "";
+    char name[128] = "", why[768] = "";
     int major = 0, minor = 0;
     int64_t total = 0;
-    int usable = select_probe_cuda(o->gpu, name, sizeof name, &major, &minor, &total, why, sizeof why);
+    /* --device cuda loads the module whatever happens; auto only where it
+     * exists and a driver is present (a CPU machine never maps CUDA). */
+    const bertc_cuda_api *api = cuda_module_get(o->device == DEVICE_CUDA, why, sizeof why);
+    int usable = api ? api->probe(o->gpu, name, sizeof name, &major, &minor, &total, why, sizeof why) : 0;
     if (!usable) {
         if (o->device == DEVICE_CUDA) {
-#ifdef BERTC_HAVE_CUDA
+            if (!api)
+                return err_set(ERR_RUNTIME, "--device cuda: %s%s",
+                               strstr(why, "no CUDA backend") ? "" : "no CUDA backend: ", why);
             return err_set(ERR_RUNTIME, "--device cuda: no usable CUDA device: %s", why);
-#else
-            return err_set(ERR_INPUT, "--device cuda: %s", why);
-#endif
         }
-        snprintf(info->fallback, sizeof info->fallback, "%s", why);
+        snprintf(info->fallback, sizeof info->fallback, "%.*s", (int)sizeof info->fallback - 1, why); /* may cut */
         int rc = make_cpu(out, o, info);
         if (rc) return rc;
         if (!o->quiet) {
             if (o->precision != PREC_AUTO && o->precision != PREC_FP32)
-                log_warn("no usable CUDA device (%s): using the CPU backend in fp32, not %s", why,
+                log_warn("no usable CUDA device (%s): using the CPU backend in fp32, not %s", info->fallback,
                          select_precision_name(o->precision));
-            else log_warn("no usable CUDA device (%s): using the CPU backend", why);
+            else log_warn("no usable CUDA device (%s): using the CPU backend", info->fallback);
         }
         return 0;
     }
-#ifdef BERTC_HAVE_CUDA
     if (o->precision == PREC_BF16 && major < 8)
         return err_set(ERR_INPUT, "--precision bf16 needs compute capability 8.0 or newer; GPU %d (%s) is %d.%d: use "
                                   "fp16 (or auto)",
                        o->gpu, name, major, minor);
-    return make_cuda(out, o, info);
-#else
-    return err_set(ERR_RUNTIME, "backend_select: unreachable without CUDA");
-#endif
+    return make_cuda(api, out, o, info);
+}
+
+/* The module's table when b is a CUDA backend made through it. */
+static const bertc_cuda_api *cuda_of(const backend *b)
+{
+    if (!b || !b->i || !b->i->name || strcmp(b->i->name, "cuda")) return NULL;
+    return cuda_module_loaded();
+}
+
+int backend_cuda_create(backend *out, int device, int64_t mem_limit)
+{
+    out->i = NULL;
+    out->ctx = NULL;
+    char why[768];
+    const bertc_cuda_api *api = cuda_module_get(1, why, sizeof why);
+    if (!api) return err_set(ERR_RUNTIME, "cuda backend: %s", why);
+    return api->create(out, device, PREC_AUTO, mem_limit);
 }
 
 int backend_mem_query(backend *b, backend_mem *out)
 {
     memset(out, 0, sizeof *out);
-#ifdef BERTC_HAVE_CUDA
-    if (b && b->i && b->i->name && !strcmp(b->i->name, "cuda")) return cuda_backend_mem(b->ctx, out);
-#endif
+    const bertc_cuda_api *api = cuda_of(b);
+    if (api) return api->mem(b->ctx, out);
     return err_set(ERR_INPUT, "backend_mem_query: the %s backend has no device memory to measure",
                    b && b->i && b->i->name ? b->i->name : "(none)");
 }
 
 void backend_mem_trim(backend *b)
 {
-#ifdef BERTC_HAVE_CUDA
-    if (b && b->i && b->i->name && !strcmp(b->i->name, "cuda")) cuda_backend_trim(b->ctx);
-#else
-    (void)b;
-#endif
+    const bertc_cuda_api *api = cuda_of(b);
+    if (api) api->trim(b->ctx);
 }
 
 void backend_mem_reset_peak(backend *b)
 {
-#ifdef BERTC_HAVE_CUDA
-    if (b && b->i && b->i->name && !strcmp(b->i->name, "cuda")) cuda_backend_reset_peak(b->ctx);
-#else
-    (void)b;
-#endif
+    const bertc_cuda_api *api = cuda_of(b);
+    if (api) api->reset_peak(b->ctx);
 }

@@ -16,12 +16,15 @@
  *   ...
  *   backend_free(&be);
  *
- * --device auto: CUDA when a usable GPU is found (compute capability 7.5 or
- * newer, a driver, a build with CUDA), otherwise the CPU backend and one
- * line on stderr ("bertc: warning: no usable CUDA device (...): using the
- * CPU backend, fp32"). --device cuda: an error (ERR_RUNTIME) instead of the
- * fall-back; ERR_INPUT when this build has no CUDA backend. --device cpu:
- * the CPU backend.
+ * The CUDA backend is a module (backend/cuda_module.h), loaded here only
+ * when a choice needs it. --device auto: CUDA when a usable GPU is found
+ * (the module next to the binary, a driver, compute capability 7.5 or
+ * newer; without a driver the module is not even loaded), otherwise the
+ * CPU backend and one line on stderr ("bertc: warning: no usable CUDA
+ * device (...): using the CPU backend, fp32"). --device cuda: an error
+ * (ERR_RUNTIME) instead of the fall-back, "--device cuda: no CUDA backend:
+ * REASON" when the module cannot be loaded (REASON names the path tried).
+ * --device cpu: the CPU backend.
  *
  * --precision auto is bf16 on compute capability 8.0 and newer, fp16 on 7.x,
  * fp32 on the CPU. On the CPU (which computes in fp32 only) an explicit
@@ -87,8 +90,8 @@ typedef struct {
 /* Creates the backend the options ask for (see the top of this file). */
 int backend_select(backend *out, const backend_opts *o, backend_info *info);
 
-/* What a GPU probe found without creating a backend: `bertc plan` and
- * `bertc devices` use it. Returns 1 when a usable CUDA device exists (and
+/* What a GPU probe found without creating a backend: `bertc plan` uses it
+ * (the module is loaded as for --device auto). Returns 1 when a usable CUDA device exists (and
  * fills name, compute capability and total memory), 0 otherwise with the
  * reason in why (never an error: no driver is an answer, not a failure). */
 int select_probe_cuda(int gpu, char *name, size_t name_cap, int *cc_major, int *cc_minor, int64_t *total,

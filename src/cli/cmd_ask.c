@@ -3,6 +3,7 @@
 #include "core/args.h"
 #include "core/err.h"
 #include "core/fileio.h"
+#include "infer/adhoc.h"
 #include "train/qa_model.h"
 
 #include <stdio.h>
@@ -10,49 +11,6 @@
 #include <string.h>
 
 const char cmd_ask_summary[] = "answer one question about a text: the answer, its score and the context around it";
-
-/* Length of the valid UTF-8 sequence at s (1-4), 0 when invalid. */
-static int utf8_len(const unsigned char *s, size_t n)
-{
-    if (s[0] < 0x80) return 1;
-    int len = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 && s[0] < 0xe0 ? 2 : 0;
-    if (!len || (size_t)len > n) return 0;
-    for (int i = 1; i < len; i++)
-        if ((s[i] & 0xc0) != 0x80) return 0;
-    uint32_t c = len == 2 ? (s[0] & 0x1fu) : len == 3 ? (s[0] & 0x0fu) : (s[0] & 0x07u);
-    for (int i = 1; i < len; i++) c = (c << 6) | (s[i] & 0x3fu);
-    if ((len == 3 && (c < 0x800 || (c >= 0xd800 && c <= 0xdfff))) || (len == 4 && (c < 0x10000 || c > 0x10ffff))) return 0;
-    return len;
-}
-
-/* A one-question squad_data over text (which it takes). */
-static int make_data(squad_data *d, char *text, size_t n, const char *question, const char *what)
-{
-    memset(d, 0, sizeof *d);
-    int32_t *cp = malloc((n + 1) * sizeof *cp);
-    if (!cp) return err_set(ERR_RUNTIME, "out of memory");
-    int ncp = 0;
-    for (size_t i = 0; i < n;) {
-        int l = utf8_len((const unsigned char *)text + i, n - i);
-        if (!l || text[i] == 0) {
-            free(cp);
-            return err_set(ERR_INPUT, "%s: invalid UTF-8 (or a NUL byte) at byte %zu", what, i);
-        }
-        cp[ncp++] = (int32_t)i;
-        i += (size_t)l;
-    }
-    cp[ncp] = (int32_t)n;
-    d->contexts = xcalloc(1, sizeof *d->contexts);
-    d->ncontexts = 1;
-    d->contexts[0] = (squad_context){text, n, ncp, cp};
-    d->ex = xcalloc(1, sizeof *d->ex);
-    d->n = 1;
-    d->ex[0].id = xstrdup("question");
-    d->ex[0].question = xstrdup(question);
-    d->ex[0].train_answer = -1;
-    d->version = xstrdup("");
-    return 0;
-}
 
 /* Prints text[b, e) of the context's code points. */
 static void put_cps(const squad_context *c, int b, int e)
@@ -104,11 +62,10 @@ int cmd_ask(int argc, char **argv)
         n = strlen(text);
     }
     squad_data d;
-    rc = make_data(&d, text, n, question, context[0] == '@' ? context + 1 : "--context");
-    if (rc) {
-        free(text);
-        return rc;
-    }
+    const char *ctx_text = text, *id = "question";
+    rc = adhoc_data(&d, 1, &ctx_text, &n, &question, &id, context[0] == '@' ? context + 1 : "--context");
+    free(text);
+    if (rc) return rc;
     qa_model m;
     features f;
     int have_f = 0;
@@ -119,7 +76,7 @@ int cmd_ask(int argc, char **argv)
     if (rc) goto done;
     if (m.qa_initialised) log_warn("%s has no qa_outputs: the answer comes from a random QA head", model_dir);
     qa_model_fit_window(&m, &T, T_given, &stride, stride_given);
-    feature_opts fo = {T, stride, 0};
+    feature_opts fo = {T, stride, 0, 0};
     rc = features_build(&d, m.tok, &fo, threads, &f);
     if (rc) goto done;
     have_f = 1;

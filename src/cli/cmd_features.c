@@ -49,7 +49,7 @@ static int dump_features(const char *dir, const features *f)
 int cmd_features(int argc, char **argv)
 {
     const char *model = NULL, *data = NULL, *dump = NULL, *cache = NULL;
-    int T = 384, stride = 128, mql = 0, threads = 0;
+    int T = 384, stride = 128, mql = 0, threads = 0, v2 = 0;
     const arg_spec specs[] = {
         {"model", ARG_STR, &model, "DIR", "model dir (vocab.txt, optional tokenizer_config.json)", .required = 1},
         {"data", ARG_STR, &data, "FILE", "SQuAD-format JSON", .required = 1},
@@ -61,6 +61,7 @@ int cmd_features(int argc, char **argv)
         {"threads", ARG_INT, &threads, "N", "threads (default: all cores)", .min = 1, .max = 4096},
         {"dump", ARG_STR, &dump, "DIR", "write the feature tensors as .npy files into DIR", .min = 0},
         {"cache", ARG_STR, &cache, "FILE", "features cache: used when valid, else rebuilt and written", .min = 0},
+        {"version-2-with-negative", ARG_FLAG, &v2, NULL, "SQuAD 2.0 labels: is_impossible questions at [CLS] (as bertc train)", .min = 0},
         {0},
     };
     int rc = args_parse("features", "bertc features --model DIR --data FILE [options]", specs, argc, argv, NULL, NULL);
@@ -76,7 +77,7 @@ int cmd_features(int argc, char **argv)
     if ((rc = tokenizer_load_dir(model, &v, &tok))) goto done;
     if ((rc = squad_load(data, &d))) goto done;
     double t1 = now_s();
-    feature_opts o = {.max_seq_length = T, .doc_stride = stride, .max_query_length = mql};
+    feature_opts o = {.max_seq_length = T, .doc_stride = stride, .max_query_length = mql, .version_2_with_negative = v2};
     int hit = 0;
     if ((rc = features_load_or_build(cache, &d, tok, &o, threads, &f, &hit))) goto done;
     double t2 = now_s();

@@ -38,6 +38,9 @@ int cmd_predict(int argc, char **argv)
     int max_ans = PREDICT_MAX_ANSWER_LENGTH;
     const char *packing = "none";
     int max_tokens = 0, max_tokens_given = 0;
+    int v2 = 0, thr_given = 0;
+    double null_thr = 0.0;
+    const char *null_odds = NULL;
     const arg_spec specs[] = {
         {"model", ARG_STR, &model_dir, "DIR", "model dir (e.g. RUN/final)", .required = 1},
         {"data", ARG_STR, &data_path, "FILE", "questions, SQuAD format", .required = 1},
@@ -60,9 +63,14 @@ int cmd_predict(int argc, char **argv)
          "none|varlen (varlen: windows grouped by length, real tokens only; padding logits -inf)", .min = 0},
         {"max-tokens", ARG_INT, &max_tokens, "N", "with --packing varlen: real tokens per forward pass (default batch x T)",
          .min = 1, .max = 1 << 30, .seen = &max_tokens_given},
+        {"version-2-with-negative", ARG_FLAG, &v2, NULL, "SQuAD 2.0: the answer may be \"\" (the null answer, as run_qa.py)", .min = 0},
+        {"null-score-diff-threshold", ARG_DOUBLE, &null_thr, "X", "with --version-2-with-negative: answer \"\" when the null score beats the best span's by more than X (default 0.0)", .min = -1e9, .max = 1e9, .seen = &thr_given},
+        {"null-odds", ARG_STR, &null_odds, "FILE", "with --version-2-with-negative: also write null_odds.json {\"id\": null score - best span score} (bertc eval --na-prob-file)", .min = 0},
         {0},
     };
-    int rc = args_parse("predict", "bertc predict --model DIR --data FILE --out PRED.json [--nbest FILE] [--dump DIR] [options]",
+    int rc = args_parse("predict",
+                        "bertc predict --model DIR --data FILE --out PRED.json [--nbest FILE] [--dump DIR] [options]\n"
+                        "       bertc predict --version-2-with-negative ... [--null-odds NULL_ODDS.json] [--null-score-diff-threshold X]",
                         specs, argc, argv, NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
@@ -72,6 +80,10 @@ int cmd_predict(int argc, char **argv)
     if ((rc = qa_parse_packing(packing, &packed))) return err_wrap(rc, "predict");
     if (max_tokens_given && !packed) return err_set(ERR_INPUT, "predict: --max-tokens needs --packing varlen");
     if (path_is_dir(out)) return err_set(ERR_INPUT, "--out %s: is a directory (give the predictions file's path)", out);
+    if (!v2 && (null_odds || thr_given))
+        return err_set(ERR_INPUT, "predict: --null-odds and --null-score-diff-threshold need --version-2-with-negative");
+    if (null_odds && path_is_dir(null_odds))
+        return err_set(ERR_INPUT, "--null-odds %s: is a directory (give the file's path)", null_odds);
     backend_opts bo = backend_opts_default();
     if ((rc = select_parse_device(device, &bo.device)) || (rc = select_parse_precision(precision, &bo.precision)))
         return err_wrap(rc, "predict");
@@ -94,7 +106,7 @@ int cmd_predict(int argc, char **argv)
     if (rc) goto done;
     have_d = 1;
     qa_model_fit_window(&m, &T, T_given, &stride, stride_given);
-    feature_opts fo = {T, stride, mql};
+    feature_opts fo = {T, stride, mql, v2};
     rc = features_build(&d, m.tok, &fo, threads, &f);
     if (rc) goto done;
     have_f = 1;
@@ -111,9 +123,12 @@ int cmd_predict(int argc, char **argv)
     }
     rc = qa_model_logits(&m, &f, start, end, NULL);
     if (!rc && dump) rc = dump_logits(dump, &f, start, end);
-    if (!rc) rc = postprocess_predictions(&d, &f, start, end, n_best, max_ans, &p);
+    if (!rc)
+        rc = v2 ? postprocess_predictions_v2(&d, &f, start, end, n_best, max_ans, null_thr, &p)
+                : postprocess_predictions(&d, &f, start, end, n_best, max_ans, &p);
     if (!rc) rc = predictions_write_json(out, &d, &p);
     if (!rc && nbest) rc = nbest_write_json(nbest, &d, &p);
+    if (!rc && null_odds) rc = null_odds_write_json(null_odds, &d, &p);
     if (!rc)
         fprintf(stderr, "predict: %d questions, %d windows, %.1fs -> %s\n", d.n, f.n, now_s() - t0, out);
 done:

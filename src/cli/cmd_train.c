@@ -1,15 +1,54 @@
 /* bertc train: fine-tune a BERT model dir for extractive QA (trainer.h). */
 #include "core/args.h"
 #include "core/err.h"
+#include "dist/dist.h"
+#include "core/fileio.h"
+#include "model/tf_bert.h"
 #include "train/supervise.h"
 #include "train/trainer.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 const char cmd_train_summary[] = "fine-tune a model for question answering, with checkpoints and exact resume";
 
+static int train_main(int argc, char **argv);
+
+/* Under mpirun/srun (src/dist): MPI from the start, every rank checked to
+ * run the same binary with the same arguments, MPI finalized on every
+ * path out (so no rank leaves the launcher a half-ended job). */
 int cmd_train(int argc, char **argv)
+{
+    int rc = dist_init(&argc, &argv);
+    if (!rc) rc = dist_check_hash(dist_hash_binary(), "the bertc binaries");
+    if (!rc) rc = dist_check_hash(dist_hash_invocation(argc, argv), "the arguments");
+    if (!rc && dist_rank() > 0) log_quiet(1); /* rank 0 alone tells */
+    if (!rc) rc = train_main(argc, argv);
+    if (dist_active()) {
+        /* Every rank ends with the same code and line, and none leaves
+         * before all have printed it and rank 0 has finished writing
+         * (mpirun ends the job when the first rank exits non-zero). */
+        rc = dist_agree(rc);
+        if (rc && rc != ERR_STOPPED && err_code() != 0) {
+            char line[1200];
+            size_t n = 0;
+            n += (size_t)snprintf(line, sizeof line, "bertc: ");
+            for (const unsigned char *p = (const unsigned char *)err_msg(); *p && n < sizeof line - 6; p++)
+                line[n++] = *p < 0x20 || *p == 0x7f ? '?' : (char)*p;
+            line[n++] = '\n';
+            ssize_t w = write(STDERR_FILENO, line, n);
+            (void)w;
+            err_clear();
+        }
+        dist_barrier();
+    }
+    dist_finalize();
+    return rc;
+}
+
+static int train_main(int argc, char **argv)
 {
     trainer_opts o;
     trainer_opts_default(&o);
@@ -53,6 +92,12 @@ int cmd_train(int argc, char **argv)
         {"max-answer-length", ARG_INT, &o.max_answer_length, "N", "longest answer in tokens", .min = 1, .max = 8192},
         {"packing", ARG_STR, &o.packing, "P", "none|varlen (varlen: micro-batches of real tokens only, no padding computed; the loss's softmax over each window's own tokens)", .min = 0},
         {"max-tokens", ARG_INT, &o.max_tokens, "N", "with --packing varlen: real tokens per micro-batch (default micro-batch x T, or the planner's on a GPU)", .min = 1, .max = 1 << 30},
+        {"version-2-with-negative", ARG_FLAG, &o.version_2_with_negative, NULL, "SQuAD 2.0: unanswerable (is_impossible) questions trained at [CLS]; --dev scored with evaluate-v2.0.py's metric, RUN/null_odds.json", .min = 0},
+        {"null-score-diff-threshold", ARG_DOUBLE, &o.null_score_diff_threshold, "X", "with --version-2-with-negative: answer \"\" when the null score beats the best span's by more than X (default 0.0)", .min = -1e9, .max = 1e9},
+        {"http", ARG_INT, &o.http_port, "PORT", "serve a live page (charts, progress, /api/status, /metrics) on this port while training (0 = any free port; default: no page)", .min = 0, .max = 65535},
+        {"http-bind", ARG_STR, &o.http_bind, "ADDR", "address of the live page (0.0.0.0: every interface)", .min = 0},
+        {"mirror", ARG_STR, &o.mirror_dir, "DIR", "copy each checkpoint to DIR/checkpoints in the background (a mounted Drive); --resume auto looks there when RUN has none", .min = 0},
+        {"mirror-keep", ARG_INT, &o.mirror_keep, "K", "checkpoints kept in the mirror (default: as --keep; 0 = all)", .min = 0, .max = 1000000},
         {"supervise", ARG_INT, &supervise, "N", "restart the trainer after a crash or kill, up to N times (resuming)", .min = 0, .max = SUPERVISE_MAX_RESTARTS},
         {0},
     };
@@ -69,6 +114,30 @@ int cmd_train(int argc, char **argv)
     }
     rc = trainer_opts_check(&o);
     if (rc) return rc;
+    int ranks = dist_size();
+    if (ranks > o.batch)
+        return err_set(ERR_INPUT, "train: %d ranks but --batch %d: every rank needs at least one example per step "
+                       "(--batch is the global batch)", ranks, o.batch);
+    if (ranks > 1 && o.micro_batch > 0 && ((o.batch + o.micro_batch - 1) / o.micro_batch) % ranks != 0)
+        return err_set(ERR_INPUT, "train: --batch %d in micro-batches of %d is %d per step, which %d ranks do not "
+                       "divide (each rank takes whole micro-batches: make ceil(batch/micro-batch) a multiple of %d)",
+                       o.batch, o.micro_batch, (o.batch + o.micro_batch - 1) / o.micro_batch, ranks, ranks);
+    if (supervise > 0 && dist_launched())
+        return err_set(ERR_INPUT, "train --supervise: cannot restart one rank of an mpirun/srun job alone; rerun "
+                       "the same mpirun command (it resumes from the last checkpoint), or let the job script do it");
     if (supervise > 0) return supervise_run(supervise, argc, argv, o.out_dir);
+    /* A Google BERT dir (TF checkpoint): converted into RUN/init_model at
+     * every start (the same bytes each time, so a resume's fingerprint
+     * still matches), and trained from there. */
+    char init_dir[4096];
+    if (tf_bert_is_google_dir(o.model_dir)) {
+        path_join(init_dir, sizeof init_dir, o.out_dir, "init_model");
+        /* Data parallel: rank 0 converts, the others wait for it. */
+        rc = dist_rank() == 0 ? tf_bert_export_dir(o.model_dir, init_dir, -1, (uint64_t)o.seed, NULL) : 0;
+        if (dist_active()) rc = dist_agree(rc);
+        if (rc) return rc;
+        log_info("train: %s is a TensorFlow checkpoint: converted into %s", o.model_dir, init_dir);
+        o.model_dir = init_dir;
+    }
     return trainer_run(&o);
 }

@@ -1,4 +1,5 @@
 /* bertc version: prints the version and the build's features. */
+#include "backend/cuda_module.h"
 #include "core/args.h"
 
 #include <cblas.h>
@@ -14,10 +15,14 @@ int cmd_version(int argc, char **argv)
     if (rc) return rc;
     printf("bertc %s\n", BERTC_VERSION);
     printf("blas: OpenBLAS (%s, core %s)\n", openblas_get_config(), openblas_get_corename());
-#ifdef BERTC_HAVE_CUDA
-    printf("cuda: built in\n");
+    /* Loads the CUDA module only where a driver is present: on a CPU
+     * machine this stays a cheap look for the file. */
+    char mod[1024];
+    printf("cuda: module %s\n", cuda_module_describe(mod, sizeof mod, 0));
+#ifdef BERTC_HAVE_MPI
+    printf("mpi: built in (data-parallel training under mpirun/srun)\n");
 #else
-    printf("cuda: not built\n");
+    printf("mpi: not built\n");
 #endif
     return 0;
 }

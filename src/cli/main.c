@@ -1,6 +1,7 @@
 /* bertc: the command-line entry. Dispatches to one function per subcommand
  * (src/cli/cmd_NAME.c); only this file exits. */
 #include "core/err.h"
+#include "train/supervise.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -63,7 +64,10 @@ int main(int argc, char **argv)
         if (strcmp(argv[1], commands[i].name) != 0) continue;
         err_clear();
         int rc = commands[i].fn(argc - 1, argv + 1);
-        if (rc != 0 && rc != ERR_STOPPED && err_code() != 0) print_error(err_msg());
+        if (rc != 0 && rc != ERR_STOPPED && err_code() != 0) {
+            print_error(err_msg());
+            supervise_note_error(err_msg()); /* for a --supervise parent, if there is one */
+        }
         return rc;
     }
     fprintf(stderr, "bertc: unknown command '%s' (see bertc --help)\n", argv[1]);

@@ -59,11 +59,12 @@ int file_read_all(const char *path, char **data, size_t *len)
     return 0;
 }
 
+/* write() in pieces of at most 1 GiB (Linux writes at most 2 GiB - 4 KiB at once). */
 static int write_fd_all(int fd, const void *data, size_t len)
 {
     const char *p = data;
     while (len > 0) {
-        ssize_t w = write(fd, p, len);
+        ssize_t w = write(fd, p, len > (1u << 30) ? (1u << 30) : len);
         if (w < 0) {
             if (errno == EINTR) continue;
             return -1;
@@ -74,11 +75,13 @@ static int write_fd_all(int fd, const void *data, size_t len)
     return 0;
 }
 
-int file_write_sync(const char *path, const void *data, size_t len)
+int file_write_parts_sync(const char *path, const file_part *parts, int n)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return err_set(ERR_RUNTIME, "%s: %s", path, strerror(errno));
-    if (write_fd_all(fd, data, len) != 0 || fsync(fd) != 0) {
+    int bad = 0;
+    for (int i = 0; i < n && !bad; i++) bad = parts[i].len && write_fd_all(fd, parts[i].data, parts[i].len) != 0;
+    if (bad || fsync(fd) != 0) {
         int e = errno;
         close(fd);
         unlink(path);
@@ -92,12 +95,18 @@ int file_write_sync(const char *path, const void *data, size_t len)
     return 0;
 }
 
-int file_write_atomic(const char *path, const void *data, size_t len)
+int file_write_sync(const char *path, const void *data, size_t len)
+{
+    file_part part = {data, len};
+    return file_write_parts_sync(path, &part, 1);
+}
+
+int file_write_parts_atomic(const char *path, const file_part *parts, int n)
 {
     char tmp[PATH_MAX];
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
         return err_set(ERR_INPUT, "%s: path too long", path);
-    int rc = file_write_sync(tmp, data, len);
+    int rc = file_write_parts_sync(tmp, parts, n);
     if (rc) return rc;
     if (rename(tmp, path) != 0) {
         int e = errno;
@@ -105,6 +114,12 @@ int file_write_atomic(const char *path, const void *data, size_t len)
         return err_set(ERR_RUNTIME, "%s: rename: %s", path, strerror(e));
     }
     return fsync_parent_dir(path);
+}
+
+int file_write_atomic(const char *path, const void *data, size_t len)
+{
+    file_part part = {data, len};
+    return file_write_parts_atomic(path, &part, 1);
 }
 
 int fsync_path(const char *path)

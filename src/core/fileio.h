@@ -14,6 +14,14 @@ int file_read_all(const char *path, char **data, size_t *len);
 int file_write_atomic(const char *path, const void *data, size_t len);
 /* Writes and fsyncs (no rename): for files inside a temp dir that is renamed. */
 int file_write_sync(const char *path, const void *data, size_t len);
+/* The same for data in several pieces, written in order (a header and its
+ * tensors, say): nothing is copied into one buffer first. */
+typedef struct {
+    const void *data;
+    size_t len;
+} file_part;
+int file_write_parts_sync(const char *path, const file_part *parts, int n);
+int file_write_parts_atomic(const char *path, const file_part *parts, int n);
 int fsync_path(const char *path);
 int fsync_parent_dir(const char *path);
 int mkdir_p(const char *path);

@@ -18,20 +18,29 @@ typedef struct {
     uint32_t v[4];
 } philox_u32x4;
 
+/* One round on the counter c0..c3 and key k0, k1 (variables, updated in
+ * place). A macro so that the CPU backend's vectorised mask loop
+ * (backend/cpu/dropout_mask.c) runs the very same rounds. */
+#define PHILOX_ROUND(c0, c1, c2, c3, k0, k1)                                                                  \
+    do {                                                                                                       \
+        uint64_t philox_p0_ = (uint64_t)0xD2511F53u * (c0);                                                    \
+        uint64_t philox_p1_ = (uint64_t)0xCD9E8D57u * (c2);                                                    \
+        uint32_t philox_n0_ = (uint32_t)(philox_p1_ >> 32) ^ (c1) ^ (k0);                                      \
+        uint32_t philox_n2_ = (uint32_t)(philox_p0_ >> 32) ^ (c3) ^ (k1);                                      \
+        (c0) = philox_n0_;                                                                                     \
+        (c1) = (uint32_t)philox_p1_;                                                                           \
+        (c2) = philox_n2_;                                                                                     \
+        (c3) = (uint32_t)philox_p0_;                                                                           \
+        (k0) += 0x9E3779B9u;                                                                                   \
+        (k1) += 0xBB67AE85u;                                                                                   \
+    } while (0)
+
+/* The top 24 bits of a draw as a float in [0, 1). */
+#define PHILOX_UNIT(x) ((float)((x) >> 8) * (1.0f / 16777216.0f))
+
 PHILOX_HD philox_u32x4 philox4x32(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32_t k0, uint32_t k1)
 {
-    for (int r = 0; r < 10; r++) {
-        uint64_t p0 = (uint64_t)0xD2511F53u * c0;
-        uint64_t p1 = (uint64_t)0xCD9E8D57u * c2;
-        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
-        uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
-        c0 = n0;
-        c1 = (uint32_t)p1;
-        c2 = n2;
-        c3 = (uint32_t)p0;
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
-    }
+    for (int r = 0; r < 10; r++) PHILOX_ROUND(c0, c1, c2, c3, k0, k1);
     philox_u32x4 out = {{c0, c1, c2, c3}};
     return out;
 }
@@ -52,7 +61,7 @@ PHILOX_HD float philox_uniform(philox_stream s, uint64_t i)
 {
     philox_u32x4 r = philox4x32((uint32_t)(i >> 2), (uint32_t)(i >> 34), s.stream, s.step, (uint32_t)s.seed,
                                 (uint32_t)(s.seed >> 32));
-    return (float)(r.v[i & 3] >> 8) * (1.0f / 16777216.0f);
+    return PHILOX_UNIT(r.v[i & 3]);
 }
 
 /* Inverted dropout: keep element i with probability 1 - p. */

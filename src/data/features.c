@@ -59,6 +59,7 @@ int features_trainable(const features *f, const squad_data *d, int i)
     if (i < 0 || i >= f->n) return 0;
     int e = f->example[i];
     if (e < 0 || e >= d->n) return 0;
+    if (f->version_2_with_negative && d->ex[e].is_impossible) return 1;
     return !(d->ex[e].n_answers > 0 && d->ex[e].train_answer < 0);
 }
 
@@ -236,11 +237,11 @@ static int plan_example(const squad_example *e, const features_tokens *t, int i,
 
 /* prepare_train_features' labels for one window whose context tokens are
  * ctx tokens [s, s + len) at row positions [q0, q0 + len). */
-static void label_window(const squad_example *e, const features_tokens *t, int s, int len, int q0, int T,
+static void label_window(const squad_example *e, const features_tokens *t, int s, int len, int q0, int T, int v2,
                          int32_t *start, int32_t *end)
 {
     *start = *end = 0;
-    if (e->train_answer < 0 || len <= 0) return;
+    if (e->train_answer < 0 || len <= 0 || (v2 && e->is_impossible)) return;
     const char *text = e->answer_text[e->train_answer];
     int start_char = e->answer_start[e->train_answer], ncp = 0;
     for (const unsigned char *u = (const unsigned char *)text; *u; u++) ncp += (*u & 0xC0) != 0x80;
@@ -287,7 +288,7 @@ static void fill_example(const squad_data *d, const features_tokens *t, const to
         memcpy(ob + q0, t->ctx_begin + c0 + s, (size_t)len * sizeof *ob);
         memcpy(oe + q0, t->ctx_end + c0 + s, (size_t)len * sizeof *oe);
         f->example[r] = i;
-        label_window(e, t, s, len, q0, T, &f->start_positions[r], &f->end_positions[r]);
+        label_window(e, t, s, len, q0, T, f->version_2_with_negative, &f->start_positions[r], &f->end_positions[r]);
     }
 }
 
@@ -320,6 +321,7 @@ int features_from_tokens(const squad_data *d, features_tokens *t, const tokenize
     if (!rc) {
         out->n = (int)nf;
         out->T = T;
+        out->version_2_with_negative = o->version_2_with_negative != 0;
         out->input_ids = malloc(mul_size(cells, 4));
         out->token_type_ids = malloc(mul_size(cells, 4));
         out->attention_mask = malloc(mul_size(cells, 4));

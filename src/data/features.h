@@ -37,6 +37,13 @@ typedef struct {
     int max_seq_length;   /* T, default 384 */
     int doc_stride;       /* default 128; must be below T */
     int max_query_length; /* 0 = no truncation of the question (run_qa.py); else its first N tokens */
+    /* SQuAD 2.0 (--version-2-with-negative): a question marked is_impossible
+     * is labelled (0, 0), [CLS], in every window even when its answers list
+     * is not empty (as run_squad.py; run_qa.py labels from the answers, and
+     * SQuAD 2.0's unanswerable questions have none, so both agree on real
+     * v2 data), and is trained on. The windows and the tokens (the cache)
+     * do not depend on it. */
+    int version_2_with_negative;
 } feature_opts;
 
 /* The tokenisation the features are made from (what the cache stores). */
@@ -53,6 +60,7 @@ typedef struct {
     int32_t *offset_begin;    /* [n*T] code point offsets into the context; -1 where the */
     int32_t *offset_end;      /* token is not context (question, specials, padding) */
     features_tokens *tokens;  /* kept for features_cache_save; owned */
+    int version_2_with_negative; /* the labelling used (feature_opts) */
 } features;
 
 /* nthreads <= 0 means all cores. Deterministic whatever the thread count.
@@ -61,7 +69,8 @@ int features_build(const squad_data *d, const tokenizer *tok, const feature_opts
 void features_free(features *f);
 /* Checks the options (ERR_INPUT naming the bad one). */
 int features_check_opts(const feature_opts *o);
-/* 1 when window i should be trained on (see the opening comment). */
+/* 1 when window i should be trained on (see the opening comment; with
+ * version_2_with_negative also every window of an is_impossible question). */
 int features_trainable(const features *f, const squad_data *d, int i);
 
 /* Features cache: a versioned binary file with a CRC, keyed by the data

@@ -185,6 +185,7 @@ int eval_examples(const squad_data *d, const char *const *pred, eval_metric m, e
     for (int i = 0; i < d->n; i++) {
         const squad_example *ex = &d->ex[i];
         if (ex->n_answers <= 0) out->no_gold++;
+        if (ex->is_impossible) out->impossible++;
         if (!pred[i]) {
             out->unanswered++;
             continue;
@@ -200,7 +201,7 @@ int eval_examples(const squad_data *d, const char *const *pred, eval_metric m, e
     return 0;
 }
 
-static int load_json(const char *path, json_t **out)
+int eval_load_json(const char *path, json_t **out)
 {
     char *buf;
     size_t len;
@@ -232,7 +233,7 @@ static char *strip_id(const char *id)
     return r;
 }
 
-static int check_predictions(const char *path, json_t *pred)
+int eval_check_predictions(const char *path, json_t *pred)
 {
     if (!json_is_object(pred)) return err_set(ERR_INPUT, "%s: predictions must be a JSON object {\"id\": \"answer\"}", path);
     const char *key;
@@ -297,6 +298,7 @@ static int score_data(const char *path, json_t *data, json_t *pred, eval_metric 
                 }
                 out->total++;
                 if (na == 0) out->no_gold++;
+                if (json_is_true(json_object_get(qa, "is_impossible"))) out->impossible++;
                 char *sid = m == EVAL_METRIC_CMRC ? strip_id(id) : NULL;
                 json_t *p = json_object_get(pred, sid ? sid : id);
                 free(sid);
@@ -324,16 +326,16 @@ int eval_files(const char *data_path, const char *pred_path, eval_metric m, eval
     json_t *dj = NULL, *pj = NULL;
     long em_sum = 0;
     double f1_sum = 0;
-    int rc = load_json(data_path, &dj);
+    int rc = eval_load_json(data_path, &dj);
     if (rc) goto done;
-    rc = load_json(pred_path, &pj);
+    rc = eval_load_json(pred_path, &pj);
     if (rc) goto done;
     json_t *data = json_is_object(dj) ? json_object_get(dj, "data") : NULL;
     if (!json_is_array(data)) {
         rc = err_set(ERR_INPUT, "%s: not a SQuAD-format file (no \"data\" array at the top)", data_path);
         goto done;
     }
-    rc = check_predictions(pred_path, pj);
+    rc = eval_check_predictions(pred_path, pj);
     if (rc) goto done;
     if (m == EVAL_METRIC_SQUAD) {
         json_t *v = json_object_get(dj, "version");

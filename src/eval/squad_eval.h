@@ -28,6 +28,7 @@ typedef struct {
     int total;          /* questions in the data */
     int unanswered;     /* questions without a prediction (score 0) */
     int no_gold;        /* questions without gold answers (score 0; the scripts crash on them) */
+    int impossible;     /* questions marked "is_impossible": true (SQuAD 2.0 data) */
 } eval_result;
 
 /* normalize_answer(s): a malloc'ed NUL-terminated string, length in *len. */
@@ -56,5 +57,11 @@ int eval_examples(const squad_data *d, const char *const *pred, eval_metric m, e
 /* {"exact_match": E, "f1": F} as json.dumps writes the scripts' dict
  * (floats as repr). Returns the length (without NUL); buf needs 80 bytes. */
 int eval_result_json(const eval_result *r, char *buf, size_t cap);
+
+/* Shared with squad2_eval.c: reads a JSON file (ERR_INPUT naming the file
+ * and line:column), and checks that predictions are {"id": "string"}. */
+typedef struct json_t json_t;
+int eval_load_json(const char *path, json_t **out);
+int eval_check_predictions(const char *path, json_t *pred);
 
 #endif

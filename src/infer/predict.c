@@ -97,17 +97,36 @@ static void softmax(qa_answer *a, int n, int as_double)
 }
 
 /* One example: its windows' candidates -> out (n_best at most, + "empty"). */
+/* v2 (version_2_with_negative): the null answer of an example and what it
+ * decides. */
+typedef struct {
+    int on;
+    float threshold;   /* null_score_diff_threshold as numpy compares it with a float32: rounded to float32 */
+    int pred;          /* out: index of the prediction in the n-best, -1 for the null answer "" */
+    float score_diff;  /* out: null score - best non-null start_logit - end_logit */
+} null_choice;
+
 static void example_answers(const squad_context *ctx, const features *f, const int *feats, int nfeat,
                             const float *start_logits, const float *end_logits, int n_best, int max_len,
-                            candidate **cbuf, size_t *ccap, qa_answer **out, int *nout)
+                            candidate **cbuf, size_t *ccap, qa_answer **out, int *nout, null_choice *nul)
 {
     int T = f->T;
     int *si = xmalloc(sizeof *si * (size_t)n_best), *ei = xmalloc(sizeof *ei * (size_t)n_best);
     size_t nc = 0;
+    int have_null = 0;
+    candidate null = {0};
     for (int w = 0; w < nfeat; w++) {
         size_t fi = (size_t)feats[w];
         const float *sl = start_logits + fi * (size_t)T, *el = end_logits + fi * (size_t)T;
         const int32_t *ob = f->offset_begin + fi * (size_t)T, *oe = f->offset_end + fi * (size_t)T;
+        /* the minimum null prediction: [CLS] start + end, the first window with the least */
+        float null_score = sl[0] + el[0];
+        if (nul->on && (!have_null || null.score > null_score)) {
+            have_null = 1;
+            null.score = null_score;
+            null.start_logit = sl[0];
+            null.end_logit = el[0];
+        }
         int ns = top_k(sl, T, n_best, si), ne = top_k(el, T, n_best, ei);
         for (int a = 0; a < ns; a++) {
             int s = si[a];
@@ -132,9 +151,23 @@ static void example_answers(const squad_context *ctx, const features *f, const i
     }
     free(si);
     free(ei);
+    if (have_null) { /* appended after every span: it sorts after spans of an equal score */
+        if (nc == *ccap) {
+            *ccap = *ccap ? 2 * *ccap : 256;
+            *cbuf = xrealloc(*cbuf, *ccap * sizeof **cbuf);
+        }
+        null.begin = null.end = 0;
+        null.seq = (int)nc;
+        (*cbuf)[nc++] = null;
+    }
     candidate *cs = *cbuf;
     if (nc > 1) qsort(cs, nc, sizeof *cs, cand_cmp);
     int keep = nc < (size_t)n_best ? (int)nc : n_best;
+    if (have_null) { /* added back when it fell out of the n best (any offsets (0, 0) counts) */
+        int kept = 0;
+        for (int i = 0; i < keep && !kept; i++) kept = cs[i].begin == 0 && cs[i].end == 0;
+        if (!kept) cs[keep++] = null; /* its slot is free: nc > keep or it was kept */
+    }
     qa_answer *ans = xcalloc((size_t)keep + 1, sizeof *ans);
     for (int i = 0; i < keep; i++) {
         ans[i + 1].text = slice_context(ctx, cs[i].begin, cs[i].end);
@@ -159,12 +192,24 @@ static void example_answers(const squad_context *ctx, const features *f, const i
         memset(ans + keep, 0, sizeof *ans);
     }
     softmax(ans, n, inserted);
+    if (have_null) {
+        /* the best non-null prediction: the first whose text is not empty
+         * (utils_qa.py would run off the list when there is none; here the
+         * null answer's logits are compared with 0) */
+        int b = 0;
+        while (b < n && ans[b].text[0] == 0) b++;
+        float s = b < n ? ans[b].start_logit : 0.f, e = b < n ? ans[b].end_logit : 0.f;
+        volatile float diff = null.score - s; /* float32, as numpy: no wider intermediate */
+        diff = diff - e;
+        nul->score_diff = diff;
+        nul->pred = (b < n && !(diff > nul->threshold)) ? b : -1;
+    }
     *out = ans;
     *nout = n;
 }
 
-int postprocess_predictions(const squad_data *d, const features *f, const float *start_logits, const float *end_logits,
-                            int n_best, int max_answer_length, qa_predictions *out)
+static int postprocess(const squad_data *d, const features *f, const float *start_logits, const float *end_logits,
+                       int n_best, int max_answer_length, int v2, double threshold, qa_predictions *out)
 {
     memset(out, 0, sizeof *out);
     if (n_best < 1 || max_answer_length < 1)
@@ -205,20 +250,54 @@ int postprocess_predictions(const squad_data *d, const features *f, const float 
     out->n = d->n;
     out->nbest = xcalloc((size_t)d->n + 1, sizeof *out->nbest);
     out->n_nbest = xcalloc((size_t)d->n + 1, sizeof *out->n_nbest);
+    if (v2) {
+        out->version_2_with_negative = 1;
+        out->pred = xcalloc((size_t)d->n + 1, sizeof *out->pred);
+        out->score_diff = xcalloc((size_t)d->n + 1, sizeof *out->score_diff);
+        out->has_null = xcalloc((size_t)d->n + 1, sizeof *out->has_null);
+    }
     candidate *cbuf = NULL;
     size_t ccap = 0;
     for (int e = 0; e < d->n; e++) {
         int c = d->ex[e].context;
         const squad_context *ctx = (c >= 0 && c < d->ncontexts) ? &d->contexts[c] : NULL;
         squad_context none = {.text = "", .cp_byte = (int32_t[]){0}};
+        null_choice nul = {.on = v2, .threshold = (float)threshold, .pred = 0};
         example_answers(ctx ? ctx : &none, f, order + first[e], count[e], start_logits, end_logits, n_best,
-                        max_answer_length, &cbuf, &ccap, &out->nbest[e], &out->n_nbest[e]);
+                        max_answer_length, &cbuf, &ccap, &out->nbest[e], &out->n_nbest[e], &nul);
+        if (v2) {
+            out->has_null[e] = count[e] > 0;
+            out->pred[e] = nul.pred;
+            out->score_diff[e] = nul.score_diff;
+        }
     }
     free(cbuf);
     free(count);
     free(first);
     free(order);
     return 0;
+}
+
+int postprocess_predictions(const squad_data *d, const features *f, const float *start_logits, const float *end_logits,
+                            int n_best, int max_answer_length, qa_predictions *out)
+{
+    return postprocess(d, f, start_logits, end_logits, n_best, max_answer_length, 0, 0.0, out);
+}
+
+int postprocess_predictions_v2(const squad_data *d, const features *f, const float *start_logits,
+                               const float *end_logits, int n_best, int max_answer_length,
+                               double null_score_diff_threshold, qa_predictions *out)
+{
+    if (isnan(null_score_diff_threshold))
+        return err_set(ERR_INPUT, "postprocess: the null score difference threshold is NaN");
+    return postprocess(d, f, start_logits, end_logits, n_best, max_answer_length, 1, null_score_diff_threshold, out);
+}
+
+const char *qa_prediction_text(const qa_predictions *p, int i)
+{
+    if (i < 0 || i >= p->n) return NULL;
+    if (p->version_2_with_negative && p->has_null[i]) return p->pred[i] < 0 ? "" : p->nbest[i][p->pred[i]].text;
+    return p->n_nbest[i] > 0 ? p->nbest[i][0].text : NULL;
 }
 
 void qa_predictions_free(qa_predictions *p)
@@ -229,6 +308,9 @@ void qa_predictions_free(qa_predictions *p)
     }
     free(p->nbest);
     free(p->n_nbest);
+    free(p->pred);
+    free(p->score_diff);
+    free(p->has_null);
     memset(p, 0, sizeof *p);
 }
 
@@ -274,7 +356,7 @@ void pyjson_string(pyjson_buf *b, const char *s, size_t n)
     buf_add(b, "\"", 1);
 }
 
-static void pyjson_float(pyjson_buf *b, double x)
+void pyjson_float(pyjson_buf *b, double x)
 {
     char s[40];
     pytext_float_repr(x, s, sizeof s);
@@ -308,8 +390,11 @@ static int *dict_slots(const squad_data *d)
     return slot;
 }
 
-static int write_dict(const char *path, const squad_data *d, const qa_predictions *p, int nbest)
+enum { DICT_PREDICTIONS, DICT_NBEST, DICT_NULL_ODDS };
+
+static int write_dict(const char *path, const squad_data *d, const qa_predictions *p, int what)
 {
+    int nbest = what == DICT_NBEST;
     if (p->n != d->n) return err_set(ERR_INPUT, "%s: %d predictions for %d examples", path, p->n, d->n);
     int *slot = dict_slots(d);
     pyjson_buf b = {0};
@@ -318,11 +403,17 @@ static int write_dict(const char *path, const squad_data *d, const qa_prediction
     for (int i = 0; i < d->n; i++) {
         int w = slot[i];
         if (w < 0) continue;
+        if (what == DICT_NULL_ODDS && !p->has_null[w]) continue; /* no window: no null score */
         pyjson_raw(&b, items++ ? ",\n    " : "\n    ");
         pyjson_string(&b, d->ex[i].id, strlen(d->ex[i].id));
         pyjson_raw(&b, ": ");
+        if (what == DICT_NULL_ODDS) {
+            pyjson_float(&b, (double)p->score_diff[w]);
+            continue;
+        }
         if (!nbest) {
-            const char *t = p->n_nbest[w] > 0 ? p->nbest[w][0].text : "empty";
+            const char *t = qa_prediction_text(p, w);
+            if (!t) t = "empty";
             pyjson_string(&b, t, strlen(t));
             continue;
         }
@@ -364,10 +455,17 @@ static int write_dict(const char *path, const squad_data *d, const qa_prediction
 
 int predictions_write_json(const char *path, const squad_data *d, const qa_predictions *p)
 {
-    return write_dict(path, d, p, 0);
+    return write_dict(path, d, p, DICT_PREDICTIONS);
 }
 
 int nbest_write_json(const char *path, const squad_data *d, const qa_predictions *p)
 {
-    return write_dict(path, d, p, 1);
+    return write_dict(path, d, p, DICT_NBEST);
+}
+
+int null_odds_write_json(const char *path, const squad_data *d, const qa_predictions *p)
+{
+    if (!p->version_2_with_negative)
+        return err_set(ERR_INPUT, "%s: null odds exist only with --version-2-with-negative", path);
+    return write_dict(path, d, p, DICT_NULL_ODDS);
 }

@@ -36,8 +36,13 @@ typedef struct {
 
 typedef struct {
     int n;           /* examples (d->n) */
-    qa_answer **nbest; /* [n][n_nbest[i]], best first; nbest[i][0].text is the prediction */
+    qa_answer **nbest; /* [n][n_nbest[i]], best first; nbest[i][0].text is the prediction (v1) */
     int *n_nbest;
+    /* SQuAD 2.0 (postprocess_predictions_v2; all NULL / 0 otherwise): */
+    int version_2_with_negative;
+    int *has_null;     /* [n] the example has a window, so a null score */
+    int *pred;         /* [n] index into nbest[i] of the prediction, -1 for the null answer "" */
+    float *score_diff; /* [n] null score - best non-null start_logit - end_logit (null_odds.json) */
 } qa_predictions;
 
 #define PREDICT_N_BEST 20
@@ -49,6 +54,27 @@ typedef struct {
 int postprocess_predictions(const squad_data *d, const features *f, const float *start_logits, const float *end_logits,
                             int n_best, int max_answer_length, qa_predictions *out);
 void qa_predictions_free(qa_predictions *p);
+
+/* SQuAD 2.0, utils_qa.py with version_2_with_negative=True: per example the
+ * minimum null prediction over its windows (score = [CLS] start + end
+ * logit; the first window with the least) joins the candidates after every
+ * span (so it sorts after spans of an equal score), is added back at the end
+ * when it falls out of the n best, and has text "" (start 0, end 0, in the
+ * n-best with its probability); "empty" is inserted when it is the only
+ * one. The best non-null prediction is the first of the n-best whose text is
+ * not empty; score_diff = null score - its start_logit - its end_logit
+ * (float32); the prediction is "" when score_diff > threshold (compared in
+ * float32, as numpy 2 compares a float32 with a Python float), else that
+ * text. */
+int postprocess_predictions_v2(const squad_data *d, const features *f, const float *start_logits,
+                               const float *end_logits, int n_best, int max_answer_length,
+                               double null_score_diff_threshold, qa_predictions *out);
+/* The prediction of example i ("" for the null answer), NULL when it has none. */
+const char *qa_prediction_text(const qa_predictions *p, int i);
+/* null_odds.json: {"id": score_diff, ...} as utils_qa.py writes it
+ * (json.dumps(indent=4) + "\n", floats as repr of the float32 values);
+ * examples without a window are left out. ERR_INPUT for v1 predictions. */
+int null_odds_write_json(const char *path, const squad_data *d, const qa_predictions *p);
 
 /* predictions.json: {"id": "answer", ...} in example order, as
  * json.dumps(..., indent=4, ensure_ascii=False) + "\n" writes it (UTF-8 kept;
@@ -68,5 +94,7 @@ typedef struct {
 } pyjson_buf;
 void pyjson_string(pyjson_buf *b, const char *s, size_t n);
 void pyjson_raw(pyjson_buf *b, const char *s);
+/* x as Python's repr of a float (the float32 values predict writes). */
+void pyjson_float(pyjson_buf *b, double x);
 
 #endif

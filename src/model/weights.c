@@ -11,6 +11,8 @@
 #include "core/err.h"
 #include "core/fileio.h"
 #include "core/philox.h"
+#include "core/sbuf.h"
+#include "model/tf_bert.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -374,53 +376,6 @@ int st_read_i64(const st_file *f, const st_tensor *t, int64_t *out, size_t n)
 
 /* ---- writing ------------------------------------------------------------ */
 
-typedef struct {
-    char *p;
-    size_t n, cap;
-} sbuf;
-
-__attribute__((format(printf, 2, 3))) static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int w = vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
-        va_end(ap);
-        if (w >= 0 && (size_t)w < b->cap - b->n) {
-            b->n += (size_t)w;
-            return;
-        }
-        b->cap = b->cap * 2 + (w > 0 ? (size_t)w : 0) + 64;
-        b->p = xrealloc(b->p, b->cap);
-    }
-}
-
-static void sb_json_string(sbuf *b, const char *s)
-{
-    sb_printf(b, "\"");
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c == '"' || *c == '\\') sb_printf(b, "\\%c", *c);
-        else if (*c < 0x20) sb_printf(b, "\\u%04x", *c);
-        else sb_printf(b, "%c", *c);
-    }
-    sb_printf(b, "\"");
-}
-
-static int write_all(int fd, const void *data, size_t len)
-{
-    const char *p = data;
-    while (len > 0) {
-        ssize_t w = write(fd, p, len > (1u << 30) ? (1u << 30) : len);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
 /* The header: "__metadata__" first, then the tensors in the given order,
  * padded with spaces so that the data starts 8-byte aligned. */
 static int build_header(const char *path, const st_entry *entries, int n, sbuf *h)
@@ -457,54 +412,28 @@ static int build_header(const char *path, const st_entry *entries, int n, sbuf *
 
 int st_write(const char *path, const st_entry *entries, int n, int sync_only)
 {
-    sbuf h = {xmalloc(4096), 0, 4096};
+    if (n < 0) return err_set(ERR_INPUT, "%s: %d tensors", path, n);
+    sbuf h = {0};
     int rc = build_header(path, entries, n, &h);
     if (rc) {
-        free(h.p);
+        sb_free(&h);
         return rc;
     }
-    char tmp[PATH_MAX];
-    const char *target = path;
-    if (!sync_only) {
-        if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp) {
-            free(h.p);
-            return err_set(ERR_INPUT, "%s: path too long", path);
-        }
-        target = tmp;
-    }
-    int fd = open(target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        rc = err_set(ERR_RUNTIME, "%s: %s", target, strerror(errno));
-        free(h.p);
-        return rc;
-    }
+    /* 8-byte little-endian header length, the header, then the tensors */
     unsigned char len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h.n >> (8 * i));
-    int bad = write_all(fd, len8, 8) || write_all(fd, h.p, h.n);
-    for (int i = 0; i < n && !bad; i++) {
+    file_part *parts = xmalloc(((size_t)n + 2) * sizeof *parts);
+    parts[0] = (file_part){len8, 8};
+    parts[1] = (file_part){h.p, h.n};
+    for (int i = 0; i < n; i++) {
         size_t numel = 1;
         for (int d = 0; d < entries[i].ndim; d++) numel *= (size_t)entries[i].shape[d];
-        if (numel) bad = write_all(fd, entries[i].data, numel * 4);
+        parts[i + 2] = (file_part){entries[i].data, numel * 4};
     }
-    free(h.p);
-    if (bad || fsync(fd) != 0) {
-        rc = err_set(ERR_RUNTIME, "%s: %s", target, strerror(errno));
-        close(fd);
-        unlink(target);
-        return rc;
-    }
-    if (close(fd) != 0) {
-        rc = err_set(ERR_RUNTIME, "%s: %s", target, strerror(errno));
-        unlink(target);
-        return rc;
-    }
-    if (sync_only) return 0;
-    if (rename(tmp, path) != 0) {
-        rc = err_set(ERR_RUNTIME, "%s: rename: %s", path, strerror(errno));
-        unlink(tmp);
-        return rc;
-    }
-    return fsync_parent_dir(path);
+    rc = sync_only ? file_write_parts_sync(path, parts, n + 2) : file_write_parts_atomic(path, parts, n + 2);
+    free(parts);
+    sb_free(&h);
+    return rc;
 }
 
 /* ---- random initialisation ---------------------------------------------- */
@@ -573,11 +502,6 @@ static int missing_safetensors(const char *dir)
         {"pytorch_model.bin.index.json", "sharded PyTorch pickle weights", "'%s'"},
         /* transformers 5 dropped TensorFlow and Flax: these need 4.x. */
         {"tf_model.h5", "TensorFlow weights; use transformers 4.x", "'%s', from_tf=True"},
-        /* Google's original release names them bert_model.ckpt.*. */
-        {"bert_model.ckpt.index", "an original TensorFlow checkpoint; use transformers 4.x",
-         "'%s/bert_model.ckpt.index', from_tf=True, config='%s/%s'"},
-        {"model.ckpt.index", "an original TensorFlow checkpoint; use transformers 4.x",
-         "'%s/model.ckpt.index', from_tf=True, config='%s/%s'"},
         {"flax_model.msgpack", "Flax weights; use transformers 4.x", "'%s', from_flax=True"},
     };
     char p[PATH_MAX];
@@ -680,7 +604,17 @@ int model_load(const char *dir, uint64_t seed, bert_config *cfg, param_table *t,
     char p[PATH_MAX];
     /* Weights first: a TF or PyTorch dir may lack config.json too, and the
      * conversion that fixes the weights writes config.json as well. */
-    if (!path_exists(path_join(p, sizeof p, dir, "model.safetensors"))) return missing_safetensors(dir);
+    if (!path_exists(path_join(p, sizeof p, dir, "model.safetensors"))) {
+        /* A Google BERT dir: bert_config.json + a TF checkpoint (tf_bert.h). */
+        char prefix[PATH_MAX];
+        int found, rc = tf_find_checkpoint(dir, prefix, sizeof prefix, &found);
+        if (rc) return rc;
+        if (!found) return missing_safetensors(dir);
+        if (!path_exists(path_join(p, sizeof p, dir, "config.json")) &&
+            !path_exists(path_join(p, sizeof p, dir, "bert_config.json")))
+            return err_set(ERR_INPUT, "%s: a TensorFlow checkpoint but no bert_config.json (or config.json)", dir);
+        return tf_bert_load(p, prefix, seed, cfg, t, block, qa_initialised);
+    }
     path_join(p, sizeof p, dir, "config.json");
     if (!path_exists(p))
         return err_set(ERR_INPUT, "%s: no config.json (a model dir holds config.json, model.safetensors, vocab.txt)",

@@ -67,8 +67,11 @@ int st_write(const char *path, const st_entry *entries, int n, int sync_only);
  * pooler is ignored; a missing qa_outputs is initialised N(0,
  * initializer_range) from seed with bias 0 (and *qa_initialised set). A
  * tensor whose shape disagrees with config.json, or a missing tensor, is
- * ERR_INPUT naming the file and the tensor. pytorch_model.bin or TF
- * checkpoints without model.safetensors: ERR_INPUT saying how to convert.
+ * ERR_INPUT naming the file and the tensor. A dir without
+ * model.safetensors but with a TensorFlow checkpoint (a Google BERT dir:
+ * bert_config.json + *.ckpt*.index/.data-*, model/tf_bert.h) is read from
+ * the checkpoint; pytorch_model.bin and other formats: ERR_INPUT saying how
+ * to convert.
  * Non-finite values are ERR_INPUT too. Unknown tensors (other than the
  * pooler and position_ids, ignored silently) are logged once at info level.
  * On error *block is NULL and t is freed. The qa_outputs initialised here

@@ -1,5 +1,6 @@
 /* `bertc devices` and the hardware line (see devices.h). */
 #include "obs/devices.h"
+#include "backend/cuda_module.h"
 #include "obs/nvml_dl.h"
 #include "obs/sysinfo.h"
 #include "core/err.h"
@@ -17,15 +18,6 @@ const char *devices_auto_precision(int cc_major, int cc_minor)
 {
     (void)cc_minor;
     return cc_major >= 8 ? "bf16" : cc_major == 7 ? "fp16" : "fp32";
-}
-
-static int cuda_built(void)
-{
-#ifdef BERTC_HAVE_CUDA
-    return 1;
-#else
-    return 0;
-#endif
 }
 
 /* The kernels are built for sm_75 and newer (plus PTX of the newest). */
@@ -160,13 +152,27 @@ void devices_print(FILE *f)
     cpu_info_read(&c);
     print_cpu(f, &c);
     int threads = omp_get_max_threads();
-    if (first_ok_cc >= 0 && cuda_built()) {
+    /* The CUDA module: loaded here whatever the driver says (this command
+     * is where one looks for why the GPU is not used), then asked for the GPU. */
+    char mod[1024], cwhy[768] = "";
+    fprintf(f, "CUDA module: %s\n", cuda_module_describe(mod, sizeof mod, 1));
+    const bertc_cuda_api *api = cuda_module_loaded();
+    int cuda_ok = 0;
+    if (api && first_ok_cc >= 0) {
+        char pname[128];
+        int pma = 0, pmi = 0;
+        int64_t ptot = 0;
+        cuda_ok = api->probe(0, pname, sizeof pname, &pma, &pmi, &ptot, cwhy, sizeof cwhy);
+    }
+    if (first_ok_cc >= 0 && cuda_ok) {
         fprintf(f, "bertc will use: %s with the CUDA backend, precision %s (--precision auto)\n", first_name,
                 devices_auto_precision(first_ok_cc, first_minor));
     } else {
-        const char *why_cpu = count == 0 ? "no GPU"
-                            : !cuda_built() ? "this build has no CUDA backend (build where nvcc is found)"
-                                            : "no GPU of compute capability 7.5 or newer";
+        char why_cpu[1024];
+        if (count == 0) snprintf(why_cpu, sizeof why_cpu, "no GPU");
+        else if (first_ok_cc < 0) snprintf(why_cpu, sizeof why_cpu, "no GPU of compute capability 7.5 or newer");
+        else if (!api) snprintf(why_cpu, sizeof why_cpu, "no CUDA backend: %s", cuda_module_why());
+        else snprintf(why_cpu, sizeof why_cpu, "the CUDA backend finds no usable GPU: %s", cwhy);
         fprintf(f, "bertc will use: the CPU backend (OpenBLAS + OpenMP), %d thread(s) (--threads or "
                    "OMP_NUM_THREADS to change), precision fp32; reason: %s\n", threads, why_cpu);
     }

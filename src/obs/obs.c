@@ -5,6 +5,7 @@
 #include "obs/csv.h"
 #include "obs/devices.h"
 #include "obs/monitor.h"
+#include "obs/obs_http.h"
 #include "obs/report.h"
 #include "obs/tb.h"
 #include "core/alloc.h"
@@ -12,6 +13,7 @@
 #include "core/fileio.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +27,27 @@ struct obs_run {
     monitor *mon;
     char **keys, **values;
     int ninfo;
+    obs_http *http;
+    pthread_mutex_t live_lock; /* guards live (obs_set_mirror comes from another thread) */
+    live_status live;
+    double loss_ring[10];
+    int nloss;
+    int64_t total_recorded;
 };
+
+static double wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Under live_lock: stamps and hands the numbers to the page. */
+static void live_publish_locked(obs_run *r)
+{
+    r->live.updated_unix = wall_now();
+    obs_http_publish(r->http, &r->live);
+}
 
 void obs_options_init(obs_options *o)
 {
@@ -33,6 +55,7 @@ void obs_options_init(obs_options *o)
     o->monitor_interval_s = 1.0;
     o->gpu_index = 0;
     o->tensorboard = 1;
+    o->http_port = -1;
 }
 
 /* The obs_* calls happen next to the trainer's own error handling (a failed
@@ -129,6 +152,9 @@ int obs_open(obs_run **out, const char *run_dir, const obs_options *o)
     if (mkdir_p(run_dir)) return err_wrap(ERR_RUNTIME, "obs_open");
     obs_run *r = xcalloc(1, sizeof *r);
     snprintf(r->dir, sizeof r->dir, "%s", run_dir);
+    pthread_mutex_init(&r->live_lock, NULL);
+    live_init(&r->live);
+    snprintf(r->live.state, sizeof r->live.state, "starting");
     info_load(r);
     char buf[1024];
     if (!info_find(r, "started")) {
@@ -149,6 +175,7 @@ int obs_open(obs_run **out, const char *run_dir, const obs_options *o)
         info_put(r, "host", buf);
     }
     info_put(r, "bertc", BERTC_VERSION);
+    info_put(r, "state", "training"); /* obs_state says otherwise at the end; a killed run stays "training" */
     if (o->resume_step > 0) {
         const char *prev = info_find(r, "resumes");
         snprintf(buf, sizeof buf, "%ld", (prev ? atol(prev) : 0) + 1);
@@ -180,6 +207,18 @@ int obs_open(obs_run **out, const char *run_dir, const obs_options *o)
             log_info("monitor: %s", monitor_gpu_status(r->mon));
         }
     }
+    if (o->http_port >= 0) {
+        if (obs_http_start(&r->http, o->http_bind, o->http_port, r->dir, r->mon) != 0) {
+            log_warn("%s; training goes on without the live page", err_msg());
+            err_clear();
+        } else {
+            const char *b = o->http_bind && *o->http_bind ? o->http_bind : "127.0.0.1";
+            int v6 = strchr(b, ':') != NULL;
+            log_info("live page: http://%s%s%s:%d/ (also /api/status, /metrics)", v6 ? "[" : "", b, v6 ? "]" : "",
+                     obs_http_port(r->http));
+            obs_http_publish(r->http, &r->live);
+        }
+    }
     *out = r;
     return 0;
 }
@@ -202,6 +241,24 @@ void obs_step(obs_run *r, const obs_step_metrics *m)
     put(r, m->step, "train/loss_scale", m->loss_scale);
     put(r, m->step, "train/examples_per_s", m->examples_per_s);
     put(r, m->step, "train/epoch", m->epoch);
+    pthread_mutex_lock(&r->live_lock);
+    live_status *l = &r->live;
+    l->step = (double)m->step;
+    l->epoch = m->epoch;
+    l->loss = m->loss;
+    l->lr = m->lr;
+    l->grad_norm = m->grad_norm;
+    l->loss_scale = m->loss_scale;
+    l->examples_per_s = m->examples_per_s;
+    if (isfinite(m->loss)) r->loss_ring[r->nloss++ % 10] = m->loss;
+    int k = r->nloss < 10 ? r->nloss : 10;
+    double sum = 0;
+    for (int i = 0; i < k; i++) sum += r->loss_ring[i];
+    l->loss_avg = k ? sum / k : NAN;
+    if (strcmp(l->state, "training") != 0 && strcmp(l->state, "evaluating") != 0)
+        snprintf(l->state, sizeof l->state, "training");
+    live_publish_locked(r);
+    pthread_mutex_unlock(&r->live_lock);
     err_restore(&e);
 }
 
@@ -213,8 +270,68 @@ void obs_eval(obs_run *r, int64_t step, double exact_match, double f1)
     put(r, step, "eval/exact_match", exact_match);
     put(r, step, "eval/f1", f1);
     if (r->tb && tb_flush(r->tb) != 0) tb_failed(r);
+    pthread_mutex_lock(&r->live_lock);
+    live_status *l = &r->live;
+    l->eval_step = (double)step;
+    l->exact_match = exact_match;
+    l->f1 = f1;
+    if (isfinite(f1) && !(f1 <= l->best_f1)) {
+        l->best_f1 = f1;
+        l->best_step = (double)step;
+    }
+    live_publish_locked(r);
+    pthread_mutex_unlock(&r->live_lock);
     err_restore(&e);
 }
+
+void obs_live_progress(obs_run *r, int64_t step, int64_t total, double elapsed_s, double eta_s)
+{
+    if (!r) return;
+    pthread_mutex_lock(&r->live_lock);
+    r->live.step = (double)step;
+    r->live.total = (double)total;
+    r->live.elapsed_s = elapsed_s;
+    r->live.eta_s = eta_s;
+    live_publish_locked(r);
+    pthread_mutex_unlock(&r->live_lock);
+    if (total != r->total_recorded) {
+        r->total_recorded = total;
+        char v[32];
+        snprintf(v, sizeof v, "%lld", (long long)total);
+        obs_set_info(r, "total_steps", v);
+    }
+}
+
+void obs_checkpoint(obs_run *r, int64_t step, const char *dir)
+{
+    if (!r) return;
+    pthread_mutex_lock(&r->live_lock);
+    r->live.ckpt_step = (double)step;
+    snprintf(r->live.ckpt, sizeof r->live.ckpt, "%s", dir);
+    live_publish_locked(r);
+    pthread_mutex_unlock(&r->live_lock);
+}
+
+void obs_state(obs_run *r, const char *state)
+{
+    if (!r) return;
+    pthread_mutex_lock(&r->live_lock);
+    snprintf(r->live.state, sizeof r->live.state, "%s", state);
+    live_publish_locked(r);
+    pthread_mutex_unlock(&r->live_lock);
+    obs_set_info(r, "state", state);
+}
+
+void obs_set_mirror(obs_run *r, const char *text)
+{
+    if (!r) return;
+    pthread_mutex_lock(&r->live_lock);
+    snprintf(r->live.mirror, sizeof r->live.mirror, "%s", text);
+    live_publish_locked(r);
+    pthread_mutex_unlock(&r->live_lock);
+}
+
+int obs_http_port_of(obs_run *r) { return r ? obs_http_port(r->http) : 0; }
 
 void obs_scalar(obs_run *r, int64_t step, const char *tag, double value)
 {
@@ -260,7 +377,9 @@ void obs_close(obs_run *r)
     if (!r) return;
     err_saved e;
     err_save(&e);
-    monitor_stop(r->mon); /* first: the monitor thread writes to r->tb */
+    obs_http_stop(r->http); /* first: its threads read the monitor */
+    monitor_stop(r->mon);   /* then: the monitor thread writes to r->tb */
+    pthread_mutex_destroy(&r->live_lock);
     if (r->tb && tb_close(r->tb) != 0) tb_failed(r);
     for (int i = 0; i < r->ninfo; i++) {
         free(r->keys[i]);

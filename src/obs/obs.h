@@ -20,6 +20,8 @@
  *   summary facts:     obs_set_info(obs, "skipped_steps", "3");
  *   each checkpoint:   obs_report(obs);            // refreshes RUN/report.html
  *   at the end:        obs_report(obs); obs_close(obs);
+ *   live page:         oo.http_port = 8008 (--http); obs_live_progress each progress line,
+ *                      obs_checkpoint after each save, obs_state at changes
  *
  * Every function accepts obs == NULL and does nothing, so the trainer needs
  * no "if (obs)". None of them fails the run: a TensorBoard file or
@@ -53,6 +55,11 @@ typedef struct {
     /* For info.csv and the report; NULL keeps what an earlier open recorded.
      * hardware NULL on a first open = devices_hardware_line(). */
     const char *model, *train_data, *dev_data, *options, *hardware;
+    /* The live page (obs_http.h): http_port < 0 = none (default), 0 = any
+     * free port; http_bind NULL = 127.0.0.1. A port that is taken gives one
+     * warning and the run goes on without the page. */
+    int http_port;
+    const char *http_bind;
 } obs_options;
 
 typedef struct {
@@ -71,5 +78,18 @@ int obs_set_info(obs_run *r, const char *key, const char *value);
 /* Flushes TensorBoard and rewrites RUN/report.html from the run's files. */
 int obs_report(obs_run *r);
 void obs_close(obs_run *r);
+
+/* The live numbers (live.h) beyond obs_step/obs_eval, for the live page and
+ * `bertc watch`. Cheap: they copy a few numbers under a mutex, never wait on
+ * the network. obs_live_progress records total_steps in info.csv the first
+ * time it changes; obs_state records state there ("training", "evaluating",
+ * "done", "stopped", "failed"). obs_set_mirror may be called from any
+ * thread (the mirror's). */
+void obs_live_progress(obs_run *r, int64_t step, int64_t total, double elapsed_s, double eta_s);
+void obs_checkpoint(obs_run *r, int64_t step, const char *dir);
+void obs_state(obs_run *r, const char *state);
+void obs_set_mirror(obs_run *r, const char *text);
+/* The live page's port, 0 when there is none. */
+int obs_http_port_of(obs_run *r);
 
 #endif

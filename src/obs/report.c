@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include "obs/report.h"
 #include "obs/csv.h"
+#include "obs/live.h"
+#include "obs/rundir.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/fileio.h"
@@ -15,92 +17,13 @@
 #include <time.h>
 
 typedef struct {
-    csv_table t;
-    int loaded;
-} table_src;
-
-typedef struct {
-    const char *dir;
-    table_src metrics, eval, monitor, info;
-    sbuf notes;   /* <li> items: damaged files, missing data */
+    const rundir *d;
     sbuf charts;  /* the drawn charts */
     sbuf empty;   /* <li> items: charts left out and why */
-    char first_err[512];
     int ncharts;
 } report_ctx;
 
 static const char *const palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
-
-static void note(report_ctx *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void note(report_ctx *r, const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    sb_puts(&r->notes, "<li>");
-    sb_html(&r->notes, msg);
-    sb_puts(&r->notes, "</li>\n");
-}
-
-/* Loads RUN/name when it exists; a file that cannot be parsed becomes a
- * note, so one damaged file never costs the whole report. */
-static void load(report_ctx *r, const char *name, table_src *s)
-{
-    char path[4096];
-    path_join(path, sizeof path, r->dir, name);
-    if (!path_exists(path)) return;
-    if (csv_read(path, &s->t) != 0) {
-        if (!r->first_err[0]) snprintf(r->first_err, sizeof r->first_err, "%s", err_msg());
-        note(r, "%s", err_msg());
-        err_clear();
-        return;
-    }
-    s->loaded = 1;
-    if (s->t.bad_rows)
-        note(r, "%s: %zu row(s) with the wrong number of cells skipped (first at line %zu)", name, s->t.bad_rows,
-             s->t.first_bad_line);
-}
-
-/* A column as numbers (NaN where missing); NULL when the column is absent. */
-static double *column(const table_src *s, const char *name)
-{
-    if (!s->loaded) return NULL;
-    int c = csv_col(&s->t, name);
-    if (c < 0) return NULL;
-    double *v = xmalloc(sizeof(double) * (s->t.nrows ? s->t.nrows : 1));
-    for (size_t i = 0; i < s->t.nrows; i++) v[i] = csv_num(&s->t, i, c);
-    return v;
-}
-
-static double *column_any(const table_src *s, const char *const *names)
-{
-    for (; *names; names++) {
-        double *v = column(s, *names);
-        if (v) return v;
-    }
-    return NULL;
-}
-
-static size_t count_finite(const double *v, size_t n)
-{
-    size_t k = 0;
-    for (size_t i = 0; v && i < n; i++) k += isfinite(v[i]) != 0;
-    return k;
-}
-
-static const char *info_get(const report_ctx *r, const char *key)
-{
-    const table_src *s = &r->info;
-    if (!s->loaded) return NULL;
-    int kc = csv_col(&s->t, "key"), vc = csv_col(&s->t, "value");
-    if (kc < 0 || vc < 0) return NULL;
-    const char *found = NULL;
-    for (size_t i = 0; i < s->t.nrows; i++) /* the last one wins */
-        if (!strcmp(csv_cell(&s->t, i, kc), key)) found = csv_cell(&s->t, i, vc);
-    return found && *found ? found : NULL;
-}
 
 static void chart(report_ctx *r, const char *id, const char *title, const char *xlabel, const char *ylabel,
                   double ymin, double ymax, int y_zero, const svg_series *s, int n, const char *why_empty)
@@ -122,14 +45,6 @@ static void chart(report_ctx *r, const char *id, const char *title, const char *
     sb_free(&one);
 }
 
-static void fmt_duration(char *buf, size_t cap, double s)
-{
-    if (!isfinite(s) || s < 0) snprintf(buf, cap, "unknown");
-    else if (s < 60) snprintf(buf, cap, "%.1f s", s);
-    else if (s < 3600) snprintf(buf, cap, "%d min %02d s", (int)(s / 60), (int)fmod(s, 60));
-    else snprintf(buf, cap, "%d h %02d min", (int)(s / 3600), (int)fmod(s / 60, 60));
-}
-
 static void row(sbuf *b, const char *key, const char *value)
 {
     sb_puts(b, "<tr><th>");
@@ -139,198 +54,11 @@ static void row(sbuf *b, const char *key, const char *value)
     sb_puts(b, "</td></tr>\n");
 }
 
-static double last_finite(const double *v, size_t n)
+static void draw_charts(report_ctx *r)
 {
-    for (size_t i = n; v && i-- > 0;)
-        if (isfinite(v[i])) return v[i];
-    return NAN;
-}
-
-static double max_finite(const double *v, size_t n)
-{
-    double m = NAN;
-    for (size_t i = 0; v && i < n; i++)
-        if (isfinite(v[i]) && !(v[i] <= m)) m = v[i];
-    return m;
-}
-
-static double mean_finite(const double *v, size_t n)
-{
-    double s = 0;
-    size_t k = 0;
-    for (size_t i = 0; v && i < n; i++)
-        if (isfinite(v[i])) {
-            s += v[i];
-            k++;
-        }
-    return k ? s / (double)k : NAN;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median_finite(const double *v, size_t n)
-{
-    if (!v) return NAN;
-    double *c = xmalloc(sizeof(double) * (n ? n : 1));
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (isfinite(v[i])) c[k++] = v[i];
-    qsort(c, k, sizeof(double), cmp_double);
-    double m = k ? (k % 2 ? c[k / 2] : 0.5 * (c[k / 2 - 1] + c[k / 2])) : NAN;
-    free(c);
-    return m;
-}
-
-/* Checkpoint dirs step-N (complete ones: a .tmp dir is a write in progress). */
-static int count_checkpoints(const char *dir, char *latest, size_t cap)
-{
-    char path[4096];
-    path_join(path, sizeof path, dir, "checkpoints");
-    latest[0] = 0;
-    DIR *d = opendir(path);
-    if (!d) return 0;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, "step-", 5) != 0 || strstr(e->d_name, ".tmp")) continue;
-        char sub[4400];
-        snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-        if (!path_is_dir(sub)) continue;
-        n++;
-        if (strcmp(e->d_name, latest) > 0) snprintf(latest, cap, "%s", e->d_name);
-    }
-    closedir(d);
-    return n;
-}
-
-/* Rows of RUN/restarts.csv (written by the supervisor, train/supervise.c)
- * whose action column says the trainer was restarted. */
-static long count_restarts(const char *dir)
-{
-    char path[4096], *data;
-    size_t len;
-    path_join(path, sizeof path, dir, "restarts.csv");
-    if (!path_exists(path) || file_read_all(path, &data, &len)) {
-        err_clear();
-        return 0;
-    }
-    long n = 0;
-    for (char *p = data; (p = strstr(p, ",restart,")) != NULL; p++) n++;
-    free(data);
-    return n;
-}
-
-typedef struct {
-    double *step, *epoch, *loss, *lr, *gnorm, *scale, *eps, *elapsed, *skipped;
-    size_t n;
-    double *estep, *em, *f1;
-    size_t ne;
-    double *t, *util, *mutil, *mused, *mtotal, *temp, *power, *plimit, *cpu, *rss, *avail;
-    size_t nm;
-    const char *tunit;
-} series;
-
-static void series_free(series *s)
-{
-    double **all[] = {&s->step, &s->epoch, &s->loss, &s->lr, &s->gnorm, &s->scale, &s->eps, &s->elapsed,
-                      &s->skipped, &s->estep, &s->em, &s->f1, &s->t, &s->util, &s->mutil, &s->mused,
-                      &s->mtotal, &s->temp, &s->power, &s->plimit, &s->cpu, &s->rss, &s->avail};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
-        free(*all[i]);
-        *all[i] = NULL;
-    }
-}
-
-static double *index_column(size_t n)
-{
-    double *v = xmalloc(sizeof(double) * (n ? n : 1));
-    for (size_t i = 0; i < n; i++) v[i] = (double)i;
-    return v;
-}
-
-static void scale_column(double *v, size_t n, double k)
-{
-    for (size_t i = 0; v && i < n; i++) v[i] *= k;
-}
-
-static void collect(report_ctx *r, series *s)
-{
-    static const char *const em_names[] = {"exact_match", "em", "EM", "exact", NULL};
-    static const char *const f1_names[] = {"f1", "F1", NULL};
-    static const char *const skip_names[] = {"skipped_steps", "skipped", NULL};
-    memset(s, 0, sizeof *s);
-    if (r->metrics.loaded) {
-        s->n = r->metrics.t.nrows;
-        s->step = column(&r->metrics, "step");
-        if (!s->step) s->step = index_column(s->n);
-        s->epoch = column(&r->metrics, "epoch");
-        s->loss = column(&r->metrics, "loss");
-        s->lr = column(&r->metrics, "lr");
-        s->gnorm = column(&r->metrics, "grad_norm");
-        s->scale = column(&r->metrics, "loss_scale");
-        s->eps = column(&r->metrics, "examples_per_s");
-        s->elapsed = column(&r->metrics, "elapsed_s");
-        s->skipped = column_any(&r->metrics, skip_names);
-    }
-    /* evaluation: eval.csv, or the evaluation columns of metrics.csv */
-    table_src *ev = r->eval.loaded ? &r->eval : &r->metrics;
-    if (ev->loaded) {
-        double *f1 = column_any(ev, f1_names);
-        if (f1) {
-            s->ne = ev->t.nrows;
-            s->f1 = f1;
-            s->em = column_any(ev, em_names);
-            s->estep = column(ev, "step");
-            if (!s->estep) s->estep = index_column(s->ne);
-        }
-    }
-    if (r->monitor.loaded) {
-        s->nm = r->monitor.t.nrows;
-        s->t = column(&r->monitor, "unix_time");
-        if (!s->t) s->t = column(&r->monitor, "elapsed_s");
-        if (!s->t) s->t = index_column(s->nm);
-        s->util = column(&r->monitor, "gpu_util_pct");
-        s->mutil = column(&r->monitor, "gpu_mem_util_pct");
-        s->mused = column(&r->monitor, "gpu_mem_used_mib");
-        s->mtotal = column(&r->monitor, "gpu_mem_total_mib");
-        s->temp = column(&r->monitor, "gpu_temp_c");
-        s->power = column(&r->monitor, "power_w");
-        s->plimit = column(&r->monitor, "power_limit_w");
-        s->cpu = column(&r->monitor, "cpu_pct");
-        s->rss = column(&r->monitor, "rss_mib");
-        s->avail = column(&r->monitor, "mem_avail_mib");
-        scale_column(s->mused, s->nm, 1.0 / 1024);
-        scale_column(s->mtotal, s->nm, 1.0 / 1024);
-        scale_column(s->rss, s->nm, 1.0 / 1024);
-        scale_column(s->avail, s->nm, 1.0 / 1024);
-        /* time since the first sample, in a unit that suits the span */
-        double t0 = NAN, t1 = NAN;
-        for (size_t i = 0; i < s->nm; i++)
-            if (isfinite(s->t[i])) {
-                if (!isfinite(t0)) t0 = s->t[i];
-                t1 = s->t[i];
-            }
-        double span = t1 - t0, k = 1;
-        s->tunit = "time since start (s)";
-        if (span > 3 * 3600) {
-            k = 1.0 / 3600;
-            s->tunit = "time since start (h)";
-        } else if (span > 180) {
-            k = 1.0 / 60;
-            s->tunit = "time since start (min)";
-        }
-        for (size_t i = 0; i < s->nm; i++) s->t[i] = (s->t[i] - t0) * k;
-    }
-}
-
-static void draw_charts(report_ctx *r, const series *s)
-{
-    const char *nom = r->metrics.loaded ? "no values in metrics.csv" : "no metrics.csv";
-    const char *nomon = r->monitor.loaded ? "no GPU readings in monitor.csv (no GPU, or NVML not available)"
+    const rundir *s = r->d;
+    const char *nom = s->metrics.loaded ? "no values in metrics.csv" : "no metrics.csv";
+    const char *nomon = s->monitor.loaded ? "no GPU readings in monitor.csv (no GPU, or NVML not available)"
                                           : "no monitor.csv";
     svg_series a[3];
 #define S(name_, x_, y_, n_, color_, mk_) ((svg_series){name_, x_, y_, (x_) && (y_) ? (n_) : 0, color_, mk_})
@@ -361,13 +89,13 @@ static void draw_charts(report_ctx *r, const series *s)
     chart(r, "chart-gpu-util", "GPU utilisation", s->tunit, "%", 0, 100, 0, a, 2, nomon);
     a[0] = S("used", s->t, s->mused, s->nm, palette[3], 0);
     a[1] = S("total", s->t, s->mtotal, s->nm, "#7f7f7f", 0);
-    chart(r, "chart-gpu-mem", "GPU memory", s->tunit, "GiB", 0, 0, 1, a, count_finite(s->mused, s->nm) ? 2 : 0, nomon);
+    chart(r, "chart-gpu-mem", "GPU memory", s->tunit, "GiB", 0, 0, 1, a, rundir_count(s->mused, s->nm) ? 2 : 0, nomon);
     a[0] = S("temperature", s->t, s->temp, s->nm, palette[1], 0);
     chart(r, "chart-gpu-temp", "GPU temperature", s->tunit, "\xc2\xb0" "C", 0, 0, 0, a, 1, nomon);
     a[0] = S("draw", s->t, s->power, s->nm, palette[4], 0);
     a[1] = S("limit", s->t, s->plimit, s->nm, "#7f7f7f", 0);
-    chart(r, "chart-gpu-power", "GPU power", s->tunit, "W", 0, 0, 1, a, count_finite(s->power, s->nm) ? 2 : 0, nomon);
-    const char *nocpu = r->monitor.loaded ? "no CPU readings in monitor.csv" : "no monitor.csv";
+    chart(r, "chart-gpu-power", "GPU power", s->tunit, "W", 0, 0, 1, a, rundir_count(s->power, s->nm) ? 2 : 0, nomon);
+    const char *nocpu = s->monitor.loaded ? "no CPU readings in monitor.csv" : "no monitor.csv";
     a[0] = S("process CPU %", s->t, s->cpu, s->nm, palette[2], 0);
     chart(r, "chart-cpu", "CPU use (100% = one core)", s->tunit, "%", 0, 0, 1, a, 1, nocpu);
     a[0] = S("RSS", s->t, s->rss, s->nm, palette[0], 0);
@@ -376,7 +104,7 @@ static void draw_charts(report_ctx *r, const series *s)
 #undef S
 }
 
-static void summary(report_ctx *r, const series *s, sbuf *b)
+static void summary(const rundir *s, sbuf *b)
 {
     char v[1024], d[64];
     static const struct { const char *key, *label; } keys[] = {
@@ -384,15 +112,15 @@ static void summary(report_ctx *r, const series *s, sbuf *b)
         {"options", "Options"}, {"hardware", "Hardware"}, {"started", "Started"},
     };
     sb_puts(b, "<table class=\"summary\">\n");
-    row(b, "Run", r->dir);
+    row(b, "Run", s->dir);
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        const char *x = info_get(r, keys[i].key);
+        const char *x = rundir_info(s, keys[i].key);
         row(b, keys[i].label, x ? x : "not recorded");
     }
-    double dur = max_finite(s->elapsed, s->n);
+    double dur = rundir_max(s->elapsed, s->n);
     /* without elapsed_s, the monitor's span (its time column is rescaled, so read unix_time again) */
-    if (!isfinite(dur) && r->monitor.loaded) {
-        double *t = column(&r->monitor, "unix_time");
+    if (!isfinite(dur) && s->monitor.loaded) {
+        const double *t = s->unix_t;
         double a = NAN, z = NAN;
         for (size_t i = 0; t && i < s->nm; i++)
             if (isfinite(t[i])) {
@@ -400,11 +128,10 @@ static void summary(report_ctx *r, const series *s, sbuf *b)
                 z = t[i];
             }
         dur = z - a;
-        free(t);
     }
-    fmt_duration(d, sizeof d, dur);
+    live_fmt_duration(d, sizeof d, dur);
     row(b, "Duration", d);
-    double last_step = last_finite(s->step, s->n), last_epoch = last_finite(s->epoch, s->n);
+    double last_step = rundir_last(s->step, s->n), last_epoch = rundir_last(s->epoch, s->n);
     if (isfinite(last_step)) {
         if (isfinite(last_epoch)) snprintf(v, sizeof v, "%.0f (epoch %.2f)", last_step, last_epoch);
         else snprintf(v, sizeof v, "%.0f", last_step);
@@ -429,66 +156,66 @@ static void summary(report_ctx *r, const series *s, sbuf *b)
     if (best != (size_t)-1) {
         double em = s->em ? s->em[best] : NAN;
         snprintf(v, sizeof v, "%.2f (EM %.2f) at step %.0f; %zu evaluation(s)", s->f1[best], em, s->estep[best],
-                 count_finite(s->f1, s->ne));
+                 rundir_count(s->f1, s->ne));
     } else {
         snprintf(v, sizeof v, "no evaluation recorded");
     }
     row(b, "Best F1", v);
-    double med = median_finite(s->eps, s->n);
+    double med = rundir_median(s->eps, s->n);
     if (isfinite(med)) snprintf(v, sizeof v, "%.2f examples/s (median)", med);
     else snprintf(v, sizeof v, "not logged");
     row(b, "Throughput", v);
     char latest[256];
-    int nck = count_checkpoints(r->dir, latest, sizeof latest);
+    int nck = rundir_checkpoints(s->dir, latest, sizeof latest);
     if (nck) snprintf(v, sizeof v, "%d (latest %s)", nck, latest);
     else snprintf(v, sizeof v, "none");
     row(b, "Checkpoints", v);
-    const char *sk = info_get(r, "skipped_steps");
-    double skc = max_finite(s->skipped, s->n);
+    const char *sk = rundir_info(s, "skipped_steps");
+    double skc = rundir_max(s->skipped, s->n);
     if (sk) snprintf(v, sizeof v, "%s", sk);
     else if (isfinite(skc)) snprintf(v, sizeof v, "%.0f", skc);
     else snprintf(v, sizeof v, "none recorded");
     row(b, "Skipped steps", v);
-    const char *res = info_get(r, "resumes");
+    const char *res = rundir_info(s, "resumes");
     row(b, "Resumed", res ? res : "0");
-    long rs = count_restarts(r->dir);
+    long rs = rundir_restarts(s->dir);
     snprintf(v, sizeof v, "%ld", rs < 0 ? 0 : rs);
     row(b, "Restarts (supervisor)", v);
-    if (count_finite(s->util, s->nm) || count_finite(s->mused, s->nm)) {
-        int thr_col = r->monitor.loaded ? csv_col(&r->monitor.t, "throttle") : -1;
+    if (rundir_count(s->util, s->nm) || rundir_count(s->mused, s->nm)) {
+        int thr_col = s->monitor.loaded ? csv_col(&s->monitor.t, "throttle") : -1;
         size_t nthr = 0, nknown = 0;
         for (size_t i = 0; thr_col >= 0 && i < s->nm; i++) {
-            const char *c = csv_cell(&r->monitor.t, i, thr_col);
+            const char *c = csv_cell(&s->monitor.t, i, thr_col);
             if (!*c) continue;
             nknown++;
             nthr += strcmp(c, "none") && strcmp(c, "idle");
         }
         snprintf(v, sizeof v, "mean utilisation %.0f%%, peak memory %.1f / %.1f GiB, max %.0f\xc2\xb0" "C, throttled in %.0f%% of samples",
-                 mean_finite(s->util, s->nm), max_finite(s->mused, s->nm), max_finite(s->mtotal, s->nm),
-                 max_finite(s->temp, s->nm), nknown ? 100.0 * (double)nthr / (double)nknown : 0.0);
+                 rundir_mean(s->util, s->nm), rundir_max(s->mused, s->nm), rundir_max(s->mtotal, s->nm),
+                 rundir_max(s->temp, s->nm), nknown ? 100.0 * (double)nthr / (double)nknown : 0.0);
     } else {
         snprintf(v, sizeof v, "no GPU readings");
     }
     row(b, "GPU", v);
-    if (count_finite(s->cpu, s->nm) || count_finite(s->rss, s->nm))
-        snprintf(v, sizeof v, "mean %.0f%% (100%% = one core), peak RSS %.2f GiB", mean_finite(s->cpu, s->nm),
-                 max_finite(s->rss, s->nm));
+    if (rundir_count(s->cpu, s->nm) || rundir_count(s->rss, s->nm))
+        snprintf(v, sizeof v, "mean %.0f%% (100%% = one core), peak RSS %.2f GiB", rundir_mean(s->cpu, s->nm),
+                 rundir_max(s->rss, s->nm));
     else snprintf(v, sizeof v, "no readings");
     row(b, "CPU", v);
     /* the other info keys, as they are */
-    if (r->info.loaded) {
-        int kc = csv_col(&r->info.t, "key"), vc = csv_col(&r->info.t, "value");
-        for (size_t i = 0; kc >= 0 && vc >= 0 && i < r->info.t.nrows; i++) {
-            const char *key = csv_cell(&r->info.t, i, kc);
+    if (s->info.loaded) {
+        int kc = csv_col(&s->info.t, "key"), vc = csv_col(&s->info.t, "value");
+        for (size_t i = 0; kc >= 0 && vc >= 0 && i < s->info.t.nrows; i++) {
+            const char *key = csv_cell(&s->info.t, i, kc);
             int known = !strcmp(key, "skipped_steps") || !strcmp(key, "resumes");
             for (size_t j = 0; j < sizeof keys / sizeof keys[0]; j++) known |= !strcmp(key, keys[j].key);
-            if (!known && *key) row(b, key, csv_cell(&r->info.t, i, vc));
+            if (!known && *key) row(b, key, csv_cell(&s->info.t, i, vc));
         }
     }
     sb_puts(b, "</table>\n");
 }
 
-static const char css[] =
+const char report_css[] =
     "body{font-family:sans-serif;margin:24px;color:#222;background:#f6f7f9}"
     "h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:24px 0 8px}.sub{color:#666;font-size:13px}"
     "table.summary{border-collapse:collapse;background:#fff;font-size:13px;max-width:1160px}"
@@ -500,25 +227,32 @@ static const char css[] =
     "svg .grid{stroke:#e5e5e5;stroke-width:1}svg .tick,svg .axis{stroke:#444;fill:none;stroke-width:1}"
     "ul{font-size:13px}";
 
+void report_charts(const rundir *d, sbuf *charts, sbuf *empty)
+{
+    report_ctx r;
+    memset(&r, 0, sizeof r);
+    r.d = d;
+    draw_charts(&r);
+    sb_puts(charts, r.charts.p ? r.charts.p : "");
+    if (empty) sb_puts(empty, r.empty.p ? r.empty.p : "");
+    sb_free(&r.charts);
+    sb_free(&r.empty);
+}
+
 int report_render(const char *run_dir, sbuf *html)
 {
     if (!path_is_dir(run_dir)) return err_set(ERR_INPUT, "report: %s is not a run directory", run_dir);
-    report_ctx r;
-    memset(&r, 0, sizeof r);
-    r.dir = run_dir;
-    load(&r, "metrics.csv", &r.metrics);
-    load(&r, "eval.csv", &r.eval);
-    load(&r, "monitor.csv", &r.monitor);
-    load(&r, "info.csv", &r.info);
-    int rc = 0;
-    if (!r.metrics.loaded && !r.monitor.loaded) {
+    rundir d;
+    int rc = rundir_load(&d, run_dir);
+    if (rc) return err_wrap(ERR_INPUT, "report");
+    if (!d.metrics.loaded && !d.monitor.loaded) {
         rc = err_set(ERR_INPUT, "report: %s has neither a readable metrics.csv nor monitor.csv%s%s%s", run_dir,
-                     r.first_err[0] ? " (" : "", r.first_err, r.first_err[0] ? ")" : "");
-        goto done;
+                     d.first_err[0] ? " (" : "", d.first_err, d.first_err[0] ? ")" : "");
+        rundir_free(&d);
+        return rc;
     }
-    series s;
-    collect(&r, &s);
-    draw_charts(&r, &s);
+    sbuf charts = {0}, empty = {0};
+    report_charts(&d, &charts, &empty);
 
     char when[64];
     time_t now = time(NULL);
@@ -526,32 +260,37 @@ int report_render(const char *run_dir, sbuf *html)
     strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S %z", localtime_r(&now, &tmv));
     sb_puts(html, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>bertc run report: ");
     sb_html(html, run_dir);
-    sb_printf(html, "</title>\n<style>%s</style>\n</head>\n<body>\n<h1>bertc run report</h1>\n<div class=\"sub\">", css);
+    sb_printf(html, "</title>\n<style>%s</style>\n</head>\n<body>\n<h1>bertc run report</h1>\n<div class=\"sub\">", report_css);
     sb_html(html, run_dir);
     sb_printf(html, " &middot; generated %s by bertc %s</div>\n<h2>Summary</h2>\n", when, BERTC_VERSION);
-    summary(&r, &s, html);
-    if (r.notes.n) {
+    summary(&d, html);
+    if (d.notes.n) {
         sb_puts(html, "<h2>Notes</h2>\n<ul class=\"notes\">\n");
-        sb_puts(html, r.notes.p);
+        for (char *p = d.notes.p; *p;) {
+            char *e = strchr(p, '\n');
+            size_t len = e ? (size_t)(e - p) : strlen(p);
+            char *line = xmalloc(len + 1);
+            memcpy(line, p, len);
+            line[len] = 0;
+            sb_puts(html, "<li>");
+            sb_html(html, line);
+            sb_puts(html, "</li>\n");
+            free(line);
+            p += len + (e != NULL);
+        }
         sb_puts(html, "</ul>\n");
     }
-    sb_printf(html, "<h2>Charts</h2>\n<div class=\"grid\">\n%s</div>\n", r.charts.p ? r.charts.p : "");
-    if (r.empty.n) {
+    sb_printf(html, "<h2>Charts</h2>\n<div class=\"grid\">\n%s</div>\n", charts.p ? charts.p : "");
+    if (empty.n) {
         sb_puts(html, "<h2>Not charted</h2>\n<ul class=\"empty\">\n");
-        sb_puts(html, r.empty.p);
+        sb_puts(html, empty.p);
         sb_puts(html, "</ul>\n");
     }
     sb_puts(html, "</body>\n</html>\n");
-    series_free(&s);
-done:
-    csv_free(&r.metrics.t);
-    csv_free(&r.eval.t);
-    csv_free(&r.monitor.t);
-    csv_free(&r.info.t);
-    sb_free(&r.notes);
-    sb_free(&r.charts);
-    sb_free(&r.empty);
-    return rc;
+    sb_free(&charts);
+    sb_free(&empty);
+    rundir_free(&d);
+    return 0;
 }
 
 int report_write(const char *run_dir, const char *out_path)

@@ -12,8 +12,8 @@
  *                 resumes, skipped_steps ... (obs_open / obs_set_info); a
  *                 skipped_steps or skipped column in metrics.csv (a running
  *                 count) is used when info.csv has no skipped_steps
- *   checkpoints/step-N/   counted; restarts.log: one line per supervisor
- *                 restart, counted
+ *   checkpoints/step-N/   counted; restarts.csv: the supervisor's rows,
+ *                 its restarts counted
  *
  * Charts: loss, learning rate, throughput, gradient norm, loss scale (when
  * it changes), evaluation EM/F1, GPU utilisation, GPU memory, GPU
@@ -31,5 +31,13 @@
 int report_render(const char *run_dir, sbuf *html);
 /* Renders and writes it atomically to out_path (NULL = RUN/report.html). */
 int report_write(const char *run_dir, const char *out_path);
+
+/* The page's charts alone (the live page draws the same ones): the chart
+ * cards into charts, and "<li>" items naming the charts left out (and why)
+ * into empty (may be NULL). */
+#include "obs/rundir.h"
+void report_charts(const rundir *d, sbuf *charts, sbuf *empty);
+/* The page's style sheet. */
+extern const char report_css[];
 
 #endif

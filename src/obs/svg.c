@@ -8,65 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void sb_printf(sbuf *b, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char tmp[512];
-    int w = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (w < 0) return;
-    if ((size_t)w < sizeof tmp) {
-        sb_puts(b, tmp);
-        return;
-    }
-    char *big = xmalloc((size_t)w + 1);
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)w + 1, fmt, ap);
-    va_end(ap);
-    sb_puts(b, big);
-    free(big);
-}
-
-void sb_puts(sbuf *b, const char *s)
-{
-    size_t n = strlen(s);
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + n + 1) cap *= 2;
-        b->p = xrealloc(b->p, cap);
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n + 1);
-    b->n += n;
-}
-
-void sb_html(sbuf *b, const char *s)
-{
-    char tmp[2] = {0, 0};
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        switch (c) {
-        case '&': sb_puts(b, "&amp;"); break;
-        case '<': sb_puts(b, "&lt;"); break;
-        case '>': sb_puts(b, "&gt;"); break;
-        case '"': sb_puts(b, "&quot;"); break;
-        case '\'': sb_puts(b, "&#39;"); break;
-        default:
-            if (c < 0x20 && c != '\n' && c != '\t') break; /* not allowed in HTML text */
-            tmp[0] = (char)c;
-            sb_puts(b, tmp);
-        }
-    }
-}
-
-void sb_free(sbuf *b)
-{
-    free(b->p);
-    b->p = NULL;
-    b->n = b->cap = 0;
-}
-
 static double nice_step(double range, int target)
 {
     double raw = range / (target > 0 ? target : 5);

@@ -1,21 +1,12 @@
-/* Line charts as inline SVG for report.html, and the growable text buffer
- * the report is built in. No scripts, no fonts, no external references: a
+/* Line charts as inline SVG for report.html, built in a growable text
+ * buffer (sbuf, core/sbuf.h). No scripts, no fonts, no external references: a
  * chart is axes, grid, tick labels, one <polyline> per series and a legend. */
 #ifndef BERTC_OBS_SVG_H
 #define BERTC_OBS_SVG_H
 
+#include "core/sbuf.h"
+
 #include <stddef.h>
-
-typedef struct {
-    char *p;
-    size_t n, cap;
-} sbuf;
-
-void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void sb_puts(sbuf *b, const char *s);
-/* Appends s with &, <, >, " and ' escaped (and invalid control bytes dropped). */
-void sb_html(sbuf *b, const char *s);
-void sb_free(sbuf *b);
 
 typedef struct {
     const char *name;      /* legend text */

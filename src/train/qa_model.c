@@ -210,8 +210,8 @@ int qa_model_logits(qa_model *m, const features *f, float *start, float *end, vo
     return 0;
 }
 
-int qa_model_predict(qa_model *m, const squad_data *d, const features *f, int n_best, int max_answer_length,
-                     qa_predictions *out, volatile sig_atomic_t *stop)
+static int predict(qa_model *m, const squad_data *d, const features *f, int n_best, int max_answer_length, int v2,
+                   double threshold, qa_predictions *out, volatile sig_atomic_t *stop)
 {
     memset(out, 0, sizeof *out);
     size_t n = (size_t)f->n * (size_t)f->T;
@@ -222,17 +222,31 @@ int qa_model_predict(qa_model *m, const squad_data *d, const features *f, int n_
         return err_set(ERR_RUNTIME, "out of memory for the logits of %d windows", f->n);
     }
     int rc = qa_model_logits(m, f, start, end, stop);
-    if (!rc) rc = postprocess_predictions(d, f, start, end, n_best, max_answer_length, out);
+    if (!rc)
+        rc = v2 ? postprocess_predictions_v2(d, f, start, end, n_best, max_answer_length, threshold, out)
+                : postprocess_predictions(d, f, start, end, n_best, max_answer_length, out);
     free(start);
     free(end);
     return rc;
+}
+
+int qa_model_predict(qa_model *m, const squad_data *d, const features *f, int n_best, int max_answer_length,
+                     qa_predictions *out, volatile sig_atomic_t *stop)
+{
+    return predict(m, d, f, n_best, max_answer_length, 0, 0.0, out, stop);
+}
+
+int qa_model_predict_v2(qa_model *m, const squad_data *d, const features *f, int n_best, int max_answer_length,
+                        double null_score_diff_threshold, qa_predictions *out, volatile sig_atomic_t *stop)
+{
+    return predict(m, d, f, n_best, max_answer_length, 1, null_score_diff_threshold, out, stop);
 }
 
 int qa_predictions_eval(const squad_data *d, const qa_predictions *p, eval_result *r)
 {
     const char **pred = malloc((size_t)(d->n ? d->n : 1) * sizeof *pred);
     if (!pred) return err_set(ERR_RUNTIME, "out of memory");
-    for (int i = 0; i < d->n; i++) pred[i] = i < p->n && p->n_nbest[i] > 0 ? p->nbest[i][0].text : NULL;
+    for (int i = 0; i < d->n; i++) pred[i] = qa_prediction_text(p, i);
     int rc = eval_examples(d, pred, EVAL_METRIC_SQUAD, r);
     free(pred);
     return rc;

@@ -64,6 +64,19 @@ typedef struct {
     int tty;
     int log_warned;     /* a CSV write failed (reported once) */
     double last_progress;
+    /* Data parallel (src/dist, issue 15): this process is rank `rank` of
+     * `ranks` (1 without mpirun); only the writer (rank 0) touches the run
+     * dir. sig: the signal this rank received, which the ranks agree on at
+     * the end of each step before *stop is set (on every rank at once). */
+    int rank, ranks, writer;
+    volatile sig_atomic_t *sig;
+    float *host_grads;  /* the gradients on the host for the all-reduce (GPU backends) */
+    int dist_micro;     /* rank 0's micro-batch, broadcast to the others */
+    int64_t prev_ranks; /* the rank count of the checkpoint resumed from */
+    int nccl;           /* GPUs: gradients summed by NCCL on the devices (backend/cuda/cuda_nccl.h) */
+    double comm_s;      /* seconds in the steps' collectives (all-reduces, agreement; waits included) */
+    /* run_save.c's: the --mirror copier (NULL: none) */
+    struct mirror *mir;
 } run_ctx;
 
 /* run_setup.c: everything before the first step; ERR_INPUT for bad input
@@ -86,6 +99,10 @@ int run_evaluate(run_ctx *c, const char *pred_path, int print);
  * and the export of RUN/final/. */
 int run_save_checkpoint(run_ctx *c);
 int run_export_final(run_ctx *c, char *final_dir, size_t cap);
+/* --mirror: starts the copier (a mirror that cannot start is one warning,
+ * the run goes on without it); stop waits for the last copy (bounded). */
+void run_mirror_start(run_ctx *c);
+void run_mirror_stop(run_ctx *c);
 
 /* run_log.c */
 double run_now(void);

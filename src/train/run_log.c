@@ -4,6 +4,8 @@
 #define _GNU_SOURCE
 #include "train/run.h"
 
+#include "dist/dist.h"
+
 #include "core/err.h"
 #include "core/fileio.h"
 #include "obs/devices.h"
@@ -47,6 +49,11 @@ static void options_line(const run_ctx *c, char *buf, size_t cap)
              "dropout=%g seed=%lld shuffle=%d",
              c->T, o->doc_stride, o->epochs, (long long)o->max_steps, o->batch, o->lr, o->warmup, o->weight_decay,
              o->clip, o->dropout, (long long)o->seed, o->shuffle);
+    if (o->version_2_with_negative) {
+        size_t n = strlen(buf);
+        snprintf(buf + n, cap > n ? cap - n : 0, " version_2_with_negative=1 null_score_diff_threshold=%g",
+                 o->null_score_diff_threshold);
+    }
 }
 
 int run_log_open(run_ctx *c)
@@ -72,6 +79,8 @@ int run_log_open(run_ctx *c)
     oo.train_data = o->train_path;
     oo.dev_data = o->dev_path;
     oo.options = opts;
+    oo.http_port = o->http_port;
+    oo.http_bind = o->http_bind;
     if (obs_open(&c->obs, o->out_dir, &oo) != 0) {
         log_warn("%s (carrying on without TensorBoard, monitor and report)", err_msg());
         err_clear();
@@ -101,6 +110,16 @@ void run_log_startup(const run_ctx *c, int train_hit, int dev_hit)
     if (c->have_dev)
         printf("  dev       %s: %d questions -> %d windows (features %s)\n", o->dev_path, c->dev.n, c->df.n,
                dev_hit ? "from cache" : "built");
+    if (c->ranks > 1)
+        printf("  ranks     %d data-parallel ranks (MPI): each step's %d examples split in fixed shares of whole "
+               "micro-batches, gradients summed in rank order\n", c->ranks, o->batch);
+    if (o->version_2_with_negative) {
+        int nimp = 0;
+        for (int i = 0; i < c->train.n; i++) nimp += c->train.ex[i].is_impossible || c->train.ex[i].n_answers == 0;
+        printf("  squad 2.0 --version-2-with-negative: %d unanswerable training questions, trained at [CLS]; dev: the null "
+               "answer when it beats the best span by more than %g, evaluate-v2.0.py's exact/f1\n",
+               nimp, o->null_score_diff_threshold);
+    }
     printf("  plan      %lld steps (%.4g epochs of %lld steps); batch %d = %d micro-batch%s of %d; T %d, stride %d\n",
            (long long)c->total, (double)c->total / (double)c->steps_per_epoch, (long long)c->steps_per_epoch, o->batch,
            c->micro_batches, c->micro_batches > 1 ? "es" : "", c->micro, c->T, o->doc_stride);
@@ -125,6 +144,7 @@ void run_log_startup(const run_ctx *c, int train_hit, int dev_hit)
 
 void run_log_step(run_ctx *c, double loss, float scale, const optim_result *res)
 {
+    if (!c->writer) return; /* rank 0 alone tells (data parallel) */
     double rate = c->train_time > 0 ? (double)c->examples_here / c->train_time : 0;
     double epoch = (double)c->st.step / (double)c->steps_per_epoch;
     double elapsed = c->st.elapsed_s + (run_now() - c->t0);
@@ -132,6 +152,8 @@ void run_log_step(run_ctx *c, double loss, float scale, const optim_result *res)
                    res->grad_norm, (double)scale, rate, elapsed) != 0)
         warn_once(&c->log_warned, "metrics.csv");
     obs_step(c->obs, &(obs_step_metrics){c->st.step, epoch, loss, res->lr, res->grad_norm, scale, rate});
+    obs_live_progress(c->obs, c->st.step, c->total, elapsed,
+                      rate > 0 ? (double)(c->total - c->st.step) * c->o->batch / rate : NAN);
     if (!res->skipped) return;
     if (c->ls.enabled)
         log_warn("step %lld: non-finite loss or gradient at loss scale %g, update skipped; loss scale now %g "
@@ -146,6 +168,7 @@ void run_log_step(run_ctx *c, double loss, float scale, const optim_result *res)
 
 void run_log_eval(run_ctx *c, const eval_result *r, double seconds, int print)
 {
+    if (!c->writer) return; /* rank 0 alone tells (data parallel) */
     double epoch = (double)c->st.step / (double)c->steps_per_epoch;
     if (runlog_row(&c->evals, "%lld,%.6f,%.6f,%.6f", (long long)c->st.step, epoch, r->exact_match, r->f1) != 0)
         warn_once(&c->log_warned, "eval.csv");
@@ -160,6 +183,7 @@ void run_log_eval(run_ctx *c, const eval_result *r, double seconds, int print)
 
 void run_log_progress(run_ctx *c, double loss, double lr, int force)
 {
+    if (!c->writer) return; /* rank 0 alone tells (data parallel) */
     if (c->o->quiet) return;
     double t = run_now();
     int64_t step = c->st.step;
@@ -178,6 +202,13 @@ void run_log_progress(run_ctx *c, double loss, double lr, int force)
     snprintf(line, sizeof line, "epoch %.2f | step %lld/%lld | loss %.4f (avg %.4f) | lr %.3g | %.1f ex/s | ETA %s%s%s",
              (double)step / (double)c->steps_per_epoch, (long long)step, (long long)c->total, loss, c->st.smoothed_loss,
              lr, rate, etas, mon[0] ? " | " : "", mon);
+    if (c->ranks > 1) {
+        /* Data parallel: the ranks, and the share of the training time this
+         * rank spent in the all-reduces (communication and waiting). */
+        size_t l = strlen(line);
+        snprintf(line + l, sizeof line - l, " | %d ranks, comm %.1fs (%.0f%%)", c->ranks, c->comm_s,
+                 c->train_time > 0 ? 100 * c->comm_s / c->train_time : 0);
+    }
     if (c->tty) printf("\r%-120s", line);
     else printf("%s\n", line);
     fflush(stdout);
@@ -195,17 +226,34 @@ void run_log_info(run_ctx *c, const char *key, const char *value) { obs_set_info
 
 int run_log_sync(run_ctx *c)
 {
+    if (!c->writer) return 0;
     int rc = runlog_sync(&c->metrics);
     if (!rc) rc = runlog_sync(&c->evals);
     return rc;
 }
 
-void run_log_report(run_ctx *c) { obs_report(c->obs); }
+/* RUN/info.csv's ranks and comm_s (the report's summary), data parallel. */
+static void dist_info(run_ctx *c)
+{
+    if (!c->obs) return;
+    char v[64];
+    snprintf(v, sizeof v, "%d", c->ranks > 0 ? c->ranks : 1);
+    obs_set_info(c->obs, "ranks", v);
+    snprintf(v, sizeof v, "%.3f", c->comm_s);
+    obs_set_info(c->obs, "comm_s", v);
+}
+
+void run_log_report(run_ctx *c)
+{
+    dist_info(c);
+    obs_report(c->obs);
+}
 
 void run_log_close(run_ctx *c)
 {
     if (c->obs) {
         run_log_skipped(c);
+        dist_info(c);
         obs_report(c->obs);
         obs_close(c->obs);
         c->obs = NULL;

@@ -5,13 +5,21 @@
 
 #include "core/err.h"
 #include "core/fileio.h"
+#include "dist/dist.h"
 #include "model/weights.h"
+#include "train/ckpt.h"
+#include "train/mirror.h"
 #include "train/train_ckpt.h"
 
 #include <stdio.h>
 
 int run_save_checkpoint(run_ctx *c)
 {
+    if (!c->writer) { /* rank 0 alone writes; the others hold the same weights */
+        c->last_saved_step = c->st.step;
+        c->last_save_time = run_now();
+        return 0;
+    }
     c->st.epoch = c->ld.epoch;
     c->st.cursor = c->ld.cursor;
     c->st.rng_counter = (uint64_t)c->st.step * (uint64_t)c->micro_batches;
@@ -27,12 +35,47 @@ int run_save_checkpoint(run_ctx *c)
     if (rc) return rc;
     c->last_saved_step = c->st.step;
     c->last_save_time = run_now();
+    char dir[CKPT_PATH_MAX];
+    ckpt_dir_name(dir, sizeof dir, c->o->out_dir, c->st.step);
+    obs_checkpoint(c->obs, c->st.step, dir);
+    mirror_submit(c->mir, dir, c->st.step);
     run_log_report(c);
     return 0;
 }
 
+void run_mirror_start(run_ctx *c)
+{
+    const trainer_opts *o = c->o;
+    if (!o->mirror_dir || !*o->mirror_dir) return;
+    if (mirror_start(&c->mir, o->mirror_dir, o->mirror_keep >= 0 ? o->mirror_keep : o->keep, o->out_dir, c->obs) != 0) {
+        log_warn("%s; training goes on without the mirror", err_msg());
+        err_clear();
+        c->mir = NULL;
+    }
+}
+
+/* At the end the last checkpoint is worth a wait, but not forever: a dead
+ * network disk must not keep the process alive. */
+void run_mirror_stop(run_ctx *c)
+{
+    mirror_stop(c->mir, 600);
+    c->mir = NULL;
+}
+
 /* RUN/final.tmp/ written whole, then renamed over RUN/final/. */
+static int export_final(run_ctx *c, char *final, size_t cap);
+
+/* Rank 0 exports; with N ranks all learn whether it could (the final
+ * evaluation after it is collective). */
 int run_export_final(run_ctx *c, char *final, size_t cap)
+{
+    int rc = 0;
+    if (c->writer) rc = export_final(c, final, cap);
+    else path_join(final, cap, c->o->out_dir, "final");
+    return c->ranks > 1 ? dist_agree(rc) : rc;
+}
+
+static int export_final(run_ctx *c, char *final, size_t cap)
 {
     int rc = bert_model_get_params(c->qm.model, c->host_params);
     if (rc) return rc;

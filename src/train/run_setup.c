@@ -9,8 +9,13 @@
 #include "core/crc32c.h"
 #include "core/err.h"
 #include "core/fileio.h"
+#include "dist/dist.h"
+#ifdef BERTC_HAVE_CUDA
+#include "backend/cuda_module.h"
+#endif
 #include "train/ckpt.h"
 #include "train/microbatch.h"
+#include "train/mirror.h"
 #include "train/train_ckpt.h"
 
 #include <dirent.h>
@@ -56,6 +61,8 @@ static int fingerprint(train_state *s, const trainer_opts *o, int T, const squad
     train_state_fp_set(s, "--no-shuffle", "%s", o->shuffle ? "no" : "yes");
     /* As resolved: auto is fp32 on the CPU, bf16 or fp16 on a GPU. */
     train_state_fp_set(s, "--precision", "%s", select_precision_name(precision));
+    /* set only when on, so runs from before the option resume as they were */
+    if (o->version_2_with_negative) train_state_fp_set(s, "--version-2-with-negative", "%s", "yes");
     return 0;
 }
 
@@ -107,6 +114,19 @@ static int choose_micro(run_ctx *c)
         err_clear();
         c->micro = auto_micro_batch(&c->qm.cfg, o->batch, c->T, c->qm.recompute);
     }
+    if (c->ranks > 1 && c->rank > 0) {
+        c->micro = c->dist_micro; /* rank 0's choice: every rank must use the same */
+    } else if (c->ranks > 1 && o->micro_batch <= 0) {
+        /* auto with N ranks: the largest micro-batch not above the
+         * planner's whose count per step the ranks divide (cmd_train
+         * checks a given --micro-batch). */
+        int m = c->micro;
+        while (m > 1 && ((o->batch + m - 1) / m) % c->ranks != 0) m--;
+        if (((o->batch + m - 1) / m) % c->ranks != 0)
+            return err_set(ERR_INPUT, "--batch %d: no micro-batch size gives a number of micro-batches per step that "
+                           "%d ranks divide (give a --batch that is a multiple of the rank count)", o->batch, c->ranks);
+        c->micro = m;
+    }
     c->micro_batches = (o->batch + c->micro - 1) / c->micro;
     return 0;
 }
@@ -153,7 +173,12 @@ static int select_backend(run_ctx *c)
     if (!rc) rc = select_parse_precision(o->precision, &c->bo.precision);
     if (rc) return err_wrap(rc, "train");
     c->bo.threads = o->threads;
-    c->bo.gpu = o->gpu;
+    /* One GPU per rank of a machine. BERTC_DEBUG_DIST_ONE_GPU=1 (a test
+     * hook for one-GPU machines): every rank on --gpu, summing through the
+     * host (NCCL refuses two ranks on one GPU). */
+    const char *one = getenv("BERTC_DEBUG_DIST_ONE_GPU");
+    int shared_gpu = one && !strcmp(one, "1");
+    c->bo.gpu = o->gpu + (c->ranks > 1 && !shared_gpu ? dist_local_rank() : 0);
     c->bo.mem_limit = o->gpu_mem_limit;
     c->bo.quiet = o->quiet;
     return qa_model_select(&c->qm, &c->bo);
@@ -171,7 +196,7 @@ static int load_data(const char *path, squad_data *d)
 
 static int load_features(run_ctx *c, const squad_data *d, features *f, const char *cache_name, int *hit)
 {
-    feature_opts fo = {c->T, c->o->doc_stride, c->o->max_query_length};
+    feature_opts fo = {c->T, c->o->doc_stride, c->o->max_query_length, c->o->version_2_with_negative};
     char cache[4096];
     snprintf(cache, sizeof cache, "%s/cache/%s", c->o->out_dir, cache_name);
     return features_load_or_build(cache, d, c->qm.tok, &fo, c->o->threads, f, hit);
@@ -227,6 +252,14 @@ static int prepare_run_dir(run_ctx *c, char *ckdir, size_t cap, int *resumed)
         int64_t step;
         int damaged = 0;
         rc = ckpt_find_latest(o->out_dir, ckdir, cap, &step, &damaged);
+        /* a fresh VM: the run dir has no valid checkpoint, the mirror may */
+        if (rc == 1 && o->mirror_dir && path_is_dir(o->mirror_dir) &&
+            mirror_find_latest(o->mirror_dir, ckdir, cap, &step) == 0) {
+            log_info("--resume auto: %s has no valid checkpoint; resuming from the mirror: %s", o->out_dir, ckdir);
+            *resumed = 1;
+            return 0;
+        }
+        err_clear();
         if (rc == 1 && damaged)
             return err_set(ERR_RUNTIME,
                            "%s/checkpoints: all %d checkpoints are damaged (see the warnings above); nothing was "
@@ -263,7 +296,7 @@ static int fit_window(run_ctx *c)
     return 0;
 }
 
-int run_setup(run_ctx *c)
+static int setup_body(run_ctx *c)
 {
     const trainer_opts *o = c->o;
     c->last_em = c->last_f1 = -1;
@@ -295,13 +328,18 @@ int run_setup(run_ctx *c)
     }
     char cache[4096];
     snprintf(cache, sizeof cache, "%s/cache", o->out_dir);
-    rc = mkdir_p(cache);
-    if (rc) return err_wrap(rc, "--out %s", o->out_dir);
-    rc = lock_run_dir(c);
-    if (!rc) rc = remove_leftovers(o->out_dir);
-    if (!rc) rc = remove_leftovers(cache);
-    if (!rc) rc = prepare_run_dir(c, c->resumed_from, sizeof c->resumed_from, &c->resumed);
-    if (rc) return rc;
+    /* With N ranks only rank 0 prepares the run dir (it ran this before
+     * the others started theirs: they find its feature cache and the
+     * checkpoint it chose, c->resumed_from). */
+    if (c->writer) {
+        rc = mkdir_p(cache);
+        if (rc) return err_wrap(rc, "--out %s", o->out_dir);
+        rc = lock_run_dir(c);
+        if (!rc) rc = remove_leftovers(o->out_dir);
+        if (!rc) rc = remove_leftovers(cache);
+        if (!rc) rc = prepare_run_dir(c, c->resumed_from, sizeof c->resumed_from, &c->resumed);
+        if (rc) return rc;
+    }
     int train_hit = 0, dev_hit = 0;
     rc = load_features(c, &c->train, &c->tf, "train.features", &train_hit);
     if (rc) return rc;
@@ -344,6 +382,8 @@ int run_setup(run_ctx *c)
         if (rc) return rc;
         c->st = saved;
         c->st.restarts++;
+        c->prev_ranks = saved.ranks;
+        c->st.ranks = c->ranks;
         char where[CKPT_PATH_MAX + 16];
         snprintf(where, sizeof where, "%s/state.json", ckdir);
         rc = train_ckpt_get_scaler(&c->st, loss_scaling_wanted(c->qm.info.precision), &c->ls, where);
@@ -357,23 +397,88 @@ int run_setup(run_ctx *c)
         lossscale_init(&c->ls, loss_scaling_wanted(c->qm.info.precision));
         train_ckpt_put_scaler(&c->st, &c->ls);
         c->st.smoothed_loss = NAN;
+        c->st.ranks = c->ranks;
         snprintf(c->st.version, sizeof c->st.version, "%s", BERTC_VERSION);
     }
     rc = start_model(c);
     if (!rc) rc = optim_create(&c->opt, &c->qm.be, &c->qm.table);
     if (!rc && c->resumed) rc = optim_set_state(c->opt, c->host_m, c->host_v, c->st.adam_t, c->st.skipped_steps);
     if (!rc) rc = loader_batch_init(&c->mb, c->micro, c->T);
-    if (!rc) rc = run_log_open(c);
+    if (!rc && c->ranks > 1 && c->qm.info.is_cuda) {
+        c->host_grads = malloc(nf * sizeof *c->host_grads);
+        if (!c->host_grads) rc = err_set(ERR_RUNTIME, "out of memory for the gradient all-reduce (%zu floats)", nf);
+    }
+    if (!rc && c->writer) rc = run_log_open(c);
     if (rc) return rc;
+    if (c->writer) run_mirror_start(c); /* rank 0 alone writes (data parallel) */
     c->last_saved_step = c->resumed ? c->st.step : -1;
-    if (!o->quiet) run_log_startup(c, train_hit, dev_hit);
-    if (c->resumed && c->st.step == c->total && !o->quiet)
+    if (!o->quiet && c->writer) run_log_startup(c, train_hit, dev_hit);
+    if (c->resumed && c->prev_ranks != c->ranks && c->writer)
+        printf("resuming a run of %lld rank%s with %d (the same global batch of %d; the sums are taken in another "
+               "order, so the result is not bit-identical to an uninterrupted run)\n",
+               (long long)c->prev_ranks, c->prev_ranks > 1 ? "s" : "", c->ranks, o->batch);
+    if (c->resumed && c->st.step == c->total && !o->quiet && c->writer)
         printf("the run is already complete: exporting and evaluating again\n");
+    fflush(stdout);
     return 0;
+}
+
+/* What rank 0 tells the others after its set-up. */
+typedef struct {
+    int resumed, micro;
+    char resumed_from[4096];
+} setup_share;
+
+/* One process: the set-up. N ranks: rank 0 sets up first (it alone
+ * prepares the run dir, builds the feature cache, chooses the checkpoint
+ * and the micro-batch), then the others, reading what it made; every rank
+ * ends with the same error line when one of them failed. */
+int run_setup(run_ctx *c)
+{
+    c->rank = dist_rank();
+    c->ranks = dist_size();
+    c->writer = c->rank == 0;
+    if (c->ranks == 1) return setup_body(c);
+    int rc = c->writer ? setup_body(c) : 0;
+    rc = dist_agree(rc);
+    if (rc) return rc;
+    setup_share sh;
+    memset(&sh, 0, sizeof sh);
+    sh.resumed = c->resumed;
+    sh.micro = c->micro;
+    snprintf(sh.resumed_from, sizeof sh.resumed_from, "%s", c->resumed_from);
+    rc = dist_bcast(&sh, sizeof sh, 0);
+    if (rc) return rc;
+    if (!c->writer) {
+        c->resumed = sh.resumed;
+        c->dist_micro = sh.micro;
+        snprintf(c->resumed_from, sizeof c->resumed_from, "%s", sh.resumed_from);
+        rc = setup_body(c);
+    }
+    rc = dist_agree(rc);
+#ifdef BERTC_HAVE_CUDA
+    /* GPUs: the gradients are summed by NCCL on the devices when every
+     * rank can load it; else through the host over MPI (one warning). */
+    const char *one = getenv("BERTC_DEBUG_DIST_ONE_GPU");
+    const bertc_cuda_api *api = cuda_module_loaded();
+    if (!rc && c->qm.info.is_cuda && !(one && !strcmp(one, "1"))) {
+        int lrc = api && api->nccl_load ? api->nccl_load() : err_set(ERR_RUNTIME, "the CUDA module has no NCCL calls");
+        lrc = dist_agree(lrc);
+        if (lrc) {
+            log_warn("%s: summing the gradients through the host over MPI instead", err_msg());
+            err_clear();
+        } else {
+            rc = dist_agree(api->nccl_init(c->rank, c->ranks, c->bo.gpu, dist_bcast));
+            c->nccl = !rc;
+        }
+    }
+#endif
+    return rc;
 }
 
 void run_cleanup(run_ctx *c)
 {
+    run_mirror_stop(c); /* before the hub closes: the mirror reports to it */
     run_log_close(c);
     if (c->lock_fd >= 0) close(c->lock_fd);
     loader_batch_free(&c->mb);
@@ -381,6 +486,11 @@ void run_cleanup(run_ctx *c)
     if (c->opt) optim_free(c->opt);
     free(c->host_m);
     free(c->host_v);
+    free(c->host_grads);
+#ifdef BERTC_HAVE_CUDA
+    const bertc_cuda_api *api = cuda_module_loaded();
+    if (c->nccl && api) api->nccl_free();
+#endif
     free(c->trainable);
     if (c->have_tf) features_free(&c->tf);
     if (c->have_df) features_free(&c->df);

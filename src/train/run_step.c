@@ -5,9 +5,14 @@
 #include "train/run.h"
 
 #include "core/err.h"
+#include "dist/dist.h"
+#ifdef BERTC_HAVE_CUDA
+#include "backend/cuda_module.h"
+#endif
 #include "train/microbatch.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,14 +84,22 @@ static int run_packed(run_ctx *c, int B, int count, philox_stream rng, float sca
     return rc;
 }
 
-/* The forward and backward passes of one step's rows idx[0..count), in
- * micro-batches of c->micro, into freshly zeroed gradients. */
-static int run_micro_batches(run_ctx *c, const int32_t *idx, int count, float scale, double *loss_out)
+/* The forward and backward passes of this rank's rows of the step,
+ * idx[first..first+len) of the step's `count`, in micro-batches of
+ * c->micro, into freshly zeroed gradients. first is a multiple of c->micro
+ * (dist_share), so micro-batch k here is the step's micro-batch
+ * first/micro + k: its dropout stream is the one a single process draws for
+ * it, and every weight is the share of the whole step's rows. One
+ * process: first 0, len count. */
+static int run_micro_batches(run_ctx *c, const int32_t *idx, int first, int len, int count, float scale,
+                             double *loss_out)
 {
     bert_zero_grad(c->qm.model);
     double loss = 0;
-    for (int k = 0, at = 0; at < count; k++, at += c->micro) {
-        int B = count - at < c->micro ? count - at : c->micro;
+    int k0 = first / c->micro;
+    idx += first;
+    for (int k = k0, at = 0; at < len; k++, at += c->micro) {
+        int B = len - at < c->micro ? len - at : c->micro;
         loader_gather(&c->mb, &c->tf, idx + at, B);
         bert_batch b = {B, c->mb.T, c->mb.input_ids, c->mb.token_type_ids, c->mb.attention_mask, c->mb.start_positions,
                         c->mb.end_positions, NULL, 0};
@@ -152,8 +165,24 @@ int run_step(run_ctx *c, int32_t *idx, double *loss_out, float *scale_out, optim
      * the norm, the clipping and the update. Disabled, the scale is 1. */
     float scale = lossscale_scale(&c->ls);
     double loss = 0;
-    for (;;) {
-        int rc = run_micro_batches(c, idx, count, scale, &loss);
+    if (c->ranks > 1) {
+        /* This rank's fixed share of the step (dist.h). No out-of-memory
+         * back-off with N ranks: every rank must keep the same micro-batch. */
+        int first, len;
+        dist_share(count, c->micro, c->ranks, c->rank, &first, &len);
+        int rc = run_micro_batches(c, idx, first, len, count, scale, &loss);
+        double c0 = dist_comm_seconds();
+        if (rc && microbatch_is_oom(rc))
+            err_wrap(rc, "out of memory with %d ranks (no back-off across ranks: give a smaller --micro-batch)",
+                     c->ranks);
+        if (rc) err_wrap(rc, "step %lld", (long long)c->st.step + 1);
+        /* A failure on any rank ends every rank, with its message. */
+        rc = dist_agree(rc);
+        c->comm_s += dist_comm_seconds() - c0;
+        if (rc) return rc;
+    }
+    for (; c->ranks == 1;) {
+        int rc = run_micro_batches(c, idx, 0, count, count, scale, &loss);
         if (!rc) break;
         if (!microbatch_is_oom(rc)) return err_wrap(rc, "step %lld", (long long)c->st.step + 1);
         if ((rc = back_off(c, c->st.step + 1))) return rc;
@@ -165,6 +194,38 @@ int run_step(run_ctx *c, int32_t *idx, double *loss_out, float *scale_out, optim
         int rc = be->i->upload(be->ctx, bert_model_grads(c->qm.model), &nan, sizeof nan);
         if (rc) return rc;
         loss = NAN;
+    }
+    if (c->ranks > 1) {
+        /* The gradients summed over the ranks in rank order (the same bytes
+         * on every rank, so clipping, the NaN guard, the loss scaler and
+         * AdamW decide alike everywhere); the loss and whether a rank got a
+         * signal with them. */
+        size_t n = c->qm.table.total;
+        double c0 = dist_comm_seconds();
+        float *g = bert_model_grads(c->qm.model);
+        backend *be = bert_model_backend(c->qm.model);
+        float *h = c->host_grads ? c->host_grads : g; /* the CPU backend's memory is the host's */
+        int rc;
+#ifdef BERTC_HAVE_CUDA
+        if (c->nccl) {
+            /* On the devices: the backend's stream first finishes backward. */
+            rc = be->i->sync(be->ctx);
+            double tn = run_now();
+            if (!rc) rc = cuda_module_loaded()->nccl_allreduce_sum(g, n);
+            c->comm_s += run_now() - tn;
+        } else
+#endif
+        {
+            rc = h != g ? be->i->download(be->ctx, h, g, n * sizeof *h) : 0;
+            if (!rc) rc = dist_allreduce_sum_fixed(h, n);
+            if (!rc && h != g) rc = be->i->upload(be->ctx, g, h, n * sizeof *h);
+        }
+        double red[2] = {loss, c->sig && *c->sig ? 1.0 : 0.0};
+        if (!rc) rc = dist_allreduce_sum_f64(red, 2);
+        c->comm_s += dist_comm_seconds() - c0;
+        if (rc) return err_wrap(rc, "step %lld", (long long)c->st.step + 1);
+        loss = red[0];
+        if (red[1] > 0 && !*c->stop) *c->stop = c->sig && *c->sig ? *c->sig : SIGTERM;
     }
     optim_config oc = optim_config_default();
     oc.lr = c->o->lr;

@@ -57,8 +57,10 @@ int train_state_to_json(const train_state *s, char **text, size_t *len)
     json_object_set_new(o, "loss_scale", real_or_null(s->loss_scale));
     json_object_set_new(o, "loss_scale_growth_tracker", json_integer(s->loss_scale_growth));
     json_object_set_new(o, "skipped_steps", json_integer(s->skipped_steps));
+    json_object_set_new(o, "skipped_in_row", json_integer(s->skipped_in_row));
     json_object_set_new(o, "adam_t", json_integer(s->adam_t));
     json_object_set_new(o, "restarts", json_integer(s->restarts));
+    json_object_set_new(o, "ranks", json_integer(s->ranks > 0 ? s->ranks : 1));
     json_object_set_new(o, "elapsed_s", real_or_null(s->elapsed_s));
     json_object_set_new(o, "smoothed_loss", real_or_null(s->smoothed_loss));
     json_object_set_new(o, "examples_seen", json_integer(s->examples_seen));
@@ -143,8 +145,16 @@ int train_state_load(const char *path, train_state *s)
     if (!rc && json_object_get(o, "loss_scale_growth_tracker"))
         rc = get_int(o, path, "loss_scale_growth_tracker", 0, &s->loss_scale_growth);
     if (!rc) rc = get_int(o, path, "skipped_steps", 0, &s->skipped_steps);
+    /* Absent before bertc counted skipped steps in a row across resumes: 0. */
+    if (!rc && json_object_get(o, "skipped_in_row")) rc = get_int(o, path, "skipped_in_row", 0, &s->skipped_in_row);
+    if (!rc && s->skipped_in_row > s->skipped_steps)
+        rc = err_set(ERR_INPUT, "%s: field \"skipped_in_row\": %lld is more than skipped_steps %lld", path,
+                     (long long)s->skipped_in_row, (long long)s->skipped_steps);
     if (!rc) rc = get_int(o, path, "adam_t", 0, &s->adam_t);
     if (!rc) rc = get_int(o, path, "restarts", 0, &s->restarts);
+    /* Absent before data-parallel training: one process. */
+    s->ranks = 1;
+    if (!rc && json_object_get(o, "ranks")) rc = get_int(o, path, "ranks", 1, &s->ranks);
     if (!rc) rc = get_real(o, path, "elapsed_s", &s->elapsed_s);
     if (!rc) rc = get_real(o, path, "smoothed_loss", &s->smoothed_loss);
     if (!rc) rc = get_int(o, path, "examples_seen", 0, &s->examples_seen);

@@ -29,11 +29,13 @@ typedef struct {
     double loss_scale;     /* the loss scaler's scale (a float); 1 unless fp16 */
     int64_t loss_scale_growth; /* the scaler's clean steps since its last change (train_ckpt.h) */
     int64_t skipped_steps; /* steps skipped for non-finite gradients */
+    int64_t skipped_in_row; /* of those, the ones since the last good step (the limit of 20 in a row counts across resumes) */
     int64_t adam_t;        /* Adam updates applied (torch's state["step"]) */
     int64_t restarts;      /* how many times the run was resumed */
     double elapsed_s;      /* training time before this checkpoint */
     double smoothed_loss;  /* the progress line's moving average */
     int64_t examples_seen;
+    int64_t ranks;         /* data-parallel ranks of the run that saved it (1 when absent) */
     char version[32];
     train_fp_entry fp[TRAIN_STATE_MAX_FP];
     int nfp;

@@ -109,6 +109,52 @@ double supervise_backoff(double base, int k)
     return d < SUPERVISE_BACKOFF_MAX_S ? d : SUPERVISE_BACKOFF_MAX_S;
 }
 
+#define ERROR_FD_ENV "BERTC_SUPERVISE_ERROR_FD"
+#define ERROR_LINE_MAX 1024
+
+void supervise_note_error(const char *msg)
+{
+    const char *s = getenv(ERROR_FD_ENV);
+    char *end;
+    if (!s || !*s || !msg) return;
+    long fd = strtol(s, &end, 10);
+    if (*end || fd < 3 || fd > 1 << 20) return;
+    char line[ERROR_LINE_MAX + 1];
+    size_t n = strlen(msg) < ERROR_LINE_MAX ? strlen(msg) : ERROR_LINE_MAX;
+    memcpy(line, msg, n);
+    line[n++] = '\n';
+    /* The pipe is non-blocking: a full pipe loses the line, never the exit. */
+    ssize_t w = write((int)fd, line, n);
+    (void)w;
+}
+
+int supervise_same_failure(int status_a, const char *msg_a, long long ckpt_a, int status_b, const char *msg_b,
+                           long long ckpt_b)
+{
+    if (!WIFEXITED(status_a) || !WIFEXITED(status_b)) return 0;
+    if (WEXITSTATUS(status_a) != WEXITSTATUS(status_b) || ckpt_a != ckpt_b) return 0;
+    return msg_a && msg_b && msg_a[0] && !strcmp(msg_a, msg_b);
+}
+
+/* The last line the child wrote into the error pipe (read end, non-blocking,
+ * the child gone): into buf, "" when none. */
+static void read_error_line(int fd, char *buf, size_t cap)
+{
+    char chunk[ERROR_LINE_MAX + 1];
+    buf[0] = 0;
+    for (;;) {
+        ssize_t r = read(fd, chunk, sizeof chunk - 1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        chunk[r] = 0;
+        /* one write() per line, so each read ends at a line end; keep the last */
+        char *nl;
+        while ((nl = strrchr(chunk, '\n')) && nl[1] == 0) *nl = 0;
+        char *last = strrchr(chunk, '\n');
+        snprintf(buf, cap, "%s", last ? last + 1 : chunk);
+    }
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -195,22 +241,28 @@ static void log_row(const char *run_dir, int attempt, pid_t pid, int status, dou
 
 /* envp for the child: ours, with BERTC_SUPERVISE_ATTEMPT replaced. Built
  * before fork so the child only calls async-signal-safe functions. */
-static char **child_env(int attempt, char *slot, size_t cap)
+static char **child_env(int attempt, char *slot, size_t cap, int error_fd, char *fd_slot, size_t fd_cap)
 {
     size_t n = 0;
     while (environ && environ[n]) n++;
-    char **env = xcalloc(n + 2, sizeof *env);
+    char **env = xcalloc(n + 3, sizeof *env);
     size_t m = 0;
     for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "BERTC_SUPERVISE_ATTEMPT=", 24) != 0) env[m++] = environ[i];
+        if (strncmp(environ[i], "BERTC_SUPERVISE_ATTEMPT=", 24) != 0 &&
+            strncmp(environ[i], ERROR_FD_ENV "=", sizeof ERROR_FD_ENV) != 0)
+            env[m++] = environ[i];
     snprintf(slot, cap, "BERTC_SUPERVISE_ATTEMPT=%d", attempt);
     env[m++] = slot;
+    if (error_fd >= 0) {
+        snprintf(fd_slot, fd_cap, ERROR_FD_ENV "=%d", error_fd);
+        env[m++] = fd_slot;
+    }
     env[m] = NULL;
     return env;
 }
 
 /* Starts one attempt; returns its pid, or -1 with an error set. */
-static pid_t start_child(char **cargv, char **cenv, const sigset_t *old_mask)
+static pid_t start_child(char **cargv, char **cenv, const sigset_t *old_mask, int error_fd)
 {
     int pfd[2];
     if (pipe2(pfd, O_CLOEXEC) != 0) return err_set(ERR_RUNTIME, "supervise: pipe: %s", strerror(errno)), -1;
@@ -235,6 +287,7 @@ static pid_t start_child(char **cargv, char **cenv, const sigset_t *old_mask)
                 sigaction(k_signals[i], &dfl, NULL);
         }
         sigprocmask(SIG_SETMASK, old_mask, NULL);
+        if (error_fd >= 0) fcntl(error_fd, F_SETFD, 0); /* the one descriptor the trainer inherits */
         execve("/proc/self/exe", cargv, cenv);
         int e = errno;
         ssize_t w = write(pfd[1], &e, sizeof e);
@@ -295,16 +348,27 @@ int supervise_run(int max_restarts, int argc, char **argv, const char *run_dir)
     }
 
     int rc = 0, restarts = 0;
+    /* the previous failed attempt, to see a failure repeat */
+    int prev_status = 0;
+    long long prev_ckpt = -1;
+    char prev_msg[ERROR_LINE_MAX + 1] = "", msg[ERROR_LINE_MAX + 1];
     for (int attempt = 1;; attempt++) {
         int cargc;
-        char slot[64];
+        char slot[64], fd_slot[64];
+        /* The child's error line comes back through this pipe (both ends
+         * non-blocking: a child never waits on it). Without one, repeats
+         * go unseen and every failure is restarted, as before. */
+        int efd[2] = {-1, -1};
+        if (pipe2(efd, O_CLOEXEC | O_NONBLOCK) != 0) efd[0] = efd[1] = -1;
         char **cargv = supervise_child_argv(program_invocation_name, argc, argv, attempt > 1, &cargc);
-        char **cenv = child_env(attempt, slot, sizeof slot);
+        char **cenv = child_env(attempt, slot, sizeof slot, efd[1], fd_slot, sizeof fd_slot);
         double t0 = now_s();
-        pid_t pid = start_child(cargv, cenv, &old_mask);
+        pid_t pid = start_child(cargv, cenv, &old_mask, efd[1]);
         free(cargv);
         free(cenv);
+        if (efd[1] >= 0) close(efd[1]);
         if (pid < 0) {
+            if (efd[0] >= 0) close(efd[0]);
             rc = ERR_RUNTIME;
             break;
         }
@@ -326,6 +390,11 @@ int supervise_run(int max_restarts, int argc, char **argv, const char *run_dir)
             rc = err_set(ERR_RUNTIME, "supervise: waitpid: %s", strerror(errno));
             break;
         }
+        msg[0] = 0;
+        if (efd[0] >= 0) {
+            read_error_line(efd[0], msg, sizeof msg);
+            close(efd[0]);
+        }
         rc = supervise_exit_code(status);
         char what[96];
         describe(what, sizeof what, status);
@@ -340,6 +409,20 @@ int supervise_run(int max_restarts, int argc, char **argv, const char *run_dir)
             err_clear();
             break;
         }
+        if (attempt > 1 && supervise_same_failure(prev_status, prev_msg, prev_ckpt, status, msg, ckpt)) {
+            log_row(run_dir, attempt, pid, status, runtime, ckpt, "repeated", 0);
+            char newest[48] = "no checkpoint";
+            if (ckpt >= 0) snprintf(newest, sizeof newest, "newest checkpoint step %lld", ckpt);
+            err_set(ERR_RUNTIME,
+                    "supervise: attempt %d failed as attempt %d did (exit %d, %s, the same error), so a restart "
+                    "would fail again; not restarting (%d restart%s left): %s",
+                    attempt, attempt - 1, rc, newest, max_restarts - restarts, max_restarts - restarts == 1 ? "" : "s",
+                    msg);
+            break;
+        }
+        prev_status = status;
+        prev_ckpt = ckpt;
+        snprintf(prev_msg, sizeof prev_msg, "%s", msg);
         if (restarts >= max_restarts) {
             if (restarts > 0) log_row(run_dir, attempt, pid, status, runtime, ckpt, "gave-up", 0);
             err_set(ERR_RUNTIME, "supervise: attempt %d %s after %.1f s; giving up after %d restart%s", attempt, what, runtime,

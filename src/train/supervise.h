@@ -10,6 +10,16 @@
  * for restart k, capped at 60 s. The base is 1 s, or BERTC_SUPERVISE_BACKOFF_S
  * (seconds, 0..60: tests use small values).
  *
+ * A failure that repeats is not restarted either: when an attempt exits with
+ * a code (not a signal) and prints the same error line as the attempt before
+ * it, with the same exit code and the same newest checkpoint (no progress in
+ * between), a restart would fail the same way again (bad data, a bug, a
+ * divergence: the trainer's errors name the step), so the supervisor stops
+ * with that error (action "repeated") instead of spending the restarts left.
+ * The child passes its error line back through a pipe whose descriptor is in
+ * BERTC_SUPERVISE_ERROR_FD (supervise_note_error, called by main). Deaths by
+ * a signal (kill -9, the OOM killer, a crash) are always restarted as above.
+ *
  * Never restarted: exit 0 (done), exit 2 (bad usage or input: the same
  * arguments would fail the same way), exit 75 (stopped on purpose), and any
  * end after the supervisor itself got SIGINT, SIGTERM or SIGHUP.
@@ -41,7 +51,8 @@
  *   runtime_s        how long it ran
  *   checkpoint_step  step of the newest checkpoint dir after it ended
  *                    (listed, not verified), -1 when there is none
- *   action           restart | done | stopped | not-restartable | gave-up
+ *   action           restart | done | stopped | not-restartable | gave-up |
+ *                    repeated
  *   backoff_s        the wait before the restart (0 otherwise)
  *
  * Return: the final child's exit status (0, 1, 2, 75, or 128+N after a
@@ -59,7 +70,18 @@
 /* argv[0] is the subcommand ("train"); run_dir may be NULL (no log). */
 int supervise_run(int max_restarts, int argc, char **argv, const char *run_dir);
 
+/* In the child (called by main with the line it prints on stderr, without
+ * "bertc: "): when BERTC_SUPERVISE_ERROR_FD names a descriptor, writes the
+ * line there (at most 1 KiB, never blocks). Does nothing otherwise. */
+void supervise_note_error(const char *msg);
+
 /* The parts, for tests. */
+
+/* Whether two failed attempts failed the same way: both exited with the same
+ * code (no signal), the same non-empty error line and the same newest
+ * checkpoint step. */
+int supervise_same_failure(int status_a, const char *msg_a, long long ckpt_a, int status_b, const char *msg_b,
+                           long long ckpt_b);
 
 /* The child's argv (NULL-terminated, *argc_out entries): prog, then argv
  * without --supervise N / --supervise=N and, when restart != 0, without any

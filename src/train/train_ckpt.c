@@ -147,6 +147,7 @@ void train_ckpt_put_scaler(train_state *s, const loss_scaler *ls)
 {
     s->loss_scale = (double)ls->scale;
     s->loss_scale_growth = ls->growth_tracker;
+    s->skipped_in_row = ls->skipped_in_row;
 }
 
 int train_ckpt_get_scaler(const train_state *s, int enabled, loss_scaler *ls, const char *where)
@@ -161,5 +162,8 @@ int train_ckpt_get_scaler(const train_state *s, int enabled, loss_scaler *ls, co
                        (long long)s->loss_scale_growth);
     int rc = lossscale_restore(ls, enabled, scale, (int32_t)s->loss_scale_growth, s->skipped_steps);
     if (rc) return err_wrap(rc, "%s", where);
+    /* A run of non-finite steps goes on counting after a resume, so that
+     * 20 in a row stop the run however often it was restarted in between. */
+    ls->skipped_in_row = s->skipped_in_row;
     return 0;
 }

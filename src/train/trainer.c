@@ -8,13 +8,16 @@
 
 #include "core/alloc.h"
 #include "core/err.h"
+#include "dist/dist.h"
 #include "train/ckpt.h"
 
+#include <arpa/inet.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_NONFINITE_IN_A_ROW 20
 
@@ -30,7 +33,22 @@ void trainer_last_eval(double *exact_match, double *f1)
 /* The first SIGINT/SIGTERM asks for a clean stop; SA_RESETHAND puts the
  * default action back, so a second one ends the process at once (the last
  * complete checkpoint stays valid: its writes are atomic). */
-static void on_signal(int sig) { g_stop = sig; }
+static volatile sig_atomic_t g_sig;
+static char g_sig_msg[256];
+static size_t g_sig_len;
+static void on_signal(int sig)
+{
+    /* Data parallel: only noted here; the ranks agree at the end of the
+     * step (run_step.c) and all stop after the same one. If a peer died,
+     * mpirun is what sends it: this line says so on every living rank. */
+    if (g_sig_len) {
+        g_sig = sig;
+        ssize_t w = write(STDERR_FILENO, g_sig_msg, g_sig_len);
+        (void)w;
+    } else {
+        g_stop = sig;
+    }
+}
 
 void trainer_opts_default(trainer_opts *o)
 {
@@ -58,6 +76,9 @@ void trainer_opts_default(trainer_opts *o)
     o->monitor_interval = 1;
     o->n_best = PREDICT_N_BEST;
     o->max_answer_length = PREDICT_MAX_ANSWER_LENGTH;
+    o->http_port = -1;
+    o->http_bind = "127.0.0.1";
+    o->mirror_keep = -1;
 }
 
 int trainer_opts_check(const trainer_opts *o)
@@ -85,6 +106,11 @@ int trainer_opts_check(const trainer_opts *o)
     if (o->micro_batch > o->batch)
         return err_set(ERR_INPUT, "train: --micro-batch %d is larger than --batch %d", o->micro_batch, o->batch);
     if (o->dropout >= 1) return err_set(ERR_INPUT, "train --dropout: %g must be below 1", o->dropout);
+    if (o->http_port >= 0 && o->http_bind && *o->http_bind) {
+        unsigned char addr[16];
+        if (inet_pton(AF_INET, o->http_bind, addr) != 1 && inet_pton(AF_INET6, o->http_bind, addr) != 1)
+            return err_set(ERR_INPUT, "train --http-bind %s: not an IPv4 or IPv6 address", o->http_bind);
+    }
     return 0;
 }
 
@@ -155,6 +181,7 @@ static int stop_on_signal(run_ctx *c)
     int rc = 0;
     if (c->last_saved_step != c->st.step) rc = run_save_checkpoint(c);
     if (rc) return rc;
+    obs_state(c->obs, "stopped");
     printf("stopped by signal %d at step %lld; checkpoint saved; run the same command to resume\n", (int)g_stop,
            (long long)c->st.step);
     fflush(stdout);
@@ -183,6 +210,7 @@ static int finish(run_ctx *c)
         }
         if (rc) return rc;
     }
+    obs_state(c->obs, "done");
     if (!o->quiet) {
         char d[32];
         run_fmt_duration(d, sizeof d, c->st.elapsed_s + (run_now() - c->t0));
@@ -198,7 +226,16 @@ int trainer_run(const trainer_opts *o)
     c->o = o;
     c->lock_fd = -1;
     c->stop = &g_stop;
-    g_stop = 0;
+    c->sig = &g_sig;
+    g_stop = g_sig = 0;
+    g_sig_len = 0;
+    if (dist_size() > 1) {
+        snprintf(g_sig_msg, sizeof g_sig_msg,
+                 "bertc: rank %d of %d: got a signal: stopping after this step on every rank (when another rank "
+                 "died the launcher ends the job now; the last complete checkpoint stays; run the same command to "
+                 "resume)\n", dist_rank(), dist_size());
+        g_sig_len = strlen(g_sig_msg);
+    }
     g_last_em = g_last_f1 = -1;
     struct sigaction sa, old_int, old_term;
     memset(&sa, 0, sizeof sa);

@@ -73,6 +73,20 @@ typedef struct {
      * with --micro-batch auto). */
     const char *packing;
     int max_tokens;
+    /* SQuAD 2.0 (--version-2-with-negative, as run_qa.py): is_impossible
+     * questions are trained at [CLS] (features.h); the dev evaluation takes
+     * the null answer when its score beats the best span's by more than
+     * null_score_diff_threshold (infer/predict.h), scores with the
+     * evaluate-v2.0.py metric (exact, f1) and writes RUN/null_odds.json next
+     * to RUN/predictions.json. version_2_with_negative is part of the resume
+     * fingerprint; the threshold (evaluation only) is not. */
+    int version_2_with_negative;
+    double null_score_diff_threshold;
+    /* the live page and the mirror (obs/obs_http.h, train/mirror.h) */
+    int http_port;          /* --http PORT; -1 = no page, 0 = any free port */
+    const char *http_bind;  /* --http-bind ADDR; default 127.0.0.1 */
+    const char *mirror_dir; /* --mirror DIR; NULL = none. --resume auto also looks there */
+    int mirror_keep;        /* checkpoints kept in the mirror; -1 = as --keep */
 } trainer_opts;
 
 void trainer_opts_default(trainer_opts *o);

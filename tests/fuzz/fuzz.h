@@ -46,6 +46,16 @@ static inline const char *fuzz_path(const char *name)
     return path;
 }
 
+/* Makes the directory NAME in the temp dir; returns its path (static buffer). */
+static inline const char *fuzz_mkdir(const char *name)
+{
+    const char *path = fuzz_path(name);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", path);
+    if (system(cmd) != 0) abort();
+    return path;
+}
+
 /* Writes data to NAME in the temp dir; returns its path (static buffer). */
 static inline const char *fuzz_write(const char *name, const void *data, size_t size)
 {

@@ -12,10 +12,7 @@ static char model_dir[512];
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     log_quiet(1);
-    snprintf(model_dir, sizeof model_dir, "%s", fuzz_path("model"));
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", model_dir);
-    if (system(cmd) != 0) abort();
+    snprintf(model_dir, sizeof model_dir, "%s", fuzz_mkdir("model"));
     static const char vocab_txt[] = "[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\n";
     fuzz_write("model/vocab.txt", vocab_txt, sizeof vocab_txt - 1);
     return 0;

@@ -12,10 +12,7 @@ static char dir[512];
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     log_quiet(1);
-    snprintf(dir, sizeof dir, "%s", fuzz_path("step-00000001"));
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", dir);
-    if (system(cmd) != 0) abort();
+    snprintf(dir, sizeof dir, "%s", fuzz_mkdir("step-00000001"));
     fuzz_write("step-00000001/state.json", "{\"step\": 1}\n", 12);
     fuzz_write("step-00000001/model.safetensors", "0123456789abcdef", 16);
     return 0;

@@ -19,10 +19,7 @@ static char model_dir[512];
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     log_quiet(1);
-    snprintf(model_dir, sizeof model_dir, "%s", fuzz_path("model"));
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", model_dir);
-    if (system(cmd) != 0) abort();
+    snprintf(model_dir, sizeof model_dir, "%s", fuzz_mkdir("model"));
     char name[600];
     snprintf(name, sizeof name, "model/config.json");
     fuzz_write(name, config_json, sizeof config_json - 1);

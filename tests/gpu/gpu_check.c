@@ -12,6 +12,7 @@
 #include "gpu_check.h"
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda_module.h"
 #include "core/err.h"
 
 #include <math.h>
@@ -455,6 +456,9 @@ int main(int argc, char **argv)
     for (int i = 2; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--out")) gc_out_dir = argv[i + 1];
     setvbuf(stdout, NULL, _IOLBF, 0);
+    /* The CUDA backend is linked in here (bertc_cuda_objs): select.c's
+     * calls (backend_mem_query, ...) use it instead of loading the module. */
+    cuda_module_use(cuda_backend_api());
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(argv[1], cmds[i].name)) {
             log_quiet(1);

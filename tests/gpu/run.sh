@@ -7,7 +7,7 @@
 #   run.log       everything printed; build.log the build
 #   train_loss.csv, memory.csv, bench/summary.md, bench/bench.jsonl
 # Checks (each prints what it compared and its bound):
-#   build    cmake -S tests/gpu (gpu_check, bertc, test_cuda_fallback) for this GPU's architecture
+#   build    cmake -S tests/gpu (gpu_check, bertc, its CUDA module, test_cuda_fallback) for this GPU's architecture
 #   1a ops   every op of the CUDA backend against the CPU backend, per precision
 #   1b model logits, loss, gradients: against the PyTorch reference (tests/ref/tiny)
 #            and against the CPU backend on a minilm-shaped model
@@ -18,6 +18,9 @@
 #   fallback test_cuda_fallback and `bertc plan` / `bertc devices` with a GPU present
 #   6 cli    bertc train / predict --device cuda (tests/gpu/train_cli.sh): losses vs the
 #            CPU in fp32/bf16/fp16, GPU samples in monitor.csv, kill + resume
+#   7 serve  bertc serve --device cuda: concurrent requests vs predict --device cuda (tests/gpu/serve_cli.sh)
+#   8 dist   data parallel: mpirun -np 1 = 1 process; 2 ranks sharing the GPU (host sum) vs 1
+#            process (NCCL refuses two ranks on one GPU: the NCCL path needs 2 GPUs, not checked)
 #   5 bench  bench/gpu_compare.sh (BENCH_BATCHES, default 32; BENCH_STEPS, default 10)
 # Exit status: 0 when every check passed, 1 otherwise (the summary says which).
 set -u -o pipefail
@@ -78,12 +81,13 @@ main() {
 
     echo "======== build ($BUILD, CUDA architecture $arch)"
     if ! { cmake -S tests/gpu -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" &&
-        cmake --build "$BUILD" -j "$(nproc)" --target gpu_check bertc test_cuda_fallback; } >"$RES/build.log" 2>&1; then
+        cmake --build "$BUILD" -j "$(nproc)" --target gpu_check bertc bertc_cuda test_cuda_fallback; } >"$RES/build.log" 2>&1; then
         tail -n 40 "$RES/build.log"
         fatal "the build failed (the end of $RES/build.log is above)"
     fi
     local gc=$BUILD/gpu_check bertc=$BUILD/bertc/bertc fb=$BUILD/bertc/test_cuda_fallback
     for f in "$gc" "$bertc" "$fb"; do [ -x "$f" ] || fatal "the build did not produce $f"; done
+    [ -f "$BUILD/bertc/libbertc_cuda.so" ] || fatal "the build did not produce $BUILD/bertc/libbertc_cuda.so"
     note "PASS build ($(($(date +%s) - T0)) s)"
 
     check "1a ops: CUDA backend vs CPU backend, op by op" "$gc" ops --out "$RES"
@@ -94,9 +98,14 @@ main() {
     check "7 varlen: packed micro-batches, CUDA vs CPU and vs padded" "$gc" varlen --out "$RES"
     check "fallback: test_cuda_fallback with a GPU" "$fb"
     # shellcheck disable=SC2016 # $1 is expanded by the inner bash
+    check "module: bertc version/devices load the CUDA module" \
+        bash -c '"$1" version | grep "^cuda: module .*: loaded (ABI" && "$1" devices | grep "^CUDA module: .*: loaded"' _ "$bertc"
+    # shellcheck disable=SC2016 # $1 is expanded by the inner bash
     check "cli: bertc plan and bertc devices with a GPU" \
         bash -c '"$1" plan --config base --seq 384 && "$1" devices' _ "$bertc"
     check "6 cli: bertc train/predict --device cuda" bash tests/gpu/train_cli.sh "$bertc" "$RES"
+    check "7 serve: bertc serve --device cuda vs predict --device cuda" bash tests/gpu/serve_cli.sh "$bertc" "$RES"
+    check "8 dist: mpirun -np 1 and 2 ranks on one GPU (tests/gpu/dist_cli.sh)" bash tests/gpu/dist_cli.sh "$bertc" "$RES"
     check "5 bench: bench/gpu_compare.sh" env BERTC_GPU_CHECK="$gc" BATCHES="${BENCH_BATCHES:-32}" \
         STEPS="${BENCH_STEPS:-10}" bash bench/gpu_compare.sh "$RES/bench"
 

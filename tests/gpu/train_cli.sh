@@ -12,7 +12,9 @@
 #   - a fp32 CUDA run killed after step 25 (BERTC_DEBUG_KILL) and resumed
 #     ends with the same losses as the uninterrupted one;
 #   - predict --device cuda vs --device cpu on the trained model: at least
-#     95 % of the predictions identical.
+#     95 % of the predictions identical;
+#   - --http during a CUDA run: /api/status has the GPU readings, and
+#     bertc watch --once prints a GPU line.
 set -u
 BERTC=$1
 RES=$2
@@ -83,4 +85,30 @@ same = sum(a[k] == b.get(k) for k in a)
 print(f"{'PASS' if same >= 0.95 * len(a) else 'FAIL'} predict cli: {same}/{len(a)} predictions identical, CUDA vs CPU (bound 95 %)")
 PY
 fi
+# The live page on the GPU (--http): /api/status carries the NVML readings while training.
+"$BERTC" train --model $M --train $D --out "$W/cuda-http" --max-seq-length 64 --doc-stride 16 --batch 6 \
+    --micro-batch 2 --max-steps 3000 --lr 1e-4 --save-every-minutes 0 --monitor-interval 0.2 --device cuda \
+    --http 0 >"$W/cuda-http.log" 2>&1 &
+hpid=$!
+python3 - "$W/cuda-http.log" <<'PY' | tee -a "$RES/results.txt"
+import json, re, sys, time, urllib.request
+port, st = None, {}
+for _ in range(600):
+    m = re.search(r"live page: http://127.0.0.1:(\d+)/", open(sys.argv[1]).read())
+    if m:
+        port = int(m.group(1))
+        try:
+            st = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status", timeout=5).read())
+        except OSError:
+            st = {}
+        if "gpu_util_pct" in st and st.get("step", 0) > 5:
+            break
+    time.sleep(0.1)
+ok = "gpu_util_pct" in st and "gpu_mem_used_gib" in st
+print(f"{'PASS' if ok else 'FAIL'} train cli --http: /api/status GPU readings: util {st.get('gpu_util_pct')} %, "
+      f"memory {st.get('gpu_mem_used_gib')} GiB, {st.get('gpu_temp_c')} C, {st.get('gpu_power_w')} W at step {st.get('step')}")
+PY
+"$BERTC" watch "$W/cuda-http" --once | grep -q "^GPU " && res "PASS train cli watch: a GPU line" || res "FAIL train cli watch: no GPU line"
+kill -TERM $hpid 2>/dev/null
+wait $hpid
 [ "$fails" -eq 0 ]

@@ -17,7 +17,7 @@
 #include <immintrin.h>
 #endif
 
-/* Portable: the rounds of philox4x32 written out for the vectorizer. */
+/* Portable: the rounds of philox4x32 (PHILOX_ROUND) inline, for the vectorizer. */
 CPU_CLONES static void mask_blocks_c(float *restrict mul, uint64_t blk0, size_t nb, philox_stream s, float p,
                                      float scale)
 {
@@ -28,23 +28,12 @@ CPU_CLONES static void mask_blocks_c(float *restrict mul, uint64_t blk0, size_t 
         uint32_t c0 = (uint32_t)blk, c1 = (uint32_t)(blk >> 32), c2 = s.stream, c3 = s.step;
         uint32_t k0 = key0, k1 = key1;
 #pragma GCC unroll 10
-        for (int r = 0; r < 10; r++) {
-            uint64_t p0 = (uint64_t)0xD2511F53u * c0;
-            uint64_t p1 = (uint64_t)0xCD9E8D57u * c2;
-            uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
-            uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
-            c0 = n0;
-            c1 = (uint32_t)p1;
-            c2 = n2;
-            c3 = (uint32_t)p0;
-            k0 += 0x9E3779B9u;
-            k1 += 0xBB67AE85u;
-        }
+        for (int r = 0; r < 10; r++) PHILOX_ROUND(c0, c1, c2, c3, k0, k1);
         /* the same float compare as philox_keep */
-        mul[4 * j + 0] = (float)(c0 >> 8) * (1.0f / 16777216.0f) >= p ? scale : 0.0f;
-        mul[4 * j + 1] = (float)(c1 >> 8) * (1.0f / 16777216.0f) >= p ? scale : 0.0f;
-        mul[4 * j + 2] = (float)(c2 >> 8) * (1.0f / 16777216.0f) >= p ? scale : 0.0f;
-        mul[4 * j + 3] = (float)(c3 >> 8) * (1.0f / 16777216.0f) >= p ? scale : 0.0f;
+        mul[4 * j + 0] = PHILOX_UNIT(c0) >= p ? scale : 0.0f;
+        mul[4 * j + 1] = PHILOX_UNIT(c1) >= p ? scale : 0.0f;
+        mul[4 * j + 2] = PHILOX_UNIT(c2) >= p ? scale : 0.0f;
+        mul[4 * j + 3] = PHILOX_UNIT(c3) >= p ? scale : 0.0f;
     }
 }
 

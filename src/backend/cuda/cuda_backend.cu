@@ -1,6 +1,7 @@
 /* The CUDA backend: context, allocator with --gpu-mem-limit and a high-water
  * mark, memory ops, the op table, creation and the device probe. The ops
  * are in the other cuda_*.cu files (cuda_internal.h). */
+#include "backend/cuda/cuda_nccl.h"
 #include "backend/cuda/cuda_internal.h"
 
 #include <stdio.h>
@@ -370,13 +371,6 @@ fail:
     return rc;
 }
 
-/* backend.h's entry point: precision auto. */
-extern "C" int backend_cuda_create(backend *out, int device, int64_t mem_limit)
-{
-    cuda_backend_opts o = {device, PREC_AUTO, mem_limit};
-    return cuda_backend_create(out, &o);
-}
-
 extern "C" precision_kind cuda_backend_precision(void *vctx)
 {
     return ((cuda_ctx *)vctx)->prec;
@@ -413,4 +407,35 @@ extern "C" void cuda_backend_reset_peak(void *vctx)
 {
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     ctx->peak = ctx->used;
+}
+
+/* The module's table (backend/cuda_module.h). */
+static int api_create(backend *out, int device, precision_kind precision, int64_t mem_limit)
+{
+    cuda_backend_opts o = {device, precision, mem_limit};
+    return cuda_backend_create(out, &o);
+}
+
+static const bertc_cuda_api cuda_api_table = {
+    BERTC_CUDA_ABI,
+    sizeof(bertc_cuda_api),
+    sizeof(backend_i),
+    sizeof(backend_mem),
+    BERTC_VERSION,
+    CUDART_VERSION,
+    cuda_probe,
+    api_create,
+    cuda_backend_precision,
+    cuda_backend_mem,
+    cuda_backend_trim,
+    cuda_backend_reset_peak,
+    cuda_nccl_load,
+    cuda_nccl_init,
+    cuda_nccl_allreduce_sum,
+    cuda_nccl_free,
+};
+
+extern "C" const bertc_cuda_api *cuda_backend_api(void)
+{
+    return &cuda_api_table;
 }

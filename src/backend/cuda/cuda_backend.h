@@ -1,7 +1,8 @@
 /* The CUDA backend's C interface, beyond backend.h's table: creation with a
- * precision, the device probe, and the allocator's figures. Only compiled
- * where BERTC_HAVE_CUDA is defined; backend/select.h is how the rest of
- * bertc reaches it.
+ * precision, the device probe, and the allocator's figures. Compiled into
+ * the CUDA module (libbertc_cuda.so, backend/cuda_module.h), whose table
+ * holds these; backend/select.h is how the rest of bertc reaches them.
+ * tests/gpu's gpu_check links them in and calls them directly.
  *
  * Precision applies to the GEMMs (cuBLASLt, fp32 accumulation): fp32
  * (plain fp32), tf32 (TF32 Tensor Cores), fp16 and bf16 (inputs converted

@@ -25,6 +25,7 @@ extern "C" {
 }
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_ws.h"
+#include "backend/cuda_module.h"
 
 #include <cublasLt.h>
 #include <cuda_bf16.h>

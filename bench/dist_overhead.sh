@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The overhead of the data-parallel path (issue 15): the same training
+# (same model, data, global batch, micro-batch, steps) as
+#   A: 1 process x 2 threads      bertc train --threads 2
+#   B: 2 ranks x 1 thread         mpirun -np 2 bertc train --threads 1
+# on a 2-core machine. Compared: examples/s of the training steps (the last
+# row of RUN/metrics.csv: examples over the step time, without set-up), and
+# B's share of the step time spent in the all-reduces (RUN/info.csv comm_s;
+# it includes waiting for the other rank). Runs alternate A, B, REPS times;
+# prints each run and the medians. Target: B at most 10 % slower than A.
+#
+#   BERTC=build/bertc bash bench/dist_overhead.sh [REPS] [CONFIG] [STEPS]
+set -euo pipefail
+BERTC=${BERTC:-build/bertc}
+DATA=${BERTC_DATA:-../shared/data}
+REPS=${1:-3}
+CONFIG=${2:-minilm}
+STEPS=${3:-20}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+root=()
+[ "$(id -u)" -eq 0 ] && root=(--allow-run-as-root)
+"$BERTC" init --config "$CONFIG" --vocab "$DATA/vocab/bert-base-uncased-vocab.txt" --out "$tmp/model" >/dev/null
+COMMON=(--model "$tmp/model" --train tests/data/train_small.json --max-seq-length 128 --doc-stride 32
+        --batch 16 --micro-batch 8 --max-steps "$STEPS" --save-every 0 --save-every-minutes 0
+        --monitor-interval 0 --log-every 1000000)
+echo "bertc dist overhead: config $CONFIG, T 128, batch 16 = 2 micro-batches of 8, $STEPS steps, $REPS runs each"
+echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
+rate() { tail -1 "$1/metrics.csv" | cut -d, -f7; }
+a=() b=() c=()
+for r in $(seq "$REPS"); do
+    rm -rf "$tmp/A" "$tmp/B"
+    OMP_NUM_THREADS=2 "$BERTC" train "${COMMON[@]}" --threads 2 --out "$tmp/A" >/dev/null 2>&1
+    OMPI_MCA_btl_vader_single_copy_mechanism=none mpirun --oversubscribe "${root[@]}" --bind-to none -np 2 \
+        -x OMP_NUM_THREADS=1 "$BERTC" train "${COMMON[@]}" --threads 1 --out "$tmp/B" >/dev/null 2>&1
+    ra=$(rate "$tmp/A") rb=$(rate "$tmp/B")
+    comm=$(grep '^comm_s,' "$tmp/B/info.csv" | cut -d, -f2)
+    trb=$(awk -v n="$STEPS" -v r="$rb" 'BEGIN { print n * 16 / r }')
+    share=$(awk -v c="$comm" -v t="$trb" 'BEGIN { printf "%.1f", 100 * c / t }')
+    echo "run $r: A 1x2 threads $ra ex/s | B 2 ranks x 1 thread $rb ex/s, comm ${comm}s of ${trb}s (${share}%) | load $(cut -d' ' -f1 /proc/loadavg)"
+    a+=("$ra") b+=("$rb") c+=("$share")
+done
+med() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+ma=$(med "${a[@]}") mb=$(med "${b[@]}") mc=$(med "${c[@]}")
+awk -v a="$ma" -v b="$mb" -v c="$mc" 'BEGIN { printf "median: A %.2f ex/s, B %.2f ex/s: B/A = %.3f (overhead %.1f%%); B comm share %.1f%%\n", a, b, b / a, 100 * (a - b) / a, c }'

@@ -1,0 +1,106 @@
+/* NCCL through dlopen (cuda_nccl.h). The few NCCL types used are declared
+ * here from NCCL's documented ABI (ncclUniqueId is 128 bytes, ncclFloat32 is
+ * 7, ncclSum is 0, ncclSuccess is 0), so no nccl.h is needed at build time. */
+#include "backend/cuda/cuda_nccl.h"
+
+#include "core/err.h"
+
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+#include <string.h>
+
+typedef struct {
+    char internal[128];
+} nccl_id;
+typedef void *nccl_comm;
+enum { NCCL_SUCCESS = 0, NCCL_FLOAT32 = 7, NCCL_SUM = 0 };
+
+static struct {
+    void *lib;
+    int (*get_unique_id)(nccl_id *);
+    int (*comm_init_rank)(nccl_comm *, int, nccl_id, int);
+    int (*all_reduce)(const void *, void *, size_t, int, int, nccl_comm, cudaStream_t);
+    int (*comm_destroy)(nccl_comm);
+    const char *(*error_string)(int);
+    nccl_comm comm;
+    cudaStream_t stream;
+    int ready;
+} g;
+
+static int nccl_fail(int r, const char *what)
+{
+    const char *s = g.error_string ? g.error_string(r) : "?";
+    return err_set(ERR_RUNTIME, "NCCL %s failed: %s (error %d)", what, s ? s : "?", r);
+}
+
+int cuda_nccl_load(void)
+{
+    if (g.lib) return 0;
+    const char *names[] = {"libnccl.so.2", "libnccl.so"};
+    for (int i = 0; i < 2 && !g.lib; i++) g.lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!g.lib)
+        return err_set(ERR_RUNTIME, "NCCL not found (libnccl.so.2: install libnccl2, or pip install "
+                                    "nvidia-nccl-cu12 and add its nvidia/nccl/lib to LD_LIBRARY_PATH)");
+    *(void **)&g.get_unique_id = dlsym(g.lib, "ncclGetUniqueId");
+    *(void **)&g.comm_init_rank = dlsym(g.lib, "ncclCommInitRank");
+    *(void **)&g.all_reduce = dlsym(g.lib, "ncclAllReduce");
+    *(void **)&g.comm_destroy = dlsym(g.lib, "ncclCommDestroy");
+    *(void **)&g.error_string = dlsym(g.lib, "ncclGetErrorString");
+    if (!g.get_unique_id || !g.comm_init_rank || !g.all_reduce || !g.comm_destroy) {
+        dlclose(g.lib);
+        memset(&g, 0, sizeof g);
+        return err_set(ERR_RUNTIME, "libnccl.so.2 lacks ncclGetUniqueId/ncclCommInitRank/ncclAllReduce");
+    }
+    return 0;
+}
+
+int cuda_nccl_init(int rank, int nranks, int device, int (*bcast)(void *buf, size_t bytes, int root))
+{
+    /* Every rank has loaded NCCL (the caller agreed on cuda_nccl_load);
+     * rank 0's id goes to all with whether it could make one. */
+    struct {
+        int ok;
+        nccl_id id;
+    } msg;
+    memset(&msg, 0, sizeof msg);
+    int rc = cuda_nccl_load();
+    if (rc) return rc;
+    if (rank == 0) {
+        int r = g.get_unique_id(&msg.id);
+        msg.ok = r == NCCL_SUCCESS;
+        if (!msg.ok) rc = nccl_fail(r, "ncclGetUniqueId");
+    }
+    int brc = bcast(&msg, sizeof msg, 0);
+    if (rc) return rc;
+    if (brc) return brc;
+    if (!msg.ok) return err_set(ERR_RUNTIME, "NCCL: rank 0 could not make the communicator id");
+    nccl_id id = msg.id;
+    cudaError_t ce = cudaSetDevice(device);
+    if (ce != cudaSuccess) return err_set(ERR_RUNTIME, "cudaSetDevice(%d): %s", device, cudaGetErrorString(ce));
+    int r = g.comm_init_rank(&g.comm, nranks, id, rank);
+    if (r != NCCL_SUCCESS) return nccl_fail(r, "ncclCommInitRank (two ranks on one GPU are refused by NCCL)");
+    ce = cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking);
+    if (ce != cudaSuccess) return err_set(ERR_RUNTIME, "cudaStreamCreate: %s", cudaGetErrorString(ce));
+    g.ready = 1;
+    return 0;
+}
+
+int cuda_nccl_allreduce_sum(float *dev_x, size_t n)
+{
+    if (!g.ready) return err_set(ERR_RUNTIME, "NCCL all-reduce before cuda_nccl_init");
+    int r = g.all_reduce(dev_x, dev_x, n, NCCL_FLOAT32, NCCL_SUM, g.comm, g.stream);
+    if (r != NCCL_SUCCESS) return nccl_fail(r, "ncclAllReduce");
+    cudaError_t ce = cudaStreamSynchronize(g.stream);
+    if (ce != cudaSuccess) return err_set(ERR_RUNTIME, "NCCL all-reduce: %s", cudaGetErrorString(ce));
+    return 0;
+}
+
+void cuda_nccl_free(void)
+{
+    if (g.ready) {
+        g.comm_destroy(g.comm);
+        cudaStreamDestroy(g.stream);
+    }
+    if (g.lib) dlclose(g.lib);
+    memset(&g, 0, sizeof g);
+}

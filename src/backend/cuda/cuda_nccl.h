@@ -1,0 +1,44 @@
+/* NCCL for data-parallel training on GPUs (issue 15): one communicator of
+ * all ranks, the gradient all-reduce on the device. libnccl.so.2 (Debian's
+ * libnccl2, or PyPI's nvidia-nccl-cu12 with its lib dir on
+ * LD_LIBRARY_PATH) is opened at run time, so the build needs no NCCL and a
+ * machine without it falls back to the host path (train/run_step.c).
+ *
+ * Compiled into the CUDA module (libbertc_cuda.so) and reached by bertc
+ * through the module's table (backend/cuda_module.h: nccl_load, nccl_init,
+ * nccl_allreduce_sum, nccl_free): plain C types, the rank set-up's
+ * broadcast passed in (MPI carries only NCCL's 128-byte id).
+ *
+ * Summation order: NCCL's ring or tree all-reduce. With 2 ranks a sum of
+ * two is the same in either order, so two runs are bit-identical; with more
+ * ranks NCCL keeps the same order for the same ranks, GPUs and topology
+ * (NCCL_ALGO=Ring and NCCL_PROTO=Simple pin the choice), which makes runs
+ * repeatable on the same machines but not the order rank 0, 1, ... of the
+ * CPU path. Not yet run on a GPU. */
+#ifndef BERTC_CUDA_NCCL_H
+#define BERTC_CUDA_NCCL_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 0 when libnccl.so.2 loads and has the functions used; else ERR_RUNTIME
+ * saying what is missing. No collective. */
+int cuda_nccl_load(void);
+/* Collective over the ranks, after every rank's cuda_nccl_load succeeded
+ * (the caller agrees on that first): rank 0 makes the id, bcast(buf, bytes, root)
+ * gives it to all, each joins on CUDA device `device`. */
+int cuda_nccl_init(int rank, int nranks, int device, int (*bcast)(void *buf, size_t bytes, int root));
+/* In place on the device, every rank: x[i] = sum over ranks; returns when
+ * done (its own stream, synchronised). The caller has synchronised the
+ * backend's stream before (the gradients are complete). */
+int cuda_nccl_allreduce_sum(float *dev_x, size_t n);
+void cuda_nccl_free(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

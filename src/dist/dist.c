@@ -1,0 +1,347 @@
+/* Data-parallel communication (dist.h): MPI when built with it, one
+ * process otherwise. */
+#define _GNU_SOURCE
+#include "dist/dist.h"
+
+#include "core/err.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef BERTC_HAVE_MPI
+#include <mpi.h>
+#endif
+
+static int g_rank = 0, g_size = 1, g_mpi_started = 0;
+static double g_comm_s = 0;
+#ifdef BERTC_HAVE_MPI
+/* The scratch of the reduce-scatter. */
+static float *g_tmp;
+static size_t g_tmp_cap;
+#define DIST_SEG ((size_t)1 << 24) /* floats per Alltoallv: counts stay ints */
+#endif
+
+#ifdef BERTC_HAVE_MPI
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+#endif
+
+int dist_have_mpi(void)
+{
+#ifdef BERTC_HAVE_MPI
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+static int env_int(const char *name, int *v)
+{
+    const char *s = getenv(name);
+    if (!s || !*s) return 0;
+    char *end;
+    long x = strtol(s, &end, 10);
+    if (*end || x < 0 || x > 1 << 24) return 0;
+    *v = (int)x;
+    return 1;
+}
+
+int dist_launch_size(int *rank)
+{
+    int n = 0, r = 0;
+    if (env_int("OMPI_COMM_WORLD_SIZE", &n)) env_int("OMPI_COMM_WORLD_RANK", &r);
+    else if (env_int("PMI_SIZE", &n)) env_int("PMI_RANK", &r);
+    else if (env_int("SLURM_STEP_NUM_TASKS", &n) && env_int("SLURM_PROCID", &r)) {
+    } else n = 1, r = 0;
+    if (n < 1) n = 1;
+    if (rank) *rank = r;
+    return n;
+}
+
+int dist_launched(void)
+{
+    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK") ||
+           (getenv("SLURM_STEP_NUM_TASKS") && getenv("SLURM_PROCID"));
+}
+
+#ifdef BERTC_HAVE_MPI
+static int mpi_fail(int mrc, const char *what)
+{
+    char s[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(mrc, s, &len) != MPI_SUCCESS) snprintf(s, sizeof s, "error %d", mrc);
+    return err_set(ERR_RUNTIME, "rank %d of %d: %s failed: %s (another rank may have died)", g_rank, g_size, what, s);
+}
+#define MPI_TRY(call, what)                           \
+    do {                                              \
+        int mrc_ = (call);                            \
+        if (mrc_ != MPI_SUCCESS) return mpi_fail(mrc_, what); \
+    } while (0)
+#endif
+
+int dist_init(int *argc, char ***argv)
+{
+    if (g_mpi_started) return 0;
+    int r = 0, n = dist_launch_size(&r);
+    if (!dist_launched()) return 0;
+#ifdef BERTC_HAVE_MPI
+    int mrc = MPI_Init(argc, argv);
+    if (mrc != MPI_SUCCESS) return err_set(ERR_RUNTIME, "MPI_Init failed (launched as rank %d of %d)", r, n);
+    g_mpi_started = 1;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    return 0;
+#else
+    if (n > 1)
+        return err_set(ERR_INPUT, "launched as rank %d of %d, but this bertc was built without MPI (install "
+                                  "libopenmpi-dev and rebuild; `bertc version` says whether a build has it)", r, n);
+    return 0;
+#endif
+}
+
+void dist_finalize(void)
+{
+#ifdef BERTC_HAVE_MPI
+    if (g_mpi_started) MPI_Finalize();
+    free(g_tmp);
+    g_tmp = NULL;
+    g_tmp_cap = 0;
+#endif
+    g_mpi_started = 0;
+    g_rank = 0;
+    g_size = 1;
+}
+
+int dist_rank(void) { return g_rank; }
+
+int dist_local_rank(void)
+{
+    int v = 0;
+    if (env_int("OMPI_COMM_WORLD_LOCAL_RANK", &v) || env_int("MPI_LOCALRANKID", &v) || env_int("SLURM_LOCALID", &v))
+        return v;
+    return 0;
+}
+int dist_size(void) { return g_size; }
+int dist_active(void) { return g_size > 1; }
+double dist_comm_seconds(void) { return g_comm_s; }
+
+void dist_share(int count, int micro, int n, int r, int *first, int *len)
+{
+    if (micro < 1) micro = 1;
+    if (n < 1) n = 1;
+    int64_t units = ((int64_t)count + micro - 1) / micro;
+    int64_t u0 = units * r / n, u1 = units * (r + 1) / n;
+    int64_t a = u0 * micro, b = u1 * micro;
+    if (a > count) a = count;
+    if (b > count) b = count;
+    *first = (int)a;
+    *len = (int)(b - a);
+}
+
+
+int dist_allreduce_sum_fixed(float *x, size_t n)
+{
+    if (g_size <= 1 || n == 0) return 0;
+#ifdef BERTC_HAVE_MPI
+    double t = now();
+    int N = g_size, me = g_rank;
+    int *sc = malloc(4 * (size_t)N * sizeof *sc);
+    if (!sc) return err_set(ERR_RUNTIME, "out of memory");
+    int *sd = sc + N, *rc = sc + 2 * N, *rd = sc + 3 * N;
+    int ret = 0;
+    for (size_t off = 0; off < n && !ret; off += DIST_SEG) {
+        size_t m = n - off < DIST_SEG ? n - off : DIST_SEG;
+        size_t lo = m * (size_t)me / (size_t)N, mine = m * (size_t)(me + 1) / (size_t)N - lo;
+        if (g_tmp_cap < mine * (size_t)N) {
+            free(g_tmp);
+            g_tmp_cap = mine * (size_t)N;
+            g_tmp = malloc(g_tmp_cap * sizeof *g_tmp);
+            if (!g_tmp) {
+                g_tmp_cap = 0;
+                ret = err_set(ERR_RUNTIME, "out of memory (%zu floats for the reduction)", mine * (size_t)N);
+                break;
+            }
+        }
+        for (int r = 0; r < N; r++) {
+            size_t a = m * (size_t)r / (size_t)N, b = m * (size_t)(r + 1) / (size_t)N;
+            sc[r] = (int)(b - a);
+            sd[r] = (int)a;
+            rc[r] = (int)mine;
+            rd[r] = (int)(mine * (size_t)r);
+        }
+        int mrc = MPI_Alltoallv(x + off, sc, sd, MPI_FLOAT, g_tmp, rc, rd, MPI_FLOAT, MPI_COMM_WORLD);
+        if (mrc != MPI_SUCCESS) {
+            ret = mpi_fail(mrc, "the gradient reduce-scatter");
+            break;
+        }
+        /* The fixed order: rank 0's value, plus rank 1's, plus ... */
+        float *dst = x + off + lo;
+        for (size_t i = 0; i < mine; i++) dst[i] = g_tmp[i];
+        for (int r = 1; r < N; r++) {
+            const float *src = g_tmp + mine * (size_t)r;
+            for (size_t i = 0; i < mine; i++) dst[i] += src[i];
+        }
+        mrc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, x + off, sc, sd, MPI_FLOAT, MPI_COMM_WORLD);
+        if (mrc != MPI_SUCCESS) ret = mpi_fail(mrc, "the gradient all-gather");
+    }
+    free(sc);
+    g_comm_s += now() - t;
+    return ret;
+#else
+    return 0;
+#endif
+}
+
+int dist_allreduce_sum_f64(double *x, int n)
+{
+    if (g_size <= 1 || n <= 0) return 0;
+#ifdef BERTC_HAVE_MPI
+    double t = now();
+    double *all = malloc((size_t)n * (size_t)g_size * sizeof *all);
+    if (!all) return err_set(ERR_RUNTIME, "out of memory");
+    int mrc = MPI_Allgather(x, n, MPI_DOUBLE, all, n, MPI_DOUBLE, MPI_COMM_WORLD);
+    if (mrc == MPI_SUCCESS)
+        for (int i = 0; i < n; i++) {
+            double s = all[i];
+            for (int r = 1; r < g_size; r++) s += all[(size_t)r * (size_t)n + (size_t)i];
+            x[i] = s;
+        }
+    free(all);
+    g_comm_s += now() - t;
+    return mrc == MPI_SUCCESS ? 0 : mpi_fail(mrc, "a loss all-reduce");
+#else
+    return 0;
+#endif
+}
+
+int dist_bcast(void *buf, size_t bytes, int root)
+{
+    if (g_size <= 1) return 0;
+#ifdef BERTC_HAVE_MPI
+    double t = now();
+    for (size_t off = 0; off < bytes; off += (size_t)1 << 30) {
+        size_t m = bytes - off < ((size_t)1 << 30) ? bytes - off : (size_t)1 << 30;
+        MPI_TRY(MPI_Bcast((char *)buf + off, (int)m, MPI_BYTE, root, MPI_COMM_WORLD), "a broadcast");
+    }
+    g_comm_s += now() - t;
+#endif
+    return 0;
+}
+
+int dist_barrier(void)
+{
+    if (g_size <= 1) return 0;
+#ifdef BERTC_HAVE_MPI
+    double t = now();
+    MPI_TRY(MPI_Barrier(MPI_COMM_WORLD), "a barrier");
+    g_comm_s += now() - t;
+#endif
+    return 0;
+}
+
+typedef struct {
+    int rc;
+    char msg[252];
+} agree_rec;
+
+int dist_agree(int rc)
+{
+    if (g_size <= 1) return rc;
+#ifdef BERTC_HAVE_MPI
+    agree_rec me, *all = malloc((size_t)g_size * sizeof *all);
+    if (!all) return err_set(ERR_RUNTIME, "out of memory");
+    memset(&me, 0, sizeof me);
+    me.rc = rc;
+    if (rc) snprintf(me.msg, sizeof me.msg, "%s", err_msg());
+    double t = now();
+    int mrc = MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, MPI_COMM_WORLD);
+    g_comm_s += now() - t;
+    if (mrc != MPI_SUCCESS) {
+        free(all);
+        return mpi_fail(mrc, "agreeing on errors");
+    }
+    int out = 0;
+    for (int r = 0; r < g_size; r++)
+        if (all[r].rc) {
+            all[r].msg[sizeof all[r].msg - 1] = 0;
+            /* The same message on every rank; a rank's own message (which
+             * may name the rank already) is kept as it is. */
+            if (r == g_rank || (rc && !strcmp(all[r].msg, me.msg))) out = rc; /* the same line everywhere */
+            else out = err_set(all[r].rc, "rank %d of %d: %s", r, g_size, all[r].msg);
+            break;
+        }
+    free(all);
+    return out;
+#else
+    return rc;
+#endif
+}
+
+int dist_check_hash(uint64_t h, const char *what)
+{
+    if (g_size <= 1) return 0;
+#ifdef BERTC_HAVE_MPI
+    uint64_t *all = malloc((size_t)g_size * sizeof *all);
+    if (!all) return err_set(ERR_RUNTIME, "out of memory");
+    int mrc = MPI_Allgather(&h, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD);
+    if (mrc != MPI_SUCCESS) {
+        free(all);
+        return mpi_fail(mrc, "comparing the ranks");
+    }
+    int bad = -1;
+    for (int r = 1; r < g_size && bad < 0; r++)
+        if (all[r] != all[0]) bad = r;
+    free(all);
+    if (bad >= 0)
+        return err_set(ERR_INPUT, "%s of rank %d differ from rank 0's: every rank must run the same bertc with the "
+                                  "same arguments", what, bad);
+#endif
+    return 0;
+}
+
+uint64_t dist_hash(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+uint64_t dist_hash_invocation(int argc, char **argv)
+{
+    uint64_t h = DIST_HASH_INIT;
+    for (int i = 0; i < argc; i++) h = dist_hash(h, argv[i], strlen(argv[i]) + 1);
+    return h;
+}
+
+uint64_t dist_hash_binary(void)
+{
+    FILE *f = fopen("/proc/self/exe", "rb");
+    if (!f) return 0;
+    uint64_t h = DIST_HASH_INIT;
+    unsigned char buf[1 << 16];
+    size_t k;
+    while ((k = fread(buf, 1, sizeof buf, f)) > 0) h = dist_hash(h, buf, k);
+    fclose(f);
+    return h;
+}
+
+void dist_abort(int code, const char *msg)
+{
+    fprintf(stderr, "bertc: rank %d of %d: %s\n", g_rank, g_size, msg);
+    fflush(stderr);
+#ifdef BERTC_HAVE_MPI
+    if (g_mpi_started) MPI_Abort(MPI_COMM_WORLD, code);
+#endif
+    _exit(code);
+}

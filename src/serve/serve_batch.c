@@ -1,0 +1,236 @@
+/* The inference queue and its worker thread (see serve_batch.h). */
+#include "serve/serve_batch.h"
+
+#include "core/alloc.h"
+#include "core/err.h"
+#include "core/philox.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct serve_batcher {
+    qa_model *m;
+    serve_batch_opts o;
+    int rows, T;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    serve_job *head, *tail;
+    int queued_jobs, queued_windows; /* windows not yet put into a batch */
+    int stop;
+    pthread_t th;
+    int32_t *ids, *tt, *mask;
+    float *st, *en;
+    serve_job **slot_job; /* [rows] */
+    int *slot_win;        /* [rows] */
+    serve_batch_stats stats;
+};
+
+double serve_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void wait_until(serve_batcher *b, double t)
+{
+    struct timespec ts;
+    ts.tv_sec = (time_t)t;
+    ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&b->cv, &b->mu, &ts);
+}
+
+static serve_job *pop_head(serve_batcher *b)
+{
+    serve_job *j = b->head;
+    b->head = j->next;
+    if (!b->head) b->tail = NULL;
+    j->next = NULL;
+    b->queued_jobs--;
+    return j;
+}
+
+static void finish(serve_job *j, int status, const char *msg)
+{
+    j->status = status;
+    snprintf(j->msg, sizeof j->msg, "%s", msg ? msg : "");
+    j->done(j, j->arg);
+}
+
+static void *worker(void *arg)
+{
+    serve_batcher *b = arg;
+    int T = b->T;
+    philox_stream rng = {0, 0, 0};
+    pthread_mutex_lock(&b->mu);
+    for (;;) {
+        while (!b->head && !b->stop) pthread_cond_wait(&b->cv, &b->mu);
+        if (!b->head) break;
+        double t_end = b->head->t_submit + 1e-6 * b->o.wait_us;
+        while (!b->stop && b->queued_windows < b->rows && serve_now() < t_end) wait_until(b, t_end);
+        /* Take windows from the oldest jobs; a job that waited too long before any of its windows ran is dropped. */
+        double now = serve_now();
+        serve_job *expired = NULL;
+        int nrow = 0;
+        while (b->head && nrow < b->rows) {
+            serve_job *j = b->head;
+            if (j->sent == 0 && j->deadline > 0 && now > j->deadline) {
+                pop_head(b);
+                b->queued_windows -= j->f->n;
+                b->stats.timeouts++;
+                j->next = expired;
+                expired = j;
+                continue;
+            }
+            int k = j->f->n - j->sent;
+            if (k > b->rows - nrow) k = b->rows - nrow;
+            for (int i = 0; i < k; i++) {
+                b->slot_job[nrow + i] = j;
+                b->slot_win[nrow + i] = j->sent + i;
+            }
+            nrow += k;
+            j->sent += k;
+            b->queued_windows -= k;
+            if (j->sent == j->f->n) pop_head(b);
+        }
+        pthread_mutex_unlock(&b->mu);
+        while (expired) {
+            serve_job *j = expired;
+            expired = j->next;
+            finish(j, 504, "the request waited in the queue past its timeout (--timeout-ms)");
+        }
+        int rc = 0;
+        double t0 = serve_now();
+        if (nrow > 0) {
+            for (int r = 0; r < nrow; r++) {
+                const features *f = b->slot_job[r]->f;
+                size_t src = (size_t)b->slot_win[r] * (size_t)T, dst = (size_t)r * (size_t)T;
+                memcpy(b->ids + dst, f->input_ids + src, (size_t)T * sizeof *b->ids);
+                memcpy(b->tt + dst, f->token_type_ids + src, (size_t)T * sizeof *b->tt);
+                memcpy(b->mask + dst, f->attention_mask + src, (size_t)T * sizeof *b->mask);
+            }
+            bert_batch bb = {nrow, T, b->ids, b->tt, b->mask, NULL, NULL, NULL, 0};
+            rc = bert_forward(b->m->model, &bb, 0.0f, 0.0f, rng, NULL, b->st, b->en);
+            for (int r = 0; r < nrow; r++) {
+                serve_job *j = b->slot_job[r];
+                size_t src = (size_t)r * (size_t)T, dst = (size_t)b->slot_win[r] * (size_t)T;
+                if (!rc) {
+                    memcpy(j->start + dst, b->st + src, (size_t)T * sizeof *j->start);
+                    memcpy(j->end + dst, b->en + src, (size_t)T * sizeof *j->end);
+                } else {
+                    j->status = 500;
+                }
+            }
+        }
+        double dt = serve_now() - t0;
+        char emsg[200];
+        snprintf(emsg, sizeof emsg, "inference failed: %s", rc ? err_msg() : "");
+        /* Completion: the last row of a job in this batch whose windows are all in. */
+        for (int r = 0; r < nrow; r++) {
+            serve_job *j = b->slot_job[r];
+            j->finished++;
+            if (j->finished == j->f->n) finish(j, j->status == 500 ? 500 : 200, j->status == 500 ? emsg : NULL);
+        }
+        pthread_mutex_lock(&b->mu);
+        if (nrow > 0) {
+            b->stats.forwards++;
+            b->stats.windows += (uint64_t)nrow;
+            b->stats.forward_seconds += dt;
+            int h = 0;
+            while (h < 7 && nrow > (1 << h)) h++;
+            b->stats.batch_hist[h]++;
+        }
+    }
+    pthread_mutex_unlock(&b->mu);
+    return NULL;
+}
+
+int serve_batcher_create(serve_batcher **out, qa_model *m, const serve_batch_opts *o)
+{
+    serve_batcher *b = xcalloc(1, sizeof *b);
+    b->m = m;
+    b->o = *o;
+    b->T = m->T;
+    b->rows = o->max_tokens / m->T;
+    if (b->rows < 1) b->rows = 1;
+    if (b->rows > m->max_B) b->rows = m->max_B;
+    size_t n = (size_t)b->rows * (size_t)b->T;
+    b->ids = xmalloc(n * sizeof *b->ids);
+    b->tt = xmalloc(n * sizeof *b->tt);
+    b->mask = xmalloc(n * sizeof *b->mask);
+    b->st = xmalloc(n * sizeof *b->st);
+    b->en = xmalloc(n * sizeof *b->en);
+    b->slot_job = xcalloc((size_t)b->rows, sizeof *b->slot_job);
+    b->slot_win = xcalloc((size_t)b->rows, sizeof *b->slot_win);
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&b->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    int e = pthread_create(&b->th, NULL, worker, b);
+    if (e) {
+        pthread_cond_destroy(&b->cv);
+        pthread_mutex_destroy(&b->mu);
+        free(b->ids), free(b->tt), free(b->mask), free(b->st), free(b->en), free(b->slot_job), free(b->slot_win);
+        free(b);
+        return err_set(ERR_RUNTIME, "serve: cannot start the inference thread: %s", strerror(e));
+    }
+    *out = b;
+    return 0;
+}
+
+int serve_batcher_rows(const serve_batcher *b) { return b->rows; }
+
+int serve_batcher_submit(serve_batcher *b, serve_job *job)
+{
+    pthread_mutex_lock(&b->mu);
+    if (b->stop || (b->queued_windows > 0 && b->queued_windows + job->f->n > b->o.queue_limit)) {
+        pthread_mutex_unlock(&b->mu);
+        return 1;
+    }
+    job->next = NULL;
+    job->sent = job->finished = 0;
+    job->status = 0;
+    job->msg[0] = 0;
+    job->t_submit = serve_now();
+    if (b->tail) b->tail->next = job;
+    else b->head = job;
+    b->tail = job;
+    b->queued_jobs++;
+    b->queued_windows += job->f->n;
+    pthread_cond_signal(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    return 0;
+}
+
+void serve_batcher_stats(serve_batcher *b, serve_batch_stats *s)
+{
+    pthread_mutex_lock(&b->mu);
+    *s = b->stats;
+    s->queued_jobs = b->queued_jobs;
+    s->queued_windows = b->queued_windows;
+    pthread_mutex_unlock(&b->mu);
+}
+
+void serve_batcher_free(serve_batcher *b)
+{
+    if (!b) return;
+    pthread_mutex_lock(&b->mu);
+    b->stop = 1;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    pthread_join(b->th, NULL);
+    pthread_cond_destroy(&b->cv);
+    pthread_mutex_destroy(&b->mu);
+    free(b->ids), free(b->tt), free(b->mask), free(b->st), free(b->en), free(b->slot_job), free(b->slot_win);
+    free(b);
+}

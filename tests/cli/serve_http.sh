@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# bertc serve over loopback with curl: the answers of POST /v1/answer equal
+# `bertc predict --nbest` for the same question (texts, logits, probabilities;
+# a long context over several windows too); 400 for malformed JSON, missing
+# fields, invalid UTF-8; 413 over --max-body-bytes; 404; 405; 503 with
+# Retry-After when --queue-limit is reached; the page, /health, /metrics;
+# SIGTERM finishes the request in flight and exits 0. Needs curl and jq
+# (scripts/ci_extras.sh installs them); prints "skipped" without them.
+source "$(dirname "$0")/lib.sh"
+for t in curl jq; do
+    if ! command -v $t >/dev/null; then echo "skipped: $t is not installed (scripts/ci_extras.sh installs it)"; exit 0; fi
+done
+M=tests/ref/train3/init
+expect_help serve "usage: bertc serve --model DIR" --port --bind --batch-wait-ms --max-batch-tokens --queue-limit --timeout-ms
+expect 2 "missing required option --model" -- serve
+expect 2 "serve --bind nowhere: not an IPv4 or IPv6 address" -- serve --model $M --bind nowhere --port 0
+expect 2 "no such model dir" -- serve --model $cli_tmp/none
+
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$cli_tmp"; }
+trap cleanup EXIT
+# start NAME ARGS...: a server on a free port; sets port and pid
+start() {
+    local name=$1
+    shift
+    rm -f "$cli_tmp/$name.port"
+    "$BERTC" serve --model $M --port 0 --port-file "$cli_tmp/$name.port" --threads 1 "$@" 2>"$cli_tmp/$name.err" &
+    pid=$!
+    pids+=("$pid")
+    for _ in $(seq 200); do [ -s "$cli_tmp/$name.port" ] && break; sleep 0.05; done
+    port=$(cat "$cli_tmp/$name.port" 2>/dev/null)
+    echo "$name: $(head -2 "$cli_tmp/$name.err" | tail -1)"
+    [ -n "$port" ] || cli_bad "$name did not start: $(cat "$cli_tmp/$name.err")"
+}
+# post NAME BODYFILE [curl args]: status to $cli_tmp/NAME.code, body to $cli_tmp/NAME.json
+post() {
+    local name=$1 file=$2
+    shift 2
+    curl -s -o "$cli_tmp/$name.json" -w '%{http_code}' -H 'Content-Type: application/json' --data-binary @"$file" "$@" \
+        "http://127.0.0.1:$port/v1/answer" >"$cli_tmp/$name.code"
+}
+code_is() { # NAME WANT
+    cli_n=$((cli_n + 1))
+    local got
+    got=$(cat "$cli_tmp/$1.code")
+    echo "case $cli_n: $1 -> $got: $(head -c 200 "$cli_tmp/$1.json")"
+    [ "$got" = "$2" ] || cli_bad "$1: status $got, want $2"
+}
+
+start main --max-body-bytes 8192 --nbest 20
+SHORT="Kopa Labs was founded by Dire Pogu in 1953. The chief executive of Kopa Labs is Vima Tesa."
+LONG="$SHORT"
+for i in 1 2 3 4 5 6; do LONG="$LONG The museum near Lake Semba holds $((i * 40)) paintings, the oldest from $((1700 + i))."; done
+k=0
+for ctx in "$SHORT" "$LONG"; do
+    k=$((k + 1))
+    jq -n --arg c "$ctx" --arg q "Who founded Kopa Labs?" \
+        '{version: "1.1", data: [{title: "t", paragraphs: [{context: $c, qas: [{id: "q", question: $q, answers: []}]}]}]}' \
+        >"$cli_tmp/data$k.json"
+    jq -n --arg c "$ctx" --arg q "Who founded Kopa Labs?" '{context: $c, question: $q}' >"$cli_tmp/req$k.json"
+    post answer$k "$cli_tmp/req$k.json"
+    code_is answer$k 200
+    "$BERTC" predict --model $M --data "$cli_tmp/data$k.json" --out "$cli_tmp/pred$k.json" --nbest "$cli_tmp/nbest$k.json" \
+        --max-seq-length 64 --doc-stride 16 --threads 1 2>/dev/null || cli_bad "predict failed"
+    jq -c '[.answers[] | [.text, .start_logit, .end_logit, .probability]]' "$cli_tmp/answer$k.json" >"$cli_tmp/s$k"
+    jq -c '[.q[] | [.text, .start_logit, .end_logit, .probability]]' "$cli_tmp/nbest$k.json" >"$cli_tmp/p$k"
+    w=$(jq .windows "$cli_tmp/answer$k.json")
+    echo "context $k ($w windows): serve $(jq length "$cli_tmp/s$k") answers, predict $(jq length "$cli_tmp/p$k"); top: $(jq -c '.[0]' "$cli_tmp/s$k")"
+    cmp -s "$cli_tmp/s$k" "$cli_tmp/p$k" || cli_bad "serve and predict differ: $(diff "$cli_tmp/s$k" "$cli_tmp/p$k" | head -5)"
+    # offsets: the text is the context's code points [start, end)
+    s=$(jq .answers[0].start "$cli_tmp/answer$k.json"); e=$(jq .answers[0].end "$cli_tmp/answer$k.json")
+    [ "$(jq -r --argjson s "$s" --argjson e "$e" '.context | explode | .[$s:$e] | implode' "$cli_tmp/req$k.json")" = \
+      "$(jq -r .answers[0].text "$cli_tmp/answer$k.json")" ] || cli_bad "offsets $s..$e do not give the answer text"
+done
+[ "$(jq .windows "$cli_tmp/answer2.json")" -gt 1 ] || cli_bad "the long context did not need several windows"
+
+printf '{"context": "abc", "question"' >"$cli_tmp/bad1"; post bad_json "$cli_tmp/bad1"; code_is bad_json 400
+grep -q '"error": "body: not JSON' "$cli_tmp/bad_json.json" || cli_bad "no JSON error message"
+printf '{"context": "abc"}' >"$cli_tmp/bad2"; post missing "$cli_tmp/bad2"; code_is missing 400
+grep -qF 'missing \"question\"' "$cli_tmp/missing.json" || cli_bad "no missing-field message"
+printf '{"context": "ab\xc3(", "question": "q"}' >"$cli_tmp/bad3"; post utf8 "$cli_tmp/bad3"; code_is utf8 400
+grep -q 'invalid UTF-8 (or a NUL byte) at byte 15' "$cli_tmp/utf8.json" || cli_bad "no UTF-8 message"
+head -c 9000 /dev/zero | tr '\0' a | jq -Rs '{context: ., question: "q"}' >"$cli_tmp/big"; post big "$cli_tmp/big"; code_is big 413
+post get "$cli_tmp/req1.json" -X GET; code_is get 405
+curl -s -o "$cli_tmp/nf.json" -w '%{http_code}' "http://127.0.0.1:$port/nope" >"$cli_tmp/nf.code"; code_is nf 404
+curl -s -o "$cli_tmp/page.json" -w '%{http_code}' "http://127.0.0.1:$port/" >"$cli_tmp/page.code"; code_is page 200
+grep -q '<textarea id="context"' "$cli_tmp/page.json" || cli_bad "the page lacks its form"
+curl -s "http://127.0.0.1:$port/health" | grep -q '"ok"' || cli_bad "/health"
+curl -s "http://127.0.0.1:$port/metrics" >"$cli_tmp/metrics"
+grep -E '^bertc_serve_requests_total\{code="400"\} 3$' "$cli_tmp/metrics" >/dev/null || cli_bad "metrics: $(grep code= "$cli_tmp/metrics")"
+for m in bertc_serve_request_seconds_bucket bertc_serve_batch_windows_bucket bertc_serve_queue_windows; do
+    grep -q "^$m" "$cli_tmp/metrics" || cli_bad "metrics lack $m"
+done
+kill -TERM $pid; wait $pid; echo "main: SIGTERM -> exit $?"
+
+# A full queue: one request waits for its batch (1.5 s), the next is refused.
+start queue --queue-limit 1 --batch-wait-ms 1500
+post q1 "$cli_tmp/req1.json" & qp=$!
+sleep 0.4
+curl -s -D "$cli_tmp/q2.head" -o "$cli_tmp/q2.json" -w '%{http_code}' --data-binary @"$cli_tmp/req1.json" \
+    "http://127.0.0.1:$port/v1/answer" >"$cli_tmp/q2.code"
+code_is q2 503
+grep -qi '^Retry-After: 1' "$cli_tmp/q2.head" || cli_bad "503 without Retry-After"
+wait $qp; code_is q1 200
+# SIGTERM while that kind of request is in flight: it is answered, then the server exits 0.
+post q3 "$cli_tmp/req1.json" & qp=$!
+sleep 0.4
+kill -TERM $pid
+wait $qp; code_is q3 200
+wait $pid; rc=$?
+echo "queue: SIGTERM with a request in flight -> exit $rc; $(tail -2 "$cli_tmp/queue.err" | tr '\n' ' ')"
+[ "$rc" -eq 0 ] || cli_bad "exit $rc after SIGTERM"
+grep -q "serve: stopped" "$cli_tmp/queue.err" || cli_bad "no stop line"
+pids=()
+finish
