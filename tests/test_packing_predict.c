@@ -57,7 +57,7 @@ int main(int argc, char **argv)
     int subset = tu_sanitized() ? 40 : SUBSET;
     if (!all && d.n > subset) d.n = subset;
     features f;
-    feature_opts fo = {384, 128, 0};
+    feature_opts fo = {.max_seq_length = 384, .doc_stride = 128};
     if (!rc) rc = features_build(&d, tok, &fo, 2, &f);
     CHECK(rc == 0, "features: %s", err_msg());
     if (rc) goto out0;
