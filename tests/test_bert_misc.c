@@ -61,7 +61,7 @@ static void test_streams(void)
 
 static float loss_at(bert_model *m, const float *p, float ph, float pa, philox_stream rng)
 {
-    bert_batch b = {B, T, ids, types, mask, sp, ep};
+    bert_batch b = {B, T, ids, types, mask, sp, ep, NULL, 0};
     float loss = NAN;
     if (bert_model_set_params(m, p) || bert_forward(m, &b, ph, pa, rng, &loss, NULL, NULL))
         CHECK(0, "loss_at: %s", err_msg());
@@ -73,7 +73,7 @@ static float loss_at(bert_model *m, const float *p, float ph, float pa, philox_s
 static void test_dropout_gradient(bert_model *m, const float *p0, size_t n)
 {
     backend *be = bert_model_backend(m);
-    bert_batch b = {B, T, ids, types, mask, sp, ep};
+    bert_batch b = {B, T, ids, types, mask, sp, ep, NULL, 0};
     philox_stream rng = {.seed = 3, .step = 7};
     float *g_on = malloc(n * sizeof *g_on), *g_off = malloc(n * sizeof *g_off), *p = malloc(n * sizeof *p);
     const float ph = 0.2f, pa = 0.2f;
@@ -142,7 +142,7 @@ static void test_shapes(backend *be, const bert_config *cfg, const float *p0)
         return;
     }
     int32_t sp1 = 2, ep1 = 4;
-    bert_batch b8 = {1, 8, ids, types, mask, &sp1, &ep1};
+    bert_batch b8 = {1, 8, ids, types, mask, &sp1, &ep1, NULL, 0};
     float s1[8], e1[8], s2[8], e2[8], l1 = 0, l2 = 0;
     philox_stream rng = {.seed = 1};
     int rc = bert_forward(big, &b8, 0, 0, rng, &l1, s1, e1);
@@ -153,7 +153,7 @@ static void test_shapes(backend *be, const bert_config *cfg, const float *p0)
     CHECK(fabs(l1 - l2) <= 1e-6, "losses %.9g %.9g", l1, l2);
 
     /* Without labels: the same logits, and no backward. */
-    bert_batch nolab = {1, 8, ids, types, mask, NULL, NULL};
+    bert_batch nolab = {1, 8, ids, types, mask, NULL, NULL, NULL, 0};
     float s3[8], e3[8];
     rc = bert_forward(big, &nolab, 0, 0, rng, NULL, s3, e3);
     CHECK(rc == 0 && !memcmp(s1, s3, sizeof s1) && !memcmp(e1, e3, sizeof e1), "logits without labels identical");
@@ -169,14 +169,14 @@ static void test_shapes(backend *be, const bert_config *cfg, const float *p0)
     bad_mask[5] = 2;
     bad_types[7] = -1;
     struct { bert_batch b; float ph; const char *what, *msg; } cases[] = {
-        {{B, T, bad_ids, types, mask, sp, ep}, 0, "id outside the vocabulary", "input_ids[1][3]"},
-        {{B, T, ids, types, bad_mask, sp, ep}, 0, "mask 2", "attention_mask[0][5]"},
-        {{B, T, ids, bad_types, mask, sp, ep}, 0, "token type -1", "token_type_ids[0][7]"},
-        {{B + 1, T, ids, types, mask, sp, ep}, 0, "more rows than max_B", "rows"},
-        {{B, T + 1, ids, types, mask, sp, ep}, 0, "longer than T", "tokens"},
-        {{0, T, ids, types, mask, sp, ep}, 0, "no rows", "rows"},
-        {{B, T, ids, types, mask, sp, NULL}, 0, "start without end", "go together"},
-        {{B, T, ids, types, mask, sp, ep}, 1.0f, "dropout 1", "dropout"},
+        {{B, T, bad_ids, types, mask, sp, ep, NULL, 0}, 0, "id outside the vocabulary", "input_ids[1][3]"},
+        {{B, T, ids, types, bad_mask, sp, ep, NULL, 0}, 0, "mask 2", "attention_mask[0][5]"},
+        {{B, T, ids, bad_types, mask, sp, ep, NULL, 0}, 0, "token type -1", "token_type_ids[0][7]"},
+        {{B + 1, T, ids, types, mask, sp, ep, NULL, 0}, 0, "more rows than max_B", "rows"},
+        {{B, T + 1, ids, types, mask, sp, ep, NULL, 0}, 0, "longer than T", "tokens"},
+        {{0, T, ids, types, mask, sp, ep, NULL, 0}, 0, "no rows", "rows"},
+        {{B, T, ids, types, mask, sp, NULL, NULL, 0}, 0, "start without end", "go together"},
+        {{B, T, ids, types, mask, sp, ep, NULL, 0}, 1.0f, "dropout 1", "dropout"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         rc = bert_forward(big, &cases[i].b, cases[i].ph, 0, rng, NULL, NULL, NULL);

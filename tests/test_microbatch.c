@@ -141,7 +141,7 @@ static int env_build(void *user, int micro)
 static int run_rows(env_t *e, int at, int rows, float w)
 {
     size_t o = (size_t)at * T;
-    bert_batch b = {rows, T, ids + o, types + o, mask + o, sp + at, ep + at};
+    bert_batch b = {rows, T, ids + o, types + o, mask + o, sp + at, ep + at, NULL, 0};
     philox_stream rng = {1, 0, 0};
     float loss;
     int rc = bert_forward(e->m, &b, 0.0f, 0.0f, rng, &loss, NULL, NULL);

@@ -257,7 +257,7 @@ static void test_accumulation(backend *be)
         return;
     }
     philox_stream rng = {.seed = 1};
-    bert_batch whole = {B, T, ids, types, mask, sp, ep};
+    bert_batch whole = {B, T, ids, types, mask, sp, ep, NULL, 0};
     float *g1 = malloc(t.total * sizeof *g1), *g2 = malloc(t.total * sizeof *g2);
     bert_zero_grad(m);
     int rc = bert_forward(m, &whole, 0, 0, rng, NULL, NULL, NULL);
@@ -266,7 +266,7 @@ static void test_accumulation(backend *be)
     be->i->download(be->ctx, g1, bert_model_grads(m), t.total * sizeof *g1);
     bert_zero_grad(m);
     for (int r = 0; r < B && !rc; r++) {
-        bert_batch one = {1, T, ids + r * T, types + r * T, mask + r * T, sp + r, ep + r};
+        bert_batch one = {1, T, ids + r * T, types + r * T, mask + r * T, sp + r, ep + r, NULL, 0};
         rc = bert_forward(m, &one, 0, 0, rng, NULL, NULL, NULL);
         if (!rc) rc = bert_backward(m, 0.5f);
     }
@@ -292,7 +292,7 @@ static float *train_run(backend *be, uint64_t seed, size_t *n_out)
     model_init_random(&cfg, &t, p, 5);
     int32_t ids[B * T], types[B * T], mask[B * T], sp[B], ep[B];
     make_batch(B, T, cfg.vocab_size, 13, ids, types, mask, sp, ep);
-    bert_batch b = {B, T, ids, types, mask, sp, ep};
+    bert_batch b = {B, T, ids, types, mask, sp, ep, NULL, 0};
     bert_model *m = NULL;
     optim *o = NULL;
     if (bert_model_create(&m, &cfg, be, B, T) || bert_model_set_params(m, p) ||

@@ -61,8 +61,8 @@ static int run(bert_model *m, const float *p0, size_t n, outcome *o)
             types2[b * 20 + t] = types[b * T + t];
             mask2[b * 20 + t] = mask[b * T + t];
         }
-    bert_batch full = {B, T, ids, types, mask, sp, ep};
-    bert_batch part = {2, 20, ids2, types2, mask2, sp, ep};
+    bert_batch full = {B, T, ids, types, mask, sp, ep, NULL, 0};
+    bert_batch part = {2, 20, ids2, types2, mask2, sp, ep, NULL, 0};
     const bert_batch *batches[2] = {&full, &part};
     for (int k = 0; k < 2; k++) {
         philox_stream rng = {.seed = 9, .step = 5 + (uint32_t)k};

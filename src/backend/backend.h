@@ -108,6 +108,58 @@ typedef struct {
      * AdamW (tests/test_ops_torch.c). */
     void (*adamw)(void *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
                   float eps, float wd, int64_t t, float grad_scale);
+
+    /* Packed (variable-length) micro-batches, as flash-attention's varlen
+     * API: B windows with their real tokens only, concatenated; window b is
+     * rows cu_seqlens[b] .. cu_seqlens[b+1] - 1 of N = cu_seqlens[B] rows
+     * (cu_seqlens [B+1], backend memory, ascending, cu_seqlens[0] = 0).
+     * Row-wise ops (layernorm, matmul, gelu, add) run on the N rows as they
+     * are. Tp is the padded length the packed batch stands for (every window
+     * no longer than Tp): dropout draws the element index the same element
+     * has in the padded layout [B,Tp,...], so a packed run and a padded run
+     * of the same windows draw the same masks at every real position. */
+
+    /* out[N,C] = wte[ids] + wpe[pos] + wtt[types]; ids, types, pos [N] (pos:
+     * each row's position in its window) */
+    void (*embedding_pos_forward)(void *ctx, float *out, const int32_t *ids, const int32_t *types, const int32_t *pos,
+                                  const float *wte, const float *wpe, const float *wtt, int N, int C);
+    void (*embedding_pos_backward)(void *ctx, float *dwte, float *dwpe, float *dwtt, const float *dout,
+                                   const int32_t *ids, const int32_t *types, const int32_t *pos, int N, int C);
+
+    /* Dropout of [N,C] packed rows (N = cu_seqlens[B], given so that no
+     * backend reads it back): element (window b, position t, column c)
+     * keeps with philox_keep(rng, (b * Tp + t) * C + c, p). */
+    void (*dropout_varlen_forward)(void *ctx, float *out, const float *inp, const int32_t *cu_seqlens, int B, int N,
+                                   int Tp, int C, float p, philox_stream rng);
+    void (*dropout_varlen_backward)(void *ctx, float *dinp, const float *dout, const int32_t *cu_seqlens, int B,
+                                    int N, int Tp, int C, float p, philox_stream rng);
+
+    /* Self-attention per window over its own length, no mask: q, k, v, out
+     * [N,C]. probs is packed: window b, head h is the len x len block
+     * (len = its length) at NH * sum_{b' < b} len_b'^2 + h * len * len,
+     * in all NH * sum len^2 floats (at most NH * N * max_len). Dropout on
+     * probs: element (b, h, i, j) has index ((b * NH + h) * Tp + i) * Tp + j,
+     * as attention_forward's flat index into [B,NH,Tp,Tp]. max_len is the
+     * longest window (<= Tp); scratch is as large as probs. */
+    void (*attention_varlen_forward)(void *ctx, float *out, float *probs, const float *q, const float *k,
+                                     const float *v, const int32_t *cu_seqlens, int B, int max_len, int NH, int HS,
+                                     int Tp, float p, philox_stream rng);
+    void (*attention_varlen_backward)(void *ctx, float *dq, float *dk, float *dv, float *scratch, const float *dout,
+                                      const float *q, const float *k, const float *v, const float *probs,
+                                      const int32_t *cu_seqlens, int B, int max_len, int NH, int HS, int Tp, float p,
+                                      philox_stream rng);
+
+    /* The QA loss with each window's softmax over its real positions only
+     * (qa_loss with the padding positions masked out). logits, dlogits
+     * [N,2]; window b is rows row0[b] .. row0[b] + len[b] - 1 (row0, len
+     * [B], backend memory; packed: row0 = cu_seqlens, padded: row0[b] =
+     * b * Tp). Labels are window positions clamped to [0, Tp], Tp ignored,
+     * as qa_loss; a label in [len[b], Tp) points at padding and gives an
+     * infinite loss (callers reject it). dlogits is overwritten on all N
+     * rows (0 outside the windows). */
+    void (*qa_loss_varlen)(void *ctx, float *loss, float *dlogits, const float *logits, const int32_t *row0,
+                           const int32_t *len, const int32_t *start, const int32_t *end, int B, int N, int Tp,
+                           float grad_scale);
 } backend_i;
 
 typedef struct backend {

@@ -98,9 +98,62 @@ static double step_flops(const bert_config *c, int B, int T)
     return 6.0 * p_mm * B * T + 12.0 * L * B * (double)T * T * C;
 }
 
+/* FLOPs of one window of len tokens (the work done for it: padded windows
+ * count seq). */
+static double window_flops(const bert_config *c, int len)
+{
+    double C = c->hidden_size, FF = c->intermediate_size, L = c->num_hidden_layers;
+    double p_mm = L * (4 * C * C + 2 * C * FF) + 2 * C;
+    return 6.0 * p_mm * len + 12.0 * L * (double)len * len * C;
+}
+
+/* --lengths FILE: one window length a line, each in 1..seq; shuffled with
+ * seed (Fisher-Yates on splitmix64) so that each step draws a mix. */
+static int read_lengths(const char *path, int seq, uint64_t seed, int **out, int *n_out)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return err_set(ERR_INPUT, "bench: --lengths %s: cannot open", path);
+    int cap = 1024, n = 0, line = 0, rc = 0;
+    int *v = malloc((size_t)cap * sizeof *v);
+    char buf[64];
+    while (v && fgets(buf, sizeof buf, f)) {
+        line++;
+        char *end;
+        long x = strtol(buf, &end, 10);
+        while (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n') end++;
+        if (end == buf || *end || x < 1 || x > seq) {
+            rc = err_set(ERR_INPUT, "bench: %s line %d: a window length must be 1..%d (--seq)", path, line, seq);
+            break;
+        }
+        if (n == cap) {
+            int *w = realloc(v, (size_t)(cap *= 2) * sizeof *v);
+            if (!w) break;
+            v = w;
+        }
+        v[n++] = (int)x;
+    }
+    fclose(f);
+    if (!rc && !v) rc = err_set(ERR_RUNTIME, "bench: out of memory for the lengths");
+    if (!rc && n == 0) rc = err_set(ERR_INPUT, "bench: %s: no window lengths", path);
+    if (rc) {
+        free(v);
+        return rc;
+    }
+    uint64_t s = seed;
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)(next_u64(&s) % (uint64_t)(i + 1)), t = v[i];
+        v[i] = v[j];
+        v[j] = t;
+    }
+    *out = v;
+    *n_out = n;
+    return 0;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     const char *config_name = NULL, *model_dir = NULL, *precision = "fp32", *recompute = "none";
+    const char *lengths_path = NULL, *packing = "none";
     int seq = 0, batch = 0, steps = 5, warmup = 1, threads = 0, vocab = 30522, json = 0;
     int64_t seed = 42;
     int seen_seq = 0, seen_batch = 0;
@@ -119,6 +172,10 @@ int cmd_bench(int argc, char **argv)
          .max = 9.2e18},
         {"recompute", ARG_STR, &recompute, "MODE", "none|layer (layer: recompute each layer in backward)", .required = 0},
         {"json", ARG_FLAG, &json, NULL, "print one JSON object", .required = 0},
+        {"lengths", ARG_STR, &lengths_path, "FILE",
+         "real window lengths, one a line (bench/squad_dev_lengths.txt): each step takes the next --batch of them, "
+         "shuffled by --seed", .required = 0},
+        {"packing", ARG_STR, &packing, "P", "none|varlen (varlen: real tokens only; needs --lengths)", .required = 0},
         {0},
     };
     int rc = args_parse("bench", "bertc bench --config NAME|--model DIR --seq N --batch N [options]", specs, argc,
@@ -130,6 +187,12 @@ int cmd_bench(int argc, char **argv)
         return err_set(ERR_INPUT, "bench: --precision %s: the CPU backend computes in fp32", precision);
     recompute_kind rec;
     if ((rc = memory_parse_recompute(recompute, &rec))) return err_wrap(rc, "bench");
+    int packed = 0;
+    if (!strcmp(packing, "varlen")) packed = 1;
+    else if (strcmp(packing, "none")) return err_set(ERR_INPUT, "bench: --packing %s: expected none or varlen", packing);
+    if (packed && !lengths_path) return err_set(ERR_INPUT, "bench: --packing varlen needs --lengths FILE");
+    int *lens = NULL, nlens = 0;
+    if (lengths_path && (rc = read_lengths(lengths_path, seq, (uint64_t)seed, &lens, &nlens))) return rc;
 
     bert_config cfg;
     param_table table = {0};
@@ -152,6 +215,7 @@ int cmd_bench(int argc, char **argv)
     if (seq > cfg.max_position_embeddings) {
         rc = err_set(ERR_INPUT, "bench: --seq %d exceeds max_position_embeddings %d", seq,
                      cfg.max_position_embeddings);
+        free(lens);
         free(host);
         param_table_free(&table);
         return rc;
@@ -161,15 +225,17 @@ int cmd_bench(int argc, char **argv)
     bert_model *m = NULL;
     optim *opt = NULL;
     size_t BT = (size_t)batch * seq;
-    int32_t *ints = malloc((3 * BT + 2 * (size_t)batch) * sizeof *ints);
+    int32_t *ints = malloc((5 * BT + 3 * (size_t)batch + 1) * sizeof *ints);
     double *times = calloc((size_t)steps, sizeof *times);
     if (!ints || !times) {
         rc = err_set(ERR_RUNTIME, "bench: out of memory for the batch");
         goto done;
     }
     int32_t *ids = ints, *types = ids + BT, *mask = types + BT, *sp = mask + BT, *ep = sp + batch;
+    int32_t *kids = ep + batch, *ktypes = kids + BT, *cu = ktypes + BT;
     random_batch(batch, seq, cfg.vocab_size, (uint64_t)seed, ids, types, mask, sp, ep);
-    bert_batch b = {batch, seq, ids, types, mask, sp, ep};
+    bert_batch b = {batch, seq, ids, types, mask, sp, ep, NULL, 0};
+    double real_tokens = 0, flops_total = 0;
 
     if ((rc = backend_cpu_create(&be, threads)) || (rc = bert_model_create_mode(&m, &cfg, &be, batch, seq, rec == RECOMPUTE_LAYER)) ||
         (rc = bert_model_set_params(m, host)) || (rc = optim_create(&opt, &be, bert_model_table(m))))
@@ -187,6 +253,40 @@ int cmd_bench(int argc, char **argv)
         double c0 = cpu_s(), t0 = now_s();
         philox_stream rng = {.seed = (uint64_t)seed, .step = (uint32_t)k};
         float loss = NAN;
+        if (lens) {
+            /* the next --batch windows of the shuffled lengths, padded to --seq or packed */
+            int N = 0;
+            cu[0] = 0;
+            for (int r = 0; r < batch; r++) {
+                int len = lens[((size_t)k * batch + r) % (size_t)nlens];
+                for (int t = 0; t < seq; t++) {
+                    size_t i = (size_t)r * seq + t;
+                    mask[i] = t < len;
+                    if (t >= len) ids[i] = types[i] = 0;
+                    else if (ids[i] == 0) ids[i] = 1;
+                    if (t < len) {
+                        kids[N] = ids[i];
+                        ktypes[N] = types[i];
+                        N++;
+                    }
+                }
+                cu[r + 1] = N;
+                if (sp[r] >= len) sp[r] = len - 1;
+                if (ep[r] >= len) ep[r] = len - 1;
+                if (ep[r] < sp[r]) ep[r] = sp[r];
+                if (k >= warmup) {
+                    real_tokens += len;
+                    flops_total += window_flops(&cfg, packed ? len : seq);
+                }
+            }
+            b.mask_loss = 0;
+            if (packed) {
+                b.input_ids = kids;
+                b.token_type_ids = ktypes;
+                b.attention_mask = NULL;
+                b.cu_seqlens = cu;
+            }
+        }
         bert_zero_grad(m);
         if ((rc = bert_forward(m, &b, cfg.hidden_dropout_prob, cfg.attention_probs_dropout_prob, rng, &loss, NULL,
                                NULL)))
@@ -215,7 +315,7 @@ int cmd_bench(int argc, char **argv)
         if (times[k] < best) best = times[k];
     }
     double ms = 1e3 * total / steps;
-    double flops = step_flops(&cfg, batch, seq);
+    double flops = lens ? flops_total / steps : step_flops(&cfg, batch, seq);
     double eps = batch / (total / steps), gflops = flops / (total / steps) * 1e-9;
     if (json) {
         char jname[1024];
@@ -227,11 +327,13 @@ int cmd_bench(int argc, char **argv)
                "\"gflops\": %.2f, \"flops_per_step\": %.6g, "
                "\"flops_formula\": \"6*(L*(4C^2+2CI)+2C)*B*T + 12*L*B*T^2*C\", "
                "\"cpu_ms_per_step\": %.2f, \"forward_ms\": %.2f, \"backward_ms\": %.2f, \"optimizer_ms\": %.2f, "
-               "\"dropout\": [%g, %g], \"recompute\": \"%s\", \"loss_first\": %.6f, \"loss_last\": %.6f}\n",
+               "\"dropout\": [%g, %g], \"recompute\": \"%s\", \"loss_first\": %.6f, \"loss_last\": %.6f, "
+               "\"packing\": \"%s\", \"lengths\": \"%s\", \"real_tokens_per_step\": %.1f}\n",
                jname, cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size,
                cfg.vocab_size, seq, batch, steps, warmup, nthreads, openblas_get_corename(), ms, 1e3 * best, eps,
                gflops, flops, 1e3 * cpu_total / steps, 1e3 * phase[0] / steps, 1e3 * phase[1] / steps, 1e3 * phase[2] / steps,
-               cfg.hidden_dropout_prob, cfg.attention_probs_dropout_prob, memory_recompute_name(rec), loss_first, loss_last);
+               cfg.hidden_dropout_prob, cfg.attention_probs_dropout_prob, memory_recompute_name(rec), loss_first, loss_last,
+               packing, lens ? "file" : "random", lens ? real_tokens / steps : (double)BT);
     } else {
         printf("bertc bench: %s (L%d H%d A%d I%d), batch %d x seq %d, %d threads%s, OpenBLAS core %s: "
                "%.1f ms/step (best %.1f; forward %.1f, backward %.1f, optimizer %.1f; CPU time %.1f ms), %.2f examples/s, "
@@ -240,6 +342,9 @@ int cmd_bench(int argc, char **argv)
                name, cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size, batch,
                seq, nthreads, rec == RECOMPUTE_LAYER ? ", recompute layer" : "", openblas_get_corename(), ms, 1e3 * best, 1e3 * phase[0] / steps, 1e3 * phase[1] / steps,
                1e3 * phase[2] / steps, 1e3 * cpu_total / steps, eps, gflops, steps, warmup);
+        if (lens)
+            printf("  windows from %s, packing %s: %.0f real tokens per step of %zu padded\n", lengths_path, packing,
+                   real_tokens / steps, BT);
     }
 done:
     optim_free(opt);
@@ -247,6 +352,7 @@ done:
     if (be.i) backend_free(&be);
     free(times);
     free(ints);
+    free(lens);
     free(host);
     param_table_free(&table);
     return rc;

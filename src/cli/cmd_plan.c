@@ -43,12 +43,45 @@ static void print_row(int micro, const memory_plan *p)
            memory_fmt_bytes(w, sizeof w, p->workspace), (long long)p->total, memory_fmt_bytes(t, sizeof t, p->total));
 }
 
+/* --packing varlen: the plan of packed micro-batches of `batch` windows, by
+ * real tokens (--max-tokens, default batch x seq), and with a card the
+ * largest --max-tokens that fits. */
+static int plan_packed(const bert_config *cfg, int batch, int seq, int64_t max_tokens, precision_kind eff,
+                       recompute_kind rec, int64_t card)
+{
+    char b1[32], b2[32];
+    int64_t mt = max_tokens > 0 ? max_tokens : (int64_t)batch * seq;
+    memory_plan p;
+    int rc = memory_plan_compute_tokens(cfg, batch, seq, mt, eff, rec, &p);
+    if (rc) return err_wrap(rc, "plan");
+    printf("packed (--packing varlen): micro-batches of up to %d windows and %lld real tokens\n", batch,
+           (long long)mt);
+    printf("  max tokens       activations (fp32)                workspace                        total\n");
+    for (int64_t t = seq; t < mt; t *= 2)
+        if (memory_plan_compute_tokens(cfg, batch, seq, t, eff, rec, &p) == 0) print_row((int)t, &p);
+    memory_plan_compute_tokens(cfg, batch, seq, mt, eff, rec, &p);
+    print_row((int)mt, &p);
+    err_clear();
+    if (card <= 0) return 0;
+    int64_t budget = memory_budget_for_card(card);
+    int64_t best = memory_largest_tokens(cfg, batch, seq, eff, rec, budget, (int64_t)batch * seq);
+    if (best < 1) printf("largest --max-tokens for %s: none fits\n", memory_fmt_bytes(b1, sizeof b1, card));
+    else {
+        memory_plan_compute_tokens(cfg, batch, seq, best, eff, rec, &p);
+        printf("largest --max-tokens for %s and %d windows: %lld (peak %s)\n", memory_fmt_bytes(b1, sizeof b1, card),
+               batch, (long long)best, memory_fmt_bytes(b2, sizeof b2, p.total));
+    }
+    return 0;
+}
+
 int cmd_plan(int argc, char **argv)
 {
     const char *model = NULL, *config = NULL, *prec_s = "auto", *rec_s = "none";
     int seq = 0, seq_seen = 0, batch = 32, vocab_size = 30522, vocab_seen = 0, gpu = 0;
     int64_t gpu_mem = 0;
     int gpu_mem_seen = 0;
+    const char *packing = "none";
+    int max_tokens = 0, max_tokens_seen = 0;
     const arg_spec specs[] = {
         {"model", ARG_STR, &model, "DIR", "a model dir (its config.json)", .required = 0},
         {"config", ARG_STR, &config, "NAME", "a named config: tiny, mini, small, minilm, base, large", .required = 0},
@@ -63,6 +96,10 @@ int cmd_plan(int argc, char **argv)
         {"batch", ARG_INT, &batch, "N", "micro-batch sizes listed: powers of two up to N", .min = 1,
          .max = PLAN_MAX_MICRO},
         {"gpu", ARG_INT, &gpu, "N", "the GPU whose memory sizes the largest micro-batch", .min = 0, .max = 1023},
+        {"packing", ARG_STR, &packing, "P", "none|varlen (varlen: also plan packed micro-batches of --batch windows, "
+         "by tokens)", .required = 0},
+        {"max-tokens", ARG_INT, &max_tokens, "N", "with --packing varlen: real tokens per micro-batch (default batch x seq)",
+         .min = 1, .max = 1 << 30, .seen = &max_tokens_seen},
         {0},
     };
     int rc = args_parse("plan",
@@ -78,6 +115,13 @@ int cmd_plan(int argc, char **argv)
         (rc = load_config(model, config, vocab_size, vocab_seen, &cfg)))
         return rc;
     if (gpu_mem_seen && gpu_mem <= 0) return err_set(ERR_INPUT, "--gpu-mem: must be more than 0 bytes");
+    int packed = 0;
+    if (!strcmp(packing, "varlen")) packed = 1;
+    else if (strcmp(packing, "none")) return err_set(ERR_INPUT, "plan: --packing %s: expected none or varlen", packing);
+    if (max_tokens_seen && !packed) return err_set(ERR_INPUT, "plan: --max-tokens needs --packing varlen");
+    if (max_tokens_seen && (max_tokens < seq || (int64_t)max_tokens > (int64_t)batch * seq))
+        return err_set(ERR_INPUT, "plan: --max-tokens %d must be in %d..%lld (--seq .. --batch x --seq)", max_tokens,
+                       seq, (long long)batch * seq);
 
     /* Without --gpu-mem, the GPU this machine has (if any) sets the budget
      * and what --precision auto means. */
@@ -128,6 +172,7 @@ int cmd_plan(int argc, char **argv)
     }
 
     int64_t card = gpu_mem_seen ? gpu_mem : have_gpu ? total : 0;
+    if (packed && (rc = plan_packed(&cfg, batch, seq, max_tokens, eff, rec, card))) return rc;
     if (card <= 0) {
         printf("largest micro-batch: no GPU to size it for (%s); give --gpu-mem SIZE\n", why);
         return 0;

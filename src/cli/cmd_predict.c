@@ -36,6 +36,8 @@ int cmd_predict(int argc, char **argv)
     const char *device = "auto", *precision = "auto";
     int T = 384, stride = 128, T_given = 0, stride_given = 0, mql = 0, batch = 32, threads = 0, gpu = 0, n_best = PREDICT_N_BEST;
     int max_ans = PREDICT_MAX_ANSWER_LENGTH;
+    const char *packing = "none";
+    int max_tokens = 0, max_tokens_given = 0;
     int v2 = 0, thr_given = 0;
     double null_thr = 0.0;
     const char *null_odds = NULL;
@@ -57,6 +59,10 @@ int cmd_predict(int argc, char **argv)
         {"gpu", ARG_INT, &gpu, "N", "the CUDA device to use", .min = 0, .max = 1023},
         {"n-best", ARG_INT, &n_best, "N", "candidates per window", .min = 1, .max = 1000},
         {"max-answer-length", ARG_INT, &max_ans, "N", "longest answer in tokens", .min = 1, .max = 8192},
+        {"packing", ARG_STR, &packing, "P",
+         "none|varlen (varlen: windows grouped by length, real tokens only; padding logits -inf)", .min = 0},
+        {"max-tokens", ARG_INT, &max_tokens, "N", "with --packing varlen: real tokens per forward pass (default batch x T)",
+         .min = 1, .max = 1 << 30, .seen = &max_tokens_given},
         {"version-2-with-negative", ARG_FLAG, &v2, NULL, "SQuAD 2.0: the answer may be \"\" (the null answer, as run_qa.py)", .min = 0},
         {"null-score-diff-threshold", ARG_DOUBLE, &null_thr, "X", "with --version-2-with-negative: answer \"\" when the null score beats the best span's by more than X (default 0.0)", .min = -1e9, .max = 1e9, .seen = &thr_given},
         {"null-odds", ARG_STR, &null_odds, "FILE", "with --version-2-with-negative: also write null_odds.json {\"id\": null score - best span score} (bertc eval --na-prob-file)", .min = 0},
@@ -70,6 +76,9 @@ int cmd_predict(int argc, char **argv)
     if (rc) return rc;
     if ((T_given || stride_given) && stride >= T)
         return err_set(ERR_INPUT, "predict: --doc-stride %d must be below --max-seq-length %d", stride, T);
+    int packed = 0;
+    if ((rc = qa_parse_packing(packing, &packed))) return err_wrap(rc, "predict");
+    if (max_tokens_given && !packed) return err_set(ERR_INPUT, "predict: --max-tokens needs --packing varlen");
     if (path_is_dir(out)) return err_set(ERR_INPUT, "--out %s: is a directory (give the predictions file's path)", out);
     if (!v2 && (null_odds || thr_given))
         return err_set(ERR_INPUT, "predict: --null-odds and --null-score-diff-threshold need --version-2-with-negative");
@@ -101,6 +110,8 @@ int cmd_predict(int argc, char **argv)
     rc = features_build(&d, m.tok, &fo, threads, &f);
     if (rc) goto done;
     have_f = 1;
+    m.packing = packed;
+    m.max_tokens = max_tokens_given ? max_tokens : 0;
     rc = qa_model_start(&m, &bo, f.n < batch ? (f.n > 0 ? f.n : 1) : batch, T);
     if (rc) goto done;
     size_t n = (size_t)f.n * (size_t)T;

@@ -90,6 +90,8 @@ static int train_main(int argc, char **argv)
         {"monitor-interval", ARG_DOUBLE, &o.monitor_interval, "S", "seconds between resource samples (0 = off)", .min = 0, .max = 86400},
         {"n-best", ARG_INT, &o.n_best, "N", "candidates per window in post-processing", .min = 1, .max = 1000},
         {"max-answer-length", ARG_INT, &o.max_answer_length, "N", "longest answer in tokens", .min = 1, .max = 8192},
+        {"packing", ARG_STR, &o.packing, "P", "none|varlen (varlen: micro-batches of real tokens only, no padding computed; the loss's softmax over each window's own tokens)", .min = 0},
+        {"max-tokens", ARG_INT, &o.max_tokens, "N", "with --packing varlen: real tokens per micro-batch (default micro-batch x T, or the planner's on a GPU)", .min = 1, .max = 1 << 30},
         {"version-2-with-negative", ARG_FLAG, &o.version_2_with_negative, NULL, "SQuAD 2.0: unanswerable (is_impossible) questions trained at [CLS]; --dev scored with evaluate-v2.0.py's metric, RUN/null_odds.json", .min = 0},
         {"null-score-diff-threshold", ARG_DOUBLE, &o.null_score_diff_threshold, "X", "with --version-2-with-negative: answer \"\" when the null score beats the best span's by more than X (default 0.0)", .min = -1e9, .max = 1e9},
         {"http", ARG_INT, &o.http_port, "PORT", "serve a live page (charts, progress, /api/status, /metrics) on this port while training (0 = any free port; default: no page)", .min = 0, .max = 65535},

@@ -22,6 +22,16 @@
  * bit for bit and the gradients equal those without recompute; the cost is
  * one more forward of L - 1 layers.
  *
+ * Packed batches (bert_batch.cu_seqlens): the N rows are the windows' real
+ * tokens, concatenated; every row op runs on N rows, attention, the hidden
+ * dropouts, the embeddings and the loss take the varlen ops (backend.h),
+ * which need the windows' offsets (d_cu), each row's position (d_pos) and
+ * each window's first row and length for the loss (d_row0, d_len). The
+ * buffers are sized by tokens: max_rows rows (max_B * T, or max_tokens) and
+ * NH * max_rows * T floats of probs per layer, which holds NH sum len^2 for
+ * windows of at most T tokens. A padded batch with mask_loss uses the same
+ * loss op with row0 = b * T.
+ *
  * Gradients: bert_backward accumulates (+=) into the gradient block, as the
  * backend ops do, so micro-batches accumulate until bert_zero_grad. The
  * activation gradients are a handful of working buffers reused by every
@@ -43,7 +53,7 @@ typedef struct {
     float *x;                    /* (L+1,N,C) residual stream: x[0] embeddings out, x[l+1] layer l out */
     float *q, *k, *v;            /* (L,N,C) projections, heads as C = NH*HS */
     float *ctx;                  /* (L,N,C) attention context: attention.output.dense input */
-    float *probs;                /* (L,B,NH,T,T) softmax before dropout */
+    float *probs;                /* (L,B,NH,T,T) softmax before dropout; packed: (L, NH sum len^2) */
     float *res1;                 /* (L,N,C) dropout(attention.output.dense) + x[l]: LayerNorm input */
     float *ln1_mean, *ln1_rstd;  /* (L,N) */
     float *h1;                   /* (L,N,C) attention block output: FFN input */
@@ -61,7 +71,7 @@ typedef struct {
     float *d_ctx;                /* (N,C) */
     float *d_q, *d_k, *d_v;      /* (N,C) */
     float *d_ffn_act, *d_ffn_pre; /* (N,I) */
-    float *d_scratch;            /* (B,NH,T,T) attention backward's working memory */
+    float *d_scratch;            /* (B,NH,T,T) attention backward's working memory (packed: as probs) */
 } bert_acts;
 
 enum { NUM_ACTS = 32 };
@@ -76,6 +86,7 @@ struct bert_model {
     param_table table;
     backend *be;
     int max_B, T;
+    size_t max_rows, max_att;    /* rows (tokens) and probs floats per layer the buffers hold */
     int recompute;               /* 1: one slot of per-layer activations (see the top) */
     float *params, *grads;
     bert_params p, g;
@@ -83,11 +94,17 @@ struct bert_model {
     size_t act_floats;
     bert_acts a;
     act_strides st;
-    int32_t *d_ints;             /* backend: ids, types, mask (max_B*T each), start, end (max_B each) */
+    int32_t *d_ints;             /* backend: ids, types, mask, pos (max_rows each), start, end, row0, len
+                                  * (max_B each), cu (max_B + 1) */
     int32_t *d_ids, *d_types, *d_mask, *d_start, *d_end;
-    float *h_logits;             /* host (max_B*T*2) */
+    int32_t *d_pos, *d_row0, *d_len, *d_cu;
+    int32_t *h_ints;             /* host: pos (max_rows), row0, len (max_B each) */
+    float *h_logits;             /* host (max_rows*2) */
     /* The last forward, for backward. */
     int B, Tb, has_labels;
+    int packed;                  /* rows are the packed windows of d_cu (N of them) */
+    int loss_varlen;             /* the loss is qa_loss_varlen over d_row0, d_len */
+    int N, max_len;              /* rows; longest window (packed) */
     float p_hidden, p_attn;
     philox_stream rng;
 };
@@ -103,24 +120,37 @@ static size_t add_sat(size_t a, size_t b)
     return a > SIZE_MAX - b ? SIZE_MAX : a + b;
 }
 
-static act_strides strides_for(const bert_config *cfg, int B, int T)
+/* Rows and attention floats per layer: B x T padded, or max_tokens rows
+ * (max_tokens > 0) whose windows are at most T long, so that NH sum len^2
+ * <= NH max_tokens T. */
+static size_t rows_for(int B, int T, int64_t max_tokens)
 {
-    size_t N = mul_size((size_t)B, (size_t)T);
+    return max_tokens > 0 ? (size_t)max_tokens : mul_size((size_t)B, (size_t)T);
+}
+
+static size_t att_for(const bert_config *cfg, int B, int T, int64_t max_tokens)
+{
+    return mul_size(mul_size(rows_for(B, T, max_tokens), (size_t)cfg->num_attention_heads), (size_t)T);
+}
+
+static act_strides strides_for(const bert_config *cfg, int B, int T, int64_t max_tokens)
+{
+    size_t N = rows_for(B, T, max_tokens);
     act_strides s;
     s.nc = round16(mul_size(N, (size_t)cfg->hidden_size));
     s.ni = round16(mul_size(N, (size_t)cfg->intermediate_size));
     s.n1 = round16(N);
-    s.att = round16(mul_size(mul_size((size_t)B, (size_t)cfg->num_attention_heads), mul_size((size_t)T, (size_t)T)));
+    s.att = round16(att_for(cfg, B, T, max_tokens));
     return s;
 }
 
 /* The one table of activation sizes (floats), in bert_acts order. With
  * recompute, the per-layer tensors other than x have one layer's slot. */
-static void act_sizes(size_t sizes[NUM_ACTS], const bert_config *cfg, int B, int T, int recompute)
+static void act_sizes(size_t sizes[NUM_ACTS], const bert_config *cfg, int B, int T, int64_t max_tokens, int recompute)
 {
-    act_strides s = strides_for(cfg, B, T);
+    act_strides s = strides_for(cfg, B, T, max_tokens);
     size_t L = recompute ? 1 : (size_t)cfg->num_hidden_layers;
-    size_t N = mul_size((size_t)B, (size_t)T);
+    size_t N = rows_for(B, T, max_tokens);
     size_t i = 0;
     sizes[i++] = s.nc;                  /* emb */
     sizes[i++] = s.n1;                  /* emb_mean */
@@ -171,24 +201,29 @@ static void act_bind(bert_acts *a, float *block, const size_t sizes[NUM_ACTS])
     }
 }
 
-static size_t act_total(const bert_config *cfg, int B, int T, int recompute)
+static size_t act_total(const bert_config *cfg, int B, int T, int64_t max_tokens, int recompute)
 {
     size_t sizes[NUM_ACTS], total = 0;
-    act_sizes(sizes, cfg, B, T, recompute);
+    act_sizes(sizes, cfg, B, T, max_tokens, recompute);
     for (int i = 0; i < NUM_ACTS; i++) total = add_sat(total, sizes[i]);
     return total;
 }
 
-static size_t int_count(int B, int T)
+static size_t int_count(int B, size_t rows)
 {
-    return add_sat(mul_size(3, mul_size((size_t)B, (size_t)T)), mul_size(2, (size_t)B));
+    return add_sat(add_sat(mul_size(4, rows), mul_size(5, (size_t)B)), 1);
+}
+
+size_t bert_activation_bytes_tokens(const bert_config *cfg, int max_B, int T, int64_t max_tokens, int recompute)
+{
+    if (max_B <= 0 || T <= 0 || max_tokens < 0) return 0;
+    size_t f = act_total(cfg, max_B, T, max_tokens, recompute != 0);
+    return add_sat(mul_size(f, sizeof(float)), mul_size(int_count(max_B, rows_for(max_B, T, max_tokens)), sizeof(int32_t)));
 }
 
 size_t bert_activation_bytes_mode(const bert_config *cfg, int max_B, int T, int recompute)
 {
-    if (max_B <= 0 || T <= 0) return 0;
-    size_t f = act_total(cfg, max_B, T, recompute != 0);
-    return add_sat(mul_size(f, sizeof(float)), mul_size(int_count(max_B, T), sizeof(int32_t)));
+    return bert_activation_bytes_tokens(cfg, max_B, T, 0, recompute);
 }
 
 size_t bert_activation_bytes(const bert_config *cfg, int max_B, int T)
@@ -210,6 +245,7 @@ void bert_model_free(bert_model *m)
     bert_params_free(&m->g);
     param_table_free(&m->table);
     free(m->h_logits);
+    free(m->h_ints);
     free(m);
 }
 
@@ -220,6 +256,12 @@ int bert_model_create(bert_model **out, const bert_config *cfg, backend *be, int
 
 int bert_model_create_mode(bert_model **out, const bert_config *cfg, backend *be, int max_B, int T, int recompute)
 {
+    return bert_model_create_tokens(out, cfg, be, max_B, T, 0, recompute);
+}
+
+int bert_model_create_tokens(bert_model **out, const bert_config *cfg, backend *be, int max_B, int T,
+                             int64_t max_tokens, int recompute)
+{
     *out = NULL;
     int rc = config_validate(cfg, "bert_model_create");
     if (rc) return rc;
@@ -228,10 +270,13 @@ int bert_model_create_mode(bert_model **out, const bert_config *cfg, backend *be
     if (T > cfg->max_position_embeddings)
         return err_set(ERR_INPUT, "bert_model_create: sequence length %d exceeds max_position_embeddings %d", T,
                        cfg->max_position_embeddings);
+    if (max_tokens < 0 || (max_tokens > 0 && max_tokens < T))
+        return err_set(ERR_INPUT, "bert_model_create: --max-tokens %lld is below the sequence length %d",
+                       (long long)max_tokens, T);
     /* The backend ops take int sizes: every per-call size must fit. */
-    double N = (double)max_B * T;
+    double N = max_tokens > 0 ? (double)max_tokens : (double)max_B * T;
     if (N * (cfg->intermediate_size > cfg->hidden_size ? cfg->intermediate_size : cfg->hidden_size) > INT32_MAX ||
-        (double)max_B * cfg->num_attention_heads * T * T > 1e15)
+        N * cfg->num_attention_heads * T > 1e15)
         return err_set(ERR_INPUT, "bert_model_create: micro-batch %d x %d tokens is too large", max_B, T);
 
     bert_model *m = xcalloc(1, sizeof *m);
@@ -240,6 +285,8 @@ int bert_model_create_mode(bert_model **out, const bert_config *cfg, backend *be
     m->max_B = max_B;
     m->T = T;
     m->recompute = recompute != 0;
+    m->max_rows = rows_for(max_B, T, max_tokens);
+    m->max_att = att_for(cfg, max_B, T, max_tokens);
     param_table_init(&m->table, cfg);
     size_t pbytes = mul_size(m->table.total, sizeof(float));
     void *c = be->ctx;
@@ -253,23 +300,28 @@ int bert_model_create_mode(bert_model **out, const bert_config *cfg, backend *be
     bert_params_bind(&m->g, &m->table, cfg, m->grads);
 
     size_t sizes[NUM_ACTS];
-    act_sizes(sizes, cfg, max_B, T, m->recompute);
-    m->act_floats = act_total(cfg, max_B, T, m->recompute);
-    m->st = strides_for(cfg, max_B, T);
+    act_sizes(sizes, cfg, max_B, T, max_tokens, m->recompute);
+    m->act_floats = act_total(cfg, max_B, T, max_tokens, m->recompute);
+    m->st = strides_for(cfg, max_B, T, max_tokens);
     m->act_block = be->i->alloc(c, mul_size(m->act_floats, sizeof(float)));
     if (!m->act_block) goto fail;
     act_bind(&m->a, m->act_block, sizes);
 
-    size_t BT = (size_t)max_B * (size_t)T;
-    m->d_ints = be->i->alloc(c, mul_size(int_count(max_B, T), sizeof(int32_t)));
+    size_t BT = m->max_rows;
+    m->d_ints = be->i->alloc(c, mul_size(int_count(max_B, BT), sizeof(int32_t)));
     if (!m->d_ints) goto fail;
     m->d_ids = m->d_ints;
     m->d_types = m->d_ids + BT;
     m->d_mask = m->d_types + BT;
-    m->d_start = m->d_mask + BT;
+    m->d_pos = m->d_mask + BT;
+    m->d_start = m->d_pos + BT;
     m->d_end = m->d_start + max_B;
+    m->d_row0 = m->d_end + max_B;
+    m->d_len = m->d_row0 + max_B;
+    m->d_cu = m->d_len + max_B;
     m->h_logits = malloc(BT * 2 * sizeof(float));
-    if (!m->h_logits) {
+    m->h_ints = malloc((BT + 2 * (size_t)max_B) * sizeof(int32_t));
+    if (!m->h_logits || !m->h_ints) {
         err_set(ERR_RUNTIME, "bert_model_create: out of memory for %zu host logits", BT * 2);
         goto fail;
     }
@@ -285,6 +337,7 @@ fail:
 
 const bert_config *bert_model_config(const bert_model *m) { return &m->cfg; }
 int bert_model_max_batch(const bert_model *m) { return m->max_B; }
+int64_t bert_model_max_tokens(const bert_model *m) { return (int64_t)m->max_rows; }
 int bert_model_seq_len(const bert_model *m) { return m->T; }
 int bert_model_recompute(const bert_model *m) { return m->recompute; }
 const param_table *bert_model_table(const bert_model *m) { return &m->table; }
@@ -309,30 +362,71 @@ void bert_zero_grad(bert_model *m)
     m->be->i->zero(m->be->ctx, m->grads, m->table.total * sizeof(float));
 }
 
+/* Window b's length in a packed batch, or its real tokens (a prefix of
+ * ones in the mask) in a padded one; -1 when the mask is not a prefix. */
+static int window_len(const bert_batch *b, int r)
+{
+    if (b->cu_seqlens) return b->cu_seqlens[r + 1] - b->cu_seqlens[r];
+    const int32_t *mk = b->attention_mask + (size_t)r * b->T;
+    int n = 0;
+    while (n < b->T && mk[n] == 1) n++;
+    for (int t = n; t < b->T; t++)
+        if (mk[t] != 0) return -1;
+    return n;
+}
+
 static int check_batch(const bert_model *m, const bert_batch *b, float ph, float pa)
 {
     if (b->B < 1 || b->B > m->max_B)
         return err_set(ERR_INPUT, "bert_forward: batch of %d rows; this model holds 1 to %d", b->B, m->max_B);
     if (b->T < 1 || b->T > m->T)
         return err_set(ERR_INPUT, "bert_forward: sequence of %d tokens; this model holds 1 to %d", b->T, m->T);
-    if (!b->input_ids || !b->token_type_ids || !b->attention_mask)
+    int packed = b->cu_seqlens != NULL;
+    if (!b->input_ids || !b->token_type_ids || (!packed && !b->attention_mask))
         return err_set(ERR_INPUT, "bert_forward: input_ids, token_type_ids and attention_mask are required");
     if ((b->start_positions == NULL) != (b->end_positions == NULL))
         return err_set(ERR_INPUT, "bert_forward: start_positions and end_positions go together");
     if (!(ph >= 0 && ph < 1) || !(pa >= 0 && pa < 1))
         return err_set(ERR_INPUT, "bert_forward: dropout probabilities %g, %g must be in [0, 1)", ph, pa);
-    for (int r = 0; r < b->B; r++)
-        for (int t = 0; t < b->T; t++) {
-            size_t i = (size_t)r * b->T + t;
-            if (b->input_ids[i] < 0 || b->input_ids[i] >= m->cfg.vocab_size)
-                return err_set(ERR_INPUT, "bert_forward: input_ids[%d][%d] = %d outside the vocabulary (0..%d)", r, t,
-                               b->input_ids[i], m->cfg.vocab_size - 1);
-            if (b->token_type_ids[i] < 0 || b->token_type_ids[i] >= m->cfg.type_vocab_size)
-                return err_set(ERR_INPUT, "bert_forward: token_type_ids[%d][%d] = %d outside 0..%d", r, t,
-                               b->token_type_ids[i], m->cfg.type_vocab_size - 1);
-            if (b->attention_mask[i] != 0 && b->attention_mask[i] != 1)
-                return err_set(ERR_INPUT, "bert_forward: attention_mask[%d][%d] = %d is neither 0 nor 1", r, t,
-                               b->attention_mask[i]);
+    size_t rows = (size_t)b->B * b->T;
+    if (packed) {
+        if (b->cu_seqlens[0] != 0)
+            return err_set(ERR_INPUT, "bert_forward: cu_seqlens[0] = %d, not 0", b->cu_seqlens[0]);
+        for (int r = 0; r < b->B; r++) {
+            int len = b->cu_seqlens[r + 1] - b->cu_seqlens[r];
+            if (len < 1 || len > b->T)
+                return err_set(ERR_INPUT, "bert_forward: packed window %d has %d tokens; windows hold 1 to %d", r,
+                               len, b->T);
+        }
+        rows = (size_t)b->cu_seqlens[b->B];
+    }
+    if (rows > m->max_rows)
+        return err_set(ERR_INPUT, "bert_forward: %zu tokens in the micro-batch; this model holds %zu", rows,
+                       m->max_rows);
+    for (size_t i = 0; i < rows; i++) {
+        int r = packed ? 0 : (int)(i / (size_t)b->T), t = packed ? (int)i : (int)(i % (size_t)b->T);
+        if (b->input_ids[i] < 0 || b->input_ids[i] >= m->cfg.vocab_size)
+            return err_set(ERR_INPUT, "bert_forward: input_ids[%d][%d] = %d outside the vocabulary (0..%d)", r, t,
+                           b->input_ids[i], m->cfg.vocab_size - 1);
+        if (b->token_type_ids[i] < 0 || b->token_type_ids[i] >= m->cfg.type_vocab_size)
+            return err_set(ERR_INPUT, "bert_forward: token_type_ids[%d][%d] = %d outside 0..%d", r, t,
+                           b->token_type_ids[i], m->cfg.type_vocab_size - 1);
+        if (!packed && b->attention_mask[i] != 0 && b->attention_mask[i] != 1)
+            return err_set(ERR_INPUT, "bert_forward: attention_mask[%d][%d] = %d is neither 0 nor 1", r, t,
+                           b->attention_mask[i]);
+    }
+    if (packed || b->mask_loss)
+        for (int r = 0; r < b->B; r++) {
+            int len = window_len(b, r);
+            if (len < 1)
+                return err_set(ERR_INPUT, "bert_forward: row %d: a masked loss needs its attention mask to be ones "
+                                          "then zeros, at least one token", r);
+            for (int side = 0; b->start_positions && side < 2; side++) {
+                int32_t pos = side ? b->end_positions[r] : b->start_positions[r];
+                if (pos >= len && pos < b->T)
+                    return err_set(ERR_INPUT, "bert_forward: window %d: %s position %d is padding (window of %d tokens)",
+                                   r, side ? "end" : "start", pos, len);
+            }
         }
     return 0;
 }
@@ -364,13 +458,22 @@ static layer_acts layer_at(const bert_model *m, int l)
 
 /* Encoder layer l: x[l] -> x[l + 1], saving what backward needs in the
  * layer's slot; dropout as m->p_hidden, m->p_attn with masks from m->rng. */
+static void hidden_dropout(bert_model *m, float *x, size_t n, philox_stream rng)
+{
+    const backend_i *o = m->be->i;
+    if (m->packed)
+        o->dropout_varlen_forward(m->be->ctx, x, x, m->d_cu, m->B, m->N, m->Tb, m->cfg.hidden_size, m->p_hidden, rng);
+    else
+        o->dropout_forward(m->be->ctx, x, x, n, m->p_hidden, rng);
+}
+
 static void layer_forward(bert_model *m, int l, int B, int T)
 {
     const backend_i *o = m->be->i;
     void *c = m->be->ctx;
     const bert_config *cfg = &m->cfg;
     int C = cfg->hidden_size, I = cfg->intermediate_size, NH = cfg->num_attention_heads;
-    int N = B * T, HS = C / NH;
+    int N = m->N, HS = C / NH;
     size_t NC = (size_t)N * C, NI = (size_t)N * I;
     float eps = cfg->layer_norm_eps, ph = m->p_hidden;
     const bert_layer_params *w = &m->p.layers[l];
@@ -381,17 +484,21 @@ static void layer_forward(bert_model *m, int l, int B, int T)
     o->matmul_forward(c, t.q, xin, w->q_w, w->q_b, N, C, C);
     o->matmul_forward(c, t.k, xin, w->k_w, w->k_b, N, C, C);
     o->matmul_forward(c, t.v, xin, w->v_w, w->v_b, N, C, C);
-    o->attention_forward(c, t.ctx, t.probs, t.q, t.k, t.v, m->d_mask, B, T, NH, HS, m->p_attn,
-                         stream_at(m->rng, l, DROPOUT_ATTN_PROBS));
+    if (m->packed)
+        o->attention_varlen_forward(c, t.ctx, t.probs, t.q, t.k, t.v, m->d_cu, B, m->max_len, NH, HS, T, m->p_attn,
+                                    stream_at(m->rng, l, DROPOUT_ATTN_PROBS));
+    else
+        o->attention_forward(c, t.ctx, t.probs, t.q, t.k, t.v, m->d_mask, B, T, NH, HS, m->p_attn,
+                             stream_at(m->rng, l, DROPOUT_ATTN_PROBS));
     o->matmul_forward(c, t.res1, t.ctx, w->attn_out_w, w->attn_out_b, N, C, C);
-    if (ph > 0) o->dropout_forward(c, t.res1, t.res1, NC, ph, stream_at(m->rng, l, DROPOUT_ATTN_OUT));
+    if (ph > 0) hidden_dropout(m, t.res1, NC, stream_at(m->rng, l, DROPOUT_ATTN_OUT));
     o->add(c, t.res1, t.res1, xin, NC);
     o->layernorm_forward(c, t.h1, t.ln1_mean, t.ln1_rstd, t.res1, w->attn_ln_w, w->attn_ln_b, N, C, eps);
 
     o->matmul_forward(c, t.ffn_pre, t.h1, w->ffn_in_w, w->ffn_in_b, N, C, I);
     o->gelu_forward(c, t.ffn_act, t.ffn_pre, NI);
     o->matmul_forward(c, t.res2, t.ffn_act, w->ffn_out_w, w->ffn_out_b, N, I, C);
-    if (ph > 0) o->dropout_forward(c, t.res2, t.res2, NC, ph, stream_at(m->rng, l, DROPOUT_FFN_OUT));
+    if (ph > 0) hidden_dropout(m, t.res2, NC, stream_at(m->rng, l, DROPOUT_FFN_OUT));
     o->add(c, t.res2, t.res2, t.h1, NC);
     o->layernorm_forward(c, xout, t.ln2_mean, t.ln2_rstd, t.res2, w->ffn_ln_w, w->ffn_ln_b, N, C, eps);
 }
@@ -405,15 +512,46 @@ int bert_forward(bert_model *m, const bert_batch *b, float dropout_hidden, float
     const backend_i *o = m->be->i;
     void *c = m->be->ctx;
     const bert_config *cfg = &m->cfg;
-    int B = b->B, T = b->T, C = cfg->hidden_size, N = B * T, L = cfg->num_hidden_layers;
+    int packed = b->cu_seqlens != NULL;
+    int B = b->B, T = b->T, C = cfg->hidden_size, L = cfg->num_hidden_layers;
+    int N = packed ? b->cu_seqlens[B] : B * T;
     size_t NC = (size_t)N * C;
     float eps = cfg->layer_norm_eps, ph = dropout_hidden, pa = dropout_attn;
     int labels = b->start_positions != NULL;
+    int loss_varlen = packed || b->mask_loss;
+
+    /* what layer_forward and the ops below read */
+    m->B = B;
+    m->Tb = T;
+    m->N = N;
+    m->packed = packed;
+    m->loss_varlen = loss_varlen;
+    m->max_len = T;
+    m->p_hidden = ph;
+    m->p_attn = pa;
+    m->rng = rng;
 
     size_t bt = (size_t)N * sizeof(int32_t);
     if ((rc = o->upload(c, m->d_ids, b->input_ids, bt)) || (rc = o->upload(c, m->d_types, b->token_type_ids, bt)) ||
-        (rc = o->upload(c, m->d_mask, b->attention_mask, bt)))
+        (!packed && (rc = o->upload(c, m->d_mask, b->attention_mask, bt))))
         return err_wrap(rc, "bert_forward: batch upload");
+    if (loss_varlen) {
+        /* host: pos (packed), row0 and len of every window */
+        int32_t *pos = m->h_ints, *row0 = m->h_ints + m->max_rows, *len = row0 + m->max_B;
+        m->max_len = 0;
+        for (int r = 0; r < B; r++) {
+            len[r] = window_len(b, r);
+            row0[r] = packed ? b->cu_seqlens[r] : r * T;
+            if (len[r] > m->max_len) m->max_len = len[r];
+            if (packed)
+                for (int t = 0; t < len[r]; t++) pos[row0[r] + t] = t;
+        }
+        size_t bb = (size_t)B * sizeof(int32_t);
+        if ((packed && ((rc = o->upload(c, m->d_pos, pos, bt)) ||
+                        (rc = o->upload(c, m->d_cu, b->cu_seqlens, bb + sizeof(int32_t))))) ||
+            (rc = o->upload(c, m->d_row0, row0, bb)) || (rc = o->upload(c, m->d_len, len, bb)))
+            return err_wrap(rc, "bert_forward: window upload");
+    }
     if (labels && ((rc = o->upload(c, m->d_start, b->start_positions, (size_t)B * sizeof(int32_t))) ||
                    (rc = o->upload(c, m->d_end, b->end_positions, (size_t)B * sizeof(int32_t)))))
         return err_wrap(rc, "bert_forward: label upload");
@@ -422,16 +560,23 @@ int bert_forward(bert_model *m, const bert_batch *b, float dropout_hidden, float
     const act_strides *s = &m->st;
     const bert_params *p = &m->p;
 
-    o->embedding_forward(c, a->emb, m->d_ids, m->d_types, p->word_emb, p->pos_emb, p->type_emb, B, T, C);
+    if (packed)
+        o->embedding_pos_forward(c, a->emb, m->d_ids, m->d_types, m->d_pos, p->word_emb, p->pos_emb, p->type_emb, N,
+                                 C);
+    else
+        o->embedding_forward(c, a->emb, m->d_ids, m->d_types, p->word_emb, p->pos_emb, p->type_emb, B, T, C);
     o->layernorm_forward(c, a->x, a->emb_mean, a->emb_rstd, a->emb, p->emb_ln_w, p->emb_ln_b, N, C, eps);
-    if (ph > 0) o->dropout_forward(c, a->x, a->x, NC, ph, stream_at(rng, -1, DROPOUT_EMBEDDINGS));
+    if (ph > 0) hidden_dropout(m, a->x, NC, stream_at(rng, -1, DROPOUT_EMBEDDINGS));
 
-    m->p_hidden = ph;
-    m->p_attn = pa;
-    m->rng = rng;
     for (int l = 0; l < L; l++) layer_forward(m, l, B, T);
     o->matmul_forward(c, a->logits, a->x + (size_t)L * s->nc, p->qa_w, p->qa_b, N, C, 2);
-    if (labels) o->qa_loss(c, a->loss, a->dlogits, a->logits, m->d_start, m->d_end, B, T, 1.0f);
+    if (labels) {
+        if (loss_varlen)
+            o->qa_loss_varlen(c, a->loss, a->dlogits, a->logits, m->d_row0, m->d_len, m->d_start, m->d_end, B, N, T,
+                              1.0f);
+        else
+            o->qa_loss(c, a->loss, a->dlogits, a->logits, m->d_start, m->d_end, B, T, 1.0f);
+    }
 
     if ((rc = o->sync(c))) return err_wrap(rc, "bert_forward");
     if (labels && loss && (rc = o->download(c, loss, a->loss, sizeof(float))))
@@ -444,8 +589,6 @@ int bert_forward(bert_model *m, const bert_batch *b, float dropout_hidden, float
             if (end_logits) end_logits[i] = m->h_logits[2 * i + 1];
         }
     }
-    m->B = B;
-    m->Tb = T;
     m->has_labels = labels;
     return 0;
 }
@@ -456,7 +599,11 @@ static const float *dropout_back(bert_model *m, const float *dout, size_t n, phi
 {
     if (m->p_hidden <= 0) return dout;
     m->be->i->zero(m->be->ctx, m->a.d_a, n * sizeof(float));
-    m->be->i->dropout_backward(m->be->ctx, m->a.d_a, dout, n, m->p_hidden, rng);
+    if (m->packed)
+        m->be->i->dropout_varlen_backward(m->be->ctx, m->a.d_a, dout, m->d_cu, m->B, m->N, m->Tb,
+                                          m->cfg.hidden_size, m->p_hidden, rng);
+    else
+        m->be->i->dropout_backward(m->be->ctx, m->a.d_a, dout, n, m->p_hidden, rng);
     return m->a.d_a;
 }
 
@@ -468,7 +615,7 @@ int bert_backward(bert_model *m, float grad_scale)
     void *c = m->be->ctx;
     const bert_config *cfg = &m->cfg;
     int B = m->B, T = m->Tb, C = cfg->hidden_size, I = cfg->intermediate_size, NH = cfg->num_attention_heads;
-    int N = B * T, HS = C / NH, L = cfg->num_hidden_layers;
+    int N = m->N, HS = C / NH, L = cfg->num_hidden_layers;
     size_t NC = (size_t)N * C, NI = (size_t)N * I, fNC = NC * sizeof(float), fNI = NI * sizeof(float);
     const bert_acts *a = &m->a;
     const act_strides *s = &m->st;
@@ -478,7 +625,11 @@ int bert_backward(bert_model *m, float grad_scale)
 
     /* The loss again, now with the scale: dlogits = grad_scale * dloss/dlogits
      * computed as the backend computes it, not rescaled afterwards. */
-    o->qa_loss(c, a->loss, a->dlogits, a->logits, m->d_start, m->d_end, B, T, grad_scale);
+    if (m->loss_varlen)
+        o->qa_loss_varlen(c, a->loss, a->dlogits, a->logits, m->d_row0, m->d_len, m->d_start, m->d_end, B, N, T,
+                          grad_scale);
+    else
+        o->qa_loss(c, a->loss, a->dlogits, a->logits, m->d_start, m->d_end, B, T, grad_scale);
     o->zero(c, a->d_x, fNC);
     o->matmul_backward(c, a->d_x, g->qa_w, g->qa_b, a->dlogits, a->x + (size_t)L * s->nc, p->qa_w, N, C, 2);
 
@@ -513,8 +664,13 @@ int bert_backward(bert_model *m, float grad_scale)
         o->zero(c, a->d_q, fNC);
         o->zero(c, a->d_k, fNC);
         o->zero(c, a->d_v, fNC);
-        o->attention_backward(c, a->d_q, a->d_k, a->d_v, a->d_scratch, a->d_ctx, t.q, t.k, t.v, t.probs, m->d_mask, B,
-                              T, NH, HS, m->p_attn, stream_at(rng, l, DROPOUT_ATTN_PROBS));
+        if (m->packed)
+            o->attention_varlen_backward(c, a->d_q, a->d_k, a->d_v, a->d_scratch, a->d_ctx, t.q, t.k, t.v, t.probs,
+                                         m->d_cu, B, m->max_len, NH, HS, T, m->p_attn,
+                                         stream_at(rng, l, DROPOUT_ATTN_PROBS));
+        else
+            o->attention_backward(c, a->d_q, a->d_k, a->d_v, a->d_scratch, a->d_ctx, t.q, t.k, t.v, t.probs,
+                                  m->d_mask, B, T, NH, HS, m->p_attn, stream_at(rng, l, DROPOUT_ATTN_PROBS));
         o->matmul_backward(c, a->d_x, gw->q_w, gw->q_b, a->d_q, xin, w->q_w, N, C, C);
         o->matmul_backward(c, a->d_x, gw->k_w, gw->k_b, a->d_k, xin, w->k_w, N, C, C);
         o->matmul_backward(c, a->d_x, gw->v_w, gw->v_b, a->d_v, xin, w->v_w, N, C, C);
@@ -524,7 +680,11 @@ int bert_backward(bert_model *m, float grad_scale)
     o->zero(c, a->d_h1, fNC);
     o->layernorm_backward(c, a->d_h1, g->emb_ln_w, g->emb_ln_b, d_emb_ln, a->emb, p->emb_ln_w, a->emb_mean,
                           a->emb_rstd, N, C);
-    o->embedding_backward(c, g->word_emb, g->pos_emb, g->type_emb, a->d_h1, m->d_ids, m->d_types, B, T, C);
+    if (m->packed)
+        o->embedding_pos_backward(c, g->word_emb, g->pos_emb, g->type_emb, a->d_h1, m->d_ids, m->d_types, m->d_pos, N,
+                                  C);
+    else
+        o->embedding_backward(c, g->word_emb, g->pos_emb, g->type_emb, a->d_h1, m->d_ids, m->d_types, B, T, C);
     /* transformers builds word_embeddings with padding_idx = pad_token_id:
      * that row never receives a gradient. The row holds nothing else, so
      * clearing it keeps the accumulated sum of every micro-batch right. */

@@ -30,11 +30,28 @@ static inline uint32_t bert_dropout_stream(int layer, int site)
 }
 
 /* One micro-batch, host memory: B rows of T tokens. start/end may be NULL
- * (no loss: prediction). */
+ * (no loss: prediction).
+ *
+ * Packed (cu_seqlens not NULL): B windows of their real tokens only,
+ * concatenated; window b is rows cu_seqlens[b] .. cu_seqlens[b+1] - 1 of
+ * N = cu_seqlens[B] rows, each window 1 to T tokens long. input_ids and
+ * token_type_ids are [N], attention_mask is not read, start/end are
+ * positions in the window, and the logits come back as [N] (packed). T is
+ * the padded length the batch stands for: dropout masks are drawn at the
+ * padded layout's element indices, so a packed batch and the same windows
+ * padded to T (with mask_loss) give the same loss, logits at real positions
+ * and gradients, to float rounding. The QA loss takes each window's softmax
+ * over its own tokens.
+ *
+ * mask_loss (padded batches): the QA loss's softmax over each row's real
+ * tokens only (the attention mask must be ones then zeros), as the packed
+ * path computes it; 0 keeps transformers' loss over all T positions. */
 typedef struct {
     int B, T;
     const int32_t *input_ids, *token_type_ids, *attention_mask; /* [B*T] */
     const int32_t *start_positions, *end_positions;             /* [B] */
+    const int32_t *cu_seqlens;                                  /* [B+1] packed, or NULL */
+    int mask_loss;
 } bert_batch;
 
 typedef struct bert_model bert_model;
@@ -47,6 +64,11 @@ int bert_model_create(bert_model **out, const bert_config *cfg, backend *be, int
  * backward (--recompute layer): less memory, one more forward of L - 1
  * layers, the same gradients bit for bit. */
 int bert_model_create_mode(bert_model **out, const bert_config *cfg, backend *be, int max_B, int T, int recompute);
+/* The same with micro-batches of up to max_tokens rows (tokens) in all,
+ * each window at most T long (max_tokens 0: max_B * T, as above). A packed
+ * batch needs max_tokens >= its N; a padded one max_tokens >= B * T. */
+int bert_model_create_tokens(bert_model **out, const bert_config *cfg, backend *be, int max_B, int T,
+                             int64_t max_tokens, int recompute);
 void bert_model_free(bert_model *m);
 
 /* Bytes of backend memory bert_model_create takes for activations (saved
@@ -56,9 +78,13 @@ void bert_model_free(bert_model *m);
 size_t bert_activation_bytes(const bert_config *cfg, int max_B, int T);
 /* The same for bert_model_create_mode's layout (recompute 0 or 1). */
 size_t bert_activation_bytes_mode(const bert_config *cfg, int max_B, int T, int recompute);
+/* The same for bert_model_create_tokens's layout. */
+size_t bert_activation_bytes_tokens(const bert_config *cfg, int max_B, int T, int64_t max_tokens, int recompute);
 
 const bert_config *bert_model_config(const bert_model *m);
 int bert_model_max_batch(const bert_model *m);
+/* Rows (tokens) a micro-batch may hold: max_tokens, or max_B * T. */
+int64_t bert_model_max_tokens(const bert_model *m);
 int bert_model_seq_len(const bert_model *m);
 int bert_model_recompute(const bert_model *m);
 const param_table *bert_model_table(const bert_model *m);

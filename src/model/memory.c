@@ -100,6 +100,60 @@ int memory_plan_compute(const bert_config *cfg, int micro, int T, precision_kind
     return 0;
 }
 
+/* The workspace of a packed step: every row op on N = max_tokens rows. */
+static size_t workspace_bytes_packed(const bert_config *cfg, int micro, size_t N, int low)
+{
+    size_t C = (size_t)cfg->hidden_size, I = (size_t)cfg->intermediate_size;
+    size_t need = 0;
+    const size_t shapes[4][2] = {{C, C}, {C, I}, {I, C}, {C, 2}};
+    for (int i = 0; i < 4; i++) {
+        need = max_size(need, cuda_ws_matmul_forward(low, N, shapes[i][0], shapes[i][1]));
+        need = max_size(need, cuda_ws_matmul_backward(low, N, shapes[i][0], shapes[i][1]));
+    }
+    need = max_size(need, cuda_ws_layernorm_backward(N, C));
+    need = max_size(need, cuda_ws_embedding_backward(N, C, cuda_ws_sort_temp_bound(N)));
+    need = max_size(need, cuda_ws_qa_loss((size_t)micro));
+    return cuda_ws_sat_add(need, CUDA_WS_FIXED);
+}
+
+int memory_plan_compute_tokens(const bert_config *cfg, int micro, int T, int64_t max_tokens, precision_kind prec,
+                               recompute_kind rc, memory_plan *out)
+{
+    if (max_tokens < T || max_tokens > (int64_t)micro * T)
+        return err_set(ERR_INPUT, "memory plan: --max-tokens %lld must be in %d..%lld (the sequence length .. "
+                                  "micro-batch x sequence length)",
+                       (long long)max_tokens, T, (long long)micro * T);
+    /* the padded plan of the same windows checks the config and the sizes */
+    int r = memory_plan_compute(cfg, micro, T, prec, rc, out);
+    if (r) return r;
+    int low = prec == PREC_AUTO || prec == PREC_FP16 || prec == PREC_BF16;
+    out->activations = to_i64(bert_activation_bytes_tokens(cfg, micro, T, max_tokens, rc == RECOMPUTE_LAYER));
+    out->workspace = to_i64(workspace_bytes_packed(cfg, micro, (size_t)max_tokens, low));
+    int64_t total = add64(out->params, out->grads);
+    total = add64(total, out->optimizer);
+    total = add64(total, out->activations);
+    out->total = add64(total, out->workspace);
+    return 0;
+}
+
+int64_t memory_largest_tokens(const bert_config *cfg, int micro, int T, precision_kind prec, recompute_kind rc,
+                              int64_t budget, int64_t max_tokens_cap)
+{
+    memory_plan p;
+    if (max_tokens_cap < T || memory_plan_compute_tokens(cfg, micro, T, T, prec, rc, &p) != 0 || p.total > budget) {
+        err_clear();
+        return 0;
+    }
+    int64_t lo = T, hi = max_tokens_cap;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo + 1) / 2;
+        if (memory_plan_compute_tokens(cfg, micro, T, mid, prec, rc, &p) == 0 && p.total <= budget) lo = mid;
+        else hi = mid - 1;
+    }
+    err_clear();
+    return lo;
+}
+
 int memory_largest_micro(const bert_config *cfg, int T, precision_kind prec, recompute_kind rc, int64_t budget,
                          int max_micro)
 {

@@ -57,6 +57,19 @@ typedef struct {
 int memory_plan_compute(const bert_config *cfg, int micro, int T, precision_kind prec, recompute_kind rc,
                         memory_plan *out);
 
+/* Packed micro-batches (--packing varlen): the plan for micro-batches of
+ * up to `micro` windows and max_tokens real tokens in all, each window at
+ * most T long (bert_model_create_tokens' layout). Memory follows the
+ * tokens, not micro x T: the activations are bert_activation_bytes_tokens,
+ * the workspace that of the GEMMs and row ops on max_tokens rows (the
+ * varlen attention kernel needs none). */
+int memory_plan_compute_tokens(const bert_config *cfg, int micro, int T, int64_t max_tokens, precision_kind prec,
+                               recompute_kind rc, memory_plan *out);
+/* The largest max_tokens in [T, max_tokens_cap] whose packed plan (micro
+ * windows) fits in budget; 0 when even T does not. */
+int64_t memory_largest_tokens(const bert_config *cfg, int micro, int T, precision_kind prec, recompute_kind rc,
+                              int64_t budget, int64_t max_tokens_cap);
+
 /* The largest micro-batch in [1, max_micro] whose plan fits in budget
  * bytes; 0 when even 1 does not fit (or the arguments are bad). */
 int memory_largest_micro(const bert_config *cfg, int T, precision_kind prec, recompute_kind rc, int64_t budget,

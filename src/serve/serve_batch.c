@@ -117,7 +117,7 @@ static void *worker(void *arg)
                 memcpy(b->tt + dst, f->token_type_ids + src, (size_t)T * sizeof *b->tt);
                 memcpy(b->mask + dst, f->attention_mask + src, (size_t)T * sizeof *b->mask);
             }
-            bert_batch bb = {nrow, T, b->ids, b->tt, b->mask, NULL, NULL};
+            bert_batch bb = {nrow, T, b->ids, b->tt, b->mask, NULL, NULL, NULL, 0};
             rc = bert_forward(b->m->model, &bb, 0.0f, 0.0f, rng, NULL, b->st, b->en);
             for (int r = 0; r < nrow; r++) {
                 serve_job *j = b->slot_job[r];

@@ -4,6 +4,7 @@
 #include "core/fileio.h"
 #include "model/weights.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -69,7 +70,7 @@ int qa_model_start(qa_model *m, const backend_opts *bo, int max_B, int T)
                        m->cfg.max_position_embeddings);
     int rc = m->have_backend ? 0 : qa_model_select(m, bo);
     if (rc) return rc;
-    rc = bert_model_create_mode(&m->model, &m->cfg, &m->be, max_B, T, m->recompute);
+    rc = bert_model_create_tokens(&m->model, &m->cfg, &m->be, max_B, T, m->packing ? m->max_tokens : 0, m->recompute);
     if (rc) return rc;
     m->max_B = max_B;
     m->T = T;
@@ -93,7 +94,8 @@ int qa_model_resize(qa_model *m, int max_B)
     bert_model_free(m->model);
     m->model = NULL;
     backend_mem_trim(&m->be);
-    rc = bert_model_create_mode(&m->model, &m->cfg, &m->be, max_B, m->T, m->recompute);
+    rc = bert_model_create_tokens(&m->model, &m->cfg, &m->be, max_B, m->T, m->packing ? m->max_tokens : 0,
+                                  m->recompute);
     if (rc) return rc;
     m->max_B = max_B;
     return bert_model_set_params(m->model, m->host_params);
@@ -110,15 +112,98 @@ void qa_model_free(qa_model *m)
     memset(m, 0, sizeof *m);
 }
 
+/* Packed prediction: the windows sorted by length (stable), packed into
+ * micro-batches of at most max_B windows and max_tokens tokens, so that no
+ * padding is computed; the logits go back to each window's positions in
+ * the original order, -inf at its padding. */
+static int logits_packed(qa_model *m, const features *f, float *start, float *end, volatile sig_atomic_t *stop)
+{
+    int n = f->n, T = f->T, max_B = bert_model_max_batch(m->model);
+    int64_t cap = bert_model_max_tokens(m->model);
+    int *len = malloc((size_t)(n ? n : 1) * sizeof *len), *order = malloc((size_t)(n ? n : 1) * sizeof *order);
+    int *count = calloc((size_t)T + 2, sizeof *count);
+    int32_t *ids = malloc((size_t)cap * sizeof *ids), *types = malloc((size_t)cap * sizeof *types);
+    int32_t *cu = malloc(((size_t)max_B + 1) * sizeof *cu);
+    float *sl = malloc((size_t)cap * sizeof *sl), *el = malloc((size_t)cap * sizeof *el);
+    int rc = 0;
+    if (!len || !order || !count || !ids || !types || !cu || !sl || !el) {
+        rc = err_set(ERR_RUNTIME, "qa_model_logits: out of memory for packing %d windows", n);
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        const int32_t *mk = f->attention_mask + (size_t)i * T;
+        int l = 0;
+        while (l < T && mk[l] == 1) l++;
+        if (l == 0) {
+            rc = err_set(ERR_INPUT, "window %d has no tokens", i);
+            goto out;
+        }
+        len[i] = l;
+        count[l + 1]++;
+    }
+    /* counting sort by length: stable */
+    for (int l = 1; l <= T + 1; l++) count[l] += count[l - 1];
+    for (int i = 0; i < n; i++) order[count[len[i]]++] = i;
+    philox_stream rng = {0, 0, 0};
+    for (int i = 0; i < n;) {
+        if (stop && *stop) {
+            rc = ERR_STOPPED;
+            goto out;
+        }
+        int B = 0, N = 0;
+        cu[0] = 0;
+        while (i + B < n && B < max_B && N + len[order[i + B]] <= cap) {
+            int w = order[i + B], l = len[w];
+            memcpy(ids + N, f->input_ids + (size_t)w * T, (size_t)l * sizeof *ids);
+            memcpy(types + N, f->token_type_ids + (size_t)w * T, (size_t)l * sizeof *types);
+            N += l;
+            cu[++B] = N;
+        }
+        bert_batch b = {B, T, ids, types, NULL, NULL, NULL, cu, 0};
+        rc = bert_forward(m->model, &b, 0.0f, 0.0f, rng, NULL, sl, el);
+        if (rc) {
+            rc = err_wrap(rc, "window %d", order[i]);
+            goto out;
+        }
+        for (int j = 0; j < B; j++) {
+            int w = order[i + j], l = len[w];
+            float *s = start + (size_t)w * T, *e = end + (size_t)w * T;
+            memcpy(s, sl + cu[j], (size_t)l * sizeof *s);
+            memcpy(e, el + cu[j], (size_t)l * sizeof *e);
+            for (int t = l; t < T; t++) s[t] = e[t] = -INFINITY;
+        }
+        i += B;
+    }
+out:
+    free(len);
+    free(order);
+    free(count);
+    free(ids);
+    free(types);
+    free(cu);
+    free(sl);
+    free(el);
+    return rc;
+}
+
+int qa_parse_packing(const char *s, int *packed)
+{
+    if (!strcmp(s, "none")) *packed = 0;
+    else if (!strcmp(s, "varlen")) *packed = 1;
+    else return err_set(ERR_INPUT, "--packing %s: expected none or varlen", s);
+    return 0;
+}
+
 int qa_model_logits(qa_model *m, const features *f, float *start, float *end, volatile sig_atomic_t *stop)
 {
     if (f->T != m->T) return err_set(ERR_RUNTIME, "qa_model_logits: features of %d tokens, model set up for %d", f->T, m->T);
+    if (m->packing) return logits_packed(m, f, start, end, stop);
     philox_stream rng = {0, 0, 0};
     for (int i = 0; i < f->n; i += m->max_B) {
         if (stop && *stop) return ERR_STOPPED;
         int B = f->n - i < m->max_B ? f->n - i : m->max_B;
         size_t off = (size_t)i * (size_t)f->T;
-        bert_batch b = {B, f->T, f->input_ids + off, f->token_type_ids + off, f->attention_mask + off, NULL, NULL};
+        bert_batch b = {B, f->T, f->input_ids + off, f->token_type_ids + off, f->attention_mask + off, NULL, NULL, NULL, 0};
         int rc = bert_forward(m->model, &b, 0.0f, 0.0f, rng, NULL, start + off, end + off);
         if (rc) return err_wrap(rc, "window %d", i);
     }

@@ -49,6 +49,12 @@ typedef struct {
     bert_model *model;
     int max_B, T;
     int recompute;              /* set before qa_model_start: 1 = --recompute layer */
+    /* Set before qa_model_start. packing 1 (--packing windows): the model
+     * takes packed micro-batches of at most max_tokens real tokens (0:
+     * max_B * T), and qa_model_logits runs the windows grouped by length,
+     * real tokens only (padding positions' logits are -inf). */
+    int packing;
+    int64_t max_tokens;
 } qa_model;
 
 /* Loads DIR (tokenizer, config, weights; seed initialises a missing
@@ -80,6 +86,9 @@ int qa_model_start(qa_model *m, const backend_opts *bo, int max_B, int T);
  * trimmed in between so the larger micro-batch's workspace does not stay. */
 int qa_model_resize(qa_model *m, int max_B);
 void qa_model_free(qa_model *m);
+
+/* --packing: "none" -> 0, "varlen" -> 1; ERR_INPUT naming the value otherwise. */
+int qa_parse_packing(const char *s, int *packed);
 
 /* Start and end logits of every window of f ([f->n * f->T] each, host),
  * dropout off, in micro-batches of up to m->max_B. Stops early with

@@ -86,6 +86,24 @@ static int choose_micro(run_ctx *c)
     backend_mem mem;
     if (o->micro_batch > 0) {
         c->micro = o->micro_batch;
+    } else if (backend_mem_query(&c->qm.be, &mem) == 0 && c->qm.packing) {
+        /* packed: the planner counts tokens; micro-batches of --batch windows
+         * and as many tokens as fit (or --max-tokens, checked) */
+        recompute_kind rk = c->qm.recompute ? RECOMPUTE_LAYER : RECOMPUTE_NONE;
+        int64_t budget = microbatch_budget(&mem), cap = (int64_t)o->batch * c->T;
+        int64_t mt = o->max_tokens > 0 ? (o->max_tokens < cap ? o->max_tokens : cap)
+                                       : memory_largest_tokens(&c->qm.cfg, o->batch, c->T, c->qm.info.precision, rk,
+                                                               budget, cap);
+        memory_plan p;
+        if (mt < c->T || memory_plan_compute_tokens(&c->qm.cfg, o->batch, c->T, mt, c->qm.info.precision, rk, &p) ||
+            p.total > budget) {
+            char b1[32];
+            return err_set(ERR_RUNTIME, "--packing varlen: micro-batches of %lld tokens do not fit the %s this device "
+                                        "has for bertc; try a smaller --max-tokens, --recompute layer or --batch",
+                           (long long)(mt > c->T ? mt : c->T), memory_fmt_bytes(b1, sizeof b1, budget));
+        }
+        c->micro = o->batch;
+        c->qm.max_tokens = mt;
     } else if (backend_mem_query(&c->qm.be, &mem) == 0) {
         microbatch_plan mp;
         int rc = microbatch_choose(&mp, &c->qm.cfg, c->T, c->qm.info.precision,
@@ -287,6 +305,8 @@ static int setup_body(run_ctx *c)
     int rc = qa_model_load(&c->qm, o->model_dir, (uint64_t)o->seed);
     if (rc) return rc;
     c->qm.recompute = !strcmp(o->recompute, "layer");
+    if ((rc = qa_parse_packing(o->packing, &c->qm.packing))) return rc;
+    c->qm.max_tokens = o->max_tokens;
     rc = fit_window(c);
     if (rc) return rc;
     if (strcmp(o->resume, "auto") != 0 && strcmp(o->resume, "never") != 0) {

@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* BERTC_DEBUG_NONFINITE=FIRST:COUNT: steps FIRST..FIRST+COUNT-1 (1-based,
  * the step numbers of metrics.csv) get a NaN loss and gradient, to test the
@@ -39,6 +40,50 @@ static int debug_oom(int64_t step, int rows)
     return err_set(ERR_RUNTIME, "debug: out of memory (BERTC_DEBUG_OOM=%s, a micro-batch of %d rows)", s, rows);
 }
 
+/* --packing varlen: micro-batch k's B windows (gathered padded in c->mb)
+ * packed, real tokens only, and run in pieces of at most the model's
+ * tokens. A micro-batch that fits in one piece draws the dropout masks of
+ * the padded run of the same seed (window index and position are the
+ * same); a later piece of a micro-batch cut by --max-tokens draws from
+ * seed + piece so that no two pieces share masks. Each piece's loss is
+ * weighted by its share of the step's rows, as the micro-batches are. */
+static int run_packed(run_ctx *c, int B, int count, philox_stream rng, float scale, double *loss)
+{
+    int T = c->mb.T;
+    int64_t cap = bert_model_max_tokens(c->qm.model);
+    int32_t *ids = malloc((size_t)B * T * sizeof *ids), *types = malloc((size_t)B * T * sizeof *types);
+    int32_t *cu = malloc(((size_t)B + 1) * sizeof *cu);
+    int rc = 0;
+    if (!ids || !types || !cu) rc = err_set(ERR_RUNTIME, "packing a micro-batch of %d windows: out of memory", B);
+    for (int r0 = 0, piece = 0; !rc && r0 < B; piece++) {
+        int n = 0, N = 0;
+        cu[0] = 0;
+        while (r0 + n < B) {
+            const int32_t *mk = c->mb.attention_mask + (size_t)(r0 + n) * T;
+            int len = 0;
+            while (len < T && mk[len] == 1) len++;
+            if (n > 0 && N + len > cap) break;
+            memcpy(ids + N, c->mb.input_ids + (size_t)(r0 + n) * T, (size_t)len * sizeof *ids);
+            memcpy(types + N, c->mb.token_type_ids + (size_t)(r0 + n) * T, (size_t)len * sizeof *types);
+            N += len;
+            cu[++n] = N;
+        }
+        bert_batch b = {n, T, ids, types, NULL, c->mb.start_positions + r0, c->mb.end_positions + r0, cu, 0};
+        philox_stream r = rng;
+        r.seed += (uint64_t)piece;
+        float l = 0;
+        rc = bert_forward(c->qm.model, &b, c->drop_hidden, c->drop_attn, r, &l, NULL, NULL);
+        float w = (float)n / (float)count;
+        if (!rc) rc = bert_backward(c->qm.model, w * scale);
+        if (!rc) *loss += (double)w * (double)l;
+        r0 += n;
+    }
+    free(ids);
+    free(types);
+    free(cu);
+    return rc;
+}
+
 /* The forward and backward passes of this rank's rows of the step,
  * idx[first..first+len) of the step's `count`, in micro-batches of
  * c->micro, into freshly zeroed gradients. first is a multiple of c->micro
@@ -57,10 +102,15 @@ static int run_micro_batches(run_ctx *c, const int32_t *idx, int first, int len,
         int B = len - at < c->micro ? len - at : c->micro;
         loader_gather(&c->mb, &c->tf, idx + at, B);
         bert_batch b = {B, c->mb.T, c->mb.input_ids, c->mb.token_type_ids, c->mb.attention_mask, c->mb.start_positions,
-                        c->mb.end_positions};
+                        c->mb.end_positions, NULL, 0};
         philox_stream rng = {(uint64_t)c->o->seed, (uint32_t)((uint64_t)c->st.step * (uint64_t)c->micro_batches + (uint64_t)k), 0};
         float l = 0;
         int rc = debug_oom(c->st.step + 1, B);
+        if (!rc && c->qm.packing) {
+            rc = run_packed(c, B, count, rng, scale, &loss);
+            if (rc) return rc;
+            continue;
+        }
         if (!rc) rc = bert_forward(c->qm.model, &b, c->drop_hidden, c->drop_attn, rng, &l, NULL, NULL);
         /* Each micro-batch's mean loss weighted by its share of the step's
          * rows: the step's gradient is that of the mean over all its rows,
@@ -89,6 +139,9 @@ static int back_off(run_ctx *c, int64_t step)
     log_warn("step %lld: out of memory with micro-batch %d (%s): going on with micro-batch %d, %d per step of %d",
              (long long)step, c->micro, why, mp.micro, mp.accum, c->o->batch);
     err_clear();
+    /* packed: the micro-batch's tokens halve too */
+    if (c->qm.packing && c->qm.max_tokens > 0)
+        c->qm.max_tokens = c->qm.max_tokens / 2 > c->T ? c->qm.max_tokens / 2 : c->T;
     rc = qa_model_resize(&c->qm, mp.micro);
     if (rc) return err_wrap(rc, "step %lld: rebuilding the model for micro-batch %d", (long long)step, mp.micro);
     c->micro = mp.micro;

@@ -68,6 +68,7 @@ void trainer_opts_default(trainer_opts *o)
     o->device = "auto";
     o->precision = "auto";
     o->recompute = "none";
+    o->packing = "none";
     o->save_every_minutes = 15;
     o->keep = 2;
     o->resume = "auto";
@@ -96,6 +97,12 @@ int trainer_opts_check(const trainer_opts *o)
     if (o->gpu_mem_limit < 0) return err_set(ERR_INPUT, "train --gpu-mem-limit: negative size");
     if (strcmp(o->recompute, "none") != 0 && strcmp(o->recompute, "layer") != 0)
         return err_set(ERR_INPUT, "train --recompute: '%s' is not one of none, layer", o->recompute);
+    int packed = 0;
+    if (qa_parse_packing(o->packing, &packed)) return err_wrap(ERR_INPUT, "train");
+    if (o->max_tokens && !packed) return err_set(ERR_INPUT, "train: --max-tokens needs --packing varlen");
+    if (o->max_tokens && o->max_tokens < o->max_seq_length)
+        return err_set(ERR_INPUT, "train: --max-tokens %d is below --max-seq-length %d (a window must fit)",
+                       o->max_tokens, o->max_seq_length);
     if (o->micro_batch > o->batch)
         return err_set(ERR_INPUT, "train: --micro-batch %d is larger than --batch %d", o->micro_batch, o->batch);
     if (o->dropout >= 1) return err_set(ERR_INPUT, "train --dropout: %g must be below 1", o->dropout);

@@ -66,6 +66,13 @@ typedef struct {
     double monitor_interval; /* seconds; 0 = no monitor thread */
     int n_best, max_answer_length;
     int quiet;              /* no start-up report and progress (tests) */
+    /* --packing: "none" (padded, transformers' loss) or "varlen" (each
+     * micro-batch's windows packed, real tokens only; the QA loss's softmax
+     * over each window's own tokens); --max-tokens: real tokens per
+     * micro-batch with varlen (0: micro-batch x T, or the planner's on a GPU
+     * with --micro-batch auto). */
+    const char *packing;
+    int max_tokens;
     /* SQuAD 2.0 (--version-2-with-negative, as run_qa.py): is_impossible
      * questions are trained at [CLS] (features.h); the dev evaluation takes
      * the null answer when its score beats the best span's by more than

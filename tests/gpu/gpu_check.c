@@ -147,7 +147,7 @@ void gc_batch_free(gc_batch *b)
 
 bert_batch gc_bert_batch(const gc_batch *b)
 {
-    bert_batch x = {b->B, b->T, b->ids, b->types, b->mask, b->sp, b->ep};
+    bert_batch x = {b->B, b->T, b->ids, b->types, b->mask, b->sp, b->ep, NULL, 0};
     return x;
 }
 
@@ -447,9 +447,10 @@ int main(int argc, char **argv)
     } cmds[] = {
         {"ops", gc_ops},       {"model", gc_model}, {"train", gc_train},     {"memory", gc_memory},
         {"oom", gc_oom},       {"bench", gc_bench}, {"maxbatch", gc_maxbatch},
+        {"varlen", gc_varlen},
     };
     if (argc < 2) {
-        fprintf(stderr, "usage: gpu_check ops|model|train|memory|oom|bench|maxbatch [--out DIR] [options]\n");
+        fprintf(stderr, "usage: gpu_check ops|model|train|memory|oom|bench|maxbatch|varlen [--out DIR] [options]\n");
         return 2;
     }
     for (int i = 2; i + 1 < argc; i++)

@@ -67,5 +67,7 @@ int gc_memory(int argc, char **argv);
 int gc_oom(int argc, char **argv);
 int gc_bench(int argc, char **argv);
 int gc_maxbatch(int argc, char **argv);
+/* gpu_varlen.c: packed micro-batches, CUDA vs CPU and packed vs padded. */
+int gc_varlen(int argc, char **argv);
 
 #endif

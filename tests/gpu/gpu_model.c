@@ -160,7 +160,7 @@ static void model_reference(const precision_kind *precs, int np)
         if (g) memcpy(wg + t.info[i].offset, g, t.info[i].numel * sizeof(float)), free(g);
     }
     if (!ids || !types || !mask || !sp || !ep || !ws || !we || !wl) return;
-    bert_batch b = {B, T, ids, types, mask, sp, ep};
+    bert_batch b = {B, T, ids, types, mask, sp, ep, NULL, 0};
     float *s = malloc(BT * 4), *e = malloc(BT * 4), *g = malloc(t.total * 4), loss = 0;
     for (int i = 0; i < np; i++) {
         backend be;
@@ -296,7 +296,7 @@ static int train_run(precision_kind prec, const bert_config *cfg, const float *i
             int ex = (k * TR_B + r) % TR_POOL;
             tr_example(ex, ids + r * TR_T, types + r * TR_T, mask + r * TR_T, sp + r, ep + r);
         }
-        bert_batch b = {TR_B, TR_T, ids, types, mask, sp, ep};
+        bert_batch b = {TR_B, TR_T, ids, types, mask, sp, ep, NULL, 0};
         philox_stream rng = {42, (uint32_t)k, 0};
         float loss = NAN;
         bert_zero_grad(m);

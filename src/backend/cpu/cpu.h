@@ -95,6 +95,29 @@ int cpu_all_finite(void *ctx, const float *x, size_t n);
 void cpu_adamw(void *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
                float eps, float wd, int64_t t, float grad_scale);
 
+/* ops_varlen.c: packed (variable-length) micro-batches, see backend.h */
+void cpu_embedding_pos_forward(void *ctx, float *out, const int32_t *ids, const int32_t *types, const int32_t *pos,
+                               const float *wte, const float *wpe, const float *wtt, int N, int C);
+void cpu_embedding_pos_backward(void *ctx, float *dwte, float *dwpe, float *dwtt, const float *dout,
+                                const int32_t *ids, const int32_t *types, const int32_t *pos, int N, int C);
+void cpu_dropout_varlen_forward(void *ctx, float *out, const float *inp, const int32_t *cu_seqlens, int B, int N,
+                                int Tp, int C, float p, philox_stream rng);
+void cpu_dropout_varlen_backward(void *ctx, float *dinp, const float *dout, const int32_t *cu_seqlens, int B, int N,
+                                 int Tp, int C, float p, philox_stream rng);
+void cpu_attention_varlen_forward(void *ctx, float *out, float *probs, const float *q, const float *k, const float *v,
+                                  const int32_t *cu_seqlens, int B, int max_len, int NH, int HS, int Tp, float p,
+                                  philox_stream rng);
+void cpu_attention_varlen_backward(void *ctx, float *dq, float *dk, float *dv, float *scratch, const float *dout,
+                                   const float *q, const float *k, const float *v, const float *probs,
+                                   const int32_t *cu_seqlens, int B, int max_len, int NH, int HS, int Tp, float p,
+                                   philox_stream rng);
+void cpu_qa_loss_varlen(void *ctx, float *loss, float *dlogits, const float *logits, const int32_t *row0,
+                        const int32_t *len, const int32_t *start, const int32_t *end, int B, int N, int Tp,
+                        float grad_scale);
+/* ops_attention.c's row softmax and its backward, shared with ops_varlen.c */
+void cpu_softmax_row(float *x, const int32_t *mask, int T);
+void cpu_softmax_row_backward(float *ds, const float *p, int T, float scaling);
+
 /* Dropout multipliers: mul[j] = keep(first + j) ? scale : 0 for j < count,
  * with one Philox block per 4 elements (philox_uniform draws a whole block
  * for each element). Shared by dropout and attention. */

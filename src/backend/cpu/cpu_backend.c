@@ -151,6 +151,13 @@ static const backend_i cpu_backend_i = {
     /* .scale              = */ cpu_scale,
     /* .all_finite         = */ cpu_all_finite,
     /* .adamw              = */ cpu_adamw,
+    /* .embedding_pos_forward     = */ cpu_embedding_pos_forward,
+    /* .embedding_pos_backward    = */ cpu_embedding_pos_backward,
+    /* .dropout_varlen_forward    = */ cpu_dropout_varlen_forward,
+    /* .dropout_varlen_backward   = */ cpu_dropout_varlen_backward,
+    /* .attention_varlen_forward  = */ cpu_attention_varlen_forward,
+    /* .attention_varlen_backward = */ cpu_attention_varlen_backward,
+    /* .qa_loss_varlen            = */ cpu_qa_loss_varlen,
 };
 
 int backend_cpu_create(backend *out, int nthreads)

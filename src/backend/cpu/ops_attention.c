@@ -207,3 +207,15 @@ void cpu_attention_backward(void *vctx, float *dq, float *dk, float *dv, float *
     }
     cpu_blas_serial_end(ctx);
 }
+
+/* For ops_varlen.c: the same row softmax, so packed and padded attention
+ * agree bit for bit at every real position. */
+void cpu_softmax_row(float *x, const int32_t *mask, int T)
+{
+    softmax_row(x, mask, T);
+}
+
+void cpu_softmax_row_backward(float *ds, const float *p, int T, float scaling)
+{
+    softmax_row_backward(ds, p, T, scaling);
+}

@@ -244,6 +244,13 @@ static const backend_i cuda_backend_i = {
     /* .scale              = */ cuda_scale,
     /* .all_finite         = */ cuda_all_finite,
     /* .adamw              = */ cuda_adamw,
+    /* .embedding_pos_forward     = */ cuda_embedding_pos_forward,
+    /* .embedding_pos_backward    = */ cuda_embedding_pos_backward,
+    /* .dropout_varlen_forward    = */ cuda_dropout_varlen_forward,
+    /* .dropout_varlen_backward   = */ cuda_dropout_varlen_backward,
+    /* .attention_varlen_forward  = */ cuda_attention_varlen_forward,
+    /* .attention_varlen_backward = */ cuda_attention_varlen_backward,
+    /* .qa_loss_varlen            = */ cuda_qa_loss_varlen,
 };
 
 /* ------------------------------------------------------------------------

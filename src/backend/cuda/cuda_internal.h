@@ -172,6 +172,25 @@ void cuda_scale(void *ctx, float *x, size_t n, float s);
 int cuda_all_finite(void *ctx, const float *x, size_t n);
 void cuda_adamw(void *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
                 float eps, float wd, int64_t t, float grad_scale);
+/* cuda_varlen.cu: packed micro-batches (backend.h's varlen ops). */
+void cuda_embedding_pos_forward(void *ctx, float *out, const int32_t *ids, const int32_t *types, const int32_t *pos,
+                                const float *wte, const float *wpe, const float *wtt, int N, int C);
+void cuda_embedding_pos_backward(void *ctx, float *dwte, float *dwpe, float *dwtt, const float *dout,
+                                 const int32_t *ids, const int32_t *types, const int32_t *pos, int N, int C);
+void cuda_dropout_varlen_forward(void *ctx, float *out, const float *inp, const int32_t *cu_seqlens, int B, int N,
+                                 int Tp, int C, float p, philox_stream rng);
+void cuda_dropout_varlen_backward(void *ctx, float *dinp, const float *dout, const int32_t *cu_seqlens, int B, int N,
+                                  int Tp, int C, float p, philox_stream rng);
+void cuda_attention_varlen_forward(void *ctx, float *out, float *probs, const float *q, const float *k,
+                                   const float *v, const int32_t *cu_seqlens, int B, int max_len, int NH, int HS,
+                                   int Tp, float p, philox_stream rng);
+void cuda_attention_varlen_backward(void *ctx, float *dq, float *dk, float *dv, float *scratch, const float *dout,
+                                    const float *q, const float *k, const float *v, const float *probs,
+                                    const int32_t *cu_seqlens, int B, int max_len, int NH, int HS, int Tp, float p,
+                                    philox_stream rng);
+void cuda_qa_loss_varlen(void *ctx, float *loss, float *dlogits, const float *logits, const int32_t *row0,
+                         const int32_t *len, const int32_t *start, const int32_t *end, int B, int N, int Tp,
+                         float grad_scale);
 
 /* Dropout's multiplier for uniform u: torch multiplies by a 0/1 mask
  * divided by (1 - p); 0 when p >= 1. */

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Packed (unpadded) training and prediction against padded, in one run, on
+# the real length distribution: the 10,784 windows of SQuAD v1.1 dev at
+# max_seq_length 384 / doc_stride 128 with the bert-base-uncased vocab
+# (bench/squad_dev_lengths.txt: mean 176 tokens, median 164; 54 % of a
+# padded batch is padding).
+#
+# Training: `bertc bench` steps (forward with dropout, backward, AdamW) of
+# --batch windows drawn from the lengths, padded to 384 (--packing none) and
+# packed (--packing varlen), and transformers' BertForQuestionAnswering with
+# SDPA attention (bench/torch_step.py; its cost does not depend on the
+# lengths, as run_qa.py pads every window to 384), per config.
+# Prediction: `bertc predict` over all of SQuAD dev, padded and packed, with
+# a random model of PREDICT_CONFIG (bertc init), and whether predictions.json
+# is the same.
+#
+#   bash bench/packing.sh                       # minilm and base, batch 8, 2 threads
+#   CONFIGS="minilm" STEPS=3 PREDICT_CONFIG=tiny bash bench/packing.sh
+#   PREDICT=0 CONFIGS=minilm bash bench/packing.sh     # training only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BERTC=${BERTC:-build/bertc}
+STEPS=${STEPS:-5}
+WARMUP=${WARMUP:-1}
+BATCH=${BATCH:-8}
+THREADS=${THREADS:-2}
+CONFIGS=${CONFIGS:-minilm base}
+PREDICT_CONFIG=${PREDICT_CONFIG:-minilm}
+LENGTHS=bench/squad_dev_lengths.txt
+DEV=${DEV:-../shared/data/squad-v1.1/dev-v1.1.json}
+VOCAB=${VOCAB:-../shared/data/vocab/bert-base-uncased-vocab.txt}
+[ -x "$BERTC" ] || { echo "packing.sh: $BERTC not found; build first or set BERTC" >&2; exit 2; }
+
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+echo "machine: $(lscpu | grep 'Model name' | sed 's/.*: *//'), $(nproc) cores visible; date $(date -u +%FT%TZ)"
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+for cfg in $CONFIGS; do
+    for p in none varlen; do
+        echo "bertc bench --config $cfg --seq 384 --batch $BATCH --threads $THREADS --lengths $LENGTHS --packing $p"
+        env -u OPENBLAS_CORETYPE "$BERTC" bench --config "$cfg" --seq 384 --batch "$BATCH" --threads "$THREADS" \
+            --steps "$STEPS" --warmup-steps "$WARMUP" --lengths "$LENGTHS" --packing $p --json >"$out/$cfg-$p.json"
+        cat "$out/$cfg-$p.json"
+    done
+    echo "python3 bench/torch_step.py --config $cfg --seq 384 --batch $BATCH --threads $THREADS --attn sdpa"
+    python3 bench/torch_step.py --config "$cfg" --seq 384 --batch "$BATCH" --threads "$THREADS" --steps "$STEPS" \
+        --warmup-steps "$WARMUP" --attn sdpa >"$out/$cfg-torch.json"
+    cat "$out/$cfg-torch.json"
+done
+echo "load after training: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+python3 - "$out" $CONFIGS <<'PY'
+import json, sys
+d = sys.argv[1]
+print(f"\n{'config':<8}{'impl':<16}{'ms/step':>10}{'examples/s':>12}{'CPU ms/step':>13}")
+for cfg in sys.argv[2:]:
+    r = {k: json.loads(open(f"{d}/{cfg}-{k}.json").read().strip().splitlines()[-1]) for k in ("none", "varlen", "torch")}
+    for k, name in (("none", "bertc padded"), ("varlen", "bertc packed"), ("torch", "torch sdpa")):
+        x = r[k]
+        print(f"{cfg:<8}{name:<16}{x['ms_per_step']:>10.1f}{x['examples_per_s']:>12.3f}{x.get('cpu_ms_per_step', float('nan')):>13.1f}")
+    print(f"{cfg:<8}packed / padded {r['varlen']['examples_per_s'] / r['none']['examples_per_s']:.2f}x, "
+          f"packed / torch sdpa {r['varlen']['examples_per_s'] / r['torch']['examples_per_s']:.2f}x examples/s "
+          f"(CPU time: packed / padded {r['none']['cpu_ms_per_step'] / r['varlen']['cpu_ms_per_step']:.2f}x)")
+PY
+
+if [ "${PREDICT:-1}" = 0 ]; then echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"; exit 0; fi
+echo
+echo "prediction: all of SQuAD dev, a random $PREDICT_CONFIG model, $THREADS threads"
+"$BERTC" init --config "$PREDICT_CONFIG" --vocab "$VOCAB" --out "$out/model" >/dev/null
+for p in none varlen; do
+    /usr/bin/time -f "%e s wall, %U s user" "$BERTC" predict --model "$out/model" --data "$DEV" \
+        --out "$out/pred-$p.json" --threads "$THREADS" --packing $p 2>&1 | tail -n 2
+done
+if cmp -s "$out/pred-none.json" "$out/pred-varlen.json"; then echo "predictions.json: identical"
+else
+    echo "predictions.json: $(python3 -c "import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); print(sum(a[k]!=b[k] for k in a), 'of', len(a), 'answers differ')" "$out/pred-none.json" "$out/pred-varlen.json")"
+fi
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
