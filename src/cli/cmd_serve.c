@@ -20,6 +20,7 @@ int cmd_serve(int argc, char **argv)
     int max_ans = PREDICT_MAX_ANSWER_LENGTH, nbest = 5, wait_ms = 5, max_tokens = 0, queue_limit = 256, timeout_ms = 30000;
     int http_threads = 4, max_conn = 256, idle_s = 30, max_items = 64, grace_s = 30;
     int64_t max_body = 1 << 20, max_context = 100000;
+    const char *packing = "none";
     const arg_spec specs[] = {
         {"model", ARG_STR, &model_dir, "DIR", "model dir (e.g. RUN/final)", .required = 1},
         {"port", ARG_INT, &port, "N", "TCP port (default 8080; 0 = any free port, see --port-file)", .min = 0, .max = 65535},
@@ -39,6 +40,9 @@ int cmd_serve(int argc, char **argv)
         {"batch-wait-ms", ARG_INT, &wait_ms, "MS", "how long a forward waits for more requests (default 5)", .min = 0, .max = 10000},
         {"max-batch-tokens", ARG_INT, &max_tokens, "N", "tokens per forward (windows x T; default 16 windows)", .min = 1,
          .max = 1 << 24},
+        {"packing", ARG_STR, &packing, "P",
+         "none|varlen: varlen computes only each window's real tokens (no padding; answers as `bertc predict --packing varlen`)",
+         .min = 0},
         {"queue-limit", ARG_INT, &queue_limit, "N", "windows waiting, at most; more gets 503 (default 256)", .min = 1,
          .max = 1 << 24},
         {"timeout-ms", ARG_INT, &timeout_ms, "MS", "a request that waited this long in the queue gets 504 (0 = never)",
@@ -60,6 +64,8 @@ int cmd_serve(int argc, char **argv)
     if ((T_given || stride_given) && stride >= T)
         return err_set(ERR_INPUT, "serve: --doc-stride %d must be below --max-seq-length %d", stride, T);
     if ((rc = serve_check_bind(bind))) return rc;
+    int packed;
+    if ((rc = qa_parse_packing(packing, &packed))) return err_wrap(rc, "serve");
     backend_opts bo = backend_opts_default();
     if ((rc = select_parse_device(device, &bo.device)) || (rc = select_parse_precision(precision, &bo.precision)))
         return err_wrap(rc, "serve");
@@ -84,6 +90,7 @@ int cmd_serve(int argc, char **argv)
     if ((rc = features_check_opts(&fo))) goto done;
     if (!max_tokens) max_tokens = 16 * T;
     int rows = max_tokens / T < 1 ? 1 : max_tokens / T;
+    m.packing = packed; /* a forward takes up to rows windows, only their real tokens computed */
     rc = qa_model_start(&m, &bo, rows, T);
     if (rc) goto done;
     serve_opts so = {

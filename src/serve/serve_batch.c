@@ -6,6 +6,7 @@
 #include "core/philox.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@ struct serve_batcher {
     float *st, *en;
     serve_job **slot_job; /* [rows] */
     int *slot_win;        /* [rows] */
+    int32_t *cu;          /* [rows + 1]: --packing varlen's window offsets */
     serve_batch_stats stats;
 };
 
@@ -63,6 +65,41 @@ static void finish(serve_job *j, int status, const char *msg)
     j->status = status;
     snprintf(j->msg, sizeof j->msg, "%s", msg ? msg : "");
     j->done(j, j->arg);
+}
+
+/* --packing varlen: the rows' real tokens concatenated (no padding
+ * computed), the logits put back at each window's positions with -inf at
+ * its padding, as `bertc predict --packing varlen` has them. */
+static int forward_packed(serve_batcher *b, int nrow, philox_stream rng)
+{
+    int T = b->T, N = 0;
+    b->cu[0] = 0;
+    for (int r = 0; r < nrow; r++) {
+        const features *f = b->slot_job[r]->f;
+        size_t src = (size_t)b->slot_win[r] * (size_t)T;
+        const int32_t *mk = f->attention_mask + src;
+        int l = 0;
+        while (l < T && mk[l] == 1) l++;
+        memcpy(b->ids + N, f->input_ids + src, (size_t)l * sizeof *b->ids);
+        memcpy(b->tt + N, f->token_type_ids + src, (size_t)l * sizeof *b->tt);
+        N += l;
+        b->cu[r + 1] = N;
+    }
+    bert_batch bb = {nrow, T, b->ids, b->tt, NULL, NULL, NULL, b->cu, 0};
+    int rc = bert_forward(b->m->model, &bb, 0.0f, 0.0f, rng, NULL, b->st, b->en);
+    for (int r = 0; r < nrow; r++) {
+        serve_job *j = b->slot_job[r];
+        size_t dst = (size_t)b->slot_win[r] * (size_t)T;
+        int l = b->cu[r + 1] - b->cu[r];
+        if (rc) {
+            j->status = 500;
+            continue;
+        }
+        memcpy(j->start + dst, b->st + b->cu[r], (size_t)l * sizeof *j->start);
+        memcpy(j->end + dst, b->en + b->cu[r], (size_t)l * sizeof *j->end);
+        for (int t = l; t < T; t++) j->start[dst + t] = j->end[dst + t] = -INFINITY;
+    }
+    return rc;
 }
 
 static void *worker(void *arg)
@@ -109,7 +146,9 @@ static void *worker(void *arg)
         }
         int rc = 0;
         double t0 = serve_now();
-        if (nrow > 0) {
+        if (nrow > 0 && b->m->packing) {
+            rc = forward_packed(b, nrow, rng);
+        } else if (nrow > 0) {
             for (int r = 0; r < nrow; r++) {
                 const features *f = b->slot_job[r]->f;
                 size_t src = (size_t)b->slot_win[r] * (size_t)T, dst = (size_t)r * (size_t)T;
@@ -170,6 +209,7 @@ int serve_batcher_create(serve_batcher **out, qa_model *m, const serve_batch_opt
     b->en = xmalloc(n * sizeof *b->en);
     b->slot_job = xcalloc((size_t)b->rows, sizeof *b->slot_job);
     b->slot_win = xcalloc((size_t)b->rows, sizeof *b->slot_win);
+    b->cu = xmalloc(((size_t)b->rows + 1) * sizeof *b->cu);
     pthread_mutex_init(&b->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -180,7 +220,7 @@ int serve_batcher_create(serve_batcher **out, qa_model *m, const serve_batch_opt
     if (e) {
         pthread_cond_destroy(&b->cv);
         pthread_mutex_destroy(&b->mu);
-        free(b->ids), free(b->tt), free(b->mask), free(b->st), free(b->en), free(b->slot_job), free(b->slot_win);
+        free(b->ids), free(b->tt), free(b->mask), free(b->st), free(b->en), free(b->slot_job), free(b->slot_win), free(b->cu);
         free(b);
         return err_set(ERR_RUNTIME, "serve: cannot start the inference thread: %s", strerror(e));
     }
@@ -231,6 +271,6 @@ void serve_batcher_free(serve_batcher *b)
     pthread_join(b->th, NULL);
     pthread_cond_destroy(&b->cv);
     pthread_mutex_destroy(&b->mu);
-    free(b->ids), free(b->tt), free(b->mask), free(b->st), free(b->en), free(b->slot_job), free(b->slot_win);
+    free(b->ids), free(b->tt), free(b->mask), free(b->st), free(b->en), free(b->slot_job), free(b->slot_win), free(b->cu);
     free(b);
 }

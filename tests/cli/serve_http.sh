@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bertc serve over loopback with curl: the answers of POST /v1/answer equal
 # `bertc predict --nbest` for the same question (texts, logits, probabilities;
-# a long context over several windows too); 400 for malformed JSON, missing
+# a long context over several windows too; with --packing varlen those of
+# `bertc predict --packing varlen`); 400 for malformed JSON, missing
 # fields, invalid UTF-8; 413 over --max-body-bytes; 404; 405; 503 with
 # Retry-After when --queue-limit is reached; the page, /health, /metrics;
 # SIGTERM finishes the request in flight and exits 0. Needs curl and jq
@@ -74,6 +75,7 @@ for ctx in "$SHORT" "$LONG"; do
 done
 [ "$(jq .windows "$cli_tmp/answer2.json")" -gt 1 ] || cli_bad "the long context did not need several windows"
 
+
 printf '{"context": "abc", "question"' >"$cli_tmp/bad1"; post bad_json "$cli_tmp/bad1"; code_is bad_json 400
 grep -q '"error": "body: not JSON' "$cli_tmp/bad_json.json" || cli_bad "no JSON error message"
 printf '{"context": "abc"}' >"$cli_tmp/bad2"; post missing "$cli_tmp/bad2"; code_is missing 400
@@ -92,6 +94,22 @@ for m in bertc_serve_request_seconds_bucket bertc_serve_batch_windows_bucket ber
     grep -q "^$m" "$cli_tmp/metrics" || cli_bad "metrics lack $m"
 done
 kill -TERM $pid; wait $pid; echo "main: SIGTERM -> exit $?"
+
+# --packing varlen: only the real tokens are computed; the answers are those of
+# `bertc predict --packing varlen` (same logits at real positions, -inf at padding).
+start packed --packing varlen --nbest 20
+for k in 1 2; do
+    post pk$k "$cli_tmp/req$k.json"
+    code_is pk$k 200
+    "$BERTC" predict --model $M --data "$cli_tmp/data$k.json" --out "$cli_tmp/ppred$k.json" --nbest "$cli_tmp/pnbest$k.json" \
+        --max-seq-length 64 --doc-stride 16 --threads 1 --packing varlen 2>/dev/null || cli_bad "predict --packing varlen failed"
+    jq -c '[.answers[] | [.text, .start_logit, .end_logit, .probability]]' "$cli_tmp/pk$k.json" >"$cli_tmp/sp$k"
+    jq -c '[.q[] | [.text, .start_logit, .end_logit, .probability]]' "$cli_tmp/pnbest$k.json" >"$cli_tmp/pp$k"
+    echo "packed context $k: serve $(jq length "$cli_tmp/sp$k") answers, predict $(jq length "$cli_tmp/pp$k"); top: $(jq -c '.[0]' "$cli_tmp/sp$k")"
+    cmp -s "$cli_tmp/sp$k" "$cli_tmp/pp$k" || cli_bad "packed serve and predict differ: $(diff "$cli_tmp/sp$k" "$cli_tmp/pp$k" | head -5)"
+done
+kill -TERM $pid; wait $pid; echo "packed: SIGTERM -> exit $?"
+expect 2 "--packing dense: expected none or varlen" -- serve --model $M --packing dense --port 0
 
 # A full queue: one request waits for its batch (1.5 s), the next is refused.
 start queue --queue-limit 1 --batch-wait-ms 1500
