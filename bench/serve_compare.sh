@@ -43,7 +43,8 @@ fi
 jq -c --argjson k "$K" '[.data[].paragraphs[] | .context as $c | .qas[] | {context: $c, question: .question}] | .[0:$k][]' \
     "$DATA" >"$W/bodies.jsonl"
 port_b=$((20000 + RANDOM % 20000)); port_h=$((port_b + 1))
-env -u OPENBLAS_CORETYPE "$BERTC" serve --model "$W/model" --port $port_b --threads "$THREADS" 2>"$W/bertc.err" &
+# BERTC_SERVE_ARGS: more options for bertc serve, e.g. "--packing varlen"
+env -u OPENBLAS_CORETYPE "$BERTC" serve --model "$W/model" --port $port_b --threads "$THREADS" ${BERTC_SERVE_ARGS:-} 2>"$W/bertc.err" &
 pb=$!
 python3 bench/serve_hf.py --model "$W/model" --port $port_h --threads "$THREADS" 2>"$W/hf.err" &
 ph=$!
@@ -54,7 +55,7 @@ for _ in $(seq 600); do
     sleep 0.5
 done
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) (shared with other jobs)"
-echo "shape $SHAPE ($W/model), threads $THREADS, $K distinct requests, $N requests per level; $(head -1 "$W/bertc.err")"
+echo "shape $SHAPE ($W/model), threads $THREADS, bertc serve options: ${BERTC_SERVE_ARGS:-none}, $K distinct requests, $N requests per level; $(head -1 "$W/bertc.err")"
 echo "transformers $(python3 -c 'import transformers, torch; print(transformers.__version__, "torch", torch.__version__)')"
 # CPU seconds (user + system, all threads) of a server so far: less sensitive than wall time to
 # the other jobs on a shared machine.
