@@ -145,8 +145,10 @@ size_t svg_line_chart(sbuf *out, const svg_chart *c, const svg_series *s, int ns
         nice_range(&f.y0, &f.y1);
     }
     if (!(f.x1 > f.x0)) {
-        f.x0 -= 1;
-        f.x1 += 1;
+        /* One x (a run with one evaluation, at its last step): the axis from
+         * 0 to it, so the point sits at its place in the run. */
+        if (f.x0 > 0) f.x0 = 0;
+        else f.x0 -= 1, f.x1 += 1;
     }
 
     sb_printf(out, "<svg id=\"%s\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
