@@ -338,6 +338,16 @@ fail:
 const bert_config *bert_model_config(const bert_model *m) { return &m->cfg; }
 int bert_model_max_batch(const bert_model *m) { return m->max_B; }
 int64_t bert_model_max_tokens(const bert_model *m) { return (int64_t)m->max_rows; }
+
+int bert_pack_window(const int32_t *ids, const int32_t *types, const int32_t *mask, int T, int32_t *out_ids,
+                     int32_t *out_types)
+{
+    int len = 0;
+    while (len < T && mask[len] == 1) len++;
+    memcpy(out_ids, ids, (size_t)len * sizeof *out_ids);
+    memcpy(out_types, types, (size_t)len * sizeof *out_types);
+    return len;
+}
 int bert_model_seq_len(const bert_model *m) { return m->T; }
 int bert_model_recompute(const bert_model *m) { return m->recompute; }
 const param_table *bert_model_table(const bert_model *m) { return &m->table; }

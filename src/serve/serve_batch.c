@@ -77,12 +77,8 @@ static int forward_packed(serve_batcher *b, int nrow, philox_stream rng)
     for (int r = 0; r < nrow; r++) {
         const features *f = b->slot_job[r]->f;
         size_t src = (size_t)b->slot_win[r] * (size_t)T;
-        const int32_t *mk = f->attention_mask + src;
-        int l = 0;
-        while (l < T && mk[l] == 1) l++;
-        memcpy(b->ids + N, f->input_ids + src, (size_t)l * sizeof *b->ids);
-        memcpy(b->tt + N, f->token_type_ids + src, (size_t)l * sizeof *b->tt);
-        N += l;
+        N += bert_pack_window(f->input_ids + src, f->token_type_ids + src, f->attention_mask + src, T, b->ids + N,
+                              b->tt + N);
         b->cu[r + 1] = N;
     }
     bert_batch bb = {nrow, T, b->ids, b->tt, NULL, NULL, NULL, b->cu, 0};

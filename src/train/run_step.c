@@ -59,12 +59,11 @@ static int run_packed(run_ctx *c, int B, int count, philox_stream rng, float sca
         int n = 0, N = 0;
         cu[0] = 0;
         while (r0 + n < B) {
-            const int32_t *mk = c->mb.attention_mask + (size_t)(r0 + n) * T;
-            int len = 0;
-            while (len < T && mk[len] == 1) len++;
+            size_t at = (size_t)(r0 + n) * T;
+            /* ids has room for B * T tokens, so a window that does not fit the piece is copied and dropped */
+            int len = bert_pack_window(c->mb.input_ids + at, c->mb.token_type_ids + at, c->mb.attention_mask + at, T,
+                                       ids + N, types + N);
             if (n > 0 && N + len > cap) break;
-            memcpy(ids + N, c->mb.input_ids + (size_t)(r0 + n) * T, (size_t)len * sizeof *ids);
-            memcpy(types + N, c->mb.token_type_ids + (size_t)(r0 + n) * T, (size_t)len * sizeof *types);
             N += len;
             cu[++n] = N;
         }
