@@ -3,7 +3,7 @@
 #   chromium   tests/cli/report_chromium.sh renders report.html headless
 #              (and tests/cli/live_chromium.sh the live page)
 #   nbclient, ipykernel (PyPI)   tests/cli/notebook.sh runs examples/colab_squad.ipynb
-#   curl, jq   tests/cli/serve_http.sh talks to bertc serve (serve_page.sh: chromium too)
+#   curl, jq   tests/cli/serve_http.sh talks to bertc serve (serve_page.sh, serve_typing.sh: chromium too)
 # Never fails: where a package cannot be installed the test that needs it
 # prints "skipped" instead of failing.
 set -u

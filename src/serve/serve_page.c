@@ -8,6 +8,7 @@ const char serve_page_html[] =
     "<!DOCTYPE html>\n"
     "<html lang=\"en\"><head><meta charset=\"utf-8\"><title>bertc serve</title>\n"
     "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+    "<link rel=\"icon\" href=\"data:,\">\n" /* no /favicon.ico request, so no 404 in the console */
     "<style>\n"
     "body{font:15px/1.5 system-ui,sans-serif;max-width:52em;margin:2em auto;padding:0 1em;color:#222}\n"
     "textarea,input{width:100%;box-sizing:border-box;font:inherit;padding:.4em}\n"
