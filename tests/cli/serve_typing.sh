@@ -81,7 +81,7 @@ document.getElementById("result").hidden=false;document.body.dataset.state="answ
 timeout 60 "$drive" --browser "$browser" --url "data:text/html,$(jq -rn --arg x "$bad_page" '$x|@uri')" --dir "$cli_tmp" \
     --out "$cli_tmp/bad.json" --context "c" --question "q" --timeout 45 >"$cli_tmp/drive.out" 2>"$cli_tmp/drive.err"
 rc=$?
-echo "case $cli_n: cdp_drive on a page that logs an error -> exit $rc: $(grep -h "console.error\|FAIL" "$cli_tmp/drive.out" "$cli_tmp/drive.err" | tr '\n' ' ')"
+echo "case $cli_n: cdp_drive on a page that logs an error -> exit $rc: $(grep -h "^event: console.error\|FAIL" "$cli_tmp/drive.out" "$cli_tmp/drive.err" | tr '\n' ' ')"
 [ "$rc" -eq 1 ] || cli_bad "exit $rc, want 1"
 grep -q "event: console.error: boom from the page" "$cli_tmp/drive.out" || cli_bad "the console error was not seen"
 grep -q "FAIL: the page logged 1 errors" "$cli_tmp/drive.err" || cli_bad "the console error did not fail the run"
