@@ -52,8 +52,10 @@ typedef struct {
     int next_id;
     char session[128];
     json_t *errors;       /* what the page logged as errors (strings) */
+    json_t *rounds;       /* what the page showed for each question */
     double deadline;      /* of the whole run, in now_s() time */
     const char *log;      /* chromium's stderr, shown on failure */
+    const char *step;     /* the wait under way, for the timeout message */
 } cdp;
 
 static volatile pid_t g_browser = -1;
@@ -102,6 +104,8 @@ static void cdp_free(cdp *c) {
     c->buf = NULL;
     json_decref(c->errors);
     c->errors = NULL;
+    json_decref(c->rounds);
+    c->rounds = NULL;
 }
 
 static void show_log(const cdp *c) {
@@ -311,8 +315,9 @@ static void cdp_event(cdp *c, json_t *m) {
 static json_t *cdp_call(cdp *c, const char *method, json_t *params, int in_session) {
     int id = ++c->next_id;
     cdp_send(c, id, method, params, in_session);
-    char what[160];
-    snprintf(what, sizeof what, "waiting for the reply to %s", method);
+    char what[256];
+    snprintf(what, sizeof what, "waiting for the reply to %s%s%s%s", method, c->step ? " (" : "",
+             c->step ? c->step : "", c->step ? ")" : "");
     double until = now_s() + 15;
     if (until > c->deadline) until = c->deadline;
     for (;;) {
@@ -372,11 +377,13 @@ static char *page_eval(cdp *c, const char *expr) {
 static void wait_until(cdp *c, const char *expr, const char *what, double seconds) {
     double t0 = now_s(), until = t0 + seconds;
     if (until > c->deadline) until = c->deadline;
+    c->step = what;
     for (;;) {
         char *v = page_eval(c, expr);
         if (!strcmp(v, "yes")) {
             free(v);
             printf("step: %s: after %.2f s\n", what, now_s() - t0);
+            c->step = NULL;
             return;
         }
         if (strcmp(v, "no")) {
@@ -616,7 +623,7 @@ int main(int argc, char **argv) {
     }
     if (!browser || !url || !dir || !out || !context || !nq) usage();
 
-    cdp cx = {.pid = -1, .wfd = -1, .rfd = -1, .errors = json_array()}, *c = &cx;
+    cdp cx = {.pid = -1, .wfd = -1, .rfd = -1, .errors = json_array(), .rounds = json_array()}, *c = &cx;
     c->deadline = now_s() + timeout;
     struct sigaction sa = {.sa_handler = on_signal};
     sigemptyset(&sa.sa_mask);
@@ -666,7 +673,6 @@ int main(int argc, char **argv) {
     char *ok = page_eval(c, k_count_events);
     free(ok);
 
-    json_t *rounds = json_array();
     int keys = 0, inserts = 0, backspaces = 0;
     for (int q = 0; q < nq; q++) {
         double tq = now_s();
@@ -709,9 +715,12 @@ int main(int argc, char **argv) {
                json_string_value(json_object_get(shown, "answer")),
                json_string_value(json_object_get(shown, "mark")) ? json_string_value(json_object_get(shown, "mark")) : "(none)",
                json_array_size(json_object_get(shown, "rows")));
-        json_array_append_new(rounds, shown);
+        json_array_append_new(c->rounds, shown);
     }
     if (shot) screenshot(c, shot);
+
+    /* Events still on the pipe (a late console error) before judging. */
+    call_drop(c, "Runtime.evaluate", json_pack("{s:s}", "expression", "0"));
 
     /* The page's count of trusted events against what was sent. */
     char *counts_s = page_eval(c, "JSON.stringify(window.__cdp)");
@@ -731,11 +740,9 @@ int main(int argc, char **argv) {
     int bad = got_keydown != want_keys || got_keyup != want_keys || got_input != want_input || got_click != g_clicks ||
               got_submit != nq || untrusted != 0;
 
-    /* Events still on the pipe (a late console error) before judging. */
-    call_drop(c, "Runtime.evaluate", json_pack("{s:s}", "expression", "0"));
     printf("compare: %zu errors logged by the page (want 0)\n", json_array_size(c->errors));
 
-    json_t *result = json_pack("{s:o, s:o, s:O, s:f}", "rounds", rounds, "events", counts, "errors", c->errors,
+    json_t *result = json_pack("{s:O, s:o, s:O, s:f}", "rounds", c->rounds, "events", counts, "errors", c->errors,
                                "seconds", now_s() - t0);
     if (json_dump_file(result, out, JSON_INDENT(1)) != 0) {
         json_decref(result);
