@@ -20,7 +20,7 @@ int cmd_serve(int argc, char **argv)
     int max_ans = PREDICT_MAX_ANSWER_LENGTH, nbest = 5, wait_ms = 5, max_tokens = 0, queue_limit = 256, timeout_ms = 30000;
     int http_threads = 4, max_conn = 256, idle_s = 30, max_items = 64, grace_s = 30;
     int64_t max_body = 1 << 20, max_context = 100000;
-    const char *packing = "none";
+    const char *packing = "varlen";
     const arg_spec specs[] = {
         {"model", ARG_STR, &model_dir, "DIR", "model dir (e.g. RUN/final)", .required = 1},
         {"port", ARG_INT, &port, "N", "TCP port (default 8080; 0 = any free port, see --port-file)", .min = 0, .max = 65535},
@@ -41,7 +41,7 @@ int cmd_serve(int argc, char **argv)
         {"max-batch-tokens", ARG_INT, &max_tokens, "N", "tokens per forward (windows x T; default 16 windows)", .min = 1,
          .max = 1 << 24},
         {"packing", ARG_STR, &packing, "P",
-         "none|varlen: varlen computes only each window's real tokens (no padding; answers as `bertc predict --packing varlen`)",
+         "varlen|none (default varlen: only each window's real tokens are computed, answers as `bertc predict --packing varlen`; none: padded windows, answers as plain `bertc predict`)",
          .min = 0},
         {"queue-limit", ARG_INT, &queue_limit, "N", "windows waiting, at most; more gets 503 (default 256)", .min = 1,
          .max = 1 << 24},
@@ -106,8 +106,9 @@ int cmd_serve(int argc, char **argv)
         int n = snprintf(buf, sizeof buf, "%d\n", serve_port(s));
         if ((rc = file_write_atomic(port_file, buf, (size_t)n))) goto done;
     }
-    fprintf(stderr, "serve: listening on http://%s%s%s:%d/ (%s, %d tokens per window, stride %d, %d windows per forward)\n",
-            strchr(bind, ':') ? "[" : "", bind, strchr(bind, ':') ? "]" : "", serve_port(s), m.info.desc, T, stride, rows);
+    fprintf(stderr, "serve: listening on http://%s%s%s:%d/ (%s, %d tokens per window, stride %d, %d windows per forward, %s)\n",
+            strchr(bind, ':') ? "[" : "", bind, strchr(bind, ':') ? "]" : "", serve_port(s), m.info.desc, T, stride, rows,
+            packed ? "packed: real tokens only" : "padded");
     int sig = 0;
     sigwait(&sigs, &sig);
     fprintf(stderr, "serve: %s: finishing the requests in flight\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");

@@ -48,7 +48,7 @@ code_is() { # NAME WANT
     [ "$got" = "$2" ] || cli_bad "$1: status $got, want $2"
 }
 
-start main --max-body-bytes 8192 --nbest 20
+start main --packing none --max-body-bytes 8192 --nbest 20
 SHORT="Kopa Labs was founded by Dire Pogu in 1953. The chief executive of Kopa Labs is Vima Tesa."
 LONG="$SHORT"
 for i in 1 2 3 4 5 6; do LONG="$LONG The museum near Lake Semba holds $((i * 40)) paintings, the oldest from $((1700 + i))."; done
@@ -95,9 +95,11 @@ for m in bertc_serve_request_seconds_bucket bertc_serve_batch_windows_bucket ber
 done
 kill -TERM $pid; wait $pid; echo "main: SIGTERM -> exit $?"
 
-# --packing varlen: only the real tokens are computed; the answers are those of
+# The default, --packing varlen: only the real tokens are computed; the answers are those of
 # `bertc predict --packing varlen` (same logits at real positions, -inf at padding).
-start packed --packing varlen --nbest 20
+start packed --nbest 20
+for _ in $(seq 100); do grep -q "listening" "$cli_tmp/packed.err" && break; sleep 0.05; done
+grep -q "packed: real tokens only" "$cli_tmp/packed.err" || cli_bad "serve without --packing is not packed: $(head -2 "$cli_tmp/packed.err")"
 for k in 1 2; do
     post pk$k "$cli_tmp/req$k.json"
     code_is pk$k 200
