@@ -7,7 +7,10 @@
  * |want| of the tensor)). Also: a packed model sized by tokens
  * (bert_model_create_tokens), recompute on packed batches bit for bit,
  * the masked loss against a hand computation, and bad packed batches
- * refused with ERR_INPUT. */
+ * refused with ERR_INPUT. And the gradient buckets that data-parallel
+ * training sums while backward runs (bert_model_set_grads_ready): L + 2
+ * ranges in backward's order that cover the block once, each final when
+ * its hook is called (padded, packed, recompute, accumulation). */
 #include "backend/backend.h"
 #include "core/err.h"
 #include "model/bert.h"
@@ -137,6 +140,93 @@ static float *grads_of(bert_model *m, size_t n)
         return NULL;
     }
     return g;
+}
+
+/* The grads_ready hook: records each bucket and a copy of its gradients
+ * at the moment of the call. */
+typedef struct {
+    const float *grads;
+    float *snap;
+    size_t off[L + 2], n[L + 2];
+    int calls;
+} bucket_log;
+
+static int log_bucket(void *arg, size_t off, size_t n)
+{
+    bucket_log *bl = arg;
+    if (bl->calls < L + 2) {
+        bl->off[bl->calls] = off;
+        bl->n[bl->calls] = n;
+        memcpy(bl->snap + off, bl->grads + off, n * sizeof(float));
+    }
+    bl->calls++;
+    return bl->calls == 100 ? ERR_RUNTIME : 0;
+}
+
+static void grad_buckets(backend *be, const bert_config *cfg, const float *p0)
+{
+    for (int mode = 0; mode < 3; mode++) { /* padded, packed, packed with recompute */
+        bert_model *m = NULL;
+        int rc = mode ? bert_model_create_tokens(&m, cfg, be, B, T, 24 + 17 + 9 + 3, mode == 2)
+                      : bert_model_create(&m, cfg, be, B, T);
+        if (!rc) rc = bert_model_set_params(m, p0);
+        CHECK(rc == 0, "model: %s", err_msg());
+        if (rc) {
+            bert_model_free(m);
+            continue;
+        }
+        const param_table *tab = bert_model_table(m);
+        size_t n = tab->total;
+        bucket_log bl = {bert_model_grads(m), calloc(n, sizeof(float)), {0}, {0}, 0};
+        /* two micro-batches accumulated, the hook on for the second only (as
+         * the last micro-batch of a rank's share) */
+        float loss;
+        bert_zero_grad(m);
+        rc = forward_backward(m, mode > 0, 0, &loss, NULL, NULL);
+        CHECK(rc == 0 && bl.calls == 0, "no calls without a hook: %d", bl.calls);
+        bert_model_set_grads_ready(m, log_bucket, &bl);
+        if (!rc) rc = forward_backward(m, mode > 0, 1, &loss, NULL, NULL);
+        bert_model_set_grads_ready(m, NULL, NULL);
+        CHECK(rc == 0, "backward: %s", err_msg());
+        CHECK(bl.calls == L + 2 && bert_grad_bucket_count(m) == L + 2, "%d calls, want %d", bl.calls, L + 2);
+        /* backward's order: the QA head, layer L-1 .. 0, the embeddings; each
+         * range right below the one before, together the whole block */
+        size_t qa = (size_t)tab->info[param_table_find(tab, "qa_outputs.weight")].offset;
+        size_t l0 = (size_t)tab->info[param_table_find(tab, "bert.encoder.layer.0.attention.self.query.weight")].offset;
+        int order = bl.calls == L + 2 && bl.off[0] == qa && bl.off[0] + bl.n[0] == n && bl.off[L + 1] == 0 &&
+                    bl.n[L + 1] == l0;
+        for (int k = 1; order && k < L + 2; k++) order = bl.off[k] + bl.n[k] == bl.off[k - 1];
+        printf("grad buckets (%s): %d calls:", mode == 0 ? "padded" : mode == 1 ? "packed" : "packed, recompute",
+               bl.calls);
+        for (int k = 0; k < bl.calls && k < L + 2; k++) printf(" [%zu,+%zu)", bl.off[k], bl.n[k]);
+        printf("\n");
+        CHECK(order, "the buckets are not QA head, layers L-1..0, embeddings, covering [0, %zu)", n);
+        /* each bucket was final when its hook ran: its gradients then equal
+         * those after backward, bit for bit */
+        float *g = grads_of(m, n);
+        CHECK(g && !memcmp(g, bl.snap, n * sizeof *g), "a bucket changed after its hook was called");
+        if (g) printf("  snapshots at the hooks equal the final gradients bit for bit (%zu floats)\n", n);
+        /* bert_grad_buckets_emit: the same ranges without a backward, from any bucket on */
+        bucket_log e = {bert_model_grads(m), calloc(n, sizeof(float)), {0}, {0}, 0};
+        bert_model_set_grads_ready(m, log_bucket, &e);
+        rc = bert_grad_buckets_emit(m, 0);
+        CHECK(rc == 0 && e.calls == L + 2 && !memcmp(e.off, bl.off, sizeof e.off) && !memcmp(e.n, bl.n, sizeof e.n),
+              "emit(0): %d calls, not the same ranges", e.calls);
+        e.calls = 0;
+        rc = bert_grad_buckets_emit(m, L);
+        CHECK(rc == 0 && e.calls == 2 && e.off[0] == bl.off[L] && e.off[1] == bl.off[L + 1], "emit(L): %d calls",
+              e.calls);
+        /* a hook's error ends backward with it */
+        e.calls = 98;
+        rc = forward_backward(m, mode > 0, 2, &loss, NULL, NULL);
+        CHECK(rc == ERR_RUNTIME && e.calls == 100, "a failing hook: rc %d after %d calls", rc, e.calls);
+        err_clear();
+        bert_model_set_grads_ready(m, NULL, NULL);
+        free(g);
+        free(e.snap);
+        free(bl.snap);
+        bert_model_free(m);
+    }
 }
 
 static void equality(backend *be, const bert_config *cfg, const float *p0)
@@ -320,6 +410,7 @@ int main(void)
         loss_by_hand(&be);
         equality(&be, &cfg, p0);
         bad_batches(&be, &cfg);
+        grad_buckets(&be, &cfg, p0);
         planner();
         backend_free(&be);
     }

@@ -35,7 +35,7 @@
 extern "C" {
 #endif
 
-#define BERTC_CUDA_ABI 2 /* 2: the NCCL calls of data-parallel training */
+#define BERTC_CUDA_ABI 3 /* 2: the NCCL calls of data-parallel training; 3: bucketed NCCL */
 #define BERTC_CUDA_ENTRY "bertc_cuda_backend_entry"
 #define BERTC_CUDA_MODULE_FILE "libbertc_cuda.so"
 
@@ -69,6 +69,11 @@ typedef struct {
     int (*nccl_init)(int rank, int nranks, int device, int (*bcast)(void *buf, size_t bytes, int root));
     int (*nccl_allreduce_sum)(float *dev_x, size_t n);
     void (*nccl_free)(void);
+    /* ABI 3: one gradient bucket's all-reduce queued behind the work on the
+     * backend's stream (backend_ctx: a backend made by create), and the wait
+     * for all that were queued (cuda_nccl.h). */
+    int (*nccl_allreduce_begin)(void *backend_ctx, float *dev_x, size_t n);
+    int (*nccl_allreduce_wait)(void);
 } bertc_cuda_api;
 
 /* Returns the module's table (never NULL); uses host only when host_abi is

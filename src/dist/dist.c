@@ -268,16 +268,21 @@ int dist_agree(int rc)
         free(all);
         return mpi_fail(mrc, "agreeing on errors");
     }
-    int out = 0;
-    for (int r = 0; r < g_size; r++)
-        if (all[r].rc) {
-            all[r].msg[sizeof all[r].msg - 1] = 0;
-            /* The same message on every rank; a rank's own message (which
-             * may name the rank already) is kept as it is. */
-            if (r == g_rank || (rc && !strcmp(all[r].msg, me.msg))) out = rc; /* the same line everywhere */
-            else out = err_set(all[r].rc, "rank %d of %d: %s", r, g_size, all[r].msg);
-            break;
-        }
+    int out = 0, first = -1, alike = 1;
+    for (int r = 0; r < g_size; r++) {
+        all[r].msg[sizeof all[r].msg - 1] = 0;
+        if (all[r].rc && first < 0) first = r;
+        if (!all[r].rc || strcmp(all[r].msg, all[0].msg)) alike = 0;
+    }
+    if (first >= 0) {
+        /* The same line on every rank: the lowest failing rank's message,
+         * named "rank R of N: " unless every rank failed alike (bad
+         * arguments) or it names its rank already (agreed on before). */
+        int r = first, named = 0, a, b, k = 0;
+        if (sscanf(all[r].msg, "rank %d of %d: %n", &a, &b, &k) == 2 && k > 0) named = 1;
+        if (alike || named) out = r == g_rank ? rc : err_set(all[r].rc, "%s", all[r].msg);
+        else out = err_set(all[r].rc, "rank %d of %d: %s", r, g_size, all[r].msg);
+    }
     free(all);
     return out;
 #else

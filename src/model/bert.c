@@ -107,6 +107,9 @@ struct bert_model {
     int N, max_len;              /* rows; longest window (packed) */
     float p_hidden, p_attn;
     philox_stream rng;
+    /* bert_model_set_grads_ready's hook (NULL: none) */
+    bert_grads_ready_fn ready;
+    void *ready_arg;
 };
 
 /* 64-byte alignment for every tensor of the block. */
@@ -617,6 +620,46 @@ static const float *dropout_back(bert_model *m, const float *dout, size_t n, phi
     return m->a.d_a;
 }
 
+void bert_model_set_grads_ready(bert_model *m, bert_grads_ready_fn fn, void *arg)
+{
+    m->ready = fn;
+    m->ready_arg = arg;
+}
+
+int bert_grad_bucket_count(const bert_model *m) { return m->cfg.num_hidden_layers + 2; }
+
+/* Bucket k in backward's order (0: the QA head, 1..L: layers L-1..0,
+ * L+1: the embeddings) as [*off, *off + *n) of the gradient block: the
+ * table is embeddings, layers 0..L-1, qa_outputs, contiguous. */
+static void grad_bucket(const bert_model *m, int k, size_t *off, size_t *n)
+{
+    int L = m->cfg.num_hidden_layers;
+    /* the start of layer l's tensors, layer L's being the QA head's */
+    #define LAYER_START(l) ((size_t)(((l) < L ? m->g.layers[(l)].q_w : m->g.qa_w) - m->grads))
+    size_t lo, hi;
+    if (k == 0) lo = LAYER_START(L), hi = m->table.total;
+    else if (k <= L) lo = LAYER_START(L - k), hi = LAYER_START(L - k + 1);
+    else lo = 0, hi = LAYER_START(0);
+    #undef LAYER_START
+    *off = lo;
+    *n = hi - lo;
+}
+
+static int grads_ready(bert_model *m, int k)
+{
+    if (!m->ready) return 0;
+    size_t off, n;
+    grad_bucket(m, k, &off, &n);
+    return m->ready(m->ready_arg, off, n);
+}
+
+int bert_grad_buckets_emit(bert_model *m, int from)
+{
+    int rc = 0;
+    for (int k = from < 0 ? 0 : from; k < bert_grad_bucket_count(m) && !rc; k++) rc = grads_ready(m, k);
+    return rc;
+}
+
 int bert_backward(bert_model *m, float grad_scale)
 {
     if (!m->has_labels)
@@ -642,8 +685,9 @@ int bert_backward(bert_model *m, float grad_scale)
         o->qa_loss(c, a->loss, a->dlogits, a->logits, m->d_start, m->d_end, B, T, grad_scale);
     o->zero(c, a->d_x, fNC);
     o->matmul_backward(c, a->d_x, g->qa_w, g->qa_b, a->dlogits, a->x + (size_t)L * s->nc, p->qa_w, N, C, 2);
+    int rc = grads_ready(m, 0);
 
-    for (int l = L - 1; l >= 0; l--) {
+    for (int l = L - 1; l >= 0 && !rc; l--) {
         const bert_layer_params *w = &p->layers[l];
         const bert_layer_params *gw = &g->layers[l];
         const float *xin = a->x + (size_t)l * s->nc;
@@ -684,7 +728,9 @@ int bert_backward(bert_model *m, float grad_scale)
         o->matmul_backward(c, a->d_x, gw->q_w, gw->q_b, a->d_q, xin, w->q_w, N, C, C);
         o->matmul_backward(c, a->d_x, gw->k_w, gw->k_b, a->d_k, xin, w->k_w, N, C, C);
         o->matmul_backward(c, a->d_x, gw->v_w, gw->v_b, a->d_v, xin, w->v_w, N, C, C);
+        rc = grads_ready(m, L - l);
     }
+    if (rc) return err_wrap(rc, "bert_backward");
 
     const float *d_emb_ln = dropout_back(m, a->d_x, NC, stream_at(rng, -1, DROPOUT_EMBEDDINGS));
     o->zero(c, a->d_h1, fNC);
@@ -700,7 +746,8 @@ int bert_backward(bert_model *m, float grad_scale)
      * clearing it keeps the accumulated sum of every micro-batch right. */
     if (cfg->pad_token_id >= 0 && cfg->pad_token_id < cfg->vocab_size)
         o->zero(c, g->word_emb + (size_t)cfg->pad_token_id * C, (size_t)C * sizeof(float));
+    rc = grads_ready(m, L + 1);
 
-    int rc = o->sync(c);
+    if (!rc) rc = o->sync(c);
     return rc ? err_wrap(rc, "bert_backward") : 0;
 }

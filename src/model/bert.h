@@ -120,4 +120,21 @@ int bert_forward(bert_model *m, const bert_batch *b, float dropout_hidden, float
 int bert_backward(bert_model *m, float grad_scale);
 void bert_zero_grad(bert_model *m);
 
+/* Gradient buckets, for data-parallel training that sums gradients across
+ * processes while backward still runs (train/run_step.c): the gradient block
+ * is cut into L + 2 contiguous ranges in the order backward finishes them:
+ * the QA head, encoder layer L-1, ..., layer 0, the embeddings. With a hook
+ * set, bert_backward calls fn(arg, offset, count) (in floats, into the
+ * gradient block) for each range as soon as the backend has queued the last
+ * op that writes it, in that order; a non-zero return ends backward with
+ * that code. The hook stays set until cleared with fn = NULL.
+ * bert_grad_buckets_emit calls it for ranges from, from + 1, ..., L + 1 in
+ * that order without a backward (a process with no examples in the step,
+ * or one whose backward stopped half-way). */
+typedef int (*bert_grads_ready_fn)(void *arg, size_t offset, size_t count);
+void bert_model_set_grads_ready(bert_model *m, bert_grads_ready_fn fn, void *arg);
+int bert_grad_buckets_emit(bert_model *m, int from);
+/* How many ranges (L + 2). */
+int bert_grad_bucket_count(const bert_model *m);
+
 #endif

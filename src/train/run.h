@@ -75,6 +75,9 @@ typedef struct {
     int64_t prev_ranks; /* the rank count of the checkpoint resumed from */
     int nccl;           /* GPUs: gradients summed by NCCL on the devices (backend/cuda/cuda_nccl.h) */
     double comm_s;      /* seconds in the steps' collectives (all-reduces, agreement; waits included) */
+    double wait_s;      /* of which: waiting at the end of the forward/backward passes for the slowest rank */
+    int bucketed;       /* gradients summed bucket by bucket during backward (run_step.c) */
+    int buckets_sent;   /* this step's buckets sent so far */
     /* run_save.c's: the --mirror copier (NULL: none) */
     struct mirror *mir;
 } run_ctx;

@@ -206,8 +206,8 @@ void run_log_progress(run_ctx *c, double loss, double lr, int force)
         /* Data parallel: the ranks, and the share of the training time this
          * rank spent in the all-reduces (communication and waiting). */
         size_t l = strlen(line);
-        snprintf(line + l, sizeof line - l, " | %d ranks, comm %.1fs (%.0f%%)", c->ranks, c->comm_s,
-                 c->train_time > 0 ? 100 * c->comm_s / c->train_time : 0);
+        snprintf(line + l, sizeof line - l, " | %d ranks, comm %.1fs (%.0f%%, waiting %.1fs)", c->ranks, c->comm_s,
+                 c->train_time > 0 ? 100 * c->comm_s / c->train_time : 0, c->wait_s);
     }
     if (c->tty) printf("\r%-120s", line);
     else printf("%s\n", line);
@@ -241,6 +241,8 @@ static void dist_info(run_ctx *c)
     obs_set_info(c->obs, "ranks", v);
     snprintf(v, sizeof v, "%.3f", c->comm_s);
     obs_set_info(c->obs, "comm_s", v);
+    snprintf(v, sizeof v, "%.3f", c->wait_s);
+    obs_set_info(c->obs, "comm_wait_s", v);
 }
 
 void run_log_report(run_ctx *c)

@@ -473,6 +473,9 @@ int run_setup(run_ctx *c)
         }
     }
 #endif
+    /* Gradient buckets summed during backward (run_step.c): on the CPU and
+     * with NCCL; GPUs without NCCL sum the whole block through the host. */
+    c->bucketed = !c->host_grads || c->nccl;
     return rc;
 }
 

@@ -40,6 +40,32 @@ static int debug_oom(int64_t step, int rows)
     return err_set(ERR_RUNTIME, "debug: out of memory (BERTC_DEBUG_OOM=%s, a micro-batch of %d rows)", s, rows);
 }
 
+/* Data parallel, bucketed (c->bucketed): bert_backward calls this as each
+ * gradient bucket (the QA head, layer L-1, ..., layer 0, the embeddings) is
+ * final on the last backward of this rank's share of the step, and the
+ * bucket's sum over the ranks starts at once: on the CPU the fixed-order
+ * all-reduce (dist.h) runs here, while the layers below wait, so there is
+ * no overlap, but the order and the buckets are those of the GPUs, where
+ * NCCL sums the bucket on its own stream while backward goes on (the bytes
+ * are the same as one all-reduce of the block: the sum of each float is
+ * over the ranks in the same order whatever the buckets). */
+static int reduce_bucket(void *arg, size_t off, size_t n)
+{
+    run_ctx *c = arg;
+    float *g = bert_model_grads(c->qm.model);
+    c->buckets_sent++;
+#ifdef BERTC_HAVE_CUDA
+    if (c->nccl) return cuda_module_loaded()->nccl_allreduce_begin(bert_model_backend(c->qm.model)->ctx, g + off, n);
+#endif
+    return dist_allreduce_sum_fixed(g + off, n);
+}
+
+/* The hook on for the backward that ends this rank's share (last = 1). */
+static void arm_buckets(run_ctx *c, int last)
+{
+    if (c->bucketed && last) bert_model_set_grads_ready(c->qm.model, reduce_bucket, c);
+}
+
 /* --packing varlen: micro-batch k's B windows (gathered padded in c->mb)
  * packed, real tokens only, and run in pieces of at most the model's
  * tokens. A micro-batch that fits in one piece draws the dropout masks of
@@ -47,7 +73,7 @@ static int debug_oom(int64_t step, int rows)
  * same); a later piece of a micro-batch cut by --max-tokens draws from
  * seed + piece so that no two pieces share masks. Each piece's loss is
  * weighted by its share of the step's rows, as the micro-batches are. */
-static int run_packed(run_ctx *c, int B, int count, philox_stream rng, float scale, double *loss)
+static int run_packed(run_ctx *c, int B, int count, philox_stream rng, float scale, int last, double *loss)
 {
     int T = c->mb.T;
     int64_t cap = bert_model_max_tokens(c->qm.model);
@@ -73,7 +99,9 @@ static int run_packed(run_ctx *c, int B, int count, philox_stream rng, float sca
         float l = 0;
         rc = bert_forward(c->qm.model, &b, c->drop_hidden, c->drop_attn, r, &l, NULL, NULL);
         float w = (float)n / (float)count;
+        arm_buckets(c, last && r0 + n == B);
         if (!rc) rc = bert_backward(c->qm.model, w * scale);
+        bert_model_set_grads_ready(c->qm.model, NULL, NULL);
         if (!rc) *loss += (double)w * (double)l;
         r0 += n;
     }
@@ -104,9 +132,10 @@ static int run_micro_batches(run_ctx *c, const int32_t *idx, int first, int len,
                         c->mb.end_positions, NULL, 0};
         philox_stream rng = {(uint64_t)c->o->seed, (uint32_t)((uint64_t)c->st.step * (uint64_t)c->micro_batches + (uint64_t)k), 0};
         float l = 0;
+        int last = at + B >= len;
         int rc = debug_oom(c->st.step + 1, B);
         if (!rc && c->qm.packing) {
-            rc = run_packed(c, B, count, rng, scale, &loss);
+            rc = run_packed(c, B, count, rng, scale, last, &loss);
             if (rc) return rc;
             continue;
         }
@@ -116,7 +145,9 @@ static int run_micro_batches(run_ctx *c, const int32_t *idx, int first, int len,
          * whatever the micro-batch size (with equal micro-batches this is
          * the usual division by their number). */
         float w = (float)B / (float)count;
+        arm_buckets(c, last);
         if (!rc) rc = bert_backward(c->qm.model, w * scale);
+        bert_model_set_grads_ready(c->qm.model, NULL, NULL);
         if (rc) return rc;
         loss += (double)w * (double)l;
     }
@@ -169,7 +200,25 @@ int run_step(run_ctx *c, int32_t *idx, double *loss_out, float *scale_out, optim
          * back-off with N ranks: every rank must keep the same micro-batch. */
         int first, len;
         dist_share(count, c->micro, c->ranks, c->rank, &first, &len);
+        c->buckets_sent = 0;
+        double cb = dist_comm_seconds();
         int rc = run_micro_batches(c, idx, first, len, count, scale, &loss);
+        if (c->bucketed) {
+            /* Every rank sends every bucket in the same order, whatever
+             * happened here: one with no examples in this step, or whose
+             * step failed, sends what it has not sent (the collectives must
+             * match; a failure is then agreed on below). */
+            bert_model_set_grads_ready(c->qm.model, reduce_bucket, c);
+            int brc = bert_grad_buckets_emit(c->qm.model, c->buckets_sent);
+            bert_model_set_grads_ready(c->qm.model, NULL, NULL);
+#ifdef BERTC_HAVE_CUDA
+            double tn = run_now();
+            if (c->nccl && !brc) brc = cuda_module_loaded()->nccl_allreduce_wait();
+            c->comm_s += run_now() - tn;
+#endif
+            if (!rc) rc = brc;
+        }
+        c->comm_s += dist_comm_seconds() - cb;
         double c0 = dist_comm_seconds();
         if (rc && microbatch_is_oom(rc))
             err_wrap(rc, "out of memory with %d ranks (no back-off across ranks: give a smaller --micro-batch)",
@@ -178,6 +227,8 @@ int run_step(run_ctx *c, int32_t *idx, double *loss_out, float *scale_out, optim
         /* A failure on any rank ends every rank, with its message. */
         rc = dist_agree(rc);
         c->comm_s += dist_comm_seconds() - c0;
+        c->wait_s += dist_comm_seconds() - c0;
+        c->wait_s += dist_comm_seconds() - c0;
         if (rc) return rc;
     }
     for (; c->ranks == 1;) {
@@ -204,17 +255,9 @@ int run_step(run_ctx *c, int32_t *idx, double *loss_out, float *scale_out, optim
         float *g = bert_model_grads(c->qm.model);
         backend *be = bert_model_backend(c->qm.model);
         float *h = c->host_grads ? c->host_grads : g; /* the CPU backend's memory is the host's */
-        int rc;
-#ifdef BERTC_HAVE_CUDA
-        if (c->nccl) {
-            /* On the devices: the backend's stream first finishes backward. */
-            rc = be->i->sync(be->ctx);
-            double tn = run_now();
-            if (!rc) rc = cuda_module_loaded()->nccl_allreduce_sum(g, n);
-            c->comm_s += run_now() - tn;
-        } else
-#endif
-        {
+        int rc = 0;
+        if (!c->bucketed) {
+            /* GPUs without NCCL: the block through the host, after backward. */
             rc = h != g ? be->i->download(be->ctx, h, g, n * sizeof *h) : 0;
             if (!rc) rc = dist_allreduce_sum_fixed(h, n);
             if (!rc && h != g) rc = be->i->upload(be->ctx, g, h, n * sizeof *h);

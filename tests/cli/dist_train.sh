@@ -85,11 +85,32 @@ weights_close "$T/one8" "$T/two8"
 trainN 2 "$T/two8b" --batch 8 || cli_bad "two8b failed"
 identical "$T/two8" "$T/two8b"
 
-echo "1 process and 3 ranks, batch 6 = 3 micro-batches of 2"
+echo "1 process and 3 ranks, batch 6 = 3 micro-batches of 2 (46 windows: each epoch's last step has 4, 2 micro-batches, so rank 0 has none and sends its gradient buckets empty)"
 train1 "$T/one6" --batch 6 || cli_bad "one6 failed"
 trainN 3 "$T/three6" --batch 6 || cli_bad "three6 failed: $(tail -5 "$T/three6.log")"
 losses_close "$T/one6" "$T/three6"
 weights_close "$T/one6" "$T/three6"
+
+echo "packed (--packing varlen): 1 process and 2 ranks, batch 8 = 4 micro-batches of 2"
+train1 "$T/onep" --batch 8 --packing varlen || cli_bad "onep failed: $(tail -3 "$T/onep.log")"
+trainN 2 "$T/twop" --batch 8 --packing varlen || cli_bad "twop failed: $(tail -5 "$T/twop.log")"
+losses_close "$T/onep" "$T/twop"
+weights_close "$T/onep" "$T/twop"
+
+echo "a failure in the step of one rank (rank 1 out of memory at step 5): every rank ends, none waits"
+cli_n=$((cli_n + 1))
+timeout 120 env OMPI_MCA_btl_vader_single_copy_mechanism=none mpirun --oversubscribe $( [ "$(id -u)" -eq 0 ] && echo --allow-run-as-root) \
+    --bind-to none -np 2 $( [ "${BERTC_SANITIZED:-0}" = 1 ] && echo "-x ASAN_OPTIONS=detect_leaks=0") \
+    sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then export BERTC_DEBUG_OOM=1@5; fi; exec "$@"' sh \
+    "$BERTC" train "${COMMON[@]}" --out "$T/oom2" --batch 8 >"$T/oom2.log" 2>&1
+rc=$?
+echo "case $cli_n: -> exit $rc; $(grep -c "^bertc: .*out of memory with 2 ranks" "$T/oom2.log") ranks said: $(grep -m1 "^bertc: " "$T/oom2.log")"
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || cli_bad "exit $rc (124: the ranks hung)"
+# Both ranks print the line before either exits, but mpirun may end the job
+# before it has forwarded the second rank's output: one line at least.
+grep -q "^bertc: rank 1 of 2: step 5: out of memory with 2 ranks" "$T/oom2.log" || cli_bad "no line naming rank 1: $(tail -5 "$T/oom2.log")"
+grep -q "rank 0 of 2: rank 1" "$T/oom2.log" && cli_bad "a rank named twice"
+[ -e "$T/oom2/final" ] && cli_bad "a final model after the failure"
 
 echo "rank 1 killed after step 23, then the same command again"
 K=$T/kill8

@@ -416,6 +416,11 @@ static int api_create(backend *out, int device, precision_kind precision, int64_
     return cuda_backend_create(out, &o);
 }
 
+static int api_nccl_begin(void *vctx, float *dev_x, size_t n)
+{
+    return cuda_nccl_allreduce_begin((void *)((cuda_ctx *)vctx)->stream, dev_x, n);
+}
+
 static const bertc_cuda_api cuda_api_table = {
     BERTC_CUDA_ABI,
     sizeof(bertc_cuda_api),
@@ -433,6 +438,8 @@ static const bertc_cuda_api cuda_api_table = {
     cuda_nccl_init,
     cuda_nccl_allreduce_sum,
     cuda_nccl_free,
+    api_nccl_begin,
+    cuda_nccl_allreduce_wait,
 };
 
 extern "C" const bertc_cuda_api *cuda_backend_api(void)

@@ -24,6 +24,7 @@ static struct {
     const char *(*error_string)(int);
     nccl_comm comm;
     cudaStream_t stream;
+    cudaEvent_t grads_done; /* recorded on the backend's stream before each bucket */
     int ready;
 } g;
 
@@ -81,6 +82,11 @@ int cuda_nccl_init(int rank, int nranks, int device, int (*bcast)(void *buf, siz
     if (r != NCCL_SUCCESS) return nccl_fail(r, "ncclCommInitRank (two ranks on one GPU are refused by NCCL)");
     ce = cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking);
     if (ce != cudaSuccess) return err_set(ERR_RUNTIME, "cudaStreamCreate: %s", cudaGetErrorString(ce));
+    ce = cudaEventCreateWithFlags(&g.grads_done, cudaEventDisableTiming);
+    if (ce != cudaSuccess) {
+        cudaStreamDestroy(g.stream);
+        return err_set(ERR_RUNTIME, "cudaEventCreate: %s", cudaGetErrorString(ce));
+    }
     g.ready = 1;
     return 0;
 }
@@ -95,10 +101,30 @@ int cuda_nccl_allreduce_sum(float *dev_x, size_t n)
     return 0;
 }
 
+int cuda_nccl_allreduce_begin(void *compute_stream, float *dev_x, size_t n)
+{
+    if (!g.ready) return err_set(ERR_RUNTIME, "NCCL all-reduce before cuda_nccl_init");
+    /* NCCL's stream waits for the backward ops queued so far (the bucket's
+     * last writer among them); the backend's stream goes on at once. */
+    cudaError_t ce = cudaEventRecord(g.grads_done, (cudaStream_t)compute_stream);
+    if (ce == cudaSuccess) ce = cudaStreamWaitEvent(g.stream, g.grads_done, 0);
+    if (ce != cudaSuccess) return err_set(ERR_RUNTIME, "NCCL bucket: %s", cudaGetErrorString(ce));
+    int r = g.all_reduce(dev_x, dev_x, n, NCCL_FLOAT32, NCCL_SUM, g.comm, g.stream);
+    return r == NCCL_SUCCESS ? 0 : nccl_fail(r, "ncclAllReduce (a gradient bucket)");
+}
+
+int cuda_nccl_allreduce_wait(void)
+{
+    if (!g.ready) return err_set(ERR_RUNTIME, "NCCL wait before cuda_nccl_init");
+    cudaError_t ce = cudaStreamSynchronize(g.stream);
+    return ce == cudaSuccess ? 0 : err_set(ERR_RUNTIME, "NCCL all-reduce: %s", cudaGetErrorString(ce));
+}
+
 void cuda_nccl_free(void)
 {
     if (g.ready) {
         g.comm_destroy(g.comm);
+        cudaEventDestroy(g.grads_done);
         cudaStreamDestroy(g.stream);
     }
     if (g.lib) dlclose(g.lib);

@@ -6,8 +6,15 @@
  *
  * Compiled into the CUDA module (libbertc_cuda.so) and reached by bertc
  * through the module's table (backend/cuda_module.h: nccl_load, nccl_init,
- * nccl_allreduce_sum, nccl_free): plain C types, the rank set-up's
- * broadcast passed in (MPI carries only NCCL's 128-byte id).
+ * nccl_allreduce_sum, nccl_allreduce_begin/wait, nccl_free): plain C types,
+ * the rank set-up's broadcast passed in (MPI carries only NCCL's 128-byte
+ * id).
+ *
+ * Overlap: training queues one all-reduce per gradient bucket (the QA head,
+ * each encoder layer, the embeddings: model/bert.h's buckets) as backward
+ * finishes it, on NCCL's own stream behind an event of the backend's stream,
+ * so the sums of the upper layers run while the lower layers' backward
+ * still computes; cuda_nccl_allreduce_wait then blocks only for what is left.
  *
  * Summation order: NCCL's ring or tree all-reduce. With 2 ranks a sum of
  * two is the same in either order, so two runs are bit-identical; with more
@@ -35,6 +42,12 @@ int cuda_nccl_init(int rank, int nranks, int device, int (*bcast)(void *buf, siz
  * done (its own stream, synchronised). The caller has synchronised the
  * backend's stream before (the gradients are complete). */
 int cuda_nccl_allreduce_sum(float *dev_x, size_t n);
+/* Queues x[0..n)'s in-place all-reduce on NCCL's stream after everything
+ * queued so far on compute_stream (a cudaStream_t: the backend's) and
+ * returns at once. Every rank queues the same buckets in the same order. */
+int cuda_nccl_allreduce_begin(void *compute_stream, float *dev_x, size_t n);
+/* Blocks until every queued all-reduce is done. */
+int cuda_nccl_allreduce_wait(void);
 void cuda_nccl_free(void);
 
 #ifdef __cplusplus
