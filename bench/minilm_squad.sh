@@ -6,7 +6,8 @@
 # defaults (warm-up 0, weight decay 0, clip 1.0, dropout from config.json),
 # so that bench/minilm_squad_hf.py runs the same recipe in transformers.
 #
-# usage: bench/minilm_squad.sh [--threads N] [--out DIR] [--seed N]   (from the repo root)
+# usage: bench/minilm_squad.sh [--threads N] [--out DIR] [--seed N] [--packing none|varlen]
+#        (from the repo root; --packing is passed to bertc train, default none)
 # Prints the wall time of `bertc train` (features, training, evaluation) and
 # `bertc eval`'s EM/F1; results go to bench/RESULTS.md by hand.
 # OPENBLAS_CORETYPE is unset for bertc's run, as in bench/compare.sh: some of
@@ -17,12 +18,14 @@ cd "$(dirname "$0")/.."
 THREADS=$(nproc)
 OUT=runs/minilm_squad
 SEED=42
+PACKING=none
 while [ $# -gt 0 ]; do
     case $1 in
     --threads) THREADS=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --seed) SEED=$2; shift 2 ;;
-    *) echo "usage: $0 [--threads N] [--out DIR] [--seed N]" >&2; exit 2 ;;
+    --packing) PACKING=$2; shift 2 ;;
+    *) echo "usage: $0 [--threads N] [--out DIR] [--seed N] [--packing none|varlen]" >&2; exit 2 ;;
     esac
 done
 BERTC=${BERTC:-build/bertc}
@@ -37,9 +40,9 @@ echo "$(env -u OPENBLAS_CORETYPE "$BERTC" version | grep '^blas')"
 start=$(date +%s.%N)
 env -u OPENBLAS_CORETYPE "$BERTC" train --model "$MODEL" --train "$OUT/train.json" --dev "$OUT/eval.json" --out "$OUT/bertc" \
     --max-seq-length 256 --doc-stride 128 --epochs 1 --batch 16 --lr 5e-5 --warmup 0 --weight-decay 0 --clip 1.0 \
-    --seed "$SEED" --threads "$THREADS" --save-every-minutes 20 --log-every 20
+    --seed "$SEED" --packing "$PACKING" --threads "$THREADS" --save-every-minutes 20 --log-every 20
 end=$(date +%s.%N)
 ev=$("$BERTC" eval "$OUT/eval.json" "$OUT/bertc/predictions.json")
 wall=$(echo "$end - $start" | bc)
-echo "bertc: $ev wall_s $wall threads $THREADS seed $SEED"
-echo "{\"impl\": \"bertc\", \"eval\": $ev, \"wall_s\": $wall, \"threads\": $THREADS, \"seed\": $SEED}" >"$OUT/bertc_result.json"
+echo "bertc: $ev wall_s $wall threads $THREADS seed $SEED packing $PACKING"
+echo "{\"impl\": \"bertc\", \"eval\": $ev, \"wall_s\": $wall, \"threads\": $THREADS, \"seed\": $SEED, \"packing\": \"$PACKING\"}" >"$OUT/bertc_result.json"
