@@ -447,10 +447,10 @@ int main(int argc, char **argv)
     } cmds[] = {
         {"ops", gc_ops},       {"model", gc_model}, {"train", gc_train},     {"memory", gc_memory},
         {"oom", gc_oom},       {"bench", gc_bench}, {"maxbatch", gc_maxbatch},
-        {"varlen", gc_varlen},
+        {"varlen", gc_varlen}, {"nccl", gc_nccl},
     };
     if (argc < 2) {
-        fprintf(stderr, "usage: gpu_check ops|model|train|memory|oom|bench|maxbatch|varlen [--out DIR] [options]\n");
+        fprintf(stderr, "usage: gpu_check ops|model|train|memory|oom|bench|maxbatch|varlen|nccl [--out DIR] [options]\n");
         return 2;
     }
     for (int i = 2; i + 1 < argc; i++)

@@ -10,6 +10,8 @@
  *   gpu_check oom       --out DIR   out-of-memory back-off under a memory limit
  *   gpu_check bench     [options]   one benchmark configuration, a JSON line
  *   gpu_check maxbatch  [options]   the largest micro-batch that trains under a limit
+ *   gpu_check varlen    --out DIR   packed micro-batches against the CPU and padded
+ *   gpu_check nccl      --out DIR   the bucketed NCCL calls on a one-rank communicator
  *
  * Every check prints what it compared, the measured figure and the bound,
  * and appends "PASS|FAIL check: ..." lines to DIR/results.txt; the exit
@@ -69,5 +71,6 @@ int gc_bench(int argc, char **argv);
 int gc_maxbatch(int argc, char **argv);
 /* gpu_varlen.c: packed micro-batches, CUDA vs CPU and packed vs padded. */
 int gc_varlen(int argc, char **argv);
+int gc_nccl(int argc, char **argv);
 
 #endif

@@ -15,6 +15,7 @@
 #   3 memory the planner's prediction against the measured peak, within 10 %
 #   4 oom    out-of-memory back-off under a memory limit
 #   7 varlen packed micro-batches (--packing varlen): CUDA vs CPU, packed vs padded masked
+#   9 nccl   the bucketed NCCL calls on a one-rank communicator (skipped without libnccl.so.2)
 #   fallback test_cuda_fallback and `bertc plan` / `bertc devices` with a GPU present
 #   6 cli    bertc train / predict --device cuda (tests/gpu/train_cli.sh): losses vs the
 #            CPU in fp32/bf16/fp16, GPU samples in monitor.csv, kill + resume
@@ -96,6 +97,7 @@ main() {
     check "3 memory: planner vs measured peak (10 %)" "$gc" memory --out "$RES"
     check "4 oom: back-off under a memory limit" "$gc" oom --out "$RES"
     check "7 varlen: packed micro-batches, CUDA vs CPU and vs padded" "$gc" varlen --out "$RES"
+    check "9 nccl: bucketed NCCL all-reduces, one rank" "$gc" nccl --out "$RES"
     check "fallback: test_cuda_fallback with a GPU" "$fb"
     # shellcheck disable=SC2016 # $1 is expanded by the inner bash
     check "module: bertc version/devices load the CUDA module" \
