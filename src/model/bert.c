@@ -308,6 +308,12 @@ int bert_model_create_tokens(bert_model **out, const bert_config *cfg, backend *
     m->st = strides_for(cfg, max_B, T, max_tokens);
     m->act_block = be->i->alloc(c, mul_size(m->act_floats, sizeof(float)));
     if (!m->act_block) goto fail;
+    /* Written once now, so that its pages are the process's from the start:
+     * a packed micro-batch uses only its N rows of each layer's slot, and
+     * without this every step longer than all before it would first-touch
+     * new pages (the kernel clearing them: 7 % of a base-shape packed step
+     * in the first steps, by perf). */
+    be->i->zero(c, m->act_block, mul_size(m->act_floats, sizeof(float)));
     act_bind(&m->a, m->act_block, sizes);
 
     size_t BT = m->max_rows;
