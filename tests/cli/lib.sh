@@ -60,6 +60,25 @@ finish() {
     exit $?
 }
 
+# The serve page tests: browser gets headless Chromium's path, or the test is
+# skipped (exit 0) where chromium, curl or jq is missing (scripts/ci_extras.sh
+# installs them).
+cli_need_browser() {
+    browser=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
+    for t in "$browser" curl jq; do
+        if [ -z "$t" ] || ! command -v "$t" >/dev/null; then echo "skipped: chromium, curl or jq is not installed"; exit 0; fi
+    done
+}
+# cli_serve_start MODEL: bertc serve on a free port in the background; sets
+# pid and port, and kills it on exit.
+cli_serve_start() {
+    "$BERTC" serve --model "$1" --port 0 --port-file "$cli_tmp/port" --threads 1 2>"$cli_tmp/serve.err" &
+    pid=$!
+    trap 'kill $pid 2>/dev/null; rm -rf "$cli_tmp"' EXIT
+    for _ in $(seq 200); do [ -s "$cli_tmp/port" ] && break; sleep 0.05; done
+    port=$(cat "$cli_tmp/port")
+}
+
 # Run directly (ctest registers every tests/cli/*.sh, this one as cli_lib):
 # check the helpers themselves on bertc's top-level errors.
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then

@@ -5,16 +5,8 @@
 # same question, marked in the context. Prints "skipped" and passes where
 # chromium, curl or jq is not installed (scripts/ci_extras.sh installs them).
 source "$(dirname "$0")/lib.sh"
-browser=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
-for t in "$browser" curl jq; do
-    if [ -z "$t" ] || ! command -v "$t" >/dev/null; then echo "skipped: chromium, curl or jq is not installed"; exit 0; fi
-done
-M=tests/ref/train3/init
-"$BERTC" serve --model $M --port 0 --port-file "$cli_tmp/port" --threads 1 2>"$cli_tmp/serve.err" &
-pid=$!
-trap 'kill $pid 2>/dev/null; rm -rf "$cli_tmp"' EXIT
-for _ in $(seq 200); do [ -s "$cli_tmp/port" ] && break; sleep 0.05; done
-port=$(cat "$cli_tmp/port")
+cli_need_browser
+cli_serve_start tests/ref/train3/init
 CTX="Kopa Labs was founded by Dire Pogu in 1953. The café near the river is run by Vima Tesa."
 Q="Who founded Kopa Labs?"
 jq -n --arg c "$CTX" --arg q "$Q" '{context: $c, question: $q}' |

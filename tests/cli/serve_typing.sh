@@ -12,17 +12,9 @@
 # "skipped" and passes where chromium, curl or jq is not installed
 # (scripts/ci_extras.sh installs them).
 source "$(dirname "$0")/lib.sh"
-browser=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
-for t in "$browser" curl jq; do
-    if [ -z "$t" ] || ! command -v "$t" >/dev/null; then echo "skipped: chromium, curl or jq is not installed"; exit 0; fi
-done
+cli_need_browser
 drive="${BERTC_BUILD:?}/cdp_drive"
-M=tests/ref/train3/init
-"$BERTC" serve --model $M --port 0 --port-file "$cli_tmp/port" --threads 1 2>"$cli_tmp/serve.err" &
-pid=$!
-trap 'kill $pid 2>/dev/null; rm -rf "$cli_tmp"' EXIT
-for _ in $(seq 200); do [ -s "$cli_tmp/port" ] && break; sleep 0.05; done
-port=$(cat "$cli_tmp/port")
+cli_serve_start tests/ref/train3/init
 CTX="Kopa Labs was founded by Dire Pogu in 1953. The café near the river is run by Vima Tesa."
 QS=("Who founded Kopa Labs?" "Who runs the café?")
 for i in 0 1; do
@@ -86,13 +78,18 @@ echo "case $cli_n: cdp_drive on a page that logs an error -> exit $rc: $(grep -h
 grep -q "event: console.error: boom from the page" "$cli_tmp/drive.out" || cli_bad "the console error was not seen"
 grep -q "FAIL: the page logged 1 errors" "$cli_tmp/drive.err" || cli_bad "the console error did not fail the run"
 
+# drive_fake BROWSER TIMEOUT: cdp_drive against a fake browser; rc gets its exit status.
+drive_fake() {
+    timeout 30 "$drive" --browser "$1" --url "http://127.0.0.1:$port/" --dir "$cli_tmp" --out "$cli_tmp/x.json" \
+        --context c --question q --timeout "$2" >"$cli_tmp/drive.out" 2>"$cli_tmp/drive.err"
+    rc=$?
+}
+
 # A browser that exits at once: the driver sees its pipe closed (EOF on fd 4,
 # or EPIPE on fd 3 when it goes before the first command) and says so.
 cli_n=$((cli_n + 1))
 start=$(date +%s%N)
-timeout 30 "$drive" --browser /bin/false --url "http://127.0.0.1:$port/" --dir "$cli_tmp" --out "$cli_tmp/x.json" \
-    --context c --question q --timeout 20 >"$cli_tmp/drive.out" 2>"$cli_tmp/drive.err"
-rc=$?
+drive_fake /bin/false 20
 took=$(( ($(date +%s%N) - start) / 1000000 ))
 echo "case $cli_n: cdp_drive with a browser that exits at once -> exit $rc in $took ms: $(grep FAIL "$cli_tmp/drive.err")"
 [ "$rc" -eq 1 ] || cli_bad "exit $rc, want 1"
@@ -104,9 +101,7 @@ grep -q "chromium closed the DevTools pipe.*exited with status 1" "$cli_tmp/driv
 cli_n=$((cli_n + 1))
 printf '#!/bin/sh\nhead -c 1 <&3 >/dev/null\nprintf %s >&4\nexit 3\n' "'{\"id\":1,\"result\":{\"targetId\":\"T1\"}}\\000'" >"$cli_tmp/dies.sh"
 chmod +x "$cli_tmp/dies.sh"
-timeout 30 "$drive" --browser "$cli_tmp/dies.sh" --url "http://127.0.0.1:$port/" --dir "$cli_tmp" --out "$cli_tmp/x.json" \
-    --context c --question q --timeout 20 >"$cli_tmp/drive.out" 2>"$cli_tmp/drive.err"
-rc=$?
+drive_fake "$cli_tmp/dies.sh" 20
 echo "case $cli_n: cdp_drive with a browser that dies after one reply -> exit $rc: $(grep FAIL "$cli_tmp/drive.err")"
 [ "$rc" -eq 1 ] || cli_bad "exit $rc, want 1"
 grep -q "chromium closed the DevTools pipe.*Target.attachToTarget; it exited with status 3" "$cli_tmp/drive.err" ||
@@ -118,9 +113,7 @@ cli_n=$((cli_n + 1))
 printf '#!/bin/sh\necho $$ >"%s/mute.pid"\nexec sleep 120\n' "$cli_tmp" >"$cli_tmp/mute.sh"
 chmod +x "$cli_tmp/mute.sh"
 start=$(date +%s%N)
-timeout 30 "$drive" --browser "$cli_tmp/mute.sh" --url "http://127.0.0.1:$port/" --dir "$cli_tmp" --out "$cli_tmp/x.json" \
-    --context c --question q --timeout 2 >"$cli_tmp/drive.out" 2>"$cli_tmp/drive.err"
-rc=$?
+drive_fake "$cli_tmp/mute.sh" 2
 took=$(( ($(date +%s%N) - start) / 1000000 ))
 echo "case $cli_n: cdp_drive with a browser that never answers, --timeout 2 -> exit $rc in $took ms: $(grep FAIL "$cli_tmp/drive.err")"
 [ "$rc" -eq 1 ] || cli_bad "exit $rc, want 1"
