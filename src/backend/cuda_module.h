@@ -67,11 +67,11 @@ typedef struct {
      * on the device. */
     int (*nccl_load)(void);
     int (*nccl_init)(int rank, int nranks, int device, int (*bcast)(void *buf, size_t bytes, int root));
-    int (*nccl_allreduce_sum)(float *dev_x, size_t n);
     void (*nccl_free)(void);
     /* ABI 3: one gradient bucket's all-reduce queued behind the work on the
      * backend's stream (backend_ctx: a backend made by create), and the wait
-     * for all that were queued (cuda_nccl.h). */
+     * for all that were queued (cuda_nccl.h); replaces ABI 2's whole-block
+     * nccl_allreduce_sum. */
     int (*nccl_allreduce_begin)(void *backend_ctx, float *dev_x, size_t n);
     int (*nccl_allreduce_wait)(void);
 } bertc_cuda_api;

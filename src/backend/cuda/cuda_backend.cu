@@ -436,7 +436,6 @@ static const bertc_cuda_api cuda_api_table = {
     cuda_backend_reset_peak,
     cuda_nccl_load,
     cuda_nccl_init,
-    cuda_nccl_allreduce_sum,
     cuda_nccl_free,
     api_nccl_begin,
     cuda_nccl_allreduce_wait,

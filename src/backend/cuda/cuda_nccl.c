@@ -91,16 +91,6 @@ int cuda_nccl_init(int rank, int nranks, int device, int (*bcast)(void *buf, siz
     return 0;
 }
 
-int cuda_nccl_allreduce_sum(float *dev_x, size_t n)
-{
-    if (!g.ready) return err_set(ERR_RUNTIME, "NCCL all-reduce before cuda_nccl_init");
-    int r = g.all_reduce(dev_x, dev_x, n, NCCL_FLOAT32, NCCL_SUM, g.comm, g.stream);
-    if (r != NCCL_SUCCESS) return nccl_fail(r, "ncclAllReduce");
-    cudaError_t ce = cudaStreamSynchronize(g.stream);
-    if (ce != cudaSuccess) return err_set(ERR_RUNTIME, "NCCL all-reduce: %s", cudaGetErrorString(ce));
-    return 0;
-}
-
 int cuda_nccl_allreduce_begin(void *compute_stream, float *dev_x, size_t n)
 {
     if (!g.ready) return err_set(ERR_RUNTIME, "NCCL all-reduce before cuda_nccl_init");

@@ -6,7 +6,7 @@
  *
  * Compiled into the CUDA module (libbertc_cuda.so) and reached by bertc
  * through the module's table (backend/cuda_module.h: nccl_load, nccl_init,
- * nccl_allreduce_sum, nccl_allreduce_begin/wait, nccl_free): plain C types,
+ * nccl_allreduce_begin/wait, nccl_free): plain C types,
  * the rank set-up's broadcast passed in (MPI carries only NCCL's 128-byte
  * id).
  *
@@ -38,10 +38,6 @@ int cuda_nccl_load(void);
  * (the caller agrees on that first): rank 0 makes the id, bcast(buf, bytes, root)
  * gives it to all, each joins on CUDA device `device`. */
 int cuda_nccl_init(int rank, int nranks, int device, int (*bcast)(void *buf, size_t bytes, int root));
-/* In place on the device, every rank: x[i] = sum over ranks; returns when
- * done (its own stream, synchronised). The caller has synchronised the
- * backend's stream before (the gradients are complete). */
-int cuda_nccl_allreduce_sum(float *dev_x, size_t n);
 /* Queues x[0..n)'s in-place all-reduce on NCCL's stream after everything
  * queued so far on compute_stream (a cudaStream_t: the backend's) and
  * returns at once. Every rank queues the same buckets in the same order. */
