@@ -7,8 +7,8 @@
 #   bash bench/compare.sh                  # minilm, seq 384, batch 8, 2 threads
 #   BERTC=build/bertc STEPS=5 bash bench/compare.sh --config tiny --seq 128 --batch 8 --threads 2
 #
-# OPENBLAS_CORETYPE is unset for bertc's run (a forced core type can pick
-# slower kernels than the detected one); the core OpenBLAS used is printed.
+# OPENBLAS_CORETYPE is unset for bertc's run (bertc picks OpenBLAS's kernels
+# from the CPU's features); the ISA level and the GEMM library used are printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,7 +44,9 @@ ts = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
 print(f"\n{'impl':<14}{'ms/step':>10}{'examples/s':>12}{'GFLOP/s':>10}")
 for r in [b] + ts:
     print(f"{r['impl']:<14}{r['ms_per_step']:>10.1f}{r['examples_per_s']:>12.3f}{r['gflops']:>10.1f}")
-print(f"OpenBLAS core: {b['openblas_core']}, threads: bertc {b['threads']}, torch {ts[0]['threads']}")
+print(f"bertc kernels: {b.get('kernels', 'OpenBLAS core ' + b['openblas_core'])}")
+print(f"ISA {b.get('isa', '?')}, GEMM {b.get('gemm', 'OpenBLAS')}; torch: {ts[0].get('cpu_capability', '?')}, {ts[0].get('blas', '?')}")
+print(f"threads: bertc {b['threads']}, torch {ts[0]['threads']}")
 for t in ts:
     print(f"ratio bertc / {t['impl']}: {b['examples_per_s'] / t['examples_per_s']:.2f}x examples/s")
 EOF

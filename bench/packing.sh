@@ -59,6 +59,7 @@ for cfg in sys.argv[2:]:
     for k, name in (("none", "bertc padded"), ("varlen", "bertc packed"), ("torch", "torch sdpa")):
         x = r[k]
         print(f"{cfg:<8}{name:<16}{x['ms_per_step']:>10.1f}{x['examples_per_s']:>12.3f}{x.get('cpu_ms_per_step', float('nan')):>13.1f}")
+    print(f"{cfg:<8}kernels: bertc {r['none'].get('kernels', r['none'].get('openblas_core'))}; torch {r['torch'].get('cpu_capability', '?')}, {r['torch'].get('blas', '?')}")
     print(f"{cfg:<8}packed / padded {r['varlen']['examples_per_s'] / r['none']['examples_per_s']:.2f}x, "
           f"packed / torch sdpa {r['varlen']['examples_per_s'] / r['torch']['examples_per_s']:.2f}x examples/s "
           f"(CPU time: packed / padded {r['none']['cpu_ms_per_step'] / r['varlen']['cpu_ms_per_step']:.2f}x)")

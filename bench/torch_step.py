@@ -97,6 +97,8 @@ def run(args, attn):
         "openblas_core": None,
         "torch": torch.__version__,
         "torch_blas": "mkl" if torch.backends.mkl.is_available() else "other",
+        "blas": "MKL" if torch.backends.mkl.is_available() else "other BLAS",
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "mkldnn": torch.backends.mkldnn.is_available(),
         "ms_per_step": round(1e3 * mean, 2),
         "ms_best": round(1e3 * min(times), 2),

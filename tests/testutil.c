@@ -1,11 +1,31 @@
 #include "testutil.h"
 
+#include "backend/cpu_kernels.h"
+#include "core/err.h"
+
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 int tu_pass, tu_fail;
+
+/* Test programs choose their CPU kernels as bertc does (BERTC_CPU_ISA, the
+ * OpenBLAS core), before main and any BLAS call; glibc passes main's
+ * arguments to constructors. */
+__attribute__((constructor)) static void tu_cpu_kernels(int argc, char **argv, char **envp)
+{
+    (void)envp;
+    if (cpu_kernels_init(argc, argv) != 0) {
+        fprintf(stderr, "%s\n", err_msg());
+        exit(2);
+    }
+    if (getenv("BERTC_TEST_PRINT_KERNELS")) {
+        char line[512];
+        printf("kernels: %s\n", cpu_kernels_describe(line, sizeof line));
+    }
+}
 
 uint64_t tu_rng_state = 0x9E3779B97F4A7C15ull;
 

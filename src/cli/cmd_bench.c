@@ -9,6 +9,7 @@
  *                               sequence forward, twice that backward
  * LayerNorm, softmax, GELU, dropout, the loss and AdamW are not counted;
  * padded tokens are (the work is done for them). */
+#include "backend/cpu_kernels.h"
 #include "backend/backend.h"
 #include "core/args.h"
 #include "core/err.h"
@@ -318,19 +319,22 @@ int cmd_bench(int argc, char **argv)
     double flops = lens ? flops_total / steps : step_flops(&cfg, batch, seq);
     double eps = batch / (total / steps), gflops = flops / (total / steps) * 1e-9;
     if (json) {
-        char jname[1024];
+        char jname[1024], kern[512], jkern[1024], gemm[96], jgemm[192];
         json_escape(jname, sizeof jname, name);
+        json_escape(jkern, sizeof jkern, cpu_kernels_describe(kern, sizeof kern));
+        json_escape(jgemm, sizeof jgemm, cpu_kernels_gemm(gemm, sizeof gemm));
         printf("{\"impl\": \"bertc\", \"backend\": \"cpu\", \"precision\": \"fp32\", \"config\": \"%s\", "
                "\"layers\": %d, \"hidden\": %d, \"heads\": %d, \"intermediate\": %d, \"vocab\": %d, "
                "\"seq\": %d, \"batch\": %d, \"steps\": %d, \"warmup_steps\": %d, \"threads\": %d, "
-               "\"openblas_core\": \"%s\", \"ms_per_step\": %.2f, \"ms_best\": %.2f, \"examples_per_s\": %.4f, "
+               "\"openblas_core\": \"%s\", \"isa\": \"%s\", \"gemm\": \"%s\", \"kernels\": \"%s\", \"ms_per_step\": %.2f, \"ms_best\": %.2f, \"examples_per_s\": %.4f, "
                "\"gflops\": %.2f, \"flops_per_step\": %.6g, "
                "\"flops_formula\": \"6*(L*(4C^2+2CI)+2C)*B*T + 12*L*B*T^2*C\", "
                "\"cpu_ms_per_step\": %.2f, \"forward_ms\": %.2f, \"backward_ms\": %.2f, \"optimizer_ms\": %.2f, "
                "\"dropout\": [%g, %g], \"recompute\": \"%s\", \"loss_first\": %.6f, \"loss_last\": %.6f, "
                "\"packing\": \"%s\", \"lengths\": \"%s\", \"real_tokens_per_step\": %.1f}\n",
                jname, cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size,
-               cfg.vocab_size, seq, batch, steps, warmup, nthreads, openblas_get_corename(), ms, 1e3 * best, eps,
+               cfg.vocab_size, seq, batch, steps, warmup, nthreads, openblas_get_corename(), cpu_isa_name(cpu_kernels()->level),
+               jgemm, jkern, ms, 1e3 * best, eps,
                gflops, flops, 1e3 * cpu_total / steps, 1e3 * phase[0] / steps, 1e3 * phase[1] / steps, 1e3 * phase[2] / steps,
                cfg.hidden_dropout_prob, cfg.attention_probs_dropout_prob, memory_recompute_name(rec), loss_first, loss_last,
                packing, lens ? "file" : "random", lens ? real_tokens / steps : (double)BT);
@@ -342,6 +346,8 @@ int cmd_bench(int argc, char **argv)
                name, cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size, batch,
                seq, nthreads, rec == RECOMPUTE_LAYER ? ", recompute layer" : "", openblas_get_corename(), ms, 1e3 * best, 1e3 * phase[0] / steps, 1e3 * phase[1] / steps,
                1e3 * phase[2] / steps, 1e3 * cpu_total / steps, eps, gflops, steps, warmup);
+        char kern[512];
+        printf("  kernels: %s\n", cpu_kernels_describe(kern, sizeof kern));
         if (lens)
             printf("  windows from %s, packing %s: %.0f real tokens per step of %zu padded\n", lengths_path, packing,
                    real_tokens / steps, BT);

@@ -1,4 +1,5 @@
 /* bertc version: prints the version and the build's features. */
+#include "backend/cpu_kernels.h"
 #include "backend/cuda_module.h"
 #include "core/args.h"
 
@@ -14,6 +15,11 @@ int cmd_version(int argc, char **argv)
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     printf("bertc %s\n", BERTC_VERSION);
+    const cpu_kernels_state *k = cpu_kernels();
+    char line[512];
+    printf("cpu: %s family %d model %d, level %s (%s)\n", k->cpu.vendor, k->cpu.family, k->cpu.model,
+           cpu_isa_name(k->cpu.level), cpu_isa_needs(k->cpu.level));
+    printf("kernels: %s\n", cpu_kernels_describe(line, sizeof line));
     printf("blas: OpenBLAS (%s, core %s)\n", openblas_get_config(), openblas_get_corename());
     /* Loads the CUDA module only where a driver is present: on a CPU
      * machine this stays a cheap look for the file. */

@@ -1,5 +1,6 @@
 /* bertc: the command-line entry. Dispatches to one function per subcommand
  * (src/cli/cmd_NAME.c); only this file exits. */
+#include "backend/cpu_kernels.h"
 #include "core/err.h"
 #include "train/supervise.h"
 
@@ -48,6 +49,11 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    /* Before anything calls BLAS: may run this program again with other kernels. */
+    if (cpu_kernels_init(argc, argv) != 0) {
+        print_error(err_msg());
+        return ERR_INPUT;
+    }
     if (argc < 2) {
         usage(stderr);
         return ERR_INPUT;

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "train/run.h"
 
+#include "backend/cpu_kernels.h"
 #include "dist/dist.h"
 
 #include "core/err.h"
@@ -87,6 +88,8 @@ int run_log_open(run_ctx *c)
         c->obs = NULL;
     }
     obs_set_info(c->obs, "backend", c->qm.info.desc);
+    char kern[512];
+    obs_set_info(c->obs, "cpu_kernels", cpu_kernels_describe(kern, sizeof kern));
     run_log_skipped(c);
     return 0;
 }
@@ -102,6 +105,10 @@ void run_log_startup(const run_ctx *c, int train_hit, int dev_hit)
            g->hidden_size, g->num_attention_heads, g->intermediate_size, g->vocab_size, (double)c->qm.table.total / 1e6,
            c->qm.qa_initialised ? "; qa_outputs initialised (the model had no QA head)" : "");
     printf("  hardware  %s\n", hw);
+    if (!c->qm.info.is_cuda) {
+        char kern[512];
+        printf("  kernels   %s\n", cpu_kernels_describe(kern, sizeof kern));
+    }
     printf("  backend   %s", c->qm.info.desc);
     if (c->ls.enabled) printf("; dynamic loss scaling, scale %g", (double)lossscale_scale(&c->ls));
     printf("\n");

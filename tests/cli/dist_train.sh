@@ -1,13 +1,13 @@
 # Data-parallel training under mpirun (issue 15), on a tiny model, 50 steps:
 #  - 2 ranks against 1 process with the same global batch and micro-batch:
 #    the loss of every step within 1e-6 relative, the final weights within
-#    1e-6 (max |a-b| / max |b| per tensor; see ZERO_GRAD below);
+#    1e-5 (max |a-b| / max |b| per tensor; see ZERO_GRAD and WEIGHT_TOL below);
 #  - 3 ranks against 1 process the same way (batch 6 = 3 micro-batches of 2);
 #  - two 2-rank runs: byte-identical final model and losses;
 #  - rank 1 SIGKILLed after step 23: the job ends, rank 0 says why, only
 #    complete checkpoints; the same mpirun command again resumes and ends
 #    byte-identical to the uninterrupted 2-rank run; resuming that killed
-#    run with 1 process says so and ends within 1e-6 of it;
+#    run with 1 process says so and ends within WEIGHT_TOL of it;
 #  - --dev evaluated by 3 ranks (each its part of the windows): the same
 #    eval.csv and predictions.json as 1 process;
 #  - bad input: more ranks than --batch, micro-batches per step the ranks do
@@ -23,6 +23,15 @@ CMP="$BERTC_BUILD/test_dist"
 # last LayerNorm's bias): their gradients are pure rounding, which AdamW
 # scales up to full steps, so they differ with any other summation order.
 ZERO_GRAD=attention.self.key.bias,qa_outputs.bias,layer.1.output.LayerNorm.bias
+# The other weights: 2 ranks add the 4 micro-batches' gradients as (g1+g2)+(g3+g4),
+# 1 process accumulates them into one buffer in order, so each gradient
+# rounds differently (about 1e-7 relative, more where its terms cancel), and
+# AdamW's division by sqrt(v) carries that into every step's update. After 50
+# steps the worst tensor was 4e-7 of its largest value with OpenBLAS's
+# SkylakeX kernels and 1.5e-6 with its Zen kernels (a small value bias): the
+# size of the difference depends on the kernel's rounding, not on a bug, which
+# would show as 1e-3 or more.
+WEIGHT_TOL=1e-5
 COMMON=(--model tests/ref/train3/init --train tests/data/train_small.json --max-seq-length 64 --doc-stride 16
         --micro-batch 2 --max-steps 50 --lr 1e-3 --save-every 10 --save-every-minutes 0 --monitor-interval 0
         --log-every 1000 --threads 1)
@@ -59,10 +68,10 @@ losses_close() { # losses_close A B: every step's loss within 1e-6 relative
 weights_close() { # weights_close A B
     cli_n=$((cli_n + 1))
     local out
-    out=$("$CMP" --compare "$1/final/model.safetensors" "$2/final/model.safetensors" 1e-6 "$ZERO_GRAD" 2>&1)
+    out=$("$CMP" --compare "$1/final/model.safetensors" "$2/final/model.safetensors" "$WEIGHT_TOL" "$ZERO_GRAD" 2>&1)
     local rc=$?
     echo "case $cli_n: weights of $(basename "$2") against $(basename "$1"): $out"
-    [ "$rc" -eq 0 ] || cli_bad "final weights differ by more than 1e-6"
+    [ "$rc" -eq 0 ] || cli_bad "final weights differ by more than $WEIGHT_TOL"
 }
 identical() { # identical A B: final model and loss column byte for byte
     cli_n=$((cli_n + 1))

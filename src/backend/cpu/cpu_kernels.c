@@ -1,0 +1,314 @@
+/* CPU kernel choice from CPUID and XCR0 (see backend/cpu_kernels.h). */
+#include "backend/cpu_kernels.h"
+
+#include "core/err.h"
+
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+/* Environment variables bertc sets for the program it executes again. */
+#define ENV_CORE "BERTC_BLAS_CORE"         /* the core bertc put in OPENBLAS_CORETYPE */
+#define ENV_FALLBACK "BERTC_BLAS_FALLBACK" /* OpenBLAS's own pick that bertc overrode */
+#define ENV_REEXEC "BERTC_KERNELS_REEXEC"  /* set for the one re-execution */
+
+static cpu_kernels_state g_state;
+
+#if defined(__x86_64__) || defined(__i386__)
+static unsigned long long xcr0(void)
+{
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((unsigned long long)hi << 32) | lo;
+}
+#endif
+
+void cpu_isa_detect(cpu_isa_info *c)
+{
+    memset(c, 0, sizeof *c);
+    c->level = CPU_ISA_SSE;
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a, b, cc, d, maxleaf;
+    if (!__get_cpuid(0, &maxleaf, &b, &cc, &d)) return;
+    memcpy(c->vendor, &b, 4);
+    memcpy(c->vendor + 4, &d, 4);
+    memcpy(c->vendor + 8, &cc, 4);
+    c->vendor[12] = 0;
+    if (!__get_cpuid(1, &a, &b, &cc, &d)) return;
+    int base_family = (int)((a >> 8) & 0xf), base_model = (int)((a >> 4) & 0xf);
+    c->family = base_family == 0xf ? base_family + (int)((a >> 20) & 0xff) : base_family;
+    c->model = (base_family == 6 || base_family == 0xf) ? base_model | (int)(((a >> 16) & 0xf) << 4) : base_model;
+    c->sse3 = cc & 1;
+    c->ssse3 = (cc >> 9) & 1;
+    c->fma = (cc >> 12) & 1;
+    c->sse41 = (cc >> 19) & 1;
+    c->sse42 = (cc >> 20) & 1;
+    int osxsave = (cc >> 27) & 1;
+    c->avx = (cc >> 28) & 1;
+    c->f16c = (cc >> 29) & 1;
+    if (maxleaf >= 7) {
+        __get_cpuid_count(7, 0, &a, &b, &cc, &d);
+        c->avx2 = (b >> 5) & 1;
+        c->bmi2 = (b >> 8) & 1;
+        c->avx512f = (b >> 16) & 1;
+        c->avx512dq = (b >> 17) & 1;
+        c->avx512cd = (b >> 28) & 1;
+        c->avx512bw = (b >> 30) & 1;
+        c->avx512vl = (b >> 31) & 1;
+        c->avx512_vnni = (cc >> 11) & 1;
+        c->amx_bf16 = (d >> 22) & 1;
+        c->avx512_fp16 = (d >> 23) & 1;
+        c->amx_tile = (d >> 24) & 1;
+        unsigned sub = a;
+        if (sub >= 1) {
+            __get_cpuid_count(7, 1, &a, &b, &cc, &d);
+            c->avx512_bf16 = (a >> 5) & 1;
+        }
+    }
+    if (osxsave) {
+        unsigned long long x = xcr0();
+        c->os_ymm = (x & 0x6) == 0x6;
+        c->os_zmm = c->os_ymm && (x & 0xe0) == 0xe0;
+        c->os_amx = (x & 0x60000) == 0x60000;
+    }
+    if (c->avx && c->os_ymm) c->level = CPU_ISA_AVX;
+    if (c->level == CPU_ISA_AVX && c->avx2 && c->fma) c->level = CPU_ISA_AVX2;
+    if (c->level == CPU_ISA_AVX2 && c->os_zmm && c->avx512f && c->avx512dq && c->avx512cd && c->avx512bw &&
+        c->avx512vl)
+        c->level = CPU_ISA_AVX512;
+#endif
+}
+
+static const char *const level_names[] = {"sse", "avx", "avx2", "avx512"};
+
+const char *cpu_isa_name(cpu_isa_level level)
+{
+    return level >= CPU_ISA_SSE && level <= CPU_ISA_AVX512 ? level_names[level] : "?";
+}
+
+int cpu_isa_parse(const char *s, cpu_isa_level *out)
+{
+    for (int i = 0; i <= CPU_ISA_AVX512; i++)
+        if (s && !strcasecmp(s, level_names[i])) {
+            *out = (cpu_isa_level)i;
+            return 0;
+        }
+    if (s && (!strcasecmp(s, "avx-512") || !strcasecmp(s, "avx512f"))) {
+        *out = CPU_ISA_AVX512;
+        return 0;
+    }
+    return -1;
+}
+
+const char *cpu_isa_needs(cpu_isa_level level)
+{
+    switch (level) {
+    case CPU_ISA_AVX512: return "AVX-512 (F, DQ, CD, BW, VL) with the OS saving the ZMM state";
+    case CPU_ISA_AVX2: return "AVX2 and FMA with the OS saving the YMM state";
+    case CPU_ISA_AVX: return "AVX with the OS saving the YMM state";
+    default: return "SSE3";
+    }
+}
+
+/* OpenBLAS's x86-64 core names (its DYNAMIC_ARCH targets) and the widest
+ * vectors their kernels use. A table of the library's names, not of CPUs. */
+static const struct {
+    const char *name;
+    cpu_isa_level level;
+} blas_cores[] = {
+    {"Prescott", CPU_ISA_SSE},       {"Core2", CPU_ISA_SSE},        {"Penryn", CPU_ISA_SSE},
+    {"Dunnington", CPU_ISA_SSE},     {"Nehalem", CPU_ISA_SSE},      {"Atom", CPU_ISA_SSE},
+    {"Opteron", CPU_ISA_SSE},        {"Opteron(SSE3)", CPU_ISA_SSE}, {"Barcelona", CPU_ISA_SSE},
+    {"Bobcat", CPU_ISA_SSE},         {"Sandybridge", CPU_ISA_AVX},  {"Bulldozer", CPU_ISA_AVX},
+    {"Piledriver", CPU_ISA_AVX},     {"Steamroller", CPU_ISA_AVX},  {"Excavator", CPU_ISA_AVX},
+    {"Haswell", CPU_ISA_AVX2},       {"Zen", CPU_ISA_AVX2},         {"SkylakeX", CPU_ISA_AVX512},
+    {"Cooperlake", CPU_ISA_AVX512},  {"SapphireRapids", CPU_ISA_AVX512},
+};
+
+int cpu_blas_core_level(const char *core)
+{
+    for (size_t i = 0; core && i < sizeof blas_cores / sizeof blas_cores[0]; i++)
+        if (!strcasecmp(core, blas_cores[i].name)) return (int)blas_cores[i].level;
+    return -1;
+}
+
+static const char *blas_core_names(void)
+{
+    static char list[512];
+    if (!list[0]) {
+        size_t n = 0;
+        for (size_t i = 0; i < sizeof blas_cores / sizeof blas_cores[0] && n < sizeof list; i++)
+            n += (size_t)snprintf(list + n, sizeof list - n, "%s%.20s", i ? ", " : "", blas_cores[i].name);
+    }
+    return list;
+}
+
+const char *cpu_blas_core_for(const cpu_isa_info *cpu, cpu_isa_level level)
+{
+    int amd = !strcmp(cpu->vendor, "AuthenticAMD") || !strcmp(cpu->vendor, "HygonGenuine");
+    switch (level) {
+    case CPU_ISA_AVX512: return cpu->avx512_bf16 ? "Cooperlake" : "SkylakeX";
+    case CPU_ISA_AVX2: return amd ? "Zen" : "Haswell";
+    case CPU_ISA_AVX: return "Sandybridge";
+    default: return "Prescott";
+    }
+}
+
+static void copy_str(char *dst, size_t cap, const char *src)
+{
+    snprintf(dst, cap, "%s", src ? src : "");
+}
+
+/* The state without executing anything: for library users (tests) that never
+ * called cpu_kernels_init, and the first half of it. */
+static void fill_passive(cpu_kernels_state *s)
+{
+    memset(s, 0, sizeof *s);
+    cpu_isa_detect(&s->cpu);
+    s->level = s->cpu.level;
+    copy_str(s->level_from, sizeof s->level_from, "auto");
+    cpu_isa_level cap;
+    const char *want = getenv("BERTC_CPU_ISA");
+    if (want && *want && strcasecmp(want, "auto") && cpu_isa_parse(want, &cap) == 0 && cap <= s->cpu.level) {
+        s->level = cap;
+        snprintf(s->level_from, sizeof s->level_from, "BERTC_CPU_ISA=%s", cpu_isa_name(cap));
+    }
+    copy_str(s->blas_core, sizeof s->blas_core, openblas_get_corename());
+    const char *user = getenv("OPENBLAS_CORETYPE"), *ours = getenv(ENV_CORE);
+    if (user && *user && !(ours && !strcasecmp(ours, user)))
+        snprintf(s->blas_from, sizeof s->blas_from, "OPENBLAS_CORETYPE=%.40s (set by the user)", user);
+    else if (user && *user)
+        copy_str(s->blas_from, sizeof s->blas_from, "set by bertc");
+    else
+        copy_str(s->blas_from, sizeof s->blas_from, "OpenBLAS's own choice");
+    const char *fb = getenv(ENV_FALLBACK);
+    if (ours && user && !strcasecmp(ours, user) && fb) copy_str(s->blas_fallback, sizeof s->blas_fallback, fb);
+}
+
+const cpu_kernels_state *cpu_kernels(void)
+{
+    if (!g_state.ready) {
+        fill_passive(&g_state);
+        g_state.ready = 1;
+    }
+    return &g_state;
+}
+
+static int refuse_level(const cpu_kernels_state *s, const char *what, cpu_isa_level asked)
+{
+    return err_set(ERR_INPUT, "%s: this CPU (%s family %d model %d) cannot run it: %s needs %s; the highest level here is %s",
+                   what, s->cpu.vendor, s->cpu.family, s->cpu.model, cpu_isa_name(asked), cpu_isa_needs(asked),
+                   cpu_isa_name(s->cpu.level));
+}
+
+/* Checks what the user asked for; fills *want_core with the core bertc wants
+ * (NULL: keep what OpenBLAS runs). */
+static int decide(cpu_kernels_state *s, const char **want_core)
+{
+    *want_core = NULL;
+    const char *want = getenv("BERTC_CPU_ISA");
+    if (want && *want && strcasecmp(want, "auto")) {
+        cpu_isa_level cap;
+        if (cpu_isa_parse(want, &cap) != 0)
+            return err_set(ERR_INPUT, "BERTC_CPU_ISA=%.40s: not a level (auto, avx512, avx2, avx or sse)", want);
+        if (cap > s->cpu.level) {
+            char what[64];
+            snprintf(what, sizeof what, "BERTC_CPU_ISA=%s", cpu_isa_name(cap));
+            return refuse_level(s, what, cap);
+        }
+    }
+    const char *user = getenv("OPENBLAS_CORETYPE"), *ours = getenv(ENV_CORE);
+    int user_core = user && *user && !(ours && !strcasecmp(ours, user));
+    if (user_core) {
+        int lvl = cpu_blas_core_level(user);
+        if (lvl < 0)
+            return err_set(ERR_INPUT, "OPENBLAS_CORETYPE=%.40s: not an OpenBLAS x86-64 core (%s)", user,
+                           blas_core_names());
+        if (lvl > (int)s->cpu.level) {
+            char what[80];
+            snprintf(what, sizeof what, "OPENBLAS_CORETYPE=%.40s", user);
+            return refuse_level(s, what, (cpu_isa_level)lvl);
+        }
+        if (lvl > (int)s->level)
+            return err_set(ERR_INPUT, "OPENBLAS_CORETYPE=%.40s uses %s, above %s: unset one of them", user,
+                           cpu_isa_name((cpu_isa_level)lvl), s->level_from);
+        return 0; /* honoured as given */
+    }
+    int have = cpu_blas_core_level(s->blas_core);
+    if (have == (int)s->level) return 0;
+    *want_core = cpu_blas_core_for(&s->cpu, s->level);
+    return 0;
+}
+
+int cpu_kernels_init(int argc, char **argv)
+{
+    (void)argc;
+    cpu_kernels_state *s = &g_state;
+    fill_passive(s);
+    s->ready = 1;
+    const char *want_core;
+    int rc = decide(s, &want_core);
+    if (rc) return rc;
+    int again = getenv(ENV_REEXEC) != NULL;
+    unsetenv(ENV_REEXEC); /* children decide for themselves */
+    if (!want_core) return 0;
+    if (!strcasecmp(want_core, s->blas_core)) return 0;
+    if (again) {
+        snprintf(s->warning, sizeof s->warning, "OpenBLAS did not take OPENBLAS_CORETYPE=%.31s: it runs core %.31s",
+                 want_core, s->blas_core);
+        return 0;
+    }
+    int fallback = cpu_blas_core_level(s->blas_core) < (int)s->cpu.level;
+    setenv("OPENBLAS_CORETYPE", want_core, 1);
+    setenv(ENV_CORE, want_core, 1);
+    if (fallback) setenv(ENV_FALLBACK, s->blas_core, 1);
+    else unsetenv(ENV_FALLBACK);
+    setenv(ENV_REEXEC, "1", 1);
+    fflush(NULL);
+    if (argv && argv[0]) execv("/proc/self/exe", argv);
+    /* Still here: no re-execution possible; run with what OpenBLAS chose. */
+    unsetenv(ENV_REEXEC);
+    snprintf(s->warning, sizeof s->warning, "could not run again with OPENBLAS_CORETYPE=%.31s; OpenBLAS runs core %.31s",
+             want_core, s->blas_core);
+    return 0;
+}
+
+char *cpu_kernels_gemm(char *buf, size_t cap)
+{
+    const cpu_kernels_state *s = cpu_kernels();
+    char ver[64] = "OpenBLAS";
+    const char *cfg = openblas_get_config();
+    if (cfg) {
+        const char *sp = strchr(cfg, ' ');
+        if (sp) sp = strchr(sp + 1, ' ');
+        size_t n = sp ? (size_t)(sp - cfg) : strlen(cfg);
+        if (n >= sizeof ver) n = sizeof ver - 1;
+        memcpy(ver, cfg, n);
+        ver[n] = 0;
+    }
+    snprintf(buf, cap, "%s (core %s)", ver, s->blas_core);
+    return buf;
+}
+
+char *cpu_kernels_describe(char *buf, size_t cap)
+{
+    const cpu_kernels_state *s = cpu_kernels();
+    char gemm[96], from[192];
+    cpu_kernels_gemm(gemm, sizeof gemm);
+    if (s->blas_fallback[0])
+        snprintf(from, sizeof from, "set by bertc: OpenBLAS's own choice for this CPU was the generic %.31s",
+                 s->blas_fallback);
+    else if (cpu_blas_core_level(s->blas_core) < (int)s->level)
+        snprintf(from, sizeof from, "%.100s, below the %s this CPU runs: slower", s->blas_from, cpu_isa_name(s->level));
+    else
+        snprintf(from, sizeof from, "%.100s", s->blas_from);
+    snprintf(buf, cap, "isa %s (%s; the CPU has %s), gemm %s, %s%s%s", cpu_isa_name(s->level), s->level_from,
+             cpu_isa_name(s->cpu.level), gemm, from, s->warning[0] ? "; warning: " : "", s->warning);
+    return buf;
+}

@@ -1,0 +1,97 @@
+# The CPU kernels follow the CPU's features (CPUID and the OS's XCR0), not a
+# table of models: `bertc version` names the level and OpenBLAS's core, and
+# the core's level equals the CPU's (as /proc/cpuinfo's flags say); a generic
+# core OpenBLAS picked by itself is overridden and the override is reported
+# (simulated: the variables bertc sets when it runs again); a core the user
+# set is honoured; BERTC_CPU_ISA caps the level; a level or core the CPU lacks
+# and an unknown name are one-line errors with exit 2, never SIGILL. The
+# start-up report, info.csv, `bertc bench --json` and the test programs name
+# the kernels.
+source "$(dirname "$0")/lib.sh"
+unset OPENBLAS_CORETYPE BERTC_BLAS_CORE BERTC_BLAS_FALLBACK BERTC_CPU_ISA
+
+flags=$(grep -m1 '^flags' /proc/cpuinfo)
+has() { [[ " $flags " == *" $1 "* ]]; }
+native=sse
+if has avx; then native=avx; fi
+if has avx2 && has fma; then native=avx2; fi
+if [ $native = avx2 ] && has avx512f && has avx512dq && has avx512cd && has avx512bw && has avx512vl; then native=avx512; fi
+core_level() {
+    case $1 in
+    SkylakeX | Cooperlake | SapphireRapids) echo avx512 ;;
+    Haswell | Zen) echo avx2 ;;
+    Sandybridge | Bulldozer | Piledriver | Steamroller | Excavator) echo avx ;;
+    *) echo sse ;;
+    esac
+}
+version() { # version VAR=VALUE...: bertc version under those variables, into $cli_tmp/v
+    env "$@" "$BERTC" version >"$cli_tmp/v" 2>"$cli_tmp/verr"
+}
+core_of() { sed -n 's/^blas: .*core \([A-Za-z0-9()]*\))$/\1/p' "$cli_tmp/v"; }
+
+cli_n=$((cli_n + 1))
+version
+rc=$?
+core=$(core_of)
+echo "case $cli_n: /proc/cpuinfo says $native; bertc version -> exit $rc: $(grep '^kernels' "$cli_tmp/v")"
+[ $rc -eq 0 ] || cli_bad "exit $rc"
+grep -q "^kernels: isa $native (auto" "$cli_tmp/v" || cli_bad "kernels line does not name level $native"
+[ "$(core_level "$core")" = $native ] || cli_bad "OpenBLAS core $core is not a $native core"
+
+cli_n=$((cli_n + 1))
+version OPENBLAS_CORETYPE=Prescott BERTC_BLAS_CORE=Prescott
+core=$(core_of)
+echo "case $cli_n: OpenBLAS's own pick a generic Prescott (simulated) -> core $core: $(grep '^kernels' "$cli_tmp/v")"
+[ "$(core_level "$core")" = $native ] || cli_bad "the generic core was not overridden (core $core)"
+[ $native = sse ] || grep -q "OpenBLAS's own choice for this CPU was the generic Prescott" "$cli_tmp/v" ||
+    cli_bad "the override is not reported"
+
+cli_n=$((cli_n + 1))
+version OPENBLAS_CORETYPE=Prescott
+echo "case $cli_n: OPENBLAS_CORETYPE=Prescott set by the user -> $(grep '^kernels' "$cli_tmp/v")"
+[ "$(core_of)" = Prescott ] || cli_bad "the user's core was not honoured"
+grep -q "set by the user" "$cli_tmp/v" || cli_bad "not reported as the user's"
+
+if [ $native = avx2 ] || [ $native = avx512 ]; then
+    cli_n=$((cli_n + 1))
+    version BERTC_CPU_ISA=avx
+    echo "case $cli_n: BERTC_CPU_ISA=avx -> core $(core_of): $(grep '^kernels' "$cli_tmp/v")"
+    [ "$(core_of)" = Sandybridge ] || cli_bad "the cap avx did not give Sandybridge"
+    grep -q "^kernels: isa avx (BERTC_CPU_ISA=avx" "$cli_tmp/v" || cli_bad "the cap is not reported"
+    cli_n=$((cli_n + 1))
+    out=$(BERTC_CPU_ISA=avx BERTC_TEST_PRINT_KERNELS=1 "$BERTC_BUILD/test_config" 2>&1 | grep '^kernels')
+    echo "case $cli_n: a test program under BERTC_CPU_ISA=avx: $out"
+    [[ "$out" == *"core Sandybridge"* ]] || cli_bad "the test program did not take the cap"
+fi
+
+export BERTC_CPU_ISA=bogus
+expect 2 "BERTC_CPU_ISA=bogus: not a level" -- version
+unset BERTC_CPU_ISA
+export OPENBLAS_CORETYPE=Pentium9
+expect 2 "OPENBLAS_CORETYPE=Pentium9: not an OpenBLAS x86-64 core" -- version
+unset OPENBLAS_CORETYPE
+if [ $native != avx512 ]; then
+    export BERTC_CPU_ISA=avx512
+    expect 2 "the highest level here is $native" -- bench --config tiny --seq 32 --batch 2 --steps 1
+    unset BERTC_CPU_ISA
+    export OPENBLAS_CORETYPE=SkylakeX
+    expect 2 "OPENBLAS_CORETYPE=SkylakeX: this CPU" -- bench --config tiny --seq 32 --batch 2 --steps 1
+    unset OPENBLAS_CORETYPE
+else
+    echo "(this CPU has AVX-512: no level above it to refuse)"
+fi
+
+cli_n=$((cli_n + 1))
+"$BERTC" bench --config tiny --seq 32 --batch 2 --steps 1 --warmup-steps 0 --threads 1 --json >"$cli_tmp/b.json" 2>/dev/null
+echo "case $cli_n: bench --json: $(grep -o '"isa": "[^"]*", "gemm": "[^"]*"' "$cli_tmp/b.json")"
+grep -q "\"isa\": \"$native\", \"gemm\": \"OpenBLAS" "$cli_tmp/b.json" || cli_bad "bench --json lacks isa/gemm"
+
+cli_n=$((cli_n + 1))
+"$BERTC" train --model tests/ref/train3/init --train tests/data/train_small.json --max-seq-length 64 --doc-stride 16 \
+    --max-steps 1 --batch 2 --threads 1 --monitor-interval 0 --out "$cli_tmp/run" >"$cli_tmp/train.out" 2>&1
+rc=$?
+echo "case $cli_n: train -> exit $rc: $(grep 'kernels' "$cli_tmp/train.out"); info.csv: $(grep '^cpu_kernels' "$cli_tmp/run/info.csv")"
+[ $rc -eq 0 ] || cli_bad "train exit $rc"
+grep -q "^  kernels   isa $native" "$cli_tmp/train.out" || cli_bad "the start-up report lacks the kernels"
+grep -q "^cpu_kernels,\"\?isa $native" "$cli_tmp/run/info.csv" || cli_bad "info.csv lacks cpu_kernels"
+finish
