@@ -1,7 +1,8 @@
 /* src/dist: the example shares, and (under mpirun, see tests/cli/dist_reduce.sh)
  * the fixed-order all-reduce: every rank ends with exactly the bytes of
  * the sum in rank order, computed here locally from every rank's inputs;
- * error agreement and the argument-hash check. Alone it checks the
+ * its two halves apart (reduce-scatter into each rank's piece, all-gather,
+ * gather to rank 0); error agreement and the argument-hash check. Alone it checks the
  * one-process path. */
 #define _GNU_SOURCE
 #include "core/err.h"
@@ -43,6 +44,65 @@ static void check_shares(void)
     CHECK(f == 4 && l == 4, "8/2 ranks of micro 2, rank 1: [%d, +%d)", f, l);
     dist_share(7, 2, 3, 2, &f, &l);
     CHECK(f == 4 && l == 3, "7/3 ranks of micro 2, rank 2: [%d, +%d)", f, l);
+}
+
+/* The halves of the all-reduce apart (the sharded optimizer's): the
+ * pieces cover the block in rank order; after the reduce-scatter this
+ * rank's piece holds exactly the rank-order sum and the rest is untouched;
+ * the all-gather and the gather to rank 0 deliver every rank's piece. */
+static void check_pieces(int N, int me)
+{
+    size_t sizes[] = {0, 1, 2, 3, 5, 1000, 1000003};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        size_t n = sizes[s], at = 0, off, len, q = n / (size_t)N;
+        for (int r = 0; r < N; r++) {
+            dist_piece(n, N, r, &off, &len);
+            CHECK(off == at && (len == q || (r == N - 1 && len == n - (size_t)(N - 1) * q)),
+                  "n %zu rank %d of %d: piece [%zu, +%zu), want it at %zu, %zu long", n, r, N, off, len, at, q);
+            at += len;
+        }
+        CHECK(at == n, "n %zu: the pieces cover %zu", n, at);
+        dist_piece(n, N, me, &off, &len);
+        float *x = malloc((n + 1) * sizeof *x), *g = malloc((n + 1) * sizeof *g);
+        for (size_t i = 0; i < n; i++) x[i] = input(me, i);
+        int rc = dist_reduce_scatter_sum_fixed(x, n);
+        CHECK(rc == 0, "reduce-scatter of %zu: %s", n, err_msg());
+        int bad = 0;
+        for (size_t i = 0; i < n; i++) {
+            float v = input(me, i);
+            if (i >= off && i < off + len) {
+                v = input(0, i);
+                for (int r = 1; r < N; r++) v += input(r, i);
+            }
+            bad += memcmp(&v, &x[i], sizeof v) != 0;
+        }
+        CHECK(bad == 0, "reduce-scatter of %zu floats: %d differ from the rank-order sum in [%zu, +%zu) or the input "
+              "outside", n, bad, off, len);
+        /* every rank's piece marked with its rank, then gathered */
+        for (size_t i = 0; i < n; i++) x[i] = i >= off && i < off + len ? (float)me : -1.0f;
+        rc = dist_allgather(x, n);
+        CHECK(rc == 0, "all-gather of %zu: %s", n, err_msg());
+        for (size_t i = 0; i < len; i++) g[i] = 100.0f + (float)me;
+        float *dst = me == 0 ? malloc((n + 1) * sizeof *dst) : NULL;
+        if (dst)
+            for (size_t i = 0; i < n; i++) dst[i] = -1.0f;
+        rc = dist_gather_pieces(g, dst, n, 0);
+        CHECK(rc == 0, "gather of %zu: %s", n, err_msg());
+        int bad_ag = 0, bad_g = 0;
+        for (int r = 0; r < N; r++) {
+            size_t po, pl;
+            dist_piece(n, N, r, &po, &pl);
+            for (size_t i = po; i < po + pl; i++) {
+                bad_ag += x[i] != (float)r;
+                if (dst) bad_g += dst[i] != 100.0f + (float)r;
+            }
+        }
+        CHECK(bad_ag == 0, "all-gather of %zu floats: %d not their owner's", n, bad_ag);
+        CHECK(bad_g == 0, "gather of %zu floats to rank 0: %d not their owner's", n, bad_g);
+        free(dst);
+        free(x);
+        free(g);
+    }
 }
 
 /* test_dist --compare A.safetensors B.safetensors RTOL [SKIP]: every tensor of A
@@ -134,6 +194,7 @@ int main(int argc, char **argv)
         free(x);
         free(want);
     }
+    check_pieces(N, me);
     double d[2] = {me + 0.5, 1.0}, dw = 0;
     for (int r = 0; r < N; r++) dw += r + 0.5;
     CHECK(dist_allreduce_sum_f64(d, 2) == 0 && d[0] == dw && d[1] == N, "f64 sums %g %g, want %g %d", d[0], d[1], dw, N);

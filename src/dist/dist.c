@@ -5,6 +5,7 @@
 
 #include "core/err.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,7 @@ static double g_comm_s = 0;
 /* The scratch of the reduce-scatter. */
 static float *g_tmp;
 static size_t g_tmp_cap;
-#define DIST_SEG ((size_t)1 << 24) /* floats per Alltoallv: counts stay ints */
+#define DIST_SEG ((size_t)1 << 24) /* floats per Alltoallv round, all ranks' together: the scratch's size */
 #endif
 
 #ifdef BERTC_HAVE_MPI
@@ -147,19 +148,42 @@ void dist_share(int count, int micro, int n, int r, int *first, int *len)
 }
 
 
-int dist_allreduce_sum_fixed(float *x, size_t n)
+void dist_piece(size_t n, int N, int r, size_t *off, size_t *len)
+{
+    if (N < 1) N = 1;
+    size_t q = n / (size_t)N;
+    *off = q * (size_t)r;
+    *len = r == N - 1 ? n - *off : q;
+}
+
+#ifdef BERTC_HAVE_MPI
+/* Counts and displacements of MPI's v-collectives are ints. */
+static int fits_int(size_t n, const char *what)
+{
+    if (n <= (size_t)INT_MAX) return 0;
+    return err_set(ERR_RUNTIME, "%s of %zu floats: more than MPI's int counts hold (%d)", what, n, INT_MAX);
+}
+#endif
+
+int dist_reduce_scatter_sum_fixed(float *x, size_t n)
 {
     if (g_size <= 1 || n == 0) return 0;
 #ifdef BERTC_HAVE_MPI
+    if (fits_int(n, "a reduce-scatter")) return ERR_RUNTIME;
     double t = now();
     int N = g_size, me = g_rank;
     int *sc = malloc(4 * (size_t)N * sizeof *sc);
     if (!sc) return err_set(ERR_RUNTIME, "out of memory");
     int *sd = sc + N, *rc = sc + 2 * N, *rd = sc + 3 * N;
+    size_t my_off, my_len, last_off, last_len;
+    dist_piece(n, N, me, &my_off, &my_len);
+    dist_piece(n, N, N - 1, &last_off, &last_len);
+    /* Each round moves up to `seg` floats of every piece (the scratch holds
+     * N of them); the last piece, the longest, sets the number of rounds. */
+    size_t seg = DIST_SEG / (size_t)N > 0 ? DIST_SEG / (size_t)N : 1;
     int ret = 0;
-    for (size_t off = 0; off < n && !ret; off += DIST_SEG) {
-        size_t m = n - off < DIST_SEG ? n - off : DIST_SEG;
-        size_t lo = m * (size_t)me / (size_t)N, mine = m * (size_t)(me + 1) / (size_t)N - lo;
+    for (size_t at = 0; at < last_len && !ret; at += seg) {
+        size_t mine = my_len > at ? (my_len - at < seg ? my_len - at : seg) : 0;
         if (g_tmp_cap < mine * (size_t)N) {
             free(g_tmp);
             g_tmp_cap = mine * (size_t)N;
@@ -171,26 +195,26 @@ int dist_allreduce_sum_fixed(float *x, size_t n)
             }
         }
         for (int r = 0; r < N; r++) {
-            size_t a = m * (size_t)r / (size_t)N, b = m * (size_t)(r + 1) / (size_t)N;
-            sc[r] = (int)(b - a);
-            sd[r] = (int)a;
+            size_t po, pl;
+            dist_piece(n, N, r, &po, &pl);
+            size_t k = pl > at ? (pl - at < seg ? pl - at : seg) : 0;
+            sc[r] = (int)k;
+            sd[r] = (int)(po + at);
             rc[r] = (int)mine;
             rd[r] = (int)(mine * (size_t)r);
         }
-        int mrc = MPI_Alltoallv(x + off, sc, sd, MPI_FLOAT, g_tmp, rc, rd, MPI_FLOAT, MPI_COMM_WORLD);
+        int mrc = MPI_Alltoallv(x, sc, sd, MPI_FLOAT, g_tmp, rc, rd, MPI_FLOAT, MPI_COMM_WORLD);
         if (mrc != MPI_SUCCESS) {
             ret = mpi_fail(mrc, "the gradient reduce-scatter");
             break;
         }
         /* The fixed order: rank 0's value, plus rank 1's, plus ... */
-        float *dst = x + off + lo;
+        float *dst = x + my_off + at;
         for (size_t i = 0; i < mine; i++) dst[i] = g_tmp[i];
         for (int r = 1; r < N; r++) {
             const float *src = g_tmp + mine * (size_t)r;
             for (size_t i = 0; i < mine; i++) dst[i] += src[i];
         }
-        mrc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, x + off, sc, sd, MPI_FLOAT, MPI_COMM_WORLD);
-        if (mrc != MPI_SUCCESS) ret = mpi_fail(mrc, "the gradient all-gather");
     }
     free(sc);
     g_comm_s += now() - t;
@@ -198,6 +222,69 @@ int dist_allreduce_sum_fixed(float *x, size_t n)
 #else
     return 0;
 #endif
+}
+
+#ifdef BERTC_HAVE_MPI
+/* Every rank's piece count and offset (dist_piece) as MPI's ints. */
+static int *piece_counts(size_t n, int N)
+{
+    int *c = malloc(2 * (size_t)N * sizeof *c);
+    if (!c) return NULL;
+    for (int r = 0; r < N; r++) {
+        size_t po, pl;
+        dist_piece(n, N, r, &po, &pl);
+        c[r] = (int)pl;
+        c[N + r] = (int)po;
+    }
+    return c;
+}
+#endif
+
+int dist_allgather(float *x, size_t n)
+{
+    if (g_size <= 1 || n == 0) return 0;
+#ifdef BERTC_HAVE_MPI
+    if (fits_int(n, "an all-gather")) return ERR_RUNTIME;
+    double t = now();
+    int *c = piece_counts(n, g_size);
+    if (!c) return err_set(ERR_RUNTIME, "out of memory");
+    int mrc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, x, c, c + g_size, MPI_FLOAT, MPI_COMM_WORLD);
+    free(c);
+    g_comm_s += now() - t;
+    return mrc == MPI_SUCCESS ? 0 : mpi_fail(mrc, "an all-gather");
+#else
+    return 0;
+#endif
+}
+
+int dist_gather_pieces(const float *mine, float *x, size_t n, int root)
+{
+    size_t my_off, my_len;
+    dist_piece(n, g_size, g_rank, &my_off, &my_len);
+    if (g_rank == root && my_len && mine != x + my_off) memmove(x + my_off, mine, my_len * sizeof *x);
+    if (g_size <= 1 || n == 0) return 0;
+#ifdef BERTC_HAVE_MPI
+    if (fits_int(n, "a gather")) return ERR_RUNTIME;
+    double t = now();
+    int *c = piece_counts(n, g_size);
+    if (!c) return err_set(ERR_RUNTIME, "out of memory");
+    int mrc;
+    if (g_rank == root)
+        mrc = MPI_Gatherv(MPI_IN_PLACE, 0, MPI_FLOAT, x, c, c + g_size, MPI_FLOAT, root, MPI_COMM_WORLD);
+    else
+        mrc = MPI_Gatherv(mine, (int)my_len, MPI_FLOAT, NULL, NULL, NULL, MPI_FLOAT, root, MPI_COMM_WORLD);
+    free(c);
+    g_comm_s += now() - t;
+    return mrc == MPI_SUCCESS ? 0 : mpi_fail(mrc, "a gather");
+#else
+    return 0;
+#endif
+}
+
+int dist_allreduce_sum_fixed(float *x, size_t n)
+{
+    int rc = dist_reduce_scatter_sum_fixed(x, n);
+    return rc ? rc : dist_allgather(x, n);
 }
 
 int dist_allreduce_sum_f64(double *x, int n)

@@ -8,11 +8,15 @@
  * refuses a launch of more than one with ERR_INPUT.
  *
  * Every collective below must be called by every rank in the same order.
- * Reductions have a fixed summation order: dist_allreduce_sum_fixed is a
- * reduce-scatter in which the owner of each chunk adds the N contributions
- * in rank order 0, 1, .., N-1 (moving raw bytes with MPI_Alltoallv, never
- * MPI_SUM, whose order the library picks), then an all-gather, so every rank
- * ends with the same bytes and two runs with the same N are bit-identical.
+ * Reductions have a fixed summation order: dist_allreduce_sum_fixed is
+ * dist_reduce_scatter_sum_fixed, in which the owner of each piece adds the N
+ * contributions in rank order 0, 1, .., N-1 (moving raw bytes with
+ * MPI_Alltoallv, never MPI_SUM, whose order the library picks), then
+ * dist_allgather, so every rank ends with the same bytes and two runs with
+ * the same N are bit-identical. The sum of each float is the same whoever
+ * owns it, so the pieces (dist_piece) change no result. The sharded
+ * optimizer (--shard-optimizer) uses the two halves apart: each rank updates
+ * the parameters of its pieces between them.
  *
  * Errors: functions return 0 or an err.h code with the message set; a rank
  * whose peers died is ended by the launcher (mpirun) with SIGTERM/SIGKILL. */
@@ -44,9 +48,26 @@ int dist_size(void);
 /* 1 while more than one rank runs. */
 int dist_active(void);
 
+/* The piece of a block of n floats that rank r of N owns in the
+ * reduce-scatter and the gathers below: [r*q, (r+1)*q) with q = n / N, the
+ * last rank's also holding the n - N*q floats left over. Equal pieces plus a
+ * short tail are what NCCL's ncclReduceScatter and ncclAllGather take (the
+ * CUDA module's cuda_nccl.c cuts the same pieces). */
+void dist_piece(size_t n, int N, int r, size_t *off, size_t *len);
 /* In place: x[i] = sum over ranks r = 0..N-1, in that order, of x_r[i];
- * every rank ends with the same bytes. */
+ * every rank ends with the same bytes. Block sizes up to INT_MAX floats
+ * (MPI's counts), as the two below. */
 int dist_allreduce_sum_fixed(float *x, size_t n);
+/* In place: this rank's piece of x (dist_piece) gets the sum over ranks in
+ * rank order, the same bytes dist_allreduce_sum_fixed gives there; the
+ * rest of x is left as it was. */
+int dist_reduce_scatter_sum_fixed(float *x, size_t n);
+/* In place: every rank's piece of x to every rank. */
+int dist_allgather(float *x, size_t n);
+/* Rank root's x (n floats) gets every rank's piece: x[piece of r] = rank
+ * r's `mine` (its piece's floats; on root it may point at its own piece of
+ * x). x is written on root only and may be NULL elsewhere. */
+int dist_gather_pieces(const float *mine, float *x, size_t n, int root);
 /* The same for a few doubles (losses, counts). */
 int dist_allreduce_sum_f64(double *x, int n);
 /* rank root's bytes to every rank. */
