@@ -1,10 +1,13 @@
 /* The optimizer (optim.h) and the training step around it: the schedule,
  * the clipping coefficient, AdamW against a float64 host computation with
  * the decay exclusions, state save/restore, a non-finite gradient skipping
- * the step, gradient accumulation over micro-batches, and determinism of
+ * the step, the sharded optimizer (pieces of the block, the global norm
+ * summed by the caller) against the whole one, gradient accumulation over
+ * micro-batches, and determinism of
  * whole training steps on 2 threads with dropout on. */
 #include "backend/backend.h"
 #include "core/err.h"
+#include "dist/dist.h"
 #include "model/bert.h"
 #include "model/weights.h"
 #include "train/optim.h"
@@ -223,6 +226,149 @@ static void test_adamw(backend *be)
     param_table_free(&t);
 }
 
+/* --shard-optimizer's arithmetic in one process: D optimizers, each with
+ * its pieces (dist_piece) of ranges cut like the gradient buckets (the
+ * embeddings, each layer, the QA head), update one parameter block with the
+ * sum of their squared norms added in rank order, as the ranks do between
+ * the reduce-scatter and the all-gather. Against one whole optimizer: the
+ * same norms and skip decisions, parameters and moments within a rounding
+ * of the norm (identical where no clipping applies); each touches only its
+ * pieces; state round trips through the whole block. */
+static void test_sharded(backend *be, int D)
+{
+    bert_config cfg = small_config();
+    param_table t;
+    param_table_init(&t, &cfg);
+    size_t n = t.total, bytes = n * sizeof(float);
+    /* ranges: [0, layer 0), each layer, the QA head */
+    int L = cfg.num_hidden_layers, nb = L + 2;
+    size_t bo[8], bl[8];
+    for (int k = 0; k <= L; k++) {
+        int first = k == 0 ? 0 : 5 + 16 * (k - 1), end = 5 + 16 * k;
+        bo[k] = t.info[first].offset;
+        bl[k] = t.info[end - 1].offset + t.info[end - 1].numel - bo[k];
+    }
+    bo[L + 1] = bo[L] + bl[L];
+    bl[L + 1] = n - bo[L + 1];
+    optim *full = NULL, *sh[4] = {NULL};
+    size_t owned = 0, most = 0;
+    int rc = optim_create(&full, be, &t);
+    for (int r = 0; r < D && !rc; r++) {
+        size_t po[8], pl[8];
+        for (int k = 0; k < nb; k++) dist_piece(bl[k], D, r, &po[k], &pl[k]), po[k] += bo[k];
+        rc = optim_create_pieces(&sh[r], be, &t, po, pl, nb);
+        if (!rc) owned += optim_state_floats(sh[r]);
+        if (!rc && optim_state_floats(sh[r]) > most) most = optim_state_floats(sh[r]);
+    }
+    CHECK(rc == 0, "sharded set-up: %s", err_msg());
+    if (rc) return;
+    CHECK(owned == n && most <= n / (size_t)D + (size_t)nb * (size_t)(D - 1),
+          "%d shards hold %zu of %zu floats of m (the most on one: %zu, at most n/D + buckets x (D-1))", D, owned, n,
+          most);
+    float *hp = malloc(bytes), *hg = malloc(bytes), *a = malloc(bytes), *b = malloc(bytes);
+    uint64_t s = 11;
+    for (size_t j = 0; j < n; j++) hp[j] = 0.05f * frand(&s);
+    float *pf = be->i->alloc(be->ctx, bytes), *ps = be->i->alloc(be->ctx, bytes), *dg = be->i->alloc(be->ctx, bytes);
+    be->i->upload(be->ctx, pf, hp, bytes);
+    be->i->upload(be->ctx, ps, hp, bytes);
+    optim_config c = optim_config_default();
+    c.lr = 1e-2;
+    c.weight_decay = 0.1;
+    c.warmup_steps = 1;
+    c.total_steps = 6;
+    int same_norm = 1, same_skip = 1;
+    for (int k = 0; k < 5; k++) {
+        /* steps 0, 1, 3, 4 clipped; step 2 not; step 3 has a NaN (skipped) */
+        float amp = k == 2 ? 1e-4f : 0.05f;
+        for (size_t j = 0; j < n; j++) hg[j] = amp * frand(&s);
+        if (k == 3) hg[n / 2] = NAN;
+        be->i->upload(be->ctx, dg, hg, bytes);
+        optim_result rf, rs[4];
+        optim_step(full, pf, dg, &c, k, 1.0f, &rf);
+        double ss = 0;
+        for (int r = 0; r < D; r++) ss += optim_sum_squares(sh[r], dg);
+        for (int r = 0; r < D; r++) {
+            CHECK(optim_apply(sh[r], ps, dg, &c, k, 1.0f, ss, &rs[r]) == 0, "shard %d step %d: %s", r, k, err_msg());
+            same_skip &= rs[r].skipped == rf.skipped;
+            same_norm &= rf.skipped ? !isfinite(rs[r].grad_norm) : fabs(rs[r].grad_norm - rf.grad_norm) <= 1e-12 * rf.grad_norm;
+        }
+        printf("sharded over %d, step %d: norm %.15g (whole %.15g), coef %.9g, skipped %d\n", D, k, rs[0].grad_norm,
+               rf.grad_norm, rs[0].clip_coef, rs[0].skipped);
+    }
+    CHECK(same_skip && same_norm, "every shard has the whole optimizer's norm (1e-12) and skip decision");
+    be->i->download(be->ctx, a, pf, bytes);
+    be->i->download(be->ctx, b, ps, bytes);
+    size_t ident = 0;
+    for (size_t j = 0; j < n; j++) ident += memcmp(&a[j], &b[j], sizeof *a) == 0;
+    printf("sharded over %d: %zu of %zu parameters bit-identical to the whole optimizer's\n", D, ident, n);
+    tu_close("sharded vs whole optimizer, 5 steps (clipping, decay, a skipped step)", b, a, n, 1e-6, 1e-9);
+    CHECK(optim_t(sh[0]) == optim_t(full) && optim_skipped(sh[D - 1]) == optim_skipped(full), "t %lld, skipped %lld",
+          (long long)optim_t(sh[0]), (long long)optim_skipped(sh[D - 1]));
+
+    /* the moments gathered from the shards' packed state against the whole one's */
+    float *fm = malloc(bytes), *fv = malloc(bytes), *gm = calloc(n, sizeof *gm), *gv = calloc(n, sizeof *gv);
+    optim_get_state(full, fm, fv, NULL, NULL);
+    for (int r = 0; r < D; r++) {
+        size_t k_floats = optim_state_floats(sh[r]), at = 0;
+        float *pm = malloc((k_floats + 1) * sizeof *pm), *pv = malloc((k_floats + 1) * sizeof *pv);
+        optim_get_state(sh[r], pm, pv, NULL, NULL);
+        for (int k = 0; k < nb; k++) {
+            size_t po, pl;
+            dist_piece(bl[k], D, r, &po, &pl);
+            memcpy(gm + bo[k] + po, pm + at, pl * sizeof *gm);
+            memcpy(gv + bo[k] + po, pv + at, pl * sizeof *gv);
+            at += pl;
+        }
+        free(pm), free(pv);
+    }
+    tu_close("sharded Adam m gathered vs whole", gm, fm, n, 1e-6, 1e-12);
+    tu_close("sharded Adam v gathered vs whole", gv, fv, n, 1e-6, 1e-16);
+    /* the whole block's state into a fresh shard, then back out */
+    optim *re = NULL;
+    size_t po[8], pl[8], at = 0;
+    for (int k = 0; k < nb; k++) dist_piece(bl[k], D, D - 1, &po[k], &pl[k]), po[k] += bo[k];
+    if (optim_create_pieces(&re, be, &t, po, pl, nb) == 0) {
+        CHECK(optim_set_state_block(re, gm, gv, optim_t(full), 1) == 0, "set_state_block: %s", err_msg());
+        size_t kf = optim_state_floats(re);
+        float *pm = malloc((kf + 1) * sizeof *pm), *pv = malloc((kf + 1) * sizeof *pv);
+        int64_t tt = 0, sk = 0;
+        optim_get_state(re, pm, pv, &tt, &sk);
+        int ok = tt == optim_t(full) && sk == 1;
+        for (int k = 0; k < nb; k++) {
+            ok &= memcmp(pm + at, gm + po[k], pl[k] * sizeof *pm) == 0 && memcmp(pv + at, gv + po[k], pl[k] * sizeof *pv) == 0;
+            at += pl[k];
+        }
+        CHECK(ok, "the whole block's state into the last shard and out again: its pieces, t and skipped");
+        free(pm), free(pv);
+        /* this shard alone changes only its pieces */
+        be->i->upload(be->ctx, ps, hp, bytes);
+        for (size_t j = 0; j < n; j++) hg[j] = 0.05f * frand(&s);
+        be->i->upload(be->ctx, dg, hg, bytes);
+        optim_apply(re, ps, dg, &c, 4, 1.0f, 1.0, NULL);
+        be->i->download(be->ctx, b, ps, bytes);
+        size_t changed_out = 0, changed_in = 0;
+        for (size_t j = 0; j < n; j++) {
+            int in = 0;
+            for (int k = 0; k < nb; k++) in |= j >= po[k] && j < po[k] + pl[k];
+            if (b[j] != hp[j]) {
+                if (in) changed_in++;
+                else changed_out++;
+            }
+        }
+        CHECK(changed_out == 0 && changed_in > 0, "one shard's step changed %zu of its parameters and %zu others",
+              changed_in, changed_out);
+        optim_free(re);
+    }
+    free(fm), free(fv), free(gm), free(gv);
+    for (int r = 0; r < D; r++) optim_free(sh[r]);
+    optim_free(full);
+    be->i->release(be->ctx, pf);
+    be->i->release(be->ctx, ps);
+    be->i->release(be->ctx, dg);
+    free(hp), free(hg), free(a), free(b);
+    param_table_free(&t);
+}
+
 /* A random batch of B rows of T tokens, row 1 padded, labels inside. */
 static void make_batch(int B, int T, int V, uint64_t seed, int32_t *ids, int32_t *types, int32_t *mask,
                        int32_t *sp, int32_t *ep)
@@ -345,6 +491,8 @@ int main(void)
         return 1;
     }
     test_adamw(&be);
+    test_sharded(&be, 2);
+    test_sharded(&be, 3);
     test_accumulation(&be);
     test_determinism(&be);
     backend_free(&be);

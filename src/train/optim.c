@@ -13,7 +13,13 @@
 struct optim {
     backend *be;
     const param_table *table;
-    float *m, *v; /* backend, table->total floats each */
+    /* The ranges of the block this optimizer updates, in order: the whole
+     * block, or this rank's pieces (optim_create_pieces); m and v hold
+     * `owned` floats each, the ranges' packed in that order. */
+    int nseg;
+    size_t *seg_off, *seg_len;
+    size_t owned;
+    float *m, *v; /* backend memory */
     int64_t t, skipped;
 };
 
@@ -58,15 +64,37 @@ optim_config optim_config_default(void)
 
 int optim_create(optim **out, backend *be, const param_table *t)
 {
+    size_t off = 0, len = t->total;
+    return optim_create_pieces(out, be, t, &off, &len, 1);
+}
+
+int optim_create_pieces(optim **out, backend *be, const param_table *t, const size_t *off, const size_t *len,
+                        int nseg)
+{
     *out = NULL;
+    if (nseg < 1) return err_set(ERR_INPUT, "optim_create_pieces: %d ranges", nseg);
+    size_t owned = 0;
+    for (int i = 0; i < nseg; i++) {
+        if (off[i] > t->total || len[i] > t->total - off[i])
+            return err_set(ERR_INPUT, "optim_create_pieces: range %d [%zu, +%zu) outside the %zu parameters", i,
+                           off[i], len[i], t->total);
+        owned += len[i];
+    }
     optim *o = xcalloc(1, sizeof *o);
     o->be = be;
     o->table = t;
-    size_t bytes = mul_size(t->total, sizeof(float));
+    o->nseg = nseg;
+    o->seg_off = xmalloc((size_t)nseg * sizeof *o->seg_off);
+    o->seg_len = xmalloc((size_t)nseg * sizeof *o->seg_len);
+    memcpy(o->seg_off, off, (size_t)nseg * sizeof *off);
+    memcpy(o->seg_len, len, (size_t)nseg * sizeof *len);
+    o->owned = owned;
+    /* one float at least: a rank may own nothing of a tiny model */
+    size_t bytes = mul_size(owned ? owned : 1, sizeof(float));
     o->m = be->i->alloc(be->ctx, bytes);
     if (o->m) o->v = be->i->alloc(be->ctx, bytes);
     if (!o->m || !o->v) {
-        int rc = err_wrap(ERR_RUNTIME, "optim_create: Adam state for %zu parameters", t->total);
+        int rc = err_wrap(ERR_RUNTIME, "optim_create: Adam state for %zu parameters", owned);
         optim_free(o);
         return rc;
     }
@@ -81,12 +109,14 @@ void optim_free(optim *o)
     if (!o) return;
     if (o->m) o->be->i->release(o->be->ctx, o->m);
     if (o->v) o->be->i->release(o->be->ctx, o->v);
+    free(o->seg_off);
+    free(o->seg_len);
     free(o);
 }
 
 int64_t optim_t(const optim *o) { return o->t; }
 int64_t optim_skipped(const optim *o) { return o->skipped; }
-size_t optim_state_floats(const optim *o) { return o->table->total; }
+size_t optim_state_floats(const optim *o) { return o->owned; }
 
 static int check_config(const optim_config *c)
 {
@@ -101,17 +131,50 @@ static int check_config(const optim_config *c)
     return 0;
 }
 
+double optim_sum_squares(optim *o, const float *grads)
+{
+    double s = 0;
+    for (int i = 0; i < o->nseg; i++)
+        if (o->seg_len[i]) s += o->be->i->sum_squares(o->be->ctx, grads + o->seg_off[i], o->seg_len[i]);
+    return s;
+}
+
+/* AdamW on the parameters [off, off + len) (inside one of the ranges),
+ * whose state is at m + at, v + at: in runs of neighbouring tensors with the
+ * same decay, one call each. */
+static void adamw_range(optim *o, float *params, const float *grads, size_t off, size_t len, size_t at,
+                        const optim_config *c, float lr, float gs)
+{
+    const param_table *t = o->table;
+    size_t end = off + len;
+    for (int i = 0; i < t->n && off < end;) {
+        int j = i + 1;
+        while (j < t->n && t->info[j].decay == t->info[i].decay) j++;
+        size_t r0 = t->info[i].offset, r1 = t->info[j - 1].offset + t->info[j - 1].numel;
+        size_t a = r0 > off ? r0 : off, b = r1 < end ? r1 : end;
+        if (a < b) {
+            float wd = t->info[i].decay ? (float)c->weight_decay : 0.0f;
+            o->be->i->adamw(o->be->ctx, params + a, grads + a, o->m + at + (a - off), o->v + at + (a - off), b - a, lr,
+                            (float)c->beta1, (float)c->beta2, (float)c->eps, wd, o->t, gs);
+        }
+        i = j;
+    }
+}
+
 int optim_step(optim *o, float *params, const float *grads, const optim_config *c, int64_t k, float grad_unscale,
                optim_result *r)
 {
+    return optim_apply(o, params, grads, c, k, grad_unscale, optim_sum_squares(o, grads), r);
+}
+
+int optim_apply(optim *o, float *params, const float *grads, const optim_config *c, int64_t k, float grad_unscale,
+                double sum_squares, optim_result *r)
+{
     int rc = check_config(c);
     if (rc) return rc;
-    const backend_i *b = o->be->i;
-    void *ctx = o->be->ctx;
-    const param_table *t = o->table;
     optim_result res = {0};
 
-    double norm = sqrt(b->sum_squares(ctx, grads, t->total)) * fabs((double)grad_unscale);
+    double norm = sqrt(sum_squares) * fabs((double)grad_unscale);
     res.grad_norm = norm;
     res.lr = c->lr * optim_lr_lambda(k, c->warmup_steps, c->total_steps);
     /* The sum of squares of finite floats cannot overflow a double, so a
@@ -126,42 +189,61 @@ int optim_step(optim *o, float *params, const float *grads, const optim_config *
     res.clip_coef = optim_clip_coef(norm, c->max_grad_norm);
     float gs = (float)((double)grad_unscale * res.clip_coef);
     o->t++;
-    /* Runs of neighbouring tensors with the same decay go in one call. */
-    for (int i = 0; i < t->n;) {
-        int j = i + 1;
-        while (j < t->n && t->info[j].decay == t->info[i].decay) j++;
-        size_t off = t->info[i].offset;
-        size_t n = t->info[j - 1].offset + t->info[j - 1].numel - off;
-        float wd = t->info[i].decay ? (float)c->weight_decay : 0.0f;
-        b->adamw(ctx, params + off, grads + off, o->m + off, o->v + off, n, (float)res.lr, (float)c->beta1,
-                 (float)c->beta2, (float)c->eps, wd, o->t, gs);
-        i = j;
+    size_t at = 0;
+    for (int i = 0; i < o->nseg; i++) {
+        adamw_range(o, params, grads, o->seg_off[i], o->seg_len[i], at, c, (float)res.lr, gs);
+        at += o->seg_len[i];
     }
-    if ((rc = b->sync(ctx))) return err_wrap(rc, "optim_step");
+    if ((rc = o->be->i->sync(o->be->ctx))) return err_wrap(rc, "optim_step");
     if (r) *r = res;
     return 0;
 }
 
 int optim_get_state(optim *o, float *m, float *v, int64_t *t, int64_t *skipped)
 {
-    size_t bytes = o->table->total * sizeof(float);
-    int rc = o->be->i->download(o->be->ctx, m, o->m, bytes);
-    if (!rc) rc = o->be->i->download(o->be->ctx, v, o->v, bytes);
+    size_t bytes = o->owned * sizeof(float);
+    int rc = bytes ? o->be->i->download(o->be->ctx, m, o->m, bytes) : 0;
+    if (!rc && bytes) rc = o->be->i->download(o->be->ctx, v, o->v, bytes);
     if (rc) return err_wrap(rc, "optim_get_state");
     if (t) *t = o->t;
     if (skipped) *skipped = o->skipped;
     return 0;
 }
 
-int optim_set_state(optim *o, const float *m, const float *v, int64_t t, int64_t skipped)
+static int check_counts(int64_t t, int64_t skipped)
 {
     if (t < 0 || skipped < 0)
         return err_set(ERR_INPUT, "optim_set_state: step %lld, skipped %lld must not be negative", (long long)t,
                        (long long)skipped);
-    size_t bytes = o->table->total * sizeof(float);
-    int rc = o->be->i->upload(o->be->ctx, o->m, m, bytes);
-    if (!rc) rc = o->be->i->upload(o->be->ctx, o->v, v, bytes);
+    return 0;
+}
+
+int optim_set_state(optim *o, const float *m, const float *v, int64_t t, int64_t skipped)
+{
+    int rc = check_counts(t, skipped);
+    if (rc) return rc;
+    size_t bytes = o->owned * sizeof(float);
+    rc = bytes ? o->be->i->upload(o->be->ctx, o->m, m, bytes) : 0;
+    if (!rc && bytes) rc = o->be->i->upload(o->be->ctx, o->v, v, bytes);
     if (rc) return err_wrap(rc, "optim_set_state");
+    o->t = t;
+    o->skipped = skipped;
+    return 0;
+}
+
+int optim_set_state_block(optim *o, const float *m, const float *v, int64_t t, int64_t skipped)
+{
+    int rc = check_counts(t, skipped);
+    if (rc) return rc;
+    size_t at = 0;
+    for (int i = 0; i < o->nseg && !rc; i++) {
+        size_t bytes = o->seg_len[i] * sizeof(float);
+        if (!bytes) continue;
+        rc = o->be->i->upload(o->be->ctx, o->m + at, m + o->seg_off[i], bytes);
+        if (!rc) rc = o->be->i->upload(o->be->ctx, o->v + at, v + o->seg_off[i], bytes);
+        at += o->seg_len[i];
+    }
+    if (rc) return err_wrap(rc, "optim_set_state_block");
     o->t = t;
     o->skipped = skipped;
     return 0;

@@ -10,7 +10,15 @@
  * param_table; weight decay skips the tensors whose param_info.decay is 0.
  *
  * Gradient accumulation is the caller's: bert_backward(m, 1/micro_batches)
- * for each micro-batch, then one optim_step. */
+ * for each micro-batch, then one optim_step.
+ *
+ * Sharded (ZeRO stage 1, --shard-optimizer): optim_create_pieces keeps the
+ * state of some ranges of the block only (a rank's pieces of the gradient
+ * buckets, train/run_shard.c), and the step is split in two so that the
+ * caller can sum the squared gradient norm over the ranks in between:
+ * optim_sum_squares (this optimizer's ranges) and optim_apply (with the
+ * global sum: the same norm, clipping and skip decision on every rank; only
+ * the parameters of the ranges change). */
 #ifndef BERTC_OPTIM_H
 #define BERTC_OPTIM_H
 
@@ -50,6 +58,10 @@ typedef struct optim optim;
 /* Adam state for the table's parameters on be, zeroed, t = 0. The table
  * must outlive the optimizer (it is the model's: bert_model_table). */
 int optim_create(optim **out, backend *be, const param_table *t);
+/* Adam state for the nseg ranges [off[i], off[i] + len[i]) of the table's
+ * block only (disjoint, any order), held packed in that order. */
+int optim_create_pieces(optim **out, backend *be, const param_table *t, const size_t *off, const size_t *len,
+                        int nseg);
 void optim_free(optim *o);
 
 typedef struct {
@@ -69,15 +81,28 @@ typedef struct {
  * as it was (clipping is folded into the update). */
 int optim_step(optim *o, float *params, const float *grads, const optim_config *c, int64_t k, float grad_unscale,
                optim_result *r);
+/* optim_step in two halves: the sum of squares of the gradients of this
+ * optimizer's ranges (each range's backend sum_squares, added in range
+ * order: the whole block's is optim_step's own), and the step given the sum
+ * of squares of all the gradients (as they are, before grad_unscale), which
+ * updates the ranges' parameters only. optim_step(...) is
+ * optim_apply(..., optim_sum_squares(o, grads), r). */
+double optim_sum_squares(optim *o, const float *grads);
+int optim_apply(optim *o, float *params, const float *grads, const optim_config *c, int64_t k, float grad_unscale,
+                double sum_squares, optim_result *r);
 
 /* Adam updates applied so far (torch's state["step"]); steps skipped so far. */
 int64_t optim_t(const optim *o);
 int64_t optim_skipped(const optim *o);
-/* Number of floats in m (and in v): the table's total. */
+/* Number of floats in m (and in v): the table's total, or the ranges'. */
 size_t optim_state_floats(const optim *o);
 /* Host copies of the state for checkpoints: m and v hold
- * optim_state_floats floats each, in param_table order. */
+ * optim_state_floats floats each, in param_table order (the ranges' packed
+ * in their order). */
 int optim_get_state(optim *o, float *m, float *v, int64_t *t, int64_t *skipped);
 int optim_set_state(optim *o, const float *m, const float *v, int64_t t, int64_t skipped);
+/* The state from the whole block's m and v (table->total floats each, a
+ * checkpoint's): each range's part taken from its place. */
+int optim_set_state_block(optim *o, const float *m, const float *v, int64_t t, int64_t skipped);
 
 #endif
