@@ -35,7 +35,7 @@
 extern "C" {
 #endif
 
-#define BERTC_CUDA_ABI 3 /* 2: the NCCL calls of data-parallel training; 3: bucketed NCCL */
+#define BERTC_CUDA_ABI 4 /* 2: the NCCL calls of data-parallel training; 3: bucketed NCCL; 4: reduce-scatter, all-gather */
 #define BERTC_CUDA_ENTRY "bertc_cuda_backend_entry"
 #define BERTC_CUDA_MODULE_FILE "libbertc_cuda.so"
 
@@ -74,6 +74,12 @@ typedef struct {
      * nccl_allreduce_sum. */
     int (*nccl_allreduce_begin)(void *backend_ctx, float *dev_x, size_t n);
     int (*nccl_allreduce_wait)(void);
+    /* ABI 4, --shard-optimizer: a bucket's in-place reduce-scatter into
+     * each rank's piece (dist_piece's: equal pieces, the last rank's with
+     * the tail) and the all-gather of the pieces, queued like
+     * nccl_allreduce_begin; nccl_allreduce_wait waits for them too. */
+    int (*nccl_reduce_scatter_begin)(void *backend_ctx, float *dev_x, size_t n);
+    int (*nccl_allgather_begin)(void *backend_ctx, float *dev_x, size_t n);
 } bertc_cuda_api;
 
 /* Returns the module's table (never NULL); uses host only when host_abi is

@@ -4,7 +4,9 @@
  * behind an event of the backend's stream as bert_backward reports it, as
  * train/run_step.c does) must leave the gradients as they are, equal to a
  * backward without buckets; the buckets must be L + 2; and the time of
- * backward with them is printed. What it cannot check: the sums across
+ * backward with them is printed; the sharded optimizer's reduce-scatter of
+ * each bucket and all-gather of the parameters leave them as they are.
+ * What it cannot check: the sums across
  * GPUs and their overlap (needs 2 GPUs). Skipped (PASS with a note) where
  * libnccl.so.2 cannot be opened. */
 #include "gpu_check.h"
@@ -36,6 +38,21 @@ static int nc_bucket(void *arg, size_t off, size_t n)
     nc_state *s = arg;
     s->calls++;
     return cuda_backend_api()->nccl_allreduce_begin(s->be->ctx, s->grads + off, n);
+}
+
+/* --shard-optimizer's calls: each bucket reduce-scattered as it is final,
+ * the buckets' offsets kept for the all-gather of the parameters after. */
+typedef struct {
+    nc_state base;
+    size_t off[64], len[64];
+} rs_state;
+
+static int rs_bucket(void *arg, size_t off, size_t n)
+{
+    rs_state *s = arg;
+    if (s->base.calls < 64) s->off[s->base.calls] = off, s->len[s->base.calls] = n;
+    s->base.calls++;
+    return cuda_backend_api()->nccl_reduce_scatter_begin(s->base.be->ctx, s->base.grads + off, n);
 }
 
 int gc_nccl(int argc, char **argv)
@@ -104,6 +121,43 @@ int gc_nccl(int argc, char **argv)
         gc_result(1, "nccl: backward %.2f ms plain, %.2f ms with the buckets' all-reduces and the wait (minilm, 8 x 128)",
                   1e3 * t_plain / 3, 1e3 * t_buckets / 3);
     }
+    /* the sharded optimizer's collectives on one rank: the reduce-scatter
+     * of each bucket leaves the gradients (the rank's piece is the whole
+     * bucket), the all-gather of each bucket leaves the parameters */
+    float *g2 = malloc(t.total * sizeof *g2), *pa = malloc(t.total * sizeof *pa);
+    rs_state rs;
+    memset(&rs, 0, sizeof rs);
+    rs.base.be = &gpu;
+    rs.base.grads = st.grads;
+    double t_rs = 0;
+    int rc2 = rc;
+    if (!rc2) {
+        bert_zero_grad(m);
+        rc2 = bert_forward(m, &b, 0.1f, 0.1f, rng, &loss, NULL, NULL);
+        bert_model_set_grads_ready(m, rs_bucket, &rs);
+        double t0 = gc_now();
+        if (!rc2) rc2 = bert_backward(m, 1.0f);
+        bert_model_set_grads_ready(m, NULL, NULL);
+        if (!rc2) rc2 = cuda_nccl_allreduce_wait();
+        t_rs = gc_now() - t0;
+        if (!rc2) rc2 = gpu.i->download(gpu.ctx, g2, bert_model_grads(m), t.total * sizeof *g2);
+        for (int k = 0; k < rs.base.calls && k < 64 && !rc2; k++)
+            rc2 = cuda_backend_api()->nccl_allgather_begin(gpu.ctx, bert_model_params(m) + rs.off[k], rs.len[k]);
+        if (!rc2) rc2 = cuda_nccl_allreduce_wait();
+        if (!rc2) rc2 = bert_model_get_params(m, pa);
+    }
+    if (rc2 && !rc) gc_result(0, "nccl: sharded: %s", err_msg());
+    else if (!rc) {
+        double mx2;
+        double rl2 = gc_rel_l2(g2, g0, t.total, 1e-30, &mx2);
+        gc_result(rs.base.calls == cfg.num_hidden_layers + 2 && rl2 <= 1e-6,
+                  "nccl: one-rank bucketed reduce-scatter (--shard-optimizer): %d buckets, the gradients left: rel_l2 "
+                  "%.2e max_abs %.2e (bound 1e-6); backward with it %.2f ms", rs.base.calls, rl2, mx2, 1e3 * t_rs);
+        gc_result(memcmp(pa, p0, t.total * sizeof *pa) == 0, "nccl: one-rank all-gather of every bucket leaves the "
+                  "parameters bit for bit");
+    }
+    free(g2);
+    free(pa);
     bert_model_free(m);
     gc_batch_free(&gb);
     free(p0);

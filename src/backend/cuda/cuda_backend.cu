@@ -421,6 +421,16 @@ static int api_nccl_begin(void *vctx, float *dev_x, size_t n)
     return cuda_nccl_allreduce_begin((void *)((cuda_ctx *)vctx)->stream, dev_x, n);
 }
 
+static int api_nccl_reduce_scatter(void *vctx, float *dev_x, size_t n)
+{
+    return cuda_nccl_reduce_scatter_begin((void *)((cuda_ctx *)vctx)->stream, dev_x, n);
+}
+
+static int api_nccl_allgather(void *vctx, float *dev_x, size_t n)
+{
+    return cuda_nccl_allgather_begin((void *)((cuda_ctx *)vctx)->stream, dev_x, n);
+}
+
 static const bertc_cuda_api cuda_api_table = {
     BERTC_CUDA_ABI,
     sizeof(bertc_cuda_api),
@@ -439,6 +449,8 @@ static const bertc_cuda_api cuda_api_table = {
     cuda_nccl_free,
     api_nccl_begin,
     cuda_nccl_allreduce_wait,
+    api_nccl_reduce_scatter,
+    api_nccl_allgather,
 };
 
 extern "C" const bertc_cuda_api *cuda_backend_api(void)

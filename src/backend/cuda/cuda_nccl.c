@@ -20,11 +20,15 @@ static struct {
     int (*get_unique_id)(nccl_id *);
     int (*comm_init_rank)(nccl_comm *, int, nccl_id, int);
     int (*all_reduce)(const void *, void *, size_t, int, int, nccl_comm, cudaStream_t);
+    int (*reduce_scatter)(const void *, void *, size_t, int, int, nccl_comm, cudaStream_t);
+    int (*all_gather)(const void *, void *, size_t, int, nccl_comm, cudaStream_t);
+    int (*broadcast)(const void *, void *, size_t, int, int, nccl_comm, cudaStream_t);
     int (*comm_destroy)(nccl_comm);
     const char *(*error_string)(int);
     nccl_comm comm;
     cudaStream_t stream;
     cudaEvent_t grads_done; /* recorded on the backend's stream before each bucket */
+    int rank, nranks;
     int ready;
 } g;
 
@@ -45,12 +49,17 @@ int cuda_nccl_load(void)
     *(void **)&g.get_unique_id = dlsym(g.lib, "ncclGetUniqueId");
     *(void **)&g.comm_init_rank = dlsym(g.lib, "ncclCommInitRank");
     *(void **)&g.all_reduce = dlsym(g.lib, "ncclAllReduce");
+    *(void **)&g.reduce_scatter = dlsym(g.lib, "ncclReduceScatter");
+    *(void **)&g.all_gather = dlsym(g.lib, "ncclAllGather");
+    *(void **)&g.broadcast = dlsym(g.lib, "ncclBroadcast");
     *(void **)&g.comm_destroy = dlsym(g.lib, "ncclCommDestroy");
     *(void **)&g.error_string = dlsym(g.lib, "ncclGetErrorString");
-    if (!g.get_unique_id || !g.comm_init_rank || !g.all_reduce || !g.comm_destroy) {
+    if (!g.get_unique_id || !g.comm_init_rank || !g.all_reduce || !g.reduce_scatter || !g.all_gather ||
+        !g.broadcast || !g.comm_destroy) {
         dlclose(g.lib);
         memset(&g, 0, sizeof g);
-        return err_set(ERR_RUNTIME, "libnccl.so.2 lacks ncclGetUniqueId/ncclCommInitRank/ncclAllReduce");
+        return err_set(ERR_RUNTIME, "libnccl.so.2 lacks one of ncclGetUniqueId, ncclCommInitRank, ncclAllReduce, "
+                                    "ncclReduceScatter, ncclAllGather, ncclBroadcast");
     }
     return 0;
 }
@@ -87,20 +96,55 @@ int cuda_nccl_init(int rank, int nranks, int device, int (*bcast)(void *buf, siz
         cudaStreamDestroy(g.stream);
         return err_set(ERR_RUNTIME, "cudaEventCreate: %s", cudaGetErrorString(ce));
     }
+    g.rank = rank;
+    g.nranks = nranks;
     g.ready = 1;
     return 0;
 }
 
-int cuda_nccl_allreduce_begin(void *compute_stream, float *dev_x, size_t n)
+/* NCCL's stream waits for the ops queued so far on the backend's stream
+ * (the bucket's last writer among them); the backend's goes on at once. */
+static int after_compute(void *compute_stream, const char *what)
 {
-    if (!g.ready) return err_set(ERR_RUNTIME, "NCCL all-reduce before cuda_nccl_init");
-    /* NCCL's stream waits for the backward ops queued so far (the bucket's
-     * last writer among them); the backend's stream goes on at once. */
+    if (!g.ready) return err_set(ERR_RUNTIME, "NCCL %s before cuda_nccl_init", what);
     cudaError_t ce = cudaEventRecord(g.grads_done, (cudaStream_t)compute_stream);
     if (ce == cudaSuccess) ce = cudaStreamWaitEvent(g.stream, g.grads_done, 0);
-    if (ce != cudaSuccess) return err_set(ERR_RUNTIME, "NCCL bucket: %s", cudaGetErrorString(ce));
+    return ce == cudaSuccess ? 0 : err_set(ERR_RUNTIME, "NCCL %s: %s", what, cudaGetErrorString(ce));
+}
+
+int cuda_nccl_allreduce_begin(void *compute_stream, float *dev_x, size_t n)
+{
+    int rc = after_compute(compute_stream, "all-reduce");
+    if (rc) return rc;
     int r = g.all_reduce(dev_x, dev_x, n, NCCL_FLOAT32, NCCL_SUM, g.comm, g.stream);
     return r == NCCL_SUCCESS ? 0 : nccl_fail(r, "ncclAllReduce (a gradient bucket)");
+}
+
+int cuda_nccl_reduce_scatter_begin(void *compute_stream, float *dev_x, size_t n)
+{
+    int rc = after_compute(compute_stream, "reduce-scatter");
+    if (rc) return rc;
+    size_t q = n / (size_t)g.nranks, tail = n - q * (size_t)g.nranks;
+    int r = NCCL_SUCCESS;
+    if (q) r = g.reduce_scatter(dev_x, dev_x + (size_t)g.rank * q, q, NCCL_FLOAT32, NCCL_SUM, g.comm, g.stream);
+    if (r != NCCL_SUCCESS) return nccl_fail(r, "ncclReduceScatter (a gradient bucket)");
+    /* the last rank's extra floats: every rank gets their sum, the last uses it */
+    if (tail) r = g.all_reduce(dev_x + q * (size_t)g.nranks, dev_x + q * (size_t)g.nranks, tail, NCCL_FLOAT32,
+                               NCCL_SUM, g.comm, g.stream);
+    return r == NCCL_SUCCESS ? 0 : nccl_fail(r, "ncclAllReduce (a gradient bucket's tail)");
+}
+
+int cuda_nccl_allgather_begin(void *compute_stream, float *dev_x, size_t n)
+{
+    int rc = after_compute(compute_stream, "all-gather");
+    if (rc) return rc;
+    size_t q = n / (size_t)g.nranks, tail = n - q * (size_t)g.nranks;
+    int r = NCCL_SUCCESS;
+    if (q) r = g.all_gather(dev_x + (size_t)g.rank * q, dev_x, q, NCCL_FLOAT32, g.comm, g.stream);
+    if (r != NCCL_SUCCESS) return nccl_fail(r, "ncclAllGather (the parameters of a bucket)");
+    if (tail) r = g.broadcast(dev_x + q * (size_t)g.nranks, dev_x + q * (size_t)g.nranks, tail, NCCL_FLOAT32,
+                              g.nranks - 1, g.comm, g.stream);
+    return r == NCCL_SUCCESS ? 0 : nccl_fail(r, "ncclBroadcast (a bucket's tail of parameters)");
 }
 
 int cuda_nccl_allreduce_wait(void)

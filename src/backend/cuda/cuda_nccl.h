@@ -6,7 +6,8 @@
  *
  * Compiled into the CUDA module (libbertc_cuda.so) and reached by bertc
  * through the module's table (backend/cuda_module.h: nccl_load, nccl_init,
- * nccl_allreduce_begin/wait, nccl_free): plain C types,
+ * nccl_allreduce_begin/wait, nccl_reduce_scatter_begin, nccl_allgather_begin,
+ * nccl_free): plain C types,
  * the rank set-up's broadcast passed in (MPI carries only NCCL's 128-byte
  * id).
  *
@@ -42,7 +43,16 @@ int cuda_nccl_init(int rank, int nranks, int device, int (*bcast)(void *buf, siz
  * queued so far on compute_stream (a cudaStream_t: the backend's) and
  * returns at once. Every rank queues the same buckets in the same order. */
 int cuda_nccl_allreduce_begin(void *compute_stream, float *dev_x, size_t n);
-/* Blocks until every queued all-reduce is done. */
+/* --shard-optimizer: x[0..n)'s in-place reduce-scatter, this rank ending
+ * with the sum of its piece, and the in-place all-gather of every rank's
+ * piece, queued in the same way. The pieces are src/dist's (dist_piece):
+ * q = n / nranks floats each, rank r's at r*q, the last rank's also the
+ * n - nranks*q left over. NCCL's ncclReduceScatter/ncclAllGather take
+ * the nranks*q floats (in place: the piece at rank*q); the tail goes by
+ * ncclAllReduce and by ncclBroadcast from the last rank. */
+int cuda_nccl_reduce_scatter_begin(void *compute_stream, float *dev_x, size_t n);
+int cuda_nccl_allgather_begin(void *compute_stream, float *dev_x, size_t n);
+/* Blocks until every queued collective is done. */
 int cuda_nccl_allreduce_wait(void);
 void cuda_nccl_free(void);
 
