@@ -1,6 +1,7 @@
 /* The memory planner: its figures against the tables the allocations come
  * from and against sums worked out by hand, the largest micro-batch against
- * its definition, and bad or huge sizes. */
+ * its definition, pipeline stages and the sharded optimizer, and bad or
+ * huge sizes. */
 #include "testutil.h"
 
 #include "backend/cuda/cuda_ws.h"
@@ -166,6 +167,125 @@ static void check_bad(void)
     err_clear();
 }
 
+static int64_t r16(int64_t n) { return (n + 15) & ~(int64_t)15; }
+
+static int plans_equal(const memory_plan *a, const memory_plan *b)
+{
+    return a->n_params == b->n_params && a->params == b->params && a->grads == b->grads &&
+           a->optimizer == b->optimizer && a->activations == b->activations && a->workspace == b->workspace &&
+           a->total == b->total;
+}
+
+/* Pipeline stages and the sharded optimizer (memory_plan_stage): one stage
+ * is the whole model's plan; stages' parameters, gradients and Adam state
+ * sum to the whole; sharding over D ranks divides Adam's m and v by D up to
+ * the pieces' remainders; stage activations against bert.c's table for a
+ * model of the stage's layer count; the largest micro-batch of a layout
+ * against its definition. */
+static void check_layouts(void)
+{
+    const char *names[] = {"base", "large"};
+    for (int ci = 0; ci < 2; ci++) {
+        bert_config cfg;
+        config_named(names[ci], 30522, &cfg);
+        int L = cfg.num_hidden_layers;
+        for (int rc = 0; rc < 2; rc++) {
+            recompute_kind rk = rc ? RECOMPUTE_LAYER : RECOMPUTE_NONE;
+            int micro = 4, T = 384;
+            memory_plan whole;
+            memory_plan_compute(&cfg, micro, T, PREC_BF16, rk, &whole);
+            memory_layout one = {1, 1};
+            memory_stage st;
+            CHECK(memory_plan_stage(&cfg, micro, T, PREC_BF16, rk, &one, 0, &st) == 0, "%s", err_msg());
+            CHECK(plans_equal(&st.plan, &whole) && st.in_flight == 1 && st.layer_first == 0 && st.layer_end == L &&
+                      st.embeddings && st.qa_head,
+                  "%s recompute %d: one stage is the whole model's plan", names[ci], rc);
+            /* 2 stages */
+            memory_layout two = {2, 1};
+            memory_stage s0, s1;
+            CHECK(memory_plan_stage(&cfg, micro, T, PREC_BF16, rk, &two, 0, &s0) == 0 &&
+                      memory_plan_stage(&cfg, micro, T, PREC_BF16, rk, &two, 1, &s1) == 0, "%s", err_msg());
+            CHECK(s0.layer_first == 0 && s0.layer_end == L / 2 && s1.layer_first == L / 2 && s1.layer_end == L &&
+                      s0.embeddings && !s0.qa_head && !s1.embeddings && s1.qa_head && s0.in_flight == 2 &&
+                      s1.in_flight == 1, "%s: the stages' layers and in-flight counts", names[ci]);
+            CHECK(s0.plan.n_params + s1.plan.n_params == whole.n_params && s0.plan.params + s1.plan.params == whole.params &&
+                      s0.plan.grads + s1.plan.grads == whole.grads &&
+                      s0.plan.optimizer + s1.plan.optimizer == whole.optimizer,
+                  "%s: 2 stages' parameters %lld + %lld, gradients and Adam state sum to the whole's %lld", names[ci],
+                  (long long)s0.plan.n_params, (long long)s1.plan.n_params, (long long)whole.n_params);
+            /* activations against bert.c for a model of L/2 layers: stage 1
+             * is it without the embeddings; stage 0 keeps 2 micro-batches of
+             * it without the QA head and the working buffers, and those once */
+            bert_config half = cfg;
+            half.num_hidden_layers = L / 2;
+            int64_t A = (int64_t)bert_activation_bytes_mode(&half, micro, T, rc);
+            int64_t N = (int64_t)micro * T, C = cfg.hidden_size, I = cfg.intermediate_size;
+            int64_t nc = r16(N * C), ni = r16(N * I), n1 = r16(N), att = r16(N * cfg.num_attention_heads * T);
+            int64_t emb = 4 * (nc + 2 * n1), head = 4 * (r16(2 * N) + 16), head_work = 4 * r16(2 * N);
+            int64_t layer = 4 * (7 * nc + att + 4 * n1 + 2 * ni);
+            int64_t work = 4 * (7 * nc + 2 * ni + att) + (rc ? layer : 0), ints = 4 * (4 * N + 5 * micro + 1);
+            int64_t want1 = A - emb, want0 = 2 * (A - head - head_work - work - ints) + work + ints;
+            printf("%s recompute %d, 2 stages, micro 4 x 384: activations stage 0 %lld (want %lld), stage 1 %lld (want "
+                   "%lld); one stage %lld\n", names[ci], rc, (long long)s0.plan.activations, (long long)want0,
+                   (long long)s1.plan.activations, (long long)want1, (long long)whole.activations);
+            CHECK(s1.plan.activations == want1 && s0.plan.activations == want0, "%s: stage activations", names[ci]);
+            /* sharding */
+            for (int D = 2; D <= 8; D *= 2) {
+                memory_layout sh = {1, D}, sh2 = {2, D};
+                memory_stage a, b0, b1;
+                memory_plan_stage(&cfg, micro, T, PREC_BF16, rk, &sh, 0, &a);
+                memory_plan_stage(&cfg, micro, T, PREC_BF16, rk, &sh2, 0, &b0);
+                memory_plan_stage(&cfg, micro, T, PREC_BF16, rk, &sh2, 1, &b1);
+                int64_t over = (int64_t)D * a.plan.optimizer - whole.optimizer;
+                CHECK(over >= 0 && over < 8LL * D * (D - 1) * (L + 2),
+                      "%s: Adam state over %d ranks %lld B per rank, whole %lld B (D x per rank - whole = %lld)",
+                      names[ci], D, (long long)a.plan.optimizer, (long long)whole.optimizer, (long long)over);
+                CHECK(a.plan.params == whole.params && a.plan.grads == whole.grads &&
+                          a.plan.activations == whole.activations &&
+                          a.plan.total == whole.total - whole.optimizer + a.plan.optimizer,
+                      "%s: sharding over %d changes the Adam state alone", names[ci], D);
+                CHECK(memory_optimizer_bytes_per_rank(&cfg, D) == a.plan.optimizer, "optimizer bytes per rank");
+                int64_t over2 = (int64_t)D * (b0.plan.optimizer + b1.plan.optimizer) - whole.optimizer;
+                CHECK(over2 >= 0 && over2 < 8LL * D * (D - 1) * (L + 2), "%s: 2 stages over %d ranks: Adam %lld + %lld",
+                      names[ci], D, (long long)b0.plan.optimizer, (long long)b1.plan.optimizer);
+                if (rc == 0 && D == 2)
+                    printf("%s: Adam m and v %lld B whole, %lld B per rank over 2 ranks\n", names[ci],
+                           (long long)whole.optimizer, (long long)a.plan.optimizer);
+            }
+            /* the largest micro-batch of a layout: the boundary */
+            int64_t budget = memory_budget_for_card((int64_t)16 << 30);
+            memory_layout lays[3] = {{1, 1}, {2, 1}, {2, 4}};
+            for (int li = 0; li < 3; li++) {
+                int best = memory_largest_micro_layout(&cfg, T, PREC_BF16, rk, &lays[li], budget, 4096);
+                int64_t peak_best = 0, peak_next = 0;
+                for (int s = 0; s < lays[li].stages; s++) {
+                    memory_stage x, y;
+                    memory_plan_stage(&cfg, best > 0 ? best : 1, T, PREC_BF16, rk, &lays[li], s, &x);
+                    memory_plan_stage(&cfg, best + 1, T, PREC_BF16, rk, &lays[li], s, &y);
+                    if (x.plan.total > peak_best) peak_best = x.plan.total;
+                    if (y.plan.total > peak_next) peak_next = y.plan.total;
+                }
+                CHECK((best == 0 || peak_best <= budget) && peak_next > budget,
+                      "%s recompute %d, %d stages, %d ranks: largest micro-batch %d is not the boundary", names[ci], rc,
+                      lays[li].stages, lays[li].shard_ranks, best);
+                if (li == 0)
+                    CHECK(best == memory_largest_micro(&cfg, T, PREC_BF16, rk, budget, 4096),
+                          "one stage: memory_largest_micro's answer");
+            }
+        }
+    }
+    bert_config cfg;
+    config_named("base", 30522, &cfg);
+    memory_stage st;
+    memory_layout bad[] = {{0, 1}, {13, 1}, {2, 0}};
+    for (int i = 0; i < 3; i++)
+        CHECK(memory_plan_stage(&cfg, 1, 384, PREC_BF16, RECOMPUTE_NONE, &bad[i], 0, &st) == ERR_INPUT,
+              "layout %d stages %d ranks refused", bad[i].stages, bad[i].shard_ranks);
+    memory_layout two = {2, 1};
+    CHECK(memory_plan_stage(&cfg, 1, 384, PREC_BF16, RECOMPUTE_NONE, &two, 2, &st) == ERR_INPUT, "stage 2 of 2");
+    err_clear();
+}
+
 static void check_ws_helpers(void)
 {
     CHECK(cuda_ws_round(0) == 0 && cuda_ws_round(1) == 256 && cuda_ws_round(256) == 256 && cuda_ws_round(257) == 512,
@@ -193,6 +313,7 @@ int main(void)
     check_recompute();
     check_largest();
     check_bad();
+    check_layouts();
     check_ws_helpers();
     return tu_done();
 }

@@ -5,11 +5,13 @@
 #include "model/memory.h"
 
 #include "backend/cuda/cuda_ws.h"
+#include "core/alloc.h"
 #include "core/err.h"
 #include "model/bert.h"
 #include "model/params.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int memory_parse_recompute(const char *s, recompute_kind *out)
@@ -188,4 +190,154 @@ char *memory_fmt_bytes(char *buf, size_t cap, int64_t bytes)
     else if (b >= 1024.0) snprintf(buf, cap, "%.1f KiB", b / 1024.0);
     else snprintf(buf, cap, "%lld B", (long long)bytes);
     return buf;
+}
+
+/* ---- pipeline stages and the sharded optimizer ---- */
+
+/* bert.c's activation table (act_sizes) grouped by what a pipeline stage
+ * keeps, in floats (ints: the batch's int32 arrays): saved per micro-batch
+ * in flight, the embeddings' and the QA head's and one layer's (one x slot
+ * is a layer's input), and the working buffers of one backward. One stage
+ * with every layer and one micro-batch in flight is bert.c's layout
+ * exactly (test_memory checks it against bert_activation_bytes_mode). */
+typedef struct {
+    size_t emb;       /* emb, its LayerNorm mean and rstd */
+    size_t x;         /* one layer boundary (x) */
+    size_t layer;     /* one layer's tensors besides x: q k v ctx probs res1 ln1 h1 ffn res2 ln2 */
+    size_t head;      /* logits, loss */
+    size_t head_work; /* dlogits */
+    size_t work;      /* backward's d_* buffers and scratch */
+    size_t ints;      /* the batch's int32 arrays */
+} act_parts;
+
+static size_t r16(size_t n)
+{
+    return n > SIZE_MAX - 15 ? SIZE_MAX : (n + 15) & ~(size_t)15;
+}
+
+static size_t sat_mul(size_t a, size_t b)
+{
+    return cuda_ws_sat_mul(a, b);
+}
+
+static size_t sat_add(size_t a, size_t b)
+{
+    return cuda_ws_sat_add(a, b);
+}
+
+static void activation_parts(const bert_config *cfg, int micro, int T, act_parts *p)
+{
+    size_t N = sat_mul((size_t)micro, (size_t)T);
+    size_t nc = r16(sat_mul(N, (size_t)cfg->hidden_size)), ni = r16(sat_mul(N, (size_t)cfg->intermediate_size));
+    size_t n1 = r16(N), att = r16(sat_mul(sat_mul(N, (size_t)cfg->num_attention_heads), (size_t)T));
+    p->emb = sat_add(nc, sat_mul(2, n1));
+    p->x = nc;
+    p->layer = sat_add(sat_add(sat_mul(7, nc), att), sat_add(sat_mul(4, n1), sat_mul(2, ni)));
+    p->head = sat_add(r16(sat_mul(N, 2)), 16);
+    p->head_work = r16(sat_mul(N, 2));
+    p->work = sat_add(sat_add(sat_mul(7, nc), sat_mul(2, ni)), att);
+    p->ints = sat_add(sat_add(sat_mul(4, N), sat_mul(5, (size_t)micro)), 1);
+}
+
+void memory_stage_layers(int L, int stages, int stage, int *first, int *end)
+{
+    *first = (int)((int64_t)L * stage / stages);
+    *end = (int)((int64_t)L * (stage + 1) / stages);
+}
+
+/* The floats of the stage's parameters, and of the most Adam state one of
+ * D ranks holds: per gradient bucket (the embeddings, each layer, the QA
+ * head) the last rank's piece (dist_piece: n/D, plus the n mod D left). */
+static void stage_params(const bert_config *cfg, int stages, int stage, int D, size_t *params, size_t *adam)
+{
+    param_table t;
+    param_table_init(&t, cfg);
+    int L = cfg->num_hidden_layers, first, end;
+    memory_stage_layers(L, stages, stage, &first, &end);
+    /* bucket b: 0 the embeddings, 1 + l layer l, L + 1 the QA head */
+    size_t *bucket = xcalloc((size_t)L + 2, sizeof *bucket);
+    *params = *adam = 0;
+    for (int i = 0; i < t.n; i++) {
+        const char *name = t.info[i].name;
+        int l, b;
+        if (!strncmp(name, "bert.embeddings.", 16)) b = stage == 0 ? 0 : -1;
+        else if (sscanf(name, "bert.encoder.layer.%d.", &l) == 1) b = l >= first && l < end ? 1 + l : -1;
+        else b = stage == stages - 1 ? L + 1 : -1; /* qa_outputs */
+        if (b < 0) continue;
+        bucket[b] += t.info[i].numel;
+        *params += t.info[i].numel;
+    }
+    for (int b = 0; b < L + 2; b++) {
+        size_t q = bucket[b] / (size_t)D;
+        *adam += bucket[b] - q * (size_t)(D - 1);
+    }
+    free(bucket);
+    param_table_free(&t);
+}
+
+int memory_plan_stage(const bert_config *cfg, int micro, int T, precision_kind prec, recompute_kind rc,
+                      const memory_layout *lay, int stage, memory_stage *out)
+{
+    memset(out, 0, sizeof *out);
+    int L = cfg->num_hidden_layers;
+    /* the whole model's plan checks the config and the sizes */
+    int r = memory_plan_compute(cfg, micro, T, prec, rc, &out->plan);
+    if (r) return r;
+    int S = lay->stages, D = lay->shard_ranks;
+    if (S < 1 || S > L)
+        return err_set(ERR_INPUT, "memory plan: %d pipeline stages for %d layers (1 to %d: each stage at least a layer)",
+                       S, L, L);
+    if (D < 1) return err_set(ERR_INPUT, "memory plan: %d ranks sharding the optimizer", D);
+    if (stage < 0 || stage >= S) return err_set(ERR_INPUT, "memory plan: stage %d of %d", stage, S);
+    memory_stage_layers(L, S, stage, &out->layer_first, &out->layer_end);
+    out->embeddings = stage == 0;
+    out->qa_head = stage == S - 1;
+    out->in_flight = S - stage;
+    size_t np, adam;
+    stage_params(cfg, S, stage, D, &np, &adam);
+    memory_plan *p = &out->plan;
+    p->n_params = to_i64(np);
+    p->params = p->grads = to_i64(cuda_ws_sat_mul(np, sizeof(float)));
+    p->optimizer = to_i64(cuda_ws_sat_mul(sat_mul(2, adam), sizeof(float)));
+    act_parts a;
+    activation_parts(cfg, micro, T, &a);
+    size_t n = (size_t)(out->layer_end - out->layer_first), rec = rc == RECOMPUTE_LAYER;
+    size_t saved = sat_add(sat_mul(n + 1, a.x), rec ? 0 : sat_mul(n, a.layer));
+    if (out->embeddings) saved = sat_add(saved, a.emb);
+    if (out->qa_head) saved = sat_add(saved, a.head);
+    size_t work = sat_add(a.work, rec ? a.layer : 0);
+    if (out->qa_head) work = sat_add(work, a.head_work);
+    size_t floats = sat_add(sat_mul((size_t)out->in_flight, saved), work);
+    p->activations = to_i64(sat_add(sat_mul(floats, sizeof(float)), sat_mul(a.ints, sizeof(int32_t))));
+    /* the workspace: the whole model's (the largest need of an op either stage runs) */
+    int64_t total = add64(p->params, p->grads);
+    total = add64(total, p->optimizer);
+    total = add64(total, p->activations);
+    p->total = add64(total, p->workspace);
+    return 0;
+}
+
+int memory_largest_micro_layout(const bert_config *cfg, int T, precision_kind prec, recompute_kind rc,
+                                const memory_layout *lay, int64_t budget, int max_micro)
+{
+    int lo = 0, hi = max_micro;
+    /* the largest stage peak grows with the micro-batch: bisect for the last that fits */
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2, fits = 1;
+        for (int s = 0; s < lay->stages && fits; s++) {
+            memory_stage st;
+            fits = memory_plan_stage(cfg, mid, T, prec, rc, lay, s, &st) == 0 && st.plan.total <= budget;
+        }
+        if (fits) lo = mid;
+        else hi = mid - 1;
+    }
+    err_clear();
+    return lo;
+}
+
+int64_t memory_optimizer_bytes_per_rank(const bert_config *cfg, int ranks)
+{
+    size_t np, adam;
+    stage_params(cfg, 1, 0, ranks > 1 ? ranks : 1, &np, &adam);
+    return to_i64(cuda_ws_sat_mul(sat_mul(2, adam), sizeof(float)));
 }

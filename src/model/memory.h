@@ -75,6 +75,44 @@ int64_t memory_largest_tokens(const bert_config *cfg, int micro, int T, precisio
 int memory_largest_micro(const bert_config *cfg, int T, precision_kind prec, recompute_kind rc, int64_t budget,
                          int max_micro);
 
+/* Pipeline stages and the sharded optimizer (bertc plan --pipeline-stages
+ * S, --shard-optimizer --ranks D). Stage s of S holds the encoder layers
+ * [s*L/S, (s+1)*L/S), stage 0 also the embeddings and stage S-1 the QA
+ * head; under the 1F1B schedule stage s keeps the saved activations of up
+ * to S - s micro-batches in flight (stage 0: S), and one backward's working
+ * buffers. Its parameters, gradients and Adam state are its tensors'. With
+ * D data-parallel ranks sharding the optimizer (ZeRO stage 1) each rank
+ * keeps its piece (dist_piece) of each gradient bucket's Adam m and v: the
+ * figure is the most a rank holds (the last's: n/D plus the n mod D left,
+ * per bucket). Parameters and gradients stay whole. The activations are
+ * bert.c's table grouped by stage (one stage with every layer is exactly
+ * bert_activation_bytes_mode); the workspace is the whole model's. */
+typedef struct {
+    int stages;      /* 1: the whole model on each device */
+    int shard_ranks; /* 1: every rank keeps the whole optimizer state */
+} memory_layout;
+
+typedef struct {
+    int layer_first, layer_end; /* encoder layers [first, end) */
+    int embeddings, qa_head;    /* 1: the stage holds them */
+    int in_flight;              /* micro-batches whose activations the stage keeps */
+    memory_plan plan;           /* the stage's figures (n_params: its parameters) */
+} memory_stage;
+
+/* Stage s's layers [*first, *end) of L among S stages. */
+void memory_stage_layers(int L, int stages, int stage, int *first, int *end);
+/* The plan of one stage of a layout (ERR_INPUT: bad sizes, stages outside
+ * 1..L, ranks below 1). Layout {1, 1}: memory_plan_compute's figures. */
+int memory_plan_stage(const bert_config *cfg, int micro, int T, precision_kind prec, recompute_kind rc,
+                      const memory_layout *lay, int stage, memory_stage *out);
+/* The largest micro-batch in [1, max_micro] whose every stage fits in
+ * budget; 0 when even 1 does not. */
+int memory_largest_micro_layout(const bert_config *cfg, int T, precision_kind prec, recompute_kind rc,
+                                const memory_layout *lay, int64_t budget, int max_micro);
+/* The bytes of AdamW's m and v on the rank that holds the most with the
+ * optimizer sharded over `ranks` (1: the whole, memory_plan's optimizer). */
+int64_t memory_optimizer_bytes_per_rank(const bert_config *cfg, int ranks);
+
 /* Bytes kept back from a card's memory for the CUDA context, cuBLASLt's
  * kernels and the allocator's rounding (an estimate that tests/gpu/run.sh
  * measures). */
