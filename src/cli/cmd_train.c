@@ -98,6 +98,7 @@ static int train_main(int argc, char **argv)
         {"http-bind", ARG_STR, &o.http_bind, "ADDR", "address of the live page (0.0.0.0: every interface)", .min = 0},
         {"mirror", ARG_STR, &o.mirror_dir, "DIR", "copy each checkpoint to DIR/checkpoints in the background (a mounted Drive); --resume auto looks there when RUN has none", .min = 0},
         {"mirror-keep", ARG_INT, &o.mirror_keep, "K", "checkpoints kept in the mirror (default: as --keep; 0 = all)", .min = 0, .max = 1000000},
+        {"shard-optimizer", ARG_FLAG, &o.shard_optimizer, NULL, "data parallel (mpirun -np N, N >= 2): each rank keeps the AdamW moments of 1/N of the parameters (ZeRO stage 1: gradients reduce-scattered, each rank updates its part, parameters all-gathered); the same results to rounding, checkpoints as without it", .min = 0},
         {"supervise", ARG_INT, &supervise, "N", "restart the trainer after a crash or kill, up to N times (resuming)", .min = 0, .max = SUPERVISE_MAX_RESTARTS},
         {0},
     };
@@ -115,6 +116,10 @@ static int train_main(int argc, char **argv)
     rc = trainer_opts_check(&o);
     if (rc) return rc;
     int ranks = dist_size();
+    if (o.shard_optimizer && ranks < 2)
+        return err_set(ERR_INPUT, "train --shard-optimizer: needs data-parallel ranks to share the optimizer state "
+                       "among (mpirun -np N bertc train ..., N >= 2); this is %s", dist_launched() ?
+                       "a job of 1 rank" : "one process without a launcher");
     if (ranks > o.batch)
         return err_set(ERR_INPUT, "train: %d ranks but --batch %d: every rank needs at least one example per step "
                        "(--batch is the global batch)", ranks, o.batch);

@@ -5,6 +5,7 @@
  *   trainer.c   options, signals, the step loop, the end of the run
  *     -> run_setup.c  model, backend, data, features, resume, micro-batch size
  *     -> run_step.c   one optimizer step: micro-batches, out-of-memory back-off, AdamW
+ *          -> run_shard.c  --shard-optimizer's pieces and collectives
  *     -> run_eval.c   predictions and EM/F1 on --dev
  *     -> run_save.c   checkpoints and the exported final/ model dir
  *          -> run_log.c  what the run tells: metrics.csv, eval.csv, the
@@ -28,6 +29,15 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* --shard-optimizer: the gradient buckets and this rank's piece of each
+ * (run_shard.c). */
+typedef struct {
+    int nb;              /* buckets (bert_grad_bucket_count) */
+    size_t *off, *len;   /* bucket k: [off[k], off[k] + len[k]) of the block, in backward's order */
+    size_t *poff, *plen; /* this rank's piece of bucket k (dist_piece) */
+    size_t owned;        /* the sum of plen: the floats of Adam's m (and of v) this rank holds */
+} run_shard;
 
 typedef struct {
     const trainer_opts *o;
@@ -78,6 +88,11 @@ typedef struct {
     double wait_s;      /* of which: waiting at the end of the forward/backward passes for the slowest rank */
     int bucketed;       /* gradients summed bucket by bucket during backward (run_step.c) */
     int buckets_sent;   /* this step's buckets sent so far */
+    int save_due;       /* N ranks: rank 0's clock says --save-every-minutes is due (agreed in run_step) */
+    /* --shard-optimizer with N ranks (run_shard.c) */
+    int shard;
+    run_shard sh;
+    int prev_shard;     /* the checkpoint resumed from was saved by a sharded run */
     /* run_save.c's: the --mirror copier (NULL: none) */
     struct mirror *mir;
 } run_ctx;
@@ -92,6 +107,21 @@ void run_cleanup(run_ctx *c);
  * --batch indices); *loss_out the step's mean loss, *scale_out the loss
  * scale it used, *res what AdamW did. */
 int run_step(run_ctx *c, int32_t *idx, double *loss_out, float *scale_out, optim_result *res);
+
+/* run_shard.c (--shard-optimizer, c->shard): run_shard_start cuts the
+ * pieces and makes the optimizer of this rank's pieces (instead of
+ * optim_create), with a resumed run's moments; reduce_bucket is the hook's
+ * reduce-scatter of one gradient bucket (NCCL's on GPUs), reduce_host that
+ * of every bucket of a host copy (GPUs without NCCL); allgather_params
+ * sends each rank's updated pieces to all after AdamW; gather_state
+ * (collective) puts the whole moments into the writer's host_m and host_v
+ * for a checkpoint. */
+int run_shard_start(run_ctx *c);
+void run_shard_free(run_ctx *c);
+int run_shard_reduce_bucket(run_ctx *c, float *x, size_t n);
+int run_shard_reduce_host(run_ctx *c, float *h);
+int run_shard_allgather_params(run_ctx *c);
+int run_shard_gather_state(run_ctx *c);
 
 /* run_eval.c: predictions on --dev and EM/F1 (c->last_em, c->last_f1), an
  * eval.csv row; pred_path NULL: no predictions file; print: the result

@@ -9,6 +9,7 @@
 
 #include "core/err.h"
 #include "core/fileio.h"
+#include "model/memory.h"
 #include "obs/devices.h"
 
 #include <math.h>
@@ -50,6 +51,10 @@ static void options_line(const run_ctx *c, char *buf, size_t cap)
              "dropout=%g seed=%lld shuffle=%d",
              c->T, o->doc_stride, o->epochs, (long long)o->max_steps, o->batch, o->lr, o->warmup, o->weight_decay,
              o->clip, o->dropout, (long long)o->seed, o->shuffle);
+    if (c->shard) {
+        size_t n = strlen(buf);
+        snprintf(buf + n, cap > n ? cap - n : 0, " shard_optimizer=1");
+    }
     if (o->version_2_with_negative) {
         size_t n = strlen(buf);
         snprintf(buf + n, cap > n ? cap - n : 0, " version_2_with_negative=1 null_score_diff_threshold=%g",
@@ -120,6 +125,14 @@ void run_log_startup(const run_ctx *c, int train_hit, int dev_hit)
     if (c->ranks > 1)
         printf("  ranks     %d data-parallel ranks (MPI): each step's %d examples split in fixed shares of whole "
                "micro-batches, gradients summed in rank order\n", c->ranks, o->batch);
+    if (c->shard) {
+        char b1[32], b2[32];
+        size_t total = c->qm.table.total;
+        printf("  sharded   --shard-optimizer: AdamW m and v of %zu of the %zu parameters on each rank (%s instead "
+               "of %s; rank %d's), gradients reduce-scattered, parameters all-gathered\n",
+               c->sh.owned, total, memory_fmt_bytes(b1, sizeof b1, (int64_t)(2 * c->sh.owned * sizeof(float))),
+               memory_fmt_bytes(b2, sizeof b2, (int64_t)(2 * total * sizeof(float))), c->rank);
+    }
     if (o->version_2_with_negative) {
         int nimp = 0;
         for (int i = 0; i < c->train.n; i++) nimp += c->train.ex[i].is_impossible || c->train.ex[i].n_answers == 0;
@@ -246,6 +259,7 @@ static void dist_info(run_ctx *c)
     char v[64];
     snprintf(v, sizeof v, "%d", c->ranks > 0 ? c->ranks : 1);
     obs_set_info(c->obs, "ranks", v);
+    if (c->shard) obs_set_info(c->obs, "shard_optimizer", "1");
     snprintf(v, sizeof v, "%.3f", c->comm_s);
     obs_set_info(c->obs, "comm_s", v);
     snprintf(v, sizeof v, "%.3f", c->wait_s);

@@ -15,6 +15,9 @@
 
 int run_save_checkpoint(run_ctx *c)
 {
+    /* sharded: every rank sends its pieces of the moments to the writer */
+    int rc = c->shard ? run_shard_gather_state(c) : 0;
+    if (rc) return rc;
     if (!c->writer) { /* rank 0 alone writes; the others hold the same weights */
         c->last_saved_step = c->st.step;
         c->last_save_time = run_now();
@@ -26,8 +29,8 @@ int run_save_checkpoint(run_ctx *c)
     train_ckpt_put_scaler(&c->st, &c->ls);
     c->st.elapsed_s += run_now() - c->t0;
     c->t0 = run_now();
-    int rc = bert_model_get_params(c->qm.model, c->host_params);
-    if (!rc) rc = optim_get_state(c->opt, c->host_m, c->host_v, &c->st.adam_t, &c->st.skipped_steps);
+    rc = bert_model_get_params(c->qm.model, c->host_params);
+    if (!rc && !c->shard) rc = optim_get_state(c->opt, c->host_m, c->host_v, &c->st.adam_t, &c->st.skipped_steps);
     if (!rc) rc = run_log_sync(c);
     if (!rc)
         rc = train_ckpt_save(c->o->out_dir, c->o->model_dir, &c->qm.cfg, &c->qm.table, c->host_params, c->host_m,

@@ -84,13 +84,17 @@ static int choose_micro(run_ctx *c)
 {
     const trainer_opts *o = c->o;
     backend_mem mem;
+    /* the planner counts the whole Adam state: a sharded rank keeps less */
+    int64_t sharded = c->shard ? memory_optimizer_bytes_per_rank(&c->qm.cfg, 1) -
+                                     memory_optimizer_bytes_per_rank(&c->qm.cfg, c->ranks)
+                               : 0;
     if (o->micro_batch > 0) {
         c->micro = o->micro_batch;
     } else if (backend_mem_query(&c->qm.be, &mem) == 0 && c->qm.packing) {
         /* packed: the planner counts tokens; micro-batches of --batch windows
          * and as many tokens as fit (or --max-tokens, checked) */
         recompute_kind rk = c->qm.recompute ? RECOMPUTE_LAYER : RECOMPUTE_NONE;
-        int64_t budget = microbatch_budget(&mem), cap = (int64_t)o->batch * c->T;
+        int64_t budget = microbatch_budget(&mem) + sharded, cap = (int64_t)o->batch * c->T;
         int64_t mt = o->max_tokens > 0 ? (o->max_tokens < cap ? o->max_tokens : cap)
                                        : memory_largest_tokens(&c->qm.cfg, o->batch, c->T, c->qm.info.precision, rk,
                                                                budget, cap);
@@ -107,7 +111,8 @@ static int choose_micro(run_ctx *c)
     } else if (backend_mem_query(&c->qm.be, &mem) == 0) {
         microbatch_plan mp;
         int rc = microbatch_choose(&mp, &c->qm.cfg, c->T, c->qm.info.precision,
-                                   c->qm.recompute ? RECOMPUTE_LAYER : RECOMPUTE_NONE, microbatch_budget(&mem), o->batch);
+                                   c->qm.recompute ? RECOMPUTE_LAYER : RECOMPUTE_NONE, microbatch_budget(&mem) + sharded,
+                                   o->batch);
         if (rc) return rc;
         c->micro = mp.micro;
     } else {
@@ -383,7 +388,9 @@ static int setup_body(run_ctx *c)
         c->st = saved;
         c->st.restarts++;
         c->prev_ranks = saved.ranks;
+        c->prev_shard = saved.shard_optimizer != 0;
         c->st.ranks = c->ranks;
+        c->st.shard_optimizer = c->shard;
         char where[CKPT_PATH_MAX + 16];
         snprintf(where, sizeof where, "%s/state.json", ckdir);
         rc = train_ckpt_get_scaler(&c->st, loss_scaling_wanted(c->qm.info.precision), &c->ls, where);
@@ -398,11 +405,14 @@ static int setup_body(run_ctx *c)
         train_ckpt_put_scaler(&c->st, &c->ls);
         c->st.smoothed_loss = NAN;
         c->st.ranks = c->ranks;
+        c->st.shard_optimizer = c->shard;
         snprintf(c->st.version, sizeof c->st.version, "%s", BERTC_VERSION);
     }
     rc = start_model(c);
-    if (!rc) rc = optim_create(&c->opt, &c->qm.be, &c->qm.table);
-    if (!rc && c->resumed) rc = optim_set_state(c->opt, c->host_m, c->host_v, c->st.adam_t, c->st.skipped_steps);
+    if (!rc && c->shard) rc = run_shard_start(c);
+    else if (!rc) rc = optim_create(&c->opt, &c->qm.be, &c->qm.table);
+    if (!rc && c->resumed && !c->shard)
+        rc = optim_set_state(c->opt, c->host_m, c->host_v, c->st.adam_t, c->st.skipped_steps);
     if (!rc) rc = loader_batch_init(&c->mb, c->micro, c->T);
     if (!rc && c->ranks > 1 && c->qm.info.is_cuda) {
         c->host_grads = malloc(nf * sizeof *c->host_grads);
@@ -417,6 +427,10 @@ static int setup_body(run_ctx *c)
         printf("resuming a run of %lld rank%s with %d (the same global batch of %d; the sums are taken in another "
                "order, so the result is not bit-identical to an uninterrupted run)\n",
                (long long)c->prev_ranks, c->prev_ranks > 1 ? "s" : "", c->ranks, o->batch);
+    if (c->resumed && c->prev_shard != c->shard && c->writer)
+        printf("resuming a run saved %s --shard-optimizer %s it (checkpoints hold the whole Adam moments: %s)\n",
+               c->prev_shard ? "with" : "without", c->shard ? "with" : "without",
+               c->shard ? "each rank takes its pieces of them" : "loaded whole");
     if (c->resumed && c->st.step == c->total && !o->quiet && c->writer)
         printf("the run is already complete: exporting and evaluating again\n");
     fflush(stdout);
@@ -438,6 +452,7 @@ int run_setup(run_ctx *c)
     c->rank = dist_rank();
     c->ranks = dist_size();
     c->writer = c->rank == 0;
+    c->shard = c->o->shard_optimizer && c->ranks > 1;
     if (c->ranks == 1) return setup_body(c);
     int rc = c->writer ? setup_body(c) : 0;
     rc = dist_agree(rc);
@@ -487,6 +502,7 @@ void run_cleanup(run_ctx *c)
     loader_batch_free(&c->mb);
     loader_free(&c->ld);
     if (c->opt) optim_free(c->opt);
+    run_shard_free(c);
     free(c->host_m);
     free(c->host_v);
     free(c->host_grads);

@@ -54,6 +54,7 @@ static int reduce_bucket(void *arg, size_t off, size_t n)
     run_ctx *c = arg;
     float *g = bert_model_grads(c->qm.model);
     c->buckets_sent++;
+    if (c->shard) return run_shard_reduce_bucket(c, g + off, n);
 #ifdef BERTC_HAVE_CUDA
     if (c->nccl) return cuda_module_loaded()->nccl_allreduce_begin(bert_model_backend(c->qm.model)->ctx, g + off, n);
 #endif
@@ -194,7 +195,7 @@ int run_step(run_ctx *c, int32_t *idx, double *loss_out, float *scale_out, optim
      * gradients survive fp16), and optim_step divides it out again before
      * the norm, the clipping and the update. Disabled, the scale is 1. */
     float scale = lossscale_scale(&c->ls);
-    double loss = 0;
+    double loss = 0, sumsq = 0;
     if (c->ranks > 1) {
         /* This rank's fixed share of the step (dist.h). No out-of-memory
          * back-off with N ranks: every rank must keep the same micro-batch. */
@@ -259,15 +260,24 @@ int run_step(run_ctx *c, int32_t *idx, double *loss_out, float *scale_out, optim
         if (!c->bucketed) {
             /* GPUs without NCCL: the block through the host, after backward. */
             rc = h != g ? be->i->download(be->ctx, h, g, n * sizeof *h) : 0;
-            if (!rc) rc = dist_allreduce_sum_fixed(h, n);
+            if (!rc) rc = c->shard ? run_shard_reduce_host(c, h) : dist_allreduce_sum_fixed(h, n);
             if (!rc && h != g) rc = be->i->upload(be->ctx, g, h, n * sizeof *h);
         }
-        double red[2] = {loss, c->sig && *c->sig ? 1.0 : 0.0};
-        if (!rc) rc = dist_allreduce_sum_f64(red, 2);
+        /* With the loss: whether a rank got a signal, the squared gradient
+         * norm of the sharded optimizer's pieces, and whether rank 0's clock
+         * says --save-every-minutes is due (a sharded checkpoint is
+         * collective, so every rank must save at the same step). */
+        double red[4] = {loss, c->sig && *c->sig ? 1.0 : 0.0, 0.0, 0.0};
+        if (!rc && c->shard) red[2] = optim_sum_squares(c->opt, g);
+        if (c->writer && c->o->save_every_minutes > 0 && run_now() - c->last_save_time >= 60 * c->o->save_every_minutes)
+            red[3] = 1.0;
+        if (!rc) rc = dist_allreduce_sum_f64(red, 4);
         c->comm_s += dist_comm_seconds() - c0;
         if (rc) return err_wrap(rc, "step %lld", (long long)c->st.step + 1);
         loss = red[0];
         if (red[1] > 0 && !*c->stop) *c->stop = c->sig && *c->sig ? *c->sig : SIGTERM;
+        sumsq = red[2];
+        c->save_due = red[3] > 0;
     }
     optim_config oc = optim_config_default();
     oc.lr = c->o->lr;
@@ -276,8 +286,19 @@ int run_step(run_ctx *c, int32_t *idx, double *loss_out, float *scale_out, optim
     oc.max_grad_norm = c->o->clip;
     oc.warmup_steps = c->warmup;
     oc.total_steps = c->total;
-    int rc = optim_step(c->opt, bert_model_params(c->qm.model), bert_model_grads(c->qm.model), &oc, c->st.step,
+    int rc;
+    if (c->shard) {
+        /* this rank's pieces with the global norm, then every rank's pieces to all */
+        rc = optim_apply(c->opt, bert_model_params(c->qm.model), bert_model_grads(c->qm.model), &oc, c->st.step,
+                         lossscale_unscale(&c->ls), sumsq, res);
+        double c0 = dist_comm_seconds(), t0 = run_now();
+        if (!rc && !res->skipped) rc = run_shard_allgather_params(c);
+        c->comm_s += c->nccl ? run_now() - t0 : dist_comm_seconds() - c0;
+        if (rc) return err_wrap(rc, "step %lld", (long long)c->st.step + 1);
+    } else {
+        rc = optim_step(c->opt, bert_model_params(c->qm.model), bert_model_grads(c->qm.model), &oc, c->st.step,
                         lossscale_unscale(&c->ls), res);
+    }
     if (rc) return rc;
     /* An overflow (or any non-finite gradient) skipped the update: the
      * scaler halves its scale and counts the step, as optim does. */

@@ -36,6 +36,7 @@ typedef struct {
     double smoothed_loss;  /* the progress line's moving average */
     int64_t examples_seen;
     int64_t ranks;         /* data-parallel ranks of the run that saved it (1 when absent) */
+    int64_t shard_optimizer; /* 1: saved by a run with --shard-optimizer (0 when absent); the moments are whole either way */
     char version[32];
     train_fp_entry fp[TRAIN_STATE_MAX_FP];
     int nfp;

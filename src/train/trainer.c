@@ -120,8 +120,11 @@ int trainer_opts_check(const trainer_opts *o)
 static void save_if_due(run_ctx *c)
 {
     const trainer_opts *o = c->o;
-    int due = (o->save_every > 0 && c->st.step % o->save_every == 0) ||
-              (o->save_every_minutes > 0 && run_now() - c->last_save_time >= 60 * o->save_every_minutes);
+    /* N ranks: the minutes by rank 0's clock, agreed in the step (a
+     * sharded checkpoint is collective) */
+    int minutes = c->ranks > 1 ? c->save_due
+                               : o->save_every_minutes > 0 && run_now() - c->last_save_time >= 60 * o->save_every_minutes;
+    int due = (o->save_every > 0 && c->st.step % o->save_every == 0) || minutes;
     if (!due || c->st.step >= c->total || run_save_checkpoint(c) == 0) return;
     log_warn("%s (training goes on; the previous checkpoints are intact; the next save tries again)", err_msg());
     err_clear();

@@ -87,6 +87,11 @@ typedef struct {
     const char *http_bind;  /* --http-bind ADDR; default 127.0.0.1 */
     const char *mirror_dir; /* --mirror DIR; NULL = none. --resume auto also looks there */
     int mirror_keep;        /* checkpoints kept in the mirror; -1 = as --keep */
+    /* --shard-optimizer: with N > 1 data-parallel ranks, each keeps the
+     * AdamW moments of 1/N of the parameters (ZeRO stage 1; train/run_shard.c).
+     * Not part of the resume fingerprint: checkpoints hold the whole
+     * moments either way. */
+    int shard_optimizer;
 } trainer_opts;
 
 void trainer_opts_default(trainer_opts *o);
