@@ -2,7 +2,10 @@
  * a model on the CUDA backend: the bytes of parameters, gradients,
  * optimizer state, activations and workspace per micro-batch size, and the
  * largest micro-batch that fits a GPU (--gpu-mem, or the GPU this machine
- * has). Needs no GPU: the figures are arithmetic on the model's tables. */
+ * has). Needs no GPU: the figures are arithmetic on the model's tables.
+ * With --pipeline-stages and --shard-optimizer --ranks, the same per stage
+ * and rank (model/memory.h's layouts); --format markdown prints a table row
+ * per stage, for comparing layouts. */
 #include "backend/select.h"
 #include "core/args.h"
 #include "core/err.h"
@@ -14,7 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
-const char cmd_plan_summary[] = "predict GPU memory for training: per micro-batch, and the largest that fits";
+const char cmd_plan_summary[] = "predict GPU memory for training: per micro-batch, and the largest that fits (also per pipeline stage, with a sharded optimizer)";
 
 #define PLAN_MAX_MICRO (1 << 20)
 
@@ -74,6 +77,136 @@ static int plan_packed(const bert_config *cfg, int batch, int seq, int64_t max_t
     return 0;
 }
 
+/* "emb + 0-5", "6-11 + qa": what a stage holds. */
+static void stage_desc(char *buf, size_t cap, const memory_stage *st)
+{
+    snprintf(buf, cap, "%s%d-%d%s", st->embeddings ? "emb + " : "", st->layer_first, st->layer_end - 1,
+             st->qa_head ? " + qa" : "");
+}
+
+/* "2 stages, sharded /4, recompute" (or "1 GPU"): the layout in a table row. */
+static void layout_desc(char *buf, size_t cap, const memory_layout *lay, recompute_kind rec)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    if (lay->stages > 1) n += (size_t)snprintf(buf + n, cap - n, "%d stages", lay->stages);
+    if (lay->shard_ranks > 1 && n < cap)
+        n += (size_t)snprintf(buf + n, cap - n, "%ssharded /%d", n ? ", " : "", lay->shard_ranks);
+    if (rec == RECOMPUTE_LAYER && n < cap) n += (size_t)snprintf(buf + n, cap - n, "%srecompute", n ? ", " : "");
+    if (!n) snprintf(buf, cap, "1 GPU");
+}
+
+/* --pipeline-stages / --shard-optimizer: the plan of each stage, per
+ * micro-batch, and the largest micro-batch every stage fits. */
+static void plan_layout_text(const bert_config *cfg, int seq, int batch, precision_kind eff, recompute_kind rec,
+                             const memory_layout *lay, int64_t card, const char *where)
+{
+    char b1[32], b2[32], b3[32];
+    int S = lay->stages, D = lay->shard_ranks;
+    memory_plan whole;
+    memory_plan_compute(cfg, 1, seq, eff, rec, &whole);
+    if (S > 1)
+        printf("layout: %d pipeline stages (the 1F1B schedule: stage s keeps the activations of %d - s micro-batches "
+               "in flight)%s", S, S, D > 1 ? "; " : "\n");
+    if (D > 1)
+        printf("%sAdamW sharded over %d data-parallel ranks%s (ZeRO stage 1: each rank keeps the moments of 1/%d of "
+               "the parameters; weights and gradients whole)\n", S > 1 ? "" : "layout: ", D, S > 1 ? " per stage" : "",
+               D);
+    printf("predicted peak of what bertc allocates on the CUDA backend, per stage and rank (the CUDA context comes on "
+           "top):\n");
+    for (int s = 0; s < S; s++) {
+        memory_stage st;
+        memory_plan_stage(cfg, 1, seq, eff, rec, lay, s, &st);
+        printf("  stage %d: %slayers %d-%d%s, %d micro-batch%s in flight\n", s, st.embeddings ? "embeddings + " : "",
+               st.layer_first, st.layer_end - 1, st.qa_head ? " + QA head" : "", st.in_flight,
+               st.in_flight > 1 ? "es" : "");
+        printf("    parameters   %lld elements\n", (long long)st.plan.n_params);
+        printf("    weights      %15lld B %11s  fp32 master copy\n", (long long)st.plan.params,
+               memory_fmt_bytes(b1, sizeof b1, st.plan.params));
+        printf("    gradients    %15lld B %11s  fp32\n", (long long)st.plan.grads,
+               memory_fmt_bytes(b2, sizeof b2, st.plan.grads));
+        if (D > 1) {
+            memory_layout unsharded = {S, 1};
+            memory_stage su;
+            memory_plan_stage(cfg, 1, seq, eff, rec, &unsharded, s, &su);
+            printf("    optimizer    %15lld B %11s  AdamW m and v, fp32: the most one of %d ranks keeps (unsharded %s)\n",
+                   (long long)st.plan.optimizer, memory_fmt_bytes(b3, sizeof b3, st.plan.optimizer), D,
+                   memory_fmt_bytes(b1, sizeof b1, su.plan.optimizer));
+        } else {
+            printf("    optimizer    %15lld B %11s  AdamW m and v, fp32\n", (long long)st.plan.optimizer,
+                   memory_fmt_bytes(b3, sizeof b3, st.plan.optimizer));
+        }
+    }
+    printf("  micro-batch");
+    for (int s = 0; s < S; s++) printf("  stage %d activations     stage %d total", s, s);
+    printf("\n");
+    for (int m = 1;; m *= 2) {
+        int mb = m < batch ? m : batch;
+        printf("  %11d", mb);
+        for (int s = 0; s < S; s++) {
+            memory_stage st;
+            if (memory_plan_stage(cfg, mb, seq, eff, rec, lay, s, &st) != 0) {
+                printf("  too large (%s)", err_msg());
+                err_clear();
+                m = batch; /* ends the loop */
+                break;
+            }
+            printf("  %20s  %15s", memory_fmt_bytes(b1, sizeof b1, st.plan.activations),
+                   memory_fmt_bytes(b2, sizeof b2, st.plan.total));
+        }
+        printf("\n");
+        if (mb >= batch) break;
+    }
+    if (card <= 0) {
+        printf("largest micro-batch: no GPU to size it for; give --gpu-mem SIZE\n");
+        return;
+    }
+    int64_t budget = memory_budget_for_card(card);
+    int best = memory_largest_micro_layout(cfg, seq, eff, rec, lay, budget, PLAN_MAX_MICRO);
+    if (best < 1) {
+        printf("largest micro-batch for %s: none fits (the budget is %s)\n", where,
+               memory_fmt_bytes(b1, sizeof b1, budget));
+        return;
+    }
+    printf("largest micro-batch for %s: %d (peak", where, best);
+    for (int s = 0; s < S; s++) {
+        memory_stage st;
+        memory_plan_stage(cfg, best, seq, eff, rec, lay, s, &st);
+        printf("%s stage %d %s", s ? "," : "", s, memory_fmt_bytes(b1, sizeof b1, st.plan.total));
+    }
+    printf(" of a %s budget)\n", memory_fmt_bytes(b1, sizeof b1, budget));
+}
+
+/* --format markdown: one table row per stage at the largest micro-batch
+ * that fits the card (at micro-batch 1, and "-", without one). */
+static void plan_markdown(const char *model, const bert_config *cfg, int seq, precision_kind eff, recompute_kind rec,
+                          const memory_layout *lay, int64_t card)
+{
+    char b[6][32], lay_s[64], d[64];
+    int best = card > 0 ? memory_largest_micro_layout(cfg, seq, eff, rec, lay, memory_budget_for_card(card),
+                                                      PLAN_MAX_MICRO)
+                        : 0;
+    layout_desc(lay_s, sizeof lay_s, lay, rec);
+    printf("| model | T | layout | stage: layers | parameters | weights + gradients | Adam m, v (per rank) | "
+           "activations | workspace | peak | largest micro-batch |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (int s = 0; s < lay->stages; s++) {
+        memory_stage st;
+        memory_plan_stage(cfg, best > 0 ? best : 1, seq, eff, rec, lay, s, &st);
+        stage_desc(d, sizeof d, &st);
+        char best_s[32];
+        if (card <= 0) snprintf(best_s, sizeof best_s, "- (at 1: no --gpu-mem)");
+        else if (best < 1) snprintf(best_s, sizeof best_s, "none fits");
+        else snprintf(best_s, sizeof best_s, "%d", best);
+        printf("| %s | %d | %s | %d: %s | %.1f M | %s | %s | %s | %s | %s | %s |\n", model, seq, lay_s, s, d,
+               (double)st.plan.n_params / 1e6, memory_fmt_bytes(b[0], sizeof b[0], st.plan.params + st.plan.grads),
+               memory_fmt_bytes(b[1], sizeof b[1], st.plan.optimizer),
+               memory_fmt_bytes(b[2], sizeof b[2], st.plan.activations),
+               memory_fmt_bytes(b[3], sizeof b[3], st.plan.workspace), memory_fmt_bytes(b[4], sizeof b[4], st.plan.total),
+               best_s);
+    }
+}
+
 int cmd_plan(int argc, char **argv)
 {
     const char *model = NULL, *config = NULL, *prec_s = "auto", *rec_s = "none";
@@ -82,6 +215,8 @@ int cmd_plan(int argc, char **argv)
     int gpu_mem_seen = 0;
     const char *packing = "none";
     int max_tokens = 0, max_tokens_seen = 0;
+    int stages = 1, shard = 0, ranks = 1, ranks_seen = 0;
+    const char *format = "text";
     const arg_spec specs[] = {
         {"model", ARG_STR, &model, "DIR", "a model dir (its config.json)", .required = 0},
         {"config", ARG_STR, &config, "NAME", "a named config: tiny, mini, small, minilm, base, large", .required = 0},
@@ -100,11 +235,21 @@ int cmd_plan(int argc, char **argv)
          "by tokens)", .required = 0},
         {"max-tokens", ARG_INT, &max_tokens, "N", "with --packing varlen: real tokens per micro-batch (default batch x seq)",
          .min = 1, .max = 1 << 30, .seen = &max_tokens_seen},
+        {"pipeline-stages", ARG_INT, &stages, "S", "pipeline model parallelism: S stages, stage 0 the embeddings and "
+         "the first layers, the last the rest and the QA head; stage s keeps S - s micro-batches' activations (1F1B)",
+         .min = 1, .max = 1024},
+        {"shard-optimizer", ARG_FLAG, &shard, NULL, "the AdamW state sharded over --ranks data-parallel ranks (train "
+         "--shard-optimizer)", .min = 0},
+        {"ranks", ARG_INT, &ranks, "D", "with --shard-optimizer: the ranks (GPUs per stage) sharing the optimizer state",
+         .min = 1, .max = 1 << 20, .seen = &ranks_seen},
+        {"format", ARG_STR, &format, "F", "text|markdown (markdown: one table row per stage at the largest "
+         "micro-batch)", .required = 0},
         {0},
     };
     int rc = args_parse("plan",
                         "bertc plan --model DIR|--config NAME --seq N [--precision P] [--recompute none|layer] "
-                        "[--gpu-mem SIZE] [--batch N]",
+                        "[--gpu-mem SIZE] [--batch N] [--pipeline-stages S] [--shard-optimizer --ranks D] "
+                        "[--format text|markdown]",
                         specs, argc, argv, NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
@@ -119,6 +264,23 @@ int cmd_plan(int argc, char **argv)
     if (!strcmp(packing, "varlen")) packed = 1;
     else if (strcmp(packing, "none")) return err_set(ERR_INPUT, "plan: --packing %s: expected none or varlen", packing);
     if (max_tokens_seen && !packed) return err_set(ERR_INPUT, "plan: --max-tokens needs --packing varlen");
+    int markdown = !strcmp(format, "markdown");
+    if (!markdown && strcmp(format, "text"))
+        return err_set(ERR_INPUT, "plan --format %s: expected text or markdown", format);
+    if (shard && (!ranks_seen || ranks < 2))
+        return err_set(ERR_INPUT, "plan --shard-optimizer: give --ranks D, D >= 2 (the data-parallel ranks that share "
+                                  "the optimizer state)");
+    if (ranks_seen && !shard)
+        return err_set(ERR_INPUT, "plan --ranks %d: goes with --shard-optimizer (unsharded, each rank needs what one GPU "
+                                  "alone does)", ranks);
+    if (stages > cfg.num_hidden_layers)
+        return err_set(ERR_INPUT, "plan --pipeline-stages %d: more stages than the model's %d layers", stages,
+                       cfg.num_hidden_layers);
+    memory_layout lay = {stages, shard ? ranks : 1};
+    int layered = stages > 1 || shard;
+    if (packed && (layered || markdown))
+        return err_set(ERR_INPUT, "plan --packing varlen: planned for one GPU in text only (not with "
+                                  "--pipeline-stages, --shard-optimizer or --format markdown)");
     if (max_tokens_seen && (max_tokens < seq || (int64_t)max_tokens > (int64_t)batch * seq))
         return err_set(ERR_INPUT, "plan: --max-tokens %d must be in %d..%lld (--seq .. --batch x --seq)", max_tokens,
                        seq, (long long)batch * seq);
@@ -144,9 +306,21 @@ int cmd_plan(int argc, char **argv)
     memory_plan p1;
     if ((rc = memory_plan_compute(&cfg, 1, seq, eff, rec, &p1))) return rc;
     char b1[32], b2[32], b3[32];
+    int64_t card = gpu_mem_seen ? gpu_mem : have_gpu ? total : 0;
+    char where[192];
+    if (gpu_mem_seen) snprintf(where, sizeof where, "%s", memory_fmt_bytes(b1, sizeof b1, card));
+    else snprintf(where, sizeof where, "GPU %d (%s, %s)", gpu, name, memory_fmt_bytes(b1, sizeof b1, card));
+    if (markdown) {
+        plan_markdown(config ? config : model, &cfg, seq, eff, rec, &lay, card);
+        return 0;
+    }
     printf("bertc plan: %s%s (L%d H%d A%d I%d, vocab %d), sequence %d, precision %s, recompute %s\n",
            config ? "config " : "model ", config ? config : model, cfg.num_hidden_layers, cfg.hidden_size,
            cfg.num_attention_heads, cfg.intermediate_size, cfg.vocab_size, seq, prec_desc, memory_recompute_name(rec));
+    if (layered) {
+        plan_layout_text(&cfg, seq, batch, eff, rec, &lay, card, where);
+        return 0;
+    }
     printf("predicted peak of what bertc allocates on the CUDA backend (the CUDA context comes on top):\n");
     printf("  parameters   %lld elements\n", (long long)p1.n_params);
     printf("  weights      %15lld B %11s  fp32 master copy\n", (long long)p1.params,
@@ -171,15 +345,11 @@ int cmd_plan(int argc, char **argv)
         }
     }
 
-    int64_t card = gpu_mem_seen ? gpu_mem : have_gpu ? total : 0;
     if (packed && (rc = plan_packed(&cfg, batch, seq, max_tokens, eff, rec, card))) return rc;
     if (card <= 0) {
         printf("largest micro-batch: no GPU to size it for (%s); give --gpu-mem SIZE\n", why);
         return 0;
     }
-    char where[192];
-    if (gpu_mem_seen) snprintf(where, sizeof where, "%s", memory_fmt_bytes(b1, sizeof b1, card));
-    else snprintf(where, sizeof where, "GPU %d (%s, %s)", gpu, name, memory_fmt_bytes(b1, sizeof b1, card));
     int64_t budget = memory_budget_for_card(card);
     int best = memory_largest_micro(&cfg, seq, eff, rec, budget, PLAN_MAX_MICRO);
     char reserve[32];

@@ -1,7 +1,8 @@
 # bertc plan: the memory planner from the command line, on any machine
 # (it needs no GPU, and says so when it has none to size the largest
-# micro-batch for). Also the binary's start with or without a CUDA driver:
-# it runs, finds no GPU or one, and never crashes.
+# micro-batch for), also per pipeline stage and with a sharded optimizer.
+# Also the binary's start with or without a CUDA driver: it runs, finds no
+# GPU or one, and never crashes.
 source "$(dirname "$0")/lib.sh"
 
 expect_help plan "usage: bertc plan" --model --config --seq --precision --recompute --gpu-mem --batch --vocab-size
@@ -46,6 +47,53 @@ grep -qE "^bertc plan: .*recompute layer" "$cli_tmp/out2" || cli_bad "recompute:
 # a card too small for micro-batch 1
 "$BERTC" plan --config base --seq 384 --gpu-mem 1GiB >"$cli_tmp/out3" 2>&1
 grep -qF "largest micro-batch for 1.00 GiB: none fits" "$cli_tmp/out3" || cli_bad "1 GiB: $(tail -1 "$cli_tmp/out3")"
+
+# Pipeline stages and the sharded optimizer: the arithmetic seen from the
+# command line (test_memory checks it against bert.c's tables).
+expect_help plan "usage: bertc plan" --pipeline-stages --shard-optimizer --ranks --format
+expect 2 "plan --shard-optimizer: give --ranks D, D >= 2" -- plan --config base --seq 384 --shard-optimizer
+expect 2 "plan --shard-optimizer: give --ranks D, D >= 2" -- plan --config base --seq 384 --shard-optimizer --ranks 1
+expect 2 "plan --ranks 2: goes with --shard-optimizer" -- plan --config base --seq 384 --ranks 2
+expect 2 "plan --pipeline-stages 13: more stages than the model's 12 layers" -- plan --config base --seq 384 \
+    --pipeline-stages 13
+expect 2 "--pipeline-stages: 0 is out of range [1, 1024]" -- plan --config base --seq 384 --pipeline-stages 0
+expect 2 "plan --format html: expected text or markdown" -- plan --config base --seq 384 --format html
+expect 2 "plan --packing varlen: planned for one GPU in text only" -- plan --config base --seq 384 --packing varlen \
+    --pipeline-stages 2
+"$BERTC" plan --config base --seq 384 --gpu-mem 16GiB --precision fp16 --pipeline-stages 2 >"$cli_tmp/st2" 2>&1
+"$BERTC" plan --config base --seq 384 --gpu-mem 16GiB --precision fp16 --shard-optimizer --ranks 4 >"$cli_tmp/sh4" 2>&1
+"$BERTC" plan --config base --seq 384 --gpu-mem 16GiB --precision fp16 >"$cli_tmp/one" 2>&1
+cli_n=$((cli_n + 1))
+params=$(sed -nE 's/^    parameters +([0-9]+) elements/\1/p' "$cli_tmp/st2" | awk '{ s += $1 } END { print s }')
+weights=$(sed -nE 's/^    weights +([0-9]+) B.*/\1/p' "$cli_tmp/st2" | awk '{ s += $1 } END { print s }')
+adam2=$(sed -nE 's/^    optimizer +([0-9]+) B.*/\1/p' "$cli_tmp/st2" | awk '{ s += $1 } END { print s }')
+echo "case $cli_n: 2 stages: parameters $params, weights $weights B, Adam $adam2 B in all"
+[ "$params" = 108893186 ] || cli_bad "the stages' parameters do not sum to 108893186"
+[ "$weights" = 435572744 ] || cli_bad "the stages' weights do not sum to 435572744 B"
+[ "$adam2" = 871145488 ] || cli_bad "the stages' Adam state does not sum to 871145488 B"
+grep -q "^  stage 0: embeddings + layers 0-5, 2 micro-batches in flight" "$cli_tmp/st2" || cli_bad "stage 0's description"
+grep -q "^  stage 1: layers 6-11 + QA head, 1 micro-batch in flight" "$cli_tmp/st2" || cli_bad "stage 1's description"
+cli_n=$((cli_n + 1))
+adam4=$(sed -nE 's/^    optimizer +([0-9]+) B.*the most one of 4 ranks keeps.*/\1/p' "$cli_tmp/sh4")
+over=$((4 * ${adam4:-0} - 871145488))
+echo "case $cli_n: sharded over 4 ranks: Adam $adam4 B per rank; 4 x that - the whole = $over B"
+# each of the 14 buckets' last piece holds at most 3 floats more than a quarter
+[ -n "$adam4" ] && [ "$over" -ge 0 ] && [ "$over" -lt $((8 * 4 * 3 * 14)) ] || cli_bad "Adam state not divided by 4"
+cli_n=$((cli_n + 1))
+b1=$(sed -nE 's/^largest micro-batch for 16.00 GiB: ([0-9]+) .*/\1/p' "$cli_tmp/one")
+b4=$(sed -nE 's/^largest micro-batch for 16.00 GiB: ([0-9]+) .*/\1/p' "$cli_tmp/sh4")
+echo "case $cli_n: largest micro-batch alone $b1, sharded over 4 ranks $b4"
+[ -n "$b1" ] && [ -n "$b4" ] && [ "$b4" -gt "$b1" ] || cli_bad "sharding does not fit a larger micro-batch"
+cli_n=$((cli_n + 1))
+"$BERTC" plan --config large --seq 512 --gpu-mem 16GiB --precision fp16 --pipeline-stages 2 --format markdown \
+    >"$cli_tmp/md" 2>"$cli_tmp/err"
+rc=$?
+echo "case $cli_n: plan --config large --seq 512 --pipeline-stages 2 --format markdown -> exit $rc"
+cat "$cli_tmp/md"
+[ "$rc" -eq 0 ] || cli_bad "exit $rc"
+[ "$(head -1 "$cli_tmp/md" | cut -c1-17)" = "| model | T | lay" ] || cli_bad "no table header"
+[ "$(grep -c "^| large | 512 | 2 stages | [01]: " "$cli_tmp/md")" -eq 2 ] || cli_bad "not one row per stage"
+[ "$(awk -F'|' 'NR > 2 { print $12 }' "$cli_tmp/md" | sort -u | wc -l)" -eq 1 ] || cli_bad "the stages' micro-batches differ"
 
 # Without --gpu-mem the machine's GPU sizes it; without one, a reason and
 # exit 0 (this is where a binary built with CUDA meets a machine without a
