@@ -229,7 +229,6 @@ int run_step(run_ctx *c, int32_t *idx, double *loss_out, float *scale_out, optim
         rc = dist_agree(rc);
         c->comm_s += dist_comm_seconds() - c0;
         c->wait_s += dist_comm_seconds() - c0;
-        c->wait_s += dist_comm_seconds() - c0;
         if (rc) return rc;
     }
     for (; c->ranks == 1;) {
