@@ -210,6 +210,12 @@ int optim_get_state(optim *o, float *m, float *v, int64_t *t, int64_t *skipped)
     return 0;
 }
 
+void optim_state_memory(optim *o, const float **m, const float **v)
+{
+    *m = o->m;
+    *v = o->v;
+}
+
 static int check_counts(int64_t t, int64_t skipped)
 {
     if (t < 0 || skipped < 0)

@@ -101,6 +101,10 @@ size_t optim_state_floats(const optim *o);
  * in their order). */
 int optim_get_state(optim *o, float *m, float *v, int64_t *t, int64_t *skipped);
 int optim_set_state(optim *o, const float *m, const float *v, int64_t t, int64_t skipped);
+/* m and v themselves (backend memory, optim_state_floats floats each):
+ * the CPU backend's memory is the host's, so a caller there reads them
+ * without a copy. */
+void optim_state_memory(optim *o, const float **m, const float **v);
 /* The state from the whole block's m and v (table->total floats each, a
  * checkpoint's): each range's part taken from its place. */
 int optim_set_state_block(optim *o, const float *m, const float *v, int64_t t, int64_t skipped);

@@ -150,9 +150,23 @@ int run_shard_gather_state(run_ctx *c)
 {
     const run_shard *s = &c->sh;
     size_t owned = s->owned;
-    float *m = malloc((owned ? owned : 1) * sizeof *m), *v = malloc((owned ? owned : 1) * sizeof *v);
-    int rc = m && v ? 0 : err_set(ERR_RUNTIME, "out of memory (%zu floats)", owned);
-    if (!rc) rc = optim_get_state(c->opt, m, v, &c->st.adam_t, &c->st.skipped_steps);
+    const float *m = NULL, *v = NULL;
+    float *hm = NULL, *hv = NULL;
+    int rc = 0;
+    c->st.adam_t = optim_t(c->opt);
+    c->st.skipped_steps = optim_skipped(c->opt);
+    if (!c->qm.info.is_cuda) {
+        /* the CPU backend's memory is the host's: sent from where it is,
+         * no copy of the moments on any rank */
+        optim_state_memory(c->opt, &m, &v);
+    } else {
+        hm = malloc((owned ? owned : 1) * sizeof *hm);
+        hv = malloc((owned ? owned : 1) * sizeof *hv);
+        rc = hm && hv ? 0 : err_set(ERR_RUNTIME, "out of memory (%zu floats)", owned);
+        if (!rc) rc = optim_get_state(c->opt, hm, hv, NULL, NULL);
+        m = hm;
+        v = hv;
+    }
     /* the gathers below only when every rank can take part */
     rc = dist_agree(rc);
     size_t at = 0;
@@ -161,9 +175,8 @@ int run_shard_gather_state(run_ctx *c)
         if (!rc) rc = dist_gather_pieces(v + at, c->writer ? c->host_v + s->off[k] : NULL, s->len[k], 0);
         at += s->plen[k];
     }
-    free(m);
-    free(v);
+    free(hm);
+    free(hv);
     return rc ? err_wrap(rc, "gathering the sharded optimizer state") : 0;
 }
 
-size_t run_shard_owned(const run_ctx *c) { return c->sh.owned; }
