@@ -3,12 +3,15 @@
 # (same model, data, global batch, micro-batch, steps) as
 #   A: 1 process x 2 threads      bertc train --threads 2
 #   B: 2 ranks x 1 thread         mpirun -np 2 bertc train --threads 1
+#   C: B with --shard-optimizer   (AdamW on half the parameters per rank;
+#                                  reduce-scatter + all-gather of the buckets)
 # on a 2-core machine. Compared: examples/s of the training steps (the last
 # row of RUN/metrics.csv: examples over the step time, without set-up), and
-# B's share of the step time spent in the all-reduces (RUN/info.csv comm_s;
-# it includes waiting for the other rank; comm_wait_s is the waiting alone).
-# Runs alternate A, B, REPS times; prints each run and the medians. Target:
-# B at most 10 % slower than A.
+# B's and C's share of the step time spent in collectives (RUN/info.csv
+# comm_s; it includes waiting for the other rank; comm_wait_s is the
+# waiting alone), and (with /usr/bin/time) each rank's peak resident memory.
+# Runs alternate A, B, C, REPS times; prints each run and the medians.
+# Target: B at most 10 % slower than A.
 # The training windows are SQuAD dev's first articles (jq slices them), so
 # every step is a whole batch: with a file of a few dozen windows (as
 # tests/data/train_small.json), an epoch's last, short step has fewer
@@ -35,20 +38,41 @@ COMMON=(--model "$tmp/model" --train "$tmp/train.json" --max-seq-length 128 --do
 echo "bertc dist overhead: config $CONFIG, SQuAD dev articles 0-3, T 128, batch 16 = 2 micro-batches of 8, $STEPS steps, $REPS runs each"
 echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
 rate() { tail -1 "$1/metrics.csv" | cut -d, -f7; }
-a=() b=() c=()
-for r in $(seq "$REPS"); do
-    rm -rf "$tmp/A" "$tmp/B"
-    OMP_NUM_THREADS=2 "$BERTC" train "${COMMON[@]}" --threads 2 --out "$tmp/A" >/dev/null 2>&1
+# ranks RUN ARGS...: 2 ranks x 1 thread; with /usr/bin/time each rank's
+# peak RSS goes to RUN.rss.RANK (KiB)
+ranks() {
+    local run=$1
+    shift
+    local wrap=()
+    [ -x /usr/bin/time ] && wrap=(sh -c '/usr/bin/time -f %M -o "$0.rss.$OMPI_COMM_WORLD_RANK" "$@"' "$run")
     OMPI_MCA_btl_vader_single_copy_mechanism=none mpirun --oversubscribe "${root[@]}" --bind-to none -np 2 \
-        -x OMP_NUM_THREADS=1 "$BERTC" train "${COMMON[@]}" --threads 1 --out "$tmp/B" >/dev/null 2>&1
-    ra=$(rate "$tmp/A") rb=$(rate "$tmp/B")
-    comm=$(grep '^comm_s,' "$tmp/B/info.csv" | cut -d, -f2)
-    wait=$(grep '^comm_wait_s,' "$tmp/B/info.csv" | cut -d, -f2)
-    trb=$(awk -v n="$STEPS" -v r="$rb" 'BEGIN { print n * 16 / r }')
-    share=$(awk -v c="$comm" -v t="$trb" 'BEGIN { printf "%.1f", 100 * c / t }')
-    echo "run $r: A 1x2 threads $ra ex/s | B 2 ranks x 1 thread $rb ex/s, comm ${comm}s of ${trb}s (${share}%; waiting ${wait}s) | load $(cut -d' ' -f1 /proc/loadavg)"
-    a+=("$ra") b+=("$rb") c+=("$share")
+        -x OMP_NUM_THREADS=1 "${wrap[@]}" "$BERTC" train "${COMMON[@]}" --threads 1 --out "$run" "$@" >/dev/null 2>&1
+}
+share() { # share RUN RATE: comm_s as a share of the steps' time
+    local comm trb
+    comm=$(grep '^comm_s,' "$1/info.csv" | cut -d, -f2)
+    trb=$(awk -v n="$STEPS" -v r="$2" 'BEGIN { print n * 16 / r }')
+    awk -v c="$comm" -v t="$trb" 'BEGIN { printf "%.1f", 100 * c / t }'
+}
+rss() { [ -f "$1.rss.$2" ] && awk '{ printf "%.0f", $1 / 1024 }' "$1.rss.$2" || echo "?"; }
+a=() b=() c=() sb=() sc=()
+for r in $(seq "$REPS"); do
+    rm -rf "$tmp/A" "$tmp/B" "$tmp/C"
+    OMP_NUM_THREADS=2 "$BERTC" train "${COMMON[@]}" --threads 2 --out "$tmp/A" >/dev/null 2>&1
+    l_a=$(cut -d' ' -f1 /proc/loadavg)
+    ranks "$tmp/B"
+    l_b=$(cut -d' ' -f1 /proc/loadavg)
+    ranks "$tmp/C" --shard-optimizer
+    l_c=$(cut -d' ' -f1 /proc/loadavg)
+    ra=$(rate "$tmp/A") rb=$(rate "$tmp/B") rc=$(rate "$tmp/C")
+    shb=$(share "$tmp/B" "$rb") shc=$(share "$tmp/C" "$rc")
+    echo "run $r: A 1x2 threads $ra ex/s (load $l_a) | B 2 ranks $rb ex/s, comm ${shb}% (load $l_b), peak RSS" \
+         "$(rss "$tmp/B" 0)/$(rss "$tmp/B" 1) MiB | C sharded $rc ex/s, comm ${shc}% (load $l_c), peak RSS" \
+         "$(rss "$tmp/C" 0)/$(rss "$tmp/C" 1) MiB"
+    a+=("$ra") b+=("$rb") c+=("$rc") sb+=("$shb") sc+=("$shc")
 done
 med() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-ma=$(med "${a[@]}") mb=$(med "${b[@]}") mc=$(med "${c[@]}")
-awk -v a="$ma" -v b="$mb" -v c="$mc" 'BEGIN { printf "median: A %.2f ex/s, B %.2f ex/s: B/A = %.3f (overhead %.1f%%); B comm share %.1f%%\n", a, b, b / a, 100 * (a - b) / a, c }'
+ma=$(med "${a[@]}") mb=$(med "${b[@]}") mc=$(med "${c[@]}") msb=$(med "${sb[@]}") msc=$(med "${sc[@]}")
+awk -v a="$ma" -v b="$mb" -v c="$mc" -v sb="$msb" -v sc="$msc" 'BEGIN {
+    printf "median: A %.2f ex/s, B %.2f ex/s (B/A = %.3f, overhead %.1f%%; comm share %.1f%%), ", a, b, b / a, 100 * (a - b) / a, sb
+    printf "C %.2f ex/s (C/A = %.3f, overhead %.1f%%; C/B = %.3f; comm share %.1f%%)\n", c, c / a, 100 * (a - c) / a, c / b, sc }'
