@@ -9,7 +9,9 @@
 # row of RUN/metrics.csv: examples over the step time, without set-up), and
 # B's and C's share of the step time spent in collectives (RUN/info.csv
 # comm_s; it includes waiting for the other rank; comm_wait_s is the
-# waiting alone), and (with /usr/bin/time) each rank's peak resident memory.
+# waiting alone), and (with /usr/bin/time) each rank's peak resident memory
+# and the CPU seconds of each variant (user + system, all its processes:
+# less disturbed than examples/s when other jobs load the machine).
 # Runs alternate A, B, C, REPS times; prints each run and the medians.
 # Target: B at most 10 % slower than A.
 # The training windows are SQuAD dev's first articles (jq slices them), so
@@ -44,7 +46,7 @@ ranks() {
     local run=$1
     shift
     local wrap=()
-    [ -x /usr/bin/time ] && wrap=(sh -c '/usr/bin/time -f %M -o "$0.rss.$OMPI_COMM_WORLD_RANK" "$@"' "$run")
+    [ -x /usr/bin/time ] && wrap=(sh -c '/usr/bin/time -f "%M %U %S" -o "$0.rss.$OMPI_COMM_WORLD_RANK" "$@"' "$run")
     OMPI_MCA_btl_vader_single_copy_mechanism=none mpirun --oversubscribe "${root[@]}" --bind-to none -np 2 \
         -x OMP_NUM_THREADS=1 "${wrap[@]}" "$BERTC" train "${COMMON[@]}" --threads 1 --out "$run" "$@" >/dev/null 2>&1
 }
@@ -55,10 +57,13 @@ share() { # share RUN RATE: comm_s as a share of the steps' time
     awk -v c="$comm" -v t="$trb" 'BEGIN { printf "%.1f", 100 * c / t }'
 }
 rss() { [ -f "$1.rss.$2" ] && awk '{ printf "%.0f", $1 / 1024 }' "$1.rss.$2" || echo "?"; }
+cpu() { cat "$1".rss.* 2>/dev/null | awk '{ s += $2 + $3 } END { printf "%.1f", s }'; }
 a=() b=() c=() sb=() sc=()
 for r in $(seq "$REPS"); do
-    rm -rf "$tmp/A" "$tmp/B" "$tmp/C"
-    OMP_NUM_THREADS=2 "$BERTC" train "${COMMON[@]}" --threads 2 --out "$tmp/A" >/dev/null 2>&1
+    rm -rf "$tmp/A" "$tmp/B" "$tmp/C" "$tmp"/*.rss.*
+    a_wrap=()
+    [ -x /usr/bin/time ] && a_wrap=(/usr/bin/time -f "%M %U %S" -o "$tmp/A.rss.0")
+    OMP_NUM_THREADS=2 "${a_wrap[@]}" "$BERTC" train "${COMMON[@]}" --threads 2 --out "$tmp/A" >/dev/null 2>&1
     l_a=$(cut -d' ' -f1 /proc/loadavg)
     ranks "$tmp/B"
     l_b=$(cut -d' ' -f1 /proc/loadavg)
@@ -66,9 +71,9 @@ for r in $(seq "$REPS"); do
     l_c=$(cut -d' ' -f1 /proc/loadavg)
     ra=$(rate "$tmp/A") rb=$(rate "$tmp/B") rc=$(rate "$tmp/C")
     shb=$(share "$tmp/B" "$rb") shc=$(share "$tmp/C" "$rc")
-    echo "run $r: A 1x2 threads $ra ex/s (load $l_a) | B 2 ranks $rb ex/s, comm ${shb}% (load $l_b), peak RSS" \
-         "$(rss "$tmp/B" 0)/$(rss "$tmp/B" 1) MiB | C sharded $rc ex/s, comm ${shc}% (load $l_c), peak RSS" \
-         "$(rss "$tmp/C" 0)/$(rss "$tmp/C" 1) MiB"
+    echo "run $r: A 1x2 threads $ra ex/s, $(cpu "$tmp/A") CPU s (load $l_a) | B 2 ranks $rb ex/s, comm ${shb}%," \
+         "$(cpu "$tmp/B") CPU s (load $l_b), peak RSS $(rss "$tmp/B" 0)/$(rss "$tmp/B" 1) MiB | C sharded $rc ex/s," \
+         "comm ${shc}%, $(cpu "$tmp/C") CPU s (load $l_c), peak RSS $(rss "$tmp/C" 0)/$(rss "$tmp/C" 1) MiB"
     a+=("$ra") b+=("$rb") c+=("$rc") sb+=("$shb") sc+=("$shc")
 done
 med() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
