@@ -291,6 +291,8 @@ int run_step(run_ctx *c, int32_t *idx, double *loss_out, float *scale_out, optim
         rc = optim_apply(c->opt, bert_model_params(c->qm.model), bert_model_grads(c->qm.model), &oc, c->st.step,
                          lossscale_unscale(&c->ls), sumsq, res);
         double c0 = dist_comm_seconds(), t0 = run_now();
+        /* a rank whose update failed (a device error) must not leave the others in the all-gather */
+        rc = dist_agree(rc);
         if (!rc && !res->skipped) rc = run_shard_allgather_params(c);
         c->comm_s += c->nccl ? run_now() - t0 : dist_comm_seconds() - c0;
         if (rc) return err_wrap(rc, "step %lld", (long long)c->st.step + 1);
