@@ -71,9 +71,11 @@ int main(int argc, char **argv)
     backend be;
     bert_model *pad = NULL, *pk = NULL;
     rc = backend_cpu_create(&be, 2);
-    if (!rc) rc = bert_model_create(&pad, &cfg, &be, BATCH, f.T);
+    if (!rc) rc = bert_model_create(&pad, &(bert_model_opts){.cfg = &cfg, .be = &be, .max_B = BATCH, .T = f.T});
     /* packed micro-batches of at most 4096 tokens: many short windows or a few long ones */
-    if (!rc) rc = bert_model_create_tokens(&pk, &cfg, &be, BATCH, f.T, 4096, 0);
+    if (!rc)
+        rc = bert_model_create(
+            &pk, &(bert_model_opts){.cfg = &cfg, .be = &be, .max_B = BATCH, .T = f.T, .max_tokens = 4096});
     if (!rc) rc = bert_model_set_params(pad, p0);
     if (!rc) rc = bert_model_set_params(pk, p0);
     size_t n = (size_t)f.n * f.T;

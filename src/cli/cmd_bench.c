@@ -237,7 +237,9 @@ int cmd_bench(int argc, char **argv)
     bert_batch b = {batch, seq, ids, types, mask, sp, ep, NULL, 0};
     double real_tokens = 0, flops_total = 0;
 
-    if ((rc = backend_cpu_create(&be, threads)) || (rc = bert_model_create_mode(&m, &cfg, &be, batch, seq, rec == RECOMPUTE_LAYER)) ||
+    if ((rc = backend_cpu_create(&be, threads)) ||
+        (rc = bert_model_create(
+             &m, &(bert_model_opts){.cfg = &cfg, .be = &be, .max_B = batch, .T = seq, .recompute = rec})) ||
         (rc = bert_model_set_params(m, host)) || (rc = optim_create(&opt, &be, bert_model_table(m))))
         goto done;
     int nthreads = threads > 0 ? threads : omp_get_num_procs();

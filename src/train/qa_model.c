@@ -70,7 +70,9 @@ int qa_model_start(qa_model *m, const backend_opts *bo, int max_B, int T)
                        m->cfg.max_position_embeddings);
     int rc = m->have_backend ? 0 : qa_model_select(m, bo);
     if (rc) return rc;
-    rc = bert_model_create_tokens(&m->model, &m->cfg, &m->be, max_B, T, m->packing ? m->max_tokens : 0, m->recompute);
+    bert_model_opts mo = {.cfg = &m->cfg, .be = &m->be, .max_B = max_B, .T = T,
+                          .max_tokens = m->packing ? m->max_tokens : 0, .recompute = m->recompute};
+    rc = bert_model_create(&m->model, &mo);
     if (rc) return rc;
     m->max_B = max_B;
     m->T = T;
@@ -94,8 +96,9 @@ int qa_model_resize(qa_model *m, int max_B)
     bert_model_free(m->model);
     m->model = NULL;
     backend_mem_trim(&m->be);
-    rc = bert_model_create_tokens(&m->model, &m->cfg, &m->be, max_B, m->T, m->packing ? m->max_tokens : 0,
-                                  m->recompute);
+    bert_model_opts mo = {.cfg = &m->cfg, .be = &m->be, .max_B = max_B, .T = m->T,
+                          .max_tokens = m->packing ? m->max_tokens : 0, .recompute = m->recompute};
+    rc = bert_model_create(&m->model, &mo);
     if (rc) return rc;
     m->max_B = max_B;
     return bert_model_set_params(m->model, m->host_params);

@@ -48,7 +48,7 @@ typedef struct {
     int notice_due;             /* the fall-back notice is still to be printed */
     bert_model *model;
     int max_B, T;
-    int recompute;              /* set before qa_model_start: 1 = --recompute layer */
+    recompute_kind recompute;   /* set before qa_model_start (--recompute) */
     /* Set before qa_model_start. packing 1 (--packing windows): the model
      * takes packed micro-batches of at most max_tokens real tokens (0:
      * max_B * T), and qa_model_logits runs the windows grouped by length,

@@ -68,12 +68,15 @@ static int fingerprint(train_state *s, const trainer_opts *o, int T, const squad
 
 /* ---- --micro-batch auto: the largest that keeps activations within a
  * third of the memory available now (halving from --batch) ---- */
-static int auto_micro_batch(const bert_config *cfg, int batch, int T, int recompute)
+static int auto_micro_batch(const bert_config *cfg, int batch, int T, recompute_kind recompute)
 {
     long pages = sysconf(_SC_AVPHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
     double avail = pages > 0 && psize > 0 ? (double)pages * (double)psize : 4e9;
     int mb = batch;
-    while (mb > 1 && (double)bert_activation_bytes_mode(cfg, mb, T, recompute) > avail / 3) mb = (mb + 1) / 2;
+    for (; mb > 1; mb = (mb + 1) / 2) {
+        bert_model_opts mo = {.cfg = cfg, .max_B = mb, .T = T, .recompute = recompute};
+        if ((double)bert_activation_bytes(&mo) <= avail / 3) break;
+    }
     return mb;
 }
 
@@ -89,7 +92,7 @@ static int choose_micro(run_ctx *c)
     } else if (backend_mem_query(&c->qm.be, &mem) == 0 && c->qm.packing) {
         /* packed: the planner counts tokens; micro-batches of --batch windows
          * and as many tokens as fit (or --max-tokens, checked) */
-        recompute_kind rk = c->qm.recompute ? RECOMPUTE_LAYER : RECOMPUTE_NONE;
+        recompute_kind rk = c->qm.recompute;
         int64_t budget = microbatch_budget(&mem), cap = (int64_t)o->batch * c->T;
         int64_t mt = o->max_tokens > 0 ? (o->max_tokens < cap ? o->max_tokens : cap)
                                        : memory_largest_tokens(&c->qm.cfg, o->batch, c->T, c->qm.info.precision, rk,
@@ -107,7 +110,7 @@ static int choose_micro(run_ctx *c)
     } else if (backend_mem_query(&c->qm.be, &mem) == 0) {
         microbatch_plan mp;
         int rc = microbatch_choose(&mp, &c->qm.cfg, c->T, c->qm.info.precision,
-                                   c->qm.recompute ? RECOMPUTE_LAYER : RECOMPUTE_NONE, microbatch_budget(&mem), o->batch);
+                                   c->qm.recompute, microbatch_budget(&mem), o->batch);
         if (rc) return rc;
         c->micro = mp.micro;
     } else {
@@ -304,7 +307,7 @@ static int setup_body(run_ctx *c)
         return err_set(ERR_INPUT, "--out %s: exists and is not a directory", o->out_dir);
     int rc = qa_model_load(&c->qm, o->model_dir, (uint64_t)o->seed);
     if (rc) return rc;
-    c->qm.recompute = !strcmp(o->recompute, "layer");
+    c->qm.recompute = !strcmp(o->recompute, "layer") ? RECOMPUTE_LAYER : RECOMPUTE_NONE;
     if ((rc = qa_parse_packing(o->packing, &c->qm.packing))) return rc;
     c->qm.max_tokens = o->max_tokens;
     rc = fit_window(c);
