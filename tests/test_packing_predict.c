@@ -111,8 +111,9 @@ int main(int argc, char **argv)
         CHECK(pad_not_inf == 0, "%ld padding positions are not -inf", pad_not_inf);
 
         qa_predictions a = {0}, b = {0};
-        rc = postprocess_predictions(&d, &f, s_pad, e_pad, PREDICT_N_BEST, PREDICT_MAX_ANSWER_LENGTH, &a);
-        if (!rc) rc = postprocess_predictions(&d, &f, s_pk, e_pk, PREDICT_N_BEST, PREDICT_MAX_ANSWER_LENGTH, &b);
+        postprocess_opts po = {.n_best = PREDICT_N_BEST, .max_answer_length = PREDICT_MAX_ANSWER_LENGTH};
+        rc = postprocess_predictions(&d, &f, s_pad, e_pad, &po, &a);
+        if (!rc) rc = postprocess_predictions(&d, &f, s_pk, e_pk, &po, &b);
         CHECK(rc == 0, "postprocess: %s", err_msg());
         if (!rc) {
             int differ = 0;
@@ -130,8 +131,8 @@ int main(int argc, char **argv)
         qa_predictions_free(&b);
         /* the plain padded path, for the record: its padding logits rank too */
         if (!rc) rc = run_logits(pad, 0, &f, s_pad, e_pad);
-        if (!rc) rc = postprocess_predictions(&d, &f, s_pad, e_pad, PREDICT_N_BEST, PREDICT_MAX_ANSWER_LENGTH, &a);
-        if (!rc) rc = postprocess_predictions(&d, &f, s_pk, e_pk, PREDICT_N_BEST, PREDICT_MAX_ANSWER_LENGTH, &b);
+        if (!rc) rc = postprocess_predictions(&d, &f, s_pad, e_pad, &po, &a);
+        if (!rc) rc = postprocess_predictions(&d, &f, s_pk, e_pk, &po, &b);
         if (!rc) {
             int differ = 0;
             for (int i = 0; i < d.n; i++)

@@ -85,7 +85,8 @@ int cmd_ask(int argc, char **argv)
         goto done;
     }
     rc = qa_model_start(&m, &bo, f.n < 16 ? f.n : 16, T);
-    if (!rc) rc = qa_model_predict(&m, &d, &f, PREDICT_N_BEST, max_ans, &p, NULL);
+    postprocess_opts po = {.n_best = PREDICT_N_BEST, .max_answer_length = max_ans};
+    if (!rc) rc = qa_model_predict(&m, &d, &f, &po, &p, NULL);
     if (rc) goto done;
     const squad_context *c = &d.contexts[0];
     int k = p.n_nbest[0] < nbest ? p.n_nbest[0] : nbest;

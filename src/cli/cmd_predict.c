@@ -123,9 +123,9 @@ int cmd_predict(int argc, char **argv)
     }
     rc = qa_model_logits(&m, &f, start, end, NULL);
     if (!rc && dump) rc = dump_logits(dump, &f, start, end);
-    if (!rc)
-        rc = v2 ? postprocess_predictions_v2(&d, &f, start, end, n_best, max_ans, null_thr, &p)
-                : postprocess_predictions(&d, &f, start, end, n_best, max_ans, &p);
+    postprocess_opts po = {.n_best = n_best, .max_answer_length = max_ans, .version_2_with_negative = v2,
+                           .null_score_diff_threshold = null_thr};
+    if (!rc) rc = postprocess_predictions(&d, &f, start, end, &po, &p);
     if (!rc) rc = predictions_write_json(out, &d, &p);
     if (!rc && nbest) rc = nbest_write_json(nbest, &d, &p);
     if (!rc && null_odds) rc = null_odds_write_json(null_odds, &d, &p);

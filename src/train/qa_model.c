@@ -213,8 +213,8 @@ int qa_model_logits(qa_model *m, const features *f, float *start, float *end, vo
     return 0;
 }
 
-static int predict(qa_model *m, const squad_data *d, const features *f, int n_best, int max_answer_length, int v2,
-                   double threshold, qa_predictions *out, volatile sig_atomic_t *stop)
+int qa_model_predict(qa_model *m, const squad_data *d, const features *f, const postprocess_opts *o,
+                     qa_predictions *out, volatile sig_atomic_t *stop)
 {
     memset(out, 0, sizeof *out);
     size_t n = (size_t)f->n * (size_t)f->T;
@@ -225,24 +225,10 @@ static int predict(qa_model *m, const squad_data *d, const features *f, int n_be
         return err_set(ERR_RUNTIME, "out of memory for the logits of %d windows", f->n);
     }
     int rc = qa_model_logits(m, f, start, end, stop);
-    if (!rc)
-        rc = v2 ? postprocess_predictions_v2(d, f, start, end, n_best, max_answer_length, threshold, out)
-                : postprocess_predictions(d, f, start, end, n_best, max_answer_length, out);
+    if (!rc) rc = postprocess_predictions(d, f, start, end, o, out);
     free(start);
     free(end);
     return rc;
-}
-
-int qa_model_predict(qa_model *m, const squad_data *d, const features *f, int n_best, int max_answer_length,
-                     qa_predictions *out, volatile sig_atomic_t *stop)
-{
-    return predict(m, d, f, n_best, max_answer_length, 0, 0.0, out, stop);
-}
-
-int qa_model_predict_v2(qa_model *m, const squad_data *d, const features *f, int n_best, int max_answer_length,
-                        double null_score_diff_threshold, qa_predictions *out, volatile sig_atomic_t *stop)
-{
-    return predict(m, d, f, n_best, max_answer_length, 1, null_score_diff_threshold, out, stop);
 }
 
 int qa_predictions_eval(const squad_data *d, const qa_predictions *p, eval_result *r)

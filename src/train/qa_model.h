@@ -94,12 +94,9 @@ int qa_parse_packing(const char *s, int *packed);
  * dropout off, in micro-batches of up to m->max_B. Stops early with
  * ERR_STOPPED when *stop becomes non-zero (stop may be NULL). */
 int qa_model_logits(qa_model *m, const features *f, float *start, float *end, volatile sig_atomic_t *stop);
-/* Logits -> predictions (postprocess_predictions). */
-int qa_model_predict(qa_model *m, const squad_data *d, const features *f, int n_best, int max_answer_length,
+/* Logits -> predictions (postprocess_predictions with o). */
+int qa_model_predict(qa_model *m, const squad_data *d, const features *f, const postprocess_opts *o,
                      qa_predictions *out, volatile sig_atomic_t *stop);
-/* The same with SQuAD 2.0 post-processing (postprocess_predictions_v2). */
-int qa_model_predict_v2(qa_model *m, const squad_data *d, const features *f, int n_best, int max_answer_length,
-                        double null_score_diff_threshold, qa_predictions *out, volatile sig_atomic_t *stop);
 /* Predictions -> EM/F1 on d (SQuAD metric). */
 int qa_predictions_eval(const squad_data *d, const qa_predictions *p, eval_result *r);
 
