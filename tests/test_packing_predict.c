@@ -16,11 +16,11 @@
 #include "data/features.h"
 #include "data/squad.h"
 #include "infer/predict.h"
+#include "infer/qa_model.h"
 #include "model/bert.h"
 #include "model/weights.h"
 #include "testutil.h"
 #include "text/tokenizer.h"
-#include "train/qa_model.h"
 
 #include <math.h>
 #include <stdio.h>

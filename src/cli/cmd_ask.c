@@ -4,7 +4,7 @@
 #include "core/err.h"
 #include "core/fileio.h"
 #include "infer/adhoc.h"
-#include "train/qa_model.h"
+#include "infer/qa_model.h"
 
 #include <stdio.h>
 #include <stdlib.h>

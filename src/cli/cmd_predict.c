@@ -3,7 +3,7 @@
 #include "core/err.h"
 #include "core/fileio.h"
 #include "core/npy.h"
-#include "train/qa_model.h"
+#include "infer/qa_model.h"
 
 #include <stdio.h>
 #include <stdlib.h>

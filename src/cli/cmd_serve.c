@@ -2,8 +2,8 @@
 #include "core/args.h"
 #include "core/err.h"
 #include "core/fileio.h"
+#include "infer/qa_model.h"
 #include "serve/serve_http.h"
-#include "train/qa_model.h"
 
 #include <pthread.h>
 #include <signal.h>

@@ -17,10 +17,10 @@
 
 #include "backend/select.h"
 #include "data/loader.h"
+#include "infer/qa_model.h"
 #include "obs/obs.h"
 #include "train/lossscale.h"
 #include "train/optim.h"
-#include "train/qa_model.h"
 #include "train/runlog.h"
 #include "train/state.h"
 #include "train/trainer.h"

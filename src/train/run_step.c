@@ -155,6 +155,20 @@ static int run_micro_batches(run_ctx *c, const int32_t *idx, int first, int len,
     return 0;
 }
 
+/* The model again for micro-batches of micro rows (same T, recompute and
+ * packing), with the parameters it holds now; the backend's working memory
+ * is trimmed in between so that the larger micro-batch's workspace does not
+ * stay. */
+static int rebuild_model(run_ctx *c, int micro)
+{
+    int rc = bert_model_get_params(c->qm.model, c->qm.host_params);
+    if (rc) return rc;
+    bert_model_free(c->qm.model);
+    c->qm.model = NULL;
+    backend_mem_trim(&c->qm.be);
+    return qa_model_start(&c->qm, &c->bo, micro, c->T);
+}
+
 /* Out of memory during a step: halve the micro-batch (twice the
  * micro-batches per step: the examples of the step and their order stay),
  * rebuild the model for it with the same parameters; the caller redoes the
@@ -172,7 +186,7 @@ static int back_off(run_ctx *c, int64_t step)
     /* packed: the micro-batch's tokens halve too */
     if (c->qm.packing && c->qm.max_tokens > 0)
         c->qm.max_tokens = c->qm.max_tokens / 2 > c->T ? c->qm.max_tokens / 2 : c->T;
-    rc = qa_model_resize(&c->qm, mp.micro);
+    rc = rebuild_model(c, mp.micro);
     if (rc) return err_wrap(rc, "step %lld: rebuilding the model for micro-batch %d", (long long)step, mp.micro);
     c->micro = mp.micro;
     c->micro_batches = mp.accum;

@@ -1,8 +1,9 @@
-/* A model dir opened for training or inference: its tokenizer, its config
- * and parameters, and a bert_model on the backend that --device and
- * --precision select (backend/select.h); plus running it over features
- * (logits, predictions, evaluation). Shared by `bertc train`, `predict`,
- * `ask` and `demo`.
+/* A model dir opened on a backend and run for answers: its tokenizer, its
+ * config and parameters, and a bert_model on the backend that --device and
+ * --precision select (backend/select.h); running it over features
+ * (logits, predictions, evaluation). `bertc predict`, `ask` and `serve` use
+ * it as it is; the trainer (train/) opens its model dir with it too and
+ * trains the bert_model it holds.
  *
  *   qa_model m;
  *   backend_opts bo = backend_opts_default();
@@ -48,7 +49,7 @@ typedef struct {
     int notice_due;             /* the fall-back notice is still to be printed */
     bert_model *model;
     int max_B, T;
-    recompute_kind recompute;   /* set before qa_model_start (--recompute) */
+    recompute_kind recompute;   /* set before qa_model_start; training only (--recompute) */
     /* Set before qa_model_start. packing 1 (--packing windows): the model
      * takes packed micro-batches of at most max_tokens real tokens (0:
      * max_B * T), and qa_model_logits runs the windows grouped by length,
@@ -80,11 +81,6 @@ void qa_model_fit_window(const qa_model *m, int *T, int T_given, int *stride, in
  * notice (one line on stderr) when --device auto fell back to the CPU and
  * bo->quiet is 0. */
 int qa_model_start(qa_model *m, const backend_opts *bo, int max_B, int T);
-/* After an out-of-memory error: the bert_model again for micro-batches of
- * max_B rows (same T, same recompute mode), with the parameters it holds
- * now (copied to host_params first); the backend's working memory is
- * trimmed in between so the larger micro-batch's workspace does not stay. */
-int qa_model_resize(qa_model *m, int max_B);
 void qa_model_free(qa_model *m);
 
 /* --packing: "none" -> 0, "varlen" -> 1; ERR_INPUT naming the value otherwise. */

@@ -1,4 +1,4 @@
-#include "train/qa_model.h"
+#include "infer/qa_model.h"
 
 #include "core/err.h"
 #include "core/fileio.h"
@@ -87,21 +87,6 @@ void qa_model_fit_window(const qa_model *m, int *T, int T_given, int *stride, in
     *T = max_pos;
     if (!stride_given && *stride >= *T / 2) *stride = *T / 4;
     log_info("the model has max_position_embeddings %d: windows of %d tokens, stride %d", max_pos, *T, *stride);
-}
-
-int qa_model_resize(qa_model *m, int max_B)
-{
-    int rc = bert_model_get_params(m->model, m->host_params);
-    if (rc) return rc;
-    bert_model_free(m->model);
-    m->model = NULL;
-    backend_mem_trim(&m->be);
-    bert_model_opts mo = {.cfg = &m->cfg, .be = &m->be, .max_B = max_B, .T = m->T,
-                          .max_tokens = m->packing ? m->max_tokens : 0, .recompute = m->recompute};
-    rc = bert_model_create(&m->model, &mo);
-    if (rc) return rc;
-    m->max_B = max_B;
-    return bert_model_set_params(m->model, m->host_params);
 }
 
 void qa_model_free(qa_model *m)
