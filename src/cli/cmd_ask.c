@@ -1,4 +1,5 @@
 /* bertc ask: one question about one context, answered on the spot. */
+#include "cli/options.h"
 #include "core/alloc.h"
 #include "core/args.h"
 #include "core/err.h"
@@ -48,8 +49,8 @@ int cmd_ask(int argc, char **argv)
     if ((T_given || stride_given) && stride >= T)
         return err_set(ERR_INPUT, "ask: --doc-stride %d must be below --max-seq-length %d", stride, T);
     backend_opts bo = backend_opts_default();
-    if ((rc = select_parse_device(device, &bo.device)) || (rc = select_parse_precision(precision, &bo.precision)))
-        return err_wrap(rc, "ask");
+    if ((rc = cli_parse_device("ask", device, &bo.device)) || (rc = cli_parse_precision("ask", precision, &bo.precision)))
+        return rc;
     bo.threads = threads;
     bo.gpu = gpu;
     char *text;

@@ -10,6 +10,7 @@
  * LayerNorm, softmax, GELU, dropout, the loss and AdamW are not counted;
  * padded tokens are (the work is done for them). */
 #include "backend/backend.h"
+#include "cli/options.h"
 #include "core/args.h"
 #include "core/err.h"
 #include "model/bert.h"
@@ -186,10 +187,10 @@ int cmd_bench(int argc, char **argv)
     if (strcmp(precision, "fp32") && strcmp(precision, "auto"))
         return err_set(ERR_INPUT, "bench: --precision %s: the CPU backend computes in fp32", precision);
     recompute_kind rec;
-    if ((rc = memory_parse_recompute(recompute, &rec))) return err_wrap(rc, "bench");
-    int packed = 0;
-    if (!strcmp(packing, "varlen")) packed = 1;
-    else if (strcmp(packing, "none")) return err_set(ERR_INPUT, "bench: --packing %s: expected none or varlen", packing);
+    if ((rc = cli_parse_recompute("bench", recompute, &rec))) return rc;
+    packing_kind pk;
+    if ((rc = cli_parse_packing("bench", packing, &pk))) return rc;
+    int packed = pk == PACKING_VARLEN;
     if (packed && !lengths_path) return err_set(ERR_INPUT, "bench: --packing varlen needs --lengths FILE");
     int *lens = NULL, nlens = 0;
     if (lengths_path && (rc = read_lengths(lengths_path, seq, (uint64_t)seed, &lens, &nlens))) return rc;

@@ -71,7 +71,7 @@ int qa_model_start(qa_model *m, const backend_opts *bo, int max_B, int T)
     int rc = m->have_backend ? 0 : qa_model_select(m, bo);
     if (rc) return rc;
     bert_model_opts mo = {.cfg = &m->cfg, .be = &m->be, .max_B = max_B, .T = T,
-                          .max_tokens = m->packing ? m->max_tokens : 0, .recompute = m->recompute};
+                          .max_tokens = m->packing == PACKING_VARLEN ? m->max_tokens : 0, .recompute = m->recompute};
     rc = bert_model_create(&m->model, &mo);
     if (rc) return rc;
     m->max_B = max_B;
@@ -174,18 +174,10 @@ out:
     return rc;
 }
 
-int qa_parse_packing(const char *s, int *packed)
-{
-    if (!strcmp(s, "none")) *packed = 0;
-    else if (!strcmp(s, "varlen")) *packed = 1;
-    else return err_set(ERR_INPUT, "--packing %s: expected none or varlen", s);
-    return 0;
-}
-
 int qa_model_logits(qa_model *m, const features *f, float *start, float *end, volatile sig_atomic_t *stop)
 {
     if (f->T != m->T) return err_set(ERR_RUNTIME, "qa_model_logits: features of %d tokens, model set up for %d", f->T, m->T);
-    if (m->packing) return logits_packed(m, f, start, end, stop);
+    if (m->packing == PACKING_VARLEN) return logits_packed(m, f, start, end, stop);
     philox_stream rng = {0, 0, 0};
     for (int i = 0; i < f->n; i += m->max_B) {
         if (stop && *stop) return ERR_STOPPED;

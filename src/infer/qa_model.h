@@ -7,8 +7,7 @@
  *
  *   qa_model m;
  *   backend_opts bo = backend_opts_default();
- *   select_parse_device(device, &bo.device); select_parse_precision(precision, &bo.precision);
- *   bo.threads = threads;
+ *   bo.device = device; bo.precision = precision; bo.threads = threads;
  *   qa_model_load(&m, dir, seed);
  *   qa_model_select(&m, &bo);      // optional: fail early (before reading data) on a bad
  *                                  // --device/--precision; m.info says what was chosen
@@ -50,11 +49,11 @@ typedef struct {
     bert_model *model;
     int max_B, T;
     recompute_kind recompute;   /* set before qa_model_start; training only (--recompute) */
-    /* Set before qa_model_start. packing 1 (--packing windows): the model
-     * takes packed micro-batches of at most max_tokens real tokens (0:
+    /* Set before qa_model_start. PACKING_VARLEN (--packing varlen): the
+     * model takes packed micro-batches of at most max_tokens real tokens (0:
      * max_B * T), and qa_model_logits runs the windows grouped by length,
      * real tokens only (padding positions' logits are -inf). */
-    int packing;
+    packing_kind packing;
     int64_t max_tokens;
 } qa_model;
 
@@ -82,9 +81,6 @@ void qa_model_fit_window(const qa_model *m, int *T, int T_given, int *stride, in
  * bo->quiet is 0. */
 int qa_model_start(qa_model *m, const backend_opts *bo, int max_B, int T);
 void qa_model_free(qa_model *m);
-
-/* --packing: "none" -> 0, "varlen" -> 1; ERR_INPUT naming the value otherwise. */
-int qa_parse_packing(const char *s, int *packed);
 
 /* Start and end logits of every window of f ([f->n * f->T] each, host),
  * dropout off, in micro-batches of up to m->max_B. Stops early with

@@ -134,7 +134,7 @@ static int run_micro_batches(run_ctx *c, const int32_t *idx, int first, int len,
         float l = 0;
         int last = at + B >= len;
         int rc = debug_oom(c->st.step + 1, B);
-        if (!rc && c->qm.packing) {
+        if (!rc && c->qm.packing == PACKING_VARLEN) {
             rc = run_packed(c, B, count, rng, scale, last, &loss);
             if (rc) return rc;
             continue;
@@ -184,7 +184,7 @@ static int back_off(run_ctx *c, int64_t step)
              (long long)step, c->micro, why, mp.micro, mp.accum, c->o->batch);
     err_clear();
     /* packed: the micro-batch's tokens halve too */
-    if (c->qm.packing && c->qm.max_tokens > 0)
+    if (c->qm.packing == PACKING_VARLEN && c->qm.max_tokens > 0)
         c->qm.max_tokens = c->qm.max_tokens / 2 > c->T ? c->qm.max_tokens / 2 : c->T;
     rc = rebuild_model(c, mp.micro);
     if (rc) return err_wrap(rc, "step %lld: rebuilding the model for micro-batch %d", (long long)step, mp.micro);
