@@ -134,7 +134,8 @@ static void test_shapes(backend *be, const bert_config *cfg, const float *p0)
 {
     /* A model sized for T=16 running T=8 rows gives what a model sized for T=8 gives. */
     bert_model *big = NULL, *small = NULL;
-    if (bert_model_create(&big, cfg, be, B, T) || bert_model_create(&small, cfg, be, 1, 8) ||
+    if (bert_model_create(&big, &(bert_model_opts){.cfg = cfg, .be = be, .max_B = B, .T = T}) ||
+        bert_model_create(&small, &(bert_model_opts){.cfg = cfg, .be = be, .max_B = 1, .T = 8}) ||
         bert_model_set_params(big, p0) || bert_model_set_params(small, p0)) {
         CHECK(0, "models: %s", err_msg());
         bert_model_free(big);
@@ -187,10 +188,13 @@ static void test_shapes(backend *be, const bert_config *cfg, const float *p0)
 
     bert_model *m = NULL;
     bert_config c2 = *cfg;
-    CHECK(bert_model_create(&m, &c2, be, 1, cfg->max_position_embeddings + 1) == ERR_INPUT && !m,
+    bert_model_opts too_long = {.cfg = &c2, .be = be, .max_B = 1, .T = cfg->max_position_embeddings + 1};
+    CHECK(bert_model_create(&m, &too_long) == ERR_INPUT && !m,
           "T beyond max_position_embeddings refused: %s", err_msg());
-    CHECK(bert_model_create(&m, &c2, be, 0, 8) == ERR_INPUT && !m, "max_B 0 refused");
-    size_t a1 = bert_activation_bytes(cfg, 1, T), a2 = bert_activation_bytes(cfg, 2, T);
+    CHECK(bert_model_create(&m, &(bert_model_opts){.cfg = &c2, .be = be, .max_B = 0, .T = 8}) == ERR_INPUT && !m,
+          "max_B 0 refused");
+    size_t a1 = bert_activation_bytes(&(bert_model_opts){.cfg = cfg, .max_B = 1, .T = T}),
+           a2 = bert_activation_bytes(&(bert_model_opts){.cfg = cfg, .max_B = 2, .T = T});
     CHECK(a1 > 0 && a2 > a1 && a2 < 2 * a1 + 4096, "activation bytes: B=1 %zu, B=2 %zu", a1, a2);
     bert_model_free(big);
     bert_model_free(small);
@@ -246,7 +250,8 @@ int main(void)
             for (size_t j = 0; j < t.info[i].numel; j++) p0[t.info[i].offset + j] = 1.0f + 0.01f * (float)(j % 7);
     backend be;
     bert_model *m = NULL;
-    if (backend_cpu_create(&be, 2) || bert_model_create(&m, &cfg, &be, B, T)) {
+    if (backend_cpu_create(&be, 2) ||
+        bert_model_create(&m, &(bert_model_opts){.cfg = &cfg, .be = &be, .max_B = B, .T = T})) {
         fprintf(stderr, "FAIL: setup: %s\n", err_msg());
         return 1;
     }

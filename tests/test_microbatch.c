@@ -132,7 +132,7 @@ static int env_build(void *user, int micro)
     e->builds++;
     bert_model_free(e->m);
     e->m = NULL;
-    int rc = bert_model_create(&e->m, &e->cfg, e->be, micro, T);
+    int rc = bert_model_create(&e->m, &(bert_model_opts){.cfg = &e->cfg, .be = e->be, .max_B = micro, .T = T});
     if (!rc) rc = bert_model_set_params(e->m, e->host);
     return rc;
 }
@@ -299,7 +299,8 @@ static void check_auto(void)
     int64_t model_fixed = 2 * (int64_t)t.total * 4;
     /* What the fake will be asked for at micro m: the model's blocks and,
      * in the trial, the simulated workspace. */
-#define NEED_BUILD(m) (model_fixed + (int64_t)bert_activation_bytes(&cfg, (m), T))
+#define NEED_BUILD(m)                                                                                                  \
+    (model_fixed + (int64_t)bert_activation_bytes(&(bert_model_opts){.cfg = &cfg, .max_B = (m), .T = T}))
 #define NEED_STEP(m) (NEED_BUILD(m) + e.ws_per_row * (m))
 
     /* 1: build fails at 12 and 6, works at 3. */

@@ -252,7 +252,8 @@ static void test_accumulation(backend *be)
     int32_t ids[B * T], types[B * T], mask[B * T], sp[B], ep[B];
     make_batch(B, T, cfg.vocab_size, 11, ids, types, mask, sp, ep);
     bert_model *m = NULL;
-    if (bert_model_create(&m, &cfg, be, B, T) || bert_model_set_params(m, init)) {
+    if (bert_model_create(&m, &(bert_model_opts){.cfg = &cfg, .be = be, .max_B = B, .T = T}) ||
+        bert_model_set_params(m, init)) {
         CHECK(0, "model: %s", err_msg());
         return;
     }
@@ -295,8 +296,8 @@ static float *train_run(backend *be, uint64_t seed, size_t *n_out)
     bert_batch b = {B, T, ids, types, mask, sp, ep, NULL, 0};
     bert_model *m = NULL;
     optim *o = NULL;
-    if (bert_model_create(&m, &cfg, be, B, T) || bert_model_set_params(m, p) ||
-        optim_create(&o, be, bert_model_table(m))) {
+    if (bert_model_create(&m, &(bert_model_opts){.cfg = &cfg, .be = be, .max_B = B, .T = T}) ||
+        bert_model_set_params(m, p) || optim_create(&o, be, bert_model_table(m))) {
         CHECK(0, "train_run: %s", err_msg());
         free(p);
         return NULL;

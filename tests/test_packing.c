@@ -5,7 +5,7 @@
  * every real position, every gradient and the weights after 3 AdamW steps,
  * each within 1e-5 relative (per tensor: |diff| <= 1e-5 (|want| + max
  * |want| of the tensor)). Also: a packed model sized by tokens
- * (bert_model_create_tokens), recompute on packed batches bit for bit,
+ * (bert_model_opts' max_tokens), recompute on packed batches bit for bit,
  * the masked loss against a hand computation, and bad packed batches
  * refused with ERR_INPUT. And the gradient buckets that data-parallel
  * training sums while backward runs (bert_model_set_grads_ready): L + 2
@@ -167,8 +167,10 @@ static void grad_buckets(backend *be, const bert_config *cfg, const float *p0)
 {
     for (int mode = 0; mode < 3; mode++) { /* padded, packed, packed with recompute */
         bert_model *m = NULL;
-        int rc = mode ? bert_model_create_tokens(&m, cfg, be, B, T, 24 + 17 + 9 + 3, mode == 2)
-                      : bert_model_create(&m, cfg, be, B, T);
+        bert_model_opts mo = {.cfg = cfg, .be = be, .max_B = B, .T = T};
+        if (mode) mo.max_tokens = 24 + 17 + 9 + 3;
+        if (mode == 2) mo.recompute = RECOMPUTE_LAYER;
+        int rc = bert_model_create(&m, &mo);
         if (!rc) rc = bert_model_set_params(m, p0);
         CHECK(rc == 0, "model: %s", err_msg());
         if (rc) {
@@ -232,10 +234,12 @@ static void grad_buckets(backend *be, const bert_config *cfg, const float *p0)
 static void equality(backend *be, const bert_config *cfg, const float *p0)
 {
     bert_model *pad = NULL, *pk = NULL, *pkre = NULL;
-    int rc = bert_model_create(&pad, cfg, be, B, T);
+    int rc = bert_model_create(&pad, &(bert_model_opts){.cfg = cfg, .be = be, .max_B = B, .T = T});
     /* exactly the tokens of the windows: the packed layout sized by tokens */
-    if (!rc) rc = bert_model_create_tokens(&pk, cfg, be, B, T, 24 + 17 + 9 + 3, 0);
-    if (!rc) rc = bert_model_create_tokens(&pkre, cfg, be, B, T, 24 + 17 + 9 + 3, 1);
+    bert_model_opts mo = {.cfg = cfg, .be = be, .max_B = B, .T = T, .max_tokens = 24 + 17 + 9 + 3};
+    if (!rc) rc = bert_model_create(&pk, &mo);
+    mo.recompute = RECOMPUTE_LAYER;
+    if (!rc) rc = bert_model_create(&pkre, &mo);
     if (!rc) rc = bert_model_set_params(pad, p0);
     if (!rc) rc = bert_model_set_params(pk, p0);
     if (!rc) rc = bert_model_set_params(pkre, p0);
@@ -337,7 +341,7 @@ static void loss_by_hand(backend *be)
 static void bad_batches(backend *be, const bert_config *cfg)
 {
     bert_model *m = NULL;
-    int rc = bert_model_create_tokens(&m, cfg, be, B, T, 40, 0);
+    int rc = bert_model_create(&m, &(bert_model_opts){.cfg = cfg, .be = be, .max_B = B, .T = T, .max_tokens = 40});
     CHECK(rc == 0, "%s", err_msg());
     if (rc) return;
     make_batches(0);
@@ -356,7 +360,7 @@ static void bad_batches(backend *be, const bert_config *cfg)
         printf("%s: refused (%s)\n", cases[i].what, err_msg());
     }
     bert_model *tiny = NULL;
-    rc = bert_model_create_tokens(&tiny, cfg, be, B, T, T - 1, 0);
+    rc = bert_model_create(&tiny, &(bert_model_opts){.cfg = cfg, .be = be, .max_B = B, .T = T, .max_tokens = T - 1});
     CHECK(rc == ERR_INPUT, "max_tokens below T refused: %s", err_msg());
     bert_model_free(tiny);
     bert_model_free(m);
@@ -377,7 +381,8 @@ static void planner(void)
            "1408 tokens %.1f MiB; totals %.1f / %.1f / %.1f MiB\n",
            pad.activations / 1048576.0, full.activations / 1048576.0, real.activations / 1048576.0,
            pad.total / 1048576.0, full.total / 1048576.0, real.total / 1048576.0);
-    CHECK(real.activations == (int64_t)bert_activation_bytes_tokens(&base, 8, 384, 8 * 176, 0),
+    CHECK(real.activations == (int64_t)bert_activation_bytes(
+                                  &(bert_model_opts){.cfg = &base, .max_B = 8, .T = 384, .max_tokens = 8 * 176}),
           "the packed plan's activations are bert.c's");
     CHECK(real.activations < pad.activations / 2 + pad.activations / 10, "1408 of 3072 tokens take under 60%% of the "
                                                                          "padded activations");

@@ -68,7 +68,8 @@ static void check_reference(const char *name, json_t *dev)
     CHECK(!r.bad, "%s: truncated features", path);
 
     qa_predictions p;
-    int rc = postprocess_predictions(&d, &f, sl, el, n_best, max_len, &p);
+    int rc = postprocess_predictions(&d, &f, sl, el,
+                                     &(postprocess_opts){.n_best = n_best, .max_answer_length = max_len}, &p);
     CHECK(rc == 0, "postprocess: %s", err_msg());
     int text_bad = 0, nbest_bad = 0, order_bad = 0, n_empty = 0, n_answers = 0;
     double max_score = 0, max_prob = 0;
@@ -164,7 +165,7 @@ static void test_hand(void)
     float sl[2 * T] = {0, 0, 0, 0, 0, 0, 0, 2, 0, 2, 0, 0};
     float el[2 * T] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0.5f};
     qa_predictions p;
-    int rc = postprocess_predictions(&d, &f, sl, el, 2, 30, &p);
+    int rc = postprocess_predictions(&d, &f, sl, el, &(postprocess_opts){.n_best = 2, .max_answer_length = 30}, &p);
     CHECK(rc == 0 && p.n_nbest[0] == 1 && strcmp(p.nbest[0][0].text, "empty") == 0 && p.nbest[0][0].probability == 1.0,
           "all-tied window: '%s' (%d)", rc ? "" : p.nbest[0][0].text, rc ? -1 : p.n_nbest[0]);
     /* y: starts [3 (tie, higher index first), 1], ends [3, 5]; valid: (3,3) "é" 3.0,
@@ -202,7 +203,7 @@ static void test_hand(void)
     float s1[T] = {0, 1, 0, 0, 0, 0}, e1[T] = {0, 1, 0, 0, 0, 0};
     features f1 = {.n = 1, .T = T, .example = exi, .offset_begin = ob1, .offset_end = oe1};
     d.n = 1;
-    rc = postprocess_predictions(&d, &f1, s1, e1, 20, 30, &p);
+    rc = postprocess_predictions(&d, &f1, s1, e1, &(postprocess_opts){.n_best = 20, .max_answer_length = 30}, &p);
     double want_p = exp(-2.0) / (exp(-2.0) + 1.0);
     CHECK(rc == 0 && p.n_nbest[0] == 2 && strcmp(p.nbest[0][0].text, "empty") == 0 && p.nbest[0][1].text[0] == 0 &&
               p.nbest[0][0].probability == want_p,
@@ -211,18 +212,18 @@ static void test_hand(void)
 
     /* max_answer_length 2: (1,3) is 3 tokens long, only "é" is left for y */
     d.n = 2;
-    rc = postprocess_predictions(&d, &f, sl, el, 2, 2, &p);
+    rc = postprocess_predictions(&d, &f, sl, el, &(postprocess_opts){.n_best = 2, .max_answer_length = 2}, &p);
     CHECK(rc == 0 && p.n_nbest[1] == 1 && strcmp(p.nbest[1][0].text, "é") == 0, "max_answer_length 2: '%s' (%d)",
           rc ? "" : p.nbest[1][0].text, rc ? -1 : p.n_nbest[1]);
     if (rc == 0) qa_predictions_free(&p);
 
     /* bad input */
     sl[3] = NAN;
-    rc = postprocess_predictions(&d, &f, sl, el, 20, 30, &p);
+    rc = postprocess_predictions(&d, &f, sl, el, &(postprocess_opts){.n_best = 20, .max_answer_length = 30}, &p);
     CHECK(rc == ERR_RUNTIME && strstr(err_msg(), "NaN") != NULL, "NaN: %d %s", rc, err_msg());
     sl[3] = 0;
     exi[1] = 7;
-    rc = postprocess_predictions(&d, &f, sl, el, 20, 30, &p);
+    rc = postprocess_predictions(&d, &f, sl, el, &(postprocess_opts){.n_best = 20, .max_answer_length = 30}, &p);
     CHECK(rc == ERR_INPUT, "example index out of range: %d %s", rc, err_msg());
     free(c.text);
     free(c.cp_byte);

@@ -1,4 +1,4 @@
-/* SQuAD 2.0 post-processing (src/infer/predict.c, postprocess_predictions_v2)
+/* SQuAD 2.0 post-processing (src/infer/predict.c, postprocess_predictions with version_2_with_negative)
  * against utils_qa.py's postprocess_qa_predictions with
  * version_2_with_negative=True, run by tools/postprocess_v2_ref.py on 112
  * questions of SQuAD dev made v2 (tests/data/squad2_dev_slice.json), T=128
@@ -88,7 +88,9 @@ static void check_reference(const char *name, json_t *ctxs)
     CHECK(!r.bad, "%s: truncated features", path);
 
     qa_predictions p;
-    int rc = postprocess_predictions_v2(&d, &f, sl, el, n_best, max_len, thr[0], &p);
+    postprocess_opts po = {.n_best = n_best, .max_answer_length = max_len, .version_2_with_negative = 1};
+    po.null_score_diff_threshold = thr[0];
+    int rc = postprocess_predictions(&d, &f, sl, el, &po, &p);
     CHECK(rc == 0, "postprocess: %s", err_msg());
     int text_bad = 0, nbest_bad = 0, order_bad = 0, diff_bad = 0, n_null = 0, n_answers = 0, n_null_entries = 0;
     double max_score = 0, max_prob = 0;
@@ -150,7 +152,8 @@ static void check_reference(const char *name, json_t *ctxs)
            h == want_nbest ? "identical to" : "differs from");
     qa_predictions_free(&p);
     for (int t = 0; t < nt; t++) {
-        rc = postprocess_predictions_v2(&d, &f, sl, el, n_best, max_len, thr[t], &p);
+        po.null_score_diff_threshold = thr[t];
+        rc = postprocess_predictions(&d, &f, sl, el, &po, &p);
         CHECK(rc == 0, "postprocess at %g: %s", thr[t], err_msg());
         if (rc) continue;
         int nn = 0;
@@ -190,7 +193,8 @@ static void test_hand(void)
     float sl[3 * T] = {1, -9, 2, -9, -9, -9, 2, 1, -9, -9, -9, -9, 1.5f, -9, -9, -9, -9, -9};
     float el[3 * T] = {1, -9, 1, -9, -9, -9, 2, 1, -9, -9, -9, -9, 1.5f, -9, -9, -9, -9, -9};
     qa_predictions p;
-    int rc = postprocess_predictions_v2(&d, &f, sl, el, 2, 30, 0.0, &p);
+    postprocess_opts po = {.n_best = 2, .max_answer_length = 30, .version_2_with_negative = 1};
+    int rc = postprocess_predictions(&d, &f, sl, el, &po, &p);
     CHECK(rc == 0, "hand: %s", err_msg());
     if (rc) return;
     CHECK(!strcmp(qa_prediction_text(&p, 0), "cd") && p.score_diff[0] == -1.0f, "x: '%s' diff %g", qa_prediction_text(&p, 0),
@@ -216,23 +220,27 @@ static void test_hand(void)
         free(s);
     }
     qa_predictions_free(&p);
-    rc = postprocess_predictions_v2(&d, &f, sl, el, 2, 30, 1.0, &p);
+    po.null_score_diff_threshold = 1.0;
+    rc = postprocess_predictions(&d, &f, sl, el, &po, &p);
     CHECK(rc == 0 && !strcmp(qa_prediction_text(&p, 1), "ab"), "y at threshold 1: '%s'", rc ? "" : qa_prediction_text(&p, 1));
     if (!rc) qa_predictions_free(&p);
-    rc = postprocess_predictions_v2(&d, &f, sl, el, 2, 30, -1.5, &p);
+    po.null_score_diff_threshold = -1.5;
+    rc = postprocess_predictions(&d, &f, sl, el, &po, &p);
     CHECK(rc == 0 && !strcmp(qa_prediction_text(&p, 0), ""), "x at threshold -1.5: '%s'", rc ? "" : qa_prediction_text(&p, 0));
     if (!rc) qa_predictions_free(&p);
     /* the null answer alone (no valid span): "empty" first, compared at logits 0 */
     float s1[T] = {0.5f, -9, -9, 9, 9, 9}, e1[T] = {0.25f, -9, -9, -9, 9, 9};
     features f1 = {.n = 1, .T = T, .example = exi, .offset_begin = ob, .offset_end = oe};
     d.n = 1;
-    rc = postprocess_predictions_v2(&d, &f1, s1, e1, 2, 30, 0.0, &p);
+    po.null_score_diff_threshold = 0.0;
+    rc = postprocess_predictions(&d, &f1, s1, e1, &po, &p);
     CHECK(rc == 0 && p.n_nbest[0] == 2 && !strcmp(p.nbest[0][0].text, "empty") && p.nbest[0][1].text[0] == 0 &&
               p.score_diff[0] == 0.75f && !strcmp(qa_prediction_text(&p, 0), ""),
           "null only: n %d '%s' diff %g", rc ? -1 : p.n_nbest[0], rc ? "" : p.nbest[0][0].text, rc ? 0 : p.score_diff[0]);
     if (!rc) qa_predictions_free(&p);
     /* v1 predictions have no null odds */
-    rc = postprocess_predictions(&d, &f1, s1, e1, 2, 30, &p);
+    po.version_2_with_negative = 0;
+    rc = postprocess_predictions(&d, &f1, s1, e1, &po, &p);
     CHECK(rc == 0 && null_odds_write_json(path, &d, &p) == ERR_INPUT, "null odds of v1 predictions");
     if (!rc) qa_predictions_free(&p);
     free(c.text);

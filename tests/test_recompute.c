@@ -1,4 +1,4 @@
-/* --recompute layer (bert_model_create_mode): the model keeps each layer's
+/* --recompute layer (bert_model_opts' recompute): the model keeps each layer's
  * input and one layer's activations and runs each layer's forward again in
  * backward. The ops are deterministic and the dropout masks come from
  * (seed, step, stream), so loss, logits and every gradient must equal
@@ -83,8 +83,10 @@ static void compare(const bert_config *cfg, const float *p0, size_t n, int threa
     memset(&a, 0, sizeof a);
     memset(&b, 0, sizeof b);
     int rc = backend_cpu_create(&be, threads);
-    if (!rc) rc = bert_model_create_mode(&keep, cfg, &be, B, T, 0);
-    if (!rc) rc = bert_model_create_mode(&re, cfg, &be, B, T, 1);
+    if (!rc) rc = bert_model_create(&keep, &(bert_model_opts){.cfg = cfg, .be = &be, .max_B = B, .T = T});
+    if (!rc)
+        rc = bert_model_create(
+            &re, &(bert_model_opts){.cfg = cfg, .be = &be, .max_B = B, .T = T, .recompute = RECOMPUTE_LAYER});
     if (!rc) rc = run(keep, p0, n, &a);
     if (!rc) rc = run(re, p0, n, &b);
     CHECK(rc == 0, "%d threads: %s", threads, err_msg());
@@ -114,10 +116,13 @@ static void check_memory(void)
 {
     bert_config base;
     CHECK(config_named("base", 30522, &base) == 0, "%s", err_msg());
-    size_t none = bert_activation_bytes_mode(&base, 8, 384, 0), layer = bert_activation_bytes_mode(&base, 8, 384, 1);
+    bert_model_opts keep = {.cfg = &base, .max_B = 8, .T = 384};
+    bert_model_opts re = {.cfg = &base, .max_B = 8, .T = 384, .recompute = RECOMPUTE_LAYER};
+    size_t none = bert_activation_bytes(&keep), layer = bert_activation_bytes(&re);
     printf("BERT-base, 8 x 384: activations %.1f MiB kept, %.1f MiB with recompute (%.1f%%)\n", none / 1048576.0,
            layer / 1048576.0, 100.0 * layer / none);
-    CHECK(none == bert_activation_bytes(&base, 8, 384), "mode 0 is bert_activation_bytes");
+    CHECK(none == bert_activation_bytes(&(bert_model_opts){.cfg = &base, .max_B = 8, .T = 384}),
+          "mode 0 is bert_activation_bytes");
     CHECK(layer < none / 4, "recompute keeps under a quarter for 12 layers");
     memory_plan p;
     CHECK(memory_plan_compute(&base, 8, 384, PREC_BF16, RECOMPUTE_LAYER, &p) == 0 && p.activations == (int64_t)layer,

@@ -129,8 +129,9 @@ int main(void)
     backend be;
     bert_model *m = NULL;
     optim *opt = NULL;
-    if (backend_cpu_create(&be, 2) || bert_model_create(&m, &cfg, &be, B, T) || bert_model_set_params(m, init) ||
-        optim_create(&opt, &be, bert_model_table(m))) {
+    if (backend_cpu_create(&be, 2) ||
+        bert_model_create(&m, &(bert_model_opts){.cfg = &cfg, .be = &be, .max_B = B, .T = T}) ||
+        bert_model_set_params(m, init) || optim_create(&opt, &be, bert_model_table(m))) {
         fprintf(stderr, "FAIL: setup: %s\n", err_msg());
         return 1;
     }

@@ -140,7 +140,9 @@ static void check_logits(void)
     batch.attention_mask = ref_i32(&ref, "attention_mask", BT);
     backend be;
     bert_model *m = NULL;
-    if (backend_cpu_create(&be, 2) || bert_model_create(&m, &cfg, &be, B, T) || bert_model_set_params(m, params)) {
+    if (backend_cpu_create(&be, 2) ||
+        bert_model_create(&m, &(bert_model_opts){.cfg = &cfg, .be = &be, .max_B = B, .T = T}) ||
+        bert_model_set_params(m, params)) {
         CHECK(0, "setup: %s", err_msg());
         return;
     }

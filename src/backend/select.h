@@ -5,8 +5,8 @@
  * Usage (the trainer, predict, bench):
  *
  *   backend_opts bo = backend_opts_default();        // auto, auto, all threads
- *   if ((rc = select_parse_device(o->device, &bo.device))) return rc;        // ERR_INPUT
- *   if ((rc = select_parse_precision(o->precision, &bo.precision))) return rc;
+ *   bo.device = device;                               // --device, parsed by the command (cli/options.h)
+ *   bo.precision = precision;                         // --precision
  *   bo.threads = o->threads;
  *   bo.mem_limit = o->gpu_mem_limit;                  // --gpu-mem-limit, 0 = none
  *   backend be; backend_info info;

@@ -154,7 +154,7 @@ int cmd_demo(int argc, char **argv)
     o.out_dir = out;
     /* The demo's figures are for the CPU; a GPU would run the same recipe
      * in another precision, with other numbers. */
-    o.device = "cpu";
+    o.device = DEVICE_CPU;
     o.max_seq_length = DEMO_T;
     o.doc_stride = DEMO_STRIDE;
     o.batch = DEMO_BATCH;

@@ -279,18 +279,14 @@ static int postprocess(const squad_data *d, const features *f, const float *star
 }
 
 int postprocess_predictions(const squad_data *d, const features *f, const float *start_logits, const float *end_logits,
-                            int n_best, int max_answer_length, qa_predictions *out)
+                            const postprocess_opts *o, qa_predictions *out)
 {
-    return postprocess(d, f, start_logits, end_logits, n_best, max_answer_length, 0, 0.0, out);
-}
-
-int postprocess_predictions_v2(const squad_data *d, const features *f, const float *start_logits,
-                               const float *end_logits, int n_best, int max_answer_length,
-                               double null_score_diff_threshold, qa_predictions *out)
-{
-    if (isnan(null_score_diff_threshold))
+    if (o->version_2_with_negative && isnan(o->null_score_diff_threshold)) {
+        memset(out, 0, sizeof *out);
         return err_set(ERR_INPUT, "postprocess: the null score difference threshold is NaN");
-    return postprocess(d, f, start_logits, end_logits, n_best, max_answer_length, 1, null_score_diff_threshold, out);
+    }
+    return postprocess(d, f, start_logits, end_logits, o->n_best, o->max_answer_length, o->version_2_with_negative != 0,
+                       o->null_score_diff_threshold, out);
 }
 
 const char *qa_prediction_text(const qa_predictions *p, int i)

@@ -87,7 +87,7 @@ struct bert_model {
     backend *be;
     int max_B, T;
     size_t max_rows, max_att;    /* rows (tokens) and probs floats per layer the buffers hold */
-    int recompute;               /* 1: one slot of per-layer activations (see the top) */
+    recompute_kind recompute;    /* RECOMPUTE_LAYER: one slot of per-layer activations (see the top) */
     float *params, *grads;
     bert_params p, g;
     float *act_block;
@@ -149,10 +149,11 @@ static act_strides strides_for(const bert_config *cfg, int B, int T, int64_t max
 
 /* The one table of activation sizes (floats), in bert_acts order. With
  * recompute, the per-layer tensors other than x have one layer's slot. */
-static void act_sizes(size_t sizes[NUM_ACTS], const bert_config *cfg, int B, int T, int64_t max_tokens, int recompute)
+static void act_sizes(size_t sizes[NUM_ACTS], const bert_config *cfg, int B, int T, int64_t max_tokens,
+                      recompute_kind recompute)
 {
     act_strides s = strides_for(cfg, B, T, max_tokens);
-    size_t L = recompute ? 1 : (size_t)cfg->num_hidden_layers;
+    size_t L = recompute == RECOMPUTE_LAYER ? 1 : (size_t)cfg->num_hidden_layers;
     size_t N = rows_for(B, T, max_tokens);
     size_t i = 0;
     sizes[i++] = s.nc;                  /* emb */
@@ -204,7 +205,7 @@ static void act_bind(bert_acts *a, float *block, const size_t sizes[NUM_ACTS])
     }
 }
 
-static size_t act_total(const bert_config *cfg, int B, int T, int64_t max_tokens, int recompute)
+static size_t act_total(const bert_config *cfg, int B, int T, int64_t max_tokens, recompute_kind recompute)
 {
     size_t sizes[NUM_ACTS], total = 0;
     act_sizes(sizes, cfg, B, T, max_tokens, recompute);
@@ -217,21 +218,12 @@ static size_t int_count(int B, size_t rows)
     return add_sat(add_sat(mul_size(4, rows), mul_size(5, (size_t)B)), 1);
 }
 
-size_t bert_activation_bytes_tokens(const bert_config *cfg, int max_B, int T, int64_t max_tokens, int recompute)
+size_t bert_activation_bytes(const bert_model_opts *o)
 {
-    if (max_B <= 0 || T <= 0 || max_tokens < 0) return 0;
-    size_t f = act_total(cfg, max_B, T, max_tokens, recompute != 0);
-    return add_sat(mul_size(f, sizeof(float)), mul_size(int_count(max_B, rows_for(max_B, T, max_tokens)), sizeof(int32_t)));
-}
-
-size_t bert_activation_bytes_mode(const bert_config *cfg, int max_B, int T, int recompute)
-{
-    return bert_activation_bytes_tokens(cfg, max_B, T, 0, recompute);
-}
-
-size_t bert_activation_bytes(const bert_config *cfg, int max_B, int T)
-{
-    return bert_activation_bytes_mode(cfg, max_B, T, 0);
+    if (o->max_B <= 0 || o->T <= 0 || o->max_tokens < 0) return 0;
+    size_t f = act_total(o->cfg, o->max_B, o->T, o->max_tokens, o->recompute);
+    return add_sat(mul_size(f, sizeof(float)),
+                   mul_size(int_count(o->max_B, rows_for(o->max_B, o->T, o->max_tokens)), sizeof(int32_t)));
 }
 
 void bert_model_free(bert_model *m)
@@ -252,19 +244,12 @@ void bert_model_free(bert_model *m)
     free(m);
 }
 
-int bert_model_create(bert_model **out, const bert_config *cfg, backend *be, int max_B, int T)
+int bert_model_create(bert_model **out, const bert_model_opts *o)
 {
-    return bert_model_create_mode(out, cfg, be, max_B, T, 0);
-}
-
-int bert_model_create_mode(bert_model **out, const bert_config *cfg, backend *be, int max_B, int T, int recompute)
-{
-    return bert_model_create_tokens(out, cfg, be, max_B, T, 0, recompute);
-}
-
-int bert_model_create_tokens(bert_model **out, const bert_config *cfg, backend *be, int max_B, int T,
-                             int64_t max_tokens, int recompute)
-{
+    const bert_config *cfg = o->cfg;
+    backend *be = o->be;
+    int max_B = o->max_B, T = o->T;
+    int64_t max_tokens = o->max_tokens;
     *out = NULL;
     int rc = config_validate(cfg, "bert_model_create");
     if (rc) return rc;
@@ -273,6 +258,8 @@ int bert_model_create_tokens(bert_model **out, const bert_config *cfg, backend *
     if (T > cfg->max_position_embeddings)
         return err_set(ERR_INPUT, "bert_model_create: sequence length %d exceeds max_position_embeddings %d", T,
                        cfg->max_position_embeddings);
+    if (o->recompute != RECOMPUTE_NONE && o->recompute != RECOMPUTE_LAYER)
+        return err_set(ERR_INPUT, "bert_model_create: unknown recompute mode %d", (int)o->recompute);
     if (max_tokens < 0 || (max_tokens > 0 && max_tokens < T))
         return err_set(ERR_INPUT, "bert_model_create: --max-tokens %lld is below the sequence length %d",
                        (long long)max_tokens, T);
@@ -287,7 +274,7 @@ int bert_model_create_tokens(bert_model **out, const bert_config *cfg, backend *
     m->be = be;
     m->max_B = max_B;
     m->T = T;
-    m->recompute = recompute != 0;
+    m->recompute = o->recompute;
     m->max_rows = rows_for(max_B, T, max_tokens);
     m->max_att = att_for(cfg, max_B, T, max_tokens);
     param_table_init(&m->table, cfg);
@@ -358,7 +345,7 @@ int bert_pack_window(const int32_t *ids, const int32_t *types, const int32_t *ma
     return len;
 }
 int bert_model_seq_len(const bert_model *m) { return m->T; }
-int bert_model_recompute(const bert_model *m) { return m->recompute; }
+recompute_kind bert_model_recompute(const bert_model *m) { return m->recompute; }
 const param_table *bert_model_table(const bert_model *m) { return &m->table; }
 backend *bert_model_backend(bert_model *m) { return m->be; }
 float *bert_model_params(bert_model *m) { return m->params; }

@@ -21,7 +21,7 @@
 #define BERTC_SERVE_BATCH_H
 
 #include "data/features.h"
-#include "train/qa_model.h"
+#include "infer/qa_model.h"
 
 #include <stdint.h>
 

@@ -133,7 +133,8 @@ static void put_answers(pyjson_buf *b, const qa_predictions *p, const features *
 static enum MHD_Result send_answers(req_ctx *c)
 {
     qa_predictions p = {0};
-    int rc = postprocess_predictions(&c->d, &c->f, c->job.start, c->job.end, PREDICT_N_BEST, c->s->o.max_answer_length, &p);
+    postprocess_opts po = {.n_best = PREDICT_N_BEST, .max_answer_length = c->s->o.max_answer_length};
+    int rc = postprocess_predictions(&c->d, &c->f, c->job.start, c->job.end, &po, &p);
     if (rc) return send_error(c, 500, err_msg(), NULL, 0);
     pyjson_buf b = {0};
     if (c->req.is_list) {

@@ -4,7 +4,8 @@
  *
  *   trainer.c   options, signals, the step loop, the end of the run
  *     -> run_setup.c  model, backend, data, features, resume, micro-batch size
- *     -> run_step.c   one optimizer step: micro-batches, out-of-memory back-off, AdamW
+ *     -> run_step.c   one optimizer step: the loader's rows through step.c (micro-batches,
+ *                     padded or packed), out-of-memory back-off, AdamW
  *     -> run_eval.c   predictions and EM/F1 on --dev
  *     -> run_save.c   checkpoints and the exported final/ model dir
  *          -> run_log.c  what the run tells: metrics.csv, eval.csv, the
@@ -17,10 +18,10 @@
 
 #include "backend/select.h"
 #include "data/loader.h"
+#include "infer/qa_model.h"
 #include "obs/obs.h"
 #include "train/lossscale.h"
 #include "train/optim.h"
-#include "train/qa_model.h"
 #include "train/runlog.h"
 #include "train/state.h"
 #include "train/trainer.h"

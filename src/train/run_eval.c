@@ -16,6 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+static postprocess_opts eval_postprocess_opts(const trainer_opts *o)
+{
+    return (postprocess_opts){.n_best = o->n_best, .max_answer_length = o->max_answer_length,
+                              .version_2_with_negative = o->version_2_with_negative,
+                              .null_score_diff_threshold = o->null_score_diff_threshold};
+}
+
 static int evaluate_split(run_ctx *c, qa_predictions *p)
 {
     const features *f = &c->df;
@@ -36,11 +43,8 @@ static int evaluate_split(run_ctx *c, qa_predictions *p)
     }
     rc = dist_agree(rc);
     if (!rc) rc = dist_allreduce_sum_fixed(logits, 2 * n);
-    if (!rc && c->writer)
-        rc = c->o->version_2_with_negative
-                 ? postprocess_predictions_v2(&c->dev, f, logits, logits + n, c->o->n_best, c->o->max_answer_length,
-                                              c->o->null_score_diff_threshold, p)
-                 : postprocess_predictions(&c->dev, f, logits, logits + n, c->o->n_best, c->o->max_answer_length, p);
+    postprocess_opts po = eval_postprocess_opts(c->o);
+    if (!rc && c->writer) rc = postprocess_predictions(&c->dev, f, logits, logits + n, &po, p);
     free(logits);
     return rc;
 }
@@ -73,9 +77,8 @@ int run_evaluate(run_ctx *c, const char *pred_path, int print)
         rc = evaluate_split(c, &p);
         if (rc || !c->writer) return rc;
     } else {
-        rc = v2 ? qa_model_predict_v2(&c->qm, &c->dev, &c->df, c->o->n_best, c->o->max_answer_length,
-                                      c->o->null_score_diff_threshold, &p, c->stop)
-                : qa_model_predict(&c->qm, &c->dev, &c->df, c->o->n_best, c->o->max_answer_length, &p, c->stop);
+        postprocess_opts po = eval_postprocess_opts(c->o);
+        rc = qa_model_predict(&c->qm, &c->dev, &c->df, &po, &p, c->stop);
         if (rc) return rc;
     }
     eval_result r;

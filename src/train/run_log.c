@@ -130,7 +130,7 @@ void run_log_startup(const run_ctx *c, int train_hit, int dev_hit)
     printf("  plan      %lld steps (%.4g epochs of %lld steps); batch %d = %d micro-batch%s of %d; T %d, stride %d\n",
            (long long)c->total, (double)c->total / (double)c->steps_per_epoch, (long long)c->steps_per_epoch, o->batch,
            c->micro_batches, c->micro_batches > 1 ? "es" : "", c->micro, c->T, o->doc_stride);
-    if (c->qm.recompute)
+    if (c->qm.recompute == RECOMPUTE_LAYER)
         printf("  memory    --recompute layer: each layer's input kept, one layer's activations recomputed in backward\n");
     printf("  optimizer AdamW lr %g, warm-up %lld steps then linear decay, weight decay %g, eps %g, clip %g; dropout %g/%g; seed %lld%s\n",
            o->lr, (long long)c->warmup, o->weight_decay, o->adam_eps, o->clip, (double)c->drop_hidden,

@@ -65,13 +65,13 @@ void trainer_opts_default(trainer_opts *o)
     o->dropout = -1;
     o->seed = 42;
     o->shuffle = 1;
-    o->device = "auto";
-    o->precision = "auto";
-    o->recompute = "none";
-    o->packing = "none";
+    o->device = DEVICE_AUTO;
+    o->precision = PREC_AUTO;
+    o->recompute = RECOMPUTE_NONE;
+    o->packing = PACKING_NONE;
     o->save_every_minutes = 15;
     o->keep = 2;
-    o->resume = "auto";
+    o->resume = RESUME_AUTO;
     o->log_every = 50;
     o->monitor_interval = 1;
     o->n_best = PREDICT_N_BEST;
@@ -85,21 +85,12 @@ int trainer_opts_check(const trainer_opts *o)
 {
     if (o->doc_stride >= o->max_seq_length)
         return err_set(ERR_INPUT, "train: --doc-stride %d must be below --max-seq-length %d", o->doc_stride, o->max_seq_length);
-    const char *prec[] = {"auto", "fp32", "tf32", "fp16", "bf16"};
-    int ok = 0;
-    for (int i = 0; i < 5; i++) ok |= !strcmp(o->precision, prec[i]);
-    if (!ok) return err_set(ERR_INPUT, "train --precision: '%s' is not one of auto, fp32, tf32, fp16, bf16", o->precision);
-    /* Whether the device can compute in that precision is backend_select's
+    /* Whether the device can compute in the precision is backend_select's
      * to say (run_setup asks it before reading the data). */
-    device_kind dev;
-    if (select_parse_device(o->device, &dev) != 0)
-        return err_set(ERR_INPUT, "train --device: '%s' is not one of auto, cpu, cuda", o->device);
     if (o->gpu_mem_limit < 0) return err_set(ERR_INPUT, "train --gpu-mem-limit: negative size");
-    if (strcmp(o->recompute, "none") != 0 && strcmp(o->recompute, "layer") != 0)
-        return err_set(ERR_INPUT, "train --recompute: '%s' is not one of none, layer", o->recompute);
-    int packed = 0;
-    if (qa_parse_packing(o->packing, &packed)) return err_wrap(ERR_INPUT, "train");
-    if (o->max_tokens && !packed) return err_set(ERR_INPUT, "train: --max-tokens needs --packing varlen");
+    if (o->resume == RESUME_PATH && !o->resume_path) return err_set(ERR_INPUT, "train: --resume: no checkpoint dir");
+    if (o->max_tokens && o->packing != PACKING_VARLEN)
+        return err_set(ERR_INPUT, "train: --max-tokens needs --packing varlen");
     if (o->max_tokens && o->max_tokens < o->max_seq_length)
         return err_set(ERR_INPUT, "train: --max-tokens %d is below --max-seq-length %d (a window must fit)",
                        o->max_tokens, o->max_seq_length);

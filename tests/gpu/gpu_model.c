@@ -44,10 +44,11 @@ static void tols(precision_kind p, double *logit_tol, double *grad_tol)
 
 /* Forward + backward of one batch; logits (2 x B*T), loss and grads (table total) to the host. */
 static int run_model_mode(backend *be, const bert_config *cfg, const float *params, const bert_batch *b, float p_drop,
-                          int recompute, float *start, float *end, float *loss, float *grads)
+                          recompute_kind recompute, float *start, float *end, float *loss, float *grads)
 {
     bert_model *m = NULL;
-    int rc = bert_model_create_mode(&m, cfg, be, b->B, b->T, recompute);
+    int rc = bert_model_create(
+        &m, &(bert_model_opts){.cfg = cfg, .be = be, .max_B = b->B, .T = b->T, .recompute = recompute});
     if (!rc) rc = bert_model_set_params(m, params);
     philox_stream rng = {42, 5, 0};
     if (!rc) rc = bert_forward(m, b, p_drop, p_drop, rng, loss, start, end);
@@ -64,7 +65,7 @@ static int run_model_mode(backend *be, const bert_config *cfg, const float *para
 static int run_model(backend *be, const bert_config *cfg, const float *params, const bert_batch *b, float p_drop,
                      float *start, float *end, float *loss, float *grads)
 {
-    return run_model_mode(be, cfg, params, b, p_drop, 0, start, end, loss, grads);
+    return run_model_mode(be, cfg, params, b, p_drop, RECOMPUTE_NONE, start, end, loss, grads);
 }
 
 /* Compares logits, loss and every gradient tensor; want_* are the reference. */
@@ -213,7 +214,7 @@ static void model_cpu_vs_cuda(const precision_kind *precs, int np)
         /* --recompute layer on the GPU: the same gradients as keeping every
          * activation (bit for bit when the kernels are deterministic). */
         float *rs = malloc(BT * 4), *re = malloc(BT * 4), *rg = malloc(t.total * 4), rloss = 0;
-        if (!rc && (rc = run_model_mode(&be, &cfg, params, &b, 0.1f, 1, rs, re, &rloss, rg)))
+        if (!rc && (rc = run_model_mode(&be, &cfg, params, &b, 0.1f, RECOMPUTE_LAYER, rs, re, &rloss, rg)))
             gc_result(0, "model minilm %s recompute: %s", select_precision_name(precs[i]), err_msg());
         else if (!rc) {
             size_t diff = 0;
@@ -284,8 +285,8 @@ static int train_run(precision_kind prec, const bert_config *cfg, const float *i
     int32_t ids[TR_B * TR_T], types[TR_B * TR_T], mask[TR_B * TR_T], sp[TR_B], ep[TR_B];
     loss_scaler ls;
     lossscale_init(&ls, precision_needs_loss_scaling(prec));
-    if ((rc = bert_model_create(&m, cfg, &be, TR_B, TR_T)) || (rc = bert_model_set_params(m, init)) ||
-        (rc = optim_create(&opt, &be, bert_model_table(m))))
+    if ((rc = bert_model_create(&m, &(bert_model_opts){.cfg = cfg, .be = &be, .max_B = TR_B, .T = TR_T})) ||
+        (rc = bert_model_set_params(m, init)) || (rc = optim_create(&opt, &be, bert_model_table(m))))
         goto done;
     optim_config oc = optim_config_default();
     oc.lr = 5e-4;

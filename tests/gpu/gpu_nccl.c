@@ -68,7 +68,7 @@ int gc_nccl(int argc, char **argv)
     gc_batch_init(&gb, 8, 128, cfg.vocab_size, 5);
     bert_batch b = gc_bert_batch(&gb);
     bert_model *m = NULL;
-    rc = bert_model_create(&m, &cfg, &gpu, 8, 128);
+    rc = bert_model_create(&m, &(bert_model_opts){.cfg = &cfg, .be = &gpu, .max_B = 8, .T = 128});
     if (!rc) rc = bert_model_set_params(m, p0);
     nc_state st = {&gpu, m ? bert_model_grads(m) : NULL, 0, 0};
     double t_plain = 0, t_buckets = 0;
