@@ -1,7 +1,7 @@
 /* Reading the binary reference files of tools/postprocess_ref.py and
  * tools/postprocess_v2_ref.py (little-endian fields, strings with a u16
  * length), and building the squad_data they describe. Shared by
- * test_postprocess.c and test_postprocess2.c. */
+ * test_postprocess.c and test_postprocess_squad2.c. */
 #ifndef BERTC_TESTS_POSTPROCESS_REF_H
 #define BERTC_TESTS_POSTPROCESS_REF_H
 

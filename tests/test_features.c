@@ -433,7 +433,7 @@ static void test_threads_and_npy(void)
  * answers, so both label them (0, 0)); every window of an unanswerable
  * question is trainable. And a question marked is_impossible that still
  * lists an answer: (0, 0) and trainable under v2, its answer under v1. */
-static void test_v2(const tok_pair *tp)
+static void test_squad2(const tok_pair *tp)
 {
     const char *setting = "squad2_T128_S32";
     ref_file r;
@@ -503,7 +503,7 @@ int main(void)
         test_layout(&tp);
         test_errors(&tp);
         test_edges(&tp);
-        test_v2(&tp);
+        test_squad2(&tp);
         tok_close(&tp);
     }
     test_threads_and_npy();

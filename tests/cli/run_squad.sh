@@ -48,7 +48,7 @@ check '[ "$rc" -eq 0 ] && grep -qF "initialised at random" "$t/out" && [ -s "$t/
 
 # SQuAD 2.0: trained with unanswerable windows at [CLS]; predictions, n-best and null_odds.json as
 # run_squad.py writes them, the same as bertc predict --version-2-with-negative on the trained model
-D2=tests/data/train_small_v2.json
+D2=tests/data/train_small_squad2.json
 run run_squad "${base[@]}" --do_train=True --train_file="$D2" --do_predict=True --predict_file="$D2" \
     --train_batch_size=2 --num_train_epochs=1.0 "${small[@]}" --version_2_with_negative=True \
     --null_score_diff_threshold=0.5 --output_dir="$t/v2"
