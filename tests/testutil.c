@@ -1,8 +1,14 @@
 #include "testutil.h"
 
+#include "core/err.h"
+#include "core/fileio.h"
+
+#include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 int tu_pass, tu_fail;
@@ -50,13 +56,38 @@ int tu_done(void)
     return tu_fail ? 1 : 0;
 }
 
+int tu_sanitized(void)
+{
+    const char *s = getenv("BERTC_SANITIZED");
+    return s && *s == '1';
+}
+
+double tu_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- files ---------------------------------------------------------------- */
+
+/* A path buffer of a pool of 32 used in turn (tu_data and tu_tmp_path each have one). */
+typedef struct {
+    char buf[32][4096];
+    int next;
+} path_pool;
+
+static char *pool_next(path_pool *p)
+{
+    return p->buf[p->next++ % 32];
+}
+
 const char *tu_data(const char *rel)
 {
-    static char bufs[8][4096];
-    static int slot;
+    static path_pool pool;
     const char *root = getenv("BERTC_DATA");
-    char *b = bufs[slot++ & 7];
-    snprintf(b, sizeof bufs[0], "%s/%s", root ? root : "../shared/data", rel);
+    char *b = pool_next(&pool);
+    snprintf(b, sizeof pool.buf[0], "%s/%s", root ? root : "../shared/data", rel);
     return b;
 }
 
@@ -73,8 +104,66 @@ const char *tu_tmpdir(void)
     return dir;
 }
 
-int tu_sanitized(void)
+const char *tu_tmp_path(const char *name)
 {
-    const char *s = getenv("BERTC_SANITIZED");
-    return s && *s == '1';
+    static path_pool pool;
+    char *b = pool_next(&pool);
+    snprintf(b, sizeof pool.buf[0], "%s/%s", tu_tmpdir(), name);
+    return b;
+}
+
+void tu_write_file(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    int ok = f && fwrite(data, 1, n, f) == n;
+    if (f && fclose(f) != 0) ok = 0;
+    if (!ok) {
+        tu_fail++;
+        fprintf(stderr, "FAIL: cannot write %s: %s\n", path, strerror(errno));
+    }
+}
+
+const char *tu_write_tmp_bytes(const char *name, const void *data, size_t n)
+{
+    const char *p = tu_tmp_path(name);
+    tu_write_file(p, data, n);
+    return p;
+}
+
+const char *tu_write_tmp(const char *name, const char *text)
+{
+    return tu_write_tmp_bytes(name, text, strlen(text));
+}
+
+char *tu_read_text(const char *path)
+{
+    char *data;
+    size_t len;
+    if (file_read_all(path, &data, &len) != 0) {
+        err_clear();
+        return NULL;
+    }
+    return data;
+}
+
+int tu_count_lines(const char *s)
+{
+    int n = 0;
+    for (; s && *s; s++) n += *s == '\n';
+    return n;
+}
+
+/* ---- refused input -------------------------------------------------------- */
+
+void tu_expect_input_error(const char *what, int rc, const char *where, ...)
+{
+    const char *msg = err_msg();
+    printf("%-28s rc=%d: %s\n", what, rc, rc ? msg : "(accepted)");
+    CHECK(rc == ERR_INPUT, "%s: rc %d, want %d", what, rc, ERR_INPUT);
+    if (where) CHECK(strstr(msg, where) != NULL, "%s: message does not name %s: %s", what, where, msg);
+    va_list ap;
+    va_start(ap, where);
+    for (const char *want; (want = va_arg(ap, const char *)) != NULL;)
+        CHECK(strstr(msg, want) != NULL, "%s: message lacks '%s': %s", what, want, msg);
+    va_end(ap);
 }
