@@ -88,30 +88,6 @@ static void check_names(void)
     }
 }
 
-static float *ref_f32(const st_file *f, const char *name, size_t n)
-{
-    const st_tensor *t = st_find(f, name);
-    float *out = malloc(n * sizeof *out);
-    if (!t || st_read_f32(f, t, out, n)) {
-        CHECK(0, "reference tensor %s", name);
-        free(out);
-        return NULL;
-    }
-    return out;
-}
-
-static int32_t *ref_i32(const st_file *f, const char *name, size_t n)
-{
-    const st_tensor *t = st_find(f, name);
-    if (!t || t->dtype != ST_I32 || t->numel != n) {
-        CHECK(0, "reference tensor %s", name);
-        return NULL;
-    }
-    int32_t *out = malloc(n * sizeof *out);
-    memcpy(out, t->data, n * sizeof *out);
-    return out;
-}
-
 static void check_logits(void)
 {
     bert_config cfg;
@@ -130,14 +106,14 @@ static void check_logits(void)
         CHECK(0, "%s", err_msg());
         return;
     }
-    int32_t *shape = ref_i32(&ref, "shape", 2);
+    int32_t *shape = tu_st_i32(&ref, "shape", 2);
     if (!shape) return;
     int B = shape[0], T = shape[1];
     size_t BT = (size_t)B * T;
     bert_batch batch = {.B = B, .T = T};
-    batch.input_ids = ref_i32(&ref, "input_ids", BT);
-    batch.token_type_ids = ref_i32(&ref, "token_type_ids", BT);
-    batch.attention_mask = ref_i32(&ref, "attention_mask", BT);
+    batch.input_ids = tu_st_i32(&ref, "input_ids", BT);
+    batch.token_type_ids = tu_st_i32(&ref, "token_type_ids", BT);
+    batch.attention_mask = tu_st_i32(&ref, "attention_mask", BT);
     backend be;
     bert_model *m = NULL;
     if (backend_cpu_create(&be, 2) || bert_model_create(&m, &cfg, &be, B, T) || bert_model_set_params(m, params)) {
@@ -148,10 +124,10 @@ static void check_logits(void)
     float *sl = malloc(BT * sizeof *sl), *el = malloc(BT * sizeof *el);
     rc = bert_forward(m, &batch, 0, 0, rng, NULL, sl, el);
     CHECK(rc == 0, "forward: %s", err_msg());
-    float *want = ref_f32(&ref, "start_logits", BT);
+    float *want = tu_st_f32(&ref, "start_logits", BT);
     /* Padded positions: transformers gives them finite logits too; compare all. */
     if (want) tu_close("start_logits (TF checkpoint -> bertc vs transformers)", sl, want, BT, 1e-5, 1e-5), free(want);
-    want = ref_f32(&ref, "end_logits", BT);
+    want = tu_st_f32(&ref, "end_logits", BT);
     if (want) tu_close("end_logits (TF checkpoint -> bertc vs transformers)", el, want, BT, 1e-5, 1e-5), free(want);
     free(sl);
     free(el);

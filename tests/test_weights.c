@@ -332,22 +332,6 @@ static void test_mutations(void)
 
 /* ---- model dirs ----------------------------------------------------------- */
 
-/* A small model: two layers, every table tensor, quick under ASan. */
-static bert_config small_config(void)
-{
-    bert_config c;
-    config_defaults(&c);
-    c.vocab_size = 40;
-    c.hidden_size = 8;
-    c.num_hidden_layers = 2;
-    c.num_attention_heads = 2;
-    c.intermediate_size = 16;
-    c.max_position_embeddings = 12;
-    c.pad_token_id = 1;
-    return c;
-}
-
-
 /* float -> F16/BF16 bits for values exactly representable (the test picks them so). */
 static uint16_t to_f16(float v)
 {
@@ -487,7 +471,12 @@ static void test_init_random(void)
 
 static void test_model_dirs(void)
 {
-    bert_config c = small_config(), got;
+    /* two layers, every table tensor, smaller still than tu_small_config's: quick under ASan */
+    bert_config c = tu_small_config(40, 2, 2), got;
+    c.hidden_size = 8;
+    c.intermediate_size = 16;
+    c.max_position_embeddings = 12;
+    c.pad_token_id = 1;
     param_table t, lt;
     param_table_init(&t, &c);
     float *block = malloc(t.total * 4), *loaded = NULL;

@@ -167,3 +167,71 @@ void tu_expect_input_error(const char *what, int rc, const char *where, ...)
         CHECK(strstr(msg, want) != NULL, "%s: message lacks '%s': %s", what, want, msg);
     va_end(ap);
 }
+
+/* ---- small models --------------------------------------------------------- */
+
+bert_config tu_small_config(int vocab, int layers, int heads)
+{
+    bert_config c;
+    config_defaults(&c);
+    c.vocab_size = vocab;
+    c.hidden_size = 32;
+    c.num_hidden_layers = layers;
+    c.num_attention_heads = heads;
+    c.intermediate_size = 64;
+    c.max_position_embeddings = 32;
+    return c;
+}
+
+float *tu_model_params(const bert_config *cfg, const param_table *t, uint64_t seed, int gain_period)
+{
+    float *p = malloc(t->total * sizeof *p);
+    if (!p) return NULL;
+    model_init_random(cfg, t, p, seed);
+    for (size_t j = 0; j < t->total; j++) p[j] *= 5;
+    for (int i = 0; i < t->n; i++)
+        if (t->info[i].init == PARAM_INIT_ONE)
+            for (size_t j = 0; j < t->info[i].numel; j++)
+                p[t->info[i].offset + j] = 1.0f + 0.01f * (float)(j % (size_t)gain_period);
+    return p;
+}
+
+void tu_make_batch(const tu_batch_spec *s, int32_t *ids, int32_t *types, int32_t *mask)
+{
+    for (int b = 0; b < s->B; b++)
+        for (int t = 0; t < s->T; t++) {
+            size_t i = (size_t)b * s->T + t;
+            int real = t < s->lens[b];
+            ids[i] = real ? 1 + (b * s->row_mul + t * s->tok_mul + s->offset) % (s->vocab - 1) : 0;
+            types[i] = real && t >= s->seg_start;
+            mask[i] = real;
+        }
+}
+
+float *tu_st_f32(const st_file *f, const char *name, size_t n)
+{
+    const st_tensor *t = st_find(f, name);
+    if (!t || t->numel != n) {
+        CHECK(0, "reference tensor %s: %s (want %zu elements)", name, t ? "wrong size" : "missing", n);
+        return NULL;
+    }
+    float *out = malloc(n * sizeof *out);
+    if (st_read_f32(f, t, out, n)) {
+        CHECK(0, "reading %s: %s", name, err_msg());
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+int32_t *tu_st_i32(const st_file *f, const char *name, size_t n)
+{
+    const st_tensor *t = st_find(f, name);
+    if (!t || t->dtype != ST_I32 || t->numel != n) {
+        CHECK(0, "reference tensor %s: missing, not I32 or not %zu elements", name, n);
+        return NULL;
+    }
+    int32_t *out = malloc(n * sizeof *out);
+    memcpy(out, t->data, n * sizeof *out); /* the mapping need not be 4-byte aligned */
+    return out;
+}

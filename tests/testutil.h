@@ -1,9 +1,14 @@
 /* What the test programs share: counted checks, a closing "N passed, N
  * failed" line, float comparisons that print what they compared, data and
- * temp paths, and checks of refused input. Built once as a library
- * (bertc_testutil) that every test program links. */
+ * temp paths, checks of refused input, and the small models and batches of
+ * the model tests. Built once as a library (bertc_testutil) that every test
+ * program links. */
 #ifndef BERTC_TESTUTIL_H
 #define BERTC_TESTUTIL_H
+
+#include "model/config.h"
+#include "model/params.h"
+#include "model/weights.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -67,5 +72,32 @@ int tu_count_lines(const char *s);
  * NULL: the file) and holds every string of the NULL-terminated list that
  * follows; one counted check each. Prints what, rc and the message. */
 void tu_expect_input_error(const char *what, int rc, const char *where, ...) __attribute__((sentinel));
+
+/* ---- small models ---------------------------------------------------------- */
+
+/* The model tests' config: hidden 32, intermediate 64, 32 positions, the
+ * given vocabulary, layers and heads, BertConfig's defaults for the rest
+ * (dropout 0.1, pad id 0). */
+bert_config tu_small_config(int vocab, int layers, int heads);
+/* Parameters (malloc'ed) far from a uniform attention: model_init_random's
+ * for seed times 5, LayerNorm gains 1 + 0.01 * (j % gain_period). */
+float *tu_model_params(const bert_config *cfg, const param_table *t, uint64_t seed, int gain_period);
+
+/* A padded batch of B rows of T tokens: row b holds lens[b] real tokens
+ * (mask 1), then padding (id, type and mask 0). Real token t of row b is
+ * 1 + (b*row_mul + t*tok_mul + offset) % (vocab - 1), so never the padding
+ * id, and of segment B (type 1) from token seg_start on. */
+typedef struct {
+    int B, T;
+    const int *lens;
+    int vocab, row_mul, tok_mul, offset, seg_start;
+} tu_batch_spec;
+void tu_make_batch(const tu_batch_spec *s, int32_t *ids, int32_t *types, int32_t *mask);
+
+/* A tensor of a reference safetensors file as a malloc'ed array of exactly n
+ * elements (tu_st_i32: stored as I32); NULL and a counted failure when it is
+ * missing, of another size or type. */
+float *tu_st_f32(const st_file *f, const char *name, size_t n);
+int32_t *tu_st_i32(const st_file *f, const char *name, size_t n);
 
 #endif
