@@ -213,6 +213,18 @@ static int parse(const unsigned char *buf, size_t len, const char *what, int wan
     return rc;
 }
 
+/* buf = the len bytes of idx with 1 to 4 random bytes changed (an LCG on *s). */
+static void mutate(unsigned char *buf, const unsigned char *idx, size_t len, uint64_t *s)
+{
+    memcpy(buf, idx, len);
+    int edits = 1 + (int)(*s % 4);
+    for (int j = 0; j < edits; j++) {
+        *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+        size_t at = (size_t)(*s >> 33) % len;
+        buf[at] = (unsigned char)(*s >> 17);
+    }
+}
+
 static void check_bad(void)
 {
     char *text;
@@ -277,13 +289,7 @@ static void check_bad(void)
     uint64_t s = 0x9e3779b97f4a7c15ull;
     int ok = 0, n = tu_sanitized() ? 300 : 2000;
     for (int k = 0; k < n; k++) {
-        memcpy(buf, idx, len);
-        int edits = 1 + (int)(s % 4);
-        for (int j = 0; j < edits; j++) {
-            s = s * 6364136223846793005ull + 1442695040888963407ull;
-            size_t at = (size_t)(s >> 33) % len;
-            buf[at] = (unsigned char)(s >> 17);
-        }
+        mutate(buf, idx, len, &s);
         size_t l = len;
         if (k % 3 == 0) l = (size_t)(s >> 40) % (len + 1);
         ok += parse(buf, l, "mutation", -1) == 0;
@@ -294,13 +300,7 @@ static void check_bad(void)
     tfb_check_block_crc = 0;
     ok = 0;
     for (int k = 0; k < n; k++) {
-        memcpy(buf, idx, len);
-        int edits = 1 + (int)(s % 4);
-        for (int j = 0; j < edits; j++) {
-            s = s * 6364136223846793005ull + 1442695040888963407ull;
-            size_t at = (size_t)(s >> 33) % len;
-            buf[at] = (unsigned char)(s >> 17);
-        }
+        mutate(buf, idx, len, &s);
         ok += parse(buf, len, "mutation without block CRCs", -1) == 0;
     }
     tfb_check_block_crc = 1;
