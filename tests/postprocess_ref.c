@@ -4,6 +4,7 @@
 #include "core/fileio.h"
 #include "testutil.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <utf8proc.h>
@@ -159,4 +160,27 @@ void ppref_free(ppref *ref)
     free(ref->start_logits);
     free(ref->end_logits);
     free(ref->buf);
+}
+
+void ppref_compare_nbest(ppref_reader *r, const char *name, const qa_predictions *p, int i, ppref_nbest_diff *diff)
+{
+    int nb = rd_u16(r);
+    if (nb != p->n_nbest[i] && diff->nbest_bad++ < 5)
+        fprintf(stderr, "%s example %d: %d n-best, want %d\n", name, i, p->n_nbest[i], nb);
+    for (int k = 0; k < nb; k++) {
+        float score = rd_f32(r), s = rd_f32(r), e = rd_f32(r);
+        double prob = rd_f64(r);
+        uint64_t h = rd_u64(r);
+        if (k >= p->n_nbest[i]) continue;
+        const qa_answer *a = &p->nbest[i][k];
+        diff->n_answers++;
+        diff->n_null_entries += a->text[0] == 0;
+        double ds = fabs((double)a->score - score), dp = fabs(a->probability - prob);
+        if (ds > diff->max_score) diff->max_score = ds;
+        if (dp > diff->max_prob) diff->max_prob = dp;
+        uint64_t gh = hash64(a->text, strlen(a->text), HASH64_INIT);
+        if ((gh != h || a->start_logit != s || a->end_logit != e) && diff->order_bad++ < 5)
+            fprintf(stderr, "%s example %d rank %d: '%s' (%g %g) differs from Python (%g %g)\n", name, i, k, a->text,
+                    a->start_logit, a->end_logit, s, e);
+    }
 }

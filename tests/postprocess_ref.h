@@ -9,6 +9,7 @@
 
 #include "data/features.h"
 #include "data/squad.h"
+#include "infer/predict.h"
 
 #include <jansson.h>
 #include <stddef.h>
@@ -53,5 +54,19 @@ typedef struct {
  * each. Returns 0, or -1 (a counted failure) when the file cannot be read. */
 int ppref_read(ppref *ref, const char *name, int squad2, json_t *contexts, const char *source);
 void ppref_free(ppref *ref);
+
+/* How the n-best lists differ from the reference's, summed over examples. */
+typedef struct {
+    int nbest_bad;             /* examples with another number of entries */
+    int order_bad;             /* entries of another text, start or end logit */
+    int n_answers;             /* entries compared */
+    int n_null_entries;        /* of them, null answers (empty text) */
+    double max_score, max_prob; /* the largest |difference| of a score, of a probability */
+} ppref_nbest_diff;
+/* Reads example i's n-best list (its length, then per entry score, start
+ * and end logit, probability and the text's hash64) and compares p's with
+ * it, adding to diff; the first 5 differences of each kind go to stderr,
+ * under name. */
+void ppref_compare_nbest(ppref_reader *r, const char *name, const qa_predictions *p, int i, ppref_nbest_diff *diff);
 
 #endif

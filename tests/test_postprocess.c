@@ -36,43 +36,27 @@ static void check_reference(const char *name, json_t *contexts)
     qa_predictions p;
     int rc = postprocess_predictions(d, f, sl, el, n_best, max_len, &p);
     CHECK(rc == 0, "postprocess: %s", err_msg());
-    int text_bad = 0, nbest_bad = 0, order_bad = 0, n_empty = 0, n_answers = 0;
-    double max_score = 0, max_prob = 0;
+    int text_bad = 0, n_empty = 0;
+    ppref_nbest_diff nd = {0};
     for (int i = 0; rc == 0 && i < ne && !r->bad; i++) {
         char *want = rd_str(r);
-        int nb = rd_u16(r);
         const char *got = p.n_nbest[i] > 0 ? p.nbest[i][0].text : "(none)";
         n_empty += strcmp(want, "empty") == 0;
         if (strcmp(got, want) != 0 && text_bad++ < 5)
             fprintf(stderr, "%s example %d (%s): got '%s' want '%s'\n", name, i, d->ex[i].id, got, want);
-        if (nb != p.n_nbest[i] && nbest_bad++ < 5)
-            fprintf(stderr, "%s example %d: %d n-best, want %d\n", name, i, p.n_nbest[i], nb);
-        for (int k = 0; k < nb; k++) {
-            float score = rd_f32(r), s = rd_f32(r), e = rd_f32(r);
-            double prob = rd_f64(r);
-            uint64_t h = rd_u64(r);
-            if (k >= p.n_nbest[i]) continue;
-            const qa_answer *a = &p.nbest[i][k];
-            n_answers++;
-            double ds = fabs((double)a->score - score), dp = fabs(a->probability - prob);
-            if (ds > max_score) max_score = ds;
-            if (dp > max_prob) max_prob = dp;
-            uint64_t gh = hash64(a->text, strlen(a->text), HASH64_INIT);
-            if ((gh != h || a->start_logit != s || a->end_logit != e) && order_bad++ < 5)
-                fprintf(stderr, "%s example %d rank %d: '%s' (%g %g) differs from Python (%g %g)\n", name, i, k, a->text,
-                        a->start_logit, a->end_logit, s, e);
-        }
+        ppref_compare_nbest(r, name, &p, i, &nd);
         free(want);
     }
     uint64_t want_pred_hash = rd_u64(r), want_nbest_hash = rd_u64(r);
     CHECK(!r->bad && r->p == r->end, "%s: layout", name);
     printf("%s: %d examples, %d features, T=%d: %d prediction texts differ, %d n-best counts differ, "
            "%d of %d n-best entries differ in text/order/logits; max |score diff| %.2e, max |prob diff| %.2e; %d \"empty\"\n",
-           name, ne, nf, T, text_bad, nbest_bad, order_bad, n_answers, max_score, max_prob, n_empty);
-    CHECK(text_bad == 0 && nbest_bad == 0 && order_bad == 0, "%s: predictions differ from utils_qa.py", name);
-    CHECK(max_score <= 1e-6 && max_prob <= 1e-6, "%s: scores %.3g probabilities %.3g beyond 1e-6", name, max_score, max_prob);
-    CHECK(n_empty > 0 && n_answers > 1000, "%s: the reference exercises 'empty' (%d) and many n-best entries (%d)", name,
-          n_empty, n_answers);
+           name, ne, nf, T, text_bad, nd.nbest_bad, nd.order_bad, nd.n_answers, nd.max_score, nd.max_prob, n_empty);
+    CHECK(text_bad == 0 && nd.nbest_bad == 0 && nd.order_bad == 0, "%s: predictions differ from utils_qa.py", name);
+    CHECK(nd.max_score <= 1e-6 && nd.max_prob <= 1e-6, "%s: scores %.3g probabilities %.3g beyond 1e-6", name,
+          nd.max_score, nd.max_prob);
+    CHECK(n_empty > 0 && nd.n_answers > 1000, "%s: the reference exercises 'empty' (%d) and many n-best entries (%d)",
+          name, n_empty, nd.n_answers);
 
     /* the files, as utils_qa.py would write them with ensure_ascii=False */
     char out[512];

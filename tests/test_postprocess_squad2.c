@@ -53,12 +53,11 @@ static void check_reference(const char *name, json_t *contexts)
     qa_predictions p;
     int rc = postprocess_predictions_v2(d, f, sl, el, n_best, max_len, thr[0], &p);
     CHECK(rc == 0, "postprocess: %s", err_msg());
-    int text_bad = 0, nbest_bad = 0, order_bad = 0, diff_bad = 0, n_null = 0, n_answers = 0, n_null_entries = 0;
-    double max_score = 0, max_prob = 0;
+    int text_bad = 0, diff_bad = 0, n_null = 0;
+    ppref_nbest_diff nd = {0};
     for (int i = 0; rc == 0 && i < ne && !r->bad; i++) {
         char *want = rd_str(r);
         double want_diff = rd_f64(r);
-        int nb = rd_u16(r);
         const char *got = qa_prediction_text(&p, i);
         if (!got) got = "(none)";
         n_null += want[0] == 0;
@@ -66,24 +65,7 @@ static void check_reference(const char *name, json_t *contexts)
             fprintf(stderr, "%s example %d (%s): got '%s' want '%s'\n", name, i, d->ex[i].id, got, want);
         if ((double)p.score_diff[i] != want_diff && diff_bad++ < 5)
             fprintf(stderr, "%s example %d: score_diff %.9g want %.9g\n", name, i, (double)p.score_diff[i], want_diff);
-        if (nb != p.n_nbest[i] && nbest_bad++ < 5)
-            fprintf(stderr, "%s example %d: %d n-best, want %d\n", name, i, p.n_nbest[i], nb);
-        for (int k = 0; k < nb; k++) {
-            float score = rd_f32(r), s = rd_f32(r), e = rd_f32(r);
-            double prob = rd_f64(r);
-            uint64_t h = rd_u64(r);
-            if (k >= p.n_nbest[i]) continue;
-            const qa_answer *a = &p.nbest[i][k];
-            n_answers++;
-            n_null_entries += a->text[0] == 0;
-            double ds = fabs((double)a->score - score), dp = fabs(a->probability - prob);
-            if (ds > max_score) max_score = ds;
-            if (dp > max_prob) max_prob = dp;
-            uint64_t gh = hash64(a->text, strlen(a->text), HASH64_INIT);
-            if ((gh != h || a->start_logit != s || a->end_logit != e) && order_bad++ < 5)
-                fprintf(stderr, "%s example %d rank %d: '%s' (%g %g) differs from Python (%g %g)\n", name, i, k, a->text,
-                        a->start_logit, a->end_logit, s, e);
-        }
+        ppref_compare_nbest(r, name, &p, i, &nd);
         free(want);
     }
     uint64_t want_pred[8];
@@ -93,11 +75,14 @@ static void check_reference(const char *name, json_t *contexts)
     printf("%s: %d examples, %d features, T=%d: %d predictions differ, %d null odds differ, %d n-best counts differ, "
            "%d of %d n-best entries differ in text/order/logits; max |score diff| %.2e, max |prob diff| %.2e; "
            "%d null predictions, %d null entries in n-best lists\n",
-           name, ne, nf, T, text_bad, diff_bad, nbest_bad, order_bad, n_answers, max_score, max_prob, n_null, n_null_entries);
-    CHECK(text_bad == 0 && diff_bad == 0 && nbest_bad == 0 && order_bad == 0, "%s: predictions differ from utils_qa.py", name);
-    CHECK(max_score <= 1e-6 && max_prob <= 1e-6, "%s: scores %.3g probabilities %.3g beyond 1e-6", name, max_score, max_prob);
-    CHECK(n_null > 0 && n_null < ne && n_null_entries == ne, "%s: the reference exercises the null answer (%d, %d)", name,
-          n_null, n_null_entries);
+           name, ne, nf, T, text_bad, diff_bad, nd.nbest_bad, nd.order_bad, nd.n_answers, nd.max_score, nd.max_prob, n_null,
+           nd.n_null_entries);
+    CHECK(text_bad == 0 && diff_bad == 0 && nd.nbest_bad == 0 && nd.order_bad == 0, "%s: predictions differ from utils_qa.py",
+          name);
+    CHECK(nd.max_score <= 1e-6 && nd.max_prob <= 1e-6, "%s: scores %.3g probabilities %.3g beyond 1e-6", name,
+          nd.max_score, nd.max_prob);
+    CHECK(n_null > 0 && n_null < ne && nd.n_null_entries == ne, "%s: the reference exercises the null answer (%d, %d)",
+          name, n_null, nd.n_null_entries);
 
     char out[512];
     size_t jn = 0;
