@@ -13,8 +13,8 @@
 #  - bad input: more ranks than --batch, micro-batches per step the ranks do
 #    not divide, other arguments on one rank, --supervise under mpirun:
 #    exit 2, one line per rank naming the problem, nothing written.
-source "$(dirname "$0")/lib.sh"
-source "$(dirname "$0")/mpi_lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
+source "$(dirname "$0")/lib/mpi.sh"
 mpi_require
 CMP="$BERTC_BUILD/test_dist"
 [ -x "$CMP" ] || { echo "SKIP: $CMP not built"; exit 0; }

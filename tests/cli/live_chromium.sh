@@ -5,7 +5,7 @@
 # polyline with points, and a screenshot is taken (BERTC_UPDATE_DOCS=1
 # copies it to docs/live.png). Prints "skipped" where chromium is not
 # installed (scripts/ci_extras.sh installs it).
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
 browser=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
 if [ -z "$browser" ]; then
     echo "skipped: chromium is not installed (scripts/ci_extras.sh installs it)"

@@ -4,7 +4,7 @@
 # points. Prints "skipped" and passes only where chromium is not installed.
 # (docs/report.png is a screenshot of a real run's page, not of this one:
 # see README, "The run dir".)
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
 browser=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
 if [ -z "$browser" ]; then
     echo "skipped: chromium is not installed (scripts/ci_extras.sh installs it)"

@@ -4,7 +4,7 @@
 # keystrokes); the rendered DOM shows the answer of POST /v1/answer for the
 # same question, marked in the context. Prints "skipped" and passes where
 # chromium, curl or jq is not installed (scripts/ci_extras.sh installs them).
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
 cli_need_browser
 cli_serve_start tests/ref/train3/init
 CTX="Kopa Labs was founded by Dire Pogu in 1953. The café near the river is run by Vima Tesa."

@@ -5,7 +5,7 @@
 # `bertc eval --version-2-with-negative` agrees with; `bertc predict` on
 # RUN/final gives the same two files; --null-score-diff-threshold moves every
 # answer to "" or none; the flag is part of the resume fingerprint; usage errors.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
 D=tests/data/train_small_squad2.json
 R=$cli_tmp/run
 W="--max-seq-length 64 --doc-stride 16 --threads 2"

@@ -1,6 +1,6 @@
 # Helpers for command-line cases written as data (sourced by tests/cli/*.sh).
 #
-#   source "$(dirname "$0")/lib.sh"
+#   source "$(dirname "$0")/lib/cli.sh"
 #   expect 2 "missing required option --model" -- train --train x --out y
 #   expect_help train "usage: bertc train" --model --train
 #   finish
@@ -78,14 +78,3 @@ cli_serve_start() {
     for _ in $(seq 200); do [ -s "$cli_tmp/port" ] && break; sleep 0.05; done
     port=$(cat "$cli_tmp/port")
 }
-
-# Run directly (ctest registers every tests/cli/*.sh, this one as cli_lib):
-# check the helpers themselves on bertc's top-level errors.
-if [ "${BASH_SOURCE[0]}" = "$0" ]; then
-    expect 2 "unknown command 'no-such-command'" -- no-such-command
-    "$BERTC" >/dev/null 2>&1
-    [ $? -eq 2 ] || cli_bad "bertc without a command should exit 2"
-    "$BERTC" --help | grep -qF "exit codes: 0 done, 1 runtime failure, 2 bad usage or input, 75 stopped by a signal" ||
-        cli_bad "bertc --help lacks the exit codes"
-    finish
-fi
