@@ -5,10 +5,12 @@
 #   expect_help train "usage: bertc train" --model --train
 #   finish
 #
-# expect CODE MESSAGE -- ARGS...: runs $BERTC ARGS, requires exit CODE and
-# MESSAGE (a fixed string) on stderr; for a usage or input error (CODE 2)
-# also that stderr is one line, stdout is empty, and the line starts with
-# "bertc: ". Every case prints what it ran and what it saw.
+# expect CODE MESSAGE -- ARGS...: runs $BERTC ARGS (stdin: $cli_stdin,
+# /dev/null unless set), requires exit CODE and MESSAGE (a fixed string) on
+# stderr; for a usage or input error (CODE 2) also that stderr is one line,
+# stdout is empty, and the line starts with "bertc: ". Every case prints what
+# it ran and what it saw; stdout and stderr stay in $cli_tmp/out and
+# $cli_tmp/err until the next case.
 set -u
 : "${BERTC:?set BERTC to the bertc binary}"
 : "${BERTC_DATA:=../shared/data}"
@@ -16,6 +18,7 @@ cli_tmp=$(mktemp -d)
 trap 'rm -rf "$cli_tmp"' EXIT
 cli_fail=0
 cli_n=0
+cli_stdin=/dev/null
 
 cli_bad() { echo "FAIL: $*"; cli_fail=$((cli_fail + 1)); }
 
@@ -24,7 +27,7 @@ expect() {
     shift 2
     [ "${1:-}" = "--" ] && shift
     cli_n=$((cli_n + 1))
-    "$BERTC" "$@" >"$cli_tmp/out" 2>"$cli_tmp/err" </dev/null
+    "$BERTC" "$@" >"$cli_tmp/out" 2>"$cli_tmp/err" <"$cli_stdin"
     local rc=$?
     echo "case $cli_n: bertc $* -> exit $rc: $(head -c 400 "$cli_tmp/err")"
     [ "$rc" -eq "$code" ] || cli_bad "exit $rc, want $code"
@@ -52,6 +55,39 @@ expect_help() {
     local o
     for o in "$@"; do grep -qF -- "$o" "$cli_tmp/out" || cli_bad "help lacks '$o'"; done
     return 0
+}
+
+# expect_listed CMD REGEX: bertc --help lists CMD on a line matching REGEX
+# (an extended regular expression).
+expect_listed() {
+    cli_n=$((cli_n + 1))
+    echo "case $cli_n: bertc --help lists $1"
+    "$BERTC" --help | grep -qE -- "$2" || cli_bad "bertc --help does not list $1 ('$2')"
+    return 0
+}
+
+# cli_run ARGS...: runs $BERTC ARGS with stdout and stderr in $cli_tmp/out
+# and $cli_tmp/err, sets rc and prints what it saw.
+cli_run() {
+    "$BERTC" "$@" >"$cli_tmp/out" 2>"$cli_tmp/err" <"$cli_stdin"
+    rc=$?
+    echo "bertc $* -> exit $rc: $(tail -c 300 "$cli_tmp/out") | $(head -c 300 "$cli_tmp/err")"
+}
+
+# cli_check 'SHELL CONDITION': a failure unless it holds (it is evaluated,
+# so it may refer to variables such as $rc, quoted to be expanded then).
+cli_check() {
+    cli_n=$((cli_n + 1))
+    eval "$1" || cli_bad "$1"
+}
+
+# cli_absent PATH: a refused command left nothing at PATH (removed if it did,
+# so that the next case starts clean).
+cli_absent() {
+    if [ -e "$1" ]; then
+        cli_bad "$1 was created"
+        rm -rf "$1"
+    fi
 }
 
 finish() {
