@@ -96,6 +96,67 @@ finish() {
     exit $?
 }
 
+# The pages in headless Chromium (Debian's chromium; scripts/ci_extras.sh
+# installs it). cli_need_chromium: browser gets its path, or the test is
+# skipped (exit 0) where it is not installed.
+cli_need_chromium() {
+    browser=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
+    if [ -z "$browser" ]; then
+        echo "skipped: chromium is not installed (scripts/ci_extras.sh installs it)"
+        exit 0
+    fi
+}
+# cli_dump_dom URL SECONDS [CHROMIUM OPTIONS...]: one case: the DOM of URL as
+# rendered into $cli_tmp/dom.html (the browser's log in
+# $cli_tmp/browser.log); a failure when the browser fails or logs errors
+# for the page.
+cli_dump_dom() {
+    local url=$1 seconds=$2
+    shift 2
+    cli_n=$((cli_n + 1))
+    timeout "$seconds" "$browser" --headless --disable-gpu --no-sandbox --no-first-run \
+        --user-data-dir="$cli_tmp/profile" --enable-logging=stderr --v=0 "$@" --dump-dom "$url" \
+        >"$cli_tmp/dom.html" 2>"$cli_tmp/browser.log"
+    local rc=$?
+    echo "case $cli_n: chromium --dump-dom $url -> exit $rc, $(wc -c <"$cli_tmp/dom.html") bytes of DOM"
+    [ "$rc" -eq 0 ] || { cli_bad "chromium exit $rc"; tail -20 "$cli_tmp/browser.log"; }
+    if grep -E "Uncaught|Failed to load resource|net::ERR_|CONSOLE.*[Ee]rror" "$cli_tmp/browser.log"; then
+        cli_bad "the browser logged errors for the page"
+    fi
+    return 0
+}
+# cli_charts_drawn POINTS ID...: in $cli_tmp/dom.html, each chart ID (an
+# <svg id="chart-...">) has a polyline of at least POINTS (1 or 2) points;
+# the charts found are listed in $cli_tmp/charts.
+cli_charts_drawn() {
+    local pts='[0-9.-]+,[0-9.-]+' id
+    [ "$1" -ge 2 ] && pts="$pts $pts"
+    shift
+    awk -v pts="$pts" 'BEGIN { RS = "</svg>"; re = "<polyline[^>]* points=\"" pts "[^\"]*\"" }
+         match($0, /<svg id="chart-[a-z-]+"/) {
+             id = substr($0, RSTART + 9, RLENGTH - 10)
+             print id, match($0, re) ? "polyline-with-points" : "EMPTY"
+         }' "$cli_tmp/dom.html" >"$cli_tmp/charts"
+    cat "$cli_tmp/charts"
+    for id in "$@"; do
+        grep -qx "$id polyline-with-points" "$cli_tmp/charts" || cli_bad "$id missing or empty in the rendered DOM"
+    done
+}
+# cli_screenshot URL SECONDS FILE [CHROMIUM OPTIONS...]: one case: a
+# screenshot of URL into FILE, of more than 20000 bytes.
+cli_screenshot() {
+    local url=$1 seconds=$2 png=$3
+    shift 3
+    cli_n=$((cli_n + 1))
+    timeout "$seconds" "$browser" --headless --disable-gpu --no-sandbox --no-first-run \
+        --user-data-dir="$cli_tmp/profile" --hide-scrollbars "$@" --screenshot="$png" "$url" \
+        >/dev/null 2>>"$cli_tmp/browser.log"
+    local rc=$? size
+    size=$(wc -c <"$png" 2>/dev/null || echo 0)
+    echo "case $cli_n: chromium --screenshot -> exit $rc, $size bytes"
+    [ "$rc" -eq 0 ] && [ "$size" -gt 20000 ] || cli_bad "no screenshot"
+}
+
 # The serve page tests: browser gets headless Chromium's path, or the test is
 # skipped (exit 0) where chromium, curl or jq is missing (scripts/ci_extras.sh
 # installs them).
