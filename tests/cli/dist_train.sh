@@ -1,4 +1,4 @@
-# Data-parallel training under mpirun (issue 15), on a tiny model, 50 steps:
+# Data-parallel training under mpirun, on a tiny model, 50 steps:
 #  - 2 ranks against 1 process with the same global batch and micro-batch:
 #    the loss of every step within 1e-6 relative, the final weights within
 #    1e-6 (max |a-b| / max |b| per tensor; see ZERO_GRAD below);

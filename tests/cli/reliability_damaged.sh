@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Damaged checkpoints (issue 7). A tiny run is killed after step 10 with
+# Damaged checkpoints. A tiny run is killed after step 10 with
 # checkpoints at steps 4 and 8. Then, in a copy of that run dir each time,
 # one file of the newest checkpoint (every file it has) is truncated to half
 # its size, or has one byte flipped at a pseudo-random place, and the run is

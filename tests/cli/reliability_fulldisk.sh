@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Full disk (issue 7). The run dir lives on a small tmpfs, mounted in a
+# Full disk. The run dir lives on a small tmpfs, mounted in a
 # private mount namespace (unshare -m as root, unshare -rm otherwise), that a
 # filler file leaves nearly full; where no namespace can mount one, the
 # trainer runs under RLIMIT_FSIZE instead (prlimit, SIGXFSZ ignored, so a

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Kill torture (issue 7): a tiny run is killed with SIGKILL at 24 moments
+# Kill torture: a tiny run is killed with SIGKILL at 24 moments
 # (10 under ASan) chosen by a seeded pseudo-random sequence, and resumed with
 # the same command each time, until it finishes. The moments cycle through:
 #   step:N          BERTC_DEBUG_KILL: after optimizer step N, nothing saved

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# What a kill leaves behind is cleaned up by the next start (issue 7: lose
-# nothing, and leave no litter that accumulates over many kills).
+# What a kill leaves behind is cleaned up by the next start (lose nothing,
+# and leave no litter that accumulates over many kills).
 # file_write_atomic writes NAME.tmp.PID then renames it, so a SIGKILL in
 # between leaves that file (metrics.csv and eval.csv are rewritten at every
 # resume, info.csv and report.html often, the features cache once); a kill

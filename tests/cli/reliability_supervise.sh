@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bertc train --supervise N (issue 7; src/train/supervise.c, which
+# bertc train --supervise N (src/train/supervise.c, which
 # test_supervise checks with a fake child; this is the real trainer).
 #  1. The trainer is killed with kill -9 twice mid-run: the supervisor
 #     restarts it (--resume auto), logs both restarts on stderr and in

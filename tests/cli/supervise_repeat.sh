@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bertc train --supervise N stops a failure that repeats (issue 19;
-# src/train/supervise.c): an attempt that exits with the same code and the
+# bertc train --supervise N stops a failure that repeats
+# (src/train/supervise.c): an attempt that exits with the same code and the
 # same error line as the one before, with no new checkpoint in between,
 # would fail again, so the supervisor stops after 2 attempts, not N + 1.
 #  1. BERTC_DEBUG_NONFINITE=3:1000 makes every step from 3 on non-finite and
