@@ -14,7 +14,7 @@ TOTAL=8
 OPTS=(--max-steps "$TOTAL" --save-every 4 --save-every-minutes 0 --keep 2)
 r_make_model "$r_tmp/model"
 r_train "$r_tmp/ref" "${OPTS[@]}" >"$r_tmp/ref.out" 2>"$r_tmp/ref.err" ||
-    { cat "$r_tmp/ref.err"; r_bad "the uninterrupted run failed"; r_finish; }
+    { cat "$r_tmp/ref.err"; r_bad "the uninterrupted run failed"; finish; }
 run="$r_tmp/run"
 BERTC_DEBUG_KILL=step:6 r_train "$run" "${OPTS[@]}" >"$r_tmp/a.out" 2>"$r_tmp/a.err"
 echo "killed after step 6: exit $?, checkpoints $(r_ckpt_steps "$run" | tr '\n' ' ')"
@@ -37,4 +37,4 @@ for f in "${planted[@]}"; do
 done
 left=$(cd "$run" && find . -name '*.tmp' -o -name '*.tmp.*' | tr '\n' ' ')
 r_check "no temporary files at all: ${left:-none}" [ -z "$left" ]
-r_finish
+finish

@@ -80,4 +80,4 @@ rc=$?
 echo "B: again without the hook -> exit $rc; $(grep -m1 '^  resume ' "$r_tmp/b2.out")"
 r_check "B: the rerun resumes from a checkpoint and finishes" \
     bash -c "[ $rc -eq 0 ] && grep -q 'resume    from ' '$r_tmp/b2.out' && [ -s '$run/final/model.safetensors' ]"
-r_finish
+finish

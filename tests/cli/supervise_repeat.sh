@@ -56,4 +56,4 @@ r_check "2: exit 137" [ "$rc" -eq 137 ]
 r_check "2: 4 attempts" [ "$(grep -c 'BERTC_DEBUG_KILL: killing myself' "$r_tmp/err2")" -eq 4 ]
 r_check "2: gave up after 3 restarts" \
     bash -c "tail -1 '$r_tmp/err2' | grep -q 'giving up after 3 restarts' && tail -1 '$run/restarts.csv' | grep -q ',4,.*,gave-up,'"
-r_finish
+finish
