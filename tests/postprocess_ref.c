@@ -52,7 +52,8 @@ void ppref_set_context(squad_context *c, const char *text)
     int n = 0;
     for (size_t i = 0; i < c->nbytes;) {
         int32_t cp;
-        utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)c->text + i, (utf8proc_ssize_t)(c->nbytes - i), &cp);
+        utf8proc_ssize_t k =
+            utf8proc_iterate((const utf8proc_uint8_t *)c->text + i, (utf8proc_ssize_t)(c->nbytes - i), &cp);
         c->cp_byte[n++] = (int32_t)i;
         i += k > 0 ? (size_t)k : 1;
     }

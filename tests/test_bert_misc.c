@@ -23,8 +23,8 @@ static int32_t ids[B * T], types[B * T], mask[B * T], sp[B] = {3, 5}, ep[B] = {6
 static void make_batch(int vocab)
 {
     static const int lens[B] = {T, 11};
-    tu_make_batch(&(tu_batch_spec){B, T, lens, .vocab = vocab, .row_mul = 7, .tok_mul = 13, .seg_start = 5}, ids, types,
-                  mask);
+    tu_batch_spec spec = {B, T, lens, .vocab = vocab, .row_mul = 7, .tok_mul = 13, .seg_start = 5};
+    tu_make_batch(&spec, ids, types, mask);
 }
 
 static void test_streams(void)

@@ -50,9 +50,10 @@ static void test_minilm_config(void)
 static void test_defaults(void)
 {
     /* Only the sizes: everything else takes BertConfig's defaults. */
-    const char *path = tu_write_tmp("sparse.json", "{\"vocab_size\": 100, \"hidden_size\": 64, \"num_hidden_layers\": 1,"
-                                                " \"num_attention_heads\": 4, \"intermediate_size\": 32,"
-                                                " \"some_future_field\": {\"x\": [1, 2]}, \"hidden_act\": null}");
+    const char *path = tu_write_tmp("sparse.json",
+                                    "{\"vocab_size\": 100, \"hidden_size\": 64, \"num_hidden_layers\": 1,"
+                                    " \"num_attention_heads\": 4, \"intermediate_size\": 32,"
+                                    " \"some_future_field\": {\"x\": [1, 2]}, \"hidden_act\": null}");
     bert_config c;
     int rc = config_load(path, &c);
     CHECK(rc == 0, "sparse config: rc %d: %s", rc, err_msg());
@@ -63,7 +64,7 @@ static void test_defaults(void)
     CHECK(c.vocab_size == 100 && c.hidden_size == 64 && c.intermediate_size == 32, "given sizes");
 
     path = tu_write_tmp("padnull.json", "{\"vocab_size\": 100, \"pad_token_id\": null, \"layer_norm_eps\": 1e-5,"
-                                     " \"hidden_dropout_prob\": 0, \"initializer_range\": 1}");
+                                        " \"hidden_dropout_prob\": 0, \"initializer_range\": 1}");
     rc = config_load(path, &c);
     CHECK(rc == 0 && c.pad_token_id == -1, "pad_token_id null -> -1 (rc %d, pad %d)", rc, c.pad_token_id);
     CHECK(c.layer_norm_eps == 1e-5f && c.hidden_dropout_prob == 0 && c.initializer_range == 1, "numbers as given");

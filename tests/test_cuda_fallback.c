@@ -116,7 +116,8 @@ static void check_no_gpu(const char *why)
     rc = select_capturing(&be, &o, &info, out, sizeof out);
     printf("--device auto --precision bf16 without a GPU: rc %d, stderr: %s", rc, out);
     CHECK(rc == 0 && be.i && info.precision == PREC_FP32, "CPU in fp32");
-    CHECK(tu_count_lines(out) == 1 && strstr(out, "using the CPU backend in fp32, not bf16"), "notice names the change");
+    CHECK(tu_count_lines(out) == 1 && strstr(out, "using the CPU backend in fp32, not bf16"),
+          "notice names the change");
     backend_free(&be);
 
     /* quiet: no notice. */

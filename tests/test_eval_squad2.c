@@ -184,7 +184,7 @@ static void test_bad(void)
     expect_fail("bad JSON", data, pred, tu_write_tmp("n4.json", "{\"h1\": 0.5,"), "n4.json:1:");
     expect_fail("duplicate ids",
                 tu_write_tmp("d1.json", "{\"data\": [{\"paragraphs\": [{\"context\": \"c\", \"qas\": [{\"id\": \"a\", \"answers\": []},"
-                                     " {\"id\": \"a\", \"answers\": []}]}]}]}"),
+                                        " {\"id\": \"a\", \"answers\": []}]}]}]}"),
                 tu_write_tmp("p3.json", "{\"a\": \"\"}"), NULL, "duplicate question id");
     expect_fail("no questions", tu_write_tmp("d2.json", "{\"data\": []}"), pred, NULL, "no questions");
     expect_fail("answers not a list",

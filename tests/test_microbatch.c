@@ -107,8 +107,8 @@ static void make_data(void)
         sp[b] = 4 + b % 5;
         ep[b] = sp[b] + b % 3;
     }
-    tu_make_batch(&(tu_batch_spec){BATCH, T, lens, .vocab = 60, .row_mul = 11, .tok_mul = 7, .seg_start = 4}, ids, types,
-                  mask);
+    tu_batch_spec spec = {BATCH, T, lens, .vocab = 60, .row_mul = 11, .tok_mul = 7, .seg_start = 4};
+    tu_make_batch(&spec, ids, types, mask);
 }
 
 typedef struct {

@@ -127,7 +127,8 @@ int main(void)
     int c = 0, f = 0;
     ckpt_dir_name(dst, sizeof dst, mdir, 80);
     CHECK(path_is_dir(dst) && ckpt_verify(dst) == 0, "step 80 copied after failures");
-    CHECK(occurrences(log, "step-00000080 failed: try 1 of 5") == 1 && occurrences(log, "try 2 of 5") == 1, "failures logged");
+    CHECK(occurrences(log, "step-00000080 failed: try 1 of 5") == 1 && occurrences(log, "try 2 of 5") == 1,
+          "failures logged");
     /* a copy that always fails gives up after 5 tries, without a temp dir left */
     setenv("BERTC_DEBUG_MIRROR_FAIL", "100", 1);
     CHECK(mirror_start(&m, mdir, 0, run, NULL) == 0, "start");

@@ -38,8 +38,8 @@ static int N;
 
 static void make_batches(int k)
 {
-    tu_make_batch(&(tu_batch_spec){B, T, lens, .vocab = V, .row_mul = 11, .tok_mul = 17, .offset = 7 * k, .seg_start = 4},
-                  pids, ptypes, pmask);
+    tu_batch_spec spec = {B, T, lens, .vocab = V, .row_mul = 11, .tok_mul = 17, .offset = 7 * k, .seg_start = 4};
+    tu_make_batch(&spec, pids, ptypes, pmask);
     N = 0;
     cu[0] = 0;
     for (int b = 0; b < B; b++) {

@@ -75,10 +75,10 @@ static void check_reference(const char *name, json_t *contexts)
     printf("%s: %d examples, %d features, T=%d: %d predictions differ, %d null odds differ, %d n-best counts differ, "
            "%d of %d n-best entries differ in text/order/logits; max |score diff| %.2e, max |prob diff| %.2e; "
            "%d null predictions, %d null entries in n-best lists\n",
-           name, ne, nf, T, text_bad, diff_bad, nd.nbest_bad, nd.order_bad, nd.n_answers, nd.max_score, nd.max_prob, n_null,
-           nd.n_null_entries);
-    CHECK(text_bad == 0 && diff_bad == 0 && nd.nbest_bad == 0 && nd.order_bad == 0, "%s: predictions differ from utils_qa.py",
-          name);
+           name, ne, nf, T, text_bad, diff_bad, nd.nbest_bad, nd.order_bad, nd.n_answers, nd.max_score, nd.max_prob,
+           n_null, nd.n_null_entries);
+    CHECK(text_bad == 0 && diff_bad == 0 && nd.nbest_bad == 0 && nd.order_bad == 0,
+          "%s: predictions differ from utils_qa.py", name);
     CHECK(nd.max_score <= 1e-6 && nd.max_prob <= 1e-6, "%s: scores %.3g probabilities %.3g beyond 1e-6", name,
           nd.max_score, nd.max_prob);
     CHECK(n_null > 0 && n_null < ne && nd.n_null_entries == ne, "%s: the reference exercises the null answer (%d, %d)",

@@ -24,8 +24,8 @@ static int32_t ids[B * T], types[B * T], mask[B * T], sp[B] = {3, 5, 0}, ep[B] =
 static void make_batch(int vocab)
 {
     static const int lens[B] = {T, T - 5, T - 10};
-    tu_make_batch(&(tu_batch_spec){B, T, lens, .vocab = vocab, .row_mul = 11, .tok_mul = 17, .seg_start = 6}, ids, types,
-                  mask);
+    tu_batch_spec spec = {B, T, lens, .vocab = vocab, .row_mul = 11, .tok_mul = 17, .seg_start = 6};
+    tu_make_batch(&spec, ids, types, mask);
 }
 
 typedef struct {

@@ -336,15 +336,16 @@ static void test_repeat(void)
               strstr(err_msg(), "(4 restarts left): bad data at step 6"),
           "rc %d, message '%s'", rc, err_msg());
     CHECK(tu_count_lines(att) == 2, "%d attempts, want 2", tu_count_lines(att));
-    CHECK(log && tu_count_lines(log) == 3 && strstr(log, ",1,,") && strstr(log, ",restart,") && strstr(log, ",repeated,"),
+    CHECK(log && tu_count_lines(log) == 3 && strstr(log, ",1,,") && strstr(log, ",restart,") &&
+              strstr(log, ",repeated,"),
           "restarts.csv:\n%s", log ? log : "(none)");
     free(att);
     free(log);
 
     rc = always_failing("moving", 3, &att, &log);
     printf("an error that changes, --supervise 3: rc %d, %d attempts, '%s'\n", rc, tu_count_lines(att), err_msg());
-    CHECK(rc == 1 && tu_count_lines(att) == 4 && strstr(err_msg(), "giving up after 3 restarts"), "rc %d, %d attempts, '%s'",
-          rc, tu_count_lines(att), err_msg());
+    CHECK(rc == 1 && tu_count_lines(att) == 4 && strstr(err_msg(), "giving up after 3 restarts"),
+          "rc %d, %d attempts, '%s'", rc, tu_count_lines(att), err_msg());
     free(att);
     free(log);
     unsetenv("SUPTEST_CRASHES");
@@ -399,7 +400,8 @@ static void test_forwarding(int sig, int to_group)
            to_group ? "'s group" : "", WIFEXITED(st) ? WEXITSTATUS(st) : -1, n, first, tu_count_lines(att));
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 75, "supervisor status %#x, want exit 75", st);
     CHECK(n == 1 && first == sig, "child got %d signals, first %d; want exactly one %d", n, first, sig);
-    CHECK(tu_count_lines(att) == 1 && !path_exists(run), "stopped on purpose but restarted (%d attempts)", tu_count_lines(att));
+    CHECK(tu_count_lines(att) == 1 && !path_exists(run), "stopped on purpose but restarted (%d attempts)",
+          tu_count_lines(att));
     free(pg);
     free(got);
     free(att);

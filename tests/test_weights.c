@@ -491,7 +491,8 @@ static void test_model_dirs(void)
     const char *saved = tu_tmp_path("saved_model");
     int rc = model_save(saved, &c, &t, block, src);
     CHECK(rc == 0, "model_save: %s", err_msg());
-    CHECK(path_exists(tu_tmp_path("saved_model/vocab.txt")) && path_exists(tu_tmp_path("saved_model/tokenizer_config.json")),
+    CHECK(path_exists(tu_tmp_path("saved_model/vocab.txt")) &&
+              path_exists(tu_tmp_path("saved_model/tokenizer_config.json")),
           "model_save copies vocab.txt and tokenizer_config.json");
     rc = model_load(saved, 1, &got, &lt, &loaded, &qa);
     CHECK(rc == 0, "model_load of model_save: %s", err_msg());
