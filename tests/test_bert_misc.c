@@ -17,28 +17,14 @@
 
 enum { B = 2, T = 16 };
 
-static bert_config small_config(void)
-{
-    bert_config c = {
-        .vocab_size = 50, .hidden_size = 32, .num_hidden_layers = 2, .num_attention_heads = 4,
-        .intermediate_size = 64, .max_position_embeddings = 32, .type_vocab_size = 2, .layer_norm_eps = 1e-12f,
-        .hidden_dropout_prob = 0.1f, .attention_probs_dropout_prob = 0.1f, .initializer_range = 0.02f,
-        .pad_token_id = 0,
-    };
-    return c;
-}
-
 static int32_t ids[B * T], types[B * T], mask[B * T], sp[B] = {3, 5}, ep[B] = {6, 9};
 
-static void make_batch(void)
+/* row 1 padded after 11 tokens */
+static void make_batch(int vocab)
 {
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            int len = b ? 11 : T;
-            ids[b * T + t] = t < len ? 1 + (b * 7 + t * 13) % 49 : 0;
-            types[b * T + t] = t >= 5 && t < len;
-            mask[b * T + t] = t < len;
-        }
+    static const int lens[B] = {T, 11};
+    tu_batch_spec spec = {B, T, lens, .vocab = vocab, .row_mul = 7, .tok_mul = 13, .seg_start = 5};
+    tu_make_batch(&spec, ids, types, mask);
 }
 
 static void test_streams(void)
@@ -236,18 +222,12 @@ static void test_bench_cli(void)
 int main(void)
 {
     log_quiet(1);
-    make_batch();
+    bert_config cfg = tu_small_config(50, 2, 4);
+    make_batch(cfg.vocab_size);
     test_streams();
-    bert_config cfg = small_config();
     param_table t;
     param_table_init(&t, &cfg);
-    float *p0 = malloc(t.total * sizeof *p0);
-    model_init_random(&cfg, &t, p0, 21);
-    /* Larger weights than initializer_range so that attention is not uniform. */
-    for (size_t j = 0; j < t.total; j++) p0[j] *= 5;
-    for (int i = 0; i < t.n; i++)
-        if (t.info[i].init == PARAM_INIT_ONE)
-            for (size_t j = 0; j < t.info[i].numel; j++) p0[t.info[i].offset + j] = 1.0f + 0.01f * (float)(j % 7);
+    float *p0 = tu_model_params(&cfg, &t, 21, 7);
     backend be;
     bert_model *m = NULL;
     if (backend_cpu_create(&be, 2) ||

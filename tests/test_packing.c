@@ -24,45 +24,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { B = 4, T = 24, L = 3, STEPS = 3 };
+enum { B = 4, T = 24, L = 3, V = 60, STEPS = 3 };
 
 static const int lens[B] = {24, 17, 9, 3};
 /* start, end per window: inside, at CLS, an ignored end (>= T), a short one */
 static const int32_t sp[B] = {3, 0, 5, 1}, ep[B] = {7, 0, 40, 2};
 
-static bert_config small_config(void)
-{
-    bert_config c = {
-        .vocab_size = 60, .hidden_size = 32, .num_hidden_layers = L, .num_attention_heads = 4,
-        .intermediate_size = 64, .max_position_embeddings = 32, .type_vocab_size = 2, .layer_norm_eps = 1e-12f,
-        .hidden_dropout_prob = 0.1f, .attention_probs_dropout_prob = 0.1f, .initializer_range = 0.02f,
-        .pad_token_id = 0,
-    };
-    return c;
-}
-
-/* the padded batch and the packed one, of step k's windows (ids vary by step) */
+/* the padded batch and the packed one (its real tokens, window after
+ * window), of step k's windows (ids vary by step) */
 static int32_t pids[B * T], ptypes[B * T], pmask[B * T];
 static int32_t kids[B * T], ktypes[B * T], cu[B + 1];
 static int N;
 
 static void make_batches(int k)
 {
+    tu_batch_spec spec = {B, T, lens, .vocab = V, .row_mul = 11, .tok_mul = 17, .offset = 7 * k, .seg_start = 4};
+    tu_make_batch(&spec, pids, ptypes, pmask);
     N = 0;
     cu[0] = 0;
     for (int b = 0; b < B; b++) {
-        for (int t = 0; t < T; t++) {
-            int real = t < lens[b];
-            int id = real ? 1 + (b * 11 + t * 17 + k * 7) % 59 : 0;
-            int type = real && t >= 4;
-            pids[b * T + t] = id;
-            ptypes[b * T + t] = type;
-            pmask[b * T + t] = real;
-            if (real) {
-                kids[N] = id;
-                ktypes[N] = type;
-                N++;
-            }
+        for (int t = 0; t < lens[b]; t++, N++) {
+            kids[N] = pids[b * T + t];
+            ktypes[N] = ptypes[b * T + t];
         }
         cu[b + 1] = N;
     }
@@ -399,15 +382,10 @@ static void planner(void)
 int main(void)
 {
     log_quiet(1);
-    bert_config cfg = small_config();
+    bert_config cfg = tu_small_config(V, L, 4);
     param_table t;
     param_table_init(&t, &cfg);
-    float *p0 = malloc(t.total * sizeof *p0);
-    model_init_random(&cfg, &t, p0, 5);
-    for (size_t j = 0; j < t.total; j++) p0[j] *= 5; /* attention far from uniform */
-    for (int i = 0; i < t.n; i++)
-        if (t.info[i].init == PARAM_INIT_ONE)
-            for (size_t j = 0; j < t.info[i].numel; j++) p0[t.info[i].offset + j] = 1.0f + 0.01f * (float)(j % 5);
+    float *p0 = tu_model_params(&cfg, &t, 5, 5);
     backend be;
     int rc = backend_cpu_create(&be, 2);
     CHECK(rc == 0, "%s", err_msg());

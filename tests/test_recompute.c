@@ -18,28 +18,14 @@
 
 enum { B = 3, T = 24, L = 3 };
 
-static bert_config small_config(void)
-{
-    bert_config c = {
-        .vocab_size = 60, .hidden_size = 32, .num_hidden_layers = L, .num_attention_heads = 4,
-        .intermediate_size = 64, .max_position_embeddings = 32, .type_vocab_size = 2, .layer_norm_eps = 1e-12f,
-        .hidden_dropout_prob = 0.1f, .attention_probs_dropout_prob = 0.1f, .initializer_range = 0.02f,
-        .pad_token_id = 0,
-    };
-    return c;
-}
-
 static int32_t ids[B * T], types[B * T], mask[B * T], sp[B] = {3, 5, 0}, ep[B] = {6, 9, 0};
 
-static void make_batch(void)
+/* rows of T, T - 5 and T - 10 tokens */
+static void make_batch(int vocab)
 {
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            int len = T - 5 * b;
-            ids[b * T + t] = t < len ? 1 + (b * 11 + t * 17) % 59 : 0;
-            types[b * T + t] = t >= 6 && t < len;
-            mask[b * T + t] = t < len;
-        }
+    static const int lens[B] = {T, T - 5, T - 10};
+    tu_batch_spec spec = {B, T, lens, .vocab = vocab, .row_mul = 11, .tok_mul = 17, .seg_start = 6};
+    tu_make_batch(&spec, ids, types, mask);
 }
 
 typedef struct {
@@ -132,16 +118,11 @@ static void check_memory(void)
 int main(void)
 {
     log_quiet(1);
-    make_batch();
-    bert_config cfg = small_config();
+    bert_config cfg = tu_small_config(60, L, 4);
+    make_batch(cfg.vocab_size);
     param_table t;
     param_table_init(&t, &cfg);
-    float *p0 = malloc(t.total * sizeof *p0);
-    model_init_random(&cfg, &t, p0, 5);
-    for (size_t j = 0; j < t.total; j++) p0[j] *= 5; /* attention far from uniform */
-    for (int i = 0; i < t.n; i++)
-        if (t.info[i].init == PARAM_INIT_ONE)
-            for (size_t j = 0; j < t.info[i].numel; j++) p0[t.info[i].offset + j] = 1.0f + 0.01f * (float)(j % 5);
+    float *p0 = tu_model_params(&cfg, &t, 5, 5);
     compare(&cfg, p0, t.total, 1);
     compare(&cfg, p0, t.total, 2);
     check_memory();

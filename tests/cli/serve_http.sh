@@ -7,7 +7,7 @@
 # Retry-After when --queue-limit is reached; the page, /health, /metrics;
 # SIGTERM finishes the request in flight and exits 0. Needs curl and jq
 # (scripts/ci_extras.sh installs them); prints "skipped" without them.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
 for t in curl jq; do
     if ! command -v $t >/dev/null; then echo "skipped: $t is not installed (scripts/ci_extras.sh installs it)"; exit 0; fi
 done

@@ -7,7 +7,7 @@
 # resolved precision (so a run asked in fp16 that fell back to fp32 resumes
 # with --precision auto), and
 # --device cuda is an error.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
 M=tests/ref/train3/init
 D=tests/data/train_small.json
 O=$cli_tmp/run
