@@ -12,6 +12,7 @@
 #include "backend/cpu_kernels.h"
 #include "backend/backend.h"
 #include "core/args.h"
+#include "core/clock.h"
 #include "core/err.h"
 #include "model/bert.h"
 #include "model/memory.h"
@@ -24,25 +25,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 const char cmd_bench_summary[] = "time training steps (forward, backward, AdamW) on random data";
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* CPU time of the whole process (all threads): on a shared machine it
- * shows how much of the wall time this process actually ran. */
-static double cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static uint64_t next_u64(uint64_t *s)
 {
@@ -251,7 +235,7 @@ int cmd_bench(int argc, char **argv)
      * and optim_step), so the phase times are real on any backend. */
     double phase[3] = {0}, cpu_total = 0;
     for (int k = 0; k < warmup + steps; k++) {
-        double c0 = cpu_s(), t0 = now_s();
+        double c0 = clock_cpu_s(), t0 = clock_now_s();
         philox_stream rng = {.seed = (uint64_t)seed, .step = (uint32_t)k};
         float loss = NAN;
         if (lens) {
@@ -292,14 +276,14 @@ int cmd_bench(int argc, char **argv)
         if ((rc = bert_forward(m, &b, cfg.hidden_dropout_prob, cfg.attention_probs_dropout_prob, rng, &loss, NULL,
                                NULL)))
             goto done;
-        double t1 = now_s();
+        double t1 = clock_now_s();
         if ((rc = bert_backward(m, 1.0f))) goto done;
-        double t2 = now_s();
+        double t2 = clock_now_s();
         if ((rc = optim_step(opt, bert_model_params(m), bert_model_grads(m), &oc, k, 1.0f, NULL))) goto done;
-        double t3 = now_s(), dt = t3 - t0;
+        double t3 = clock_now_s(), dt = t3 - t0;
         if (k >= warmup) {
             times[k - warmup] = dt;
-            cpu_total += cpu_s() - c0;
+            cpu_total += clock_cpu_s() - c0;
             phase[0] += t1 - t0;
             phase[1] += t2 - t1;
             phase[2] += t3 - t2;

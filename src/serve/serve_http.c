@@ -2,6 +2,7 @@
 #include "serve/serve_http.h"
 
 #include "core/alloc.h"
+#include "core/clock.h"
 #include "core/err.h"
 #include "infer/adhoc.h"
 #include "infer/predict.h"
@@ -74,7 +75,7 @@ static enum MHD_Result reply(req_ctx *c, int status, const char *type, const cha
     while (k_codes[k] && k_codes[k] != status) k++;
     s->code_count[k]++;
     if (c->route == R_ANSWER) {
-        double dt = serve_now() - c->t0;
+        double dt = clock_now_s() - c->t0;
         size_t b = 0;
         while (b < N_LAT && dt > k_lat_le[b]) b++;
         s->lat_bucket[b]++;
@@ -262,7 +263,7 @@ static enum MHD_Result start_answer(req_ctx *c)
     c->job.f = &c->f;
     c->job.start = xmalloc(n * sizeof *c->job.start);
     c->job.end = xmalloc(n * sizeof *c->job.end);
-    c->job.deadline = s->o.timeout_ms > 0 ? serve_now() + 1e-3 * s->o.timeout_ms : 0;
+    c->job.deadline = s->o.timeout_ms > 0 ? clock_now_s() + 1e-3 * s->o.timeout_ms : 0;
     c->job.done = job_done;
     c->job.arg = c;
     c->state = S_QUEUED;
@@ -286,7 +287,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         c = xcalloc(1, sizeof *c);
         c->s = s;
         c->conn = conn;
-        c->t0 = serve_now();
+        c->t0 = clock_now_s();
         *con_cls = c;
         pthread_mutex_lock(&s->mu);
         s->inflight++;
@@ -438,9 +439,9 @@ void serve_stop(serve_server *s, double grace_s)
     pthread_mutex_unlock(&s->mu);
     MHD_socket fd = MHD_quiesce_daemon(s->d);
     if (fd != MHD_INVALID_SOCKET) close(fd);
-    double until = serve_now() + grace_s;
+    double until = clock_now_s() + grace_s;
     pthread_mutex_lock(&s->mu);
-    while (s->inflight > 0 && serve_now() < until) {
+    while (s->inflight > 0 && clock_now_s() < until) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 50 * 1000000L;

@@ -108,7 +108,6 @@ void run_mirror_start(run_ctx *c);
 void run_mirror_stop(run_ctx *c);
 
 /* run_log.c */
-double run_now(void);
 void run_fmt_duration(char *buf, size_t cap, double s);
 /* Opens metrics.csv and eval.csv (keeping the rows of a resumed run up to
  * its step) and the observability hub; a hub that cannot start is one

@@ -13,13 +13,13 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda_module.h"
+#include "core/clock.h"
 #include "core/err.h"
 
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 const char *gc_out_dir = ".";
 int gc_failures = 0;
@@ -50,13 +50,6 @@ FILE *gc_open(const char *name)
     FILE *f = fopen(path, "w");
     if (!f) gc_result(0, "cannot write %s", path);
     return f;
-}
-
-double gc_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 double gc_rel_l2(const float *a, const float *b, size_t n, double floor, double *max_abs)
