@@ -14,6 +14,7 @@
 #include "core/args.h"
 #include "core/clock.h"
 #include "core/err.h"
+#include "core/rng.h"
 #include "model/bert.h"
 #include "model/memory.h"
 #include "model/weights.h"
@@ -28,14 +29,6 @@
 
 const char cmd_bench_summary[] = "time training steps (forward, backward, AdamW) on random data";
 
-static uint64_t next_u64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 /* Random ids; every other row padded over its last quarter; question part
  * of type 0, the rest of type 1; random labels inside the sequence. */
 static void random_batch(int B, int T, int V, uint64_t seed, int32_t *ids, int32_t *types, int32_t *mask,
@@ -47,12 +40,12 @@ static void random_batch(int B, int T, int V, uint64_t seed, int32_t *ids, int32
         if (len < 1) len = 1;
         for (int t = 0; t < T; t++) {
             size_t i = (size_t)b * T + t;
-            ids[i] = t < len ? (int32_t)(next_u64(&s) % (uint64_t)V) : 0;
+            ids[i] = t < len ? (int32_t)(splitmix64_next(&s) % (uint64_t)V) : 0;
             types[i] = t >= T / 4 && t < len;
             mask[i] = t < len;
         }
-        sp[b] = (int32_t)(next_u64(&s) % (uint64_t)len);
-        ep[b] = sp[b] + (int32_t)(next_u64(&s) % 8);
+        sp[b] = (int32_t)(splitmix64_next(&s) % (uint64_t)len);
+        ep[b] = sp[b] + (int32_t)(splitmix64_next(&s) % 8);
         if (ep[b] >= len) ep[b] = len - 1;
     }
 }
@@ -126,7 +119,7 @@ static int read_lengths(const char *path, int seq, uint64_t seed, int **out, int
     }
     uint64_t s = seed;
     for (int i = n - 1; i > 0; i--) {
-        int j = (int)(next_u64(&s) % (uint64_t)(i + 1)), t = v[i];
+        int j = (int)(splitmix64_next(&s) % (uint64_t)(i + 1)), t = v[i];
         v[i] = v[j];
         v[j] = t;
     }
