@@ -4,6 +4,7 @@
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/fileio.h"
+#include "core/shape.h"
 #include "model/tf_bundle.h"
 #include "model/weights.h"
 
@@ -129,14 +130,6 @@ int tf_find_checkpoint(const char *dir, char *prefix, size_t cap, int *found)
     path_join(prefix, cap, dir, first);
     *found = 1;
     return 0;
-}
-
-static void shape_str(char *buf, size_t cap, int ndim, const int64_t *shape)
-{
-    size_t n = (size_t)snprintf(buf, cap, "[");
-    for (int i = 0; i < ndim && n < cap; i++)
-        n += (size_t)snprintf(buf + n, cap - n, "%s%lld", i ? ", " : "", (long long)shape[i]);
-    if (n < cap) snprintf(buf + n, cap - n, "]");
 }
 
 static int load_tensors(const tfb_bundle *b, const bert_config *cfg, const char *cfg_name, const param_table *t,

@@ -12,6 +12,7 @@
 #include "core/fileio.h"
 #include "core/philox.h"
 #include "core/sbuf.h"
+#include "core/shape.h"
 #include "model/tf_bert.h"
 
 #include <errno.h>
@@ -49,14 +50,6 @@ const char *st_dtype_name(st_dtype d)
     for (size_t i = 0; i < sizeof dtype_table / sizeof dtype_table[0]; i++)
         if (dtype_table[i].dtype == d) return dtype_table[i].name;
     return "?";
-}
-
-static void shape_str(char *buf, size_t cap, int ndim, const int64_t *shape)
-{
-    size_t n = (size_t)snprintf(buf, cap, "[");
-    for (int i = 0; i < ndim && n < cap; i++)
-        n += (size_t)snprintf(buf + n, cap - n, "%s%lld", i ? ", " : "", (long long)shape[i]);
-    if (n < cap) snprintf(buf + n, cap - n, "]");
 }
 
 /* ---- reading ------------------------------------------------------------ */
