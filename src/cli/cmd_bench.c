@@ -15,6 +15,7 @@
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/rng.h"
+#include "core/sbuf.h"
 #include "model/bert.h"
 #include "model/memory.h"
 #include "model/weights.h"
@@ -48,24 +49,6 @@ static void random_batch(int B, int T, int V, uint64_t seed, int32_t *ids, int32
         ep[b] = sp[b] + (int32_t)(splitmix64_next(&s) % 8);
         if (ep[b] >= len) ep[b] = len - 1;
     }
-}
-
-/* name as a JSON string body: a model dir path may hold quotes or controls. */
-static void json_escape(char *dst, size_t cap, const char *src)
-{
-    size_t j = 0;
-    for (; *src && j + 7 < cap; src++) {
-        unsigned char ch = (unsigned char)*src;
-        if (ch == '"' || ch == '\\') {
-            dst[j++] = '\\';
-            dst[j++] = (char)ch;
-        } else if (ch < 0x20) {
-            j += (size_t)snprintf(dst + j, cap - j, "\\u%04x", ch);
-        } else {
-            dst[j++] = (char)ch;
-        }
-    }
-    dst[j] = 0;
 }
 
 static double step_flops(const bert_config *c, int B, int T)
@@ -296,25 +279,29 @@ int cmd_bench(int argc, char **argv)
     double flops = lens ? flops_total / steps : step_flops(&cfg, batch, seq);
     double eps = batch / (total / steps), gflops = flops / (total / steps) * 1e-9;
     if (json) {
-        char jname[1024], kern[512], jkern[1024], gemm[96], jgemm[192];
-        json_escape(jname, sizeof jname, name);
-        json_escape(jkern, sizeof jkern, cpu_kernels_describe(kern, sizeof kern));
-        json_escape(jgemm, sizeof jgemm, cpu_kernels_gemm(gemm, sizeof gemm));
-        printf("{\"impl\": \"bertc\", \"backend\": \"cpu\", \"precision\": \"fp32\", \"config\": \"%s\", "
+        char kern[512], gemm[96];
+        sbuf jname = {0}, jkern = {0}, jgemm = {0}; /* escaped: a model dir path may hold quotes or controls */
+        sb_json_string(&jname, name, SB_JSON_UNICODE);
+        sb_json_string(&jkern, cpu_kernels_describe(kern, sizeof kern), SB_JSON_UNICODE);
+        sb_json_string(&jgemm, cpu_kernels_gemm(gemm, sizeof gemm), SB_JSON_UNICODE);
+        printf("{\"impl\": \"bertc\", \"backend\": \"cpu\", \"precision\": \"fp32\", \"config\": %s, "
                "\"layers\": %d, \"hidden\": %d, \"heads\": %d, \"intermediate\": %d, \"vocab\": %d, "
                "\"seq\": %d, \"batch\": %d, \"steps\": %d, \"warmup_steps\": %d, \"threads\": %d, "
-               "\"openblas_core\": \"%s\", \"isa\": \"%s\", \"gemm\": \"%s\", \"kernels\": \"%s\", \"ms_per_step\": %.2f, \"ms_best\": %.2f, \"examples_per_s\": %.4f, "
+               "\"openblas_core\": \"%s\", \"isa\": \"%s\", \"gemm\": %s, \"kernels\": %s, \"ms_per_step\": %.2f, \"ms_best\": %.2f, \"examples_per_s\": %.4f, "
                "\"gflops\": %.2f, \"flops_per_step\": %.6g, "
                "\"flops_formula\": \"6*(L*(4C^2+2CI)+2C)*B*T + 12*L*B*T^2*C\", "
                "\"cpu_ms_per_step\": %.2f, \"forward_ms\": %.2f, \"backward_ms\": %.2f, \"optimizer_ms\": %.2f, "
                "\"dropout\": [%g, %g], \"recompute\": \"%s\", \"loss_first\": %.6f, \"loss_last\": %.6f, "
                "\"packing\": \"%s\", \"lengths\": \"%s\", \"real_tokens_per_step\": %.1f}\n",
-               jname, cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size,
+               jname.p, cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size,
                cfg.vocab_size, seq, batch, steps, warmup, nthreads, openblas_get_corename(), cpu_isa_name(cpu_kernels()->level),
-               jgemm, jkern, ms, 1e3 * best, eps,
+               jgemm.p, jkern.p, ms, 1e3 * best, eps,
                gflops, flops, 1e3 * cpu_total / steps, 1e3 * phase[0] / steps, 1e3 * phase[1] / steps, 1e3 * phase[2] / steps,
                cfg.hidden_dropout_prob, cfg.attention_probs_dropout_prob, memory_recompute_name(rec), loss_first, loss_last,
                packing, lens ? "file" : "random", lens ? real_tokens / steps : (double)BT);
+        sb_free(&jname);
+        sb_free(&jkern);
+        sb_free(&jgemm);
     } else {
         printf("bertc bench: %s (L%d H%d A%d I%d), batch %d x seq %d, %d threads%s, OpenBLAS core %s: "
                "%.1f ms/step (best %.1f; forward %.1f, backward %.1f, optimizer %.1f; CPU time %.1f ms), %.2f examples/s, "

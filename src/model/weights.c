@@ -392,7 +392,7 @@ static int build_header(const char *path, const st_entry *entries, int n, sbuf *
         if (nbytes == SIZE_MAX || off + nbytes < off) return tensor_err(path, e->name, "too large");
         if (nbytes && !e->data) return tensor_err(path, e->name, "no data");
         sb_printf(h, ",");
-        sb_json_string(h, e->name);
+        sb_json_string(h, e->name, SB_JSON_UNICODE);
         sb_printf(h, ":{\"dtype\":\"%s\",\"shape\":[", st_dtype_name(e->dtype));
         for (int d = 0; d < e->ndim; d++) sb_printf(h, "%s%lld", d ? "," : "", (long long)e->shape[d]);
         sb_printf(h, "],\"data_offsets\":[%zu,%zu]}", off, off + nbytes);
