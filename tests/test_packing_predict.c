@@ -17,7 +17,7 @@
 #include "data/squad.h"
 #include "infer/predict.h"
 #include "model/bert.h"
-#include "model/weights.h"
+#include "model/init.h"
 #include "testutil.h"
 #include "text/tokenizer.h"
 #include "train/qa_model.h"

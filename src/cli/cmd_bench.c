@@ -17,8 +17,9 @@
 #include "core/rng.h"
 #include "core/sbuf.h"
 #include "model/bert.h"
+#include "model/hf_dir.h"
+#include "model/init.h"
 #include "model/memory.h"
-#include "model/weights.h"
 #include "train/optim.h"
 
 #include <cblas.h>

@@ -16,8 +16,9 @@
 #include "data/synth.h"
 #include "eval/squad_eval.h"
 #include "model/config.h"
+#include "model/hf_dir.h"
+#include "model/init.h"
 #include "model/params.h"
-#include "model/weights.h"
 #include "train/trainer.h"
 
 #include <stdio.h>

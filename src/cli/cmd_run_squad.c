@@ -11,9 +11,10 @@
 #include "core/err.h"
 #include "core/fileio.h"
 #include "model/config.h"
+#include "model/hf_dir.h"
+#include "model/init.h"
 #include "model/params.h"
 #include "model/tf_bert.h"
-#include "model/weights.h"
 #include "text/tokenizer.h"
 #include "train/trainer.h"
 

@@ -7,7 +7,7 @@
 #include "core/err.h"
 #include "core/fileio.h"
 #include "dist/dist.h"
-#include "model/weights.h"
+#include "model/hf_dir.h"
 #include "train/ckpt.h"
 #include "train/mirror.h"
 #include "train/train_ckpt.h"

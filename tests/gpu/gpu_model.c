@@ -26,7 +26,9 @@
 
 #include "core/clock.h"
 #include "core/err.h"
-#include "model/weights.h"
+#include "model/hf_dir.h"
+#include "model/init.h"
+#include "model/safetensors.h"
 #include "train/lossscale.h"
 #include "train/optim.h"
 

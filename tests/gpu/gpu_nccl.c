@@ -14,7 +14,7 @@
 #include "core/clock.h"
 #include "core/err.h"
 #include "model/bert.h"
-#include "model/weights.h"
+#include "model/init.h"
 
 #include <math.h>
 #include <stdlib.h>
