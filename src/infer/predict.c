@@ -1,5 +1,5 @@
-/* utils_qa.py's postprocess_qa_predictions in C (see predict.h), and the two
- * JSON files it writes. */
+/* utils_qa.py's postprocess_qa_predictions in C (see predict.h), and the
+ * JSON files it writes (through infer/pyjson.h). */
 #include "infer/predict.h"
 
 #include "core/alloc.h"
@@ -97,7 +97,6 @@ static void softmax(qa_answer *a, int n, int as_double)
     if (ex != e) free(ex);
 }
 
-/* One example: its windows' candidates -> out (n_best at most, + "empty"). */
 /* v2 (version_2_with_negative): the null answer of an example and what it
  * decides. */
 typedef struct {
@@ -107,6 +106,7 @@ typedef struct {
     float score_diff;  /* out: null score - best non-null start_logit - end_logit */
 } null_choice;
 
+/* One example: its windows' candidates -> out (n_best at most, + "empty"). */
 static void example_answers(const squad_context *ctx, const features *f, const int *feats, int nfeat,
                             const float *start_logits, const float *end_logits, int n_best, int max_len,
                             candidate **cbuf, size_t *ccap, qa_answer **out, int *nout, null_choice *nul)

@@ -89,8 +89,6 @@ int run_evaluate(run_ctx *c, const char *pred_path, int print)
     }
     qa_predictions_free(&p);
     if (rc) return rc;
-    c->last_em = r.exact_match;
-    c->last_f1 = r.f1;
     run_log_eval(c, &r, clock_now_s() - t, print);
     return 0;
 }

@@ -23,13 +23,6 @@
 #define MAX_NONFINITE_IN_A_ROW 20
 
 static volatile sig_atomic_t g_stop;
-static double g_last_em = -1, g_last_f1 = -1;
-
-void trainer_last_eval(double *exact_match, double *f1)
-{
-    *exact_match = g_last_em;
-    *f1 = g_last_f1;
-}
 
 /* The first SIGINT/SIGTERM asks for a clean stop; SA_RESETHAND puts the
  * default action back, so a second one ends the process at once (the last
@@ -237,7 +230,6 @@ int trainer_run(const trainer_opts *o)
                  "resume)\n", dist_rank(), dist_size());
         g_sig_len = strlen(g_sig_msg);
     }
-    g_last_em = g_last_f1 = -1;
     struct sigaction sa, old_int, old_term;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -249,8 +241,6 @@ int trainer_run(const trainer_opts *o)
     int rc = run_setup(c);
     if (!rc) rc = step_loop(c);
     if (!rc) rc = g_stop ? stop_on_signal(c) : finish(c);
-    g_last_em = c->last_em;
-    g_last_f1 = c->last_f1;
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     run_cleanup(c);
