@@ -7,7 +7,7 @@
 #include "backend/backend.h"
 #include "core/err.h"
 #include "model/bert.h"
-#include "model/weights.h"
+#include "model/init.h"
 #include "testutil.h"
 
 #include <math.h>

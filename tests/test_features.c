@@ -8,6 +8,7 @@
 #include "features_equal.h"
 #include "core/err.h"
 #include "core/fileio.h"
+#include "core/rng.h"
 #include "core/npy.h"
 #include "data/features.h"
 #include "data/squad.h"
@@ -19,13 +20,8 @@
 
 /* --- the hashes of tools/features_parity.py ------------------------------ */
 
-static uint64_t splitmix64(uint64_t x)
-{
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
+/* One splitmix64 step from x, as the Python does it. */
+static uint64_t splitmix64(uint64_t x) { return splitmix64_next(&x); }
 
 /* Row sums of the five arrays of feature i. */
 static void row_sums(const features *f, int i, const uint64_t *m, uint64_t sums[5])

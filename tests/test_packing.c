@@ -14,8 +14,8 @@
 #include "backend/backend.h"
 #include "core/err.h"
 #include "model/bert.h"
+#include "model/init.h"
 #include "model/memory.h"
-#include "model/weights.h"
 #include "testutil.h"
 #include "train/optim.h"
 

@@ -18,7 +18,7 @@
 #include "infer/predict.h"
 #include "infer/qa_model.h"
 #include "model/bert.h"
-#include "model/weights.h"
+#include "model/init.h"
 #include "testutil.h"
 #include "text/tokenizer.h"
 

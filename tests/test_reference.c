@@ -25,7 +25,8 @@
 #include "backend/backend.h"
 #include "core/err.h"
 #include "model/bert.h"
-#include "model/weights.h"
+#include "model/hf_dir.h"
+#include "model/safetensors.h"
 #include "train/optim.h"
 #include "testutil.h"
 

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "testutil.h"
 
+#include "core/clock.h"
 #include "core/err.h"
 #include "core/fileio.h"
 #include "train/supervise.h"
@@ -125,7 +126,7 @@ static int wait_file(const char *name, double seconds)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", g_dir, name);
-    for (double t0 = tu_now_s(); tu_now_s() - t0 < seconds; usleep(10000))
+    for (double t0 = clock_now_s(); clock_now_s() - t0 < seconds; usleep(10000))
         if (path_exists(path)) return 1;
     return 0;
 }
@@ -239,10 +240,10 @@ static void test_crash_then_done(const char *how, const char *signame, int code)
     char run[4200];
     snprintf(run, sizeof run, "%s/run", g_dir); /* not there yet: the supervisor makes it to log */
     char *a[] = {"train", "--model", "m", "--supervise", "3", "--resume", "never", "--out", run};
-    double t0 = tu_now_s();
+    double t0 = clock_now_s();
     err_clear();
     int rc = supervise_run(3, 9, a, run);
-    double dt = tu_now_s() - t0;
+    double dt = clock_now_s() - t0;
     char *att = read_rec("attempts"), *a1 = read_rec("args.1"), *a3 = read_rec("args.3");
     printf("crash by %s twice, then done: rc %d, %d attempts in %.2f s\n", how, rc, tu_count_lines(att), dt);
     CHECK(rc == 0 && err_code() == 0, "rc %d (err '%s'), want 0", rc, err_msg());
@@ -441,7 +442,7 @@ static char proc_state(int pid)
 
 static int wait_state(int pid, int stopped, double seconds)
 {
-    for (double t0 = tu_now_s(); tu_now_s() - t0 < seconds; usleep(5000))
+    for (double t0 = clock_now_s(); clock_now_s() - t0 < seconds; usleep(5000))
         if ((proc_state(pid) == 'T') == stopped) return 1;
     return 0;
 }
@@ -488,10 +489,10 @@ static void test_stop_in_backoff(void)
     char *a[] = {"train", "--out", run};
     pid_t sup = fork_supervisor(3, 3, a, run);
     int logged = wait_file("run/" SUPERVISE_LOG, 20);
-    double t0 = tu_now_s();
+    double t0 = clock_now_s();
     kill(sup, SIGTERM);
     int st = wait_status(sup);
-    double dt = tu_now_s() - t0;
+    double dt = clock_now_s() - t0;
     char *att = read_rec("attempts");
     printf("SIGTERM during a 30 s back-off: exit %d after %.2f s, %d attempt(s)\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1,
            dt, tu_count_lines(att));

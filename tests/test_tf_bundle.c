@@ -16,9 +16,11 @@
 #include "core/err.h"
 #include "core/fileio.h"
 #include "model/bert.h"
+#include "model/hf_dir.h"
+#include "model/init.h"
+#include "model/safetensors.h"
 #include "model/tf_bert.h"
 #include "model/tf_bundle.h"
-#include "model/weights.h"
 #include "testutil.h"
 
 #include <stdlib.h>

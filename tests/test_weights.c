@@ -5,8 +5,10 @@
 #include "core/err.h"
 #include "core/fileio.h"
 #include "model/config.h"
+#include "model/hf_dir.h"
+#include "model/init.h"
 #include "model/params.h"
-#include "model/weights.h"
+#include "model/safetensors.h"
 #include "testutil.h"
 
 #include <math.h>

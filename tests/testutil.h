@@ -8,7 +8,9 @@
 
 #include "model/config.h"
 #include "model/params.h"
-#include "model/weights.h"
+#include "model/hf_dir.h"
+#include "model/init.h"
+#include "model/safetensors.h"
 
 #include <stddef.h>
 #include <stdint.h>

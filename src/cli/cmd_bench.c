@@ -16,13 +16,17 @@
 #include "backend/cpu_kernels.h"
 #include "cli/options.h"
 #include "core/args.h"
+#include "core/clock.h"
 #include "core/err.h"
 #include "core/sbuf.h"
 #include "data/features.h"
 #include "data/loader.h"
+#include "core/clock.h"
+#include "core/rng.h"
 #include "model/bert.h"
+#include "model/hf_dir.h"
+#include "model/init.h"
 #include "model/memory.h"
-#include "model/weights.h"
 #include "train/optim.h"
 #include "train/step.h"
 
@@ -32,7 +36,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 const char cmd_bench_summary[] = "time training steps (forward, backward, AdamW) on random data";
 
@@ -58,30 +61,6 @@ typedef struct {
     double ms, ms_best, examples_per_s, gflops, flops, cpu_ms, forward_ms, backward_ms, optimizer_ms, real_tokens;
 } bench_figures;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* CPU time of the whole process (all threads): on a shared machine it
- * shows how much of the wall time this process actually ran. */
-static double cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static uint64_t next_u64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 /* --batch windows of --seq tokens, as a features table (the ids, types,
  * mask and labels the trainer's step reads): random ids; every other row
  * padded over its last quarter; question part of type 0, the rest of type
@@ -105,13 +84,13 @@ static int windows_init(features *w, int B, int T, int V, uint64_t seed)
         if (len < 1) len = 1;
         for (int t = 0; t < T; t++) {
             size_t i = (size_t)b * T + t;
-            w->input_ids[i] = t < len ? (int32_t)(next_u64(&s) % (uint64_t)V) : 0;
+            w->input_ids[i] = t < len ? (int32_t)(splitmix64_next(&s) % (uint64_t)V) : 0;
             w->token_type_ids[i] = t >= T / 4 && t < len;
             w->attention_mask[i] = t < len;
         }
         int32_t *sp = w->start_positions + b, *ep = w->end_positions + b;
-        *sp = (int32_t)(next_u64(&s) % (uint64_t)len);
-        *ep = *sp + (int32_t)(next_u64(&s) % 8);
+        *sp = (int32_t)(splitmix64_next(&s) % (uint64_t)len);
+        *ep = *sp + (int32_t)(splitmix64_next(&s) % 8);
         if (*ep >= len) *ep = len - 1;
     }
     return 0;
@@ -193,7 +172,7 @@ static int read_lengths(const char *path, int seq, uint64_t seed, int **out, int
     }
     uint64_t s = seed;
     for (int i = n - 1; i > 0; i--) {
-        int j = (int)(next_u64(&s) % (uint64_t)(i + 1)), t = v[i];
+        int j = (int)(splitmix64_next(&s) % (uint64_t)(i + 1)), t = v[i];
         v[i] = v[j];
         v[j] = t;
     }
@@ -303,17 +282,17 @@ static int bench_run(const bench_opts *o, const bert_config *cfg, const float *h
     for (int k = 0; k < o->warmup + o->steps; k++) {
         int timed = k >= o->warmup;
         if (k == o->warmup) tm = (train_step_timing){0};
-        double c0 = cpu_s(), t0 = now_s(), loss = NAN, tokens = 0, flops = 0;
+        double c0 = clock_cpu_s(), t0 = clock_now_s(), loss = NAN, tokens = 0, flops = 0;
         if (o->lens) windows_set_lengths(&w, o, cfg, k, &tokens, &flops);
         so.step = k;
         if ((rc = train_step_grads(&so, idx, 0, o->batch, o->batch, &loss))) goto done;
-        double t2 = now_s();
+        double t2 = clock_now_s();
         if ((rc = optim_step(opt, bert_model_params(m), bert_model_grads(m), &oc, k, 1.0f, NULL))) goto done;
-        double t3 = now_s(), dt = t3 - t0;
+        double t3 = clock_now_s(), dt = t3 - t0;
         if (timed) {
             r->total_s += dt;
             r->best_s = dt < r->best_s ? dt : r->best_s;
-            r->cpu_s += cpu_s() - c0;
+            r->cpu_s += clock_cpu_s() - c0;
             r->optimizer_s += t3 - t2;
             r->real_tokens += tokens;
             r->flops += flops;
@@ -339,14 +318,14 @@ done:
 static void json_key(sbuf *b, const char *key)
 {
     sb_puts(b, b->n ? ", " : "{");
-    sb_json_string(b, key);
+    sb_json_string(b, key, SB_JSON_UNICODE);
     sb_puts(b, ": ");
 }
 
 static void json_str(sbuf *b, const char *key, const char *v)
 {
     json_key(b, key);
-    sb_json_string(b, v);
+    sb_json_string(b, v, SB_JSON_UNICODE);
 }
 
 static void json_int(sbuf *b, const char *key, long long v)

@@ -1,6 +1,7 @@
 /* bertc predict: answers for every question of a SQuAD-format file. */
 #include "cli/options.h"
 #include "core/args.h"
+#include "core/clock.h"
 #include "core/err.h"
 #include "core/fileio.h"
 #include "core/npy.h"
@@ -9,16 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 const char cmd_predict_summary[] = "answer the questions of a SQuAD-format file (predictions.json)";
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int dump_logits(const char *dir, const features *f, const float *start, const float *end)
 {
@@ -92,7 +85,7 @@ int cmd_predict(int argc, char **argv)
         return rc;
     bo.threads = threads;
     bo.gpu = gpu;
-    double t0 = now_s();
+    double t0 = clock_now_s();
     qa_model m;
     squad_data d;
     features f;
@@ -133,7 +126,7 @@ int cmd_predict(int argc, char **argv)
     if (!rc && nbest) rc = nbest_write_json(nbest, &d, &p);
     if (!rc && null_odds) rc = null_odds_write_json(null_odds, &d, &p);
     if (!rc)
-        fprintf(stderr, "predict: %d questions, %d windows, %.1fs -> %s\n", d.n, f.n, now_s() - t0, out);
+        fprintf(stderr, "predict: %d questions, %d windows, %.1fs -> %s\n", d.n, f.n, clock_now_s() - t0, out);
 done:
     qa_predictions_free(&p);
     free(start);

@@ -93,15 +93,4 @@ int predictions_write_json(const char *path, const squad_data *d, const qa_predi
  * repr of the float32 values. Written atomically. */
 int nbest_write_json(const char *path, const squad_data *d, const qa_predictions *p);
 
-/* Appends s as a JSON string literal the way Python's json.dumps with
- * ensure_ascii=False writes it. Exposed for tests. */
-typedef struct {
-    char *buf;
-    size_t len, cap;
-} pyjson_buf;
-void pyjson_string(pyjson_buf *b, const char *s, size_t n);
-void pyjson_raw(pyjson_buf *b, const char *s);
-/* x as Python's repr of a float (the float32 values predict writes). */
-void pyjson_float(pyjson_buf *b, double x);
-
 #endif

@@ -2,7 +2,7 @@
 
 #include "core/err.h"
 #include "core/fileio.h"
-#include "model/weights.h"
+#include "model/hf_dir.h"
 
 #include <math.h>
 #include <stdlib.h>

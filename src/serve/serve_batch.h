@@ -68,6 +68,4 @@ void serve_batcher_stats(serve_batcher *b, serve_batch_stats *s);
 /* Runs what is queued, then stops the worker and frees b. */
 void serve_batcher_free(serve_batcher *b);
 
-double serve_now(void);
-
 #endif

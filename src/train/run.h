@@ -58,14 +58,13 @@ typedef struct {
     int lock_fd;
     int resumed;        /* started from a checkpoint */
     char resumed_from[4096];
-    double last_em, last_f1; /* the latest evaluation (-1: none) */
     /* run_log.c's */
     runlog metrics, evals;
     obs_run *obs;
     int tty;
     int log_warned;     /* a CSV write failed (reported once) */
     double last_progress;
-    /* Data parallel (src/dist, issue 15): this process is rank `rank` of
+    /* Data parallel (src/dist): this process is rank `rank` of
      * `ranks` (1 without mpirun); only the writer (rank 0) touches the run
      * dir. sig: the signal this rank received, which the ranks agree on at
      * the end of each step before *stop is set (on every rank at once). */
@@ -94,9 +93,9 @@ void run_cleanup(run_ctx *c);
  * scale it used, *res what AdamW did. */
 int run_step(run_ctx *c, int32_t *idx, double *loss_out, float *scale_out, optim_result *res);
 
-/* run_eval.c: predictions on --dev and EM/F1 (c->last_em, c->last_f1), an
- * eval.csv row; pred_path NULL: no predictions file; print: the result
- * line even when quiet. ERR_STOPPED when a signal came during it. */
+/* run_eval.c: predictions on --dev and EM/F1, an eval.csv row; pred_path
+ * NULL: no predictions file; print: the result line even when quiet.
+ * ERR_STOPPED when a signal came during it. */
 int run_evaluate(run_ctx *c, const char *pred_path, int print);
 
 /* run_save.c: a checkpoint of the current step (state, weights, optimizer),
@@ -109,7 +108,6 @@ void run_mirror_start(run_ctx *c);
 void run_mirror_stop(run_ctx *c);
 
 /* run_log.c */
-double run_now(void);
 void run_fmt_duration(char *buf, size_t cap, double s);
 /* Opens metrics.csv and eval.csv (keeping the rows of a resumed run up to
  * its step) and the observability hub; a hub that cannot start is one

@@ -302,7 +302,6 @@ static int fit_window(run_ctx *c)
 static int setup_body(run_ctx *c)
 {
     const trainer_opts *o = c->o;
-    c->last_em = c->last_f1 = -1;
     if (path_exists(o->out_dir) && !path_is_dir(o->out_dir))
         return err_set(ERR_INPUT, "--out %s: exists and is not a directory", o->out_dir);
     int rc = qa_model_load(&c->qm, o->model_dir, (uint64_t)o->seed);

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "train/run.h"
 
+#include "core/clock.h"
 #include "core/err.h"
 #include "dist/dist.h"
 #ifdef BERTC_HAVE_CUDA
@@ -145,9 +146,9 @@ int run_step(run_ctx *c, int32_t *idx, double *loss_out, float *scale_out, optim
             int brc = bert_grad_buckets_emit(c->qm.model, c->buckets_sent);
             bert_model_set_grads_ready(c->qm.model, NULL, NULL);
 #ifdef BERTC_HAVE_CUDA
-            double tn = run_now();
+            double tn = clock_now_s();
             if (c->nccl && !brc) brc = cuda_module_loaded()->nccl_allreduce_wait();
-            c->comm_s += run_now() - tn;
+            c->comm_s += clock_now_s() - tn;
 #endif
             if (!rc) rc = brc;
         }

@@ -7,6 +7,7 @@
 #include "train/run.h"
 
 #include "core/alloc.h"
+#include "core/clock.h"
 #include "core/err.h"
 #include "dist/dist.h"
 #include "train/ckpt.h"
@@ -22,13 +23,6 @@
 #define MAX_NONFINITE_IN_A_ROW 20
 
 static volatile sig_atomic_t g_stop;
-static double g_last_em = -1, g_last_f1 = -1;
-
-void trainer_last_eval(double *exact_match, double *f1)
-{
-    *exact_match = g_last_em;
-    *f1 = g_last_f1;
-}
 
 /* The first SIGINT/SIGTERM asks for a clean stop; SA_RESETHAND puts the
  * default action back, so a second one ends the process at once (the last
@@ -112,11 +106,11 @@ static void save_if_due(run_ctx *c)
 {
     const trainer_opts *o = c->o;
     int due = (o->save_every > 0 && c->st.step % o->save_every == 0) ||
-              (o->save_every_minutes > 0 && run_now() - c->last_save_time >= 60 * o->save_every_minutes);
+              (o->save_every_minutes > 0 && clock_now_s() - c->last_save_time >= 60 * o->save_every_minutes);
     if (!due || c->st.step >= c->total || run_save_checkpoint(c) == 0) return;
     log_warn("%s (training goes on; the previous checkpoints are intact; the next save tries again)", err_msg());
     err_clear();
-    c->last_save_time = run_now();
+    c->last_save_time = clock_now_s();
 }
 
 /* The steps from where the run stands to the planned total, or to a
@@ -127,14 +121,14 @@ static int step_loop(run_ctx *c)
     int32_t *idx = xmalloc((size_t)o->batch * sizeof *idx);
     double loss = NAN, lr = 0;
     int rc = 0;
-    c->t0 = c->last_save_time = run_now();
+    c->t0 = c->last_save_time = clock_now_s();
     while (c->st.step < c->total && !g_stop) {
-        double t = run_now();
+        double t = clock_now_s();
         optim_result res;
         float scale = 1;
         rc = run_step(c, idx, &loss, &scale, &res);
         if (rc) break;
-        c->train_time += run_now() - t;
+        c->train_time += clock_now_s() - t;
         lr = res.lr;
         if (isfinite(loss))
             c->st.smoothed_loss = !isfinite(c->st.smoothed_loss) ? loss : 0.98 * c->st.smoothed_loss + 0.02 * loss;
@@ -204,7 +198,7 @@ static int finish(run_ctx *c)
     obs_state(c->obs, "done");
     if (!o->quiet) {
         char d[32];
-        run_fmt_duration(d, sizeof d, c->st.elapsed_s + (run_now() - c->t0));
+        run_fmt_duration(d, sizeof d, c->st.elapsed_s + (clock_now_s() - c->t0));
         printf("done: %lld steps, %s in all; final model in %s\n", (long long)c->st.step, d, final);
         fflush(stdout);
     }
@@ -227,7 +221,6 @@ int trainer_run(const trainer_opts *o)
                  "resume)\n", dist_rank(), dist_size());
         g_sig_len = strlen(g_sig_msg);
     }
-    g_last_em = g_last_f1 = -1;
     struct sigaction sa, old_int, old_term;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -239,8 +232,6 @@ int trainer_run(const trainer_opts *o)
     int rc = run_setup(c);
     if (!rc) rc = step_loop(c);
     if (!rc) rc = g_stop ? stop_on_signal(c) : finish(c);
-    g_last_em = c->last_em;
-    g_last_f1 = c->last_f1;
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     run_cleanup(c);

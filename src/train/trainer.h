@@ -105,8 +105,4 @@ void trainer_opts_default(trainer_opts *o);
 int trainer_opts_check(const trainer_opts *o);
 int trainer_run(const trainer_opts *o);
 
-/* The final evaluation of the last trainer_run in this process (both -1
- * when there was none), for the demo. */
-void trainer_last_eval(double *exact_match, double *f1);
-
 #endif

@@ -13,13 +13,14 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda_module.h"
+#include "core/clock.h"
 #include "core/err.h"
+#include "core/rng.h"
 
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 const char *gc_out_dir = ".";
 int gc_failures = 0;
@@ -50,13 +51,6 @@ FILE *gc_open(const char *name)
     FILE *f = fopen(path, "w");
     if (!f) gc_result(0, "cannot write %s", path);
     return f;
-}
-
-double gc_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 double gc_rel_l2(const float *a, const float *b, size_t n, double floor, double *max_abs)
@@ -102,14 +96,6 @@ int gc_precisions(precision_kind *out)
     return n;
 }
 
-static uint64_t mix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 void gc_batch_init(gc_batch *b, int B, int T, int V, uint64_t seed)
 {
     size_t BT = (size_t)B * T;
@@ -126,12 +112,12 @@ void gc_batch_init(gc_batch *b, int B, int T, int V, uint64_t seed)
         if (len < 1) len = 1;
         for (int t = 0; t < T; t++) {
             size_t i = (size_t)r * T + t;
-            b->ids[i] = t < len ? (int32_t)(1 + mix(&s) % (uint64_t)(V - 1)) : 0;
+            b->ids[i] = t < len ? (int32_t)(1 + splitmix64_next(&s) % (uint64_t)(V - 1)) : 0;
             b->types[i] = t >= T / 4 && t < len;
             b->mask[i] = t < len;
         }
-        b->sp[r] = (int32_t)(mix(&s) % (uint64_t)len);
-        b->ep[r] = b->sp[r] + (int32_t)(mix(&s) % 8);
+        b->sp[r] = (int32_t)(splitmix64_next(&s) % (uint64_t)len);
+        b->ep[r] = b->sp[r] + (int32_t)(splitmix64_next(&s) % 8);
         if (b->ep[r] >= len) b->ep[r] = len - 1;
     }
 }

@@ -18,9 +18,10 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "core/args.h"
+#include "core/clock.h"
 #include "core/err.h"
+#include "model/init.h"
 #include "model/params.h"
-#include "model/weights.h"
 #include "train/lossscale.h"
 #include "train/microbatch.h"
 #include "train/optim.h"
@@ -325,12 +326,12 @@ int gc_bench(int argc, char **argv)
     for (int k = 0; !rc && k < o.warmup + o.steps; k++) {
         if (k == o.warmup) {
             if ((rc = r.be.i->sync(r.be.ctx))) break;
-            t0 = gc_now();
+            t0 = clock_now_s();
         }
         rc = rig_step(&r);
     }
     if (!rc) rc = r.be.i->sync(r.be.ctx);
-    double dt = gc_now() - t0;
+    double dt = clock_now_s() - t0;
     precision_kind prec = r.have_be ? cuda_backend_precision(r.be.ctx) : o.prec;
     if (rc) {
         printf("{\"impl\": \"bertc\", \"gpu\": \"%s\", \"config\": \"%s\", \"seq\": %d, \"batch\": %d, \"precision\": "

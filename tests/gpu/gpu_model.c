@@ -24,8 +24,11 @@
  *  DIR/train_loss.csv. */
 #include "gpu_check.h"
 
+#include "core/clock.h"
 #include "core/err.h"
-#include "model/weights.h"
+#include "model/hf_dir.h"
+#include "model/init.h"
+#include "model/safetensors.h"
 #include "train/lossscale.h"
 #include "train/optim.h"
 
@@ -195,12 +198,12 @@ static void model_cpu_vs_cuda(const precision_kind *precs, int np)
     float *cs = malloc(BT * 4), *ce = malloc(BT * 4), *cg = malloc(t.total * 4), closs = 0;
     float *s = malloc(BT * 4), *e = malloc(BT * 4), *g = malloc(t.total * 4), loss = 0;
     backend cpu;
-    double t0 = gc_now();
+    double t0 = clock_now_s();
     if (backend_cpu_create(&cpu, 0) || run_model(&cpu, &cfg, params, &b, 0.1f, cs, ce, &closs, cg)) {
         gc_result(0, "model minilm on the CPU: %s", err_msg());
         return;
     }
-    printf("minilm CPU forward+backward: %.2f s, loss %.6f\n", gc_now() - t0, (double)closs);
+    printf("minilm CPU forward+backward: %.2f s, loss %.6f\n", clock_now_s() - t0, (double)closs);
     backend_free(&cpu);
     for (int i = 0; i < np; i++) {
         backend be;
@@ -345,13 +348,13 @@ int gc_train(int argc, char **argv)
     for (int i = 0; i < np; i++) {
         int64_t skips = 0;
         float scale = 1;
-        double t0 = gc_now();
+        double t0 = clock_now_s();
         int rc = train_run(precs[i], &cfg, init, losses[i], &skips, &scale);
         ok[i] = rc == 0;
         if (rc) gc_result(0, "train %s: %s", select_precision_name(precs[i]), err_msg());
         else
             printf("train %s: %d steps in %.1f s, first loss %.4f, last %.4f, %lld skipped steps, loss scale %g\n",
-                   select_precision_name(precs[i]), TR_STEPS, gc_now() - t0, losses[i][0], losses[i][TR_STEPS - 1],
+                   select_precision_name(precs[i]), TR_STEPS, clock_now_s() - t0, losses[i][0], losses[i][TR_STEPS - 1],
                    (long long)skips, (double)scale);
     }
     FILE *f = gc_open("train_loss.csv");

@@ -10,7 +10,7 @@
 
 #include "core/err.h"
 #include "model/bert.h"
-#include "model/weights.h"
+#include "model/init.h"
 
 #include <math.h>
 #include <stdlib.h>
