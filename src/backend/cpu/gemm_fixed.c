@@ -54,6 +54,9 @@ typedef void (*gemm_tile_fn)(int kc, const float *a, const float *b, const float
 struct gemm_kern {
     gemm_tile_fn tile;
     int mr, nr, mc, nc, kc;
+    /* Packs one full panel of mr rows of a non-transposed A (row stride
+     * lda) over kc, writing up to 16 floats past it; NULL: the plain loop. */
+    void (*pack_rows)(float *dst, const float *src, long lda, int kc);
 };
 
 enum { TILE_MAX = 12 * 32, TILE_MR_MAX = 12 };
@@ -156,10 +159,43 @@ static inline gemm_v16 v16_add(gemm_v16 a, gemm_v16 b)
 #include "backend/cpu/gemm_fixed_kernel.inc"
 #endif
 
-static const struct gemm_kern kern_scalar = {tile_scalar_12x32, 12, 32, 144, 768, 128};
 #if GEMM_X86
-static const struct gemm_kern kern_avx2 = {tile_avx2_6x16, 6, 16, 144, 768, 256};
-static const struct gemm_kern kern_avx512 = {tile_avx512_12x32, 12, 32, 144, 768, 128};
+/* Six rows: 8 k at a time, an 8 x 8 transpose (two rows of zeros) in
+ * registers; each column of 8 is stored at dst + 6 k, the next one
+ * overwriting its two zeros. */
+__attribute__((target("avx2"))) static void pack_rows_avx2_6(float *dst, const float *src, long lda, int kc)
+{
+    int k = 0;
+    __m256 z = _mm256_setzero_ps();
+    for (; k + 8 <= kc; k += 8, dst += 48) {
+        __m256 r0 = _mm256_loadu_ps(src + k), r1 = _mm256_loadu_ps(src + lda + k);
+        __m256 r2 = _mm256_loadu_ps(src + 2 * lda + k), r3 = _mm256_loadu_ps(src + 3 * lda + k);
+        __m256 r4 = _mm256_loadu_ps(src + 4 * lda + k), r5 = _mm256_loadu_ps(src + 5 * lda + k);
+        __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+        __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+        __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+        __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+        __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+        __m256 s4 = _mm256_shuffle_ps(t4, z, 0x44), s5 = _mm256_shuffle_ps(t4, z, 0xEE);
+        __m256 s6 = _mm256_shuffle_ps(t5, z, 0x44), s7 = _mm256_shuffle_ps(t5, z, 0xEE);
+        _mm256_storeu_ps(dst + 0, _mm256_permute2f128_ps(s0, s4, 0x20));
+        _mm256_storeu_ps(dst + 6, _mm256_permute2f128_ps(s1, s5, 0x20));
+        _mm256_storeu_ps(dst + 12, _mm256_permute2f128_ps(s2, s6, 0x20));
+        _mm256_storeu_ps(dst + 18, _mm256_permute2f128_ps(s3, s7, 0x20));
+        _mm256_storeu_ps(dst + 24, _mm256_permute2f128_ps(s0, s4, 0x31));
+        _mm256_storeu_ps(dst + 30, _mm256_permute2f128_ps(s1, s5, 0x31));
+        _mm256_storeu_ps(dst + 36, _mm256_permute2f128_ps(s2, s6, 0x31));
+        _mm256_storeu_ps(dst + 42, _mm256_permute2f128_ps(s3, s7, 0x31));
+    }
+    for (; k < kc; k++, dst += 6)
+        for (int ii = 0; ii < 6; ii++) dst[ii] = src[ii * lda + k];
+}
+#endif
+
+static const struct gemm_kern kern_scalar = {tile_scalar_12x32, 12, 32, 144, 768, 128, NULL};
+#if GEMM_X86
+static const struct gemm_kern kern_avx2 = {tile_avx2_6x16, 6, 16, 144, 768, 256, pack_rows_avx2_6};
+static const struct gemm_kern kern_avx512 = {tile_avx512_12x32, 12, 32, 144, 768, 128, NULL};
 #endif
 
 /* ------------------------------------------------------------------------
@@ -298,12 +334,16 @@ static void pack_b(float *restrict dst, const struct gemm_args *g, int nr, int p
 
 /* Rows i0 .. i0+mi of op(A), columns k0 .. k0+kc, as ceil(mi / mr) panels
  * of kc * mr floats: dst[p][k][ii] = op(A)[i0 + p*mr + ii][k0 + k], zero
- * past mi. */
-static void pack_a_block(float *restrict dst, const struct gemm_args *g, int mr, int i0, int mi, int k0, int kc)
+ * past mi. May write 16 floats past the block. */
+static void pack_a_block(float *restrict dst, const struct gemm_args *g, const struct gemm_kern *kr, int i0, int mi,
+                         int k0, int kc)
 {
+    int mr = kr->mr;
     for (int r = 0; r < mi; r += mr, dst += (size_t)kc * mr) {
         int nrow = mi - r < mr ? mi - r : mr;
-        if (g->transa) {
+        if (!g->transa && nrow == mr && kr->pack_rows) {
+            kr->pack_rows(dst, g->A + (size_t)(i0 + r) * g->lda + k0, g->lda, kc);
+        } else if (g->transa) {
             for (int k = 0; k < kc; k++) {
                 const float *src = g->A + (size_t)(k0 + k) * g->lda + i0 + r;
                 copy_row(dst + (size_t)k * mr, src, nrow, mr);
@@ -414,7 +454,7 @@ static void plan_make(struct gemm_plan *pl, const struct gemm_kern *kr, int M, i
     pl->cb = ceil_div(N, pl->nc);
     pl->npanels = ceil_div(N, kr->nr);
     pl->b_floats = round16((size_t)pl->npanels * kr->nr * (K > 0 ? K : 1));
-    pl->a_floats = round16((size_t)pl->mc * (pl->kcb > 0 ? pl->kcb : 1));
+    pl->a_floats = round16((size_t)pl->mc * (pl->kcb > 0 ? pl->kcb : 1) + 16);
     pl->p_floats = pl->kb > 1 ? round16((size_t)pl->mc * pl->nc) : 0;
 }
 
@@ -431,7 +471,7 @@ static void run_task(const struct gemm_args *g, const struct gemm_plan *pl, cons
     for (int b = 0; b < pl->kb; b++) {
         int k0 = b * pl->kcb, kc = g->K - k0 < pl->kcb ? g->K - k0 : pl->kcb;
         int first = b == 0, last = b == pl->kb - 1;
-        pack_a_block(ap, g, mr, i0, mi, k0, kc);
+        pack_a_block(ap, g, kr, i0, mi, k0, kc);
         for (int jp = 0; jp < njp; jp++) {
             const float *bpan = bp + ((size_t)(j0 / nr + jp) * g->K + k0) * nr;
             int cols = nj - jp * nr < nr ? nj - jp * nr : nr;
