@@ -29,8 +29,9 @@ void gemm_fixed(int transa, int transb, int M, int N, int K, float alpha, const 
  * AVX512 needs AVX-512F with the OS saving its registers. */
 enum gemm_isa { GEMM_ISA_SCALAR, GEMM_ISA_AVX2, GEMM_ISA_AVX512 };
 
-/* Caps the kernel used from now on (default: the best the CPU and OS
- * support). Not to be called while another thread is inside gemm_fixed. */
+/* Caps the kernel used by calls from now on (default: the best the CPU and
+ * OS support). Every kernel gives the same bits, so this changes speed only;
+ * a call already running keeps its kernel. */
 void gemm_fixed_set_isa(enum gemm_isa max);
 /* The kernel that runs now: the cap, lowered to what the CPU supports. */
 enum gemm_isa gemm_fixed_isa(void);
