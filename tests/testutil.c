@@ -10,7 +10,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 int tu_pass, tu_fail;
@@ -78,13 +77,6 @@ int tu_sanitized(void)
 {
     const char *s = getenv("BERTC_SANITIZED");
     return s && *s == '1';
-}
-
-double tu_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* ---- files ---------------------------------------------------------------- */

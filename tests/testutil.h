@@ -45,9 +45,6 @@ extern uint64_t tu_rng_state;
 double tu_urand(void);
 void tu_fill(float *x, size_t n, double lo, double hi);
 
-/* Seconds on the monotonic clock. */
-double tu_now_s(void);
-
 /* ---- files ----------------------------------------------------------------
  * tu_data and tu_tmp_path return static buffers, each reused 32 calls later. */
 

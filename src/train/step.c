@@ -1,18 +1,11 @@
 /* The forward and backward passes of one optimizer step (step.h). */
 #include "train/step.h"
 
+#include "core/clock.h"
 #include "core/err.h"
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* BERTC_DEBUG_OOM=N or N@S (step.h): step is 1-based. */
 static int debug_oom(int64_t step, int rows)
@@ -35,13 +28,13 @@ static int forward_backward(const train_step_opts *o, const bert_batch *b, philo
                             int last, double t0, float *loss)
 {
     int rc = bert_forward(o->model, b, o->drop_hidden, o->drop_attn, rng, loss, NULL, NULL);
-    double t1 = o->timing ? now_s() : 0;
+    double t1 = o->timing ? clock_now_s() : 0;
     arm_buckets(o, last);
     if (!rc) rc = bert_backward(o->model, grad_scale);
     bert_model_set_grads_ready(o->model, NULL, NULL);
     if (o->timing) {
         o->timing->forward_s += t1 - t0;
-        o->timing->backward_s += now_s() - t1;
+        o->timing->backward_s += clock_now_s() - t1;
     }
     return rc;
 }
@@ -79,7 +72,7 @@ static int run_packed(const train_step_opts *o, int B, int count, philox_stream 
         rc = forward_backward(o, &b, r, w * o->scale, last && r0 + n == B, t0, &l);
         if (!rc) *loss += (double)w * (double)l;
         r0 += n;
-        if (o->timing) t0 = now_s();
+        if (o->timing) t0 = clock_now_s();
     }
     free(ids);
     free(types);
@@ -94,7 +87,7 @@ int train_step_grads(const train_step_opts *o, const int32_t *idx, int first, in
     int k0 = first / o->micro;
     idx += first;
     for (int k = k0, at = 0; at < len; k++, at += o->micro) {
-        double t0 = o->timing ? now_s() : 0;
+        double t0 = o->timing ? clock_now_s() : 0;
         int B = len - at < o->micro ? len - at : o->micro;
         loader_gather(o->mb, o->f, idx + at, B);
         philox_stream rng = {o->seed, (uint32_t)((uint64_t)o->step * (uint64_t)o->micro_batches + (uint64_t)k), 0};
