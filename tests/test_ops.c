@@ -341,7 +341,8 @@ static void test_attention(float p)
     to_double(dv_, v, N * C);
     to_double(dr, r, N * C);
     att_prob a = {B, T, NH, HS, dq_, dk_, dv_, dr, dout_, dprobs, mask, p, rng};
-    be.i->attention_forward(be.ctx, out, probs, q, k, v, mask, B, T, NH, HS, p, rng);
+    backend_windows w = backend_windows_padded(B, T, mask);
+    be.i->attention_forward(be.ctx, out, probs, q, k, v, &w, NH, HS, p, rng);
     ref_attention(&a);
     char name[96];
     snprintf(name, sizeof name, "attention forward out (p=%.2f)", p);
@@ -350,7 +351,7 @@ static void test_attention(float p)
     check_fwd(name, probs, dprobs, B * NH * T * T, 1e-5);
 
     float dq[N * C] = {0}, dk[N * C] = {0}, dv[N * C] = {0};
-    be.i->attention_backward(be.ctx, dq, dk, dv, scratch, r, q, k, v, probs, mask, B, T, NH, HS, p, rng);
+    be.i->attention_backward(be.ctx, dq, dk, dv, scratch, r, q, k, v, probs, &w, NH, HS, p, rng);
     double g[N * C];
     numgrad(L_attention, &a, dq_, N * C, g);
     snprintf(name, sizeof name, "attention d q (p=%.2f)", p);
@@ -397,7 +398,8 @@ static void test_attention_long(float p)
         dirv[i] = tu_urand() - 0.5;
     }
     att_prob a = {Bn, Tn, H, S, xq, xk, xv, xr, xo, xp, mask, p, rng};
-    be.i->attention_forward(be.ctx, out, probs, q, k, v, mask, Bn, Tn, H, S, p, rng);
+    backend_windows w = backend_windows_padded(Bn, Tn, mask);
+    be.i->attention_forward(be.ctx, out, probs, q, k, v, &w, H, S, p, rng);
     ref_attention(&a);
     char name[96];
     snprintf(name, sizeof name, "attention T=%d forward out (p=%.2f)", Tn, p);
@@ -406,7 +408,7 @@ static void test_attention_long(float p)
     check_fwd(name, probs, xp, np, 1e-5);
 
     float *dq = calloc(3 * n, sizeof *dq), *dk = dq + n, *dv = dk + n;
-    be.i->attention_backward(be.ctx, dq, dk, dv, scratch, r, q, k, v, probs, mask, Bn, Tn, H, S, p, rng);
+    be.i->attention_backward(be.ctx, dq, dk, dv, scratch, r, q, k, v, probs, &w, H, S, p, rng);
     double analytic = 0;
     for (size_t i = 0; i < n; i++) analytic += dq[i] * dirq[i] + dk[i] * dirk[i] + dv[i] * dirv[i];
     double h = 1e-5, lp, lm;
@@ -467,10 +469,11 @@ static void test_dropout_grad(void)
     to_double(d.r, r, ND);
     d.p = 0.3f;
     d.rng = (philox_stream){5, 11, 2};
-    be.i->dropout_forward(be.ctx, out, x, ND, d.p, d.rng);
+    backend_windows w = backend_windows_padded(1, ND, NULL);
+    be.i->dropout_forward(be.ctx, out, x, &w, 1, d.p, d.rng);
     ref_dropout(&d);
     check_fwd("dropout forward (p=0.30)", out, d.out, ND, 1e-6);
-    be.i->dropout_backward(be.ctx, dinp, r, ND, d.p, d.rng);
+    be.i->dropout_backward(be.ctx, dinp, r, &w, 1, d.p, d.rng);
     double g[ND];
     numgrad(L_dropout, &d, d.x, ND, g);
     check_grad("dropout d inp (p=0.30)", dinp, g, ND);
@@ -514,11 +517,11 @@ static void test_embedding(void)
     to_double(e.r, r, N * C);
     e.ids = ids;
     e.types = types;
-    be.i->embedding_forward(be.ctx, out, ids, types, wte, wpe, wtt, B, T, C);
+    be.i->embedding_forward(be.ctx, out, ids, types, NULL, wte, wpe, wtt, N, T, C);
     ref_embedding(&e);
     check_fwd("embedding forward", out, e.out, N * C, 1e-6);
     float dwte[V * C] = {0}, dwpe[P * C] = {0}, dwtt[TV * C] = {0};
-    be.i->embedding_backward(be.ctx, dwte, dwpe, dwtt, r, ids, types, B, T, C);
+    be.i->embedding_backward(be.ctx, dwte, dwpe, dwtt, r, ids, types, NULL, N, T, C);
     double g[P * C]; /* P > V */
     numgrad(L_embedding, &e, e.wte, V * C, g);
     check_grad("embedding d wte (repeated ids)", dwte, g, V * C);
@@ -573,11 +576,12 @@ static void test_qa_loss(void)
     q.end = end;
     q.grad_scale = 1;
     double want = ref_qa_loss(&q);
-    be.i->qa_loss(be.ctx, &loss, dlogits, logits, start, end, QB, T, 1.0f);
+    backend_windows w = backend_windows_padded(QB, T, NULL);
+    be.i->qa_loss(be.ctx, &loss, dlogits, logits, start, end, &w, 1.0f);
     printf("qa_loss: got %.9g want %.9g\n", loss, want);
     CHECK(fabs(loss - want) <= 1e-6 * fabs(want), "qa_loss %.9g want %.9g", loss, want);
     q.grad_scale = 0.375;
-    be.i->qa_loss(be.ctx, &loss, dlogits, logits, start, end, QB, T, 0.375f);
+    be.i->qa_loss(be.ctx, &loss, dlogits, logits, start, end, &w, 0.375f);
     double g[QB * T * 2];
     numgrad(ref_qa_loss, &q, q.logits, QB * T * 2, g);
     check_grad("qa_loss d logits (grad_scale 0.375)", dlogits, g, QB * T * 2);
@@ -589,7 +593,7 @@ static void test_qa_loss(void)
      * the end gradient is 0 and the start gradient is unchanged */
     const int32_t none[QB] = {5, 6, 100, 5};
     float dl2[QB * T * 2];
-    be.i->qa_loss(be.ctx, &loss, dl2, logits, start, none, QB, T, 0.375f);
+    be.i->qa_loss(be.ctx, &loss, dl2, logits, start, none, &w, 0.375f);
     CHECK(isnan(loss), "all-ignored end: loss %g, want NaN as torch", loss);
     int ok = 1;
     for (int i = 0; i < QB * T; i++) ok &= dl2[2 * i + 1] == 0 && dl2[2 * i] == dlogits[2 * i];

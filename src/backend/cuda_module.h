@@ -35,7 +35,7 @@
 extern "C" {
 #endif
 
-#define BERTC_CUDA_ABI 3 /* 2: the NCCL calls of data-parallel training; 3: bucketed NCCL */
+#define BERTC_CUDA_ABI 4 /* 2: the NCCL calls of data-parallel training; 3: bucketed NCCL; 4: windowed ops */
 #define BERTC_CUDA_ENTRY "bertc_cuda_backend_entry"
 #define BERTC_CUDA_MODULE_FILE "libbertc_cuda.so"
 

@@ -240,6 +240,7 @@ static void ops_attention(int B, int T, int NH, int HS, const int32_t *mask_c, c
     const backend_i *C = g_cpu.i, *G = g_gpu.i;
     void *cc = g_cpu.ctx, *gg = g_gpu.ctx;
     size_t N = (size_t)B * T, CH = (size_t)NH * HS;
+    backend_windows wc = backend_windows_padded(B, T, mask_c), wg = backend_windows_padded(B, T, mask_g);
     for (int drop = 0; drop < 2; drop++) {
         float p = drop ? 0.1f : 0.0f;
         char name[64];
@@ -247,16 +248,14 @@ static void ops_attention(int B, int T, int NH, int HS, const int32_t *mask_c, c
         buf2 q = b2_rand(N * CH, s, -1, 1), kk = b2_rand(N * CH, s, -1, 1);
         buf2 v = b2_rand(N * CH, s, -1, 1), o = b2_new(N * CH, NULL);
         buf2 probs = b2_new((size_t)B * NH * T * T, NULL), scr = b2_new((size_t)B * NH * T * T, NULL);
-        BOTH(C->attention_forward(cc, o.c, probs.c, q.c, kk.c, v.c, mask_c, B, T, NH, HS, p, rng),
-             G->attention_forward(gg, o.g, probs.g, q.g, kk.g, v.g, mask_g, B, T, NH, HS, p, rng));
+        BOTH(C->attention_forward(cc, o.c, probs.c, q.c, kk.c, v.c, &wc, NH, HS, p, rng),
+             G->attention_forward(gg, o.g, probs.g, q.g, kk.g, v.g, &wg, NH, HS, p, rng));
         b2_cmp(name, "probs", probs, gt);
         b2_cmp(name, "out", o, gt);
         buf2 dq = b2_rand(N * CH, s, -1, 1), dk = b2_rand(N * CH, s, -1, 1);
         buf2 dv = b2_rand(N * CH, s, -1, 1);
-        BOTH(C->attention_backward(cc, dq.c, dk.c, dv.c, scr.c, dout.c, q.c, kk.c, v.c, probs.c, mask_c, B, T, NH, HS,
-                                   p, rng),
-             G->attention_backward(gg, dq.g, dk.g, dv.g, scr.g, dout.g, q.g, kk.g, v.g, probs.g, mask_g, B, T, NH, HS,
-                                   p, rng));
+        BOTH(C->attention_backward(cc, dq.c, dk.c, dv.c, scr.c, dout.c, q.c, kk.c, v.c, probs.c, &wc, NH, HS, p, rng),
+             G->attention_backward(gg, dq.g, dk.g, dv.g, scr.g, dout.g, q.g, kk.g, v.g, probs.g, &wg, NH, HS, p, rng));
         b2_cmp(name, "dq", dq, 2 * gt);
         b2_cmp(name, "dk", dk, 2 * gt);
         b2_cmp(name, "dv", dv, 2 * gt);
@@ -285,14 +284,16 @@ static void ops_one(precision_kind prec)
     buf2 bid = b2_ints(ids, N), bty = b2_ints(types, N), bmask = b2_ints(mask, N);
     buf2 wte = b2_rand((size_t)V * CH, &s, -1, 1), wpe = b2_rand((size_t)T * CH, &s, -1, 1);
     buf2 wtt = b2_rand(2 * CH, &s, -1, 1), emb = b2_new((size_t)N * CH, NULL);
-    BOTH(C->embedding_forward(cc, emb.c, (int32_t *)bid.c, (int32_t *)bty.c, wte.c, wpe.c, wtt.c, B, T, CH),
-         G->embedding_forward(gg, emb.g, (int32_t *)bid.g, (int32_t *)bty.g, wte.g, wpe.g, wtt.g, B, T, CH));
+    BOTH(C->embedding_forward(cc, emb.c, (int32_t *)bid.c, (int32_t *)bty.c, NULL, wte.c, wpe.c, wtt.c, N, T, CH),
+         G->embedding_forward(gg, emb.g, (int32_t *)bid.g, (int32_t *)bty.g, NULL, wte.g, wpe.g, wtt.g, N, T, CH));
     b2_cmp("embedding_forward", "out", emb, 1e-6);
     buf2 dout = b2_rand((size_t)N * CH, &s, -1, 1);
     buf2 dwte = b2_rand((size_t)V * CH, &s, -1, 1), dwpe = b2_rand((size_t)T * CH, &s, -1, 1);
     buf2 dwtt = b2_rand(2 * CH, &s, -1, 1);
-    BOTH(C->embedding_backward(cc, dwte.c, dwpe.c, dwtt.c, dout.c, (int32_t *)bid.c, (int32_t *)bty.c, B, T, CH),
-         G->embedding_backward(gg, dwte.g, dwpe.g, dwtt.g, dout.g, (int32_t *)bid.g, (int32_t *)bty.g, B, T, CH));
+    BOTH(C->embedding_backward(cc, dwte.c, dwpe.c, dwtt.c, dout.c, (int32_t *)bid.c, (int32_t *)bty.c, NULL, N, T,
+                               CH),
+         G->embedding_backward(gg, dwte.g, dwpe.g, dwtt.g, dout.g, (int32_t *)bid.g, (int32_t *)bty.g, NULL, N, T,
+                               CH));
     b2_cmp("embedding_backward", "dwte", dwte, 1e-6);
     b2_cmp("embedding_backward", "dwpe", dwpe, 1e-6);
     b2_cmp("embedding_backward", "dwtt", dwtt, 1e-6);
@@ -358,9 +359,10 @@ static void ops_one(precision_kind prec)
     /* dropout, add */
     size_t n = (size_t)N * CH + 3; /* not a multiple of 4 */
     buf2 a = b2_rand(n, &s, -2, 2), a2 = b2_rand(n, &s, -2, 2), r = b2_new(n, NULL);
-    BOTH(C->dropout_forward(cc, r.c, a.c, n, 0.1f, rng), G->dropout_forward(gg, r.g, a.g, n, 0.1f, rng));
+    backend_windows wf = backend_windows_padded(1, (int)n, NULL);
+    BOTH(C->dropout_forward(cc, r.c, a.c, &wf, 1, 0.1f, rng), G->dropout_forward(gg, r.g, a.g, &wf, 1, 0.1f, rng));
     b2_cmp("dropout_forward", "out", r, 1e-6);
-    BOTH(C->dropout_backward(cc, r.c, a2.c, n, 0.1f, rng), G->dropout_backward(gg, r.g, a2.g, n, 0.1f, rng));
+    BOTH(C->dropout_backward(cc, r.c, a2.c, &wf, 1, 0.1f, rng), G->dropout_backward(gg, r.g, a2.g, &wf, 1, 0.1f, rng));
     b2_cmp("dropout_backward", "dinp", r, 1e-6);
     BOTH(C->add(cc, r.c, a.c, a2.c, n), G->add(gg, r.g, a.g, a2.g, n));
     b2_cmp("add", "out", r, 1e-6);
@@ -371,8 +373,9 @@ static void ops_one(precision_kind prec)
     int32_t st[B] = {5, T + 3}, en[B] = {-2, 9};
     buf2 bst = b2_ints(st, B), ben = b2_ints(en, B);
     buf2 lg = b2_rand((size_t)N * 2, &s, -3, 3), dl = b2_new((size_t)N * 2, NULL), ls = b2_new(1, NULL);
-    BOTH(C->qa_loss(cc, ls.c, dl.c, lg.c, (int32_t *)bst.c, (int32_t *)ben.c, B, T, 0.5f),
-         G->qa_loss(gg, ls.g, dl.g, lg.g, (int32_t *)bst.g, (int32_t *)ben.g, B, T, 0.5f));
+    backend_windows wq = backend_windows_padded(B, T, NULL);
+    BOTH(C->qa_loss(cc, ls.c, dl.c, lg.c, (int32_t *)bst.c, (int32_t *)ben.c, &wq, 0.5f),
+         G->qa_loss(gg, ls.g, dl.g, lg.g, (int32_t *)bst.g, (int32_t *)ben.g, &wq, 0.5f));
     b2_cmp("qa_loss", "loss", ls, 1e-5);
     b2_cmp("qa_loss", "dlogits", dl, 1e-5);
 
