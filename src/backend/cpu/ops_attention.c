@@ -95,8 +95,8 @@ static int rows_per_block(const cpu_ctx *ctx, int len)
 }
 
 /* Each window's first row, length and offset in probs, computed once per
- * call; NULL after recording the failure in ctx (as when the scratch for
- * the longest window cannot be had). */
+ * call, with scratch reserved for a row of the longest window; NULL after
+ * recording the failure in ctx. */
 typedef struct {
     size_t row0, probs;
     int len;
@@ -104,19 +104,24 @@ typedef struct {
 
 static att_window *att_windows(cpu_ctx *ctx, const backend_windows *w, int NH)
 {
-    if (cpu_scratch_reserve(ctx, (size_t)w->max_len) != 0) return NULL;
     att_window *aw = malloc((size_t)w->B * sizeof *aw);
     if (!aw) {
         cpu_fail(ctx, "attention: out of memory");
         return NULL;
     }
     size_t at = 0;
+    int longest = 1;
     for (int b = 0; b < w->B; b++) {
         int len = cpu_window_len(w, b);
         aw[b].row0 = cpu_window_row0(w, b);
         aw[b].len = len;
         aw[b].probs = at;
-        at += (size_t)NH * (size_t)len * (size_t)len;
+        at += (size_t)NH * (size_t)(len > 0 ? len : 0) * (size_t)(len > 0 ? len : 0);
+        if (len > longest) longest = len;
+    }
+    if (cpu_scratch_reserve(ctx, (size_t)longest) != 0) {
+        free(aw);
+        return NULL;
     }
     return aw;
 }
