@@ -301,21 +301,22 @@ out:
     bert_model_free(pkre);
 }
 
-/* qa_loss_varlen by hand on two windows, one ignored side */
+/* qa_loss on packed windows by hand: two windows, one ignored side */
 static void loss_by_hand(backend *be)
 {
     /* window 0 rows 0..2, window 1 rows 3..4, packed; Tp = 4 */
     float logits[10] = {0.5f, -1, 2, 0.25f, -0.5f, 1.5f, 1, 0, 3, -2};
-    int32_t row0[2] = {0, 3}, len[2] = {3, 2}, st[2] = {2, 0}, en[2] = {1, 4};
+    int32_t offs[3] = {0, 3, 5}, st[2] = {2, 0}, en[2] = {1, 4};
     float loss = 0, d[10];
-    be->i->qa_loss_varlen(be->ctx, &loss, d, logits, row0, len, st, en, 2, 5, 4, 1.0f);
+    backend_windows w = backend_windows_packed(offs, 2, 4, 5, 3);
+    be->i->qa_loss(be->ctx, &loss, d, logits, st, en, &w, 1.0f);
     /* start: window 0 target 2 over {0.5, 2, -0.5}, window 1 target 0 over {1, 3};
      * end: window 0 target 1 over {-1, 0.25, 1.5}, window 1 ignored (4 = Tp) */
     double s0 = log(exp(0.5) + exp(2) + exp(-0.5)) - (-0.5), s1 = log(exp(1) + exp(3)) - 1;
     double e0 = log(exp(-1) + exp(0.25) + exp(1.5)) - 0.25;
     double want = ((s0 + s1) / 2 + e0) / 2;
-    printf("qa_loss_varlen by hand: %.9g, want %.9g\n", (double)loss, want);
-    CHECK(fabs(loss - want) <= 1e-6 * fabs(want), "qa_loss_varlen %.9g vs %.9g", (double)loss, want);
+    printf("packed qa_loss by hand: %.9g, want %.9g\n", (double)loss, want);
+    CHECK(fabs(loss - want) <= 1e-6 * fabs(want), "packed qa_loss %.9g vs %.9g", (double)loss, want);
     double p = exp(3) / (exp(1) + exp(3));
     CHECK(fabs(d[6] - (1 - p - 1) * 0.25) < 1e-7 && d[7] == 0 && d[9] == 0,
           "dlogits: window 1 start %.9g, its end 0 (ignored)", (double)d[6]);
