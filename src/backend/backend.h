@@ -178,6 +178,13 @@ typedef struct backend {
 
 /* "cpu" or "cuda"; nthreads applies to the CPU backend (0 = all cores). */
 int backend_cpu_create(backend *out, int nthreads);
+/* Batch invariance: on (1) every row of every product is computed in one
+ * fixed order (backend/cpu/gemm_fixed.h), so a window's outputs are the same
+ * bits whatever other windows share its batch, whatever the batch size and
+ * thread count; off (0, the default) the fastest GEMM. Returns 1 when the
+ * backend honours it (the CPU), 0 when it does not (CUDA: cuBLASLt picks
+ * its algorithm by shape). */
+int backend_set_batch_invariant(backend *b, int on);
 /* The CUDA backend in its precision auto, through the module
  * (backend/cuda_module.h; defined in backend/select.c): ERR_RUNTIME when the
  * module or a usable GPU is missing. */

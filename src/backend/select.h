@@ -73,6 +73,7 @@ typedef struct {
     int gpu;           /* CUDA device ordinal */
     int64_t mem_limit; /* bytes the CUDA backend may allocate; 0 = no limit (--gpu-mem-limit) */
     int quiet;         /* 1: no fall-back notice on stderr (tests) */
+    int batch_invariant; /* 1: answers independent of their batch (backend_set_batch_invariant; CPU only) */
 } backend_opts;
 
 backend_opts backend_opts_default(void);

@@ -53,6 +53,7 @@ int cmd_ask(int argc, char **argv)
         return rc;
     bo.threads = threads;
     bo.gpu = gpu;
+    bo.batch_invariant = 1; /* a question's answers do not depend on the other windows in its batch */
     char *text;
     size_t n;
     if (context[0] == '@') {

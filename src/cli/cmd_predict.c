@@ -85,6 +85,7 @@ int cmd_predict(int argc, char **argv)
         return rc;
     bo.threads = threads;
     bo.gpu = gpu;
+    bo.batch_invariant = 1; /* a question's answers do not depend on the other windows in its batch */
     double t0 = clock_now_s();
     qa_model m;
     squad_data d;

@@ -73,6 +73,7 @@ int cmd_serve(int argc, char **argv)
         return rc;
     bo.threads = threads;
     bo.gpu = gpu;
+    bo.batch_invariant = 1; /* a question's answers do not depend on the other windows in its batch */
     /* Every thread started from here on (libmicrohttpd's, the worker, OpenMP's) leaves these to sigwait below. */
     sigset_t sigs;
     sigemptyset(&sigs);

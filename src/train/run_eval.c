@@ -74,14 +74,17 @@ int run_evaluate(run_ctx *c, const char *pred_path, int print)
     qa_predictions p;
     int v2 = c->o->version_2_with_negative;
     int rc;
+    /* The evaluation computes as `bertc predict` does: each window's logits
+     * independent of the batch it is in (and so of the rank count). */
+    backend_set_batch_invariant(&c->qm.be, 1);
     if (c->ranks > 1) {
         rc = evaluate_split(c, &p);
-        if (rc || !c->writer) return rc;
     } else {
         postprocess_opts po = eval_postprocess_opts(c->o);
         rc = qa_model_predict(&c->qm, &c->dev, &c->df, &po, &p, c->stop);
-        if (rc) return rc;
     }
+    backend_set_batch_invariant(&c->qm.be, 0);
+    if (rc || (c->ranks > 1 && !c->writer)) return rc;
     eval_result r;
     rc = v2 ? eval_v2(&c->dev, &p, &r) : qa_predictions_eval(&c->dev, &p, &r);
     if (!rc && pred_path) rc = predictions_write_json(pred_path, &c->dev, &p);

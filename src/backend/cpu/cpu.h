@@ -45,6 +45,10 @@ typedef struct {
      * threads of a parallel region, each on its own problem, and must run
      * on the calling thread alone. Read only inside the region. */
     int blas_serial;
+    /* 1: cpu_gemm computes with gemm_fixed, whose every row is one fixed
+     * order of operations, so a window's results do not depend on the other
+     * windows of its batch (inference: predict, serve, evaluation). */
+    int batch_invariant;
     /* Sticky failure of an op (ops return void); backend sync reports it. */
     int error;
     char error_msg[200];
@@ -64,7 +68,8 @@ void cpu_blas_serial_begin(cpu_ctx *ctx);
 void cpu_blas_serial_end(cpu_ctx *ctx);
 
 /* C (M,N) = alpha op(A) op(B) + beta C, row-major, op(X) = X^T when trans:
- * every GEMM of the CPU ops goes through here (OpenBLAS's sgemm). Outside
+ * every GEMM of the CPU ops goes through here (OpenBLAS's sgemm, or
+ * gemm_fixed when ctx->batch_invariant). Outside
  * a cpu_blas_serial_begin/end region it may use ctx->nthreads threads (the
  * caller has run cpu_set_threads); inside one, the calling thread only. */
 void cpu_gemm(const cpu_ctx *ctx, int transa, int transb, int M, int N, int K, float alpha, const float *A, int lda,

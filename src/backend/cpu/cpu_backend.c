@@ -1,6 +1,7 @@
 /* The CPU backend: context, memory, thread count, the GEMM wrapper and the
  * op table. The ops themselves are in ops_*.c (see cpu.h). */
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/gemm_fixed.h"
 
 #include "core/err.h"
 
@@ -37,7 +38,10 @@ void cpu_blas_serial_end(cpu_ctx *ctx)
 void cpu_gemm(const cpu_ctx *ctx, int transa, int transb, int M, int N, int K, float alpha, const float *A, int lda,
               const float *B, int ldb, float beta, float *C, int ldc)
 {
-    (void)ctx;
+    if (ctx->batch_invariant) {
+        gemm_fixed(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ctx->blas_serial ? 1 : ctx->nthreads);
+        return;
+    }
     cblas_sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, M, N, K,
                 alpha, A, lda, B, ldb, beta, C, ldc);
 }
@@ -165,6 +169,13 @@ static const backend_i cpu_backend_i = {
     .all_finite = cpu_all_finite,
     .adamw = cpu_adamw,
 };
+
+int backend_set_batch_invariant(backend *b, int on)
+{
+    if (!b || b->i != &cpu_backend_i) return 0;
+    ((cpu_ctx *)b->ctx)->batch_invariant = on != 0;
+    return 1;
+}
 
 int backend_cpu_create(backend *out, int nthreads)
 {
