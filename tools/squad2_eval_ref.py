@@ -29,12 +29,13 @@ import collections
 import json
 import math
 import os
-import re
-import string
 import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# evaluate-v2.0.py's normalize_answer and F1 arithmetic are evaluate-v1.1.py's.
+from squad_eval_ref import normalize_answer, token_f1  # noqa: E402
 
 
 # ---- evaluate-v2.0.py (the official script's functions, same behaviour) ----
@@ -46,24 +47,6 @@ def make_qid_to_has_ans(dataset):
             for qa in p['qas']:
                 qid_to_has_ans[qa['id']] = bool(qa['answers'])
     return qid_to_has_ans
-
-
-def normalize_answer(s):
-    def remove_articles(text):
-        regex = re.compile(r'\b(a|an|the)\b', re.UNICODE)
-        return re.sub(regex, ' ', text)
-
-    def white_space_fix(text):
-        return ' '.join(text.split())
-
-    def remove_punc(text):
-        exclude = set(string.punctuation)
-        return ''.join(ch for ch in text if ch not in exclude)
-
-    def lower(text):
-        return text.lower()
-
-    return white_space_fix(remove_articles(remove_punc(lower(s))))
 
 
 def get_tokens(s):
@@ -79,17 +62,10 @@ def compute_exact(a_gold, a_pred):
 def compute_f1(a_gold, a_pred):
     gold_toks = get_tokens(a_gold)
     pred_toks = get_tokens(a_pred)
-    common = collections.Counter(gold_toks) & collections.Counter(pred_toks)
-    num_same = sum(common.values())
     if len(gold_toks) == 0 or len(pred_toks) == 0:
         # If either is no-answer, then F1 is 1 if they agree, 0 otherwise
         return int(gold_toks == pred_toks)
-    if num_same == 0:
-        return 0
-    precision = 1.0 * num_same / len(pred_toks)
-    recall = 1.0 * num_same / len(gold_toks)
-    f1 = (2 * precision * recall) / (precision + recall)
-    return f1
+    return token_f1(pred_toks, gold_toks)
 
 
 def get_raw_scores(dataset, preds):

@@ -27,8 +27,9 @@ static int dump_logits(const char *dir, const features *f, const float *start, c
 int cmd_predict(int argc, char **argv)
 {
     const char *model_dir = NULL, *data_path = NULL, *out = NULL, *nbest = NULL, *dump = NULL;
-    const char *device = "auto", *precision = "auto";
-    int T = 384, stride = 128, T_given = 0, stride_given = 0, mql = 0, batch = 32, threads = 0, gpu = 0, n_best = PREDICT_N_BEST;
+    cli_window win = CLI_WINDOW_DEFAULT;
+    cli_device dev = CLI_DEVICE_DEFAULT;
+    int mql = 0, batch = 32, threads = 0, n_best = PREDICT_N_BEST;
     int max_ans = PREDICT_MAX_ANSWER_LENGTH;
     const char *packing = "none";
     int max_tokens = 0, max_tokens_given = 0;
@@ -41,16 +42,11 @@ int cmd_predict(int argc, char **argv)
         {"out", ARG_STR, &out, "PRED.json", "predictions {\"id\": \"answer\"}", .required = 1},
         {"nbest", ARG_STR, &nbest, "FILE", "also write the n-best answers with probabilities", .min = 0},
         {"dump", ARG_STR, &dump, "DIR", "also write start_logits.npy, end_logits.npy [windows, T]", .min = 0},
-        {"max-seq-length", ARG_INT, &T, "N", "tokens per window (default 384, or the model's max_position_embeddings when smaller)",
-         .min = 8, .max = 8192, .seen = &T_given},
-        {"doc-stride", ARG_INT, &stride, "N", "overlap of context windows, in tokens (default 128; T / 4 with a shorter default T)",
-         .min = 0, .max = 8191, .seen = &stride_given},
+        CLI_WINDOW_SPECS(&win),
         {"max-query-length", ARG_INT, &mql, "N", "truncate questions to N tokens (0 = never)", .min = 0, .max = 8192},
         {"batch", ARG_INT, &batch, "N", "windows per forward pass", .min = 1, .max = 65536},
         {"threads", ARG_INT, &threads, "N", "CPU threads (0 = all cores)", .min = 0, .max = 4096},
-        {"device", ARG_STR, &device, "D", "auto|cpu|cuda (auto: the GPU when there is a usable one)", .min = 0},
-        {"precision", ARG_STR, &precision, "P", "auto|fp32|tf32|fp16|bf16 (the CPU computes in fp32)", .min = 0},
-        {"gpu", ARG_INT, &gpu, "N", "the CUDA device to use", .min = 0, .max = 1023},
+        CLI_DEVICE_SPECS(&dev),
         {"n-best", ARG_INT, &n_best, "N", "candidates per window", .min = 1, .max = 1000},
         {"max-answer-length", ARG_INT, &max_ans, "N", "longest answer in tokens", .min = 1, .max = 8192},
         {"packing", ARG_STR, &packing, "P",
@@ -68,8 +64,8 @@ int cmd_predict(int argc, char **argv)
                         specs, argc, argv, NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    if ((T_given || stride_given) && stride >= T)
-        return err_set(ERR_INPUT, "predict: --doc-stride %d must be below --max-seq-length %d", stride, T);
+    if ((rc = cli_check_window("predict", &win))) return rc;
+    int T = win.T, stride = win.stride;
     packing_kind pack;
     if ((rc = cli_parse_packing("predict", packing, &pack))) return rc;
     if (max_tokens_given && pack != PACKING_VARLEN)
@@ -79,13 +75,8 @@ int cmd_predict(int argc, char **argv)
         return err_set(ERR_INPUT, "predict: --null-odds and --null-score-diff-threshold need --version-2-with-negative");
     if (null_odds && path_is_dir(null_odds))
         return err_set(ERR_INPUT, "--null-odds %s: is a directory (give the file's path)", null_odds);
-    backend_opts bo = backend_opts_default();
-    if ((rc = cli_parse_device("predict", device, &bo.device)) ||
-        (rc = cli_parse_precision("predict", precision, &bo.precision)))
-        return rc;
-    bo.threads = threads;
-    bo.gpu = gpu;
-    bo.batch_invariant = 1; /* a question's answers do not depend on the other windows in its batch */
+    backend_opts bo;
+    if ((rc = cli_answer_backend_opts("predict", &dev, threads, &bo))) return rc;
     double t0 = clock_now_s();
     qa_model m;
     squad_data d;
@@ -102,7 +93,7 @@ int cmd_predict(int argc, char **argv)
     rc = squad_load(data_path, &d);
     if (rc) goto done;
     have_d = 1;
-    qa_model_fit_window(&m, &T, T_given, &stride, stride_given);
+    qa_model_fit_window(&m, &T, win.T_given, &stride, win.stride_given);
     feature_opts fo = {T, stride, mql, v2};
     rc = features_build(&d, m.tok, &fo, threads, &f);
     if (rc) goto done;

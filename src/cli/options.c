@@ -51,3 +51,22 @@ void cli_parse_resume(const char *s, resume_kind *out, const char **path)
         *path = s;
     }
 }
+
+int cli_check_window(const char *cmd, const cli_window *w)
+{
+    if ((w->T_given || w->stride_given) && w->stride >= w->T)
+        return err_set(ERR_INPUT, "%s: --doc-stride %d must be below --max-seq-length %d", cmd, w->stride, w->T);
+    return 0;
+}
+
+int cli_answer_backend_opts(const char *cmd, const cli_device *d, int threads, backend_opts *out)
+{
+    *out = backend_opts_default();
+    int rc;
+    if ((rc = cli_parse_device(cmd, d->device, &out->device)) || (rc = cli_parse_precision(cmd, d->precision, &out->precision)))
+        return rc;
+    out->threads = threads;
+    out->gpu = d->gpu;
+    out->batch_invariant = 1;
+    return 0;
+}
