@@ -96,6 +96,7 @@ import json
 import sys
 
 jsonl, out, gpu, cmd = sys.argv[1:5]
+sys.path.insert(0, "bench")  # gpu_torch imports bert_configs from beside it
 spec = importlib.util.spec_from_file_location("gpu_torch", "bench/gpu_torch.py")
 gt = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(gt)

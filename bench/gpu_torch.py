@@ -23,14 +23,7 @@ import json
 import sys
 import time
 
-CONFIGS = {  # DESIGN.md's named configs: layers, hidden, heads, intermediate
-    "tiny": (2, 128, 2, 512),
-    "mini": (4, 256, 4, 1024),
-    "small": (4, 512, 8, 2048),
-    "minilm": (6, 384, 12, 1536),
-    "base": (12, 768, 12, 3072),
-    "large": (24, 1024, 16, 4096),
-}
+from bert_configs import CONFIGS
 
 # Dense (no sparsity) bf16/fp16 Tensor Core peaks in TFLOPS, from NVIDIA's
 # data sheets; matched in order against the device name.

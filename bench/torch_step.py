@@ -16,14 +16,7 @@ import torch
 from transformers import BertConfig, BertForQuestionAnswering
 from transformers.optimization import get_linear_schedule_with_warmup
 
-NAMED = {  # DESIGN.md's named configs: L, H, A, I
-    "tiny": (2, 128, 2, 512),
-    "mini": (4, 256, 4, 1024),
-    "small": (4, 512, 8, 2048),
-    "minilm": (6, 384, 12, 1536),
-    "base": (12, 768, 12, 3072),
-    "large": (24, 1024, 16, 4096),
-}
+from bert_configs import CONFIGS
 
 
 def random_batch(B, T, V, gen):
@@ -48,7 +41,7 @@ def step_flops(L, C, I, B, T):
 
 
 def run(args, attn):
-    L, C, A, I = NAMED[args.config]
+    L, C, A, I = CONFIGS[args.config]
     cfg = BertConfig(vocab_size=args.vocab_size, hidden_size=C, num_hidden_layers=L, num_attention_heads=A,
                      intermediate_size=I, max_position_embeddings=max(512, args.seq), type_vocab_size=2,
                      hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, attn_implementation=attn)
@@ -115,7 +108,7 @@ def run(args, attn):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", default="minilm", choices=sorted(NAMED))
+    ap.add_argument("--config", default="minilm", choices=sorted(CONFIGS))
     ap.add_argument("--seq", type=int, required=True)
     ap.add_argument("--batch", type=int, required=True)
     ap.add_argument("--steps", type=int, default=5)

@@ -20,16 +20,9 @@ seed=1
 build="$here/build-fuzzcov"
 harness="$here/tests/fuzz/fuzz_$target.c"
 files=""
-while [ $# -gt 0 ]; do
-    case "$1" in
-    --runs) runs=$2; shift 2 ;;
-    --seed) seed=$2; shift 2 ;;
-    --build) build=$2; shift 2 ;;
-    --harness) harness=$2; shift 2 ;;
-    --files) files=$2; shift 2 ;;
-    *) echo "fuzz_cov.sh: unknown argument '$1'" >&2; exit 2 ;;
-    esac
-done
+source "$here/scripts/lib.sh"
+parse_opts "fuzz_cov.sh TARGET [--runs N] [--seed S] [--build DIR] [--harness FILE] [--files LIST]" \
+    --runs runs --seed seed --build build --harness harness --files files -- "$@"
 CC=clang-14
 command -v $CC >/dev/null || CC=clang
 PROFDATA=$(command -v llvm-profdata-14 || command -v llvm-profdata) || { echo "fuzz_cov.sh: no llvm-profdata (llvm-14)" >&2; exit 1; }

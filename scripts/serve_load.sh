@@ -10,15 +10,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=build MODEL=tests/ref/train3/init N=10000 LEVELS="1 8 32 64"
-while [ $# -gt 0 ]; do
-    case $1 in
-    --build) BUILD=$2; shift 2 ;;
-    --model) MODEL=$2; shift 2 ;;
-    --requests) N=$2; shift 2 ;;
-    --levels) LEVELS=$2; shift 2 ;;
-    *) echo "usage: $0 [--build DIR] [--model DIR] [--requests N] [--levels \"1 8 32 64\"]" >&2; exit 2 ;;
-    esac
-done
+source scripts/lib.sh
+parse_opts "$0 [--build DIR] [--model DIR] [--requests N] [--levels \"1 8 32 64\"]" \
+    --build BUILD --model MODEL --requests N --levels LEVELS -- "$@"
 tmp=$(mktemp -d)
 "$BUILD/bertc" serve --model "$MODEL" --port 0 --port-file "$tmp/port" --threads 2 --max-connections 512 2>"$tmp/serve.err" &
 pid=$!

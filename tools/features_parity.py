@@ -101,8 +101,9 @@ def load_examples(name):
 
 # --- run_qa.py, prepare_train_features / prepare_validation_features -------
 
-def prepare_train_features(examples, tokenizer, max_seq_length, doc_stride):
-    question_column_name, context_column_name, answer_column_name = "question", "context", "answers"
+def tokenize_windows(examples, tokenizer, max_seq_length, doc_stride):
+    """The tokenizer call that both prepare_* functions of run_qa.py open with."""
+    question_column_name, context_column_name = "question", "context"
     pad_on_right = tokenizer.padding_side == "right"
     examples[question_column_name] = [q.lstrip() for q in examples[question_column_name]]
     tokenized_examples = tokenizer(
@@ -115,6 +116,12 @@ def prepare_train_features(examples, tokenizer, max_seq_length, doc_stride):
         return_offsets_mapping=True,
         padding="max_length",
     )
+    return pad_on_right, tokenized_examples
+
+
+def prepare_train_features(examples, tokenizer, max_seq_length, doc_stride):
+    answer_column_name = "answers"
+    pad_on_right, tokenized_examples = tokenize_windows(examples, tokenizer, max_seq_length, doc_stride)
     sample_mapping = tokenized_examples.pop("overflow_to_sample_mapping")
     offset_mapping = tokenized_examples.pop("offset_mapping")
     tokenized_examples["start_positions"] = []
@@ -157,19 +164,7 @@ def prepare_train_features(examples, tokenizer, max_seq_length, doc_stride):
 
 
 def prepare_validation_features(examples, tokenizer, max_seq_length, doc_stride):
-    question_column_name, context_column_name = "question", "context"
-    pad_on_right = tokenizer.padding_side == "right"
-    examples[question_column_name] = [q.lstrip() for q in examples[question_column_name]]
-    tokenized_examples = tokenizer(
-        examples[question_column_name if pad_on_right else context_column_name],
-        examples[context_column_name if pad_on_right else question_column_name],
-        truncation="only_second" if pad_on_right else "only_first",
-        max_length=max_seq_length,
-        stride=doc_stride,
-        return_overflowing_tokens=True,
-        return_offsets_mapping=True,
-        padding="max_length",
-    )
+    pad_on_right, tokenized_examples = tokenize_windows(examples, tokenizer, max_seq_length, doc_stride)
     sample_mapping = tokenized_examples.pop("overflow_to_sample_mapping")
     tokenized_examples["example_id"] = []
     tokenized_examples["overflow_to_sample_mapping"] = sample_mapping  # kept for the comparison

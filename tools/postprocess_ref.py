@@ -105,6 +105,29 @@ def draw_logits(rng, feats, T):
     return start, end
 
 
+def finish_nbest(preds, context):
+    """utils_qa's last steps for one example's sorted n best: offsets become
+    text, an 'empty' answer stands in when there is none, and each gets its
+    softmax probability. Returns the scores, popped from preds."""
+    for p in preds:
+        o = p.pop('offsets')
+        p['text'] = context[o[0]:o[1]]
+    if len(preds) == 0 or (len(preds) == 1 and preds[0]['text'] == ''):
+        preds.insert(0, {'text': 'empty', 'start_logit': 0.0, 'end_logit': 0.0, 'score': 0.0})
+    scores = np.array([p.pop('score') for p in preds])
+    exp_scores = np.exp(scores - np.max(scores))
+    probs = exp_scores / exp_scores.sum()
+    for prob, p in zip(probs, preds):
+        p['probability'] = prob
+    return scores
+
+
+def nbest_to_json(preds):
+    """The n best as utils_qa writes them: numpy floats become Python floats."""
+    return [{k: (float(v) if isinstance(v, (np.float16, np.float32, np.float64)) else v)
+             for k, v in p.items()} for p in preds]
+
+
 def postprocess(examples, feats, start_logits, end_logits, argsort_kind):
     """utils_qa.postprocess_qa_predictions, version_2_with_negative=False."""
     per_example = collections.defaultdict(list)
@@ -127,21 +150,10 @@ def postprocess(examples, feats, start_logits, end_logits, argsort_kind):
                     prelim.append({'offsets': (offsets[s][0], offsets[e][1]), 'score': sl[s] + el[e],
                                    'start_logit': sl[s], 'end_logit': el[e]})
         preds = sorted(prelim, key=lambda x: x['score'], reverse=True)[:N_BEST]
-        context = ex['context']
-        for p in preds:
-            o = p.pop('offsets')
-            p['text'] = context[o[0]:o[1]]
-        if len(preds) == 0 or (len(preds) == 1 and preds[0]['text'] == ''):
-            preds.insert(0, {'text': 'empty', 'start_logit': 0.0, 'end_logit': 0.0, 'score': 0.0})
-        scores = np.array([p.pop('score') for p in preds])
-        exp_scores = np.exp(scores - np.max(scores))
-        probs = exp_scores / exp_scores.sum()
-        for prob, p in zip(probs, preds):
-            p['probability'] = prob
+        scores = finish_nbest(preds, ex['context'])
         nbest_scores[ex['id']] = [float(s) for s in scores]
         predictions[ex['id']] = preds[0]['text']
-        nbest_json[ex['id']] = [{k: (float(v) if isinstance(v, (np.float16, np.float32, np.float64)) else v)
-                                 for k, v in p.items()} for p in preds]
+        nbest_json[ex['id']] = nbest_to_json(preds)
     return predictions, nbest_json, nbest_scores
 
 
@@ -170,6 +182,20 @@ def write_ref(path, examples, feats, T, start, end, preds, nbest, scores):
     return len(b)
 
 
+def uncased_tokenizer(data):
+    """The bert-base-uncased fast tokenizer, from the vocabulary under data."""
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(data, 'vocab/bert-base-uncased-vocab.txt'), 'rb') as f:
+            vocab = f.read()
+        with open(os.path.join(d, 'vocab.txt'), 'wb') as f:
+            f.write(vocab)
+        with open(os.path.join(d, 'tokenizer_config.json'), 'w') as f:
+            json.dump({'do_lower_case': True, 'tokenizer_class': 'BertTokenizer'}, f)
+        tok = AutoTokenizer.from_pretrained(d)
+    assert tok.is_fast
+    return tok
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--data', default='../shared/data')
@@ -178,15 +204,7 @@ def main():
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     examples = load_slice(os.path.join(args.data, 'squad-v1.1/dev-v1.1.json'), args.every)
-    with tempfile.TemporaryDirectory() as d:
-        with open(os.path.join(args.data, 'vocab/bert-base-uncased-vocab.txt'), 'rb') as f:
-            vocab = f.read()
-        with open(os.path.join(d, 'vocab.txt'), 'wb') as f:
-            f.write(vocab)
-        with open(os.path.join(d, 'tokenizer_config.json'), 'w') as f:
-            json.dump({'do_lower_case': True, 'tokenizer_class': 'BertTokenizer'}, f)
-        tok = AutoTokenizer.from_pretrained(d)
-    assert tok.is_fast
+    tok = uncased_tokenizer(args.data)
     rng = np.random.default_rng(1234)
     for T, stride in ((384, 128), (128, 32)):
         feats = validation_features(tok, examples, T, stride)

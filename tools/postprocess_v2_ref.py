@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference file for tests/test_postprocess2.c: SQuAD 2.0 post-processing.
+"""Reference file for tests/test_postprocess_squad2.c: SQuAD 2.0 post-processing.
 
 Takes every 4th question of tests/data/squad2_dev_slice.json (SQuAD dev made
 v2 by tools/squad2_eval_ref.py: a third of the questions have no answer),
@@ -35,31 +35,17 @@ import json
 import os
 import struct
 import sys
-import tempfile
 
 import numpy as np
-from transformers import AutoTokenizer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from postprocess_ref import draw_logits, fnv1a, validation_features  # noqa: E402
+from postprocess_ref import (draw_logits, finish_nbest, fnv1a, load_slice, nbest_to_json,  # noqa: E402
+                             uncased_tokenizer, validation_features)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 N_BEST = 20
 MAX_ANSWER_LENGTH = 30
 THRESHOLDS = [0.0, 0.1, -2.5, 3.0]
-
-
-def load_slice(path, every):
-    with open(path) as f:
-        dev = json.load(f)
-    ex, k = [], 0
-    for article in dev['data']:
-        for para in article['paragraphs']:
-            for qa in para['qas']:
-                if k % every == 0:
-                    ex.append({'id': qa['id'], 'question': qa['question'], 'context': para['context']})
-                k += 1
-    return ex
 
 
 def null_cases(rng, feats, start, end, T):
@@ -136,17 +122,7 @@ def postprocess_v2(examples, feats, all_start_logits, all_end_logits, threshold,
         predictions = sorted(prelim_predictions, key=lambda x: x['score'], reverse=True)[:N_BEST]
         if min_null_prediction is not None and not any(p['offsets'] == (0, 0) for p in predictions):
             predictions.append(min_null_prediction)
-        context = example['context']
-        for pred in predictions:
-            offsets = pred.pop('offsets')
-            pred['text'] = context[offsets[0]:offsets[1]]
-        if len(predictions) == 0 or (len(predictions) == 1 and predictions[0]['text'] == ''):
-            predictions.insert(0, {'text': 'empty', 'start_logit': 0.0, 'end_logit': 0.0, 'score': 0.0})
-        scores = np.array([pred.pop('score') for pred in predictions])
-        exp_scores = np.exp(scores - np.max(scores))
-        probs = exp_scores / exp_scores.sum()
-        for prob, pred in zip(probs, predictions):
-            pred['probability'] = prob
+        scores = finish_nbest(predictions, example['context'])
         i = 0
         while predictions[i]['text'] == '':
             i += 1
@@ -158,9 +134,7 @@ def postprocess_v2(examples, feats, all_start_logits, all_end_logits, threshold,
         else:
             all_predictions[example['id']] = best_non_null_pred['text']
         nbest_scores[example['id']] = [float(s) for s in scores]
-        all_nbest_json[example['id']] = [
-            {k: (float(v) if isinstance(v, (np.float16, np.float32, np.float64)) else v) for k, v in pred.items()}
-            for pred in predictions]
+        all_nbest_json[example['id']] = nbest_to_json(predictions)
     return all_predictions, all_nbest_json, scores_diff_json, nbest_scores
 
 
@@ -175,15 +149,7 @@ def main():
     ap.add_argument('--every', type=int, default=4)
     args = ap.parse_args()
     examples = load_slice(os.path.join(ROOT, 'tests/data/squad2_dev_slice.json'), args.every)
-    with tempfile.TemporaryDirectory() as d:
-        with open(os.path.join(args.data, 'vocab/bert-base-uncased-vocab.txt'), 'rb') as f:
-            vocab = f.read()
-        with open(os.path.join(d, 'vocab.txt'), 'wb') as f:
-            f.write(vocab)
-        with open(os.path.join(d, 'tokenizer_config.json'), 'w') as f:
-            json.dump({'do_lower_case': True, 'tokenizer_class': 'BertTokenizer'}, f)
-        tok = AutoTokenizer.from_pretrained(d)
-    assert tok.is_fast
+    tok = uncased_tokenizer(args.data)
     rng = np.random.default_rng(4321)
     T, stride = 128, 32
     feats = validation_features(tok, examples, T, stride)

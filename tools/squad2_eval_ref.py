@@ -9,7 +9,7 @@ digits: sum_py312 below ports it, for the "py3.12" cases).
         # prints what evaluate-v2.0.py prints
     python3 tools/squad2_eval_ref.py make [--data ../shared/data]
 
-v2 data from SQuAD v1.1 dev (to_v2 below; tests/test_eval2.c applies the same
+v2 data from SQuAD v1.1 dev (to_v2 below; tests/test_eval_squad2.c applies the same
 rule in C): questions are numbered 0, 1, ... in file order; question k with
 k % 3 == 1 loses its answers ("answers": [], "is_impossible": true), the
 others get "is_impossible": false.
@@ -21,7 +21,7 @@ others get "is_impossible": false.
                                      the predictions and no-answer files of PREDICTIONS below,
                                      for several options
   tests/data/squad2_hand_expected.json  the same for tests/data/squad2_hand_{data,pred,na}.json
-  tests/data/train_small_v2.json     tests/data/train_small.json (the CLI tests' tiny training
+  tests/data/train_small_squad2.json  tests/data/train_small.json (the CLI tests' tiny training
                                      file) made v2 by the same rule
 """
 import argparse
@@ -29,12 +29,13 @@ import collections
 import json
 import math
 import os
-import re
-import string
 import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# evaluate-v2.0.py's normalize_answer and F1 arithmetic are evaluate-v1.1.py's.
+from squad_eval_ref import normalize_answer, token_f1  # noqa: E402
 
 
 # ---- evaluate-v2.0.py (the official script's functions, same behaviour) ----
@@ -46,24 +47,6 @@ def make_qid_to_has_ans(dataset):
             for qa in p['qas']:
                 qid_to_has_ans[qa['id']] = bool(qa['answers'])
     return qid_to_has_ans
-
-
-def normalize_answer(s):
-    def remove_articles(text):
-        regex = re.compile(r'\b(a|an|the)\b', re.UNICODE)
-        return re.sub(regex, ' ', text)
-
-    def white_space_fix(text):
-        return ' '.join(text.split())
-
-    def remove_punc(text):
-        exclude = set(string.punctuation)
-        return ''.join(ch for ch in text if ch not in exclude)
-
-    def lower(text):
-        return text.lower()
-
-    return white_space_fix(remove_articles(remove_punc(lower(s))))
 
 
 def get_tokens(s):
@@ -79,17 +62,10 @@ def compute_exact(a_gold, a_pred):
 def compute_f1(a_gold, a_pred):
     gold_toks = get_tokens(a_gold)
     pred_toks = get_tokens(a_pred)
-    common = collections.Counter(gold_toks) & collections.Counter(pred_toks)
-    num_same = sum(common.values())
     if len(gold_toks) == 0 or len(pred_toks) == 0:
         # If either is no-answer, then F1 is 1 if they agree, 0 otherwise
         return int(gold_toks == pred_toks)
-    if num_same == 0:
-        return 0
-    precision = 1.0 * num_same / len(pred_toks)
-    recall = 1.0 * num_same / len(gold_toks)
-    f1 = (2 * precision * recall) / (precision + recall)
-    return f1
+    return token_f1(pred_toks, gold_toks)
 
 
 def get_raw_scores(dataset, preds):
@@ -345,7 +321,7 @@ def make(args):
     # the small training file of the CLI tests, made v2 by the same rule
     with open(os.path.join(out, 'train_small.json')) as f:
         small = to_v2(json.load(f))
-    with open(os.path.join(out, 'train_small_v2.json'), 'w') as f:
+    with open(os.path.join(out, 'train_small_squad2.json'), 'w') as f:
         json.dump(small, f, ensure_ascii=False, indent=1)
         f.write('\n')
     # the slice: every 25th paragraph

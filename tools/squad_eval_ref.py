@@ -53,8 +53,11 @@ def normalize_answer(s):
 
 
 def f1_score(prediction, ground_truth):
-    prediction_tokens = normalize_answer(prediction).split()
-    ground_truth_tokens = normalize_answer(ground_truth).split()
+    return token_f1(normalize_answer(prediction).split(), normalize_answer(ground_truth).split())
+
+
+def token_f1(prediction_tokens, ground_truth_tokens):
+    """f1_score's arithmetic on tokens (evaluate-v2.0.py's compute_f1 shares it)."""
     common = Counter(prediction_tokens) & Counter(ground_truth_tokens)
     num_same = sum(common.values())
     if num_same == 0:

@@ -1,10 +1,11 @@
 /* bertc ask: one question about one context, answered on the spot. */
+#include "cli/options.h"
 #include "core/alloc.h"
 #include "core/args.h"
 #include "core/err.h"
 #include "core/fileio.h"
 #include "infer/adhoc.h"
-#include "train/qa_model.h"
+#include "infer/qa_model.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,36 +23,30 @@ static void put_cps(const squad_context *c, int b, int e)
 
 int cmd_ask(int argc, char **argv)
 {
-    const char *model_dir = NULL, *context = NULL, *question = NULL, *device = "auto", *precision = "auto";
-    int T = 384, stride = 128, T_given = 0, stride_given = 0, threads = 0, gpu = 0, nbest = 1, max_ans = PREDICT_MAX_ANSWER_LENGTH, around = 80;
+    const char *model_dir = NULL, *context = NULL, *question = NULL;
+    cli_window win = CLI_WINDOW_DEFAULT;
+    cli_device dev = CLI_DEVICE_DEFAULT;
+    int threads = 0, nbest = 1, max_ans = PREDICT_MAX_ANSWER_LENGTH, around = 80;
     const arg_spec specs[] = {
         {"model", ARG_STR, &model_dir, "DIR", "model dir (e.g. RUN/final)", .required = 1},
         {"context", ARG_STR, &context, "TEXT|@FILE", "the text to search (@FILE reads a UTF-8 file)", .required = 1},
         {"question", ARG_STR, &question, "TEXT", "the question", .required = 1},
         {"nbest", ARG_INT, &nbest, "K", "print the K best answers", .min = 1, .max = 20},
-        {"max-seq-length", ARG_INT, &T, "N", "tokens per window (default 384, or the model's max_position_embeddings when smaller)",
-         .min = 8, .max = 8192, .seen = &T_given},
-        {"doc-stride", ARG_INT, &stride, "N", "overlap of context windows, in tokens (default 128; T / 4 with a shorter default T)",
-         .min = 0, .max = 8191, .seen = &stride_given},
+        CLI_WINDOW_SPECS(&win),
         {"max-answer-length", ARG_INT, &max_ans, "N", "longest answer in tokens", .min = 1, .max = 8192},
         {"around", ARG_INT, &around, "N", "characters of context shown on each side", .min = 0, .max = 100000},
         {"threads", ARG_INT, &threads, "N", "CPU threads (0 = all cores)", .min = 0, .max = 4096},
-        {"device", ARG_STR, &device, "D", "auto|cpu|cuda (auto: the GPU when there is a usable one)", .min = 0},
-        {"precision", ARG_STR, &precision, "P", "auto|fp32|tf32|fp16|bf16 (the CPU computes in fp32)", .min = 0},
-        {"gpu", ARG_INT, &gpu, "N", "the CUDA device to use", .min = 0, .max = 1023},
+        CLI_DEVICE_SPECS(&dev),
         {0},
     };
     int rc = args_parse("ask", "bertc ask --model DIR --context TEXT|@FILE --question TEXT [--nbest K] [options]", specs,
                         argc, argv, NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    if ((T_given || stride_given) && stride >= T)
-        return err_set(ERR_INPUT, "ask: --doc-stride %d must be below --max-seq-length %d", stride, T);
-    backend_opts bo = backend_opts_default();
-    if ((rc = select_parse_device(device, &bo.device)) || (rc = select_parse_precision(precision, &bo.precision)))
-        return err_wrap(rc, "ask");
-    bo.threads = threads;
-    bo.gpu = gpu;
+    if ((rc = cli_check_window("ask", &win))) return rc;
+    int T = win.T, stride = win.stride;
+    backend_opts bo;
+    if ((rc = cli_answer_backend_opts("ask", &dev, threads, &bo))) return rc;
     char *text;
     size_t n;
     if (context[0] == '@') {
@@ -75,7 +70,7 @@ int cmd_ask(int argc, char **argv)
     rc = qa_model_select(&m, &bo);
     if (rc) goto done;
     if (m.qa_initialised) log_warn("%s has no qa_outputs: the answer comes from a random QA head", model_dir);
-    qa_model_fit_window(&m, &T, T_given, &stride, stride_given);
+    qa_model_fit_window(&m, &T, win.T_given, &stride, win.stride_given);
     feature_opts fo = {T, stride, 0, 0};
     rc = features_build(&d, m.tok, &fo, threads, &f);
     if (rc) goto done;
@@ -85,7 +80,8 @@ int cmd_ask(int argc, char **argv)
         goto done;
     }
     rc = qa_model_start(&m, &bo, f.n < 16 ? f.n : 16, T);
-    if (!rc) rc = qa_model_predict(&m, &d, &f, PREDICT_N_BEST, max_ans, &p, NULL);
+    postprocess_opts po = {.n_best = PREDICT_N_BEST, .max_answer_length = max_ans};
+    if (!rc) rc = qa_model_predict(&m, &d, &f, &po, &p, NULL);
     if (rc) goto done;
     const squad_context *c = &d.contexts[0];
     int k = p.n_nbest[0] < nbest ? p.n_nbest[0] : nbest;

@@ -7,6 +7,7 @@
  * and rank (model/memory.h's layouts); --format markdown prints a table row
  * per stage, for comparing layouts. */
 #include "backend/select.h"
+#include "cli/options.h"
 #include "core/args.h"
 #include "core/err.h"
 #include "core/fileio.h"
@@ -256,14 +257,15 @@ int cmd_plan(int argc, char **argv)
     precision_kind prec;
     recompute_kind rec;
     bert_config cfg;
-    if ((rc = select_parse_precision(prec_s, &prec)) || (rc = memory_parse_recompute(rec_s, &rec)) ||
+    packing_kind pack;
+    if ((rc = cli_parse_precision("plan", prec_s, &prec)) || (rc = cli_parse_recompute("plan", rec_s, &rec)) ||
         (rc = load_config(model, config, vocab_size, vocab_seen, &cfg)))
         return rc;
     if (gpu_mem_seen && gpu_mem <= 0) return err_set(ERR_INPUT, "--gpu-mem: must be more than 0 bytes");
-    int packed = 0;
-    if (!strcmp(packing, "varlen")) packed = 1;
-    else if (strcmp(packing, "none")) return err_set(ERR_INPUT, "plan: --packing %s: expected none or varlen", packing);
-    if (max_tokens_seen && !packed) return err_set(ERR_INPUT, "plan: --max-tokens needs --packing varlen");
+    if ((rc = cli_parse_packing("plan", packing, &pack))) return rc;
+    if (max_tokens_seen && pack != PACKING_VARLEN)
+        return err_set(ERR_INPUT, "plan: --max-tokens needs --packing varlen");
+    int packed = pack == PACKING_VARLEN;
     int markdown = !strcmp(format, "markdown");
     if (!markdown && strcmp(format, "text"))
         return err_set(ERR_INPUT, "plan --format %s: expected text or markdown", format);

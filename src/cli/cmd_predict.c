@@ -1,23 +1,17 @@
 /* bertc predict: answers for every question of a SQuAD-format file. */
+#include "cli/options.h"
 #include "core/args.h"
+#include "core/clock.h"
 #include "core/err.h"
 #include "core/fileio.h"
 #include "core/npy.h"
-#include "train/qa_model.h"
+#include "infer/qa_model.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 const char cmd_predict_summary[] = "answer the questions of a SQuAD-format file (predictions.json)";
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int dump_logits(const char *dir, const features *f, const float *start, const float *end)
 {
@@ -33,8 +27,9 @@ static int dump_logits(const char *dir, const features *f, const float *start, c
 int cmd_predict(int argc, char **argv)
 {
     const char *model_dir = NULL, *data_path = NULL, *out = NULL, *nbest = NULL, *dump = NULL;
-    const char *device = "auto", *precision = "auto";
-    int T = 384, stride = 128, T_given = 0, stride_given = 0, mql = 0, batch = 32, threads = 0, gpu = 0, n_best = PREDICT_N_BEST;
+    cli_window win = CLI_WINDOW_DEFAULT;
+    cli_device dev = CLI_DEVICE_DEFAULT;
+    int mql = 0, batch = 32, threads = 0, n_best = PREDICT_N_BEST;
     int max_ans = PREDICT_MAX_ANSWER_LENGTH;
     const char *packing = "none";
     int max_tokens = 0, max_tokens_given = 0;
@@ -47,16 +42,11 @@ int cmd_predict(int argc, char **argv)
         {"out", ARG_STR, &out, "PRED.json", "predictions {\"id\": \"answer\"}", .required = 1},
         {"nbest", ARG_STR, &nbest, "FILE", "also write the n-best answers with probabilities", .min = 0},
         {"dump", ARG_STR, &dump, "DIR", "also write start_logits.npy, end_logits.npy [windows, T]", .min = 0},
-        {"max-seq-length", ARG_INT, &T, "N", "tokens per window (default 384, or the model's max_position_embeddings when smaller)",
-         .min = 8, .max = 8192, .seen = &T_given},
-        {"doc-stride", ARG_INT, &stride, "N", "overlap of context windows, in tokens (default 128; T / 4 with a shorter default T)",
-         .min = 0, .max = 8191, .seen = &stride_given},
+        CLI_WINDOW_SPECS(&win),
         {"max-query-length", ARG_INT, &mql, "N", "truncate questions to N tokens (0 = never)", .min = 0, .max = 8192},
         {"batch", ARG_INT, &batch, "N", "windows per forward pass", .min = 1, .max = 65536},
         {"threads", ARG_INT, &threads, "N", "CPU threads (0 = all cores)", .min = 0, .max = 4096},
-        {"device", ARG_STR, &device, "D", "auto|cpu|cuda (auto: the GPU when there is a usable one)", .min = 0},
-        {"precision", ARG_STR, &precision, "P", "auto|fp32|tf32|fp16|bf16 (the CPU computes in fp32)", .min = 0},
-        {"gpu", ARG_INT, &gpu, "N", "the CUDA device to use", .min = 0, .max = 1023},
+        CLI_DEVICE_SPECS(&dev),
         {"n-best", ARG_INT, &n_best, "N", "candidates per window", .min = 1, .max = 1000},
         {"max-answer-length", ARG_INT, &max_ans, "N", "longest answer in tokens", .min = 1, .max = 8192},
         {"packing", ARG_STR, &packing, "P",
@@ -74,22 +64,20 @@ int cmd_predict(int argc, char **argv)
                         specs, argc, argv, NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    if ((T_given || stride_given) && stride >= T)
-        return err_set(ERR_INPUT, "predict: --doc-stride %d must be below --max-seq-length %d", stride, T);
-    int packed = 0;
-    if ((rc = qa_parse_packing(packing, &packed))) return err_wrap(rc, "predict");
-    if (max_tokens_given && !packed) return err_set(ERR_INPUT, "predict: --max-tokens needs --packing varlen");
+    if ((rc = cli_check_window("predict", &win))) return rc;
+    int T = win.T, stride = win.stride;
+    packing_kind pack;
+    if ((rc = cli_parse_packing("predict", packing, &pack))) return rc;
+    if (max_tokens_given && pack != PACKING_VARLEN)
+        return err_set(ERR_INPUT, "predict: --max-tokens needs --packing varlen");
     if (path_is_dir(out)) return err_set(ERR_INPUT, "--out %s: is a directory (give the predictions file's path)", out);
     if (!v2 && (null_odds || thr_given))
         return err_set(ERR_INPUT, "predict: --null-odds and --null-score-diff-threshold need --version-2-with-negative");
     if (null_odds && path_is_dir(null_odds))
         return err_set(ERR_INPUT, "--null-odds %s: is a directory (give the file's path)", null_odds);
-    backend_opts bo = backend_opts_default();
-    if ((rc = select_parse_device(device, &bo.device)) || (rc = select_parse_precision(precision, &bo.precision)))
-        return err_wrap(rc, "predict");
-    bo.threads = threads;
-    bo.gpu = gpu;
-    double t0 = now_s();
+    backend_opts bo;
+    if ((rc = cli_answer_backend_opts("predict", &dev, threads, &bo))) return rc;
+    double t0 = clock_now_s();
     qa_model m;
     squad_data d;
     features f;
@@ -105,12 +93,12 @@ int cmd_predict(int argc, char **argv)
     rc = squad_load(data_path, &d);
     if (rc) goto done;
     have_d = 1;
-    qa_model_fit_window(&m, &T, T_given, &stride, stride_given);
+    qa_model_fit_window(&m, &T, win.T_given, &stride, win.stride_given);
     feature_opts fo = {T, stride, mql, v2};
     rc = features_build(&d, m.tok, &fo, threads, &f);
     if (rc) goto done;
     have_f = 1;
-    m.packing = packed;
+    m.packing = pack;
     m.max_tokens = max_tokens_given ? max_tokens : 0;
     rc = qa_model_start(&m, &bo, f.n < batch ? (f.n > 0 ? f.n : 1) : batch, T);
     if (rc) goto done;
@@ -123,14 +111,14 @@ int cmd_predict(int argc, char **argv)
     }
     rc = qa_model_logits(&m, &f, start, end, NULL);
     if (!rc && dump) rc = dump_logits(dump, &f, start, end);
-    if (!rc)
-        rc = v2 ? postprocess_predictions_v2(&d, &f, start, end, n_best, max_ans, null_thr, &p)
-                : postprocess_predictions(&d, &f, start, end, n_best, max_ans, &p);
+    postprocess_opts po = {.n_best = n_best, .max_answer_length = max_ans, .version_2_with_negative = v2,
+                           .null_score_diff_threshold = null_thr};
+    if (!rc) rc = postprocess_predictions(&d, &f, start, end, &po, &p);
     if (!rc) rc = predictions_write_json(out, &d, &p);
     if (!rc && nbest) rc = nbest_write_json(nbest, &d, &p);
     if (!rc && null_odds) rc = null_odds_write_json(null_odds, &d, &p);
     if (!rc)
-        fprintf(stderr, "predict: %d questions, %d windows, %.1fs -> %s\n", d.n, f.n, now_s() - t0, out);
+        fprintf(stderr, "predict: %d questions, %d windows, %.1fs -> %s\n", d.n, f.n, clock_now_s() - t0, out);
 done:
     qa_predictions_free(&p);
     free(start);

@@ -1,9 +1,10 @@
 /* bertc serve: answers over HTTP, batched (src/serve/). */
+#include "cli/options.h"
 #include "core/args.h"
 #include "core/err.h"
 #include "core/fileio.h"
+#include "infer/qa_model.h"
 #include "serve/serve_http.h"
-#include "train/qa_model.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -15,8 +16,10 @@ const char cmd_serve_summary[] = "answer questions over HTTP (POST /v1/answer, a
 
 int cmd_serve(int argc, char **argv)
 {
-    const char *model_dir = NULL, *bind = "127.0.0.1", *device = "auto", *precision = "auto", *port_file = NULL;
-    int port = 8080, threads = 0, gpu = 0, T = 384, stride = 128, T_given = 0, stride_given = 0, mql = 0;
+    const char *model_dir = NULL, *bind = "127.0.0.1", *port_file = NULL;
+    cli_window win = CLI_WINDOW_DEFAULT;
+    cli_device dev = CLI_DEVICE_DEFAULT;
+    int port = 8080, threads = 0, mql = 0;
     int max_ans = PREDICT_MAX_ANSWER_LENGTH, nbest = 5, wait_ms = 5, max_tokens = 0, queue_limit = 256, timeout_ms = 30000;
     int http_threads = 4, max_conn = 256, idle_s = 30, max_items = 64, grace_s = 30;
     int64_t max_body = 1 << 20, max_context = 100000;
@@ -26,14 +29,9 @@ int cmd_serve(int argc, char **argv)
         {"port", ARG_INT, &port, "N", "TCP port (default 8080; 0 = any free port, see --port-file)", .min = 0, .max = 65535},
         {"bind", ARG_STR, &bind, "ADDR", "address to listen on (default 127.0.0.1)", .min = 0},
         {"port-file", ARG_STR, &port_file, "FILE", "write the port listened on to FILE once ready", .min = 0},
-        {"device", ARG_STR, &device, "D", "auto|cpu|cuda (auto: the GPU when there is a usable one)", .min = 0},
-        {"precision", ARG_STR, &precision, "P", "auto|fp32|tf32|fp16|bf16 (the CPU computes in fp32)", .min = 0},
-        {"gpu", ARG_INT, &gpu, "N", "the CUDA device to use", .min = 0, .max = 1023},
+        CLI_DEVICE_SPECS(&dev),
         {"threads", ARG_INT, &threads, "N", "CPU threads of the forward pass (0 = all cores)", .min = 0, .max = 4096},
-        {"max-seq-length", ARG_INT, &T, "N", "tokens per window (default 384, or the model's max_position_embeddings when smaller)",
-         .min = 8, .max = 8192, .seen = &T_given},
-        {"doc-stride", ARG_INT, &stride, "N", "overlap of context windows, in tokens (default 128; T / 4 with a shorter default T)",
-         .min = 0, .max = 8191, .seen = &stride_given},
+        CLI_WINDOW_SPECS(&win),
         {"max-query-length", ARG_INT, &mql, "N", "truncate questions to N tokens (0 = never)", .min = 0, .max = 8192},
         {"max-answer-length", ARG_INT, &max_ans, "N", "longest answer in tokens", .min = 1, .max = 8192},
         {"nbest", ARG_INT, &nbest, "K", "answers returned when a request does not say (\"nbest\"; at most 20)", .min = 1, .max = 20},
@@ -61,16 +59,13 @@ int cmd_serve(int argc, char **argv)
                         specs, argc, argv, NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    if ((T_given || stride_given) && stride >= T)
-        return err_set(ERR_INPUT, "serve: --doc-stride %d must be below --max-seq-length %d", stride, T);
+    if ((rc = cli_check_window("serve", &win))) return rc;
+    int T = win.T, stride = win.stride;
     if ((rc = serve_check_bind(bind))) return rc;
-    int packed;
-    if ((rc = qa_parse_packing(packing, &packed))) return err_wrap(rc, "serve");
-    backend_opts bo = backend_opts_default();
-    if ((rc = select_parse_device(device, &bo.device)) || (rc = select_parse_precision(precision, &bo.precision)))
-        return err_wrap(rc, "serve");
-    bo.threads = threads;
-    bo.gpu = gpu;
+    packing_kind pack;
+    if ((rc = cli_parse_packing("serve", packing, &pack))) return rc;
+    backend_opts bo;
+    if ((rc = cli_answer_backend_opts("serve", &dev, threads, &bo))) return rc;
     /* Every thread started from here on (libmicrohttpd's, the worker, OpenMP's) leaves these to sigwait below. */
     sigset_t sigs;
     sigemptyset(&sigs);
@@ -85,12 +80,12 @@ int cmd_serve(int argc, char **argv)
     rc = qa_model_select(&m, &bo);
     if (rc) goto done;
     if (m.qa_initialised) log_warn("%s has no qa_outputs: answers come from a random QA head", model_dir);
-    qa_model_fit_window(&m, &T, T_given, &stride, stride_given);
+    qa_model_fit_window(&m, &T, win.T_given, &stride, win.stride_given);
     feature_opts fo = {T, stride, mql, 0}; /* serve answers as v1.1 predict does */
     if ((rc = features_check_opts(&fo))) goto done;
     if (!max_tokens) max_tokens = 16 * T;
     int rows = max_tokens / T < 1 ? 1 : max_tokens / T;
-    m.packing = packed; /* a forward takes up to rows windows, only their real tokens computed */
+    m.packing = pack; /* a forward takes up to rows windows, only their real tokens computed */
     rc = qa_model_start(&m, &bo, rows, T);
     if (rc) goto done;
     serve_opts so = {
@@ -108,7 +103,7 @@ int cmd_serve(int argc, char **argv)
     }
     fprintf(stderr, "serve: listening on http://%s%s%s:%d/ (%s, %d tokens per window, stride %d, %d windows per forward, %s)\n",
             strchr(bind, ':') ? "[" : "", bind, strchr(bind, ':') ? "]" : "", serve_port(s), m.info.desc, T, stride, rows,
-            packed ? "packed: real tokens only" : "padded");
+            pack == PACKING_VARLEN ? "packed: real tokens only" : "padded");
     int sig = 0;
     sigwait(&sigs, &sig);
     fprintf(stderr, "serve: %s: finishing the requests in flight\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");

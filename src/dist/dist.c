@@ -3,13 +3,13 @@
 #define _GNU_SOURCE
 #include "dist/dist.h"
 
+#include "core/clock.h"
 #include "core/err.h"
 
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #ifdef BERTC_HAVE_MPI
@@ -23,15 +23,6 @@ static double g_comm_s = 0;
 static float *g_tmp;
 static size_t g_tmp_cap;
 #define DIST_SEG ((size_t)1 << 24) /* floats per Alltoallv round, all ranks' together: the scratch's size */
-#endif
-
-#ifdef BERTC_HAVE_MPI
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 #endif
 
 int dist_have_mpi(void)
@@ -170,7 +161,7 @@ int dist_reduce_scatter_sum_fixed(float *x, size_t n)
     if (g_size <= 1 || n == 0) return 0;
 #ifdef BERTC_HAVE_MPI
     if (fits_int(n, "a reduce-scatter")) return ERR_RUNTIME;
-    double t = now();
+    double t = clock_now_s();
     int N = g_size, me = g_rank;
     int *sc = malloc(4 * (size_t)N * sizeof *sc);
     if (!sc) return err_set(ERR_RUNTIME, "out of memory");
@@ -217,7 +208,7 @@ int dist_reduce_scatter_sum_fixed(float *x, size_t n)
         }
     }
     free(sc);
-    g_comm_s += now() - t;
+    g_comm_s += clock_now_s() - t;
     return ret;
 #else
     return 0;
@@ -245,12 +236,12 @@ int dist_allgather(float *x, size_t n)
     if (g_size <= 1 || n == 0) return 0;
 #ifdef BERTC_HAVE_MPI
     if (fits_int(n, "an all-gather")) return ERR_RUNTIME;
-    double t = now();
+    double t = clock_now_s();
     int *c = piece_counts(n, g_size);
     if (!c) return err_set(ERR_RUNTIME, "out of memory");
     int mrc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, x, c, c + g_size, MPI_FLOAT, MPI_COMM_WORLD);
     free(c);
-    g_comm_s += now() - t;
+    g_comm_s += clock_now_s() - t;
     return mrc == MPI_SUCCESS ? 0 : mpi_fail(mrc, "an all-gather");
 #else
     return 0;
@@ -265,7 +256,7 @@ int dist_gather_pieces(const float *mine, float *x, size_t n, int root)
     if (g_size <= 1 || n == 0) return 0;
 #ifdef BERTC_HAVE_MPI
     if (fits_int(n, "a gather")) return ERR_RUNTIME;
-    double t = now();
+    double t = clock_now_s();
     int *c = piece_counts(n, g_size);
     if (!c) return err_set(ERR_RUNTIME, "out of memory");
     int mrc;
@@ -274,7 +265,7 @@ int dist_gather_pieces(const float *mine, float *x, size_t n, int root)
     else
         mrc = MPI_Gatherv(mine, (int)my_len, MPI_FLOAT, NULL, NULL, NULL, MPI_FLOAT, root, MPI_COMM_WORLD);
     free(c);
-    g_comm_s += now() - t;
+    g_comm_s += clock_now_s() - t;
     return mrc == MPI_SUCCESS ? 0 : mpi_fail(mrc, "a gather");
 #else
     return 0;
@@ -291,7 +282,7 @@ int dist_allreduce_sum_f64(double *x, int n)
 {
     if (g_size <= 1 || n <= 0) return 0;
 #ifdef BERTC_HAVE_MPI
-    double t = now();
+    double t = clock_now_s();
     double *all = malloc((size_t)n * (size_t)g_size * sizeof *all);
     if (!all) return err_set(ERR_RUNTIME, "out of memory");
     int mrc = MPI_Allgather(x, n, MPI_DOUBLE, all, n, MPI_DOUBLE, MPI_COMM_WORLD);
@@ -302,7 +293,7 @@ int dist_allreduce_sum_f64(double *x, int n)
             x[i] = s;
         }
     free(all);
-    g_comm_s += now() - t;
+    g_comm_s += clock_now_s() - t;
     return mrc == MPI_SUCCESS ? 0 : mpi_fail(mrc, "a loss all-reduce");
 #else
     return 0;
@@ -313,12 +304,12 @@ int dist_bcast(void *buf, size_t bytes, int root)
 {
     if (g_size <= 1) return 0;
 #ifdef BERTC_HAVE_MPI
-    double t = now();
+    double t = clock_now_s();
     for (size_t off = 0; off < bytes; off += (size_t)1 << 30) {
         size_t m = bytes - off < ((size_t)1 << 30) ? bytes - off : (size_t)1 << 30;
         MPI_TRY(MPI_Bcast((char *)buf + off, (int)m, MPI_BYTE, root, MPI_COMM_WORLD), "a broadcast");
     }
-    g_comm_s += now() - t;
+    g_comm_s += clock_now_s() - t;
 #endif
     return 0;
 }
@@ -327,9 +318,9 @@ int dist_barrier(void)
 {
     if (g_size <= 1) return 0;
 #ifdef BERTC_HAVE_MPI
-    double t = now();
+    double t = clock_now_s();
     MPI_TRY(MPI_Barrier(MPI_COMM_WORLD), "a barrier");
-    g_comm_s += now() - t;
+    g_comm_s += clock_now_s() - t;
 #endif
     return 0;
 }
@@ -348,9 +339,9 @@ int dist_agree(int rc)
     memset(&me, 0, sizeof me);
     me.rc = rc;
     if (rc) snprintf(me.msg, sizeof me.msg, "%s", err_msg());
-    double t = now();
+    double t = clock_now_s();
     int mrc = MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, MPI_COMM_WORLD);
-    g_comm_s += now() - t;
+    g_comm_s += clock_now_s() - t;
     if (mrc != MPI_SUCCESS) {
         free(all);
         return mpi_fail(mrc, "agreeing on errors");

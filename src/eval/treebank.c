@@ -143,210 +143,231 @@ static void split_word(cps *s, cps *o, const char *first, const char *second, in
     next_pass(s, o);
 }
 
+/* STARTING_QUOTES and the opening-quote rules */
+static void starting_quotes(cps *s, cps *o)
+{
+    /* STARTING_QUOTES: ([«“‘„]|[`]+) -> " \1 " */
+    for (size_t i = 0; i < s->n;) {
+        if (open_quote(s->cp[i]) || s->cp[i] == '`') {
+            size_t j = i + 1;
+            if (s->cp[i] == '`')
+                while (j < s->n && s->cp[j] == '`') j++;
+            pytext_push(o, ' ');
+            for (; i < j; i++) pytext_push(o, s->cp[i]);
+            pytext_push(o, ' ');
+        } else {
+            pytext_push(o, s->cp[i++]);
+        }
+    }
+    next_pass(s, o);
+    /* ^" -> `` */
+    if (s->n && s->cp[0] == '"') {
+        push_str(o, "``");
+        for (size_t i = 1; i < s->n; i++) pytext_push(o, s->cp[i]);
+        next_pass(s, o);
+    }
+    pad_pair(s, o, '`', '`');
+    /* ([ \(\[{<])(\"|\'{2}) -> "\1 `` " */
+    for (size_t i = 0; i < s->n;) {
+        int c = s->cp[i];
+        size_t k = 0;
+        if (c < 0x80 && in_set(c, " ([{<")) {
+            if (at(s, i + 1) == '"') k = 2;
+            else if (at(s, i + 1) == '\'' && at(s, i + 2) == '\'') k = 3;
+        }
+        if (k) {
+            pytext_push(o, c);
+            push_str(o, " `` ");
+            i += k;
+        } else {
+            pytext_push(o, s->cp[i++]);
+        }
+    }
+    next_pass(s, o);
+    /* (?i)(?<!\w)(\')(?!(?:re|ve|ll|m|t|s|d|n)\b)(?=\w) -> "\1 " */
+    for (size_t i = 0; i < s->n; i++) {
+        pytext_push(o, s->cp[i]);
+        if (s->cp[i] == '\'' && !(i > 0 && pytext_isword(s->cp[i - 1])) && i + 1 < s->n && pytext_isword(s->cp[i + 1]) &&
+            !contraction_follows(s, i + 1))
+            pytext_push(o, ' ');
+    }
+    next_pass(s, o);
+}
+
+/* PUNCTUATION */
+static void punctuation(cps *s, cps *o)
+{
+    final_period(s, o, 1);
+    for (size_t i = 0; i < s->n;) { /* ([:,])([^\d]) -> " \1 \2" */
+        int c = s->cp[i];
+        if ((c == ':' || c == ',') && i + 1 < s->n && !pytext_isdecimal(s->cp[i + 1])) {
+            pytext_push(o, ' ');
+            pytext_push(o, c);
+            pytext_push(o, ' ');
+            pytext_push(o, s->cp[i + 1]);
+            i += 2;
+        } else {
+            pytext_push(o, s->cp[i++]);
+        }
+    }
+    next_pass(s, o);
+    if (s->n && (s->cp[s->n - 1] == ':' || s->cp[s->n - 1] == ',')) { /* ([:,])$ -> " \1 " */
+        int c = s->cp[--s->n];
+        pytext_push(s, ' ');
+        pytext_push(s, c);
+        pytext_push(s, ' ');
+    }
+    for (size_t i = 0; i < s->n;) { /* \.{2,} -> " \g<0> " */
+        size_t j = i;
+        while (j < s->n && s->cp[j] == '.') j++;
+        if (j - i >= 2) {
+            pytext_push(o, ' ');
+            for (; i < j; i++) pytext_push(o, '.');
+            pytext_push(o, ' ');
+        } else {
+            pytext_push(o, s->cp[i++]);
+        }
+    }
+    next_pass(s, o);
+    pad_each(s, o, punct_a);
+    pad_each(s, o, dash);
+    final_period(s, o, 0);
+    pad_each(s, o, qmark);
+    for (size_t i = 0; i < s->n;) { /* ([^'])' -> "\1 ' " */
+        if (s->cp[i] != '\'' && at(s, i + 1) == '\'' && at(s, i + 2) == ' ') {
+            pytext_push(o, s->cp[i]);
+            push_str(o, " ' ");
+            i += 3;
+        } else {
+            pytext_push(o, s->cp[i++]);
+        }
+    }
+    next_pass(s, o);
+    pad_each(s, o, star);
+    pad_each(s, o, bracket);
+    pad_pair(s, o, '-', '-');
+}
+
+/* " " + text + " ", then ENDING_QUOTES */
+static void ending_quotes(cps *s, cps *o)
+{
+    pytext_push(o, ' ');
+    for (size_t i = 0; i < s->n; i++) pytext_push(o, s->cp[i]);
+    pytext_push(o, ' ');
+    next_pass(s, o);
+    pad_each(s, o, close_quote);
+    for (size_t i = 0; i < s->n;) { /* '' -> " '' ", then " -> " '' " */
+        int two = s->cp[i] == '\'' && at(s, i + 1) == '\'';
+        if (two || s->cp[i] == '"') {
+            push_str(o, " '' ");
+            i += two ? 2 : 1;
+        } else {
+            pytext_push(o, s->cp[i++]);
+        }
+    }
+    next_pass(s, o);
+    for (size_t i = 0; i < s->n;) { /* \s+ -> " " */
+        if (pytext_isspace(s->cp[i])) {
+            while (i < s->n && pytext_isspace(s->cp[i])) i++;
+            pytext_push(o, ' ');
+        } else {
+            pytext_push(o, s->cp[i++]);
+        }
+    }
+    next_pass(s, o);
+    for (size_t i = 0; i < s->n;) { /* ([^' ])('[sS]|'[mM]|'[dD]|') -> "\1 \2 " */
+        int c = s->cp[i];
+        size_t k = 0;
+        if (c != '\'' && c != ' ' && at(s, i + 1) == '\'') {
+            int x = lower_ascii(at(s, i + 2));
+            if ((x == 's' || x == 'm' || x == 'd') && at(s, i + 3) == ' ') k = 2;
+            else if (at(s, i + 2) == ' ') k = 1;
+        }
+        if (k) {
+            pytext_push(o, c);
+            pytext_push(o, ' ');
+            for (size_t j = 1; j <= k; j++) pytext_push(o, s->cp[i + j]);
+            pytext_push(o, ' ');
+            i += k + 2;
+        } else {
+            pytext_push(o, s->cp[i++]);
+        }
+    }
+    next_pass(s, o);
+    static const char *const ending[] = {"'ll", "'LL", "'re", "'RE", "'ve", "'VE", "n't", "N'T"};
+    for (size_t i = 0; i < s->n;) { /* ([^' ])('ll|...|n't|N'T) -> "\1 \2 " */
+        int c = s->cp[i], hit = 0;
+        if (c != '\'' && c != ' ' && at(s, i + 4) == ' ')
+            for (int k = 0; k < 8 && !hit; k++)
+                hit = at(s, i + 1) == ending[k][0] && at(s, i + 2) == ending[k][1] && at(s, i + 3) == ending[k][2];
+        if (hit) {
+            pytext_push(o, c);
+            pytext_push(o, ' ');
+            for (size_t j = 1; j <= 3; j++) pytext_push(o, s->cp[i + j]);
+            pytext_push(o, ' ');
+            i += 5;
+        } else {
+            pytext_push(o, s->cp[i++]);
+        }
+    }
+    next_pass(s, o);
+}
+
+/* CONTRACTIONS2 and CONTRACTIONS3 */
+static void contractions(cps *s, cps *o)
+{
+    split_word(s, o, "can", "not", 0);
+    split_word(s, o, "d", "'ye", 0);
+    split_word(s, o, "gim", "me", 0);
+    split_word(s, o, "gon", "na", 0);
+    split_word(s, o, "got", "ta", 0);
+    split_word(s, o, "lem", "me", 0);
+    split_word(s, o, "more", "'n", 0);
+    split_word(s, o, "wan", "na", 1);
+    for (int k = 0; k < 2; k++) { /* (?i) ('t)(is|was)\b -> " \1 \2 " */
+        const char *w = k ? "was" : "is";
+        size_t nw = strlen(w);
+        for (size_t i = 0; i < s->n;) {
+            int ok = s->cp[i] == ' ' && at(s, i + 1) == '\'' && lower_ascii(at(s, i + 2)) == 't';
+            for (size_t j = 0; ok && j < nw; j++) ok = lower_ascii(at(s, i + 3 + j)) == w[j];
+            if (ok) ok = !(i + 3 + nw < s->n && pytext_isword(s->cp[i + 3 + nw]));
+            if (ok) {
+                pytext_push(o, ' ');
+                pytext_push(o, '\'');
+                pytext_push(o, s->cp[i + 2]);
+                pytext_push(o, ' ');
+                for (size_t j = 0; j < nw; j++) pytext_push(o, s->cp[i + 3 + j]);
+                pytext_push(o, ' ');
+                i += 3 + nw;
+            } else {
+                pytext_push(o, s->cp[i++]);
+            }
+        }
+        next_pass(s, o);
+    }
+}
+
+/* text.split(): each run of non-space code points goes to emit */
+static void emit_words(const cps *s, treebank_emit emit, void *ctx)
+{
+    for (size_t i = 0; i < s->n;) {
+        while (i < s->n && pytext_isspace(s->cp[i])) i++;
+        size_t j = i;
+        while (j < s->n && !pytext_isspace(s->cp[j])) j++;
+        if (j > i) emit(ctx, s->cp + i, j - i);
+        i = j;
+    }
+}
+
 void treebank_tokenize(const int32_t *text, size_t n, treebank_emit emit, void *ctx)
 {
     cps s = {0}, o = {0};
     for (size_t i = 0; i < n; i++) pytext_push(&s, text[i]);
-
-    /* STARTING_QUOTES: ([«“‘„]|[`]+) -> " \1 " */
-    for (size_t i = 0; i < s.n;) {
-        if (open_quote(s.cp[i]) || s.cp[i] == '`') {
-            size_t j = i + 1;
-            if (s.cp[i] == '`')
-                while (j < s.n && s.cp[j] == '`') j++;
-            pytext_push(&o, ' ');
-            for (; i < j; i++) pytext_push(&o, s.cp[i]);
-            pytext_push(&o, ' ');
-        } else {
-            pytext_push(&o, s.cp[i++]);
-        }
-    }
-    next_pass(&s, &o);
-    /* ^" -> `` */
-    if (s.n && s.cp[0] == '"') {
-        push_str(&o, "``");
-        for (size_t i = 1; i < s.n; i++) pytext_push(&o, s.cp[i]);
-        next_pass(&s, &o);
-    }
-    pad_pair(&s, &o, '`', '`');
-    /* ([ \(\[{<])(\"|\'{2}) -> "\1 `` " */
-    for (size_t i = 0; i < s.n;) {
-        int c = s.cp[i];
-        size_t k = 0;
-        if (c < 0x80 && in_set(c, " ([{<")) {
-            if (at(&s, i + 1) == '"') k = 2;
-            else if (at(&s, i + 1) == '\'' && at(&s, i + 2) == '\'') k = 3;
-        }
-        if (k) {
-            pytext_push(&o, c);
-            push_str(&o, " `` ");
-            i += k;
-        } else {
-            pytext_push(&o, s.cp[i++]);
-        }
-    }
-    next_pass(&s, &o);
-    /* (?i)(?<!\w)(\')(?!(?:re|ve|ll|m|t|s|d|n)\b)(?=\w) -> "\1 " */
-    for (size_t i = 0; i < s.n; i++) {
-        pytext_push(&o, s.cp[i]);
-        if (s.cp[i] == '\'' && !(i > 0 && pytext_isword(s.cp[i - 1])) && i + 1 < s.n && pytext_isword(s.cp[i + 1]) &&
-            !contraction_follows(&s, i + 1))
-            pytext_push(&o, ' ');
-    }
-    next_pass(&s, &o);
-
-    /* PUNCTUATION */
-    final_period(&s, &o, 1);
-    for (size_t i = 0; i < s.n;) { /* ([:,])([^\d]) -> " \1 \2" */
-        int c = s.cp[i];
-        if ((c == ':' || c == ',') && i + 1 < s.n && !pytext_isdecimal(s.cp[i + 1])) {
-            pytext_push(&o, ' ');
-            pytext_push(&o, c);
-            pytext_push(&o, ' ');
-            pytext_push(&o, s.cp[i + 1]);
-            i += 2;
-        } else {
-            pytext_push(&o, s.cp[i++]);
-        }
-    }
-    next_pass(&s, &o);
-    if (s.n && (s.cp[s.n - 1] == ':' || s.cp[s.n - 1] == ',')) { /* ([:,])$ -> " \1 " */
-        int c = s.cp[--s.n];
-        pytext_push(&s, ' ');
-        pytext_push(&s, c);
-        pytext_push(&s, ' ');
-    }
-    for (size_t i = 0; i < s.n;) { /* \.{2,} -> " \g<0> " */
-        size_t j = i;
-        while (j < s.n && s.cp[j] == '.') j++;
-        if (j - i >= 2) {
-            pytext_push(&o, ' ');
-            for (; i < j; i++) pytext_push(&o, '.');
-            pytext_push(&o, ' ');
-        } else {
-            pytext_push(&o, s.cp[i++]);
-        }
-    }
-    next_pass(&s, &o);
-    pad_each(&s, &o, punct_a);
-    pad_each(&s, &o, dash);
-    final_period(&s, &o, 0);
-    pad_each(&s, &o, qmark);
-    for (size_t i = 0; i < s.n;) { /* ([^'])' -> "\1 ' " */
-        if (s.cp[i] != '\'' && at(&s, i + 1) == '\'' && at(&s, i + 2) == ' ') {
-            pytext_push(&o, s.cp[i]);
-            push_str(&o, " ' ");
-            i += 3;
-        } else {
-            pytext_push(&o, s.cp[i++]);
-        }
-    }
-    next_pass(&s, &o);
-    pad_each(&s, &o, star);
-    pad_each(&s, &o, bracket);
-    pad_pair(&s, &o, '-', '-');
-
-    /* " " + text + " ", then ENDING_QUOTES */
-    pytext_push(&o, ' ');
-    for (size_t i = 0; i < s.n; i++) pytext_push(&o, s.cp[i]);
-    pytext_push(&o, ' ');
-    next_pass(&s, &o);
-    pad_each(&s, &o, close_quote);
-    for (size_t i = 0; i < s.n;) { /* '' -> " '' ", then " -> " '' " */
-        int two = s.cp[i] == '\'' && at(&s, i + 1) == '\'';
-        if (two || s.cp[i] == '"') {
-            push_str(&o, " '' ");
-            i += two ? 2 : 1;
-        } else {
-            pytext_push(&o, s.cp[i++]);
-        }
-    }
-    next_pass(&s, &o);
-    for (size_t i = 0; i < s.n;) { /* \s+ -> " " */
-        if (pytext_isspace(s.cp[i])) {
-            while (i < s.n && pytext_isspace(s.cp[i])) i++;
-            pytext_push(&o, ' ');
-        } else {
-            pytext_push(&o, s.cp[i++]);
-        }
-    }
-    next_pass(&s, &o);
-    for (size_t i = 0; i < s.n;) { /* ([^' ])('[sS]|'[mM]|'[dD]|') -> "\1 \2 " */
-        int c = s.cp[i];
-        size_t k = 0;
-        if (c != '\'' && c != ' ' && at(&s, i + 1) == '\'') {
-            int x = lower_ascii(at(&s, i + 2));
-            if ((x == 's' || x == 'm' || x == 'd') && at(&s, i + 3) == ' ') k = 2;
-            else if (at(&s, i + 2) == ' ') k = 1;
-        }
-        if (k) {
-            pytext_push(&o, c);
-            pytext_push(&o, ' ');
-            for (size_t j = 1; j <= k; j++) pytext_push(&o, s.cp[i + j]);
-            pytext_push(&o, ' ');
-            i += k + 2;
-        } else {
-            pytext_push(&o, s.cp[i++]);
-        }
-    }
-    next_pass(&s, &o);
-    static const char *const ending[] = {"'ll", "'LL", "'re", "'RE", "'ve", "'VE", "n't", "N'T"};
-    for (size_t i = 0; i < s.n;) { /* ([^' ])('ll|...|n't|N'T) -> "\1 \2 " */
-        int c = s.cp[i], hit = 0;
-        if (c != '\'' && c != ' ' && at(&s, i + 4) == ' ')
-            for (int k = 0; k < 8 && !hit; k++)
-                hit = at(&s, i + 1) == ending[k][0] && at(&s, i + 2) == ending[k][1] && at(&s, i + 3) == ending[k][2];
-        if (hit) {
-            pytext_push(&o, c);
-            pytext_push(&o, ' ');
-            for (size_t j = 1; j <= 3; j++) pytext_push(&o, s.cp[i + j]);
-            pytext_push(&o, ' ');
-            i += 5;
-        } else {
-            pytext_push(&o, s.cp[i++]);
-        }
-    }
-    next_pass(&s, &o);
-
-    /* CONTRACTIONS2 and CONTRACTIONS3 */
-    split_word(&s, &o, "can", "not", 0);
-    split_word(&s, &o, "d", "'ye", 0);
-    split_word(&s, &o, "gim", "me", 0);
-    split_word(&s, &o, "gon", "na", 0);
-    split_word(&s, &o, "got", "ta", 0);
-    split_word(&s, &o, "lem", "me", 0);
-    split_word(&s, &o, "more", "'n", 0);
-    split_word(&s, &o, "wan", "na", 1);
-    for (int k = 0; k < 2; k++) { /* (?i) ('t)(is|was)\b -> " \1 \2 " */
-        const char *w = k ? "was" : "is";
-        size_t nw = strlen(w);
-        for (size_t i = 0; i < s.n;) {
-            int ok = s.cp[i] == ' ' && at(&s, i + 1) == '\'' && lower_ascii(at(&s, i + 2)) == 't';
-            for (size_t j = 0; ok && j < nw; j++) ok = lower_ascii(at(&s, i + 3 + j)) == w[j];
-            if (ok) ok = !(i + 3 + nw < s.n && pytext_isword(s.cp[i + 3 + nw]));
-            if (ok) {
-                pytext_push(&o, ' ');
-                pytext_push(&o, '\'');
-                pytext_push(&o, s.cp[i + 2]);
-                pytext_push(&o, ' ');
-                for (size_t j = 0; j < nw; j++) pytext_push(&o, s.cp[i + 3 + j]);
-                pytext_push(&o, ' ');
-                i += 3 + nw;
-            } else {
-                pytext_push(&o, s.cp[i++]);
-            }
-        }
-        next_pass(&s, &o);
-    }
-
-    /* text.split() */
-    for (size_t i = 0; i < s.n;) {
-        while (i < s.n && pytext_isspace(s.cp[i])) i++;
-        size_t j = i;
-        while (j < s.n && !pytext_isspace(s.cp[j])) j++;
-        if (j > i) emit(ctx, s.cp + i, j - i);
-        i = j;
-    }
+    starting_quotes(&s, &o);
+    punctuation(&s, &o);
+    ending_quotes(&s, &o);
+    contractions(&s, &o);
+    emit_words(&s, emit, ctx);
     pytext_cps_free(&s);
     pytext_cps_free(&o);
 }

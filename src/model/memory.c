@@ -92,7 +92,8 @@ int memory_plan_compute(const bert_config *cfg, int micro, int T, precision_kind
     out->params = block;
     out->grads = block;
     out->optimizer = add64(block, block);
-    out->activations = to_i64(bert_activation_bytes_mode(cfg, micro, T, rc == RECOMPUTE_LAYER));
+    bert_model_opts mo = {.cfg = cfg, .max_B = micro, .T = T, .recompute = rc};
+    out->activations = to_i64(bert_activation_bytes(&mo));
     int low = prec == PREC_AUTO || prec == PREC_FP16 || prec == PREC_BF16;
     out->workspace = to_i64(workspace_bytes(cfg, micro, T, low));
     int64_t total = add64(out->params, out->grads);
@@ -129,7 +130,8 @@ int memory_plan_compute_tokens(const bert_config *cfg, int micro, int T, int64_t
     int r = memory_plan_compute(cfg, micro, T, prec, rc, out);
     if (r) return r;
     int low = prec == PREC_AUTO || prec == PREC_FP16 || prec == PREC_BF16;
-    out->activations = to_i64(bert_activation_bytes_tokens(cfg, micro, T, max_tokens, rc == RECOMPUTE_LAYER));
+    bert_model_opts mo = {.cfg = cfg, .max_B = micro, .T = T, .max_tokens = max_tokens, .recompute = rc};
+    out->activations = to_i64(bert_activation_bytes(&mo));
     out->workspace = to_i64(workspace_bytes_packed(cfg, micro, (size_t)max_tokens, low));
     int64_t total = add64(out->params, out->grads);
     total = add64(total, out->optimizer);
@@ -199,7 +201,7 @@ char *memory_fmt_bytes(char *buf, size_t cap, int64_t bytes)
  * in flight, the embeddings' and the QA head's and one layer's (one x slot
  * is a layer's input), and the working buffers of one backward. One stage
  * with every layer and one micro-batch in flight is bert.c's layout
- * exactly (test_memory checks it against bert_activation_bytes_mode). */
+ * exactly (test_memory checks it against bert_activation_bytes). */
 typedef struct {
     size_t emb;       /* emb, its LayerNorm mean and rstd */
     size_t x;         /* one layer boundary (x) */

@@ -4,7 +4,8 @@
  *
  *   trainer.c   options, signals, the step loop, the end of the run
  *     -> run_setup.c  model, backend, data, features, resume, micro-batch size
- *     -> run_step.c   one optimizer step: micro-batches, out-of-memory back-off, AdamW
+ *     -> run_step.c   one optimizer step: the loader's rows through step.c (micro-batches,
+ *                     padded or packed), out-of-memory back-off, AdamW
  *          -> run_shard.c  --shard-optimizer's pieces and collectives
  *     -> run_eval.c   predictions and EM/F1 on --dev
  *     -> run_save.c   checkpoints and the exported final/ model dir
@@ -18,10 +19,10 @@
 
 #include "backend/select.h"
 #include "data/loader.h"
+#include "infer/qa_model.h"
 #include "obs/obs.h"
 #include "train/lossscale.h"
 #include "train/optim.h"
-#include "train/qa_model.h"
 #include "train/runlog.h"
 #include "train/state.h"
 #include "train/trainer.h"
@@ -67,14 +68,13 @@ typedef struct {
     int lock_fd;
     int resumed;        /* started from a checkpoint */
     char resumed_from[4096];
-    double last_em, last_f1; /* the latest evaluation (-1: none) */
     /* run_log.c's */
     runlog metrics, evals;
     obs_run *obs;
     int tty;
     int log_warned;     /* a CSV write failed (reported once) */
     double last_progress;
-    /* Data parallel (src/dist, issue 15): this process is rank `rank` of
+    /* Data parallel (src/dist): this process is rank `rank` of
      * `ranks` (1 without mpirun); only the writer (rank 0) touches the run
      * dir. sig: the signal this rank received, which the ranks agree on at
      * the end of each step before *stop is set (on every rank at once). */
@@ -123,9 +123,9 @@ int run_shard_reduce_host(run_ctx *c, float *h);
 int run_shard_allgather_params(run_ctx *c);
 int run_shard_gather_state(run_ctx *c);
 
-/* run_eval.c: predictions on --dev and EM/F1 (c->last_em, c->last_f1), an
- * eval.csv row; pred_path NULL: no predictions file; print: the result
- * line even when quiet. ERR_STOPPED when a signal came during it. */
+/* run_eval.c: predictions on --dev and EM/F1, an eval.csv row; pred_path
+ * NULL: no predictions file; print: the result line even when quiet.
+ * ERR_STOPPED when a signal came during it. */
 int run_evaluate(run_ctx *c, const char *pred_path, int print);
 
 /* run_save.c: a checkpoint of the current step (state, weights, optimizer),
@@ -138,7 +138,6 @@ void run_mirror_start(run_ctx *c);
 void run_mirror_stop(run_ctx *c);
 
 /* run_log.c */
-double run_now(void);
 void run_fmt_duration(char *buf, size_t cap, double s);
 /* Opens metrics.csv and eval.csv (keeping the rows of a resumed run up to
  * its step) and the observability hub; a hub that cannot start is one

@@ -6,7 +6,7 @@
 # one line naming the path tried; --device auto stays quiet on a machine
 # without a driver; CPU commands never map libcublasLt. The bad modules are
 # tests/fakecudamod's (built into BERTC_BUILD/fakecudamod).
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
 : "${BERTC_BUILD:?set BERTC_BUILD to the build dir}"
 unset BERTC_CUDA_MODULE
 V=tests/ref/train3/init/vocab.txt

@@ -3,7 +3,7 @@
 # micro-batch for), also per pipeline stage and with a sharded optimizer.
 # Also the binary's start with or without a CUDA driver: it runs, finds no
 # GPU or one, and never crashes.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
 
 expect_help plan "usage: bertc plan" --model --config --seq --precision --recompute --gpu-mem --batch --vocab-size
 expect 2 "missing required option --seq" -- plan --config base

@@ -21,8 +21,8 @@
 #    same way resumed sharded: each says so, and ends within the bounds;
 #  - bad input: --shard-optimizer without ranks (one process, mpirun -np
 #    1), with a value: exit 2, one line per rank.
-source "$(dirname "$0")/lib.sh"
-source "$(dirname "$0")/mpi_lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
+source "$(dirname "$0")/lib/mpi.sh"
 mpi_require
 CMP="$BERTC_BUILD/test_dist"
 [ -x "$CMP" ] || { echo "SKIP: $CMP not built"; exit 0; }
@@ -46,7 +46,7 @@ train1() {
 trainN() {
     local np=$1 run=$2
     shift 2
-    timeout 300 bash -c 'source "$1"; shift; mpi_run "$@"' _ "$(dirname "$0")/mpi_lib.sh" "$np" "$BERTC" train \
+    timeout 300 bash -c 'source "$1"; shift; mpi_run "$@"' _ "$(dirname "$0")/lib/mpi.sh" "$np" "$BERTC" train \
         "${COMMON[@]}" --out "$run" "$@" >"$run.log" 2>&1
     local rc=$?
     echo "  mpirun -np $np bertc train --out $(basename "$run") $* -> exit $rc"

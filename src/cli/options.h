@@ -1,0 +1,58 @@
+/* The options that several commands take, parsed here and nowhere else:
+ * one parser per option, shared by every command that takes it, so a bad
+ * value gets the same message in each ("CMD --OPTION: 'VALUE' is not one
+ * of ...", ERR_INPUT: exit 2). The library takes the parsed values (enums,
+ * and a path for --resume PATH). */
+#ifndef BERTC_CLI_OPTIONS_H
+#define BERTC_CLI_OPTIONS_H
+
+#include "backend/select.h"
+#include "core/args.h"
+#include "model/bert.h"
+#include "train/trainer.h"
+
+/* --device auto|cpu|cuda */
+int cli_parse_device(const char *cmd, const char *s, device_kind *out);
+/* --precision auto|fp32|tf32|fp16|bf16 */
+int cli_parse_precision(const char *cmd, const char *s, precision_kind *out);
+/* --recompute none|layer */
+int cli_parse_recompute(const char *cmd, const char *s, recompute_kind *out);
+/* --packing none|varlen */
+int cli_parse_packing(const char *cmd, const char *s, packing_kind *out);
+const char *cli_packing_name(packing_kind p);
+/* --resume auto|never|PATH: any other value is a PATH, *path = s (else
+ * NULL); the trainer checks the checkpoint there when the run starts. */
+void cli_parse_resume(const char *s, resume_kind *out, const char **path);
+
+/* The options of the commands that answer questions with a model (ask,
+ * predict, serve): the window, given as arg_spec entries and checked
+ * after parsing, and the device the forward pass runs on. */
+typedef struct {
+    int T, stride;             /* --max-seq-length, --doc-stride */
+    int T_given, stride_given; /* whether each was on the command line */
+} cli_window;
+#define CLI_WINDOW_DEFAULT {.T = 384, .stride = 128}
+#define CLI_WINDOW_SPECS(w)                                                                                                 \
+    {"max-seq-length", ARG_INT, &(w)->T, "N", "tokens per window (default 384, or the model's max_position_embeddings when smaller)", \
+     .min = 8, .max = 8192, .seen = &(w)->T_given},                                                                           \
+    {"doc-stride", ARG_INT, &(w)->stride, "N", "overlap of context windows, in tokens (default 128; T / 4 with a shorter default T)", \
+     .min = 0, .max = 8191, .seen = &(w)->stride_given}
+/* ERR_INPUT when a stride given or implied by a given T is not below T. */
+int cli_check_window(const char *cmd, const cli_window *w);
+
+typedef struct {
+    const char *device, *precision; /* --device, --precision */
+    int gpu;                        /* --gpu */
+} cli_device;
+#define CLI_DEVICE_DEFAULT {.device = "auto", .precision = "auto"}
+#define CLI_DEVICE_SPECS(d)                                                                                  \
+    {"device", ARG_STR, &(d)->device, "D", "auto|cpu|cuda (auto: the GPU when there is a usable one)", .min = 0}, \
+    {"precision", ARG_STR, &(d)->precision, "P", "auto|fp32|tf32|fp16|bf16 (the CPU computes in fp32)", .min = 0}, \
+    {"gpu", ARG_INT, &(d)->gpu, "N", "the CUDA device to use", .min = 0, .max = 1023}
+/* The backend options of a command that answers questions: d's device,
+ * precision and GPU, `threads` CPU threads, and batch-invariant products,
+ * so that a question's answers do not depend on the other windows in its
+ * batch. */
+int cli_answer_backend_opts(const char *cmd, const cli_device *d, int threads, backend_opts *out);
+
+#endif
