@@ -21,7 +21,8 @@
  * count), --micro-batch (the same mathematics; dropout masks and rounding
  * differ), --save-every, --save-every-minutes, --keep, --eval-every, --dev,
  * --log-every, --recompute, --device (a fp32 run may move between the
- * CPU and a GPU), --gpu, --gpu-mem-limit.
+ * CPU and a GPU), --gpu, --gpu-mem-limit, --shard-optimizer (checkpoints
+ * hold the whole Adam moments either way).
  *
  * The backend is chosen by backend_select (--device, --precision, --gpu,
  * --gpu-mem-limit, --threads) before the data is read; the start-up report

@@ -15,13 +15,15 @@
 #   3 memory the planner's prediction against the measured peak, within 10 %
 #   4 oom    out-of-memory back-off under a memory limit
 #   7 varlen packed micro-batches (--packing varlen): CUDA vs CPU, packed vs padded masked
-#   9 nccl   the bucketed NCCL calls on a one-rank communicator (skipped without libnccl.so.2)
+#   9 nccl   the bucketed NCCL calls on a one-rank communicator: all-reduce, and --shard-optimizer's
+#            reduce-scatter and parameter all-gather (skipped without libnccl.so.2)
 #   fallback test_cuda_fallback and `bertc plan` / `bertc devices` with a GPU present
 #   6 cli    bertc train / predict --device cuda (tests/gpu/train_cli.sh): losses vs the
 #            CPU in fp32/bf16/fp16, GPU samples in monitor.csv, kill + resume
 #   7 serve  bertc serve --device cuda: concurrent requests vs predict --device cuda (tests/gpu/serve_cli.sh)
 #   8 dist   data parallel: mpirun -np 1 = 1 process; 2 ranks sharing the GPU (host sum) vs 1
-#            process (NCCL refuses two ranks on one GPU: the NCCL path needs 2 GPUs, not checked)
+#            process, and with --shard-optimizer (NCCL refuses two ranks on one GPU: the NCCL path
+#            needs 2 GPUs, not checked)
 #   5 bench  bench/gpu_compare.sh (BENCH_BATCHES, default 32; BENCH_STEPS, default 10)
 # Exit status: 0 when every check passed, 1 otherwise (the summary says which).
 set -u -o pipefail
