@@ -225,7 +225,7 @@ static void check_layouts(void)
             int64_t nc = r16(N * C), ni = r16(N * I), n1 = r16(N), att = r16(N * cfg.num_attention_heads * T);
             int64_t emb = 4 * (nc + 2 * n1), head = 4 * (r16(2 * N) + 16), head_work = 4 * r16(2 * N);
             int64_t layer = 4 * (7 * nc + att + 4 * n1 + 2 * ni);
-            int64_t work = 4 * (7 * nc + 2 * ni + att) + (rc ? layer : 0), ints = 4 * (4 * N + 5 * micro + 1);
+            int64_t work = 4 * (7 * nc + 2 * ni + att) + (rc ? layer : 0), ints = 4 * (4 * N + 3 * micro + 1);
             int64_t want1 = A - emb, want0 = 2 * (A - head - head_work - work - ints) + work + ints;
             printf("%s recompute %d, 2 stages, micro 4 x 384: activations stage 0 %lld (want %lld), stage 1 %lld (want "
                    "%lld); one stage %lld\n", names[ci], rc, (long long)s0.plan.activations, (long long)want0,

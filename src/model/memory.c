@@ -238,7 +238,7 @@ static void activation_parts(const bert_config *cfg, int micro, int T, act_parts
     p->head = sat_add(r16(sat_mul(N, 2)), 16);
     p->head_work = r16(sat_mul(N, 2));
     p->work = sat_add(sat_add(sat_mul(7, nc), sat_mul(2, ni)), att);
-    p->ints = sat_add(sat_add(sat_mul(4, N), sat_mul(5, (size_t)micro)), 1);
+    p->ints = sat_add(sat_add(sat_mul(4, N), sat_mul(3, (size_t)micro)), 1);
 }
 
 void memory_stage_layers(int L, int stages, int stage, int *first, int *end)
