@@ -6,6 +6,7 @@
 #include <math.h>
 #include <jansson.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,28 +43,62 @@ static json_t *u64_hex(uint64_t v)
     return json_string(buf);
 }
 
+/* The numeric fields of state.json in file order: kind, key, where in
+ * train_state, the least value read accepts (also written for ranks, whose
+ * 0 means 1), and whether a file may lack it (older bertc versions; the
+ * default is then what train_state_load set before reading). */
+enum { F_INT, F_U64, F_REAL };
+typedef struct {
+    int kind;
+    const char *key;
+    size_t off;
+    int64_t min;
+    int optional;
+} state_field;
+
+#define SF(kind, key, field, min, optional) {kind, key, offsetof(train_state, field), min, optional}
+static const state_field state_fields[] = {
+    SF(F_INT, "step", step, 0, 0),
+    SF(F_INT, "epoch", epoch, 0, 0),
+    SF(F_INT, "loader_cursor", cursor, 0, 0),
+    SF(F_U64, "shuffle_seed", shuffle_seed, 0, 0),
+    SF(F_U64, "rng_seed", rng_seed, 0, 0),
+    SF(F_U64, "rng_counter", rng_counter, 0, 0),
+    SF(F_REAL, "loss_scale", loss_scale, 0, 0),
+    /* absent before fp16 training: those runs never scaled the loss, so the
+     * tracker was 0 */
+    SF(F_INT, "loss_scale_growth_tracker", loss_scale_growth, 0, 1),
+    SF(F_INT, "skipped_steps", skipped_steps, 0, 0),
+    /* absent before bertc counted skipped steps in a row across resumes: 0 */
+    SF(F_INT, "skipped_in_row", skipped_in_row, 0, 1),
+    SF(F_INT, "adam_t", adam_t, 0, 0),
+    SF(F_INT, "restarts", restarts, 0, 0),
+    /* absent before data-parallel training: one process */
+    SF(F_INT, "ranks", ranks, 1, 1),
+    SF(F_REAL, "elapsed_s", elapsed_s, 0, 0),
+    SF(F_REAL, "smoothed_loss", smoothed_loss, 0, 0),
+    SF(F_INT, "examples_seen", examples_seen, 0, 0),
+};
+#undef SF
+
 int train_state_to_json(const train_state *s, char **text, size_t *len)
 {
     json_t *o = json_object();
     json_object_set_new(o, "format", json_string("bertc-train-state"));
     json_object_set_new(o, "format_version", json_integer(1));
     json_object_set_new(o, "bertc_version", json_string(s->version));
-    json_object_set_new(o, "step", json_integer(s->step));
-    json_object_set_new(o, "epoch", json_integer(s->epoch));
-    json_object_set_new(o, "loader_cursor", json_integer(s->cursor));
-    json_object_set_new(o, "shuffle_seed", u64_hex(s->shuffle_seed));
-    json_object_set_new(o, "rng_seed", u64_hex(s->rng_seed));
-    json_object_set_new(o, "rng_counter", u64_hex(s->rng_counter));
-    json_object_set_new(o, "loss_scale", real_or_null(s->loss_scale));
-    json_object_set_new(o, "loss_scale_growth_tracker", json_integer(s->loss_scale_growth));
-    json_object_set_new(o, "skipped_steps", json_integer(s->skipped_steps));
-    json_object_set_new(o, "skipped_in_row", json_integer(s->skipped_in_row));
-    json_object_set_new(o, "adam_t", json_integer(s->adam_t));
-    json_object_set_new(o, "restarts", json_integer(s->restarts));
-    json_object_set_new(o, "ranks", json_integer(s->ranks > 0 ? s->ranks : 1));
-    json_object_set_new(o, "elapsed_s", real_or_null(s->elapsed_s));
-    json_object_set_new(o, "smoothed_loss", real_or_null(s->smoothed_loss));
-    json_object_set_new(o, "examples_seen", json_integer(s->examples_seen));
+    for (size_t i = 0; i < sizeof state_fields / sizeof state_fields[0]; i++) {
+        const state_field *f = &state_fields[i];
+        const void *at = (const char *)s + f->off;
+        json_t *v;
+        if (f->kind == F_U64) v = u64_hex(*(const uint64_t *)at);
+        else if (f->kind == F_REAL) v = real_or_null(*(const double *)at);
+        else {
+            int64_t x = *(const int64_t *)at;
+            v = json_integer(f->min > 0 && x < f->min ? f->min : x);
+        }
+        json_object_set_new(o, f->key, v);
+    }
     json_t *fp = json_object();
     for (int i = 0; i < s->nfp; i++) json_object_set_new(fp, s->fp[i].key, json_string(s->fp[i].value));
     json_object_set_new(o, "fingerprint", fp);
@@ -133,31 +168,18 @@ int train_state_load(const char *path, train_state *s)
         rc = err_set(ERR_INPUT, "%s: not a bertc state.json (field \"format\")", path);
     else if ((rc = get_int(o, path, "format_version", 1, &fv)) == 0 && fv != 1)
         rc = err_set(ERR_INPUT, "%s: format_version %lld is not supported (this bertc reads 1)", path, (long long)fv);
-    if (!rc) rc = get_int(o, path, "step", 0, &s->step);
-    if (!rc) rc = get_int(o, path, "epoch", 0, &s->epoch);
-    if (!rc) rc = get_int(o, path, "loader_cursor", 0, &s->cursor);
-    if (!rc) rc = get_u64(o, path, "shuffle_seed", &s->shuffle_seed);
-    if (!rc) rc = get_u64(o, path, "rng_seed", &s->rng_seed);
-    if (!rc) rc = get_u64(o, path, "rng_counter", &s->rng_counter);
-    if (!rc) rc = get_real(o, path, "loss_scale", &s->loss_scale);
-    /* Absent in the state.json of bertc versions before fp16 training: their
-     * runs never scaled the loss, so the tracker was 0. */
-    if (!rc && json_object_get(o, "loss_scale_growth_tracker"))
-        rc = get_int(o, path, "loss_scale_growth_tracker", 0, &s->loss_scale_growth);
-    if (!rc) rc = get_int(o, path, "skipped_steps", 0, &s->skipped_steps);
-    /* Absent before bertc counted skipped steps in a row across resumes: 0. */
-    if (!rc && json_object_get(o, "skipped_in_row")) rc = get_int(o, path, "skipped_in_row", 0, &s->skipped_in_row);
-    if (!rc && s->skipped_in_row > s->skipped_steps)
-        rc = err_set(ERR_INPUT, "%s: field \"skipped_in_row\": %lld is more than skipped_steps %lld", path,
-                     (long long)s->skipped_in_row, (long long)s->skipped_steps);
-    if (!rc) rc = get_int(o, path, "adam_t", 0, &s->adam_t);
-    if (!rc) rc = get_int(o, path, "restarts", 0, &s->restarts);
-    /* Absent before data-parallel training: one process. */
     s->ranks = 1;
-    if (!rc && json_object_get(o, "ranks")) rc = get_int(o, path, "ranks", 1, &s->ranks);
-    if (!rc) rc = get_real(o, path, "elapsed_s", &s->elapsed_s);
-    if (!rc) rc = get_real(o, path, "smoothed_loss", &s->smoothed_loss);
-    if (!rc) rc = get_int(o, path, "examples_seen", 0, &s->examples_seen);
+    for (size_t i = 0; !rc && i < sizeof state_fields / sizeof state_fields[0]; i++) {
+        const state_field *f = &state_fields[i];
+        void *at = (char *)s + f->off;
+        if (f->optional && !json_object_get(o, f->key)) continue;
+        if (f->kind == F_U64) rc = get_u64(o, path, f->key, at);
+        else if (f->kind == F_REAL) rc = get_real(o, path, f->key, at);
+        else rc = get_int(o, path, f->key, f->min, at);
+        if (!rc && f->off == offsetof(train_state, skipped_in_row) && s->skipped_in_row > s->skipped_steps)
+            rc = err_set(ERR_INPUT, "%s: field \"skipped_in_row\": %lld is more than skipped_steps %lld", path,
+                         (long long)s->skipped_in_row, (long long)s->skipped_steps);
+    }
     if (!rc && !ver) rc = err_set(ERR_INPUT, "%s: field \"bertc_version\" is missing or not a string", path);
     if (!rc) snprintf(s->version, sizeof s->version, "%s", ver);
     if (!rc && !json_is_object(fp)) rc = err_set(ERR_INPUT, "%s: field \"fingerprint\" is missing or not an object", path);
