@@ -70,14 +70,7 @@ __global__ void softmax_forward_kernel(float *probs, const int32_t *mask, int T,
         x[j] = v;
         mx = fmaxf(mx, v);
     }
-    mx = cuda_block_max<ATT_THREADS>(mx, sh);
-    float s = 0;
-    for (int j = threadIdx.x; j < T; j += ATT_THREADS) {
-        float e = expf(__fsub_rn(x[j], mx));
-        x[j] = e;
-        s += e;
-    }
-    float inv = 1.0f / cuda_block_sum<ATT_THREADS>(s, sh);
+    float inv = cuda_block_exp_inv<ATT_THREADS>(x, T, mx, sh);
     for (int j = threadIdx.x; j < T; j += ATT_THREADS) x[j] = __fmul_rn(x[j], inv);
 }
 

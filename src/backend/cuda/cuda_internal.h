@@ -229,4 +229,19 @@ template <int NT> __device__ __forceinline__ float cuda_block_sum(float v, float
     return s;
 }
 
+/* The middle of a row softmax over n values x spread over NT threads, mx
+ * this thread's max of them: x[j] = exp(x[j] - block max) in place; returns
+ * 1 / the block's sum of those. */
+template <int NT> __device__ __forceinline__ float cuda_block_exp_inv(float *x, int n, float mx, float *sh)
+{
+    mx = cuda_block_max<NT>(mx, sh);
+    float s = 0;
+    for (int j = threadIdx.x; j < n; j += NT) {
+        float e = expf(__fsub_rn(x[j], mx));
+        x[j] = e;
+        s += e;
+    }
+    return 1.0f / cuda_block_sum<NT>(s, sh);
+}
+
 #endif

@@ -77,14 +77,7 @@ __global__ void att_varlen_fwd_kernel(float *out, float *probs, const float *q, 
         pd[j] = s;
         mx = fmaxf(mx, s);
     }
-    mx = cuda_block_max<VL_THREADS>(mx, red);
-    float sum = 0;
-    for (int j = threadIdx.x; j < T; j += VL_THREADS) {
-        float e = expf(__fsub_rn(pd[j], mx));
-        pd[j] = e;
-        sum += e;
-    }
-    float inv = 1.0f / cuda_block_sum<VL_THREADS>(sum, red);
+    float inv = cuda_block_exp_inv<VL_THREADS>(pd, T, mx, red);
     for (int j = threadIdx.x; j < T; j += VL_THREADS) {
         float pr = __fmul_rn(pd[j], inv);
         P[j] = pr;
@@ -101,11 +94,10 @@ __global__ void att_varlen_bwd_rows_kernel(float *dq, float *scratch, const floa
                                            int Tp, float scaling, float p, float dscale, philox_stream rng)
 {
     extern __shared__ float vl_sh[];
-    __shared__ float red[VL_THREADS / 32];
     int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-    int r0 = cu[b], T = cu[b + 1] - r0;
+    int r0 = cu[b], T = cu[b + 1] - r0, C = NH * HS;
     if (i >= T) return;
-    int C = NH * HS;
+    __shared__ float red[VL_THREADS / 32];
     float *dos = vl_sh, *ds = vl_sh + HS;
     for (int d = threadIdx.x; d < HS; d += VL_THREADS) dos[d] = dout[(size_t)(r0 + i) * C + (size_t)h * HS + d];
     __syncthreads();
