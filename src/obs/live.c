@@ -76,14 +76,9 @@ void live_from_rundir(live_status *s, const rundir *r)
     if (r->n) {
         size_t i = r->n - 1;
         last_row(s, r, 0, i);
-        double sum = 0;
-        int k = 0;
-        for (size_t j = r->n; r->loss && j-- > 0 && k < 10;)
-            if (isfinite(r->loss[j])) {
-                sum += r->loss[j];
-                k++;
-            }
-        if (k) s->loss_avg = sum / k;
+        int k;
+        double avg = rundir_tail_mean(r->loss, r->n, 10, &k);
+        if (k) s->loss_avg = avg;
         /* ETA from the rate of the last (up to) 50 rows, wall-clock */
         if (r->elapsed && isfinite(s->total) && isfinite(s->step)) {
             size_t j0 = r->n > 50 ? r->n - 50 : 0;

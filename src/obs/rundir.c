@@ -84,6 +84,19 @@ double rundir_max(const double *v, size_t n)
     return m;
 }
 
+double rundir_tail_mean(const double *v, size_t n, int want, int *count)
+{
+    double sum = 0;
+    int k = 0;
+    for (size_t j = n; v && j-- > 0 && k < want;)
+        if (isfinite(v[j])) {
+            sum += v[j];
+            k++;
+        }
+    *count = k;
+    return k ? sum / k : 0;
+}
+
 double rundir_mean(const double *v, size_t n)
 {
     double s = 0;
