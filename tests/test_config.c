@@ -20,10 +20,20 @@ static void expect_error(const char *name, const char *text, const char *want1, 
     tu_expect_input_error(name, config_load(path, &c), path, want1, want2, NULL);
 }
 
+/* Writes text to the temporary file name and loads it, checking that it
+ * loads (what names it in the message). */
+static bert_config load_text(const char *name, const char *text, const char *what)
+{
+    bert_config c;
+    int rc = config_load(tu_write_tmp(name, text), &c);
+    CHECK(rc == 0, "%s config: rc %d: %s", what, rc, err_msg());
+    return c;
+}
+
 static void test_minilm_config(void)
 {
     /* The config.json of sentence-transformers/all-MiniLM-L6-v2, as shipped. */
-    const char *path = tu_write_tmp("minilm.json",
+    bert_config c = load_text("minilm.json",
         "{\n  \"_name_or_path\": \"nreimers/MiniLM-L6-H384-uncased\",\n  \"architectures\": [\"BertModel\"],\n"
         "  \"attention_probs_dropout_prob\": 0.1,\n  \"gradient_checkpointing\": false,\n"
         "  \"hidden_act\": \"gelu\",\n  \"hidden_dropout_prob\": 0.1,\n  \"hidden_size\": 384,\n"
@@ -31,10 +41,7 @@ static void test_minilm_config(void)
         "  \"max_position_embeddings\": 512,\n  \"model_type\": \"bert\",\n  \"num_attention_heads\": 12,\n"
         "  \"num_hidden_layers\": 6,\n  \"pad_token_id\": 0,\n  \"position_embedding_type\": \"absolute\",\n"
         "  \"transformers_version\": \"4.8.2\",\n  \"type_vocab_size\": 2,\n  \"use_cache\": true,\n"
-        "  \"vocab_size\": 30522\n}\n");
-    bert_config c;
-    int rc = config_load(path, &c);
-    CHECK(rc == 0, "minilm config: rc %d: %s", rc, err_msg());
+        "  \"vocab_size\": 30522\n}\n", "minilm");
     printf("minilm: V%d H%d L%d A%d I%d P%d TV%d eps %g drop %g/%g init %g pad %d\n", c.vocab_size, c.hidden_size,
            c.num_hidden_layers, c.num_attention_heads, c.intermediate_size, c.max_position_embeddings,
            c.type_vocab_size, c.layer_norm_eps, c.hidden_dropout_prob, c.attention_probs_dropout_prob,
@@ -50,22 +57,20 @@ static void test_minilm_config(void)
 static void test_defaults(void)
 {
     /* Only the sizes: everything else takes BertConfig's defaults. */
-    const char *path = tu_write_tmp("sparse.json",
-                                    "{\"vocab_size\": 100, \"hidden_size\": 64, \"num_hidden_layers\": 1,"
-                                    " \"num_attention_heads\": 4, \"intermediate_size\": 32,"
-                                    " \"some_future_field\": {\"x\": [1, 2]}, \"hidden_act\": null}");
-    bert_config c;
-    int rc = config_load(path, &c);
-    CHECK(rc == 0, "sparse config: rc %d: %s", rc, err_msg());
+    bert_config c = load_text("sparse.json",
+                              "{\"vocab_size\": 100, \"hidden_size\": 64, \"num_hidden_layers\": 1,"
+                              " \"num_attention_heads\": 4, \"intermediate_size\": 32,"
+                              " \"some_future_field\": {\"x\": [1, 2]}, \"hidden_act\": null}",
+                              "sparse");
     CHECK(c.layer_norm_eps == 1e-12f, "default layer_norm_eps %g", c.layer_norm_eps);
     CHECK(c.hidden_dropout_prob == 0.1f && c.attention_probs_dropout_prob == 0.1f, "default dropouts");
     CHECK(c.initializer_range == 0.02f, "default initializer_range %g", c.initializer_range);
     CHECK(c.type_vocab_size == 2 && c.max_position_embeddings == 512 && c.pad_token_id == 0, "default sizes");
     CHECK(c.vocab_size == 100 && c.hidden_size == 64 && c.intermediate_size == 32, "given sizes");
 
-    path = tu_write_tmp("padnull.json", "{\"vocab_size\": 100, \"pad_token_id\": null, \"layer_norm_eps\": 1e-5,"
-                                        " \"hidden_dropout_prob\": 0, \"initializer_range\": 1}");
-    rc = config_load(path, &c);
+    const char *path = tu_write_tmp("padnull.json", "{\"vocab_size\": 100, \"pad_token_id\": null, \"layer_norm_eps\": 1e-5,"
+                                                    " \"hidden_dropout_prob\": 0, \"initializer_range\": 1}");
+    int rc = config_load(path, &c);
     CHECK(rc == 0 && c.pad_token_id == -1, "pad_token_id null -> -1 (rc %d, pad %d)", rc, c.pad_token_id);
     CHECK(c.layer_norm_eps == 1e-5f && c.hidden_dropout_prob == 0 && c.initializer_range == 1, "numbers as given");
 }

@@ -129,13 +129,16 @@ static void test_unicode(void)
     json_decref(u);
 }
 
+/* One hand-checked question: prediction, gold answer, expected EM and F1. */
+typedef struct {
+    const char *pred, *gold;
+    int em;
+    double f1;
+} hand_case;
+
 static void test_hand(void)
 {
-    struct {
-        const char *pred, *gold;
-        int em;
-        double f1;
-    } c[] = {
+    hand_case c[] = {
         {"eiffel tower!", "The Eiffel Tower", 1, 1.0},
         {"the Denver Broncos team", "Denver Broncos", 0, 0.8},        /* P 2/3, R 1 */
         {"the Denver Broncos team", "Broncos", 0, 0.5},               /* P 1/3, R 1 */
@@ -176,11 +179,7 @@ static void test_hand(void)
     /* CMRC by hand: c1 EM1 F1 1 ('。' dropped); c2 EM0, LCS 2 of 4 and 2 -> 2/3;
      * c3 EM1 F1 1 (lower, strip); c4 EM1 F1 1 (《》 dropped); c5 EM0, LCS 2 of
      * 5 and 5 -> 0.4 (id ' c5 ' stripped); c6 unanswered. */
-    struct {
-        const char *pred, *gold;
-        int em;
-        double f1;
-    } k[] = {
+    hand_case k[] = {
         {"1990年。", "1990年", 1, 1.0},
         {"北京", "北京大学", 0, 2.0 / 3.0},
         {" kaji dha ", "Kaji Dha", 1, 1.0},

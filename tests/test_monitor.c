@@ -150,12 +150,18 @@ static void read_csv(const char *path, csv_table *t)
     CHECK(csv_read(path, t) == 0, "csv_read %s: %s", path, err_msg());
 }
 
+/* csv = TMPDIR/name, with the fake NVML of use_fake(fail). */
+static void fake_csv(char *csv, size_t cap, const char *name, const char *fail)
+{
+    snprintf(csv, cap, "%s/%s", tu_tmpdir(), name);
+    use_fake(fail);
+}
+
 /* Samples taken by hand: columns, values, the progress line. */
 static void test_monitor_samples(void)
 {
     char csv[600];
-    snprintf(csv, sizeof csv, "%s/mon1.csv", tu_tmpdir());
-    use_fake(NULL);
+    fake_csv(csv, sizeof csv, "mon1.csv", NULL);
     monitor *m;
     monitor_options o = {0, 0, csv, NULL, 7};
     CHECK(monitor_start(&m, &o) == 0, "monitor_start: %s", err_msg());
@@ -215,8 +221,7 @@ static void test_monitor_samples(void)
 static void test_monitor_degraded(void)
 {
     char csv[600];
-    snprintf(csv, sizeof csv, "%s/mon2.csv", tu_tmpdir());
-    use_fake("temperature,power=3");
+    fake_csv(csv, sizeof csv, "mon2.csv", "temperature,power=3");
     monitor *m;
     monitor_options o = {0, 0, csv, NULL, 0};
     CHECK(monitor_start(&m, &o) == 0, "start");
@@ -262,8 +267,7 @@ static void test_monitor_degraded(void)
 static void test_monitor_thread(void)
 {
     char csv[600];
-    snprintf(csv, sizeof csv, "%s/mon4.csv", tu_tmpdir());
-    use_fake(NULL);
+    fake_csv(csv, sizeof csv, "mon4.csv", NULL);
     monitor *m;
     monitor_options o = {0.02, 0, csv, NULL, 0};
     CHECK(monitor_start(&m, &o) == 0, "start thread");

@@ -220,15 +220,23 @@ static void check_self_contained(const char *html)
         CHECK(p[4] == '#', "url() only to local clip paths: %.20s", p);
 }
 
+/* Makes the run TMPDIR/name (make_run) in dir and renders it into html;
+ * returns its number of charts, or -1 when nothing was rendered. */
+static int render_run(char *dir, size_t cap, const char *name, int gpu, int steps, sbuf *html)
+{
+    snprintf(dir, cap, "%s/%s", tu_tmpdir(), name);
+    make_run(dir, gpu, steps);
+    CHECK(report_render(dir, html) == 0, "render: %s", err_msg());
+    if (!html->n) return -1;
+    return count_charts(html->p);
+}
+
 static void test_report_gpu(void)
 {
     char dir[600];
-    snprintf(dir, sizeof dir, "%s/gpurun", tu_tmpdir());
-    make_run(dir, 1, 600);
     sbuf html = {0};
-    CHECK(report_render(dir, &html) == 0, "render: %s", err_msg());
-    if (!html.n) return;
-    int n = count_charts(html.p);
+    int n = render_run(dir, sizeof dir, "gpurun", 1, 600, &html);
+    if (n < 0) return;
     printf("GPU run: %d charts, %zu bytes of HTML\n", n, html.n);
     CHECK(n == 12, "12 charts, got %d", n);
     for (size_t i = 0; i < sizeof all_charts / sizeof all_charts[0]; i++) {
@@ -256,12 +264,9 @@ static void test_report_gpu(void)
 static void test_report_cpu(void)
 {
     char dir[600];
-    snprintf(dir, sizeof dir, "%s/cpurun", tu_tmpdir());
-    make_run(dir, 0, 150);
     sbuf html = {0};
-    CHECK(report_render(dir, &html) == 0, "render: %s", err_msg());
-    if (!html.n) return;
-    int n = count_charts(html.p);
+    int n = render_run(dir, sizeof dir, "cpurun", 0, 150, &html);
+    if (n < 0) return;
     printf("CPU run: %d charts\n", n);
     /* loss, lr, throughput, grad norm, CPU, memory; a constant loss scale
      * and no evaluation before step 200 */

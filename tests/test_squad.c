@@ -51,14 +51,22 @@ static void check_consistent(const char *name, const squad_data *d)
           first_bad >= 0 ? d->ex[first_bad].id : "-");
 }
 
+/* Loads the data set rel (what names it when it fails to load, short in the
+ * counts) and checks its numbers of questions and contexts; 0 when loaded. */
+static int load_counted(const char *rel, const char *what, const char *short_name, int n, int ncontexts, squad_data *d)
+{
+    int rc = squad_load(tu_data(rel), d);
+    CHECK(rc == 0, "%s: %s", what, err_msg());
+    if (rc) return rc;
+    CHECK(d->n == n, "%s questions %d", short_name, d->n);
+    CHECK(d->ncontexts == ncontexts, "%s contexts %d", short_name, d->ncontexts);
+    return 0;
+}
+
 static void test_real(void)
 {
     squad_data d;
-    int rc = squad_load(tu_data("squad-v1.1/dev-v1.1.json"), &d);
-    CHECK(rc == 0, "squad dev: %s", err_msg());
-    if (rc == 0) {
-        CHECK(d.n == 10570, "squad dev questions %d", d.n);
-        CHECK(d.ncontexts == 2067, "squad dev contexts %d", d.ncontexts);
+    if (load_counted("squad-v1.1/dev-v1.1.json", "squad dev", "squad dev", 10570, 2067, &d) == 0) {
         CHECK(d.n_relocated == 0 && d.n_unfound == 0, "squad dev relocated %d unfound %d", d.n_relocated, d.n_unfound);
         CHECK(!strcmp(d.version, "1.1"), "version '%s'", d.version);
         CHECK(!strcmp(d.ex[0].id, "56be4db0acb8001400a502ec") && d.ex[0].answer_start[0] == 177 &&
@@ -72,11 +80,7 @@ static void test_real(void)
         check_consistent("squad dev", &d);
         squad_free(&d);
     }
-    rc = squad_load(tu_data("cmrc2018/cmrc2018_trial.json"), &d);
-    CHECK(rc == 0, "cmrc trial: %s", err_msg());
-    if (rc == 0) {
-        CHECK(d.n == 1002, "cmrc questions %d", d.n);
-        CHECK(d.ncontexts == 256, "cmrc contexts %d", d.ncontexts);
+    if (load_counted("cmrc2018/cmrc2018_trial.json", "cmrc trial", "cmrc", 1002, 256, &d) == 0) {
         /* The five known bad offsets are all one code point too far. */
         CHECK(d.n_relocated == 5 && d.n_unfound == 0, "cmrc relocated %d unfound %d", d.n_relocated, d.n_unfound);
         int i = find_ex(&d, "TRIAL_210_QUERY_0");
@@ -89,11 +93,7 @@ static void test_real(void)
         check_consistent("cmrc trial", &d);
         squad_free(&d);
     }
-    rc = squad_load(tu_data("xquad/xquad.zh.json"), &d);
-    CHECK(rc == 0, "xquad zh: %s", err_msg());
-    if (rc == 0) {
-        CHECK(d.n == 1190, "xquad questions %d", d.n);
-        CHECK(d.ncontexts == 240, "xquad contexts %d", d.ncontexts);
+    if (load_counted("xquad/xquad.zh.json", "xquad zh", "xquad", 1190, 240, &d) == 0) {
         CHECK(d.n_relocated == 0 && d.n_unfound == 0, "xquad relocated %d unfound %d", d.n_relocated, d.n_unfound);
         CHECK(!strcmp(d.ex[0].id, "56beb4343aeaaa14008c925b") && d.ex[0].answer_start[0] == 10, "xquad first %s",
               d.ex[0].id);

@@ -1,4 +1,5 @@
 /* bertc report RUN: rebuilds RUN/report.html from the run's CSV files. */
+#include "cli/options.h"
 #include "core/args.h"
 #include "core/err.h"
 #include "obs/report.h"
@@ -15,16 +16,10 @@ int cmd_report(int argc, char **argv)
         {.name = "out", .type = ARG_STR, .ptr = &out, .metavar = "FILE", .help = "write the page here instead of RUN/report.html"},
         {0},
     };
-    char **pos = NULL;
-    int npos = 0;
-    int rc = args_parse("report", "bertc report RUN [--out FILE]", specs, argc, argv, &pos, &npos);
+    char **pos;
+    int rc = cli_parse_run("report", "bertc report RUN [--out FILE]", specs, argc, argv, &pos);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    if (npos != 1) {
-        free(pos);
-        return err_set(ERR_INPUT, "report: expected one run directory, got %d argument(s) (usage: bertc report RUN)",
-                       npos);
-    }
     const char *run = pos[0];
     char path[4200];
     if (!out) snprintf(path, sizeof path, "%s/report.html", run);

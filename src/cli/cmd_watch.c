@@ -3,6 +3,7 @@
  * without --http, on another machine that sees the same disk, and for a
  * finished run (printed once). */
 #define _GNU_SOURCE
+#include "cli/options.h"
 #include "core/args.h"
 #include "core/err.h"
 #include "core/fileio.h"
@@ -98,15 +99,10 @@ int cmd_watch(int argc, char **argv)
         {"count", ARG_I64, &count, "N", "exit after N refreshes (0 = until the run is done or Ctrl-C)", .min = 0, .max = 1e12},
         {0},
     };
-    char **pos = NULL;
-    int npos = 0;
-    int rc = args_parse("watch", "bertc watch RUN [--interval S] [--once]", specs, argc, argv, &pos, &npos);
+    char **pos;
+    int rc = cli_parse_run("watch", "bertc watch RUN [--interval S] [--once]", specs, argc, argv, &pos);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    if (npos != 1) {
-        free(pos);
-        return err_set(ERR_INPUT, "watch: expected one run directory, got %d argument(s) (usage: bertc watch RUN)", npos);
-    }
     const char *run = pos[0];
     if (!path_is_dir(run)) {
         rc = err_set(ERR_INPUT, "watch: %s is not a run directory", run);

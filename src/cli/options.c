@@ -7,6 +7,7 @@
 #include "core/err.h"
 #include "model/memory.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 int cli_parse_device(const char *cmd, const char *s, device_kind *out)
@@ -68,5 +69,20 @@ int cli_answer_backend_opts(const char *cmd, const cli_device *d, int threads, b
     out->threads = threads;
     out->gpu = d->gpu;
     out->batch_invariant = 1;
+    return 0;
+}
+
+int cli_parse_run(const char *cmd, const char *usage, const arg_spec *specs, int argc, char **argv, char ***pos)
+{
+    int npos = 0;
+    *pos = NULL;
+    int rc = args_parse(cmd, usage, specs, argc, argv, pos, &npos);
+    if (rc) return rc;
+    if (npos != 1) {
+        free(*pos);
+        *pos = NULL;
+        return err_set(ERR_INPUT, "%s: expected one run directory, got %d argument(s) (usage: bertc %s RUN)", cmd, npos,
+                       cmd);
+    }
     return 0;
 }

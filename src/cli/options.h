@@ -55,4 +55,10 @@ typedef struct {
  * batch. */
 int cli_answer_backend_opts(const char *cmd, const cli_device *d, int threads, backend_opts *out);
 
+/* args_parse for a command that takes one run directory and options: rc
+ * as args_parse returns it (ARGS_HELP included), and ERR_INPUT naming cmd
+ * unless exactly one positional argument was given; on 0, *pos holds it
+ * (free *pos). */
+int cli_parse_run(const char *cmd, const char *usage, const arg_spec *specs, int argc, char **argv, char ***pos);
+
 #endif

@@ -15,29 +15,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void free_each(void *const *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) free(p[i]);
+}
+
 void features_tokens_free(features_tokens *t)
 {
     if (!t) return;
-    free(t->ctx_off);
-    free(t->ctx_ids);
-    free(t->ctx_begin);
-    free(t->ctx_end);
-    free(t->q_off);
-    free(t->q_ids);
+    void *const arrays[] = {t->ctx_off, t->ctx_ids, t->ctx_begin, t->ctx_end, t->q_off, t->q_ids};
+    free_each(arrays, sizeof arrays / sizeof arrays[0]);
     free(t);
 }
 
 void features_free(features *f)
 {
     if (!f) return;
-    free(f->input_ids);
-    free(f->token_type_ids);
-    free(f->attention_mask);
-    free(f->start_positions);
-    free(f->end_positions);
-    free(f->example);
-    free(f->offset_begin);
-    free(f->offset_end);
+    void *const arrays[] = {f->input_ids,       f->token_type_ids, f->attention_mask, f->start_positions,
+                            f->end_positions, f->example,        f->offset_begin,   f->offset_end};
+    free_each(arrays, sizeof arrays / sizeof arrays[0]);
     features_tokens_free(f->tokens);
     memset(f, 0, sizeof *f);
 }

@@ -22,6 +22,16 @@
 #define CACHE_VERSION 1u
 #define CACHE_ENDIAN 0x01020304u
 
+/* The arrays after the header, in file order, with their sizes in bytes
+ * (t the features, h the header): X(array, bytes) for each. */
+#define CACHE_ARRAYS(X)                                                                                                \
+    X(t->ctx_off, 8 * ((size_t)h.ncontexts + 1));                                                                      \
+    X(t->ctx_ids, 4 * (size_t)h.nct);                                                                                  \
+    X(t->ctx_begin, 4 * (size_t)h.nct);                                                                                \
+    X(t->ctx_end, 4 * (size_t)h.nct);                                                                                  \
+    X(t->q_off, 8 * ((size_t)h.n + 1));                                                                                \
+    X(t->q_ids, 4 * (size_t)h.nqt);
+
 typedef struct {
     char magic[8];
     uint32_t version, endian;
@@ -81,12 +91,7 @@ int features_cache_save(const char *path, const squad_data *d, const tokenizer *
     char *p = buf;
 #define PUT(src, bytes) (memcpy(p, (src), (bytes)), p += (bytes))
     PUT(&h, sizeof h);
-    PUT(t->ctx_off, 8 * ((size_t)h.ncontexts + 1));
-    PUT(t->ctx_ids, 4 * (size_t)h.nct);
-    PUT(t->ctx_begin, 4 * (size_t)h.nct);
-    PUT(t->ctx_end, 4 * (size_t)h.nct);
-    PUT(t->q_off, 8 * ((size_t)h.n + 1));
-    PUT(t->q_ids, 4 * (size_t)h.nqt);
+    CACHE_ARRAYS(PUT)
 #undef PUT
     uint32_t crc = crc32c(buf, (size_t)(p - buf));
     memcpy(p, &crc, 4);
@@ -195,12 +200,7 @@ int features_cache_load(const char *path, const squad_data *d, const tokenizer *
         else memcpy((dst), p, b_);                                \
         p += b_;                                                  \
     } while (0)
-    TAKE(t->ctx_off, 8 * ((size_t)h.ncontexts + 1));
-    TAKE(t->ctx_ids, 4 * (size_t)h.nct);
-    TAKE(t->ctx_begin, 4 * (size_t)h.nct);
-    TAKE(t->ctx_end, 4 * (size_t)h.nct);
-    TAKE(t->q_off, 8 * ((size_t)h.n + 1));
-    TAKE(t->q_ids, 4 * (size_t)h.nqt);
+    CACHE_ARRAYS(TAKE)
 #undef TAKE
     free(buf);
     if (rc) {

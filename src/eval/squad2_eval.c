@@ -311,75 +311,30 @@ static void qlist_free(qlist *l)
     free(l->f1_int);
 }
 
-/* get_raw_scores: walks data[].paragraphs[].qas[] in file order. */
-static int score_file(const char *data_path, json_t *data, json_t *pred, qlist *l, const char **missing)
+typedef struct {
+    json_t *pred;
+    qlist *l;
+    const char **missing;
+} score_state;
+
+/* get_raw_scores for one question (eval_walk_questions walks them in file
+ * order). */
+static void score_one(void *user, json_t *qa, const char *id, size_t na, const char **gold, const size_t *gold_len,
+                      int ng)
 {
-    size_t ai, pi, qi, gi;
-    json_t *art, *para, *qa, *ans;
-    const char **gold = NULL;
-    size_t *gold_len = NULL, gold_cap = 0;
-    int rc = 0;
-    json_array_foreach(data, ai, art) {
-        json_t *paras = json_object_get(art, "paragraphs");
-        if (!json_is_array(paras)) {
-            rc = err_set(ERR_INPUT, "%s: data[%zu]: \"paragraphs\" missing or not an array", data_path, ai);
-            goto done;
-        }
-        json_array_foreach(paras, pi, para) {
-            json_t *qas = json_object_get(para, "qas");
-            if (!json_is_array(qas)) {
-                rc = err_set(ERR_INPUT, "%s: data[%zu].paragraphs[%zu]: \"qas\" missing or not an array", data_path,
-                             ai, pi);
-                goto done;
-            }
-            json_array_foreach(qas, qi, qa) {
-                json_t *jid = json_object_get(qa, "id"), *answers = json_object_get(qa, "answers");
-                if (!json_is_string(jid)) {
-                    rc = err_set(ERR_INPUT, "%s: data[%zu].paragraphs[%zu].qas[%zu]: \"id\" missing or not a string",
-                                 data_path, ai, pi, qi);
-                    goto done;
-                }
-                const char *id = json_string_value(jid);
-                if (!json_is_array(answers)) {
-                    rc = err_set(ERR_INPUT, "%s: question '%.120s': \"answers\" missing or not an array", data_path, id);
-                    goto done;
-                }
-                size_t na = json_array_size(answers);
-                if (na > gold_cap) {
-                    gold_cap = na;
-                    gold = xrealloc(gold, na * sizeof *gold);
-                    gold_len = xrealloc(gold_len, na * sizeof *gold_len);
-                }
-                int ng = 0;
-                json_array_foreach(answers, gi, ans) {
-                    json_t *text = json_object_get(ans, "text");
-                    if (!json_is_string(text)) {
-                        rc = err_set(ERR_INPUT, "%s: question '%.120s': answers[%zu].text missing or not a string",
-                                     data_path, id, gi);
-                        goto done;
-                    }
-                    if (!normalizes_nonempty(json_string_value(text), json_string_length(text))) continue;
-                    gold[ng] = json_string_value(text);
-                    gold_len[ng++] = json_string_length(text);
-                }
-                json_t *p = json_object_get(pred, id);
-                if (!p) { /* an error once the data is known to be sound */
-                    if (!*missing) *missing = id;
-                    qlist_push(l, id, na > 0, 0, 0, 0.0, 1);
-                    continue;
-                }
-                int em;
-                double f1;
-                int f1_int;
-                score_question(json_string_value(p), json_string_length(p), gold, gold_len, ng, &em, &f1, &f1_int);
-                qlist_push(l, id, na > 0, json_string_length(p) > 0, em, f1, f1_int);
-            }
-        }
+    (void)qa;
+    score_state *st = user;
+    json_t *p = json_object_get(st->pred, id);
+    if (!p) { /* an error once the data is known to be sound */
+        if (!*st->missing) *st->missing = id;
+        qlist_push(st->l, id, na > 0, 0, 0, 0.0, 1);
+        return;
     }
-done:
-    free(gold);
-    free(gold_len);
-    return rc;
+    int em;
+    double f1;
+    int f1_int;
+    score_question(json_string_value(p), json_string_length(p), gold, gold_len, ng, &em, &f1, &f1_int);
+    qlist_push(st->l, id, na > 0, json_string_length(p) > 0, em, f1, f1_int);
 }
 
 int squad2_eval_files(const char *data_path, const char *pred_path, const char *na_prob_path, double na_prob_thresh,
@@ -396,14 +351,11 @@ int squad2_eval_files(const char *data_path, const char *pred_path, const char *
     if (!rc) rc = eval_load_json(pred_path, &pj);
     if (!rc && na_prob_path) rc = eval_load_json(na_prob_path, &nj);
     if (rc) goto done;
-    json_t *data = json_is_object(dj) ? json_object_get(dj, "data") : NULL;
-    if (!json_is_array(data)) {
-        rc = err_set(ERR_INPUT, "%s: not a SQuAD-format file (no \"data\" array at the top)", data_path);
-        goto done;
-    }
-    if ((rc = eval_check_predictions(pred_path, pj))) goto done;
+    json_t *data;
+    if ((rc = eval_data_array(data_path, dj, &data)) || (rc = eval_check_predictions(pred_path, pj))) goto done;
     const char *missing = NULL;
-    if ((rc = score_file(data_path, data, pj, &l, &missing))) goto done;
+    score_state st = {pj, &l, &missing};
+    if ((rc = eval_walk_questions(data_path, data, 120, normalizes_nonempty, score_one, &st))) goto done;
     if (l.n == 0) {
         rc = err_set(ERR_INPUT, "%s: no questions in the data", data_path);
         goto done;

@@ -233,6 +233,14 @@ static char *strip_id(const char *id)
     return r;
 }
 
+int eval_data_array(const char *path, json_t *doc, json_t **data)
+{
+    *data = json_is_object(doc) ? json_object_get(doc, "data") : NULL;
+    if (!json_is_array(*data))
+        return err_set(ERR_INPUT, "%s: not a SQuAD-format file (no \"data\" array at the top)", path);
+    return 0;
+}
+
 int eval_check_predictions(const char *path, json_t *pred)
 {
     if (!json_is_object(pred)) return err_set(ERR_INPUT, "%s: predictions must be a JSON object {\"id\": \"answer\"}", path);
@@ -245,15 +253,13 @@ int eval_check_predictions(const char *path, json_t *pred)
     return 0;
 }
 
-/* Walks data[].paragraphs[].qas[] in file order, scoring each question. */
-static int score_data(const char *path, json_t *data, json_t *pred, eval_metric m, eval_result *out, long *em_sum,
-                      double *f1_sum)
+int eval_walk_questions(const char *path, json_t *data, int id_prec, int (*keep)(const char *s, size_t n),
+                        eval_question_fn fn, void *user)
 {
     size_t ai, pi, qi, gi;
     json_t *art, *para, *qa, *ans;
     const char **gold = NULL;
-    size_t *gold_len = NULL;
-    size_t gold_cap = 0;
+    size_t *gold_len = NULL, gold_cap = 0;
     int rc = 0;
     json_array_foreach(data, ai, art) {
         json_t *paras = json_object_get(art, "paragraphs");
@@ -268,8 +274,7 @@ static int score_data(const char *path, json_t *data, json_t *pred, eval_metric 
                 goto done;
             }
             json_array_foreach(qas, qi, qa) {
-                json_t *jid = json_object_get(qa, "id");
-                json_t *answers = json_object_get(qa, "answers");
+                json_t *jid = json_object_get(qa, "id"), *answers = json_object_get(qa, "answers");
                 if (!json_is_string(jid)) {
                     rc = err_set(ERR_INPUT, "%s: data[%zu].paragraphs[%zu].qas[%zu]: \"id\" missing or not a string",
                                  path, ai, pi, qi);
@@ -277,7 +282,8 @@ static int score_data(const char *path, json_t *data, json_t *pred, eval_metric 
                 }
                 const char *id = json_string_value(jid);
                 if (!json_is_array(answers)) {
-                    rc = err_set(ERR_INPUT, "%s: question '%s': \"answers\" missing or not an array", path, id);
+                    rc = err_set(ERR_INPUT, "%s: question '%.*s': \"answers\" missing or not an array", path, id_prec,
+                                 id);
                     goto done;
                 }
                 size_t na = json_array_size(answers);
@@ -286,31 +292,19 @@ static int score_data(const char *path, json_t *data, json_t *pred, eval_metric 
                     gold = xrealloc(gold, na * sizeof *gold);
                     gold_len = xrealloc(gold_len, na * sizeof *gold_len);
                 }
+                int ng = 0;
                 json_array_foreach(answers, gi, ans) {
                     json_t *text = json_object_get(ans, "text");
                     if (!json_is_string(text)) {
-                        rc = err_set(ERR_INPUT, "%s: question '%s': answers[%zu].text missing or not a string", path,
-                                     id, gi);
+                        rc = err_set(ERR_INPUT, "%s: question '%.*s': answers[%zu].text missing or not a string",
+                                     path, id_prec, id, gi);
                         goto done;
                     }
-                    gold[gi] = json_string_value(text);
-                    gold_len[gi] = json_string_length(text);
+                    if (keep && !keep(json_string_value(text), json_string_length(text))) continue;
+                    gold[ng] = json_string_value(text);
+                    gold_len[ng++] = json_string_length(text);
                 }
-                out->total++;
-                if (na == 0) out->no_gold++;
-                if (json_is_true(json_object_get(qa, "is_impossible"))) out->impossible++;
-                char *sid = m == EVAL_METRIC_CMRC ? strip_id(id) : NULL;
-                json_t *p = json_object_get(pred, sid ? sid : id);
-                free(sid);
-                if (!p) {
-                    out->unanswered++;
-                    continue;
-                }
-                int em;
-                double f1;
-                eval_question(m, json_string_value(p), json_string_length(p), gold, gold_len, (int)na, &em, &f1);
-                *em_sum += em;
-                *f1_sum += f1;
+                fn(user, qa, id, na, gold, gold_len, ng);
             }
         }
     }
@@ -320,36 +314,59 @@ done:
     return rc;
 }
 
+typedef struct {
+    json_t *pred;
+    eval_metric m;
+    eval_result *out;
+    long em_sum;
+    double f1_sum;
+} score_state;
+
+/* Scores one question of eval_files. */
+static void score_one(void *user, json_t *qa, const char *id, size_t na, const char **gold, const size_t *gold_len,
+                      int ng)
+{
+    score_state *st = user;
+    st->out->total++;
+    if (na == 0) st->out->no_gold++;
+    if (json_is_true(json_object_get(qa, "is_impossible"))) st->out->impossible++;
+    char *sid = st->m == EVAL_METRIC_CMRC ? strip_id(id) : NULL;
+    json_t *p = json_object_get(st->pred, sid ? sid : id);
+    free(sid);
+    if (!p) {
+        st->out->unanswered++;
+        return;
+    }
+    int em;
+    double f1;
+    eval_question(st->m, json_string_value(p), json_string_length(p), gold, gold_len, ng, &em, &f1);
+    st->em_sum += em;
+    st->f1_sum += f1;
+}
+
 int eval_files(const char *data_path, const char *pred_path, eval_metric m, eval_result *out)
 {
     memset(out, 0, sizeof *out);
     json_t *dj = NULL, *pj = NULL;
-    long em_sum = 0;
-    double f1_sum = 0;
     int rc = eval_load_json(data_path, &dj);
     if (rc) goto done;
     rc = eval_load_json(pred_path, &pj);
     if (rc) goto done;
-    json_t *data = json_is_object(dj) ? json_object_get(dj, "data") : NULL;
-    if (!json_is_array(data)) {
-        rc = err_set(ERR_INPUT, "%s: not a SQuAD-format file (no \"data\" array at the top)", data_path);
-        goto done;
-    }
-    rc = eval_check_predictions(pred_path, pj);
-    if (rc) goto done;
+    json_t *data;
+    if ((rc = eval_data_array(data_path, dj, &data)) || (rc = eval_check_predictions(pred_path, pj))) goto done;
     if (m == EVAL_METRIC_SQUAD) {
         json_t *v = json_object_get(dj, "version");
         const char *ver = json_is_string(v) ? json_string_value(v) : NULL;
         if (!ver || strcmp(ver, "1.1") != 0)
             log_warn("Evaluation expects v-1.1, but got dataset with v-%s (%s)", ver ? ver : "(none)", data_path);
     }
-    rc = score_data(data_path, data, pj, m, out, &em_sum, &f1_sum);
-    if (rc) goto done;
+    score_state st = {pj, m, out, 0, 0};
+    if ((rc = eval_walk_questions(data_path, data, -1, NULL, score_one, &st))) goto done;
     if (out->total == 0) {
         rc = err_set(ERR_INPUT, "%s: no questions in the data", data_path);
         goto done;
     }
-    finish(out, em_sum, f1_sum);
+    finish(out, st.em_sum, st.f1_sum);
 done:
     json_decref(dj);
     json_decref(pj);

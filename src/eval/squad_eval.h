@@ -63,5 +63,18 @@ int eval_result_json(const eval_result *r, char *buf, size_t cap);
 typedef struct json_t json_t;
 int eval_load_json(const char *path, json_t **out);
 int eval_check_predictions(const char *path, json_t *pred);
+/* *data = the "data" array of a SQuAD-format document, or ERR_INPUT. */
+int eval_data_array(const char *path, json_t *doc, json_t **data);
+
+/* Called by eval_walk_questions for each question: na answers in the file,
+ * of which the ng kept are gold[0..ng) (valid only during the call). */
+typedef void (*eval_question_fn)(void *user, json_t *qa, const char *id, size_t na, const char **gold,
+                                 const size_t *gold_len, int ng);
+/* Walks data[].paragraphs[].qas[] in file order, checking the shape
+ * (ERR_INPUT naming path; ids printed with precision id_prec, -1 for all of
+ * them) and calling fn per question with the answer texts that keep accepts
+ * (all when keep is NULL). */
+int eval_walk_questions(const char *path, json_t *data, int id_prec, int (*keep)(const char *s, size_t n),
+                        eval_question_fn fn, void *user);
 
 #endif

@@ -5,6 +5,7 @@
 #include "core/fileio.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,33 @@ static double mtime_of(const char *path)
     return (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec * 1e-9;
 }
 
+/* The live_status fields read from the last row of a rundir column: of the
+ * metrics (table 0) or of the machine samples (table 1). */
+typedef struct {
+    int table;
+    size_t dst, src;
+} live_col;
+
+#define LC(table, dst, src) {table, offsetof(live_status, dst), offsetof(rundir, src)}
+static const live_col live_cols[] = {
+    LC(0, step, step),           LC(0, epoch, epoch),        LC(0, loss, loss),
+    LC(0, lr, lr),               LC(0, grad_norm, gnorm),    LC(0, loss_scale, scale),
+    LC(0, examples_per_s, eps),  LC(0, elapsed_s, elapsed),  LC(1, gpu_util_pct, util),
+    LC(1, gpu_mem_used_gib, mused), LC(1, gpu_mem_total_gib, mtotal), LC(1, gpu_temp_c, temp),
+    LC(1, gpu_power_w, power),   LC(1, cpu_pct, cpu),        LC(1, rss_gib, rss),
+};
+#undef LC
+
+/* Row i of each column of the table into s (NaN for a column the run lacks). */
+static void last_row(live_status *s, const rundir *r, int table, size_t i)
+{
+    for (size_t k = 0; k < sizeof live_cols / sizeof live_cols[0]; k++) {
+        if (live_cols[k].table != table) continue;
+        const double *col = *(double *const *)((const char *)r + live_cols[k].src);
+        *(double *)((char *)s + live_cols[k].dst) = col ? col[i] : NAN;
+    }
+}
+
 void live_from_rundir(live_status *s, const rundir *r)
 {
     live_init(s);
@@ -47,22 +75,10 @@ void live_from_rundir(live_status *s, const rundir *r)
     /* the last metrics row */
     if (r->n) {
         size_t i = r->n - 1;
-        s->step = r->step ? r->step[i] : NAN;
-        s->epoch = r->epoch ? r->epoch[i] : NAN;
-        s->loss = r->loss ? r->loss[i] : NAN;
-        s->lr = r->lr ? r->lr[i] : NAN;
-        s->grad_norm = r->gnorm ? r->gnorm[i] : NAN;
-        s->loss_scale = r->scale ? r->scale[i] : NAN;
-        s->examples_per_s = r->eps ? r->eps[i] : NAN;
-        s->elapsed_s = r->elapsed ? r->elapsed[i] : NAN;
-        double sum = 0;
-        int k = 0;
-        for (size_t j = r->n; r->loss && j-- > 0 && k < 10;)
-            if (isfinite(r->loss[j])) {
-                sum += r->loss[j];
-                k++;
-            }
-        if (k) s->loss_avg = sum / k;
+        last_row(s, r, 0, i);
+        int k;
+        double avg = rundir_tail_mean(r->loss, r->n, 10, &k);
+        if (k) s->loss_avg = avg;
         /* ETA from the rate of the last (up to) 50 rows, wall-clock */
         if (r->elapsed && isfinite(s->total) && isfinite(s->step)) {
             size_t j0 = r->n > 50 ? r->n - 50 : 0;
@@ -82,16 +98,7 @@ void live_from_rundir(live_status *s, const rundir *r)
                 s->best_step = r->estep ? r->estep[j] : NAN;
             }
     }
-    if (r->nm) {
-        size_t i = r->nm - 1;
-        s->gpu_util_pct = r->util ? r->util[i] : NAN;
-        s->gpu_mem_used_gib = r->mused ? r->mused[i] : NAN;
-        s->gpu_mem_total_gib = r->mtotal ? r->mtotal[i] : NAN;
-        s->gpu_temp_c = r->temp ? r->temp[i] : NAN;
-        s->gpu_power_w = r->power ? r->power[i] : NAN;
-        s->cpu_pct = r->cpu ? r->cpu[i] : NAN;
-        s->rss_gib = r->rss ? r->rss[i] : NAN;
-    }
+    if (r->nm) last_row(s, r, 1, r->nm - 1);
     char latest[256], path[4600];
     s->checkpoints = rundir_checkpoints(r->dir, latest, sizeof latest);
     if (latest[0]) {

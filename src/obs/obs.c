@@ -306,23 +306,25 @@ void obs_checkpoint(obs_run *r, int64_t step, const char *dir)
     pthread_mutex_unlock(&r->live_lock);
 }
 
+/* Copies text into a string field of r->live and publishes it. */
+static void live_set_text(obs_run *r, char *field, size_t cap, const char *text)
+{
+    pthread_mutex_lock(&r->live_lock);
+    snprintf(field, cap, "%s", text);
+    live_publish_locked(r);
+    pthread_mutex_unlock(&r->live_lock);
+}
+
 void obs_state(obs_run *r, const char *state)
 {
     if (!r) return;
-    pthread_mutex_lock(&r->live_lock);
-    snprintf(r->live.state, sizeof r->live.state, "%s", state);
-    live_publish_locked(r);
-    pthread_mutex_unlock(&r->live_lock);
+    live_set_text(r, r->live.state, sizeof r->live.state, state);
     obs_set_info(r, "state", state);
 }
 
 void obs_set_mirror(obs_run *r, const char *text)
 {
-    if (!r) return;
-    pthread_mutex_lock(&r->live_lock);
-    snprintf(r->live.mirror, sizeof r->live.mirror, "%s", text);
-    live_publish_locked(r);
-    pthread_mutex_unlock(&r->live_lock);
+    if (r) live_set_text(r, r->live.mirror, sizeof r->live.mirror, text);
 }
 
 int obs_http_port_of(obs_run *r) { return r ? obs_http_port(r->http) : 0; }

@@ -140,14 +140,9 @@ static void summary(const rundir *s, sbuf *b)
     }
     row(b, "Steps", v);
     /* the mean of the last ten logged losses: one step's loss is noisy */
-    double sum = 0;
-    int k = 0;
-    for (size_t i = s->n; s->loss && i-- > 0 && k < 10;)
-        if (isfinite(s->loss[i])) {
-            sum += s->loss[i];
-            k++;
-        }
-    if (k) snprintf(v, sizeof v, "%.4f (mean of the last %d logged)", sum / k, k);
+    int k;
+    double avg = rundir_tail_mean(s->loss, s->n, 10, &k);
+    if (k) snprintf(v, sizeof v, "%.4f (mean of the last %d logged)", avg, k);
     else snprintf(v, sizeof v, "none logged");
     row(b, "Final loss", v);
     size_t best = (size_t)-1;

@@ -7,6 +7,7 @@
 
 #include <dirent.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +82,19 @@ double rundir_max(const double *v, size_t n)
     for (size_t i = 0; v && i < n; i++)
         if (isfinite(v[i]) && !(v[i] <= m)) m = v[i];
     return m;
+}
+
+double rundir_tail_mean(const double *v, size_t n, int want, int *count)
+{
+    double sum = 0;
+    int k = 0;
+    for (size_t j = n; v && j-- > 0 && k < want;)
+        if (isfinite(v[j])) {
+            sum += v[j];
+            k++;
+        }
+    *count = k;
+    return k ? sum / k : 0;
 }
 
 double rundir_mean(const double *v, size_t n)
@@ -162,6 +176,31 @@ long rundir_restarts(const char *dir)
     return n;
 }
 
+/* The columns read by name alone: of metrics.csv (table 0) or of
+ * monitor.csv (table 1), each into its rundir field. */
+typedef struct {
+    int table;
+    size_t off;
+    const char *name;
+} rundir_col;
+
+#define RC(table, field, name) {table, offsetof(rundir, field), name}
+static const rundir_col plain_cols[] = {
+    RC(0, epoch, "epoch"), RC(0, loss, "loss"), RC(0, lr, "lr"), RC(0, gnorm, "grad_norm"),
+    RC(0, scale, "loss_scale"), RC(0, eps, "examples_per_s"), RC(0, elapsed, "elapsed_s"),
+    RC(1, util, "gpu_util_pct"), RC(1, mutil, "gpu_mem_util_pct"), RC(1, mused, "gpu_mem_used_mib"),
+    RC(1, mtotal, "gpu_mem_total_mib"), RC(1, temp, "gpu_temp_c"), RC(1, power, "power_w"),
+    RC(1, plimit, "power_limit_w"), RC(1, cpu, "cpu_pct"), RC(1, rss, "rss_mib"), RC(1, avail, "mem_avail_mib"),
+};
+#undef RC
+
+static void plain_columns(rundir *r, int table, const rundir_table *t)
+{
+    for (size_t k = 0; k < sizeof plain_cols / sizeof plain_cols[0]; k++)
+        if (plain_cols[k].table == table)
+            *(double **)((char *)r + plain_cols[k].off) = rundir_column(t, plain_cols[k].name);
+}
+
 static void collect(rundir *r)
 {
     static const char *const em_names[] = {"exact_match", "em", "EM", "exact", NULL};
@@ -171,13 +210,7 @@ static void collect(rundir *r)
         r->n = r->metrics.t.nrows;
         r->step = rundir_column(&r->metrics, "step");
         if (!r->step) r->step = index_column(r->n);
-        r->epoch = rundir_column(&r->metrics, "epoch");
-        r->loss = rundir_column(&r->metrics, "loss");
-        r->lr = rundir_column(&r->metrics, "lr");
-        r->gnorm = rundir_column(&r->metrics, "grad_norm");
-        r->scale = rundir_column(&r->metrics, "loss_scale");
-        r->eps = rundir_column(&r->metrics, "examples_per_s");
-        r->elapsed = rundir_column(&r->metrics, "elapsed_s");
+        plain_columns(r, 0, &r->metrics);
         r->skipped = column_any(&r->metrics, skip_names);
     }
     /* evaluation: eval.csv, or the evaluation columns of metrics.csv */
@@ -198,16 +231,7 @@ static void collect(rundir *r)
         r->t = rundir_column(&r->monitor, "unix_time");
         if (!r->t) r->t = rundir_column(&r->monitor, "elapsed_s");
         if (!r->t) r->t = index_column(r->nm);
-        r->util = rundir_column(&r->monitor, "gpu_util_pct");
-        r->mutil = rundir_column(&r->monitor, "gpu_mem_util_pct");
-        r->mused = rundir_column(&r->monitor, "gpu_mem_used_mib");
-        r->mtotal = rundir_column(&r->monitor, "gpu_mem_total_mib");
-        r->temp = rundir_column(&r->monitor, "gpu_temp_c");
-        r->power = rundir_column(&r->monitor, "power_w");
-        r->plimit = rundir_column(&r->monitor, "power_limit_w");
-        r->cpu = rundir_column(&r->monitor, "cpu_pct");
-        r->rss = rundir_column(&r->monitor, "rss_mib");
-        r->avail = rundir_column(&r->monitor, "mem_avail_mib");
+        plain_columns(r, 1, &r->monitor);
         scale_column(r->mused, r->nm, 1.0 / 1024);
         scale_column(r->mtotal, r->nm, 1.0 / 1024);
         scale_column(r->rss, r->nm, 1.0 / 1024);

@@ -64,6 +64,9 @@ long rundir_restarts(const char *dir);
 double rundir_last(const double *v, size_t n);
 double rundir_max(const double *v, size_t n);
 double rundir_mean(const double *v, size_t n);
+/* The mean of the last (up to) want finite values of v (n values, or
+ * NULL), newest first; *count says how many were taken (0: returns 0). */
+double rundir_tail_mean(const double *v, size_t n, int want, int *count);
 double rundir_median(const double *v, size_t n);
 size_t rundir_count(const double *v, size_t n);
 

@@ -120,6 +120,31 @@ static size_t emit_polyline(sbuf *out, const frame *f, const svg_series *s)
     return drawn;
 }
 
+/* The ticks of the y axis (grid lines, labels left) or of the x axis
+ * (tick marks, labels below). */
+static void emit_axis(sbuf *out, const frame *f, int xaxis)
+{
+    double ticks[32], lo = xaxis ? f->x0 : f->y0, hi = xaxis ? f->x1 : f->y1;
+    double max_abs = fmax(fabs(lo), fabs(hi));
+    int n = svg_ticks(lo, hi, xaxis ? 6 : 5, ticks, 32);
+    double step = n > 1 ? ticks[1] - ticks[0] : hi - lo;
+    for (int i = 0; i < n; i++) {
+        char lab[48];
+        fmt_tick(lab, sizeof lab, ticks[i], step, max_abs);
+        if (xaxis) {
+            double x = map_x(f, ticks[i]);
+            sb_printf(out, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"tick\"/>", x, f->py0, x,
+                      f->py0 + 4);
+            sb_printf(out, "<text x=\"%.1f\" y=\"%.1f\" class=\"xt\">%s</text>\n", x, f->py0 + 16, lab);
+        } else {
+            double y = map_y(f, ticks[i]);
+            sb_printf(out, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>", f->px0, y, f->px1,
+                      y);
+            sb_printf(out, "<text x=\"%.1f\" y=\"%.1f\" class=\"yt\">%s</text>\n", f->px0 - 5, y + 4, lab);
+        }
+    }
+}
+
 size_t svg_line_chart(sbuf *out, const svg_chart *c, const svg_series *s, int nseries)
 {
     const int W = c->width > 0 ? c->width : 560, H = c->height > 0 ? c->height : 280;
@@ -161,26 +186,8 @@ size_t svg_line_chart(sbuf *out, const svg_chart *c, const svg_series *s, int ns
     sb_html(out, c->title);
     sb_puts(out, "</text>\n");
 
-    double ticks[32];
-    double ymax_abs = fmax(fabs(f.y0), fabs(f.y1)), xmax_abs = fmax(fabs(f.x0), fabs(f.x1));
-    int ny = svg_ticks(f.y0, f.y1, 5, ticks, 32);
-    double ystep = ny > 1 ? ticks[1] - ticks[0] : f.y1 - f.y0;
-    for (int i = 0; i < ny; i++) {
-        double y = map_y(&f, ticks[i]);
-        char lab[48];
-        fmt_tick(lab, sizeof lab, ticks[i], ystep, ymax_abs);
-        sb_printf(out, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>", f.px0, y, f.px1, y);
-        sb_printf(out, "<text x=\"%.1f\" y=\"%.1f\" class=\"yt\">%s</text>\n", f.px0 - 5, y + 4, lab);
-    }
-    int nx = svg_ticks(f.x0, f.x1, 6, ticks, 32);
-    double xstep = nx > 1 ? ticks[1] - ticks[0] : f.x1 - f.x0;
-    for (int i = 0; i < nx; i++) {
-        double x = map_x(&f, ticks[i]);
-        char lab[48];
-        fmt_tick(lab, sizeof lab, ticks[i], xstep, xmax_abs);
-        sb_printf(out, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"tick\"/>", x, f.py0, x, f.py0 + 4);
-        sb_printf(out, "<text x=\"%.1f\" y=\"%.1f\" class=\"xt\">%s</text>\n", x, f.py0 + 16, lab);
-    }
+    emit_axis(out, &f, 0);
+    emit_axis(out, &f, 1);
     sb_printf(out, "<path d=\"M%.1f %.1fV%.1fH%.1f\" class=\"axis\"/>\n", f.px0, f.py1, f.py0, f.px1);
     sb_printf(out, "<text x=\"%.1f\" y=\"%d\" class=\"xl\">", (f.px0 + f.px1) / 2, H - 8);
     sb_html(out, c->xlabel ? c->xlabel : "");

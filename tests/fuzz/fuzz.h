@@ -19,6 +19,14 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
+/* The LLVMFuzzerInitialize of a harness that needs nothing but quiet logs. */
+#define FUZZ_QUIET_INIT                                                                                                \
+    int LLVMFuzzerInitialize(int *argc, char ***argv)                                                                  \
+    {                                                                                                                  \
+        log_quiet(1);                                                                                                  \
+        return 0;                                                                                                      \
+    }
+
 static char fuzz_dir_[256];
 
 static void fuzz_cleanup_(void)

@@ -8,11 +8,7 @@
 
 #include <math.h>
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    log_quiet(1);
-    return 0;
-}
+FUZZ_QUIET_INIT
 
 static int run(int argc, char **argv, int want_positional)
 {

@@ -7,11 +7,7 @@
 #include "infer/adhoc.h"
 #include "serve/serve_req.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    log_quiet(1);
-    return 0;
-}
+FUZZ_QUIET_INIT
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

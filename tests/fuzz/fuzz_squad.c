@@ -3,17 +3,12 @@
 #include "fuzz.h"
 #include "data/squad.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    log_quiet(1);
-    return 0;
-}
+FUZZ_QUIET_INIT
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    const char *path = fuzz_write("train.json", data, size);
     squad_data d;
-    int rc = squad_load(path, &d);
+    int rc = squad_load(fuzz_write("train.json", data, size), &d);
     fuzz_check_rc(rc, "squad_load");
     if (rc) return 0;
     FUZZ_ASSERT(d.n >= 0 && d.ncontexts >= 0, "n %d ncontexts %d", d.n, d.ncontexts);

@@ -8,11 +8,7 @@
 #include "fuzz.h"
 #include "eval/squad2_eval.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    log_quiet(1);
-    return 0;
-}
+FUZZ_QUIET_INIT
 
 static int in_range(double x) { return x >= 0.0 && x <= 100.0; }
 

@@ -10,11 +10,7 @@
 
 #include <math.h>
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    log_quiet(1);
-    return 0;
-}
+FUZZ_QUIET_INIT
 
 /* state.json stores a non-finite double as null, read back as NaN: NaN
  * round-trips to NaN, which == would call a change. */

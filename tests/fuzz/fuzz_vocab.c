@@ -5,11 +5,7 @@
 #include "fuzz.h"
 #include "text/tokenizer.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    log_quiet(1);
-    return 0;
-}
+FUZZ_QUIET_INIT
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -147,51 +147,88 @@ static void fill_nan(float *x, size_t n)
     for (size_t i = 0; i < n; i++) x[i] = NAN;
 }
 
-// out (N,C); probs (NH sum len^2); q, k, v (N,C); w->mask (B,T) or NULL
-void cpu_attention_forward(void *vctx, float *out, float *probs, const float *q, const float *k, const float *v,
-                           const backend_windows *w, int NH, int HS, float p, philox_stream rng)
+/* One block of rows r0 .. r0+rows-1 of head h of window b, as att_run
+ * hands it to a direction: off is the offset of the window's first row in
+ * (N,C) arrays plus h HS, at that of the block's first row in probs, buf the
+ * thread's scratch, mb the window's mask row or NULL. */
+typedef struct {
+    int b, h, len, r0, rows, NH, HS, C, T;
+    size_t off, at;
+    float scaling, dscale, p;
+    philox_stream rng;
+    float *buf;
+    const int32_t *mb;
+} att_block;
+
+/* The pointers of one call of a direction. */
+typedef struct {
+    float *out, *probs, *dq, *dk, *dv, *scratch;
+    const float *q, *k, *v, *dout, *cprobs;
+} att_io;
+
+typedef void (*att_block_fn)(cpu_ctx *ctx, const att_block *a, const att_io *io);
+
+/* Runs fn on every block of rows of every (window, head), the heads in
+ * parallel with serial BLAS; on failure fills the non-NULL of nan_out (N,C)
+ * with NaN instead. */
+static void att_run(cpu_ctx *ctx, const backend_windows *w, int NH, int HS, float p, philox_stream rng,
+                    float *const nan_out[3], att_block_fn fn, const att_io *io)
 {
-    cpu_ctx *ctx = vctx;
     if (w->B <= 0 || w->max_len <= 0 || NH <= 0 || HS <= 0) return;
-    int C = NH * HS, T = w->T;
-    float scaling = backend_score_scale(HS);
-    float dscale = cpu_dropout_scale(p);
+    int C = NH * HS;
     att_window *aw = att_windows(ctx, w, NH);
     if (!aw) {
-        fill_nan(out, (size_t)w->N * C);
+        for (int i = 0; i < 3; i++) fill_nan(nan_out[i], (size_t)w->N * C);
         return;
     }
+    float scaling = backend_score_scale(HS), dscale = cpu_dropout_scale(p);
     int nbh = w->B * NH;
     cpu_blas_serial_begin(ctx);
 #pragma omp parallel for num_threads(ctx->nthreads) schedule(dynamic, 1)
     for (int bh = 0; bh < nbh; bh++) {
-        int b = bh / NH, h = bh % NH, len = aw[b].len;
-        if (len <= 0) continue;
-        int R = rows_per_block(ctx, len);
-        size_t off = aw[b].row0 * C + (size_t)h * HS;
-        const float *qb = q + off, *kb = k + off, *vb = v + off;
-        float *ob = out + off;
-        const int32_t *mb = w->mask ? w->mask + (size_t)b * T : NULL;
-        float *buf = ctx->scratch + (size_t)omp_get_thread_num() * ctx->scratch_floats;
-        for (int r0 = 0; r0 < len; r0 += R) {
-            int rows = len - r0 < R ? len - r0 : R;
-            size_t n = (size_t)rows * len;
-            float *P = probs + aw[b].probs + (size_t)h * len * len + (size_t)r0 * len;
-            // P (rows,len) = qb[r0:] (rows,HS) @ kb^T (HS,len) * scaling
-            cpu_gemm(ctx, 0, 1, rows, len, HS, scaling, qb + (size_t)r0 * C, C, kb, C, 0.0f, P, len);
-            for (int t = 0; t < rows; t++) softmax_row(P + (size_t)t * len, mb, len);
-            const float *Pd = P;
-            if (p > 0.0f) {
-                probs_mask(buf, rng, b, h, NH, T, r0, rows, len, p, dscale);
-                mul_rows(buf, P, n);
-                Pd = buf;
-            }
-            // ob[r0:] (rows,HS) = P' (rows,len) @ vb (len,HS)
-            cpu_gemm(ctx, 0, 0, rows, HS, len, 1.0f, Pd, len, vb, C, 0.0f, ob + (size_t)r0 * C, C);
+        att_block a = {.b = bh / NH, .h = bh % NH, .NH = NH, .HS = HS, .C = C, .T = w->T, .scaling = scaling,
+                       .dscale = dscale, .p = p, .rng = rng};
+        a.len = aw[a.b].len;
+        if (a.len <= 0) continue;
+        int R = rows_per_block(ctx, a.len);
+        a.off = aw[a.b].row0 * C + (size_t)a.h * HS;
+        a.mb = w->mask ? w->mask + (size_t)a.b * a.T : NULL;
+        a.buf = ctx->scratch + (size_t)omp_get_thread_num() * ctx->scratch_floats;
+        for (a.r0 = 0; a.r0 < a.len; a.r0 += R) {
+            a.rows = a.len - a.r0 < R ? a.len - a.r0 : R;
+            a.at = aw[a.b].probs + (size_t)a.h * a.len * a.len + (size_t)a.r0 * a.len;
+            fn(ctx, &a, io);
         }
     }
     cpu_blas_serial_end(ctx);
     free(aw);
+}
+
+static void att_forward_block(cpu_ctx *ctx, const att_block *a, const att_io *io)
+{
+    int len = a->len, rows = a->rows, HS = a->HS, C = a->C;
+    size_t n = (size_t)rows * len, r0c = a->off + (size_t)a->r0 * C;
+    float *P = io->probs + a->at;
+    // P (rows,len) = qb[r0:] (rows,HS) @ kb^T (HS,len) * scaling
+    cpu_gemm(ctx, 0, 1, rows, len, HS, a->scaling, io->q + r0c, C, io->k + a->off, C, 0.0f, P, len);
+    for (int t = 0; t < rows; t++) softmax_row(P + (size_t)t * len, a->mb, len);
+    const float *Pd = P;
+    if (a->p > 0.0f) {
+        probs_mask(a->buf, a->rng, a->b, a->h, a->NH, a->T, a->r0, rows, len, a->p, a->dscale);
+        mul_rows(a->buf, P, n);
+        Pd = a->buf;
+    }
+    // ob[r0:] (rows,HS) = P' (rows,len) @ vb (len,HS)
+    cpu_gemm(ctx, 0, 0, rows, HS, len, 1.0f, Pd, len, io->v + a->off, C, 0.0f, io->out + r0c, C);
+}
+
+// out (N,C); probs (NH sum len^2); q, k, v (N,C); w->mask (B,T) or NULL
+void cpu_attention_forward(void *vctx, float *out, float *probs, const float *q, const float *k, const float *v,
+                           const backend_windows *w, int NH, int HS, float p, philox_stream rng)
+{
+    att_io io = {.out = out, .probs = probs, .q = q, .k = k, .v = v};
+    float *const nan_out[3] = {out, NULL, NULL};
+    att_run(vctx, w, NH, HS, p, rng, nan_out, att_forward_block, &io);
 }
 
 /* Backward per block of rows, with dS in the caller's scratch (laid out as
@@ -202,57 +239,36 @@ void cpu_attention_forward(void *vctx, float *out, float *probs, const float *q,
  *   dq  += dS kb;  dk += dS^T qb
  * Masked keys need nothing: their probabilities are exactly 0, so their
  * scores pass no gradient. */
+static void att_backward_block(cpu_ctx *ctx, const att_block *a, const att_io *io)
+{
+    int len = a->len, rows = a->rows, HS = a->HS, C = a->C;
+    size_t n = (size_t)rows * len, off = a->off, r0c = off + (size_t)a->r0 * C;
+    const float *P = io->cprobs + a->at, *dob = io->dout + r0c;
+    float *ds = io->scratch + a->at, *buf = a->buf;
+    // dP' (rows,len) = dob (rows,HS) @ vb^T (HS,len)
+    cpu_gemm(ctx, 0, 1, rows, len, HS, 1.0f, dob, C, io->v + off, C, 0.0f, ds, len);
+    const float *Pd = P;
+    if (a->p > 0.0f) {
+        probs_mask(buf, a->rng, a->b, a->h, a->NH, a->T, a->r0, rows, len, a->p, a->dscale);
+        mul_rows(ds, buf, n);
+        mul_rows(buf, P, n);
+        Pd = buf;
+    }
+    // dv (len,HS) += P'^T (len,rows) @ dob (rows,HS)
+    if (io->dv) cpu_gemm(ctx, 1, 0, len, HS, rows, 1.0f, Pd, len, dob, C, 1.0f, io->dv + off, C);
+    for (int t = 0; t < rows; t++) softmax_row_backward(ds + (size_t)t * len, P + (size_t)t * len, len, a->scaling);
+    // dq[r0:] (rows,HS) += dS (rows,len) @ kb (len,HS);  dk (len,HS) += dS^T (len,rows) @ qb[r0:] (rows,HS)
+    if (io->dq) cpu_gemm(ctx, 0, 0, rows, HS, len, 1.0f, ds, len, io->k + off, C, 1.0f, io->dq + r0c, C);
+    if (io->dk) cpu_gemm(ctx, 1, 0, len, HS, rows, 1.0f, ds, len, io->q + r0c, C, 1.0f, io->dk + off, C);
+}
+
 // dq, dk, dv (N,C) +=; scratch as probs; dout, q, k, v (N,C); probs (NH sum len^2)
 void cpu_attention_backward(void *vctx, float *dq, float *dk, float *dv, float *scratch, const float *dout,
                             const float *q, const float *k, const float *v, const float *probs,
                             const backend_windows *w, int NH, int HS, float p, philox_stream rng)
 {
-    cpu_ctx *ctx = vctx;
-    if (w->B <= 0 || w->max_len <= 0 || NH <= 0 || HS <= 0) return;
-    int C = NH * HS, T = w->T;
-    float scaling = backend_score_scale(HS);
-    float dscale = cpu_dropout_scale(p);
-    att_window *aw = att_windows(ctx, w, NH);
-    if (!aw) {
-        size_t n = (size_t)w->N * C;
-        fill_nan(dq, n);
-        fill_nan(dk, n);
-        fill_nan(dv, n);
-        return;
-    }
-    int nbh = w->B * NH;
-    cpu_blas_serial_begin(ctx);
-#pragma omp parallel for num_threads(ctx->nthreads) schedule(dynamic, 1)
-    for (int bh = 0; bh < nbh; bh++) {
-        int b = bh / NH, h = bh % NH, len = aw[b].len;
-        if (len <= 0) continue;
-        int R = rows_per_block(ctx, len);
-        size_t off = aw[b].row0 * C + (size_t)h * HS;
-        const float *qb = q + off, *kb = k + off, *vb = v + off;
-        float *buf = ctx->scratch + (size_t)omp_get_thread_num() * ctx->scratch_floats;
-        for (int r0 = 0; r0 < len; r0 += R) {
-            int rows = len - r0 < R ? len - r0 : R;
-            size_t n = (size_t)rows * len, at = aw[b].probs + (size_t)h * len * len + (size_t)r0 * len;
-            const float *P = probs + at, *dob = dout + off + (size_t)r0 * C;
-            float *ds = scratch + at;
-            // dP' (rows,len) = dob (rows,HS) @ vb^T (HS,len)
-            cpu_gemm(ctx, 0, 1, rows, len, HS, 1.0f, dob, C, vb, C, 0.0f, ds, len);
-            const float *Pd = P;
-            if (p > 0.0f) {
-                probs_mask(buf, rng, b, h, NH, T, r0, rows, len, p, dscale);
-                mul_rows(ds, buf, n);
-                mul_rows(buf, P, n);
-                Pd = buf;
-            }
-            // dv (len,HS) += P'^T (len,rows) @ dob (rows,HS)
-            if (dv) cpu_gemm(ctx, 1, 0, len, HS, rows, 1.0f, Pd, len, dob, C, 1.0f, dv + off, C);
-            for (int t = 0; t < rows; t++)
-                softmax_row_backward(ds + (size_t)t * len, P + (size_t)t * len, len, scaling);
-            // dq[r0:] (rows,HS) += dS (rows,len) @ kb (len,HS);  dk (len,HS) += dS^T (len,rows) @ qb[r0:] (rows,HS)
-            if (dq) cpu_gemm(ctx, 0, 0, rows, HS, len, 1.0f, ds, len, kb, C, 1.0f, dq + off + (size_t)r0 * C, C);
-            if (dk) cpu_gemm(ctx, 1, 0, len, HS, rows, 1.0f, ds, len, qb + (size_t)r0 * C, C, 1.0f, dk + off, C);
-        }
-    }
-    cpu_blas_serial_end(ctx);
-    free(aw);
+    att_io io = {.dq = dq, .dk = dk, .dv = dv, .scratch = scratch, .q = q, .k = k, .v = v, .dout = dout,
+                 .cprobs = probs};
+    float *const nan_out[3] = {dq, dk, dv};
+    att_run(vctx, w, NH, HS, p, rng, nan_out, att_backward_block, &io);
 }

@@ -1,6 +1,7 @@
 /* The QA loss and the optimizer helpers of the CPU backend. */
 #include "backend/cpu/cpu_math.h"
 
+#include "backend/adamw_consts.h"
 #include "backend/cpu/cpu.h"
 
 #include <math.h>
@@ -157,17 +158,12 @@ int cpu_all_finite(void *vctx, const float *x, size_t n)
 /* ------------------------------------------------------------------------
  * AdamW as torch.optim.AdamW's single-tensor path (the CPU default), op by
  * op, with torch's roundings: the Python-side scalars are doubles (see
- * as_typed), rounded to float where an op takes them.
+ * adamw_as_typed in backend/adamw_consts.h), rounded to float where an op takes them.
  *   param.mul_(1 - lr*wd)                        (when wd != 0)
  *   exp_avg.lerp_(grad, 1 - b1)                  torch's vector lerp: one fma
  *   exp_avg_sq.mul_(b2).addcmul_(grad, grad, value=1 - b2)    one fma too
  *   denom = (exp_avg_sq.sqrt() / sqrt(1 - b2^t)).add_(eps)
  *   param.addcdiv_(exp_avg, denom, value=-lr / (1 - b1^t))                */
-
-typedef struct {
-    float decay, w1, b2, c2, bc2_sqrt, eps, neg_step, grad_scale;
-    int has_decay;
-} adamw_consts;
 
 CPU_CLONES static void adamw_chunk(float *p, const float *g, float *m, float *v, size_t n, adamw_consts k)
 {
@@ -196,38 +192,11 @@ CPU_CLONES static void adamw_chunk(float *p, const float *g, float *m, float *v,
     }
 }
 
-/* The double a user typed for a float hyperparameter: the shortest decimal
- * that rounds to it (0.999f -> 0.999). torch computes 1 - b2, b2^t and
- * lr * wd from the Python doubles; from 0.999f itself 1 - b2 would be off
- * by 1.3e-5 relative. */
-static double as_typed(float x)
-{
-    char buf[32];
-    for (int prec = 1; prec <= 9; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, (double)x);
-        double d = strtod(buf, NULL);
-        if ((float)d == x) return d;
-    }
-    return x;
-}
-
 void cpu_adamw(void *vctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
                float eps, float wd, int64_t t, float grad_scale)
 {
     cpu_ctx *ctx = vctx;
-    adamw_consts k;
-    double lrd = as_typed(lr), b1d = as_typed(b1), b2d = as_typed(b2), wdd = as_typed(wd);
-    double bc1 = 1.0 - pow(b1d, (double)t);
-    double bc2 = 1.0 - pow(b2d, (double)t);
-    k.decay = (float)(1.0 - lrd * wdd);
-    k.has_decay = wd != 0.0f;
-    k.w1 = (float)(1.0 - b1d);
-    k.b2 = b2;
-    k.c2 = (float)(1.0 - b2d);
-    k.bc2_sqrt = (float)sqrt(bc2);
-    k.eps = eps;
-    k.neg_step = (float)(-(lrd / bc1));
-    k.grad_scale = grad_scale;
+    adamw_consts k = adamw_consts_make(lr, b1, b2, eps, wd, t, grad_scale);
     long nchunks = (long)((n + EW_CHUNK - 1) / EW_CHUNK);
 #pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN) schedule(dynamic, 1)
     for (long c = 0; c < nchunks; c++) {

@@ -55,31 +55,6 @@ __global__ void permute_out_kernel(float *dst, const float *src, int T, int NH, 
     }
 }
 
-/* Block-wide max and sum over ATT_THREADS threads. */
-__device__ float block_max(float v, float *sh)
-{
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    int w = threadIdx.x / 32, lane = threadIdx.x % 32;
-    __syncthreads();
-    if (lane == 0) sh[w] = v;
-    __syncthreads();
-    float m = sh[0];
-    for (int i = 1; i < ATT_THREADS / 32; i++) m = fmaxf(m, sh[i]);
-    return m;
-}
-
-__device__ float block_sum(float v, float *sh)
-{
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    int w = threadIdx.x / 32, lane = threadIdx.x % 32;
-    __syncthreads();
-    if (lane == 0) sh[w] = v;
-    __syncthreads();
-    float s = 0;
-    for (int i = 0; i < ATT_THREADS / 32; i++) s += sh[i];
-    return s;
-}
-
 /* One block per row of probs (B*NH*T rows of T): add the mask, softmax in
  * place. */
 __global__ void softmax_forward_kernel(float *probs, const int32_t *mask, int T, int NH)
@@ -95,14 +70,7 @@ __global__ void softmax_forward_kernel(float *probs, const int32_t *mask, int T,
         x[j] = v;
         mx = fmaxf(mx, v);
     }
-    mx = block_max(mx, sh);
-    float s = 0;
-    for (int j = threadIdx.x; j < T; j += ATT_THREADS) {
-        float e = expf(__fsub_rn(x[j], mx));
-        x[j] = e;
-        s += e;
-    }
-    float inv = 1.0f / block_sum(s, sh);
+    float inv = cuda_block_exp_inv<ATT_THREADS>(x, T, mx, sh);
     for (int j = threadIdx.x; j < T; j += ATT_THREADS) x[j] = __fmul_rn(x[j], inv);
 }
 
@@ -145,7 +113,7 @@ __global__ void softmax_backward_kernel(TT *ds, float *dp, const float *probs, i
         }
         dot += d * P[j];
     }
-    dot = block_sum(dot, sh);
+    dot = cuda_block_sum<ATT_THREADS>(dot, sh);
     TT *o = ds + base;
     for (int j = threadIdx.x; j < T; j += ATT_THREADS)
         o[j] = att_from_float<TT>(__fmul_rn(__fmul_rn(__fsub_rn(g[j], dot), P[j]), scaling));

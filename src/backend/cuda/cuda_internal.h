@@ -203,4 +203,45 @@ __device__ __forceinline__ void cuda_philox_uniform4(philox_stream s, uint64_t b
     for (int l = 0; l < 4; l++) u[l] = (float)(r.v[l] >> 8) * (1.0f / 16777216.0f);
 }
 
+/* Block-wide max and sum of v over NT threads (a multiple of 32); sh holds
+ * NT / 32 floats. Every thread gets the result. */
+template <int NT> __device__ __forceinline__ float cuda_block_max(float v, float *sh)
+{
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    __syncthreads();
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    float m = sh[0];
+    for (int i = 1; i < NT / 32; i++) m = fmaxf(m, sh[i]);
+    return m;
+}
+
+template <int NT> __device__ __forceinline__ float cuda_block_sum(float v, float *sh)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    __syncthreads();
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    float s = 0;
+    for (int i = 0; i < NT / 32; i++) s += sh[i];
+    return s;
+}
+
+/* The middle of a row softmax over n values x spread over NT threads, mx
+ * this thread's max of them: x[j] = exp(x[j] - block max) in place; returns
+ * 1 / the block's sum of those. */
+template <int NT> __device__ __forceinline__ float cuda_block_exp_inv(float *x, int n, float mx, float *sh)
+{
+    mx = cuda_block_max<NT>(mx, sh);
+    float s = 0;
+    for (int j = threadIdx.x; j < n; j += NT) {
+        float e = expf(__fsub_rn(x[j], mx));
+        x[j] = e;
+        s += e;
+    }
+    return 1.0f / cuda_block_sum<NT>(s, sh);
+}
+
 #endif

@@ -1,6 +1,7 @@
 /* The QA loss and the optimizer helpers of the CUDA backend: sum_squares
  * (a fixed-order block reduction: the result depends on n only), scale,
  * all_finite and the fused AdamW on fp32 master weights. */
+#include "backend/adamw_consts.h"
 #include "backend/cuda/cuda_internal.h"
 
 #include <math.h>
@@ -211,11 +212,6 @@ int cuda_all_finite(void *vctx, const float *x, size_t n)
  *   p *= 1 - lr*wd;  m = lerp(m, g, 1 - b1);  v = v*b2 + (1-b2) g^2;
  *   p += -lr/(1 - b1^t) * m / (sqrt(v)/sqrt(1 - b2^t) + eps)            */
 
-typedef struct {
-    float decay, w1, b2, c2, bc2_sqrt, eps, neg_step, grad_scale;
-    int has_decay;
-} adamw_consts;
-
 __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, size_t n, adamw_consts k)
 {
     int small = fabsf(k.w1) < 0.5f;
@@ -233,37 +229,12 @@ __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, size_
     }
 }
 
-/* The double a user typed for a float hyperparameter (0.999f -> 0.999):
- * torch computes 1 - b2, b2^t and lr * wd from the Python doubles. */
-static double as_typed(float x)
-{
-    char buf[32];
-    for (int prec = 1; prec <= 9; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, (double)x);
-        double d = strtod(buf, NULL);
-        if ((float)d == x) return d;
-    }
-    return x;
-}
-
 void cuda_adamw(void *vctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
                 float eps, float wd, int64_t t, float grad_scale)
 {
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || n == 0) return;
-    adamw_consts k;
-    double lrd = as_typed(lr), b1d = as_typed(b1), b2d = as_typed(b2), wdd = as_typed(wd);
-    double bc1 = 1.0 - pow(b1d, (double)t);
-    double bc2 = 1.0 - pow(b2d, (double)t);
-    k.decay = (float)(1.0 - lrd * wdd);
-    k.has_decay = wd != 0.0f;
-    k.w1 = (float)(1.0 - b1d);
-    k.b2 = b2;
-    k.c2 = (float)(1.0 - b2d);
-    k.bc2_sqrt = (float)sqrt(bc2);
-    k.eps = eps;
-    k.neg_step = (float)(-(lrd / bc1));
-    k.grad_scale = grad_scale;
+    adamw_consts k = adamw_consts_make(lr, b1, b2, eps, wd, t, grad_scale);
     adamw_kernel<<<cuda_blocks(n, 256), 256, 0, ctx->stream>>>(p, g, m, v, n, k);
     CUDA_LAUNCHED(ctx);
 }

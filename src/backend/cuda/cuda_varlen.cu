@@ -21,30 +21,6 @@
 
 #define VL_THREADS 128
 
-__device__ float vl_block_max(float v, float *sh)
-{
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    int w = threadIdx.x / 32, lane = threadIdx.x % 32;
-    __syncthreads();
-    if (lane == 0) sh[w] = v;
-    __syncthreads();
-    float m = sh[0];
-    for (int i = 1; i < VL_THREADS / 32; i++) m = fmaxf(m, sh[i]);
-    return m;
-}
-
-__device__ float vl_block_sum(float v, float *sh)
-{
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    int w = threadIdx.x / 32, lane = threadIdx.x % 32;
-    __syncthreads();
-    if (lane == 0) sh[w] = v;
-    __syncthreads();
-    float s = 0;
-    for (int i = 0; i < VL_THREADS / 32; i++) s += sh[i];
-    return s;
-}
-
 /* The offset of window b's probs: NH sum_{b' < b} len_b'^2. */
 __device__ size_t vl_probs_base(const int32_t *cu, int b, int NH)
 {
@@ -72,6 +48,14 @@ __device__ __forceinline__ float vl_dot(const float *a, const float *b, int n)
     return s;
 }
 
+/* sum_j w[j] m[r0 + j][col] over the T rows of a window, j in order. */
+__device__ __forceinline__ float vl_col_dot(const float *w, const float *m, int r0, int T, int C, size_t col)
+{
+    float acc = 0;
+    for (int j = 0; j < T; j++) acc = fmaf(w[j], m[(size_t)(r0 + j) * C + col], acc);
+    return acc;
+}
+
 // grid (max_len, NH, B)
 __global__ void att_varlen_fwd_kernel(float *out, float *probs, const float *q, const float *k, const float *v,
                                       const int32_t *cu, int NH, int HS, int Tp, float scaling, float p, float dscale,
@@ -93,25 +77,15 @@ __global__ void att_varlen_fwd_kernel(float *out, float *probs, const float *q, 
         pd[j] = s;
         mx = fmaxf(mx, s);
     }
-    mx = vl_block_max(mx, red);
-    float sum = 0;
-    for (int j = threadIdx.x; j < T; j += VL_THREADS) {
-        float e = expf(__fsub_rn(pd[j], mx));
-        pd[j] = e;
-        sum += e;
-    }
-    float inv = 1.0f / vl_block_sum(sum, red);
+    float inv = cuda_block_exp_inv<VL_THREADS>(pd, T, mx, red);
     for (int j = threadIdx.x; j < T; j += VL_THREADS) {
         float pr = __fmul_rn(pd[j], inv);
         P[j] = pr;
         pd[j] = p > 0.0f ? __fmul_rn(pr, vl_mult(rng, b, h, NH, Tp, i, j, p, dscale)) : pr;
     }
     __syncthreads();
-    for (int d = threadIdx.x; d < HS; d += VL_THREADS) {
-        float acc = 0;
-        for (int j = 0; j < T; j++) acc = fmaf(pd[j], v[(size_t)(r0 + j) * C + (size_t)h * HS + d], acc);
-        out[(size_t)(r0 + i) * C + (size_t)h * HS + d] = acc;
-    }
+    for (int d = threadIdx.x; d < HS; d += VL_THREADS)
+        out[(size_t)(r0 + i) * C + (size_t)h * HS + d] = vl_col_dot(pd, v, r0, T, C, (size_t)h * HS + d);
 }
 
 // grid (max_len, NH, B): query row i. dS into scratch, dq +=.
@@ -120,11 +94,10 @@ __global__ void att_varlen_bwd_rows_kernel(float *dq, float *scratch, const floa
                                            int Tp, float scaling, float p, float dscale, philox_stream rng)
 {
     extern __shared__ float vl_sh[];
-    __shared__ float red[VL_THREADS / 32];
     int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-    int r0 = cu[b], T = cu[b + 1] - r0;
+    int r0 = cu[b], T = cu[b + 1] - r0, C = NH * HS;
     if (i >= T) return;
-    int C = NH * HS;
+    __shared__ float red[VL_THREADS / 32];
     float *dos = vl_sh, *ds = vl_sh + HS;
     for (int d = threadIdx.x; d < HS; d += VL_THREADS) dos[d] = dout[(size_t)(r0 + i) * C + (size_t)h * HS + d];
     __syncthreads();
@@ -137,7 +110,7 @@ __global__ void att_varlen_bwd_rows_kernel(float *dq, float *scratch, const floa
         ds[j] = g;
         dot += g * P[j];
     }
-    dot = vl_block_sum(dot, red);
+    dot = cuda_block_sum<VL_THREADS>(dot, red);
     for (int j = threadIdx.x; j < T; j += VL_THREADS) {
         float s = __fmul_rn(__fmul_rn(__fsub_rn(ds[j], dot), P[j]), scaling);
         ds[j] = s;
@@ -146,10 +119,8 @@ __global__ void att_varlen_bwd_rows_kernel(float *dq, float *scratch, const floa
     __syncthreads();
     if (!dq) return;
     for (int d = threadIdx.x; d < HS; d += VL_THREADS) {
-        float acc = 0;
-        for (int j = 0; j < T; j++) acc = fmaf(ds[j], k[(size_t)(r0 + j) * C + (size_t)h * HS + d], acc);
         float *o = dq + (size_t)(r0 + i) * C + (size_t)h * HS + d;
-        *o = __fadd_rn(*o, acc);
+        *o = __fadd_rn(*o, vl_col_dot(ds, k, r0, T, C, (size_t)h * HS + d));
     }
 }
 
