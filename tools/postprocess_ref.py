@@ -157,17 +157,27 @@ def postprocess(examples, feats, start_logits, end_logits, argsort_kind):
     return predictions, nbest_json, nbest_scores
 
 
-def write_ref(path, examples, feats, T, start, end, preds, nbest, scores):
-    b = bytearray(b'BQAPP001')
-    b += struct.pack('<5I', len(examples), len(feats), T, N_BEST, MAX_ANSWER_LENGTH)
+def pack_ids(b, examples):
+    """The example ids, each as a u16 length and UTF-8 bytes."""
     for ex in examples:
         s = ex['id'].encode()
         b += struct.pack('<H', len(s)) + s
+
+
+def pack_feature(b, f, T):
+    """A feature's example index and its begin and end offsets (0xFFFF: none)."""
+    ob = [o[0] if o is not None else 0xFFFF for o in f['offset_mapping']]
+    oe = [o[1] if o is not None else 0xFFFF for o in f['offset_mapping']]
+    assert max(x for x in ob + oe if x != 0xFFFF) < 0xFFFF
+    b += struct.pack('<i', f['example']) + struct.pack('<%dH' % T, *ob) + struct.pack('<%dH' % T, *oe)
+
+
+def write_ref(path, examples, feats, T, start, end, preds, nbest, scores):
+    b = bytearray(b'BQAPP001')
+    b += struct.pack('<5I', len(examples), len(feats), T, N_BEST, MAX_ANSWER_LENGTH)
+    pack_ids(b, examples)
     for i, f in enumerate(feats):
-        ob = [o[0] if o is not None else 0xFFFF for o in f['offset_mapping']]
-        oe = [o[1] if o is not None else 0xFFFF for o in f['offset_mapping']]
-        assert max(x for x in ob + oe if x != 0xFFFF) < 0xFFFF
-        b += struct.pack('<i', f['example']) + struct.pack('<%dH' % T, *ob) + struct.pack('<%dH' % T, *oe)
+        pack_feature(b, f, T)
         b += start[i].astype('<f4').tobytes() + end[i].astype('<f4').tobytes()
     for ex in examples:
         s = preds[ex['id']].encode()

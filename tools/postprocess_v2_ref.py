@@ -39,7 +39,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from postprocess_ref import (draw_logits, finish_nbest, fnv1a, load_slice, nbest_to_json,  # noqa: E402
+from postprocess_ref import (draw_logits, finish_nbest, fnv1a, load_slice, nbest_to_json, pack_feature, pack_ids,  # noqa: E402
                              uncased_tokenizer, validation_features)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -160,13 +160,9 @@ def main():
     b = bytearray(b'BQAPP2v1')
     b += struct.pack('<6I', len(examples), len(feats), T, N_BEST, MAX_ANSWER_LENGTH, len(THRESHOLDS))
     b += struct.pack('<%dd' % len(THRESHOLDS), *THRESHOLDS)
-    for ex in examples:
-        s = ex['id'].encode()
-        b += struct.pack('<H', len(s)) + s
+    pack_ids(b, examples)
     for i, f in enumerate(feats):
-        ob = [o[0] if o is not None else 0xFFFF for o in f['offset_mapping']]
-        oe = [o[1] if o is not None else 0xFFFF for o in f['offset_mapping']]
-        b += struct.pack('<i', f['example']) + struct.pack('<%dH' % T, *ob) + struct.pack('<%dH' % T, *oe)
+        pack_feature(b, f, T)
         b += start[i].astype('<f4').tobytes() + end[i].astype('<f4').tobytes()
     for ex in examples:
         s = preds[ex['id']].encode()

@@ -35,7 +35,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # evaluate-v2.0.py's normalize_answer and F1 arithmetic are evaluate-v1.1.py's.
-from squad_eval_ref import normalize_answer, token_f1  # noqa: E402
+from squad_eval_ref import eval_cli, normalize_answer, token_f1  # noqa: E402
 
 
 # ---- evaluate-v2.0.py (the official script's functions, same behaviour) ----
@@ -343,11 +343,7 @@ def make(args):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    sub = ap.add_subparsers(dest='cmd', required=True)
-    e = sub.add_parser('eval')
-    e.add_argument('data')
-    e.add_argument('pred')
+    ap, sub, e = eval_cli()
     e.add_argument('-n', '--na-prob-file')
     e.add_argument('-t', '--na-prob-thresh', type=float, default=1.0)
     e.add_argument('-o', '--out-file')

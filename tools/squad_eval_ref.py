@@ -409,12 +409,18 @@ def make_cmrc(args):
     make_treebank(args, rng)
 
 
-def main():
+def eval_cli():
+    """The parser with an 'eval DATA PRED' subcommand (both reference scripts take it)."""
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest='cmd', required=True)
     e = sub.add_parser('eval')
     e.add_argument('data')
     e.add_argument('pred')
+    return ap, sub, e
+
+
+def main():
+    ap, sub, e = eval_cli()
     m = sub.add_parser('make')
     m.add_argument('--data', default='../shared/data')
     m.add_argument('--out', default='tests/data')

@@ -23,26 +23,8 @@
 #    1), with a value: exit 2, one line per rank.
 source "$(dirname "$0")/lib/cli.sh"
 source "$(dirname "$0")/lib/mpi.sh"
-mpi_require
-CMP="$BERTC_BUILD/test_dist"
-[ -x "$CMP" ] || { echo "SKIP: $CMP not built"; exit 0; }
-# As dist_train.sh: tensors whose exact gradient is zero differ with any
-# other summation order, the rest within WEIGHT_TOL of one process.
-ZERO_GRAD=attention.self.key.bias,qa_outputs.bias,layer.1.output.LayerNorm.bias
-WEIGHT_TOL=1e-5
-COMMON=(--model tests/ref/train3/init --train tests/data/train_small.json --max-seq-length 64 --doc-stride 16
-        --micro-batch 2 --max-steps 50 --lr 1e-3 --save-every 10 --save-every-minutes 0 --monitor-interval 0
-        --log-every 1000 --threads 1)
-T=$cli_tmp
+dist_train_setup
 
-train1() {
-    local run=$1
-    shift
-    "$BERTC" train "${COMMON[@]}" --out "$run" "$@" >"$run.log" 2>&1
-    local rc=$?
-    echo "  bertc train --out $(basename "$run") $* -> exit $rc"
-    return $rc
-}
 trainN() {
     local np=$1 run=$2
     shift 2
