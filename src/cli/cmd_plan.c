@@ -208,6 +208,29 @@ static void plan_markdown(const char *model, const bert_config *cfg, int seq, pr
     }
 }
 
+/* The layout options: --format, --shard-optimizer with --ranks, --pipeline-stages, and what --packing
+ * varlen does not plan. */
+static int check_layout(const char *format, int shard, int ranks_seen, int ranks, int stages, const bert_config *cfg,
+                        int packed)
+{
+    int markdown = !strcmp(format, "markdown");
+    if (!markdown && strcmp(format, "text"))
+        return err_set(ERR_INPUT, "plan --format %s: expected text or markdown", format);
+    if (shard && (!ranks_seen || ranks < 2))
+        return err_set(ERR_INPUT, "plan --shard-optimizer: give --ranks D, D >= 2 (the data-parallel ranks that share "
+                                  "the optimizer state)");
+    if (ranks_seen && !shard)
+        return err_set(ERR_INPUT, "plan --ranks %d: goes with --shard-optimizer (unsharded, each rank needs what one GPU "
+                                  "alone does)", ranks);
+    if (stages > cfg->num_hidden_layers)
+        return err_set(ERR_INPUT, "plan --pipeline-stages %d: more stages than the model's %d layers", stages,
+                       cfg->num_hidden_layers);
+    if (packed && (stages > 1 || shard || markdown))
+        return err_set(ERR_INPUT, "plan --packing varlen: planned for one GPU in text only (not with "
+                                  "--pipeline-stages, --shard-optimizer or --format markdown)");
+    return 0;
+}
+
 int cmd_plan(int argc, char **argv)
 {
     const char *model = NULL, *config = NULL, *prec_s = "auto", *rec_s = "none";
@@ -267,22 +290,9 @@ int cmd_plan(int argc, char **argv)
         return err_set(ERR_INPUT, "plan: --max-tokens needs --packing varlen");
     int packed = pack == PACKING_VARLEN;
     int markdown = !strcmp(format, "markdown");
-    if (!markdown && strcmp(format, "text"))
-        return err_set(ERR_INPUT, "plan --format %s: expected text or markdown", format);
-    if (shard && (!ranks_seen || ranks < 2))
-        return err_set(ERR_INPUT, "plan --shard-optimizer: give --ranks D, D >= 2 (the data-parallel ranks that share "
-                                  "the optimizer state)");
-    if (ranks_seen && !shard)
-        return err_set(ERR_INPUT, "plan --ranks %d: goes with --shard-optimizer (unsharded, each rank needs what one GPU "
-                                  "alone does)", ranks);
-    if (stages > cfg.num_hidden_layers)
-        return err_set(ERR_INPUT, "plan --pipeline-stages %d: more stages than the model's %d layers", stages,
-                       cfg.num_hidden_layers);
+    if ((rc = check_layout(format, shard, ranks_seen, ranks, stages, &cfg, packed))) return rc;
     memory_layout lay = {stages, shard ? ranks : 1};
     int layered = stages > 1 || shard;
-    if (packed && (layered || markdown))
-        return err_set(ERR_INPUT, "plan --packing varlen: planned for one GPU in text only (not with "
-                                  "--pipeline-stages, --shard-optimizer or --format markdown)");
     if (max_tokens_seen && (max_tokens < seq || (int64_t)max_tokens > (int64_t)batch * seq))
         return err_set(ERR_INPUT, "plan: --max-tokens %d must be in %d..%lld (--seq .. --batch x --seq)", max_tokens,
                        seq, (long long)batch * seq);
