@@ -73,7 +73,7 @@ typedef struct {
      * for all that were queued (cuda_nccl.h). */
     int (*nccl_allreduce_begin)(void *backend_ctx, float *dev_x, size_t n);
     int (*nccl_allreduce_wait)(void);
-    /* ABI 4, --shard-optimizer: a bucket's in-place reduce-scatter into
+    /* --shard-optimizer: a bucket's in-place reduce-scatter into
      * each rank's piece (dist_piece's: equal pieces, the last rank's with
      * the tail) and the all-gather of the pieces, queued like
      * nccl_allreduce_begin; nccl_allreduce_wait waits for them too. */
@@ -111,7 +111,7 @@ const bertc_cuda_api *cuda_module_get(int force, char *why, size_t cap);
 /* For programs that link the CUDA backend in: use this table, load nothing. */
 void cuda_module_use(const bertc_cuda_api *api);
 /* One line on the module (`bertc version`, `bertc devices`), loading it as
- * cuda_module_get(load) would: "PATH: loaded (ABI 4, bertc 0.1.0, CUDA
+ * cuda_module_get(load) would: "PATH: loaded (ABI 5, bertc 0.1.0, CUDA
  * runtime 12.4)", "PATH: found; not loaded (no NVIDIA driver; ...)",
  * "not available: REASON". */
 char *cuda_module_describe(char *buf, size_t cap, int load);
