@@ -32,9 +32,10 @@ void cpu_blas_serial_end(cpu_ctx *ctx)
     ctx->blas_serial = 0;
 }
 
-/* OpenBLAS's sgemm whether or not ctx->blas_serial is set: inside such a
- * region the OpenMP build of OpenBLAS runs single-threaded by itself and a
- * pthreads build has been told to by cpu_blas_serial_begin. */
+/* gemm_fixed when the backend is batch-invariant (one thread inside a
+ * cpu_blas_serial region), else OpenBLAS's sgemm: inside such a region the
+ * OpenMP build of OpenBLAS runs single-threaded by itself and a pthreads
+ * build has been told to by cpu_blas_serial_begin. */
 void cpu_gemm(const cpu_ctx *ctx, int transa, int transb, int M, int N, int K, float alpha, const float *A, int lda,
               const float *B, int ldb, float beta, float *C, int ldc)
 {
