@@ -14,6 +14,7 @@
  * padded tokens are (the work is done for them). */
 #include "backend/backend.h"
 #include "backend/cpu_kernels.h"
+#include "backend/select.h"
 #include "cli/options.h"
 #include "core/args.h"
 #include "core/clock.h"
@@ -21,12 +22,13 @@
 #include "core/sbuf.h"
 #include "data/features.h"
 #include "data/loader.h"
-#include "core/clock.h"
 #include "core/rng.h"
 #include "model/bert.h"
 #include "model/hf_dir.h"
 #include "model/init.h"
 #include "model/memory.h"
+#include "train/lossscale.h"
+#include "train/microbatch.h"
 #include "train/optim.h"
 #include "train/step.h"
 
@@ -36,13 +38,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 const char cmd_bench_summary[] = "time training steps (forward, backward, AdamW) on random data";
 
 typedef struct {
     const char *config_name, *model_dir, *lengths_path;
-    int seq, batch, steps, warmup, threads, vocab, json;
-    int64_t seed;
+    int seq, batch, steps, warmup, threads, vocab, json, gpu, max_batch;
+    int64_t seed, mem_limit;
+    device_kind device;
+    precision_kind prec;
     recompute_kind recompute;
     packing_kind packing;
     int *lens, nlens; /* --lengths, shuffled; NULL: random windows */
@@ -53,7 +58,11 @@ typedef struct {
     double total_s, best_s, cpu_s;
     double forward_s, backward_s, optimizer_s;
     double real_tokens, flops; /* summed over the timed steps (--lengths) */
-    float loss_first, loss_last;
+    float loss_first, loss_last, loss_scale;
+    int64_t skipped;    /* fp16 steps skipped for non-finite gradients */
+    int64_t peak_bytes; /* the GPU's high-water mark (CUDA), the process's peak RSS (CPU) */
+    int largest_batch, planned_batch; /* --max-batch: found, and the planner's figure (0: none) */
+    backend_info info;
 } bench_result;
 
 /* The same per step, as printed. */
@@ -185,7 +194,7 @@ static int read_lengths(const char *path, int seq, uint64_t seed, int **out, int
  * frees it). */
 static int bench_parse(int argc, char **argv, bench_opts *o)
 {
-    const char *precision = "fp32", *recompute = "none", *packing = "none";
+    const char *precision = "auto", *recompute = "none", *packing = "none", *device = "cpu", *limit = NULL;
     memset(o, 0, sizeof *o);
     o->steps = 5;
     o->warmup = 1;
@@ -201,7 +210,17 @@ static int bench_parse(int argc, char **argv, bench_opts *o)
         {"threads", ARG_INT, &o->threads, "N", "CPU threads (default: all cores)", .min = 0, .max = 4096},
         {"vocab-size", ARG_INT, &o->vocab, "N", "vocabulary size with --config (default 30522)", .min = 1,
          .max = 1 << 30},
-        {"precision", ARG_STR, &precision, "P", "fp32 (the CPU backend computes in fp32)", .required = 0},
+        {"device", ARG_STR, &device, "D", "cpu|cuda|auto (default cpu; auto: the GPU when there is a usable one)",
+         .required = 0},
+        {"gpu", ARG_INT, &o->gpu, "N", "the CUDA device to use", .min = 0, .max = 1023},
+        {"precision", ARG_STR, &precision, "P",
+         "auto|fp32|tf32|fp16|bf16 (auto: bf16 on compute capability 8.0+, fp16 on 7.x, fp32 on the CPU)",
+         .required = 0},
+        {"gpu-mem-limit", ARG_STR, &limit, "SIZE", "device memory bertc may use, e.g. 16GiB (a T4's card)",
+         .required = 0},
+        {"max-batch", ARG_FLAG, &o->max_batch, NULL,
+         "find the largest --batch that trains (needs a GPU: doubles from the planner's figure, then bisects; "
+         "--batch is the first guess when the planner has none)", .required = 0},
         {"seed", ARG_I64, &o->seed, "N", "seed of the data, the weights and dropout (default 42)", .min = 0,
          .max = 9.2e18},
         {"recompute", ARG_STR, &recompute, "MODE", "none|layer (layer: recompute each layer in backward)", .required = 0},
@@ -216,9 +235,12 @@ static int bench_parse(int argc, char **argv, bench_opts *o)
                         argv, NULL, NULL);
     if (rc) return rc;
     if (!o->config_name == !o->model_dir) return err_set(ERR_INPUT, "bench: give exactly one of --config and --model");
-    /* not the --precision of the others: bench runs the CPU backend only */
-    if (strcmp(precision, "fp32") && strcmp(precision, "auto"))
-        return err_set(ERR_INPUT, "bench: --precision %s: the CPU backend computes in fp32", precision);
+    if ((rc = cli_parse_device("bench", device, &o->device))) return rc;
+    if ((rc = cli_parse_precision("bench", precision, &o->prec))) return rc;
+    if (limit && (rc = parse_size(limit, "bench --gpu-mem-limit", &o->mem_limit))) return rc;
+    if (o->max_batch && o->device != DEVICE_CUDA)
+        return err_set(ERR_INPUT, "bench: --max-batch needs --device cuda (on the CPU the limit is the host's memory: "
+                                  "bertc plan estimates it)");
     if ((rc = cli_parse_recompute("bench", recompute, &o->recompute))) return rc;
     if ((rc = cli_parse_packing("bench", packing, &o->packing))) return rc;
     if (o->packing == PACKING_VARLEN && !o->lengths_path)
@@ -262,7 +284,15 @@ static int bench_run(const bench_opts *o, const bert_config *cfg, const float *h
     int rc = idx ? 0 : err_set(ERR_RUNTIME, "bench: out of memory for the batch");
     if (!rc) rc = windows_init(&w, o->batch, o->seq, cfg->vocab_size, (uint64_t)o->seed);
     bert_model_opts mo = {.cfg = cfg, .be = &be, .max_B = o->batch, .T = o->seq, .recompute = o->recompute};
-    if (!rc) rc = backend_cpu_create(&be, o->threads);
+    backend_opts bo = backend_opts_default();
+    bo.device = o->device;
+    bo.precision = o->prec;
+    bo.threads = o->threads;
+    bo.gpu = o->gpu;
+    bo.mem_limit = o->mem_limit;
+    loss_scaler ls;
+    if (!rc) rc = backend_select(&be, &bo, &r->info);
+    lossscale_init(&ls, precision_needs_loss_scaling(r->info.precision));
     if (!rc) rc = bert_model_create(&m, &mo);
     if (!rc) rc = bert_model_set_params(m, host);
     if (!rc) rc = optim_create(&opt, &be, bert_model_table(m));
@@ -276,7 +306,7 @@ static int bench_run(const bench_opts *o, const bert_config *cfg, const float *h
     train_step_opts so = {.model = m, .f = &w, .mb = &mb, .micro = o->batch, .micro_batches = 1,
                           .packing = o->packing, .drop_hidden = cfg->hidden_dropout_prob,
                           .drop_attn = cfg->attention_probs_dropout_prob, .seed = (uint64_t)o->seed,
-                          .scale = 1.0f, .timing = &tm};
+                          .scale = lossscale_scale(&ls), .timing = &tm};
     r->loss_first = r->loss_last = NAN;
     r->best_s = INFINITY;
     for (int k = 0; k < o->warmup + o->steps; k++) {
@@ -285,9 +315,13 @@ static int bench_run(const bench_opts *o, const bert_config *cfg, const float *h
         double c0 = clock_cpu_s(), t0 = clock_now_s(), loss = NAN, tokens = 0, flops = 0;
         if (o->lens) windows_set_lengths(&w, o, cfg, k, &tokens, &flops);
         so.step = k;
+        so.scale = lossscale_scale(&ls);
         if ((rc = train_step_grads(&so, idx, 0, o->batch, o->batch, &loss))) goto done;
         double t2 = clock_now_s();
-        if ((rc = optim_step(opt, bert_model_params(m), bert_model_grads(m), &oc, k, 1.0f, NULL))) goto done;
+        optim_result res = {0};
+        rc = optim_step(opt, bert_model_params(m), bert_model_grads(m), &oc, k, lossscale_unscale(&ls), &res);
+        if (rc) goto done;
+        lossscale_update(&ls, res.skipped);
         double t3 = clock_now_s(), dt = t3 - t0;
         if (timed) {
             r->total_s += dt;
@@ -304,6 +338,15 @@ static int bench_run(const bench_opts *o, const bert_config *cfg, const float *h
     }
     r->forward_s = tm.forward_s;
     r->backward_s = tm.backward_s;
+    r->loss_scale = lossscale_scale(&ls);
+    r->skipped = ls.skipped;
+    backend_mem mem;
+    if (r->info.is_cuda && !backend_mem_query(&be, &mem)) {
+        r->peak_bytes = mem.peak;
+    } else {
+        struct rusage ru;
+        if (!getrusage(RUSAGE_SELF, &ru)) r->peak_bytes = (int64_t)ru.ru_maxrss * 1024;
+    }
 done:
     loader_batch_free(&mb);
     optim_free(opt);
@@ -365,8 +408,10 @@ static void print_json(const bench_opts *o, const char *name, const bert_config 
     bench_figures f = bench_figures_of(o, cfg, r);
     sbuf b = {0};
     json_str(&b, "impl", "bertc");
-    json_str(&b, "backend", "cpu");
-    json_str(&b, "precision", "fp32");
+    json_str(&b, "backend", r->info.is_cuda ? "cuda" : "cpu");
+    json_str(&b, "precision", select_precision_name(r->info.precision));
+    json_str(&b, "device", r->info.desc);
+    if (r->info.is_cuda) json_str(&b, "gpu", r->info.gpu_name);
     json_str(&b, "config", name);
     json_int(&b, "layers", cfg->num_hidden_layers);
     json_int(&b, "hidden", cfg->hidden_size);
@@ -401,6 +446,16 @@ static void print_json(const bench_opts *o, const char *name, const bert_config 
     json_fixed(&b, "loss_last", 6, r->loss_last);
     json_str(&b, "packing", cli_packing_name(o->packing));
     json_str(&b, "lengths", o->lens ? "file" : "random");
+    json_int(&b, "peak_bytes", r->peak_bytes);
+    json_str(&b, "peak_memory", r->info.is_cuda ? "device high-water mark" : "process peak RSS");
+    json_key(&b, "loss_scale");
+    sb_printf(&b, "%g", r->loss_scale);
+    json_int(&b, "skipped_steps", r->skipped);
+    if (o->mem_limit) json_int(&b, "gpu_mem_limit", o->mem_limit);
+    if (o->max_batch) {
+        json_int(&b, "largest_batch", r->largest_batch);
+        json_int(&b, "planned_batch", r->planned_batch);
+    }
     json_fixed(&b, "real_tokens_per_step", 1, f.real_tokens);
     sb_puts(&b, "}\n");
     fputs(b.p, stdout);
@@ -411,18 +466,85 @@ static void print_text(const bench_opts *o, const char *name, const bert_config 
                        const bench_result *r)
 {
     bench_figures f = bench_figures_of(o, cfg, r);
-    printf("bertc bench: %s (L%d H%d A%d I%d), batch %d x seq %d, %d threads%s, OpenBLAS core %s: ", name,
-           cfg->num_hidden_layers, cfg->hidden_size, cfg->num_attention_heads, cfg->intermediate_size, o->batch,
-           o->seq, nthreads, o->recompute == RECOMPUTE_LAYER ? ", recompute layer" : "", openblas_get_corename());
+    printf("bertc bench: %s (L%d H%d A%d I%d), batch %d x seq %d, ", name, cfg->num_hidden_layers, cfg->hidden_size,
+           cfg->num_attention_heads, cfg->intermediate_size, o->batch, o->seq);
+    if (r->info.is_cuda) printf("%s%s: ", r->info.desc, o->recompute == RECOMPUTE_LAYER ? ", recompute layer" : "");
+    else
+        printf("%d threads%s, OpenBLAS core %s: ", nthreads, o->recompute == RECOMPUTE_LAYER ? ", recompute layer" : "",
+               openblas_get_corename());
     printf("%.1f ms/step (best %.1f; forward %.1f, backward %.1f, optimizer %.1f; CPU time %.1f ms), ", f.ms,
            f.ms_best, f.forward_ms, f.backward_ms, f.optimizer_ms, f.cpu_ms);
     printf("%.2f examples/s, %.1f GFLOP/s (%d timed steps after %d warm-up)\n", f.examples_per_s, f.gflops, o->steps,
            o->warmup);
     char kern[512];
-    printf("  kernels: %s\n", cpu_kernels_describe(kern, sizeof kern));
+    if (!r->info.is_cuda) printf("  kernels: %s\n", cpu_kernels_describe(kern, sizeof kern));
+    printf("  peak memory: %.2f GiB (%s)", (double)r->peak_bytes / (1 << 30),
+           r->info.is_cuda ? "the device's high-water mark" : "the process's peak RSS");
+    if (precision_needs_loss_scaling(r->info.precision))
+        printf(", loss scale %g, %lld skipped steps", r->loss_scale, (long long)r->skipped);
+    printf("\n");
+    if (o->max_batch)
+        printf("  largest batch that trains%s: %d (the memory planner said %d)\n", o->mem_limit ? " under the limit" : "",
+               r->largest_batch, r->planned_batch);
     if (o->lens)
         printf("  windows from %s, packing %s: %.0f real tokens per step of %zu padded\n", o->lengths_path,
                cli_packing_name(o->packing), f.real_tokens, (size_t)o->batch * o->seq);
+}
+
+/* 1 when a batch of `batch` rows trains (a warm-up step and a timed one,
+ * so AdamW's state exists) on o's device under o's limit; 0 out of memory;
+ * rc < 0 on any other failure. */
+static int bench_fits(const bench_opts *o, const bert_config *cfg, const float *host, int batch, int *rc)
+{
+    bench_opts p = *o;
+    p.batch = batch;
+    p.steps = 1;
+    p.warmup = 1;
+    p.json = 1;
+    bench_result r;
+    *rc = bench_run(&p, cfg, host, &r);
+    int oom = *rc && microbatch_is_oom(*rc);
+    fprintf(stderr, "bench --max-batch: batch %d: %s\n", batch, *rc ? (oom ? "out of memory" : err_msg()) : "trains");
+    if (oom) {
+        err_clear();
+        *rc = 0;
+    }
+    return *rc ? -1 : !oom;
+}
+
+/* --max-batch: doubles from the planner's figure (or --batch) while it
+ * trains, then bisects between the last that trained and the first that
+ * did not. *largest 0: not even one row. */
+static int bench_max_batch(const bench_opts *o, const bert_config *cfg, const float *host, int *largest, int *planned)
+{
+    backend_info info = {0};
+    precision_kind prec = o->prec;
+    int rc = 0;
+    if (prec == PREC_AUTO) {
+        char why[256];
+        if (select_probe_cuda(o->gpu, info.gpu_name, sizeof info.gpu_name, &info.cc_major, &info.cc_minor,
+                              &info.gpu_total, why, sizeof why))
+            prec = select_auto_precision(info.cc_major, info.cc_minor);
+    }
+    int64_t budget = o->mem_limit ? o->mem_limit : info.gpu_total;
+    *planned = budget > 0 && prec != PREC_AUTO ? memory_largest_micro(cfg, o->seq, prec, o->recompute, budget, 1 << 16)
+                                                : 0;
+    int lo = 0, hi = *planned > 0 ? *planned : o->batch, r;
+    while ((r = bench_fits(o, cfg, host, hi, &rc)) == 1) {
+        lo = hi;
+        if (hi >= 1 << 16) break;
+        hi *= 2;
+    }
+    if (r < 0) return rc;
+    if (r == 1) hi = lo + 1;
+    while (hi - lo > 1) {
+        int mid = lo + (hi - lo) / 2;
+        if ((r = bench_fits(o, cfg, host, mid, &rc)) < 0) return rc;
+        if (r) lo = mid;
+        else hi = mid;
+    }
+    *largest = lo;
+    return 0;
 }
 
 int cmd_bench(int argc, char **argv)
@@ -435,7 +557,16 @@ int cmd_bench(int argc, char **argv)
     float *host = NULL;
     bench_result r;
     if (!rc) rc = bench_model(&o, &cfg, &table, &host);
+    int largest = 0, planned = 0;
+    if (!rc && o.max_batch && !(rc = bench_max_batch(&o, &cfg, host, &largest, &planned))) {
+        if (largest < 1) rc = err_set(ERR_RUNTIME, "bench --max-batch: not even a batch of 1 fits");
+        else o.batch = largest; /* then measured, as any other batch */
+    }
     if (!rc) rc = bench_run(&o, &cfg, host, &r);
+    if (!rc && o.max_batch) {
+        r.largest_batch = largest;
+        r.planned_batch = planned;
+    }
     if (!rc) {
         const char *name = o.model_dir ? o.model_dir : o.config_name;
         int nthreads = o.threads > 0 ? o.threads : omp_get_num_procs();

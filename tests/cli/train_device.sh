@@ -6,7 +6,7 @@
 # start-up report and info.csv name the backend, the fingerprint holds the
 # resolved precision (so a run asked in fp16 that fell back to fp32 resumes
 # with --precision auto), and
-# --device cuda is an error.
+# --device cuda is an error. bench takes --device and --precision too.
 source "$(dirname "$0")/lib/cli.sh"
 M=tests/ref/train3/init
 D=tests/data/train_small.json
@@ -26,6 +26,17 @@ expect 2 "--precision bf16 needs the CUDA backend" -- predict --model $M --data 
 expect 2 "predict --device: 'gpu' is not one of" -- predict --model $M --data $D --out $cli_tmp/p.json --device gpu
 expect 2 "ask --precision: 'fp8' is not one of" -- ask --model $M --context "Some text." --question "What?" --precision fp8
 expect 2 "--precision fp16 needs the CUDA backend" -- ask --model $M --context "Some text." --question "What?" --device cpu --precision fp16
+# bench takes the same --device/--precision (default --device cpu) and
+# --max-batch only on a GPU; its JSON names the backend and the peak memory.
+expect_help bench "usage: bertc bench" --device --precision --gpu-mem-limit --max-batch
+expect 2 "--precision bf16 needs the CUDA backend" -- bench --config tiny --seq 16 --batch 2 --precision bf16
+expect 2 "bench: --max-batch needs --device cuda" -- bench --config tiny --seq 16 --batch 2 --max-batch
+expect 2 "bench --device: 'gpu' is not one of" -- bench --config tiny --seq 16 --batch 2 --device gpu
+cli_n=$((cli_n + 1))
+"$BERTC" bench --config tiny --seq 16 --batch 2 --steps 1 --warmup-steps 0 --threads 1 --json >"$cli_tmp/b.json" 2>"$cli_tmp/err"
+echo "case $cli_n: bench --json: $(grep -o '"backend": "[^"]*", "precision": "[^"]*"\|"peak_bytes": [0-9]*' "$cli_tmp/b.json" | tr '\n' ' ')"
+grep -q '"backend": "cpu", "precision": "fp32"' "$cli_tmp/b.json" || cli_bad "bench --json does not name the CPU backend in fp32"
+grep -q '"peak_bytes": [1-9][0-9]*' "$cli_tmp/b.json" || cli_bad "bench --json has no peak memory"
 
 if ! "$BERTC" devices 2>/dev/null | grep -q '^bertc will use: the CPU backend'; then
     echo "note: this machine has a usable GPU: the fall-back cases do not apply (tests/gpu/run.sh checks the GPU)"

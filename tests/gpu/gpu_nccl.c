@@ -136,11 +136,11 @@ int gc_nccl(int argc, char **argv)
         bert_zero_grad(m);
         rc2 = bert_forward(m, &b, 0.1f, 0.1f, rng, &loss, NULL, NULL);
         bert_model_set_grads_ready(m, rs_bucket, &rs);
-        double t0 = gc_now();
+        double t0 = clock_now_s();
         if (!rc2) rc2 = bert_backward(m, 1.0f);
         bert_model_set_grads_ready(m, NULL, NULL);
         if (!rc2) rc2 = cuda_nccl_allreduce_wait();
-        t_rs = gc_now() - t0;
+        t_rs = clock_now_s() - t0;
         if (!rc2) rc2 = gpu.i->download(gpu.ctx, g2, bert_model_grads(m), t.total * sizeof *g2);
         for (int k = 0; k < rs.base.calls && k < 64 && !rc2; k++)
             rc2 = cuda_backend_api()->nccl_allgather_begin(gpu.ctx, bert_model_params(m) + rs.off[k], rs.len[k]);

@@ -8,6 +8,7 @@
 #   train_loss.csv, memory.csv, bench/summary.md, bench/bench.jsonl
 # Checks (each prints what it compared and its bound):
 #   build    cmake -S tests/gpu (gpu_check, bertc, its CUDA module, test_cuda_fallback) for this GPU's architecture
+#            (PREBUILT=1: BUILD_DIR already holds them; tests/gpu/device.sh packs them on another machine)
 #   1a ops   every op of the CUDA backend against the CPU backend, per precision
 #   1b model logits, loss, gradients: against the PyTorch reference (tests/ref/tiny)
 #            and against the CPU backend on a minilm-shaped model
@@ -82,8 +83,12 @@ main() {
     command -v nvcc >/dev/null 2>&1 || fatal "nvcc not found (looked in PATH and /usr/local/cuda/bin)"
     note "GPU: ${gpu:-unknown}; nvcc: $(nvcc --version | tail -n1); date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 
-    echo "======== build ($BUILD, CUDA architecture $arch)"
-    if ! { cmake -S tests/gpu -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" &&
+    if [ -n "${PREBUILT:-}" ]; then
+        echo "======== build: PREBUILT is set, the programs in $BUILD are used as they are"
+    else
+        echo "======== build ($BUILD, CUDA architecture $arch)"
+    fi
+    if [ -z "${PREBUILT:-}" ] && ! { cmake -S tests/gpu -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" &&
         cmake --build "$BUILD" -j "$(nproc)" --target gpu_check bertc bertc_cuda test_cuda_fallback; } >"$RES/build.log" 2>&1; then
         tail -n 40 "$RES/build.log"
         fatal "the build failed (the end of $RES/build.log is above)"
