@@ -15,6 +15,12 @@
 #          examples/s and memory grid of `bertc bench --device cuda` (GRID=0
 #          skips it), and leaves results.tar.gz, summary.txt and run.log in
 #          $OUT (or ./gpu-results).
+# A lent machine's 15 minutes: pack here first (30 s with ARCH=90; the
+# tarball is ~13 MB of the 64 MB a call may carry), then one call such as
+#   run(command="DEADLINE=430 CHECK_TIMEOUT=45 bash tests/gpu/device.sh run",
+#       carry=["build-dev"], timeout_s=450)
+# which leaves time for a second call after fixing what failed (GRID=0 and
+# a smaller DEADLINE for a rerun of the checks alone).
 set -u -o pipefail
 cd "$(dirname "$0")/../.." || exit 1
 
