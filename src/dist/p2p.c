@@ -92,6 +92,44 @@ void dist_progress(dist_req **reqs, int n)
         }
 }
 
+int dist_sum_fixed_among(float *x, size_t n, const int *ranks, int nr)
+{
+    if (nr <= 1 || n == 0) return 0;
+    int me = dist_rank(), root = ranks[0], rc = 0;
+    const size_t piece = (size_t)1 << 26;
+    if (me == root) {
+        float *tmp = malloc((n < piece ? n : piece) * sizeof *tmp);
+        if (!tmp) return err_set(ERR_RUNTIME, "out of memory (%zu floats for the stage's gradient sum)", n);
+        for (size_t done = 0; done < n && !rc; done += piece) {
+            int cnt = (int)(n - done < piece ? n - done : piece);
+            for (int r = 1; r < nr && !rc; r++) {
+                int mrc = MPI_Recv(tmp, cnt, MPI_FLOAT, ranks[r], 32001, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                if (mrc != MPI_SUCCESS) rc = p2p_fail(mrc, "summing the gradients with", ranks[r]);
+                for (int i = 0; !rc && i < cnt; i++) x[done + (size_t)i] += tmp[i];
+            }
+        }
+        free(tmp);
+    } else {
+        for (size_t done = 0; done < n && !rc; done += piece) {
+            int cnt = (int)(n - done < piece ? n - done : piece);
+            int mrc = MPI_Send(x + done, cnt, MPI_FLOAT, root, 32001, MPI_COMM_WORLD);
+            if (mrc != MPI_SUCCESS) rc = p2p_fail(mrc, "summing the gradients with", root);
+        }
+    }
+    /* the sum back to every member */
+    for (size_t done = 0; done < n && !rc; done += piece) {
+        int cnt = (int)(n - done < piece ? n - done : piece);
+        for (int r = 1; r < nr && !rc; r++) {
+            int mrc = MPI_SUCCESS;
+            if (me == root) mrc = MPI_Send(x + done, cnt, MPI_FLOAT, ranks[r], 32002, MPI_COMM_WORLD);
+            else if (me == ranks[r])
+                mrc = MPI_Recv(x + done, cnt, MPI_FLOAT, root, 32002, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            if (mrc != MPI_SUCCESS) rc = p2p_fail(mrc, "summing the gradients with", me == root ? ranks[r] : root);
+        }
+    }
+    return rc;
+}
+
 int dist_gather_ranges(float *x, size_t off, size_t n, int root)
 {
     int N = dist_size(), me = dist_rank();
@@ -149,6 +187,12 @@ int dist_wait(dist_req **req)
 }
 
 void dist_progress(dist_req **reqs, int n) { (void)reqs, (void)n; }
+
+int dist_sum_fixed_among(float *x, size_t n, const int *ranks, int nr)
+{
+    (void)x, (void)n, (void)ranks;
+    return nr > 1 ? no_mpi() : 0;
+}
 
 int dist_gather_ranges(float *x, size_t off, size_t n, int root)
 {

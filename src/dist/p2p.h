@@ -24,6 +24,11 @@ int dist_wait(dist_req **req);
 /* Lets the library move pending messages on (MPI_Test on each), so that a
  * large message gets through while the caller computes. */
 void dist_progress(dist_req **reqs, int n);
+/* In place among the ranks ranks[0..nr) (each calls it with the same list;
+ * the others do not): x[i] = x_ranks[0][i] + x_ranks[1][i] + ..., added in
+ * that order, as dist_allreduce_sum_fixed adds over all ranks, so every
+ * member ends with the same bytes. */
+int dist_sum_fixed_among(float *x, size_t n, const int *ranks, int nr);
 /* Every rank's floats [off, off + n) of x into root's x (the other ranks'
  * x beyond their own range is not touched); collective over all ranks. */
 int dist_gather_ranges(float *x, size_t off, size_t n, int root);

@@ -69,7 +69,10 @@ int run_evaluate(run_ctx *c, const char *pred_path, int print)
     qa_predictions p;
     int v2 = c->o->version_2_with_negative;
     int rc;
-    if (c->ranks > 1) {
+    if (c->stages > 1) {
+        rc = run_pipe_predict(c, &p);
+        if (rc || !c->writer) return rc;
+    } else if (c->ranks > 1) {
         rc = evaluate_split(c, &p);
         if (rc || !c->writer) return rc;
     } else {

@@ -31,7 +31,7 @@ static int debug_nonfinite(int64_t step)
 /* BERTC_DEBUG_OOM=N or N@S: from step S on (1-based; 1 when not given),
  * a micro-batch of more than N rows fails as the CUDA backend does when it
  * runs out of memory, to test the back-off where no GPU is. */
-static int debug_oom(int64_t step, int rows)
+int run_debug_oom(int64_t step, int rows)
 {
     const char *s = getenv("BERTC_DEBUG_OOM");
     long long n, from = 1;
@@ -133,7 +133,7 @@ static int run_micro_batches(run_ctx *c, const int32_t *idx, int first, int len,
         philox_stream rng = {(uint64_t)c->o->seed, (uint32_t)((uint64_t)c->st.step * (uint64_t)c->micro_batches + (uint64_t)k), 0};
         float l = 0;
         int last = at + B >= len;
-        int rc = debug_oom(c->st.step + 1, B);
+        int rc = run_debug_oom(c->st.step + 1, B);
         if (!rc && c->qm.packing) {
             rc = run_packed(c, B, count, rng, scale, last, &loss);
             if (rc) return rc;
@@ -194,8 +194,12 @@ int run_step(run_ctx *c, int32_t *idx, double *loss_out, float *scale_out, optim
      * gradients survive fp16), and optim_step divides it out again before
      * the norm, the clipping and the update. Disabled, the scale is 1. */
     float scale = lossscale_scale(&c->ls);
-    double loss = 0;
-    if (c->ranks > 1) {
+    double loss = 0, sumsq = 0;
+    if (c->stages > 1) {
+        /* Pipeline stages (run_pipe.c): no back-off either. */
+        int rc = run_pipe_pass(c, idx, count, scale, &loss);
+        if (rc) return rc;
+    } else if (c->ranks > 1) {
         /* This rank's fixed share of the step (dist.h). No out-of-memory
          * back-off with N ranks: every rank must keep the same micro-batch. */
         int first, len;
@@ -245,7 +249,10 @@ int run_step(run_ctx *c, int32_t *idx, double *loss_out, float *scale_out, optim
         if (rc) return rc;
         loss = NAN;
     }
-    if (c->ranks > 1) {
+    if (c->stages > 1) {
+        int rc = run_pipe_reduce(c, &loss, &sumsq);
+        if (rc) return err_wrap(rc, "step %lld", (long long)c->st.step + 1);
+    } else if (c->ranks > 1) {
         /* The gradients summed over the ranks in rank order (the same bytes
          * on every rank, so clipping, the NaN guard, the loss scaler and
          * AdamW decide alike everywhere); the loss and whether a rank got a
@@ -276,8 +283,11 @@ int run_step(run_ctx *c, int32_t *idx, double *loss_out, float *scale_out, optim
     oc.max_grad_norm = c->o->clip;
     oc.warmup_steps = c->warmup;
     oc.total_steps = c->total;
-    int rc = optim_step(c->opt, bert_model_params(c->qm.model), bert_model_grads(c->qm.model), &oc, c->st.step,
-                        lossscale_unscale(&c->ls), res);
+    /* A stage's optimizer has its tensors only: the norm is the stages' */
+    int rc = c->stages > 1 ? optim_step_sumsq(c->opt, bert_model_params(c->qm.model), bert_model_grads(c->qm.model),
+                                              &oc, c->st.step, lossscale_unscale(&c->ls), sumsq, res)
+                           : optim_step(c->opt, bert_model_params(c->qm.model), bert_model_grads(c->qm.model), &oc,
+                                        c->st.step, lossscale_unscale(&c->ls), res);
     if (rc) return rc;
     /* An overflow (or any non-finite gradient) skipped the update: the
      * scaler halves its scale and counts the step, as optim does. */

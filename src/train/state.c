@@ -61,6 +61,7 @@ int train_state_to_json(const train_state *s, char **text, size_t *len)
     json_object_set_new(o, "adam_t", json_integer(s->adam_t));
     json_object_set_new(o, "restarts", json_integer(s->restarts));
     json_object_set_new(o, "ranks", json_integer(s->ranks > 0 ? s->ranks : 1));
+    if (s->stages > 1) json_object_set_new(o, "pipeline_stages", json_integer(s->stages));
     json_object_set_new(o, "elapsed_s", real_or_null(s->elapsed_s));
     json_object_set_new(o, "smoothed_loss", real_or_null(s->smoothed_loss));
     json_object_set_new(o, "examples_seen", json_integer(s->examples_seen));
@@ -155,6 +156,9 @@ int train_state_load(const char *path, train_state *s)
     /* Absent before data-parallel training: one process. */
     s->ranks = 1;
     if (!rc && json_object_get(o, "ranks")) rc = get_int(o, path, "ranks", 1, &s->ranks);
+    /* Absent: no pipeline. */
+    s->stages = 1;
+    if (!rc && json_object_get(o, "pipeline_stages")) rc = get_int(o, path, "pipeline_stages", 1, &s->stages);
     if (!rc) rc = get_real(o, path, "elapsed_s", &s->elapsed_s);
     if (!rc) rc = get_real(o, path, "smoothed_loss", &s->smoothed_loss);
     if (!rc) rc = get_int(o, path, "examples_seen", 0, &s->examples_seen);

@@ -36,6 +36,7 @@ typedef struct {
     double smoothed_loss;  /* the progress line's moving average */
     int64_t examples_seen;
     int64_t ranks;         /* data-parallel ranks of the run that saved it (1 when absent) */
+    int64_t stages;        /* its pipeline stages (1 when absent; written when more) */
     char version[32];
     train_fp_entry fp[TRAIN_STATE_MAX_FP];
     int nfp;

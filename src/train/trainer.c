@@ -79,6 +79,7 @@ void trainer_opts_default(trainer_opts *o)
     o->http_port = -1;
     o->http_bind = "127.0.0.1";
     o->mirror_keep = -1;
+    o->pipeline_stages = 1;
 }
 
 int trainer_opts_check(const trainer_opts *o)
@@ -120,8 +121,10 @@ int trainer_opts_check(const trainer_opts *o)
 static void save_if_due(run_ctx *c)
 {
     const trainer_opts *o = c->o;
-    int due = (o->save_every > 0 && c->st.step % o->save_every == 0) ||
-              (o->save_every_minutes > 0 && run_now() - c->last_save_time >= 60 * o->save_every_minutes);
+    /* pipeline stages save together: the writer's clock, shared by the step (run_pipe_reduce) */
+    int timed = c->stages > 1 ? c->pipe_save_due
+                              : o->save_every_minutes > 0 && run_now() - c->last_save_time >= 60 * o->save_every_minutes;
+    int due = (o->save_every > 0 && c->st.step % o->save_every == 0) || timed;
     if (!due || c->st.step >= c->total || run_save_checkpoint(c) == 0) return;
     log_warn("%s (training goes on; the previous checkpoints are intact; the next save tries again)", err_msg());
     err_clear();

@@ -87,6 +87,14 @@ typedef struct {
     const char *http_bind;  /* --http-bind ADDR; default 127.0.0.1 */
     const char *mirror_dir; /* --mirror DIR; NULL = none. --resume auto also looks there */
     int mirror_keep;        /* checkpoints kept in the mirror; -1 = as --keep */
+    /* Pipeline model parallelism (train/pipeline.h, under mpirun/srun):
+     * --pipeline-stages S (1: none) splits the encoder layers into S
+     * stages, one per rank, the ranks S x D (D data-parallel replicas of
+     * the pipeline); --pipeline-split the S + 1 layer boundaries
+     * (pipeline_split_n of them; 0: an even split). */
+    int pipeline_stages;
+    int pipeline_split[65];
+    int pipeline_split_n;
 } trainer_opts;
 
 void trainer_opts_default(trainer_opts *o);

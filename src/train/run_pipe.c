@@ -1,0 +1,436 @@
+/* Pipeline stages of a training run (run.h, train/pipeline.h).
+ *
+ * Rank r is stage r / D of replica r % D (S stages x D replicas). Every
+ * rank reads the data and cuts the step alike: replica d takes its
+ * dist_share of the step's micro-batches, and each micro-batch is one unit
+ * of the pipeline (packed: one unit per piece that fits --max-tokens, as
+ * run_step.c cuts them). Units flow through the replica's stages in the
+ * 1F1B order of pipe_op_at; unit u's activations x[hi] go to the next
+ * stage and their gradient d(x[lo]) back to the previous one, each in the
+ * unit's activation set (bert_stage_*), by non-blocking messages: a
+ * receive is posted as soon as its set is free, a send is waited for only
+ * when its buffer is about to be written again, so messages travel while
+ * the stage computes. The stage's gradients accumulate over its units in
+ * unit order, as one process accumulates its micro-batches, with the same
+ * dropout counters (the step's global micro-batch index) and masks (per
+ * global layer), so a pipeline computes the bits of one process (and S x
+ * D ranks those of D data-parallel ranks: the replicas' gradients are
+ * summed in replica order, as dist_allreduce_sum_fixed sums ranks).
+ *
+ * On a GPU the messages go through host copies of the four buffers over
+ * MPI (the staging buffers below). */
+#define _GNU_SOURCE
+#include "train/run.h"
+
+#include "core/err.h"
+#include "dist/dist.h"
+#include "dist/p2p.h"
+#include "train/pipeline.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    int k;     /* the step's micro-batch (global index: the dropout counter) */
+    int r0, n; /* rows idx[r0 .. r0 + n) of the step's list */
+    int piece; /* packed: the piece of micro-batch k (its dropout seed is seed + piece) */
+    int rows;  /* N: n * T padded, the real tokens packed */
+} pipe_unit;
+
+/* The four per-set buffers a stage exchanges. */
+enum { PX_IN, PX_OUT, PG_OUT, PG_IN, PBUFS };
+
+struct pipe_run {
+    int prev, next;       /* the ranks of this replica's neighbouring stages (-1: none) */
+    int sets;
+    pipe_unit *units;
+    int nunits, cap;
+    dist_req **req[PBUFS]; /* per set: receive of x_in, send of x_out, receive of d_out, send of d_in */
+    float **host[PBUFS];   /* per set: host copies (GPU backends only; NULL: the backend's memory is the host's) */
+    int32_t *ids, *types, *cu;
+    int *group;            /* the ranks of this stage's replicas, in replica order */
+};
+
+
+/* The message tag of unit u's activations (kind 0) or gradients (kind 1). */
+static int tag_of(int u, int kind) { return 2 * (u % 8000) + kind; }
+
+/* "pipeline stage s (layers a-b)" for messages. */
+static void stage_name(const run_ctx *c, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "pipeline stage %d of %d (layers %d-%d)", c->stage, c->stages, c->split[c->stage],
+             c->split[c->stage + 1] - 1);
+}
+
+int run_pipe_configure(run_ctx *c)
+{
+    const trainer_opts *o = c->o;
+    c->stages = o->pipeline_stages > 1 ? o->pipeline_stages : 1;
+    c->stage = 0;
+    c->replicas = c->ranks;
+    c->replica = c->rank;
+    if (c->stages == 1) return 0;
+    int S = c->stages, L = c->qm.cfg.num_hidden_layers;
+    if (c->ranks % S != 0)
+        return err_set(ERR_INPUT, "--pipeline-stages %d: %d ranks are not a multiple of the stages", S, c->ranks);
+    c->replicas = c->ranks / S;
+    c->stage = c->rank / c->replicas;
+    c->replica = c->rank % c->replicas;
+    if (o->pipeline_split_n > 0) {
+        if (o->pipeline_split_n != S + 1)
+            return err_set(ERR_INPUT, "--pipeline-split: %d boundaries for %d stages (give %d: 0, ..., %d)",
+                           o->pipeline_split_n, S, S + 1, L);
+        memcpy(c->split, o->pipeline_split, (size_t)(S + 1) * sizeof *c->split);
+    } else {
+        pipe_split_even(L, S, c->split);
+    }
+    return pipe_split_check(c->split, S, L, o->pipeline_split_n > 0 ? "--pipeline-split" : "--pipeline-stages");
+}
+
+int run_pipe_start(run_ctx *c)
+{
+    int S = c->stages, s = c->stage, D = c->replicas;
+    struct pipe_run *p = calloc(1, sizeof *p);
+    if (!p) return err_set(ERR_RUNTIME, "out of memory");
+    c->pipe = p;
+    p->prev = s > 0 ? c->rank - D : -1;
+    p->next = s < S - 1 ? c->rank + D : -1;
+    /* Units per step on this replica: its share of the micro-batches, or
+     * any number when packed pieces are cut by --max-tokens. */
+    int per_replica = (c->micro_batches + D - 1) / D;
+    int cut = c->qm.packing && c->qm.max_tokens > 0 && c->qm.max_tokens < (int64_t)c->micro * c->T;
+    p->sets = pipe_sets(S, s, cut ? S : per_replica > 0 ? per_replica : 1);
+    char name[96];
+    stage_name(c, name, sizeof name);
+    int rc = bert_model_create_stage(&c->qm.model, &c->qm.cfg, &c->qm.be, c->micro, c->T,
+                                     c->qm.packing ? c->qm.max_tokens : 0, c->qm.recompute, c->split[s],
+                                     c->split[s + 1], p->sets);
+    if (rc) return err_wrap(rc, "rank %d of %d: %s", c->rank, c->ranks, name);
+    c->qm.max_B = c->micro;
+    c->qm.T = c->T;
+    bert_model_stage(c->qm.model, NULL, NULL, &c->poff);
+    c->pn = bert_model_stage_table(c->qm.model)->total;
+    rc = bert_model_set_params(c->qm.model, c->host_params);
+    if (rc) return rc;
+    size_t rows = (size_t)bert_model_max_tokens(c->qm.model), C = (size_t)c->qm.cfg.hidden_size;
+    for (int b = 0; b < PBUFS; b++) {
+        p->req[b] = calloc((size_t)p->sets, sizeof *p->req[b]);
+        p->host[b] = calloc((size_t)p->sets, sizeof *p->host[b]);
+        if (!p->req[b] || !p->host[b]) return err_set(ERR_RUNTIME, "out of memory");
+        for (int k = 0; c->qm.info.is_cuda && k < p->sets; k++) {
+            p->host[b][k] = malloc(rows * C * sizeof(float));
+            if (!p->host[b][k])
+                return err_set(ERR_RUNTIME, "out of memory for the pipeline's host buffers (%zu floats)", rows * C);
+        }
+    }
+    p->ids = malloc(rows * sizeof *p->ids);
+    p->types = malloc(rows * sizeof *p->types);
+    p->cu = malloc(((size_t)c->micro + 1) * sizeof *p->cu);
+    p->group = malloc((size_t)D * sizeof *p->group);
+    if (!p->ids || !p->types || !p->cu || !p->group) return err_set(ERR_RUNTIME, "out of memory");
+    for (int d = 0; d < D; d++) p->group[d] = s * D + d;
+    c->pipe_idle_all = calloc(2 * (size_t)c->ranks, sizeof *c->pipe_idle_all);
+    if (!c->pipe_idle_all) return err_set(ERR_RUNTIME, "out of memory");
+    return 0;
+}
+
+void run_pipe_free(run_ctx *c)
+{
+    struct pipe_run *p = c->pipe;
+    free(c->pipe_idle_all);
+    c->pipe_idle_all = NULL;
+    if (!p) return;
+    for (int b = 0; b < PBUFS; b++) {
+        for (int k = 0; p->req[b] && k < p->sets; k++) dist_wait(&p->req[b][k]);
+        for (int k = 0; p->host[b] && k < p->sets; k++) free(p->host[b][k]);
+        free(p->req[b]);
+        free(p->host[b]);
+    }
+    free(p->units);
+    free(p->ids);
+    free(p->types);
+    free(p->cu);
+    free(p->group);
+    free(p);
+    c->pipe = NULL;
+}
+
+/* A window's real tokens: the leading ones of its mask (bert_pack_window's count). */
+static int window_len(const features *f, int32_t i)
+{
+    const int32_t *mk = f->attention_mask + (size_t)i * (size_t)f->T;
+    int n = 0;
+    while (n < f->T && mk[n] == 1) n++;
+    return n;
+}
+
+static int add_unit(struct pipe_run *p, pipe_unit u)
+{
+    if (p->nunits == p->cap) {
+        int cap = p->cap ? 2 * p->cap : 16;
+        pipe_unit *v = realloc(p->units, (size_t)cap * sizeof *v);
+        if (!v) return err_set(ERR_RUNTIME, "out of memory");
+        p->units = v;
+        p->cap = cap;
+    }
+    p->units[p->nunits++] = u;
+    return 0;
+}
+
+/* This replica's units of the step: its micro-batches, or their packed
+ * pieces (run_step.c's cut: windows while they fit the model's tokens). */
+static int plan_units(run_ctx *c, const int32_t *idx, int count)
+{
+    struct pipe_run *p = c->pipe;
+    int first, len, rc = 0;
+    dist_share(count, c->micro, c->replicas, c->replica, &first, &len);
+    p->nunits = 0;
+    int64_t cap = bert_model_max_tokens(c->qm.model);
+    for (int at = first; at < first + len && !rc; at += c->micro) {
+        int B = first + len - at < c->micro ? first + len - at : c->micro;
+        int k = at / c->micro;
+        if (!c->qm.packing) {
+            rc = add_unit(p, (pipe_unit){k, at, B, 0, B * c->T});
+            continue;
+        }
+        for (int r0 = 0, piece = 0; r0 < B && !rc; piece++) {
+            int n = 0, N = 0;
+            while (r0 + n < B) {
+                int l = window_len(&c->tf, idx[at + r0 + n]);
+                if (n > 0 && N + l > cap) break;
+                N += l;
+                n++;
+            }
+            rc = add_unit(p, (pipe_unit){k, at + r0, n, piece, N});
+            r0 += n;
+        }
+    }
+    return rc;
+}
+
+/* Unit u's rows as a batch (host): gathered, and packed when packing. */
+static void unit_batch(run_ctx *c, const int32_t *idx, const pipe_unit *u, bert_batch *b)
+{
+    struct pipe_run *p = c->pipe;
+    loader_batch *mb = &c->mb;
+    int T = c->T;
+    loader_gather(mb, &c->tf, idx + u->r0, u->n);
+    if (!c->qm.packing) {
+        *b = (bert_batch){u->n, T, mb->input_ids, mb->token_type_ids, mb->attention_mask, mb->start_positions,
+                          mb->end_positions, NULL, 0};
+        return;
+    }
+    int N = 0;
+    p->cu[0] = 0;
+    for (int j = 0; j < u->n; j++) {
+        size_t at = (size_t)j * T;
+        N += bert_pack_window(mb->input_ids + at, mb->token_type_ids + at, mb->attention_mask + at, T, p->ids + N,
+                              p->types + N);
+        p->cu[j + 1] = N;
+    }
+    *b = (bert_batch){u->n, T, p->ids, p->types, NULL, mb->start_positions, mb->end_positions, p->cu, 0};
+}
+
+/* The backend buffer b of set k. */
+static float *stage_buf(run_ctx *c, int b, int k)
+{
+    bert_model *m = c->qm.model;
+    switch (b) {
+    case PX_IN: return bert_stage_x_in(m, k);
+    case PX_OUT: return (float *)bert_stage_x_out(m, k);
+    case PG_OUT: return bert_stage_dx_out(m, k);
+    default: return (float *)bert_stage_dx_in(m, k);
+    }
+}
+
+/* Starts receiving buffer b (PX_IN, PG_OUT) of set k for unit u. */
+static int post_recv(run_ctx *c, int b, int k, int u)
+{
+    struct pipe_run *p = c->pipe;
+    size_t bytes = (size_t)p->units[u].rows * (size_t)c->qm.cfg.hidden_size * sizeof(float);
+    float *dst = p->host[b][k] ? p->host[b][k] : stage_buf(c, b, k);
+    return dist_irecv(dst, bytes, b == PX_IN ? p->prev : p->next, tag_of(u, b == PG_OUT), &p->req[b][k]);
+}
+
+/* Waits for buffer b (PX_IN, PG_OUT) of set k (unit u), counting the wait as idle. */
+static int wait_recv(run_ctx *c, int b, int k, int u)
+{
+    struct pipe_run *p = c->pipe;
+    double t = run_now();
+    int rc = dist_wait(&p->req[b][k]);
+    c->pipe_idle_s += run_now() - t;
+    if (!rc && p->host[b][k]) {
+        backend *be = &c->qm.be;
+        size_t bytes = (size_t)p->units[u].rows * (size_t)c->qm.cfg.hidden_size * sizeof(float);
+        rc = be->i->upload(be->ctx, stage_buf(c, b, k), p->host[b][k], bytes);
+    }
+    return rc;
+}
+
+/* Starts sending buffer b (PX_OUT, PG_IN) of set k for unit u. */
+static int post_send(run_ctx *c, int b, int k, int u)
+{
+    struct pipe_run *p = c->pipe;
+    size_t bytes = (size_t)p->units[u].rows * (size_t)c->qm.cfg.hidden_size * sizeof(float);
+    const float *src = stage_buf(c, b, k);
+    if (p->host[b][k]) {
+        backend *be = &c->qm.be;
+        int rc = be->i->download(be->ctx, p->host[b][k], src, bytes);
+        if (rc) return rc;
+        src = p->host[b][k];
+    }
+    return dist_isend(src, bytes, b == PX_OUT ? p->next : p->prev, tag_of(u, b == PG_IN), &p->req[b][k]);
+}
+
+static int finish_requests(struct pipe_run *p)
+{
+    int rc = 0;
+    for (int b = 0; b < PBUFS; b++)
+        for (int k = 0; k < p->sets; k++) {
+            int r = dist_wait(&p->req[b][k]);
+            if (!rc) rc = r;
+        }
+    return rc;
+}
+
+int run_pipe_pass(run_ctx *c, const int32_t *idx, int count, float scale, double *loss_out)
+{
+    struct pipe_run *p = c->pipe;
+    bert_model *m = c->qm.model;
+    int S = c->stages, s = c->stage, first = s == 0, last = s == S - 1;
+    bert_zero_grad(m);
+    int rc = plan_units(c, idx, count), crc = 0; /* crc: the compute failed here; the messages go on */
+    int M = p->nunits, sets = p->sets;
+    double loss = 0;
+    for (int u = 0; !first && u < M && u < sets && !rc; u++) rc = post_recv(c, PX_IN, u % sets, u);
+    for (int i = 0; i < 2 * M && !rc; i++) {
+        pipe_op op = pipe_op_at(S, s, M, i);
+        const pipe_unit *u = &p->units[op.micro];
+        int k = op.set;
+        float w = (float)u->n / (float)count;
+        if (op.kind == PIPE_FORWARD) {
+            if (!first) rc = wait_recv(c, PX_IN, k, op.micro);
+            if (!rc) rc = dist_wait(&p->req[PX_OUT][k]); /* x_out is written again */
+            if (!rc && !crc) {
+                bert_batch b;
+                unit_batch(c, idx, u, &b);
+                philox_stream rng = {(uint64_t)c->o->seed + (uint64_t)u->piece,
+                                     (uint32_t)((uint64_t)c->st.step * (uint64_t)c->micro_batches + (uint64_t)u->k), 0};
+                float l = 0;
+                double t = run_now();
+                crc = run_debug_oom(c->st.step + 1, u->n);
+                if (!crc) crc = bert_stage_forward(m, k, &b, c->drop_hidden, c->drop_attn, rng, &l, NULL, NULL);
+                c->pipe_busy_s += run_now() - t;
+                if (!crc && last) loss += (double)w * (double)l;
+            }
+            if (!rc && !last) rc = post_send(c, PX_OUT, k, op.micro);
+            if (!rc && !last) rc = post_recv(c, PG_OUT, k, op.micro);
+        } else {
+            if (!last) rc = wait_recv(c, PG_OUT, k, op.micro);
+            if (!rc) rc = dist_wait(&p->req[PG_IN][k]); /* d_in is written again */
+            if (!rc) rc = dist_wait(&p->req[PX_OUT][k]); /* recompute writes x_out again */
+            if (!rc && !crc) {
+                double t = run_now();
+                crc = bert_stage_backward(m, k, w * scale);
+                c->pipe_busy_s += run_now() - t;
+            }
+            if (!rc && !first) rc = post_send(c, PG_IN, k, op.micro);
+            if (!rc && !first && op.micro + sets < M) rc = post_recv(c, PX_IN, k, op.micro + sets);
+        }
+        dist_progress(p->req[PX_OUT], sets);
+        dist_progress(p->req[PG_IN], sets);
+    }
+    int frc = finish_requests(p);
+    if (!rc) rc = frc;
+    if (!rc && crc) {
+        char name[96];
+        stage_name(c, name, sizeof name);
+        rc = err_wrap(crc, "rank %d of %d: %s: step %lld", c->rank, c->ranks, name, (long long)c->st.step + 1);
+    }
+    /* A failure anywhere ends every rank, with its message. */
+    rc = dist_agree(rc);
+    *loss_out = loss;
+    return rc;
+}
+
+int run_pipe_reduce(run_ctx *c, double *loss, double *sum_squares)
+{
+    struct pipe_run *p = c->pipe;
+    bert_model *m = c->qm.model;
+    backend *be = &c->qm.be;
+    int rc = 0;
+    if (c->replicas > 1) {
+        float *g = bert_model_grads(m);
+        float *h = c->qm.info.is_cuda ? malloc(c->pn * sizeof *h) : g;
+        if (!h) return err_set(ERR_RUNTIME, "out of memory for the gradient sum (%zu floats)", c->pn);
+        if (h != g) rc = be->i->download(be->ctx, h, g, c->pn * sizeof *h);
+        if (!rc) rc = dist_sum_fixed_among(h, c->pn, p->group, c->replicas);
+        if (!rc && h != g) rc = be->i->upload(be->ctx, g, h, c->pn * sizeof *h);
+        if (h != g) free(h);
+        if (rc) return rc;
+    }
+    /* Every rank's loss (the last stage's), signal, squared norm (replica
+     * 0 of each stage), the writer's save clock, idle and busy times: one
+     * fixed-order sum in rank order, so the stages' squares add stage 0
+     * first, and the zeros the others add change nothing. */
+    int N = c->ranks;
+    double *red = calloc(4 + 2 * (size_t)N, sizeof *red);
+    if (!red) return err_set(ERR_RUNTIME, "out of memory");
+    red[0] = c->stage == c->stages - 1 ? *loss : 0.0;
+    red[1] = c->sig && *c->sig ? 1.0 : 0.0;
+    red[2] = c->replica == 0 ? be->i->sum_squares(be->ctx, bert_model_grads(m), c->pn) : 0.0;
+    red[3] = c->writer && c->o->save_every_minutes > 0 && run_now() - c->last_save_time >= 60 * c->o->save_every_minutes;
+    red[4 + c->rank] = c->pipe_idle_s;
+    red[4 + N + c->rank] = c->pipe_busy_s;
+    rc = dist_allreduce_sum_f64(red, 4 + 2 * N);
+    if (!rc) {
+        *loss = red[0];
+        *sum_squares = red[2];
+        c->pipe_save_due = red[3] > 0;
+        memcpy(c->pipe_idle_all, red + 4, 2 * (size_t)N * sizeof *red);
+        if (red[1] > 0 && !*c->stop) *c->stop = c->sig && *c->sig ? *c->sig : SIGTERM;
+    }
+    free(red);
+    return rc;
+}
+
+int run_pipe_gather(run_ctx *c, int optimizer)
+{
+    /* replica 0 of each stage sends its slice; the others send nothing */
+    size_t n = c->replica == 0 ? c->pn : 0;
+    int rc = bert_model_get_params(c->qm.model, c->host_params);
+    if (!rc && optimizer) {
+        int64_t t, skipped;
+        rc = optim_get_state(c->opt, c->host_m + c->poff, c->host_v + c->poff, &t, &skipped);
+    }
+    if (!rc) rc = dist_gather_ranges(c->host_params, c->poff, n, 0);
+    if (!rc && optimizer) rc = dist_gather_ranges(c->host_m, c->poff, n, 0);
+    if (!rc && optimizer) rc = dist_gather_ranges(c->host_v, c->poff, n, 0);
+    return rc;
+}
+
+int run_pipe_predict(run_ctx *c, qa_predictions *out)
+{
+    memset(out, 0, sizeof *out);
+    int rc = run_pipe_gather(c, 0), v2 = c->o->version_2_with_negative;
+    if (!rc && c->writer) {
+        /* the whole model, for as long as the evaluation takes */
+        bert_model *stage = c->qm.model, *whole = NULL;
+        rc = bert_model_create_tokens(&whole, &c->qm.cfg, &c->qm.be, c->micro, c->T,
+                                      c->qm.packing ? c->qm.max_tokens : 0, 0);
+        if (!rc) rc = bert_model_set_params(whole, c->host_params);
+        if (!rc) {
+            c->qm.model = whole;
+            rc = v2 ? qa_model_predict_v2(&c->qm, &c->dev, &c->df, c->o->n_best, c->o->max_answer_length,
+                                          c->o->null_score_diff_threshold, out, NULL)
+                    : qa_model_predict(&c->qm, &c->dev, &c->df, c->o->n_best, c->o->max_answer_length, out, NULL);
+            c->qm.model = stage;
+        }
+        bert_model_free(whole);
+        if (rc) err_wrap(rc, "evaluating on rank 0 with the whole model");
+    }
+    return dist_agree(rc);
+}
