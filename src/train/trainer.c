@@ -233,10 +233,14 @@ int trainer_run(const trainer_opts *o)
     g_stop = g_sig = 0;
     g_sig_len = 0;
     if (dist_size() > 1) {
+        char stage[64] = "";
+        int S = o->pipeline_stages;
+        if (S > 1 && dist_size() % S == 0)
+            snprintf(stage, sizeof stage, " (pipeline stage %d of %d)", dist_rank() / (dist_size() / S), S);
         snprintf(g_sig_msg, sizeof g_sig_msg,
-                 "bertc: rank %d of %d: got a signal: stopping after this step on every rank (when another rank "
+                 "bertc: rank %d of %d%s: got a signal: stopping after this step on every rank (when another rank "
                  "died the launcher ends the job now; the last complete checkpoint stays; run the same command to "
-                 "resume)\n", dist_rank(), dist_size());
+                 "resume)\n", dist_rank(), dist_size(), stage);
         g_sig_len = strlen(g_sig_msg);
     }
     g_last_em = g_last_f1 = -1;
