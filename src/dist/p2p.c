@@ -82,6 +82,18 @@ int dist_wait(dist_req **req)
     return rc;
 }
 
+void dist_cancel(dist_req **req)
+{
+    dist_req *q = *req;
+    if (!q) return;
+    *req = NULL;
+    if (!q->done) {
+        MPI_Cancel(&q->r);
+        MPI_Request_free(&q->r);
+    }
+    free(q);
+}
+
 void dist_progress(dist_req **reqs, int n)
 {
     for (int i = 0; i < n; i++)
@@ -185,6 +197,8 @@ int dist_wait(dist_req **req)
     *req = NULL;
     return 0;
 }
+
+void dist_cancel(dist_req **req) { *req = NULL; }
 
 void dist_progress(dist_req **reqs, int n) { (void)reqs, (void)n; }
 

@@ -21,6 +21,9 @@ int dist_irecv(void *buf, size_t bytes, int peer, int tag, dist_req **req);
 /* Waits for *req (NULL: nothing to wait for) and sets it to NULL. A
  * receive that got another number of bytes than asked for is an error. */
 int dist_wait(dist_req **req);
+/* Gives up *req (NULL: nothing) without waiting, after a failure: the
+ * message is cancelled where it can be, and *req is set to NULL. */
+void dist_cancel(dist_req **req);
 /* Lets the library move pending messages on (MPI_Test on each), so that a
  * large message gets through while the caller computes. */
 void dist_progress(dist_req **reqs, int n);

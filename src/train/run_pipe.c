@@ -25,6 +25,7 @@
 #include "core/err.h"
 #include "dist/dist.h"
 #include "dist/p2p.h"
+#include "train/microbatch.h"
 #include "train/pipeline.h"
 
 #include <math.h>
@@ -144,7 +145,7 @@ void run_pipe_free(run_ctx *c)
     c->pipe_idle_all = NULL;
     if (!p) return;
     for (int b = 0; b < PBUFS; b++) {
-        for (int k = 0; p->req[b] && k < p->sets; k++) dist_wait(&p->req[b][k]);
+        for (int k = 0; p->req[b] && k < p->sets; k++) dist_cancel(&p->req[b][k]);
         for (int k = 0; p->host[b] && k < p->sets; k++) free(p->host[b][k]);
         free(p->req[b]);
         free(p->host[b]);
@@ -285,13 +286,18 @@ static int post_send(run_ctx *c, int b, int k, int u)
     return dist_isend(src, bytes, b == PX_OUT ? p->next : p->prev, tag_of(u, b == PG_IN), &p->req[b][k]);
 }
 
-static int finish_requests(struct pipe_run *p)
+/* The step's last messages; after a failed message (a neighbour died) the
+ * others are given up, not waited for. */
+static int finish_requests(struct pipe_run *p, int failed)
 {
     int rc = 0;
     for (int b = 0; b < PBUFS; b++)
         for (int k = 0; k < p->sets; k++) {
-            int r = dist_wait(&p->req[b][k]);
-            if (!rc) rc = r;
+            if (failed || rc) {
+                dist_cancel(&p->req[b][k]);
+                continue;
+            }
+            rc = dist_wait(&p->req[b][k]);
         }
     return rc;
 }
@@ -343,12 +349,15 @@ int run_pipe_pass(run_ctx *c, const int32_t *idx, int count, float scale, double
         dist_progress(p->req[PX_OUT], sets);
         dist_progress(p->req[PG_IN], sets);
     }
-    int frc = finish_requests(p);
+    int frc = finish_requests(p, rc != 0);
     if (!rc) rc = frc;
     if (!rc && crc) {
-        char name[96];
+        char name[96], why[512];
         stage_name(c, name, sizeof name);
-        rc = err_wrap(crc, "rank %d of %d: %s: step %lld", c->rank, c->ranks, name, (long long)c->st.step + 1);
+        snprintf(why, sizeof why, "%s", err_msg());
+        rc = err_set(crc, "rank %d of %d: %s: step %lld: %s%s", c->rank, c->ranks, name, (long long)c->st.step + 1, why,
+                     microbatch_is_oom(crc) ? " (no back-off in a pipeline: give a smaller --micro-batch, --recompute "
+                                              "layer or more stages)" : "");
     }
     /* A failure anywhere ends every rank, with its message. */
     rc = dist_agree(rc);
