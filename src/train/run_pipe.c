@@ -6,8 +6,10 @@
  * of the pipeline (packed: one unit per piece that fits --max-tokens, as
  * run_step.c cuts them). Units flow through the replica's stages in the
  * 1F1B order of pipe_op_at; unit u's activations x[hi] go to the next
- * stage and their gradient d(x[lo]) back to the previous one, each in the
- * unit's activation set (bert_stage_*), by non-blocking messages: a
+ * stage, with a header naming the unit and its layout (micro-batch,
+ * piece, windows, rows and, packed, the cu_seqlens), and their gradient
+ * d(x[lo]) back to the previous one, each in the unit's activation set
+ * (bert_stage_*), by non-blocking messages: a
  * receive is posted as soon as its set is free, a send is waited for only
  * when its buffer is about to be written again, so messages travel while
  * the stage computes. The stage's gradients accumulate over its units in
@@ -16,6 +18,10 @@
  * global layer), so a pipeline computes the bits of one process (and S x
  * D ranks those of D data-parallel ranks: the replicas' gradients are
  * summed in replica order, as dist_allreduce_sum_fixed sums ranks).
+ *
+ * A stage checks each header against the unit it cut itself from the data,
+ * so stages that disagree about a step (other data, another cut) stop with
+ * an error instead of computing on misplaced rows.
  *
  * On a GPU the messages go through host copies of the four buffers over
  * MPI (the staging buffers below). */
@@ -41,8 +47,9 @@ typedef struct {
     int rows;  /* N: n * T padded, the real tokens packed */
 } pipe_unit;
 
-/* The four per-set buffers a stage exchanges. */
-enum { PX_IN, PX_OUT, PG_OUT, PG_IN, PBUFS };
+/* The per-set buffers a stage exchanges: four of floats, two headers. */
+enum { PX_IN, PX_OUT, PG_OUT, PG_IN, PH_IN, PH_OUT, PBUFS };
+enum { HDR_FIXED = 5 }; /* unit, micro-batch, piece, windows, rows; then cu_seqlens when packed */
 
 struct pipe_run {
     int prev, next;       /* the ranks of this replica's neighbouring stages (-1: none) */
@@ -51,13 +58,15 @@ struct pipe_run {
     int nunits, cap;
     dist_req **req[PBUFS]; /* per set: receive of x_in, send of x_out, receive of d_out, send of d_in */
     float **host[PBUFS];   /* per set: host copies (GPU backends only; NULL: the backend's memory is the host's) */
+    int32_t **hdr[2];      /* per set: the header received (PH_IN) and sent (PH_OUT) */
     int32_t *ids, *types, *cu;
     int *group;            /* the ranks of this stage's replicas, in replica order */
 };
 
 
-/* The message tag of unit u's activations (kind 0) or gradients (kind 1). */
-static int tag_of(int u, int kind) { return 2 * (u % 8000) + kind; }
+/* The message tag of unit u's activations (kind 0), gradients (kind 1) or
+ * header (kind 2). */
+static int tag_of(int u, int kind) { return 3 * (u % 8000) + kind; }
 
 /* "pipeline stage s (layers a-b)" for messages. */
 static void stage_name(const run_ctx *c, char *buf, size_t cap)
@@ -121,11 +130,18 @@ int run_pipe_start(run_ctx *c)
         p->req[b] = calloc((size_t)p->sets, sizeof *p->req[b]);
         p->host[b] = calloc((size_t)p->sets, sizeof *p->host[b]);
         if (!p->req[b] || !p->host[b]) return err_set(ERR_RUNTIME, "out of memory");
-        for (int k = 0; c->qm.info.is_cuda && k < p->sets; k++) {
+        for (int k = 0; c->qm.info.is_cuda && b < PH_IN && k < p->sets; k++) {
             p->host[b][k] = malloc(rows * C * sizeof(float));
             if (!p->host[b][k])
                 return err_set(ERR_RUNTIME, "out of memory for the pipeline's host buffers (%zu floats)", rows * C);
         }
+    }
+    for (int h = 0; h < 2; h++) {
+        p->hdr[h] = calloc((size_t)p->sets, sizeof *p->hdr[h]);
+        if (!p->hdr[h]) return err_set(ERR_RUNTIME, "out of memory");
+        for (int k = 0; k < p->sets; k++)
+            if (!(p->hdr[h][k] = malloc((HDR_FIXED + (size_t)c->micro + 1) * sizeof(int32_t))))
+                return err_set(ERR_RUNTIME, "out of memory");
     }
     p->ids = malloc(rows * sizeof *p->ids);
     p->types = malloc(rows * sizeof *p->types);
@@ -149,6 +165,10 @@ void run_pipe_free(run_ctx *c)
         for (int k = 0; p->host[b] && k < p->sets; k++) free(p->host[b][k]);
         free(p->req[b]);
         free(p->host[b]);
+    }
+    for (int h = 0; h < 2; h++) {
+        for (int k = 0; p->hdr[h] && k < p->sets; k++) free(p->hdr[h][k]);
+        free(p->hdr[h]);
     }
     free(p->units);
     free(p->ids);
@@ -247,21 +267,44 @@ static float *stage_buf(run_ctx *c, int b, int k)
     }
 }
 
-/* Starts receiving buffer b (PX_IN, PG_OUT) of set k for unit u. */
+/* Unit u's header: its place in the step and its layout (cu: the packed
+ * batch's cu_seqlens, as unit_batch left them). Returns its length. */
+static int unit_header(run_ctx *c, int u, int32_t *h)
+{
+    const pipe_unit *un = &c->pipe->units[u];
+    h[0] = u;
+    h[1] = un->k;
+    h[2] = un->piece;
+    h[3] = un->n;
+    h[4] = un->rows;
+    if (!c->qm.packing) return HDR_FIXED;
+    memcpy(h + HDR_FIXED, c->pipe->cu, ((size_t)un->n + 1) * sizeof *h);
+    return HDR_FIXED + un->n + 1;
+}
+
+static size_t header_bytes(run_ctx *c, int u)
+{
+    return (HDR_FIXED + (c->qm.packing ? (size_t)c->pipe->units[u].n + 1 : 0)) * sizeof(int32_t);
+}
+
+/* Starts receiving buffer b (PX_IN with its header, PG_OUT) of set k for unit u. */
 static int post_recv(run_ctx *c, int b, int k, int u)
 {
     struct pipe_run *p = c->pipe;
     size_t bytes = (size_t)p->units[u].rows * (size_t)c->qm.cfg.hidden_size * sizeof(float);
     float *dst = p->host[b][k] ? p->host[b][k] : stage_buf(c, b, k);
-    return dist_irecv(dst, bytes, b == PX_IN ? p->prev : p->next, tag_of(u, b == PG_OUT), &p->req[b][k]);
+    int rc = b == PX_IN ? dist_irecv(p->hdr[0][k], header_bytes(c, u), p->prev, tag_of(u, 2), &p->req[PH_IN][k]) : 0;
+    return rc ? rc : dist_irecv(dst, bytes, b == PX_IN ? p->prev : p->next, tag_of(u, b == PG_OUT), &p->req[b][k]);
 }
 
-/* Waits for buffer b (PX_IN, PG_OUT) of set k (unit u), counting the wait as idle. */
+/* Waits for buffer b (PX_IN with its header, PG_OUT) of set k (unit u),
+ * counting the wait as idle. */
 static int wait_recv(run_ctx *c, int b, int k, int u)
 {
     struct pipe_run *p = c->pipe;
     double t = run_now();
-    int rc = dist_wait(&p->req[b][k]);
+    int rc = b == PX_IN ? dist_wait(&p->req[PH_IN][k]) : 0;
+    if (!rc) rc = dist_wait(&p->req[b][k]);
     c->pipe_idle_s += run_now() - t;
     if (!rc && p->host[b][k]) {
         backend *be = &c->qm.be;
@@ -271,12 +314,20 @@ static int wait_recv(run_ctx *c, int b, int k, int u)
     return rc;
 }
 
-/* Starts sending buffer b (PX_OUT, PG_IN) of set k for unit u. */
+/* Starts sending buffer b (PX_OUT with its header, PG_IN) of set k for unit u. */
 static int post_send(run_ctx *c, int b, int k, int u)
 {
     struct pipe_run *p = c->pipe;
     size_t bytes = (size_t)p->units[u].rows * (size_t)c->qm.cfg.hidden_size * sizeof(float);
     const float *src = stage_buf(c, b, k);
+    if (b == PX_OUT) {
+        int n = unit_header(c, u, p->hdr[1][k]);
+        /* BERTC_DEBUG_PIPE_HEADER=S (a test hook): step S's headers on this rank name one row too many */
+        const char *dbg = getenv("BERTC_DEBUG_PIPE_HEADER");
+        if (dbg && atoll(dbg) == c->st.step + 1) p->hdr[1][k][4]++;
+        int rc = dist_isend(p->hdr[1][k], (size_t)n * sizeof(int32_t), p->next, tag_of(u, 2), &p->req[PH_OUT][k]);
+        if (rc) return rc;
+    }
     if (p->host[b][k]) {
         backend *be = &c->qm.be;
         int rc = be->i->download(be->ctx, p->host[b][k], src, bytes);
@@ -288,6 +339,22 @@ static int post_send(run_ctx *c, int b, int k, int u)
 
 /* The step's last messages; after a failed message (a neighbour died) the
  * others are given up, not waited for. */
+/* The previous stage's header of unit u against this stage's own cut. */
+static int check_header(run_ctx *c, int u, const int32_t *got)
+{
+    int32_t want[HDR_FIXED + 1 + 4096];
+    int n = c->qm.packing && c->pipe->units[u].n + 1 + HDR_FIXED > (int)(sizeof want / sizeof want[0])
+                ? HDR_FIXED
+                : unit_header(c, u, want);
+    for (int i = 0; i < n; i++)
+        if (got[i] != want[i])
+            return err_set(ERR_RUNTIME, "unit %d of the step (micro-batch %d, piece %d, %d windows, %d rows): the "
+                                        "previous stage sent %s %d where this one has %d: the stages disagree on the "
+                                        "step's data", u, want[1], want[2], want[3], want[4],
+                           i < HDR_FIXED ? "a header field" : "a cu_seqlens entry", got[i], want[i]);
+    return 0;
+}
+
 static int finish_requests(struct pipe_run *p, int failed)
 {
     int rc = 0;
@@ -320,9 +387,11 @@ int run_pipe_pass(run_ctx *c, const int32_t *idx, int count, float scale, double
         if (op.kind == PIPE_FORWARD) {
             if (!first) rc = wait_recv(c, PX_IN, k, op.micro);
             if (!rc) rc = dist_wait(&p->req[PX_OUT][k]); /* x_out is written again */
+            if (!rc) rc = dist_wait(&p->req[PH_OUT][k]);
+            bert_batch b;
+            if (!rc) unit_batch(c, idx, u, &b);
+            if (!rc && !first && !crc) crc = check_header(c, op.micro, p->hdr[0][k]);
             if (!rc && !crc) {
-                bert_batch b;
-                unit_batch(c, idx, u, &b);
                 philox_stream rng = {(uint64_t)c->o->seed + (uint64_t)u->piece,
                                      (uint32_t)((uint64_t)c->st.step * (uint64_t)c->micro_batches + (uint64_t)u->k), 0};
                 float l = 0;

@@ -157,6 +157,19 @@ trainN 2 "$O" --model "$M2" --pipeline-stages 2 || cli_bad "the rerun failed: $(
 grep -aq "resume    from .*step-00000010" "$O.log" || cli_bad "did not resume from step 10"
 identical "$T/pipe" "$O"
 
+echo "stage 0 sends step 3's units with a wrong header: stage 1 refuses them"
+H=$T/hdr
+cli_n=$((cli_n + 1))
+timeout 300 env OMPI_MCA_btl_vader_single_copy_mechanism=none mpirun --oversubscribe $( [ "$(id -u)" -eq 0 ] && echo --allow-run-as-root) \
+    --bind-to none -np 2 $( [ "${BERTC_SANITIZED:-0}" = 1 ] && echo "-x ASAN_OPTIONS=detect_leaks=0") \
+    sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then export BERTC_DEBUG_PIPE_HEADER=3; fi; exec "$@"' sh \
+    "$BERTC" train "${COMMON[@]}" --model "$M2" --out "$H" --pipeline-stages 2 >"$H.log" 2>&1
+rc=$?
+echo "case $cli_n: -> exit $rc: $(grep -am1 "^bertc: " "$H.log")"
+[ "$rc" -eq 1 ] || cli_bad "exit $rc, want 1"
+grep -aq "^bertc: rank 1 of 2: pipeline stage 1 of 2 (layers 1-1): step 3: unit 0 of the step .*: the previous stage sent a header field 129 where this one has 128" "$H.log" ||
+    cli_bad "no line naming the disagreement: $(tail -3 "$H.log")"
+
 echo "bad input"
 bad() { # bad NP MESSAGE -- CMD...: exit 2, NP lines on stderr, each "bertc: ...MESSAGE...", nothing written
     local np=$1 msg=$2
