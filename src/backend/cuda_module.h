@@ -35,7 +35,7 @@
 extern "C" {
 #endif
 
-#define BERTC_CUDA_ABI 3 /* 2: the NCCL calls of data-parallel training; 3: bucketed NCCL */
+#define BERTC_CUDA_ABI 4 /* 2: the NCCL calls of data-parallel training; 3: bucketed NCCL; 4: pipeline send/recv */
 #define BERTC_CUDA_ENTRY "bertc_cuda_backend_entry"
 #define BERTC_CUDA_MODULE_FILE "libbertc_cuda.so"
 
@@ -74,6 +74,14 @@ typedef struct {
      * nccl_allreduce_sum. */
     int (*nccl_allreduce_begin)(void *backend_ctx, float *dev_x, size_t n);
     int (*nccl_allreduce_wait)(void);
+    /* ABI 4: pipeline stages' messages on the device (cuda_nccl.h's
+     * cuda_nccl_p2p_*: channels, slots), queued behind the backend's
+     * stream (backend_ctx). */
+    int (*nccl_p2p_init)(int rank, int nranks, int device, int (*bcast)(void *buf, size_t bytes, int root));
+    int (*nccl_p2p_send)(void *backend_ctx, int ch, const float *dev, size_t n, int peer, int slot);
+    int (*nccl_p2p_recv)(void *backend_ctx, int ch, float *dev, size_t n, int peer, int slot);
+    int (*nccl_p2p_wait)(int slot);
+    void (*nccl_p2p_free)(void);
 } bertc_cuda_api;
 
 /* Returns the module's table (never NULL); uses host only when host_abi is

@@ -135,6 +135,8 @@ void run_mirror_stop(run_ctx *c);
  * the writer with the whole model built from the gathered parameters. */
 int run_pipe_configure(run_ctx *c);
 int run_pipe_start(run_ctx *c);
+/* After every rank's set-up (collective): NCCL's channels on GPUs. */
+int run_pipe_connect(run_ctx *c);
 int run_pipe_pass(run_ctx *c, const int32_t *idx, int count, float scale, double *loss);
 int run_pipe_reduce(run_ctx *c, double *loss, double *sum_squares);
 int run_pipe_gather(run_ctx *c, int optimizer);

@@ -23,8 +23,11 @@
  * so stages that disagree about a step (other data, another cut) stop with
  * an error instead of computing on misplaced rows.
  *
- * On a GPU the messages go through host copies of the four buffers over
- * MPI (the staging buffers below). */
+ * On GPUs the activations and gradients go by NCCL's send/recv from and to
+ * the device buffers when every rank can load NCCL (backend/cuda/
+ * cuda_nccl.h: four channels, so that each stream carries one kind of
+ * message to one neighbour in unit order); else through host copies over
+ * MPI (the staging buffers below). The headers always go over MPI. */
 #define _GNU_SOURCE
 #include "train/run.h"
 
@@ -33,6 +36,9 @@
 #include "dist/p2p.h"
 #include "train/microbatch.h"
 #include "train/pipeline.h"
+#ifdef BERTC_HAVE_CUDA
+#include "backend/cuda_module.h"
+#endif
 
 #include <math.h>
 #include <signal.h>
@@ -61,6 +67,7 @@ struct pipe_run {
     int32_t **hdr[2];      /* per set: the header received (PH_IN) and sent (PH_OUT) */
     int32_t *ids, *types, *cu;
     int *group;            /* the ranks of this stage's replicas, in replica order */
+    int nccl;              /* the float buffers go by NCCL (GPUs), not MPI */
 };
 
 
@@ -154,9 +161,43 @@ int run_pipe_start(run_ctx *c)
     return 0;
 }
 
+int run_pipe_connect(run_ctx *c)
+{
+    if (c->stages == 1) return 0;
+#ifdef BERTC_HAVE_CUDA
+    /* GPUs: NCCL's send/recv when every rank loads it and each has its own
+     * GPU (BERTC_DEBUG_DIST_ONE_GPU: ranks sharing one go through the host). */
+    const char *one = getenv("BERTC_DEBUG_DIST_ONE_GPU");
+    const bertc_cuda_api *api = cuda_module_loaded();
+    if (c->qm.info.is_cuda && !(one && !strcmp(one, "1"))) {
+        int lrc = api && api->nccl_p2p_init ? api->nccl_load()
+                                            : err_set(ERR_RUNTIME, "the CUDA module has no NCCL send/recv");
+        lrc = dist_agree(lrc);
+        if (lrc) {
+            log_warn("%s: the pipeline's messages go through the host over MPI instead", err_msg());
+            err_clear();
+            return 0;
+        }
+        int rc = dist_agree(api->nccl_p2p_init(c->rank, c->ranks, c->bo.gpu, dist_bcast));
+        c->pipe->nccl = !rc;
+        for (int b = 0; !rc && b < PH_IN; b++)
+            for (int k = 0; k < c->pipe->sets; k++) {
+                free(c->pipe->host[b][k]); /* no host copies */
+                c->pipe->host[b][k] = NULL;
+            }
+        return rc;
+    }
+#endif
+    return 0;
+}
+
 void run_pipe_free(run_ctx *c)
 {
     struct pipe_run *p = c->pipe;
+#ifdef BERTC_HAVE_CUDA
+    const bertc_cuda_api *api = cuda_module_loaded();
+    if (p && p->nccl && api) api->nccl_p2p_free();
+#endif
     free(c->pipe_idle_all);
     c->pipe_idle_all = NULL;
     if (!p) return;
@@ -267,6 +308,28 @@ static float *stage_buf(run_ctx *c, int b, int k)
     }
 }
 
+#ifdef BERTC_HAVE_CUDA
+/* NCCL's channel for buffer b of stage s (cuda_nccl.h): 2 * direction + boundary % 2. */
+static int nccl_channel(int b, int s)
+{
+    switch (b) {
+    case PX_OUT: return s % 2;           /* activations over boundary s */
+    case PX_IN: return (s - 1) % 2;      /* over boundary s - 1 */
+    case PG_IN: return 2 + (s - 1) % 2;  /* gradients over boundary s - 1 */
+    default: return 2 + s % 2;           /* PG_OUT: over boundary s */
+    }
+}
+#endif
+
+/* Buffer b's message of set k is done (b < PH_IN). */
+static int wait_buf(run_ctx *c, int b, int k)
+{
+#ifdef BERTC_HAVE_CUDA
+    if (c->pipe->nccl) return cuda_module_loaded()->nccl_p2p_wait(b * PIPE_MAX_STAGES + k);
+#endif
+    return dist_wait(&c->pipe->req[b][k]);
+}
+
 /* Unit u's header: its place in the step and its layout (cu: the packed
  * batch's cu_seqlens, as unit_batch left them). Returns its length. */
 static int unit_header(run_ctx *c, int u, int32_t *h)
@@ -294,7 +357,13 @@ static int post_recv(run_ctx *c, int b, int k, int u)
     size_t bytes = (size_t)p->units[u].rows * (size_t)c->qm.cfg.hidden_size * sizeof(float);
     float *dst = p->host[b][k] ? p->host[b][k] : stage_buf(c, b, k);
     int rc = b == PX_IN ? dist_irecv(p->hdr[0][k], header_bytes(c, u), p->prev, tag_of(u, 2), &p->req[PH_IN][k]) : 0;
-    return rc ? rc : dist_irecv(dst, bytes, b == PX_IN ? p->prev : p->next, tag_of(u, b == PG_OUT), &p->req[b][k]);
+    int peer = b == PX_IN ? p->prev : p->next;
+#ifdef BERTC_HAVE_CUDA
+    if (!rc && p->nccl)
+        return cuda_module_loaded()->nccl_p2p_recv(c->qm.be.ctx, nccl_channel(b, c->stage), stage_buf(c, b, k),
+                                                   bytes / sizeof(float), peer, b * PIPE_MAX_STAGES + k);
+#endif
+    return rc ? rc : dist_irecv(dst, bytes, peer, tag_of(u, b == PG_OUT), &p->req[b][k]);
 }
 
 /* Waits for buffer b (PX_IN with its header, PG_OUT) of set k (unit u),
@@ -304,7 +373,7 @@ static int wait_recv(run_ctx *c, int b, int k, int u)
     struct pipe_run *p = c->pipe;
     double t = run_now();
     int rc = b == PX_IN ? dist_wait(&p->req[PH_IN][k]) : 0;
-    if (!rc) rc = dist_wait(&p->req[b][k]);
+    if (!rc) rc = wait_buf(c, b, k);
     c->pipe_idle_s += run_now() - t;
     if (!rc && p->host[b][k]) {
         backend *be = &c->qm.be;
@@ -328,6 +397,11 @@ static int post_send(run_ctx *c, int b, int k, int u)
         int rc = dist_isend(p->hdr[1][k], (size_t)n * sizeof(int32_t), p->next, tag_of(u, 2), &p->req[PH_OUT][k]);
         if (rc) return rc;
     }
+#ifdef BERTC_HAVE_CUDA
+    if (p->nccl)
+        return cuda_module_loaded()->nccl_p2p_send(c->qm.be.ctx, nccl_channel(b, c->stage), src, bytes / sizeof(float),
+                                                   b == PX_OUT ? p->next : p->prev, b * PIPE_MAX_STAGES + k);
+#endif
     if (p->host[b][k]) {
         backend *be = &c->qm.be;
         int rc = be->i->download(be->ctx, p->host[b][k], src, bytes);
@@ -355,8 +429,11 @@ static int check_header(run_ctx *c, int u, const int32_t *got)
     return 0;
 }
 
-static int finish_requests(struct pipe_run *p, int failed)
+/* The step's last messages; after a failed message (a neighbour died) the
+ * others are given up, not waited for. */
+static int finish_requests(run_ctx *c, int failed)
 {
+    struct pipe_run *p = c->pipe;
     int rc = 0;
     for (int b = 0; b < PBUFS; b++)
         for (int k = 0; k < p->sets; k++) {
@@ -364,7 +441,7 @@ static int finish_requests(struct pipe_run *p, int failed)
                 dist_cancel(&p->req[b][k]);
                 continue;
             }
-            rc = dist_wait(&p->req[b][k]);
+            rc = b < PH_IN ? wait_buf(c, b, k) : dist_wait(&p->req[b][k]);
         }
     return rc;
 }
@@ -386,7 +463,7 @@ int run_pipe_pass(run_ctx *c, const int32_t *idx, int count, float scale, double
         float w = (float)u->n / (float)count;
         if (op.kind == PIPE_FORWARD) {
             if (!first) rc = wait_recv(c, PX_IN, k, op.micro);
-            if (!rc) rc = dist_wait(&p->req[PX_OUT][k]); /* x_out is written again */
+            if (!rc) rc = wait_buf(c, PX_OUT, k); /* x_out is written again */
             if (!rc) rc = dist_wait(&p->req[PH_OUT][k]);
             bert_batch b;
             if (!rc) unit_batch(c, idx, u, &b);
@@ -405,8 +482,8 @@ int run_pipe_pass(run_ctx *c, const int32_t *idx, int count, float scale, double
             if (!rc && !last) rc = post_recv(c, PG_OUT, k, op.micro);
         } else {
             if (!last) rc = wait_recv(c, PG_OUT, k, op.micro);
-            if (!rc) rc = dist_wait(&p->req[PG_IN][k]); /* d_in is written again */
-            if (!rc) rc = dist_wait(&p->req[PX_OUT][k]); /* recompute writes x_out again */
+            if (!rc) rc = wait_buf(c, PG_IN, k); /* d_in is written again */
+            if (!rc) rc = wait_buf(c, PX_OUT, k); /* recompute writes x_out again */
             if (!rc && !crc) {
                 double t = run_now();
                 crc = bert_stage_backward(m, k, w * scale);
@@ -418,7 +495,7 @@ int run_pipe_pass(run_ctx *c, const int32_t *idx, int count, float scale, double
         dist_progress(p->req[PX_OUT], sets);
         dist_progress(p->req[PG_IN], sets);
     }
-    int frc = finish_requests(p, rc != 0);
+    int frc = finish_requests(c, rc != 0);
     if (!rc) rc = frc;
     if (!rc && crc) {
         char name[96], why[512];

@@ -494,6 +494,7 @@ int run_setup(run_ctx *c)
         }
     }
 #endif
+    if (!rc) rc = run_pipe_connect(c);
     /* Gradient buckets summed during backward (run_step.c): on the CPU and
      * with NCCL; GPUs without NCCL sum the whole block through the host. */
     c->bucketed = !c->host_grads || c->nccl;
