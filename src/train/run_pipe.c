@@ -65,6 +65,7 @@ struct pipe_run {
     dist_req **req[PBUFS]; /* per set: receive of x_in, send of x_out, receive of d_out, send of d_in */
     float **host[PBUFS];   /* per set: host copies (GPU backends only; NULL: the backend's memory is the host's) */
     int32_t **hdr[2];      /* per set: the header received (PH_IN) and sent (PH_OUT) */
+    int32_t *want;         /* this stage's header of the unit it checks */
     int32_t *ids, *types, *cu;
     int *group;            /* the ranks of this stage's replicas, in replica order */
     int nccl;              /* the float buffers go by NCCL (GPUs), not MPI */
@@ -150,11 +151,12 @@ int run_pipe_start(run_ctx *c)
             if (!(p->hdr[h][k] = malloc((HDR_FIXED + (size_t)c->micro + 1) * sizeof(int32_t))))
                 return err_set(ERR_RUNTIME, "out of memory");
     }
+    p->want = malloc((HDR_FIXED + (size_t)c->micro + 1) * sizeof *p->want);
     p->ids = malloc(rows * sizeof *p->ids);
     p->types = malloc(rows * sizeof *p->types);
     p->cu = malloc(((size_t)c->micro + 1) * sizeof *p->cu);
     p->group = malloc((size_t)D * sizeof *p->group);
-    if (!p->ids || !p->types || !p->cu || !p->group) return err_set(ERR_RUNTIME, "out of memory");
+    if (!p->want || !p->ids || !p->types || !p->cu || !p->group) return err_set(ERR_RUNTIME, "out of memory");
     for (int d = 0; d < D; d++) p->group[d] = s * D + d;
     c->pipe_idle_all = calloc(2 * (size_t)c->ranks, sizeof *c->pipe_idle_all);
     if (!c->pipe_idle_all) return err_set(ERR_RUNTIME, "out of memory");
@@ -212,6 +214,7 @@ void run_pipe_free(run_ctx *c)
         free(p->hdr[h]);
     }
     free(p->units);
+    free(p->want);
     free(p->ids);
     free(p->types);
     free(p->cu);
@@ -411,15 +414,11 @@ static int post_send(run_ctx *c, int b, int k, int u)
     return dist_isend(src, bytes, b == PX_OUT ? p->next : p->prev, tag_of(u, b == PG_IN), &p->req[b][k]);
 }
 
-/* The step's last messages; after a failed message (a neighbour died) the
- * others are given up, not waited for. */
 /* The previous stage's header of unit u against this stage's own cut. */
 static int check_header(run_ctx *c, int u, const int32_t *got)
 {
-    int32_t want[HDR_FIXED + 1 + 4096];
-    int n = c->qm.packing && c->pipe->units[u].n + 1 + HDR_FIXED > (int)(sizeof want / sizeof want[0])
-                ? HDR_FIXED
-                : unit_header(c, u, want);
+    int32_t *want = c->pipe->want;
+    int n = unit_header(c, u, want);
     for (int i = 0; i < n; i++)
         if (got[i] != want[i])
             return err_set(ERR_RUNTIME, "unit %d of the step (micro-batch %d, piece %d, %d windows, %d rows): the "
