@@ -34,7 +34,7 @@ void trainer_last_eval(double *exact_match, double *f1)
  * default action back, so a second one ends the process at once (the last
  * complete checkpoint stays valid: its writes are atomic). */
 static volatile sig_atomic_t g_sig;
-static char g_sig_msg[256];
+static char g_sig_msg[384];
 static size_t g_sig_len;
 static void on_signal(int sig)
 {
