@@ -1,73 +1,72 @@
-/* Reading the binary reference files of tools/postprocess_ref.py and
- * tools/postprocess_v2_ref.py (little-endian fields, strings with a u16
- * length), and building the squad_data they describe. Shared by
- * test_postprocess.c and test_postprocess2.c. */
+/* The binary reference files of tools/postprocess_ref.py (SQuAD 1.1) and
+ * tools/postprocess_v2_ref.py (SQuAD 2.0), read for test_postprocess.c and
+ * test_postprocess_squad2.c: little-endian fields, strings with a u16
+ * length. A file holds a header, the examples' ids, the features (offsets
+ * and logits), then the expected predictions, which each test reads itself
+ * with the rd_ functions. */
 #ifndef BERTC_TESTS_POSTPROCESS_REF_H
 #define BERTC_TESTS_POSTPROCESS_REF_H
 
+#include "data/features.h"
 #include "data/squad.h"
+#include "infer/predict.h"
 
+#include <jansson.h>
+#include <stddef.h>
 #include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-#include <utf8proc.h>
 
-#define PPREF_UNUSED __attribute__((unused))
-
+/* A cursor over the file; bad is set (and stays set) once a read runs past the end. */
 typedef struct {
     const unsigned char *p, *end;
     int bad;
-} reader;
+} ppref_reader;
 
-PPREF_UNUSED static const void *take(reader *r, size_t n)
-{
-    if (r->bad || (size_t)(r->end - r->p) < n) {
-        r->bad = 1;
-        return NULL;
-    }
-    const void *q = r->p;
-    r->p += n;
-    return q;
-}
-PPREF_UNUSED static uint32_t rd_u32(reader *r) { uint32_t v = 0; const void *q = take(r, 4); if (q) memcpy(&v, q, 4); return v; }
-PPREF_UNUSED static uint16_t rd_u16(reader *r) { uint16_t v = 0; const void *q = take(r, 2); if (q) memcpy(&v, q, 2); return v; }
-PPREF_UNUSED static float rd_f32(reader *r) { float v = 0; const void *q = take(r, 4); if (q) memcpy(&v, q, 4); return v; }
-PPREF_UNUSED static double rd_f64(reader *r) { double v = 0; const void *q = take(r, 8); if (q) memcpy(&v, q, 8); return v; }
-PPREF_UNUSED static uint64_t rd_u64(reader *r) { uint64_t v = 0; const void *q = take(r, 8); if (q) memcpy(&v, q, 8); return v; }
-PPREF_UNUSED static char *rd_str(reader *r)
-{
-    uint16_t n = rd_u16(r);
-    const char *q = take(r, n);
-    char *s = calloc(1, (size_t)n + 1);
-    if (q) memcpy(s, q, n);
-    return s;
-}
+/* n bytes, or NULL past the end. The numbers read 0 and the string "" past the end. */
+const void *rd_take(ppref_reader *r, size_t n);
+uint16_t rd_u16(ppref_reader *r);
+uint32_t rd_u32(ppref_reader *r);
+uint64_t rd_u64(ppref_reader *r);
+float rd_f32(ppref_reader *r);
+double rd_f64(ppref_reader *r);
+/* A malloc'ed NUL-terminated copy. */
+char *rd_str(ppref_reader *r);
 
-PPREF_UNUSED static void set_context(squad_context *c, const char *text)
-{
-    c->text = strdup(text);
-    c->nbytes = strlen(text);
-    c->cp_byte = malloc(sizeof(int32_t) * (c->nbytes + 1));
-    int n = 0;
-    for (size_t i = 0; i < c->nbytes;) {
-        int32_t cp;
-        utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)c->text + i, (utf8proc_ssize_t)(c->nbytes - i), &cp);
-        c->cp_byte[n++] = (int32_t)i;
-        i += k > 0 ? (size_t)k : 1;
-    }
-    c->cp_byte[n] = (int32_t)c->nbytes;
-    c->ncp = n;
-}
+/* Fills a context from its text (the code point offsets included). */
+void ppref_set_context(squad_context *c, const char *text);
+/* Question id -> context string of every question in a SQuAD file (a new
+ * reference); a counted failure when the file does not load. */
+json_t *ppref_contexts(const char *squad_path);
 
-PPREF_UNUSED static void free_data(squad_data *d)
-{
-    for (int i = 0; i < d->n; i++) free(d->ex[i].id);
-    for (int i = 0; i < d->ncontexts; i++) {
-        free(d->contexts[i].text);
-        free(d->contexts[i].cp_byte);
-    }
-    free(d->ex);
-    free(d->contexts);
-}
+typedef struct {
+    char *buf;                 /* the whole file */
+    ppref_reader r;            /* after the features: the expected predictions */
+    int ne, nf, T, n_best, max_len;
+    int nt;                    /* SQuAD 2.0: thresholds in thr (1 to 8); else 0 */
+    double thr[8];
+    squad_data d;              /* the ids from the file, their contexts from `contexts` */
+    features f;                /* example and offsets from the file */
+    float *start_logits, *end_logits;
+} ppref;
+
+/* Reads tests/ref/postprocess/NAME up to the expected predictions: checks
+ * the magic (of the SQuAD 2.0 format when squad2), the thresholds and that
+ * every id is in contexts (called `source` in a message), one counted check
+ * each. Returns 0, or -1 (a counted failure) when the file cannot be read. */
+int ppref_read(ppref *ref, const char *name, int squad2, json_t *contexts, const char *source);
+void ppref_free(ppref *ref);
+
+/* How the n-best lists differ from the reference's, summed over examples. */
+typedef struct {
+    int nbest_bad;             /* examples with another number of entries */
+    int order_bad;             /* entries of another text, start or end logit */
+    int n_answers;             /* entries compared */
+    int n_null_entries;        /* of them, null answers (empty text) */
+    double max_score, max_prob; /* the largest |difference| of a score, of a probability */
+} ppref_nbest_diff;
+/* Reads example i's n-best list (its length, then per entry score, start
+ * and end logit, probability and the text's hash64) and compares p's with
+ * it, adding to diff; the first 5 differences of each kind go to stderr,
+ * under name. */
+void ppref_compare_nbest(ppref_reader *r, const char *name, const qa_predictions *p, int i, ppref_nbest_diff *diff);
 
 #endif

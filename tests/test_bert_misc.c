@@ -7,7 +7,7 @@
 #include "backend/backend.h"
 #include "core/err.h"
 #include "model/bert.h"
-#include "model/weights.h"
+#include "model/init.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -17,28 +17,14 @@
 
 enum { B = 2, T = 16 };
 
-static bert_config small_config(void)
-{
-    bert_config c = {
-        .vocab_size = 50, .hidden_size = 32, .num_hidden_layers = 2, .num_attention_heads = 4,
-        .intermediate_size = 64, .max_position_embeddings = 32, .type_vocab_size = 2, .layer_norm_eps = 1e-12f,
-        .hidden_dropout_prob = 0.1f, .attention_probs_dropout_prob = 0.1f, .initializer_range = 0.02f,
-        .pad_token_id = 0,
-    };
-    return c;
-}
-
 static int32_t ids[B * T], types[B * T], mask[B * T], sp[B] = {3, 5}, ep[B] = {6, 9};
 
-static void make_batch(void)
+/* row 1 padded after 11 tokens */
+static void make_batch(int vocab)
 {
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            int len = b ? 11 : T;
-            ids[b * T + t] = t < len ? 1 + (b * 7 + t * 13) % 49 : 0;
-            types[b * T + t] = t >= 5 && t < len;
-            mask[b * T + t] = t < len;
-        }
+    static const int lens[B] = {T, 11};
+    tu_batch_spec spec = {B, T, lens, .vocab = vocab, .row_mul = 7, .tok_mul = 13, .seg_start = 5};
+    tu_make_batch(&spec, ids, types, mask);
 }
 
 static void test_streams(void)
@@ -134,7 +120,8 @@ static void test_shapes(backend *be, const bert_config *cfg, const float *p0)
 {
     /* A model sized for T=16 running T=8 rows gives what a model sized for T=8 gives. */
     bert_model *big = NULL, *small = NULL;
-    if (bert_model_create(&big, cfg, be, B, T) || bert_model_create(&small, cfg, be, 1, 8) ||
+    if (bert_model_create(&big, &(bert_model_opts){.cfg = cfg, .be = be, .max_B = B, .T = T}) ||
+        bert_model_create(&small, &(bert_model_opts){.cfg = cfg, .be = be, .max_B = 1, .T = 8}) ||
         bert_model_set_params(big, p0) || bert_model_set_params(small, p0)) {
         CHECK(0, "models: %s", err_msg());
         bert_model_free(big);
@@ -187,10 +174,13 @@ static void test_shapes(backend *be, const bert_config *cfg, const float *p0)
 
     bert_model *m = NULL;
     bert_config c2 = *cfg;
-    CHECK(bert_model_create(&m, &c2, be, 1, cfg->max_position_embeddings + 1) == ERR_INPUT && !m,
+    bert_model_opts too_long = {.cfg = &c2, .be = be, .max_B = 1, .T = cfg->max_position_embeddings + 1};
+    CHECK(bert_model_create(&m, &too_long) == ERR_INPUT && !m,
           "T beyond max_position_embeddings refused: %s", err_msg());
-    CHECK(bert_model_create(&m, &c2, be, 0, 8) == ERR_INPUT && !m, "max_B 0 refused");
-    size_t a1 = bert_activation_bytes(cfg, 1, T), a2 = bert_activation_bytes(cfg, 2, T);
+    CHECK(bert_model_create(&m, &(bert_model_opts){.cfg = &c2, .be = be, .max_B = 0, .T = 8}) == ERR_INPUT && !m,
+          "max_B 0 refused");
+    size_t a1 = bert_activation_bytes(&(bert_model_opts){.cfg = cfg, .max_B = 1, .T = T}),
+           a2 = bert_activation_bytes(&(bert_model_opts){.cfg = cfg, .max_B = 2, .T = T});
     CHECK(a1 > 0 && a2 > a1 && a2 < 2 * a1 + 4096, "activation bytes: B=1 %zu, B=2 %zu", a1, a2);
     bert_model_free(big);
     bert_model_free(small);
@@ -232,21 +222,16 @@ static void test_bench_cli(void)
 int main(void)
 {
     log_quiet(1);
-    make_batch();
+    bert_config cfg = tu_small_config(50, 2, 4);
+    make_batch(cfg.vocab_size);
     test_streams();
-    bert_config cfg = small_config();
     param_table t;
     param_table_init(&t, &cfg);
-    float *p0 = malloc(t.total * sizeof *p0);
-    model_init_random(&cfg, &t, p0, 21);
-    /* Larger weights than initializer_range so that attention is not uniform. */
-    for (size_t j = 0; j < t.total; j++) p0[j] *= 5;
-    for (int i = 0; i < t.n; i++)
-        if (t.info[i].init == PARAM_INIT_ONE)
-            for (size_t j = 0; j < t.info[i].numel; j++) p0[t.info[i].offset + j] = 1.0f + 0.01f * (float)(j % 7);
+    float *p0 = tu_model_params(&cfg, &t, 21, 7);
     backend be;
     bert_model *m = NULL;
-    if (backend_cpu_create(&be, 2) || bert_model_create(&m, &cfg, &be, B, T)) {
+    if (backend_cpu_create(&be, 2) ||
+        bert_model_create(&m, &(bert_model_opts){.cfg = &cfg, .be = &be, .max_B = B, .T = T})) {
         fprintf(stderr, "FAIL: setup: %s\n", err_msg());
         return 1;
     }

@@ -10,42 +10,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *write_tmp(const char *name, const char *text)
-{
-    static char path[8][512];
-    static int slot;
-    char *p = path[slot++ & 7];
-    snprintf(p, sizeof path[0], "%s/%s", tu_tmpdir(), name);
-    FILE *f = fopen(p, "wb");
-    if (!f) {
-        perror(p);
-        return p;
-    }
-    fputs(text, f);
-    fclose(f);
-    return p;
-}
-
-/* Loads `text` as a config.json and expects ERR_INPUT with every word of
- * `want` (space separated) and the file's path in the message. */
+/* Loads `text` as a config.json and expects ERR_INPUT with the file's path,
+ * want1 and want2 (when not NULL) in the message. */
 static void expect_error(const char *name, const char *text, const char *want1, const char *want2)
 {
-    const char *path = write_tmp(name, text);
+    const char *path = tu_write_tmp(name, text);
     bert_config c;
     err_clear();
-    int rc = config_load(path, &c);
-    const char *msg = err_msg();
-    printf("%-28s rc=%d  %s\n", name, rc, msg);
-    CHECK(rc == ERR_INPUT, "%s: rc %d, want %d", name, rc, ERR_INPUT);
-    CHECK(strstr(msg, path) != NULL, "%s: message does not name the file: %s", name, msg);
-    CHECK(strstr(msg, want1) != NULL, "%s: message lacks '%s': %s", name, want1, msg);
-    if (want2) CHECK(strstr(msg, want2) != NULL, "%s: message lacks '%s': %s", name, want2, msg);
+    tu_expect_input_error(name, config_load(path, &c), path, want1, want2, NULL);
 }
 
 static void test_minilm_config(void)
 {
     /* The config.json of sentence-transformers/all-MiniLM-L6-v2, as shipped. */
-    const char *path = write_tmp("minilm.json",
+    const char *path = tu_write_tmp("minilm.json",
         "{\n  \"_name_or_path\": \"nreimers/MiniLM-L6-H384-uncased\",\n  \"architectures\": [\"BertModel\"],\n"
         "  \"attention_probs_dropout_prob\": 0.1,\n  \"gradient_checkpointing\": false,\n"
         "  \"hidden_act\": \"gelu\",\n  \"hidden_dropout_prob\": 0.1,\n  \"hidden_size\": 384,\n"
@@ -72,9 +50,10 @@ static void test_minilm_config(void)
 static void test_defaults(void)
 {
     /* Only the sizes: everything else takes BertConfig's defaults. */
-    const char *path = write_tmp("sparse.json", "{\"vocab_size\": 100, \"hidden_size\": 64, \"num_hidden_layers\": 1,"
-                                                " \"num_attention_heads\": 4, \"intermediate_size\": 32,"
-                                                " \"some_future_field\": {\"x\": [1, 2]}, \"hidden_act\": null}");
+    const char *path = tu_write_tmp("sparse.json",
+                                    "{\"vocab_size\": 100, \"hidden_size\": 64, \"num_hidden_layers\": 1,"
+                                    " \"num_attention_heads\": 4, \"intermediate_size\": 32,"
+                                    " \"some_future_field\": {\"x\": [1, 2]}, \"hidden_act\": null}");
     bert_config c;
     int rc = config_load(path, &c);
     CHECK(rc == 0, "sparse config: rc %d: %s", rc, err_msg());
@@ -84,8 +63,8 @@ static void test_defaults(void)
     CHECK(c.type_vocab_size == 2 && c.max_position_embeddings == 512 && c.pad_token_id == 0, "default sizes");
     CHECK(c.vocab_size == 100 && c.hidden_size == 64 && c.intermediate_size == 32, "given sizes");
 
-    path = write_tmp("padnull.json", "{\"vocab_size\": 100, \"pad_token_id\": null, \"layer_norm_eps\": 1e-5,"
-                                     " \"hidden_dropout_prob\": 0, \"initializer_range\": 1}");
+    path = tu_write_tmp("padnull.json", "{\"vocab_size\": 100, \"pad_token_id\": null, \"layer_norm_eps\": 1e-5,"
+                                        " \"hidden_dropout_prob\": 0, \"initializer_range\": 1}");
     rc = config_load(path, &c);
     CHECK(rc == 0 && c.pad_token_id == -1, "pad_token_id null -> -1 (rc %d, pad %d)", rc, c.pad_token_id);
     CHECK(c.layer_norm_eps == 1e-5f && c.hidden_dropout_prob == 0 && c.initializer_range == 1, "numbers as given");
@@ -121,7 +100,7 @@ static void test_errors(void)
     expect_error("array.json", "[1, 2, 3]", "top", "an array");
     expect_error("dup.json", "{\"hidden_size\": 64, \"hidden_size\": 128}", "duplicate", "hidden_size");
     /* Malformed JSON: the message carries file:line:column. */
-    const char *path = write_tmp("broken.json", "{\n  \"hidden_size\": 768,\n  \"vocab_size\": 30522,,\n}\n");
+    const char *path = tu_write_tmp("broken.json", "{\n  \"hidden_size\": 768,\n  \"vocab_size\": 30522,,\n}\n");
     char want[600];
     snprintf(want, sizeof want, "%s:3:", path);
     expect_error("broken.json", "{\n  \"hidden_size\": 768,\n  \"vocab_size\": 30522,,\n}\n", want, "malformed JSON");

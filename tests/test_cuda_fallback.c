@@ -66,13 +66,6 @@ static int select_capturing(backend *be, const backend_opts *o, backend_info *in
     return rc;
 }
 
-static int count_lines(const char *s)
-{
-    int n = 0;
-    for (; *s; s++) n += *s == '\n';
-    return n;
-}
-
 static void check_cpu(void)
 {
     backend be;
@@ -112,7 +105,7 @@ static void check_no_gpu(const char *why)
     int rc = select_capturing(&be, &o, &info, out, sizeof out);
     printf("--device auto without a GPU: rc %d, backend %s, stderr: %s", rc, be.i ? be.i->name : "(none)", out);
     CHECK(rc == 0 && be.i && !strcmp(be.i->name, "cpu") && info.precision == PREC_FP32, "falls back to the CPU");
-    CHECK(count_lines(out) == 1 && !strncmp(out, "bertc: warning: no usable CUDA device (", 39) &&
+    CHECK(tu_count_lines(out) == 1 && !strncmp(out, "bertc: warning: no usable CUDA device (", 39) &&
               strstr(out, "): using the CPU backend\n"),
           "one notice line");
     CHECK(strstr(out, why) != NULL && !strcmp(info.fallback, why), "the notice gives the probe's reason");
@@ -123,7 +116,8 @@ static void check_no_gpu(const char *why)
     rc = select_capturing(&be, &o, &info, out, sizeof out);
     printf("--device auto --precision bf16 without a GPU: rc %d, stderr: %s", rc, out);
     CHECK(rc == 0 && be.i && info.precision == PREC_FP32, "CPU in fp32");
-    CHECK(count_lines(out) == 1 && strstr(out, "using the CPU backend in fp32, not bf16"), "notice names the change");
+    CHECK(tu_count_lines(out) == 1 && strstr(out, "using the CPU backend in fp32, not bf16"),
+          "notice names the change");
     backend_free(&be);
 
     /* quiet: no notice. */

@@ -6,7 +6,7 @@
 #define _GNU_SOURCE
 #include "core/err.h"
 #include "dist/dist.h"
-#include "model/weights.h"
+#include "model/safetensors.h"
 #include "testutil.h"
 
 #include <math.h>

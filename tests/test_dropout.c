@@ -15,10 +15,13 @@
 
 static backend be;
 
+/* n elements as one window of n rows of 1 column: the flat index */
+#define FLAT(n) (&(backend_windows){NULL, NULL, 1, (int)(n), (int)(n), (int)(n)})
+
 /* The kept mask of dropout_forward on all-ones input. */
 static void mask_of(unsigned char *keep, float *out, const float *ones, size_t n, float p, philox_stream s)
 {
-    be.i->dropout_forward(be.ctx, out, ones, n, p, s);
+    be.i->dropout_forward(be.ctx, out, ones, FLAT(n), 1, p, s);
     for (size_t i = 0; i < n; i++) keep[i] = out[i] != 0;
 }
 
@@ -73,22 +76,22 @@ static void test_masks(float p, size_t n)
      * backward accumulates dout * mask */
     float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *g = malloc(n * sizeof *g);
     for (size_t i = 0; i < n; i++) x[i] = (float)((double)(i % 1001) / 250.0 - 2.0);
-    be.i->dropout_forward(be.ctx, y, x, n, p, s);
+    be.i->dropout_forward(be.ctx, y, x, FLAT(n), 1, p, s);
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) bad += y[i] != (k0[i] ? x[i] * scale : 0.0f);
     CHECK(bad == 0, "p=%.2f: %zu outputs are not x * 1/(1-p) or 0", p, bad);
     memcpy(g, x, n * sizeof *g);
-    be.i->dropout_forward(be.ctx, g, g, n, p, s);
+    be.i->dropout_forward(be.ctx, g, g, FLAT(n), 1, p, s);
     CHECK(memcmp(g, y, n * sizeof *g) == 0, "p=%.2f: in-place dropout differs", p);
     for (size_t i = 0; i < n; i++) g[i] = 1.0f;
-    be.i->dropout_backward(be.ctx, g, x, n, p, s);
+    be.i->dropout_backward(be.ctx, g, x, FLAT(n), 1, p, s);
     bad = 0;
     for (size_t i = 0; i < n; i++) bad += g[i] != 1.0f + (k0[i] ? x[i] * scale : 0.0f);
     CHECK(bad == 0, "p=%.2f: %zu gradients are not 1 + dout * mask", p, bad);
 
     /* a window that starts mid-block draws the same elements as the whole */
     size_t off = 4099, len = n - off < 1003 ? n - off : 1003;
-    be.i->dropout_forward(be.ctx, y, ones, n, p, s);
+    be.i->dropout_forward(be.ctx, y, ones, FLAT(n), 1, p, s);
     bad = 0;
     for (size_t i = 0; i < len; i++) bad += (y[off + i] != 0) != philox_keep(s, off + i, p);
     CHECK(bad == 0, "p=%.2f: %zu mismatches in a window at %zu", p, bad, off);
@@ -105,17 +108,17 @@ static void test_edges(void)
 {
     float x[7] = {1, -2, 3, -4, 5, NAN, INFINITY}, y[7];
     philox_stream s = {1, 2, 3};
-    be.i->dropout_forward(be.ctx, y, x, 7, 0.0f, s);
+    be.i->dropout_forward(be.ctx, y, x, FLAT(7), 1, 0.0f, s);
     CHECK(memcmp(x, y, sizeof x) == 0, "p=0 must copy");
     float g[7] = {0};
-    be.i->dropout_backward(be.ctx, g, x, 5, 0.0f, s);
+    be.i->dropout_backward(be.ctx, g, x, FLAT(5), 1, 0.0f, s);
     CHECK(g[0] == 1 && g[1] == -2 && g[4] == 5, "p=0 backward must add dout");
-    be.i->dropout_forward(be.ctx, y, x, 5, 1.0f, s);
+    be.i->dropout_forward(be.ctx, y, x, FLAT(5), 1, 1.0f, s);
     int zero = 1;
     for (int i = 0; i < 5; i++) zero &= y[i] == 0;
     CHECK(zero, "p=1 gives zeros, as torch");
     /* as torch (input * mask): a dropped NaN or inf is NaN, not 0 */
-    be.i->dropout_forward(be.ctx, y, x, 7, 0.9999f, s);
+    be.i->dropout_forward(be.ctx, y, x, FLAT(7), 1, 0.9999f, s);
     CHECK(isnan(y[5]) && isnan(y[6]), "dropped NaN/inf: %g %g, want NaN as torch's x * 0", y[5], y[6]);
 }
 
@@ -139,7 +142,8 @@ static void test_attention_mask(void)
         for (int t = 0; t < T; t++)
             for (int h = 0; h < NH; h++)
                 for (int j = 0; j < HS; j++) v[(b * T + t) * C + h * HS + j] = t == j;
-    be.i->attention_forward(be.ctx, out, probs, q, k, v, mask, B, T, NH, HS, p, s);
+    backend_windows w = backend_windows_padded(B, T, mask);
+    be.i->attention_forward(be.ctx, out, probs, q, k, v, &w, NH, HS, p, s);
     size_t bad = 0, dropped = 0, total = 0;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
@@ -227,25 +231,26 @@ static uint64_t op_sequence(backend *bk, uint64_t *bytes_hash)
     philox_stream rng = {42, 9, 3 * 16 + 1};
     void *c = bk->ctx;
     const backend_i *o = bk->i;
-    o->embedding_forward(c, emb, ids, types, wte, wpe, wtt, DB, DT, DC);
+    backend_windows w = backend_windows_padded(DB, DT, mask), wl = backend_windows_padded(DB, DT, NULL);
+    o->embedding_forward(c, emb, ids, types, NULL, wte, wpe, wtt, DN, DT, DC);
     o->layernorm_forward(c, ln, mean, rstd, emb, lnw, lnb, DN, DC, 1e-12f);
     o->matmul_forward(c, q, ln, qw, qb, DN, DC, DC);
     o->matmul_forward(c, k, ln, kw, NULL, DN, DC, DC);
     o->matmul_forward(c, v, ln, vw, qb, DN, DC, DC);
-    o->attention_forward(c, att, probs, q, k, v, mask, DB, DT, DH, DS, 0.1f, rng);
+    o->attention_forward(c, att, probs, q, k, v, &w, DH, DS, 0.1f, rng);
     o->matmul_forward(c, ff, att, fw, NULL, DN, DC, DI);
     o->gelu_forward(c, ge, ff, (size_t)DN * DI);
-    o->dropout_forward(c, dro, att, (size_t)DN * DC, 0.1f, rng);
+    o->dropout_forward(c, dro, att, &w, DC, 0.1f, rng);
     for (int i = 0; i < DN; i++) logits[2 * i] = ge[i * DI], logits[2 * i + 1] = dro[i * DC + 1];
-    o->qa_loss(c, &loss, dlogits, logits, st, en, DB, DT, 1.0f);
+    o->qa_loss(c, &loss, dlogits, logits, st, en, &wl, 1.0f);
     for (int i = 0; i < DN; i++) dge[i * DI] = dlogits[2 * i], ddro[i * DC + 1] = dlogits[2 * i + 1];
     o->gelu_backward(c, dff, ff, dge, (size_t)DN * DI);
     o->matmul_backward(c, datt, dfw, NULL, dff, att, fw, DN, DC, DI);
-    o->dropout_backward(c, datt, ddro, (size_t)DN * DC, 0.1f, rng);
-    o->attention_backward(c, dq, dk, dv, scratch, datt, q, k, v, probs, mask, DB, DT, DH, DS, 0.1f, rng);
+    o->dropout_backward(c, datt, ddro, &w, DC, 0.1f, rng);
+    o->attention_backward(c, dq, dk, dv, scratch, datt, q, k, v, probs, &w, DH, DS, 0.1f, rng);
     o->matmul_backward(c, dln, dqw, dqb, dq, ln, qw, DN, DC, DC);
     o->layernorm_backward(c, demb, dlnw, dlnb, dln, emb, lnw, mean, rstd, DN, DC);
-    o->embedding_backward(c, dwte, dwpe, NULL, demb, ids, types, DB, DT, DC);
+    o->embedding_backward(c, dwte, dwpe, NULL, demb, ids, types, NULL, DN, DT, DC);
     double ss = o->sum_squares(c, dfw, (size_t)DI * DC);
     o->adamw(c, fw, dfw, mom, vel, (size_t)DI * DC, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, 1.0f);
     uint64_t h = 1469598103934665603ull;

@@ -8,6 +8,7 @@
 #include "features_equal.h"
 #include "core/err.h"
 #include "core/fileio.h"
+#include "core/rng.h"
 #include "core/npy.h"
 #include "data/features.h"
 #include "data/squad.h"
@@ -19,13 +20,8 @@
 
 /* --- the hashes of tools/features_parity.py ------------------------------ */
 
-static uint64_t splitmix64(uint64_t x)
-{
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
+/* One splitmix64 step from x, as the Python does it. */
+static uint64_t splitmix64(uint64_t x) { return splitmix64_next(&x); }
 
 /* Row sums of the five arrays of feature i. */
 static void row_sums(const features *f, int i, const uint64_t *m, uint64_t sums[5])
@@ -196,20 +192,6 @@ static void test_parity(const char *name, const char *data_rel, const char *voca
 
 /* --- hand-made examples ----------------------------------------------------- */
 
-static const char *write_tmp(const char *name, const char *text)
-{
-    static char path[4][512];
-    static int slot;
-    char *p = path[slot++ & 3];
-    snprintf(p, 512, "%s/%s", tu_tmpdir(), name);
-    FILE *fp = fopen(p, "wb");
-    if (fp) {
-        fputs(text, fp);
-        fclose(fp);
-    }
-    return p;
-}
-
 /* One paragraph "w0 w1 ... w39" (each wN is the two tokens w ##N, so 80
  * context tokens) and the given questions as JSON. */
 static int load_words(const char *name, const char *qas, squad_data *d)
@@ -218,7 +200,7 @@ static int load_words(const char *name, const char *qas, squad_data *d)
     size_t k = 0;
     for (int i = 0; i < 40; i++) k += (size_t)snprintf(ctx + k, sizeof ctx - k, i ? " w%d" : "w%d", i);
     snprintf(json, sizeof json, "{\"data\": [{\"paragraphs\": [{\"context\": \"%s\", \"qas\": [%s]}]}]}", ctx, qas);
-    int rc = squad_load(write_tmp(name, json), d);
+    int rc = squad_load(tu_write_tmp(name, json), d);
     CHECK(rc == 0, "%s: %s", name, err_msg());
     return rc;
 }
@@ -351,7 +333,7 @@ static void test_edges(const tok_pair *tp)
         "{\"context\": \"a b\", \"qas\": [{\"id\": \"e3\", \"question\": \"\\u3000 \\u00a0\", \"answers\": [{\"text\": \"b\", \"answer_start\": 2}]}]}"
         "]}]}";
     squad_data d;
-    int rc = squad_load(write_tmp("edges.json", json), &d);
+    int rc = squad_load(tu_write_tmp("edges.json", json), &d);
     CHECK(rc == 0, "edges.json: %s", err_msg());
     if (rc) return;
     feature_opts o = {.max_seq_length = 8, .doc_stride = 2};
@@ -433,7 +415,7 @@ static void test_threads_and_npy(void)
  * answers, so both label them (0, 0)); every window of an unanswerable
  * question is trainable. And a question marked is_impossible that still
  * lists an answer: (0, 0) and trainable under v2, its answer under v1. */
-static void test_v2(const tok_pair *tp)
+static void test_squad2(const tok_pair *tp)
 {
     const char *setting = "squad2_T128_S32";
     ref_file r;
@@ -503,7 +485,7 @@ int main(void)
         test_layout(&tp);
         test_errors(&tp);
         test_edges(&tp);
-        test_v2(&tp);
+        test_squad2(&tp);
         tok_close(&tp);
     }
     test_threads_and_npy();

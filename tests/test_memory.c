@@ -32,12 +32,13 @@ static void check_config(const char *name, int vocab, int T)
     int rc = memory_plan_compute(&cfg, 4, T, PREC_BF16, RECOMPUTE_NONE, &p);
     CHECK(rc == 0, "%s: %s", name, err_msg());
     int64_t n = param_formula(&cfg);
+    bert_model_opts mo = {.cfg = &cfg, .max_B = 4, .T = T};
     printf("%s T=%d: %lld parameters (formula %lld), activations %lld B (bert.c %zu B), workspace %lld B, total %lld B\n",
-           name, T, (long long)p.n_params, (long long)n, (long long)p.activations, bert_activation_bytes(&cfg, 4, T),
+           name, T, (long long)p.n_params, (long long)n, (long long)p.activations, bert_activation_bytes(&mo),
            (long long)p.workspace, (long long)p.total);
     CHECK(p.n_params == n, "%s: %lld parameters, formula says %lld", name, (long long)p.n_params, (long long)n);
     CHECK(p.params == 4 * n && p.grads == 4 * n && p.optimizer == 8 * n, "%s: fp32 blocks", name);
-    CHECK(p.activations == (int64_t)bert_activation_bytes(&cfg, 4, T), "%s: activations differ from bert.c's", name);
+    CHECK(p.activations == (int64_t)bert_activation_bytes(&mo), "%s: activations differ from bert.c's", name);
     CHECK(p.total == p.params + p.grads + p.optimizer + p.activations + p.workspace, "%s: total is not the sum", name);
     CHECK(p.workspace >= (int64_t)CUDA_WS_FIXED, "%s: workspace below the fixed part", name);
 }
@@ -83,7 +84,8 @@ static void check_recompute(void)
     /* layer = a one-layer model's activations + 11 more layer inputs (N*C floats each). */
     bert_config one = cfg;
     one.num_hidden_layers = 1;
-    int64_t want = (int64_t)bert_activation_bytes(&one, 8, 384) + 11LL * 8 * 384 * 768 * 4;
+    int64_t want = (int64_t)bert_activation_bytes(&(bert_model_opts){.cfg = &one, .max_B = 8, .T = 384}) +
+                   11LL * 8 * 384 * 768 * 4;
     CHECK(layer.activations == want, "recompute layer activations %lld, want %lld", (long long)layer.activations,
           (long long)want);
     /* A one-layer model has nothing to recompute. */

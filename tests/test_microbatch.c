@@ -89,14 +89,11 @@ static void fake_init(void)
 
 enum { BATCH = 12, T = 16 };
 
+/* dropout off */
 static bert_config test_config(void)
 {
-    bert_config c = {
-        .vocab_size = 60, .hidden_size = 32, .num_hidden_layers = 2, .num_attention_heads = 4,
-        .intermediate_size = 64, .max_position_embeddings = 32, .type_vocab_size = 2, .layer_norm_eps = 1e-12f,
-        .hidden_dropout_prob = 0.0f, .attention_probs_dropout_prob = 0.0f, .initializer_range = 0.02f,
-        .pad_token_id = 0,
-    };
+    bert_config c = tu_small_config(60, 2, 4);
+    c.hidden_dropout_prob = c.attention_probs_dropout_prob = 0;
     return c;
 }
 
@@ -104,16 +101,14 @@ static int32_t ids[BATCH * T], types[BATCH * T], mask[BATCH * T], sp[BATCH], ep[
 
 static void make_data(void)
 {
+    int lens[BATCH];
     for (int b = 0; b < BATCH; b++) {
-        int len = T - (b % 4);
-        for (int t = 0; t < T; t++) {
-            ids[b * T + t] = t < len ? 1 + (b * 11 + t * 7) % 59 : 0;
-            types[b * T + t] = t >= 4 && t < len;
-            mask[b * T + t] = t < len;
-        }
+        lens[b] = T - b % 4;
         sp[b] = 4 + b % 5;
         ep[b] = sp[b] + b % 3;
     }
+    tu_batch_spec spec = {BATCH, T, lens, .vocab = 60, .row_mul = 11, .tok_mul = 7, .seg_start = 4};
+    tu_make_batch(&spec, ids, types, mask);
 }
 
 typedef struct {
@@ -132,7 +127,7 @@ static int env_build(void *user, int micro)
     e->builds++;
     bert_model_free(e->m);
     e->m = NULL;
-    int rc = bert_model_create(&e->m, &e->cfg, e->be, micro, T);
+    int rc = bert_model_create(&e->m, &(bert_model_opts){.cfg = &e->cfg, .be = e->be, .max_B = micro, .T = T});
     if (!rc) rc = bert_model_set_params(e->m, e->host);
     return rc;
 }
@@ -299,7 +294,8 @@ static void check_auto(void)
     int64_t model_fixed = 2 * (int64_t)t.total * 4;
     /* What the fake will be asked for at micro m: the model's blocks and,
      * in the trial, the simulated workspace. */
-#define NEED_BUILD(m) (model_fixed + (int64_t)bert_activation_bytes(&cfg, (m), T))
+#define NEED_BUILD(m)                                                                                                  \
+    (model_fixed + (int64_t)bert_activation_bytes(&(bert_model_opts){.cfg = &cfg, .max_B = (m), .T = T}))
 #define NEED_STEP(m) (NEED_BUILD(m) + e.ws_per_row * (m))
 
     /* 1: build fails at 12 and 6, works at 3. */

@@ -6,6 +6,7 @@
  * (BERTC_KEEP_RUN=DIR keeps that run dir for tools/tb_check.py). */
 #define _GNU_SOURCE
 #include "testutil.h"
+#include "core/clock.h"
 #include "core/err.h"
 #include "core/fileio.h"
 #include "obs/csv.h"
@@ -24,13 +25,6 @@
 #include <unistd.h>
 
 static char fake_lib[1024];
-
-static double mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static double thread_cpu(void)
 {
@@ -275,12 +269,12 @@ static void test_monitor_thread(void)
     CHECK(monitor_start(&m, &o) == 0, "start thread");
     /* busy for 0.3 s: the process CPU use must show it (as much as this
      * thread got of a core on a shared machine) */
-    double t0 = mono(), c0 = thread_cpu();
+    double t0 = clock_now_s(), c0 = thread_cpu();
     volatile double x = 0;
-    while (mono() - t0 < 0.3) x += 1e-9;
-    double ts = mono(), busy = 100 * (thread_cpu() - c0) / (ts - t0);
+    while (clock_now_s() - t0 < 0.3) x += 1e-9;
+    double ts = clock_now_s(), busy = 100 * (thread_cpu() - c0) / (ts - t0);
     monitor_stop(m);
-    double stop_s = mono() - ts;
+    double stop_s = clock_now_s() - ts;
     csv_table t;
     read_csv(csv, &t);
     double maxcpu = 0;
@@ -300,9 +294,9 @@ static void test_monitor_thread(void)
     char line[160];
     double worst = 0;
     for (int i = 0; i < 20; i++) {
-        ts = mono();
+        ts = clock_now_s();
         monitor_latest(m, line, sizeof line);
-        worst = fmax(worst, mono() - ts);
+        worst = fmax(worst, clock_now_s() - ts);
         sleep_s(0.005);
     }
     monitor_stop(m);
@@ -314,9 +308,9 @@ static void test_monitor_thread(void)
     monitor_options slow = {30, -1, NULL, NULL, 0};
     CHECK(monitor_start(&m, &slow) == 0, "start slow");
     sleep_s(0.02);
-    ts = mono();
+    ts = clock_now_s();
     monitor_stop(m);
-    stop_s = mono() - ts;
+    stop_s = clock_now_s() - ts;
     printf("stop with a 30 s interval took %.1f ms\n", stop_s * 1e3);
     CHECK(stop_s < 0.5, "stop took %.3f s", stop_s);
 }
@@ -342,9 +336,9 @@ static void test_cost(void)
             continue;
         }
         monitor_sample_now(m); /* warm the page cache and stdio buffers */
-        double t0 = mono(), c0 = thread_cpu();
+        double t0 = clock_now_s(), c0 = thread_cpu();
         for (int i = 0; i < n; i++) monitor_sample_now(m);
-        double us = (mono() - t0) / n * 1e6, cpu_us = (thread_cpu() - c0) / n * 1e6;
+        double us = (clock_now_s() - t0) / n * 1e6, cpu_us = (thread_cpu() - c0) / n * 1e6;
         monitor_stop(m);
         printf("monitor sample cost (%s, CSV + TensorBoard): %.1f us CPU, %.1f us wall per sample (%d samples) = "
                "%.2f%% of a 20 ms step; at a 1 s interval the thread takes %.4f%% of one core\n",
@@ -390,10 +384,10 @@ static void test_obs_api(void)
     }
     fputs("step,epoch,loss,lr,grad_norm,loss_scale,examples_per_s,elapsed_s\n", mf);
     fputs("step,exact_match,f1\n", ef);
-    double t0 = mono();
+    double t0 = clock_now_s();
     for (int step = 1; step <= 60; step++) {
         double loss = 4.0 / (1 + 0.05 * step), lr = 5e-5 * (1 - step / 100.0), eps = 20 + step % 7;
-        write_metrics_row(mf, step, loss, lr, eps, mono() - t0);
+        write_metrics_row(mf, step, loss, lr, eps, clock_now_s() - t0);
         obs_step(r, &(obs_step_metrics){step, step / 100.0, loss, lr, 1.0 + 0.5 * loss, 1, eps});
         if (step % 20 == 0) {
             double em = 30 + step / 2.0, f1 = 40 + step / 2.0;

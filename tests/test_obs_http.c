@@ -5,6 +5,7 @@
  * publishing (what the trainer does) never waits on any of it. */
 #define _GNU_SOURCE
 #include "testutil.h"
+#include "core/clock.h"
 #include "core/err.h"
 #include "core/fileio.h"
 #include "obs/live.h"
@@ -20,15 +21,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int connect_to(int port, int nonblock)
 {
@@ -110,12 +103,12 @@ static void flood(int port, obs_http *h)
         open_n += p[i].fd >= 0;
     }
     const char req[] = "GET /api/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-    double t0 = now_s(), worst_publish = 0;
+    double t0 = clock_now_s(), worst_publish = 0;
     live_status s;
     live_init(&s);
     int left = open_n;
     char buf[4096];
-    while (left > 0 && now_s() - t0 < 30) {
+    while (left > 0 && clock_now_s() - t0 < 30) {
         for (int i = 0; i < N; i++) {
             p[i].events = state[i] == 0 ? POLLOUT : state[i] == 1 ? POLLIN : 0;
             if (state[i] >= 2) p[i].fd = -p[i].fd - 1; /* ignored by poll */
@@ -141,10 +134,10 @@ static void flood(int port, obs_http *h)
             }
         }
         /* the trainer's side meanwhile: publishing must not wait */
-        double a = now_s();
+        double a = clock_now_s();
         s.step = a - t0;
         obs_http_publish(h, &s);
-        double d = now_s() - a;
+        double d = clock_now_s() - a;
         if (d > worst_publish) worst_publish = d;
     }
     int ok = 0, closed = 0, pending = 0;
@@ -156,7 +149,7 @@ static void flood(int port, obs_http *h)
         pending += state[i] < 2;
     }
     printf("flood: %d connections opened, %d answered 200, %d closed without an answer, %d pending after %.1f s; "
-           "slowest publish %.3f ms\n", open_n, ok, closed, pending, now_s() - t0, worst_publish * 1e3);
+           "slowest publish %.3f ms\n", open_n, ok, closed, pending, clock_now_s() - t0, worst_publish * 1e3);
     CHECK(open_n >= 900, "only %d connections opened", open_n);
     CHECK(ok >= 64, "only %d answers", ok);
     CHECK(pending == 0, "%d connections still pending after 30 s", pending);
@@ -232,9 +225,9 @@ int main(void)
     /* a client that never finishes its request: others are still served, publishing does not wait */
     int slow = connect_to(port, 0);
     send(slow, "GET / HT", 8, MSG_NOSIGNAL);
-    double a = now_s();
+    double a = clock_now_s();
     obs_http_publish(h, &s);
-    double d = now_s() - a;
+    double d = clock_now_s() - a;
     code = get(port, "/api/status", &b);
     CHECK(code == 200, "with a slow client -> %d", code);
     CHECK(d < 0.05, "publish took %.3f s", d);

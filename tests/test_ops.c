@@ -7,7 +7,8 @@
  *
  * Sizes are tiny (B=2, T=5, C=8, NH=2, I=16, padding in one row) so every
  * element can be perturbed; a directional derivative checks attention at a
- * length long enough for its row blocks. */
+ * length long enough for its row blocks. Packed windows (backend_windows)
+ * are checked against the same references at their real positions. */
 #include "backend/backend.h"
 #include "backend/cpu/cpu_math.h"
 #include "core/err.h"
@@ -341,7 +342,8 @@ static void test_attention(float p)
     to_double(dv_, v, N * C);
     to_double(dr, r, N * C);
     att_prob a = {B, T, NH, HS, dq_, dk_, dv_, dr, dout_, dprobs, mask, p, rng};
-    be.i->attention_forward(be.ctx, out, probs, q, k, v, mask, B, T, NH, HS, p, rng);
+    backend_windows w = backend_windows_padded(B, T, mask);
+    be.i->attention_forward(be.ctx, out, probs, q, k, v, &w, NH, HS, p, rng);
     ref_attention(&a);
     char name[96];
     snprintf(name, sizeof name, "attention forward out (p=%.2f)", p);
@@ -350,7 +352,7 @@ static void test_attention(float p)
     check_fwd(name, probs, dprobs, B * NH * T * T, 1e-5);
 
     float dq[N * C] = {0}, dk[N * C] = {0}, dv[N * C] = {0};
-    be.i->attention_backward(be.ctx, dq, dk, dv, scratch, r, q, k, v, probs, mask, B, T, NH, HS, p, rng);
+    be.i->attention_backward(be.ctx, dq, dk, dv, scratch, r, q, k, v, probs, &w, NH, HS, p, rng);
     double g[N * C];
     numgrad(L_attention, &a, dq_, N * C, g);
     snprintf(name, sizeof name, "attention d q (p=%.2f)", p);
@@ -370,8 +372,10 @@ static void test_attention(float p)
 /* A long sequence (several row blocks of scratch, two batch rows with
  * different padding): forward against the reference and backward as a
  * directional derivative, sum(grad . d) vs (L(x + h d) - L(x - h d)) / 2h
- * for one random direction d over q, k and v together. */
-static void test_attention_long(float p)
+ * for one random direction d over q, k and v together. packed: the same
+ * windows packed (their real rows only), against the same reference at the
+ * real positions, the padding queries left out of L. */
+static void test_attention_long(float p, int packed)
 {
     int Bn = 2, Tn = 300, H = 2, S = 8, Cn = H * S; /* 2 row blocks of the default scratch */
     size_t n = (size_t)Bn * Tn * Cn, np = (size_t)Bn * H * Tn * Tn;
@@ -379,14 +383,23 @@ static void test_attention_long(float p)
     float *q = f, *k = q + n, *v = k + n, *r = v + n, *out = r + n, *probs = out + n, *scratch = probs + np;
     double *d = malloc((9 * n + np) * sizeof *d);
     double *xq = d, *xk = xq + n, *xv = xk + n, *xr = xv + n, *xo = xr + n, *dirq = xo + n, *dirk = dirq + n,
-           *dirv = dirk + n, *save = dirv + n, *xp = save + n;
+           *dirv = dirk + n, *want = dirv + n, *xp = want + n;
     int32_t *mask = malloc((size_t)Bn * Tn * sizeof *mask);
-    for (int i = 0; i < Bn * Tn; i++) mask[i] = !(i >= Tn && i % Tn >= Tn - 37);
+    /* the packed row of padded row i, or -1 */
+    int *row_of = malloc((size_t)Bn * Tn * sizeof *row_of);
+    int32_t cu[3] = {0, Tn, 2 * Tn - 37};
+    for (int i = 0; i < Bn * Tn; i++) {
+        mask[i] = !(i >= Tn && i % Tn >= Tn - 37);
+        row_of[i] = mask[i] ? cu[i / Tn] + i % Tn : -1;
+    }
     philox_stream rng = {99, 3, 5 * 16 + 1};
     tu_fill(q, n, -1, 1);
     tu_fill(k, n, -1, 1);
     tu_fill(v, n, -1, 1);
     tu_fill(r, n, -1, 1);
+    if (packed)
+        for (int i = 0; i < Bn * Tn; i++)
+            if (!mask[i]) memset(r + (size_t)i * Cn, 0, (size_t)Cn * sizeof *r);
     to_double(xq, q, n);
     to_double(xk, k, n);
     to_double(xv, v, n);
@@ -396,19 +409,55 @@ static void test_attention_long(float p)
         dirk[i] = tu_urand() - 0.5;
         dirv[i] = tu_urand() - 0.5;
     }
+    backend_windows w = backend_windows_padded(Bn, Tn, mask);
+    size_t nk = n, npk = np;
+    if (packed) { /* the real rows to the front, in order */
+        w = backend_windows_packed(cu, Bn, Tn, cu[2], Tn);
+        for (int i = 0; i < Bn * Tn; i++)
+            if (row_of[i] >= 0) {
+                size_t dst = (size_t)row_of[i] * Cn, src = (size_t)i * Cn, sz = (size_t)Cn * sizeof *q;
+                memmove(q + dst, q + src, sz);
+                memmove(k + dst, k + src, sz);
+                memmove(v + dst, v + src, sz);
+                memmove(r + dst, r + src, sz);
+            }
+        nk = (size_t)cu[2] * Cn;
+        npk = (size_t)H * ((size_t)Tn * Tn + (size_t)(Tn - 37) * (Tn - 37));
+    }
     att_prob a = {Bn, Tn, H, S, xq, xk, xv, xr, xo, xp, mask, p, rng};
-    be.i->attention_forward(be.ctx, out, probs, q, k, v, mask, Bn, Tn, H, S, p, rng);
+    be.i->attention_forward(be.ctx, out, probs, q, k, v, &w, H, S, p, rng);
     ref_attention(&a);
+    const double *wo = xo, *wp = xp;
+    if (packed) { /* the reference at the real positions, in packed order */
+        for (int i = 0; i < Bn * Tn; i++)
+            if (row_of[i] >= 0) memcpy(want + (size_t)row_of[i] * Cn, xo + (size_t)i * Cn, (size_t)Cn * sizeof *xo);
+        size_t at = 0;
+        for (int b = 0; b < Bn; b++) {
+            int len = cu[b + 1] - cu[b];
+            for (int h = 0; h < H; h++)
+                for (int i = 0; i < len; i++)
+                    for (int j = 0; j < len; j++) xp[at++] = xp[(((size_t)b * H + h) * Tn + i) * Tn + j];
+        }
+        wo = want;
+    }
     char name[96];
-    snprintf(name, sizeof name, "attention T=%d forward out (p=%.2f)", Tn, p);
-    check_fwd(name, out, xo, n, 1e-5);
-    snprintf(name, sizeof name, "attention T=%d forward probs (p=%.2f)", Tn, p);
-    check_fwd(name, probs, xp, np, 1e-5);
+    const char *kind = packed ? "packed " : "";
+    snprintf(name, sizeof name, "%sattention T=%d forward out (p=%.2f)", kind, Tn, p);
+    check_fwd(name, out, wo, nk, 1e-5);
+    snprintf(name, sizeof name, "%sattention T=%d forward probs (p=%.2f)", kind, Tn, p);
+    check_fwd(name, probs, wp, npk, 1e-5);
 
     float *dq = calloc(3 * n, sizeof *dq), *dk = dq + n, *dv = dk + n;
-    be.i->attention_backward(be.ctx, dq, dk, dv, scratch, r, q, k, v, probs, mask, Bn, Tn, H, S, p, rng);
+    be.i->attention_backward(be.ctx, dq, dk, dv, scratch, r, q, k, v, probs, &w, H, S, p, rng);
     double analytic = 0;
-    for (size_t i = 0; i < n; i++) analytic += dq[i] * dirq[i] + dk[i] * dirk[i] + dv[i] * dirv[i];
+    for (int i = 0; i < Bn * Tn; i++) {
+        int row = packed ? row_of[i] : i;
+        if (row < 0) continue;
+        for (int c = 0; c < Cn; c++) {
+            size_t g = (size_t)row * Cn + c, x = (size_t)i * Cn + c;
+            analytic += dq[g] * dirq[x] + dk[g] * dirk[x] + dv[g] * dirv[x];
+        }
+    }
     double h = 1e-5, lp, lm;
     a.probs = NULL;
     for (size_t i = 0; i < n; i++) {
@@ -424,14 +473,14 @@ static void test_attention_long(float p)
     }
     lm = L_attention(&a);
     double numeric = (lp - lm) / (2 * h), rel = fabs(analytic - numeric) / fabs(numeric);
-    printf("attention T=%d (p=%.2f) directional derivative: backward %.9g numeric %.9g rel %.2e\n", Tn, p,
+    printf("%sattention T=%d (p=%.2f) directional derivative: backward %.9g numeric %.9g rel %.2e\n", kind, Tn, p,
            analytic, numeric, rel);
-    CHECK(rel < 1e-4, "attention T=%d directional derivative rel error %.3e", Tn, rel);
-    (void)save;
+    CHECK(rel < 1e-4, "%sattention T=%d directional derivative rel error %.3e", kind, Tn, rel);
     free(dq);
     free(f);
     free(d);
     free(mask);
+    free(row_of);
 }
 
 /* ------------------------------------------------------------------ dropout */
@@ -467,10 +516,11 @@ static void test_dropout_grad(void)
     to_double(d.r, r, ND);
     d.p = 0.3f;
     d.rng = (philox_stream){5, 11, 2};
-    be.i->dropout_forward(be.ctx, out, x, ND, d.p, d.rng);
+    backend_windows w = backend_windows_padded(1, ND, NULL);
+    be.i->dropout_forward(be.ctx, out, x, &w, 1, d.p, d.rng);
     ref_dropout(&d);
     check_fwd("dropout forward (p=0.30)", out, d.out, ND, 1e-6);
-    be.i->dropout_backward(be.ctx, dinp, r, ND, d.p, d.rng);
+    be.i->dropout_backward(be.ctx, dinp, r, &w, 1, d.p, d.rng);
     double g[ND];
     numgrad(L_dropout, &d, d.x, ND, g);
     check_grad("dropout d inp (p=0.30)", dinp, g, ND);
@@ -514,11 +564,11 @@ static void test_embedding(void)
     to_double(e.r, r, N * C);
     e.ids = ids;
     e.types = types;
-    be.i->embedding_forward(be.ctx, out, ids, types, wte, wpe, wtt, B, T, C);
+    be.i->embedding_forward(be.ctx, out, ids, types, NULL, wte, wpe, wtt, N, T, C);
     ref_embedding(&e);
     check_fwd("embedding forward", out, e.out, N * C, 1e-6);
     float dwte[V * C] = {0}, dwpe[P * C] = {0}, dwtt[TV * C] = {0};
-    be.i->embedding_backward(be.ctx, dwte, dwpe, dwtt, r, ids, types, B, T, C);
+    be.i->embedding_backward(be.ctx, dwte, dwpe, dwtt, r, ids, types, NULL, N, T, C);
     double g[P * C]; /* P > V */
     numgrad(L_embedding, &e, e.wte, V * C, g);
     check_grad("embedding d wte (repeated ids)", dwte, g, V * C);
@@ -573,11 +623,12 @@ static void test_qa_loss(void)
     q.end = end;
     q.grad_scale = 1;
     double want = ref_qa_loss(&q);
-    be.i->qa_loss(be.ctx, &loss, dlogits, logits, start, end, QB, T, 1.0f);
+    backend_windows w = backend_windows_padded(QB, T, NULL);
+    be.i->qa_loss(be.ctx, &loss, dlogits, logits, start, end, &w, 1.0f);
     printf("qa_loss: got %.9g want %.9g\n", loss, want);
     CHECK(fabs(loss - want) <= 1e-6 * fabs(want), "qa_loss %.9g want %.9g", loss, want);
     q.grad_scale = 0.375;
-    be.i->qa_loss(be.ctx, &loss, dlogits, logits, start, end, QB, T, 0.375f);
+    be.i->qa_loss(be.ctx, &loss, dlogits, logits, start, end, &w, 0.375f);
     double g[QB * T * 2];
     numgrad(ref_qa_loss, &q, q.logits, QB * T * 2, g);
     check_grad("qa_loss d logits (grad_scale 0.375)", dlogits, g, QB * T * 2);
@@ -589,12 +640,196 @@ static void test_qa_loss(void)
      * the end gradient is 0 and the start gradient is unchanged */
     const int32_t none[QB] = {5, 6, 100, 5};
     float dl2[QB * T * 2];
-    be.i->qa_loss(be.ctx, &loss, dl2, logits, start, none, QB, T, 0.375f);
+    be.i->qa_loss(be.ctx, &loss, dl2, logits, start, none, &w, 0.375f);
     CHECK(isnan(loss), "all-ignored end: loss %g, want NaN as torch", loss);
     int ok = 1;
     for (int i = 0; i < QB * T; i++) ok &= dl2[2 * i + 1] == 0 && dl2[2 * i] == dlogits[2 * i];
     CHECK(ok, "all-ignored end: end gradient must be 0 and start gradient unchanged");
     printf("qa_loss with every end ignored: loss %g (NaN as torch), end gradient 0\n", loss);
+}
+
+/* --------------------------------------------------------- packed windows */
+
+/* Three windows of 5, 2 and 4 tokens (T = 5) as a padded batch with its
+ * mask and as the packed batch of the same tokens: on the packed rows every
+ * windowed op must give what the padded batch gives at its real positions
+ * (dropout masks drawn at the padded index). */
+enum { PB = 3 };
+static const int plens[PB] = {5, 2, 4};
+
+/* cu_seqlens of the windows; returns N */
+static int packed_offsets(int32_t *cu)
+{
+    cu[0] = 0;
+    for (int b = 0; b < PB; b++) cu[b + 1] = cu[b] + plens[b];
+    return cu[PB];
+}
+
+/* packed (N, C) rows <- the real rows of padded (PB, T, C) */
+static void pack_rows(float *packed, const float *padded, int Cn)
+{
+    for (int b = 0, n = 0; b < PB; b++)
+        for (int t = 0; t < plens[b]; t++, n++)
+            memcpy(packed + (size_t)n * Cn, padded + ((size_t)b * T + t) * Cn, (size_t)Cn * sizeof *packed);
+}
+
+static void pack_rows_d(double *packed, const double *padded, int Cn)
+{
+    for (int b = 0, n = 0; b < PB; b++)
+        for (int t = 0; t < plens[b]; t++, n++)
+            memcpy(packed + (size_t)n * Cn, padded + ((size_t)b * T + t) * Cn, (size_t)Cn * sizeof *packed);
+}
+
+static void test_attention_packed(float p)
+{
+    enum { NP = PB * T };
+    int32_t cu[PB + 1], mask[NP];
+    int Nk = packed_offsets(cu);
+    for (int i = 0; i < NP; i++) mask[i] = i % T < plens[i / T];
+    philox_stream rng = {77, 5, 2 * 16 + 1};
+    float q[NP * C], k[NP * C], v[NP * C], r[NP * C];
+    tu_fill(q, NP * C, -1.5, 1.5);
+    tu_fill(k, NP * C, -1.5, 1.5);
+    tu_fill(v, NP * C, -1, 1);
+    tu_fill(r, NP * C, -1, 1);
+    for (int i = 0; i < NP; i++) /* padding queries do not count in L */
+        if (!mask[i]) memset(r + (size_t)i * C, 0, C * sizeof *r);
+    static double xq[NP * C], xk[NP * C], xv[NP * C], xr[NP * C], xo[NP * C], xp[PB * NH * T * T];
+    to_double(xq, q, NP * C);
+    to_double(xk, k, NP * C);
+    to_double(xv, v, NP * C);
+    to_double(xr, r, NP * C);
+    att_prob a = {PB, T, NH, HS, xq, xk, xv, xr, xo, xp, mask, p, rng};
+    ref_attention(&a);
+
+    float pq[NP * C], pk[NP * C], pv[NP * C], pr[NP * C], out[NP * C], probs[PB * NH * T * T],
+        scratch[PB * NH * T * T];
+    pack_rows(pq, q, C);
+    pack_rows(pk, k, C);
+    pack_rows(pv, v, C);
+    pack_rows(pr, r, C);
+    backend_windows w = backend_windows_packed(cu, PB, T, Nk, 5);
+    be.i->attention_forward(be.ctx, out, probs, pq, pk, pv, &w, NH, HS, p, rng);
+    double want[NP * C], wprobs[PB * NH * T * T];
+    pack_rows_d(want, xo, C);
+    size_t np = 0;
+    for (int b = 0; b < PB; b++)
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < plens[b]; i++)
+                for (int j = 0; j < plens[b]; j++) wprobs[np++] = xp[(((size_t)b * NH + h) * T + i) * T + j];
+    char name[96];
+    snprintf(name, sizeof name, "packed attention forward out (p=%.2f)", p);
+    check_fwd(name, out, want, (size_t)Nk * C, 1e-5);
+    snprintf(name, sizeof name, "packed attention forward probs (p=%.2f)", p);
+    check_fwd(name, probs, wprobs, np, 1e-5);
+
+    float dq[NP * C] = {0}, dk[NP * C] = {0}, dv[NP * C] = {0};
+    be.i->attention_backward(be.ctx, dq, dk, dv, scratch, pr, pq, pk, pv, probs, &w, NH, HS, p, rng);
+    a.probs = NULL;
+    double g[NP * C], gw[NP * C];
+    double *xs[3] = {xq, xk, xv};
+    const float *got[3] = {dq, dk, dv};
+    const char *what[3] = {"q", "k", "v"};
+    for (int x = 0; x < 3; x++) {
+        numgrad(L_attention, &a, xs[x], NP * C, g);
+        pack_rows_d(gw, g, C);
+        snprintf(name, sizeof name, "packed attention d %s (p=%.2f)", what[x], p);
+        check_grad(name, got[x], gw, (size_t)Nk * C);
+    }
+}
+
+/* Dropout of packed rows at the padded index, at two widths: C = 8 (one
+ * chunk holding every window) and 300 (windows across chunks). */
+static void test_dropout_packed(void)
+{
+    int32_t cu[PB + 1];
+    int Nk = packed_offsets(cu);
+    const int widths[2] = {C, 300};
+    const float p = 0.4f, scale = 1.0f / (1.0f - p);
+    philox_stream rng = {11, 3, 9};
+    backend_windows w = backend_windows_packed(cu, PB, T, Nk, 5);
+    for (int k = 0; k < 2; k++) {
+        int Cn = widths[k];
+        size_t n = (size_t)Nk * Cn;
+        float *x = malloc(4 * n * sizeof *x), *y = x + n, *g = y + n, *d = g + n;
+        tu_fill(x, n, -2, 2);
+        tu_fill(d, n, -1, 1);
+        be.i->dropout_forward(be.ctx, y, x, &w, Cn, p, rng);
+        for (size_t i = 0; i < n; i++) g[i] = 1.0f;
+        be.i->dropout_backward(be.ctx, g, d, &w, Cn, p, rng);
+        size_t bad = 0, badg = 0, dropped = 0;
+        for (int b = 0, row = 0; b < PB; b++)
+            for (int t = 0; t < plens[b]; t++, row++)
+                for (int c = 0; c < Cn; c++) {
+                    size_t i = (size_t)row * Cn + c;
+                    int keep = philox_keep(rng, ((uint64_t)b * T + t) * Cn + c, p);
+                    bad += y[i] != (keep ? x[i] * scale : 0.0f);
+                    badg += g[i] != 1.0f + (keep ? d[i] * scale : 0.0f);
+                    dropped += !keep;
+                }
+        printf("packed dropout C=%d: %zu of %zu dropped; %zu outputs, %zu gradients off the padded index's mask\n", Cn,
+               dropped, n, bad, badg);
+        CHECK(bad == 0 && badg == 0, "packed dropout C=%d: %zu outputs, %zu gradients wrong", Cn, bad, badg);
+        free(x);
+    }
+}
+
+/* The embedding with positions on the packed rows, and the QA loss of the
+ * packed windows, against the padded ops (the loss with the mask): the same
+ * floats at every real position, bit for bit; the padded loss's gradient is
+ * 0 at the padding. */
+static void test_embedding_loss_packed(void)
+{
+    enum { NP = PB * T };
+    int32_t cu[PB + 1], pos[NP], ids[NP], types[NP], kids[NP], ktypes[NP], mask[NP];
+    int Nk = packed_offsets(cu);
+    for (int i = 0; i < NP; i++) {
+        ids[i] = (int32_t)((i * 5 + 1) % V);
+        types[i] = i % 3 == 0;
+        mask[i] = i % T < plens[i / T];
+    }
+    for (int b = 0, n = 0; b < PB; b++)
+        for (int t = 0; t < plens[b]; t++, n++) {
+            pos[n] = t;
+            kids[n] = ids[b * T + t];
+            ktypes[n] = types[b * T + t];
+        }
+    float wte[V * C], wpe[P * C], wtt[TV * C], out[NP * C], kout[NP * C], dout[NP * C], kdout[NP * C];
+    tu_fill(wte, V * C, -1, 1);
+    tu_fill(wpe, P * C, -1, 1);
+    tu_fill(wtt, TV * C, -1, 1);
+    tu_fill(dout, NP * C, -1, 1);
+    for (int i = 0; i < NP; i++)
+        if (!mask[i]) memset(dout + (size_t)i * C, 0, C * sizeof *dout);
+    pack_rows(kdout, dout, C);
+    be.i->embedding_forward(be.ctx, out, ids, types, NULL, wte, wpe, wtt, NP, T, C);
+    be.i->embedding_forward(be.ctx, kout, kids, ktypes, pos, wte, wpe, wtt, Nk, T, C);
+    float want[NP * C];
+    pack_rows(want, out, C);
+    CHECK(!memcmp(kout, want, (size_t)Nk * C * sizeof *kout), "packed embedding forward differs from padded");
+    float g[3][V * C + P * C + TV * C], kg[3][V * C + P * C + TV * C];
+    memset(g, 0, sizeof g);
+    memset(kg, 0, sizeof kg);
+    be.i->embedding_backward(be.ctx, g[0], g[1], g[2], dout, ids, types, NULL, NP, T, C);
+    be.i->embedding_backward(be.ctx, kg[0], kg[1], kg[2], kdout, kids, ktypes, pos, Nk, T, C);
+    CHECK(!memcmp(g, kg, sizeof g), "packed embedding backward differs from padded");
+
+    const int32_t st[PB] = {4, 1, 9}, en[PB] = {2, -3, 3};
+    float lg[NP * 2], klg[NP * 2], dl[NP * 2], kdl[NP * 2], loss, kloss;
+    tu_fill(lg, NP * 2, -3, 3);
+    pack_rows(klg, lg, 2);
+    backend_windows wp = backend_windows_padded(PB, T, mask), wk = backend_windows_packed(cu, PB, T, Nk, 5);
+    be.i->qa_loss(be.ctx, &loss, dl, lg, st, en, &wp, 0.5f);
+    be.i->qa_loss(be.ctx, &kloss, kdl, klg, st, en, &wk, 0.5f);
+    float wdl[NP * 2];
+    pack_rows(wdl, dl, 2);
+    float pad_max = 0;
+    for (int i = 0; i < NP; i++)
+        if (!mask[i]) pad_max = fmaxf(pad_max, fmaxf(fabsf(dl[2 * i]), fabsf(dl[2 * i + 1])));
+    printf("masked qa_loss %.9g, packed %.9g; largest gradient at padding %g\n", loss, kloss, pad_max);
+    CHECK(loss == kloss && !memcmp(kdl, wdl, (size_t)Nk * 2 * sizeof *kdl) && pad_max == 0,
+          "packed qa_loss differs from the masked padded one");
+    printf("packed embedding and qa_loss equal the padded ones bit for bit\n");
 }
 
 /* ---------------------------------------------------- adamw and the helpers */
@@ -739,11 +974,17 @@ int main(void)
     test_gelu();
     test_attention(0.0f);
     test_attention(0.3f);
-    test_attention_long(0.0f);
-    test_attention_long(0.2f);
+    test_attention_long(0.0f, 0);
+    test_attention_long(0.2f, 0);
+    test_attention_long(0.0f, 1);
+    test_attention_long(0.2f, 1);
     test_dropout_grad();
     test_embedding();
     test_qa_loss();
+    test_attention_packed(0.0f);
+    test_attention_packed(0.3f);
+    test_dropout_packed();
+    test_embedding_loss_packed();
     test_adamw();
     test_helpers();
     backend_free(&be);

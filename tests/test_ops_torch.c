@@ -145,9 +145,9 @@ int main(void)
     float *out = calloc((size_t)N * I * 4, sizeof *out);
     float *g1 = calloc((size_t)V * I * 2, sizeof *g1), *g2 = calloc((size_t)P * I * 2, sizeof *g2),
           *g3 = calloc((size_t)N * I * 2, sizeof *g3);
-    o->embedding_forward(c, out, ids, types, wte, wpe, wtt, B, T, C);
+    o->embedding_forward(c, out, ids, types, NULL, wte, wpe, wtt, N, T, C);
     compare("embedding forward", out, "emb.out", (size_t)N * C);
-    o->embedding_backward(c, g1, g2, g3, dout, ids, types, B, T, C);
+    o->embedding_backward(c, g1, g2, g3, dout, ids, types, NULL, N, T, C);
     compare("embedding backward", g1, "emb.dwte", (size_t)V * C);
     compare("embedding backward", g2, "emb.dwpe", (size_t)P * C);
     compare("embedding backward", g3, "emb.dwtt", (size_t)TV * C);
@@ -207,16 +207,17 @@ int main(void)
         size_t np = (size_t)B * NH * T * T;
         float *probs = malloc(np * 4), *scratch = malloc(np * 4);
         philox_stream rng = {(uint64_t)param("att_seed"), (uint32_t)param("att_step"), (uint32_t)param("att_stream")};
+        backend_windows w = backend_windows_padded(B, T, mask);
         for (int pass = 0; pass < 2; pass++) {
             float p = pass ? p_attn : 0.0f;
             char nm[64], what[64];
             snprintf(what, sizeof what, "attention p=%.1f", p);
 #define REF(s) (snprintf(nm, sizeof nm, "att%d.%s", pass, s), nm)
-            o->attention_forward(c, out, probs, q, k, v, mask, B, T, NH, HS, p, rng);
+            o->attention_forward(c, out, probs, q, k, v, &w, NH, HS, p, rng);
             compare(what, out, REF("out"), (size_t)N * C);
             compare(what, probs, REF("probs"), np);
             memset(g1, 0, (size_t)N * C * 4), memset(g2, 0, (size_t)N * C * 4), memset(g3, 0, (size_t)N * C * 4);
-            o->attention_backward(c, g1, g2, g3, scratch, d, q, k, v, probs, mask, B, T, NH, HS, p, rng);
+            o->attention_backward(c, g1, g2, g3, scratch, d, q, k, v, probs, &w, NH, HS, p, rng);
             compare(what, g1, REF("dq"), (size_t)N * C);
             compare(what, g2, REF("dk"), (size_t)N * C);
             compare(what, g3, REF("dv"), (size_t)N * C);
@@ -231,10 +232,11 @@ int main(void)
         float *x = tensor("drop.inp", n), *d = tensor("drop.dout", n);
         philox_stream rng = {(uint64_t)param("drop_seed"), (uint32_t)param("drop_step"),
                              (uint32_t)param("drop_stream")};
-        o->dropout_forward(c, out, x, n, p_hidden, rng);
+        backend_windows w = backend_windows_padded(B, T, NULL);
+        o->dropout_forward(c, out, x, &w, C, p_hidden, rng);
         compare("dropout forward", out, "drop.out", n);
         memset(g1, 0, n * 4);
-        o->dropout_backward(c, g1, d, n, p_hidden, rng);
+        o->dropout_backward(c, g1, d, &w, C, p_hidden, rng);
         compare("dropout backward", g1, "drop.dinp", n);
         free(x), free(d);
     }
@@ -244,7 +246,8 @@ int main(void)
         float *logits = tensor("qa.logits", (size_t)QB * T * 2);
         int32_t *st = tensor("qa.start", QB), *en = tensor("qa.end", QB);
         float loss;
-        o->qa_loss(c, &loss, g1, logits, st, en, QB, T, 1.0f);
+        backend_windows w = backend_windows_padded(QB, T, NULL);
+        o->qa_loss(c, &loss, g1, logits, st, en, &w, 1.0f);
         compare("qa_loss", &loss, "qa.loss", 1);
         compare("qa_loss", g1, "qa.dlogits", (size_t)QB * T * 2);
         free(logits), free(st), free(en);

@@ -6,7 +6,7 @@
 #include "backend/backend.h"
 #include "core/err.h"
 #include "model/bert.h"
-#include "model/weights.h"
+#include "model/init.h"
 #include "train/optim.h"
 #include "testutil.h"
 
@@ -59,18 +59,6 @@ static float frand(uint64_t *s)
     return (float)((*s >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
 }
 
-/* A small config whose table has both decay and no-decay tensors. */
-static bert_config small_config(void)
-{
-    bert_config c = {
-        .vocab_size = 50, .hidden_size = 32, .num_hidden_layers = 2, .num_attention_heads = 2,
-        .intermediate_size = 64, .max_position_embeddings = 32, .type_vocab_size = 2, .layer_norm_eps = 1e-12f,
-        .hidden_dropout_prob = 0.1f, .attention_probs_dropout_prob = 0.1f, .initializer_range = 0.02f,
-        .pad_token_id = 0,
-    };
-    return c;
-}
-
 /* AdamW in double on the host, as torch.optim.AdamW does it, with grads
  * multiplied by the clipping coefficient in fp32 (as clip_grad_norm_) and
  * p, m, v rounded to fp32 after each step. */
@@ -95,7 +83,7 @@ static void host_adamw(const param_table *t, double *p, double *m, double *v, co
 
 static void test_adamw(backend *be)
 {
-    bert_config cfg = small_config();
+    bert_config cfg = tu_small_config(50, 2, 2);
     param_table t;
     param_table_init(&t, &cfg);
     size_t n = t.total, bytes = n * sizeof(float);
@@ -224,8 +212,8 @@ static void test_adamw(backend *be)
 }
 
 /* A random batch of B rows of T tokens, row 1 padded, labels inside. */
-static void make_batch(int B, int T, int V, uint64_t seed, int32_t *ids, int32_t *types, int32_t *mask,
-                       int32_t *sp, int32_t *ep)
+static void random_batch(int B, int T, int V, uint64_t seed, int32_t *ids, int32_t *types, int32_t *mask,
+                         int32_t *sp, int32_t *ep)
 {
     uint64_t s = seed;
     for (int b = 0; b < B; b++) {
@@ -243,16 +231,17 @@ static void make_batch(int B, int T, int V, uint64_t seed, int32_t *ids, int32_t
 
 static void test_accumulation(backend *be)
 {
-    bert_config cfg = small_config();
+    bert_config cfg = tu_small_config(50, 2, 2);
     enum { B = 2, T = 16 };
     param_table t;
     param_table_init(&t, &cfg);
     float *init = malloc(t.total * sizeof *init);
     model_init_random(&cfg, &t, init, 5);
     int32_t ids[B * T], types[B * T], mask[B * T], sp[B], ep[B];
-    make_batch(B, T, cfg.vocab_size, 11, ids, types, mask, sp, ep);
+    random_batch(B, T, cfg.vocab_size, 11, ids, types, mask, sp, ep);
     bert_model *m = NULL;
-    if (bert_model_create(&m, &cfg, be, B, T) || bert_model_set_params(m, init)) {
+    if (bert_model_create(&m, &(bert_model_opts){.cfg = &cfg, .be = be, .max_B = B, .T = T}) ||
+        bert_model_set_params(m, init)) {
         CHECK(0, "model: %s", err_msg());
         return;
     }
@@ -284,19 +273,19 @@ static void test_accumulation(backend *be)
 /* Three full training steps (dropout on) from the same start; returns the parameters. */
 static float *train_run(backend *be, uint64_t seed, size_t *n_out)
 {
-    bert_config cfg = small_config();
+    bert_config cfg = tu_small_config(50, 2, 2);
     enum { B = 3, T = 16 };
     param_table t;
     param_table_init(&t, &cfg);
     float *p = malloc(t.total * sizeof *p);
     model_init_random(&cfg, &t, p, 5);
     int32_t ids[B * T], types[B * T], mask[B * T], sp[B], ep[B];
-    make_batch(B, T, cfg.vocab_size, 13, ids, types, mask, sp, ep);
+    random_batch(B, T, cfg.vocab_size, 13, ids, types, mask, sp, ep);
     bert_batch b = {B, T, ids, types, mask, sp, ep, NULL, 0};
     bert_model *m = NULL;
     optim *o = NULL;
-    if (bert_model_create(&m, &cfg, be, B, T) || bert_model_set_params(m, p) ||
-        optim_create(&o, be, bert_model_table(m))) {
+    if (bert_model_create(&m, &(bert_model_opts){.cfg = &cfg, .be = be, .max_B = B, .T = T}) ||
+        bert_model_set_params(m, p) || optim_create(&o, be, bert_model_table(m))) {
         CHECK(0, "train_run: %s", err_msg());
         free(p);
         return NULL;

@@ -5,7 +5,7 @@
  * every real position, every gradient and the weights after 3 AdamW steps,
  * each within 1e-5 relative (per tensor: |diff| <= 1e-5 (|want| + max
  * |want| of the tensor)). Also: a packed model sized by tokens
- * (bert_model_create_tokens), recompute on packed batches bit for bit,
+ * (bert_model_opts' max_tokens), recompute on packed batches bit for bit,
  * the masked loss against a hand computation, and bad packed batches
  * refused with ERR_INPUT. And the gradient buckets that data-parallel
  * training sums while backward runs (bert_model_set_grads_ready): L + 2
@@ -14,8 +14,8 @@
 #include "backend/backend.h"
 #include "core/err.h"
 #include "model/bert.h"
+#include "model/init.h"
 #include "model/memory.h"
-#include "model/weights.h"
 #include "testutil.h"
 #include "train/optim.h"
 
@@ -24,45 +24,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { B = 4, T = 24, L = 3, STEPS = 3 };
+enum { B = 4, T = 24, L = 3, V = 60, STEPS = 3 };
 
 static const int lens[B] = {24, 17, 9, 3};
 /* start, end per window: inside, at CLS, an ignored end (>= T), a short one */
 static const int32_t sp[B] = {3, 0, 5, 1}, ep[B] = {7, 0, 40, 2};
 
-static bert_config small_config(void)
-{
-    bert_config c = {
-        .vocab_size = 60, .hidden_size = 32, .num_hidden_layers = L, .num_attention_heads = 4,
-        .intermediate_size = 64, .max_position_embeddings = 32, .type_vocab_size = 2, .layer_norm_eps = 1e-12f,
-        .hidden_dropout_prob = 0.1f, .attention_probs_dropout_prob = 0.1f, .initializer_range = 0.02f,
-        .pad_token_id = 0,
-    };
-    return c;
-}
-
-/* the padded batch and the packed one, of step k's windows (ids vary by step) */
+/* the padded batch and the packed one (its real tokens, window after
+ * window), of step k's windows (ids vary by step) */
 static int32_t pids[B * T], ptypes[B * T], pmask[B * T];
 static int32_t kids[B * T], ktypes[B * T], cu[B + 1];
 static int N;
 
 static void make_batches(int k)
 {
+    tu_batch_spec spec = {B, T, lens, .vocab = V, .row_mul = 11, .tok_mul = 17, .offset = 7 * k, .seg_start = 4};
+    tu_make_batch(&spec, pids, ptypes, pmask);
     N = 0;
     cu[0] = 0;
     for (int b = 0; b < B; b++) {
-        for (int t = 0; t < T; t++) {
-            int real = t < lens[b];
-            int id = real ? 1 + (b * 11 + t * 17 + k * 7) % 59 : 0;
-            int type = real && t >= 4;
-            pids[b * T + t] = id;
-            ptypes[b * T + t] = type;
-            pmask[b * T + t] = real;
-            if (real) {
-                kids[N] = id;
-                ktypes[N] = type;
-                N++;
-            }
+        for (int t = 0; t < lens[b]; t++, N++) {
+            kids[N] = pids[b * T + t];
+            ktypes[N] = ptypes[b * T + t];
         }
         cu[b + 1] = N;
     }
@@ -167,8 +150,10 @@ static void grad_buckets(backend *be, const bert_config *cfg, const float *p0)
 {
     for (int mode = 0; mode < 3; mode++) { /* padded, packed, packed with recompute */
         bert_model *m = NULL;
-        int rc = mode ? bert_model_create_tokens(&m, cfg, be, B, T, 24 + 17 + 9 + 3, mode == 2)
-                      : bert_model_create(&m, cfg, be, B, T);
+        bert_model_opts mo = {.cfg = cfg, .be = be, .max_B = B, .T = T};
+        if (mode) mo.max_tokens = 24 + 17 + 9 + 3;
+        if (mode == 2) mo.recompute = RECOMPUTE_LAYER;
+        int rc = bert_model_create(&m, &mo);
         if (!rc) rc = bert_model_set_params(m, p0);
         CHECK(rc == 0, "model: %s", err_msg());
         if (rc) {
@@ -232,10 +217,12 @@ static void grad_buckets(backend *be, const bert_config *cfg, const float *p0)
 static void equality(backend *be, const bert_config *cfg, const float *p0)
 {
     bert_model *pad = NULL, *pk = NULL, *pkre = NULL;
-    int rc = bert_model_create(&pad, cfg, be, B, T);
+    int rc = bert_model_create(&pad, &(bert_model_opts){.cfg = cfg, .be = be, .max_B = B, .T = T});
     /* exactly the tokens of the windows: the packed layout sized by tokens */
-    if (!rc) rc = bert_model_create_tokens(&pk, cfg, be, B, T, 24 + 17 + 9 + 3, 0);
-    if (!rc) rc = bert_model_create_tokens(&pkre, cfg, be, B, T, 24 + 17 + 9 + 3, 1);
+    bert_model_opts mo = {.cfg = cfg, .be = be, .max_B = B, .T = T, .max_tokens = 24 + 17 + 9 + 3};
+    if (!rc) rc = bert_model_create(&pk, &mo);
+    mo.recompute = RECOMPUTE_LAYER;
+    if (!rc) rc = bert_model_create(&pkre, &mo);
     if (!rc) rc = bert_model_set_params(pad, p0);
     if (!rc) rc = bert_model_set_params(pk, p0);
     if (!rc) rc = bert_model_set_params(pkre, p0);
@@ -314,21 +301,22 @@ out:
     bert_model_free(pkre);
 }
 
-/* qa_loss_varlen by hand on two windows, one ignored side */
+/* qa_loss on packed windows by hand: two windows, one ignored side */
 static void loss_by_hand(backend *be)
 {
     /* window 0 rows 0..2, window 1 rows 3..4, packed; Tp = 4 */
     float logits[10] = {0.5f, -1, 2, 0.25f, -0.5f, 1.5f, 1, 0, 3, -2};
-    int32_t row0[2] = {0, 3}, len[2] = {3, 2}, st[2] = {2, 0}, en[2] = {1, 4};
+    int32_t offs[3] = {0, 3, 5}, st[2] = {2, 0}, en[2] = {1, 4};
     float loss = 0, d[10];
-    be->i->qa_loss_varlen(be->ctx, &loss, d, logits, row0, len, st, en, 2, 5, 4, 1.0f);
+    backend_windows w = backend_windows_packed(offs, 2, 4, 5, 3);
+    be->i->qa_loss(be->ctx, &loss, d, logits, st, en, &w, 1.0f);
     /* start: window 0 target 2 over {0.5, 2, -0.5}, window 1 target 0 over {1, 3};
      * end: window 0 target 1 over {-1, 0.25, 1.5}, window 1 ignored (4 = Tp) */
     double s0 = log(exp(0.5) + exp(2) + exp(-0.5)) - (-0.5), s1 = log(exp(1) + exp(3)) - 1;
     double e0 = log(exp(-1) + exp(0.25) + exp(1.5)) - 0.25;
     double want = ((s0 + s1) / 2 + e0) / 2;
-    printf("qa_loss_varlen by hand: %.9g, want %.9g\n", (double)loss, want);
-    CHECK(fabs(loss - want) <= 1e-6 * fabs(want), "qa_loss_varlen %.9g vs %.9g", (double)loss, want);
+    printf("packed qa_loss by hand: %.9g, want %.9g\n", (double)loss, want);
+    CHECK(fabs(loss - want) <= 1e-6 * fabs(want), "packed qa_loss %.9g vs %.9g", (double)loss, want);
     double p = exp(3) / (exp(1) + exp(3));
     CHECK(fabs(d[6] - (1 - p - 1) * 0.25) < 1e-7 && d[7] == 0 && d[9] == 0,
           "dlogits: window 1 start %.9g, its end 0 (ignored)", (double)d[6]);
@@ -337,7 +325,7 @@ static void loss_by_hand(backend *be)
 static void bad_batches(backend *be, const bert_config *cfg)
 {
     bert_model *m = NULL;
-    int rc = bert_model_create_tokens(&m, cfg, be, B, T, 40, 0);
+    int rc = bert_model_create(&m, &(bert_model_opts){.cfg = cfg, .be = be, .max_B = B, .T = T, .max_tokens = 40});
     CHECK(rc == 0, "%s", err_msg());
     if (rc) return;
     make_batches(0);
@@ -356,7 +344,7 @@ static void bad_batches(backend *be, const bert_config *cfg)
         printf("%s: refused (%s)\n", cases[i].what, err_msg());
     }
     bert_model *tiny = NULL;
-    rc = bert_model_create_tokens(&tiny, cfg, be, B, T, T - 1, 0);
+    rc = bert_model_create(&tiny, &(bert_model_opts){.cfg = cfg, .be = be, .max_B = B, .T = T, .max_tokens = T - 1});
     CHECK(rc == ERR_INPUT, "max_tokens below T refused: %s", err_msg());
     bert_model_free(tiny);
     bert_model_free(m);
@@ -377,7 +365,8 @@ static void planner(void)
            "1408 tokens %.1f MiB; totals %.1f / %.1f / %.1f MiB\n",
            pad.activations / 1048576.0, full.activations / 1048576.0, real.activations / 1048576.0,
            pad.total / 1048576.0, full.total / 1048576.0, real.total / 1048576.0);
-    CHECK(real.activations == (int64_t)bert_activation_bytes_tokens(&base, 8, 384, 8 * 176, 0),
+    CHECK(real.activations == (int64_t)bert_activation_bytes(
+                                  &(bert_model_opts){.cfg = &base, .max_B = 8, .T = 384, .max_tokens = 8 * 176}),
           "the packed plan's activations are bert.c's");
     CHECK(real.activations < pad.activations / 2 + pad.activations / 10, "1408 of 3072 tokens take under 60%% of the "
                                                                          "padded activations");
@@ -394,15 +383,10 @@ static void planner(void)
 int main(void)
 {
     log_quiet(1);
-    bert_config cfg = small_config();
+    bert_config cfg = tu_small_config(V, L, 4);
     param_table t;
     param_table_init(&t, &cfg);
-    float *p0 = malloc(t.total * sizeof *p0);
-    model_init_random(&cfg, &t, p0, 5);
-    for (size_t j = 0; j < t.total; j++) p0[j] *= 5; /* attention far from uniform */
-    for (int i = 0; i < t.n; i++)
-        if (t.info[i].init == PARAM_INIT_ONE)
-            for (size_t j = 0; j < t.info[i].numel; j++) p0[t.info[i].offset + j] = 1.0f + 0.01f * (float)(j % 5);
+    float *p0 = tu_model_params(&cfg, &t, 5, 5);
     backend be;
     int rc = backend_cpu_create(&be, 2);
     CHECK(rc == 0, "%s", err_msg());

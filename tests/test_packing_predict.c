@@ -16,11 +16,11 @@
 #include "data/features.h"
 #include "data/squad.h"
 #include "infer/predict.h"
+#include "infer/qa_model.h"
 #include "model/bert.h"
-#include "model/weights.h"
+#include "model/init.h"
 #include "testutil.h"
 #include "text/tokenizer.h"
-#include "train/qa_model.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -71,9 +71,11 @@ int main(int argc, char **argv)
     backend be;
     bert_model *pad = NULL, *pk = NULL;
     rc = backend_cpu_create(&be, 2);
-    if (!rc) rc = bert_model_create(&pad, &cfg, &be, BATCH, f.T);
+    if (!rc) rc = bert_model_create(&pad, &(bert_model_opts){.cfg = &cfg, .be = &be, .max_B = BATCH, .T = f.T});
     /* packed micro-batches of at most 4096 tokens: many short windows or a few long ones */
-    if (!rc) rc = bert_model_create_tokens(&pk, &cfg, &be, BATCH, f.T, 4096, 0);
+    if (!rc)
+        rc = bert_model_create(
+            &pk, &(bert_model_opts){.cfg = &cfg, .be = &be, .max_B = BATCH, .T = f.T, .max_tokens = 4096});
     if (!rc) rc = bert_model_set_params(pad, p0);
     if (!rc) rc = bert_model_set_params(pk, p0);
     size_t n = (size_t)f.n * f.T;
@@ -109,8 +111,9 @@ int main(int argc, char **argv)
         CHECK(pad_not_inf == 0, "%ld padding positions are not -inf", pad_not_inf);
 
         qa_predictions a = {0}, b = {0};
-        rc = postprocess_predictions(&d, &f, s_pad, e_pad, PREDICT_N_BEST, PREDICT_MAX_ANSWER_LENGTH, &a);
-        if (!rc) rc = postprocess_predictions(&d, &f, s_pk, e_pk, PREDICT_N_BEST, PREDICT_MAX_ANSWER_LENGTH, &b);
+        postprocess_opts po = {.n_best = PREDICT_N_BEST, .max_answer_length = PREDICT_MAX_ANSWER_LENGTH};
+        rc = postprocess_predictions(&d, &f, s_pad, e_pad, &po, &a);
+        if (!rc) rc = postprocess_predictions(&d, &f, s_pk, e_pk, &po, &b);
         CHECK(rc == 0, "postprocess: %s", err_msg());
         if (!rc) {
             int differ = 0;
@@ -128,8 +131,8 @@ int main(int argc, char **argv)
         qa_predictions_free(&b);
         /* the plain padded path, for the record: its padding logits rank too */
         if (!rc) rc = run_logits(pad, 0, &f, s_pad, e_pad);
-        if (!rc) rc = postprocess_predictions(&d, &f, s_pad, e_pad, PREDICT_N_BEST, PREDICT_MAX_ANSWER_LENGTH, &a);
-        if (!rc) rc = postprocess_predictions(&d, &f, s_pk, e_pk, PREDICT_N_BEST, PREDICT_MAX_ANSWER_LENGTH, &b);
+        if (!rc) rc = postprocess_predictions(&d, &f, s_pad, e_pad, &po, &a);
+        if (!rc) rc = postprocess_predictions(&d, &f, s_pk, e_pk, &po, &b);
         if (!rc) {
             int differ = 0;
             for (int i = 0; i < d.n; i++)

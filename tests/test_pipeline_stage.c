@@ -1,4 +1,5 @@
-/* Pipeline stages in one process (bert_model_create_stage): a model cut
+/* Pipeline stages in one process (bert_model_opts' stage_lo, stage_hi and
+ * sets): a model cut
  * into stages of contiguous layers, each stage's output copied into the
  * next one's input and each stage's input gradient into the previous one's
  * output gradient, must give the loss, the logits and every gradient of the
@@ -13,24 +14,12 @@
 #include "backend/backend.h"
 #include "core/err.h"
 #include "model/bert.h"
-#include "model/weights.h"
 #include "testutil.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 enum { B = 3, T = 24, L = 4, K = 3, MAXS = 4 };
-
-static bert_config small_config(void)
-{
-    bert_config c = {
-        .vocab_size = 60, .hidden_size = 32, .num_hidden_layers = L, .num_attention_heads = 4,
-        .intermediate_size = 64, .max_position_embeddings = 32, .type_vocab_size = 2, .layer_norm_eps = 1e-12f,
-        .hidden_dropout_prob = 0.1f, .attention_probs_dropout_prob = 0.1f, .initializer_range = 0.02f,
-        .pad_token_id = 0,
-    };
-    return c;
-}
 
 /* Micro-batch k: B rows (the last micro-batch 2) of windows 24 - 5 b - k tokens long. */
 typedef struct {
@@ -45,15 +34,13 @@ static void make_batches(void)
 {
     for (int k = 0; k < K; k++) {
         micro *u = &mb[k];
-        int rows = k == K - 1 ? 2 : B, N = 0;
+        int rows = k == K - 1 ? 2 : B, N = 0, lens[B];
+        for (int b = 0; b < rows; b++) lens[b] = T - 5 * b - k;
+        tu_make_batch(&(tu_batch_spec){.B = rows, .T = T, .lens = lens, .vocab = 60, .row_mul = 11, .tok_mul = 17,
+                                       .offset = 5 * k, .seg_start = 6},
+                      u->ids, u->types, u->mask);
         u->cu[0] = 0;
         for (int b = 0; b < rows; b++) {
-            int len = T - 5 * b - k;
-            for (int t = 0; t < T; t++) {
-                u->ids[b * T + t] = t < len ? 1 + (b * 11 + t * 17 + k * 5) % 59 : 0;
-                u->types[b * T + t] = t >= 6 && t < len;
-                u->mask[b * T + t] = t < len;
-            }
             u->sp[b] = 3 + b + k;
             u->ep[b] = 6 + 2 * b + k;
             N += bert_pack_window(u->ids + b * T, u->types + b * T, u->mask + b * T, T, u->pids + N, u->ptypes + N);
@@ -100,11 +87,11 @@ static const bert_batch *batch_of(int k, int packed) { return packed ? &mb[k].pa
 static float weight_of(int k) { return (float)batch_of(k, 0)->B / (float)(2 * B + 2); }
 
 /* The whole model: forward and backward of each micro-batch in turn. */
-static int run_whole(backend *be, const bert_config *cfg, const float *p0, size_t n, int packed, int recompute,
-                     outcome *o)
+static int run_whole(backend *be, const bert_config *cfg, const float *p0, size_t n, int packed,
+                     recompute_kind recompute, outcome *o)
 {
     bert_model *m = NULL;
-    int rc = bert_model_create_tokens(&m, cfg, be, B, T, 0, recompute);
+    int rc = bert_model_create(&m, &(bert_model_opts){.cfg = cfg, .be = be, .max_B = B, .T = T, .recompute = recompute});
     if (!rc) rc = bert_model_set_params(m, p0);
     if (rc) goto out;
     bert_zero_grad(m);
@@ -126,13 +113,15 @@ static size_t rows_of(const bert_batch *b) { return b->cu_seqlens ? (size_t)b->c
 
 /* The stages of split[0..S]: every micro-batch forward through all stages
  * (set k on each), then every backward from the last stage down. */
-static int run_stages(backend *be, const bert_config *cfg, const float *p0, size_t n, int packed, int recompute,
-                      const int *split, int S, outcome *o)
+static int run_stages(backend *be, const bert_config *cfg, const float *p0, size_t n, int packed,
+                      recompute_kind recompute, const int *split, int S, outcome *o)
 {
     bert_model *st[MAXS] = {0};
     int rc = 0, C = cfg->hidden_size;
     for (int s = 0; s < S && !rc; s++) {
-        rc = bert_model_create_stage(&st[s], cfg, be, B, T, 0, recompute, split[s], split[s + 1], K);
+        rc = bert_model_create(&st[s], &(bert_model_opts){.cfg = cfg, .be = be, .max_B = B, .T = T,
+                                                          .recompute = recompute, .stage_lo = split[s],
+                                                          .stage_hi = split[s + 1], .sets = K});
         if (!rc) rc = bert_model_set_params(st[s], p0);
         if (!rc) bert_zero_grad(st[s]);
     }
@@ -168,8 +157,8 @@ static int run_stages(backend *be, const bert_config *cfg, const float *p0, size
     return rc;
 }
 
-static void compare(const bert_config *cfg, const float *p0, size_t n, int threads, int packed, int recompute,
-                    const int *split, int S)
+static void compare(const bert_config *cfg, const float *p0, size_t n, int threads, int packed,
+                    recompute_kind recompute, const int *split, int S)
 {
     backend be;
     outcome a, b;
@@ -219,7 +208,8 @@ static void check_tables(const bert_config *cfg)
     size_t next = 0;
     for (int s = 0; s < 3 && !rc; s++) {
         bert_model *m = NULL;
-        rc = bert_model_create_stage(&m, cfg, &be, B, T, 0, 0, split[s], split[s + 1], 2);
+        rc = bert_model_create(&m, &(bert_model_opts){.cfg = cfg, .be = &be, .max_B = B, .T = T,
+                                                      .stage_lo = split[s], .stage_hi = split[s + 1], .sets = 2});
         CHECK(rc == 0, "stage %d: %s", s, err_msg());
         if (rc) break;
         const param_table *t = bert_model_stage_table(m);
@@ -242,9 +232,13 @@ static void check_tables(const bert_config *cfg)
     }
     CHECK(next == whole.total, "the stages hold %zu of %zu floats", next, whole.total);
     bert_model *m = NULL;
-    CHECK(bert_model_create_stage(&m, cfg, &be, B, T, 0, 0, 2, 2, 1) == ERR_INPUT, "a stage without layers is refused");
-    CHECK(bert_model_create_stage(&m, cfg, &be, B, T, 0, 0, 0, 5, 1) == ERR_INPUT, "layers past L are refused");
-    CHECK(bert_model_create_stage(&m, cfg, &be, B, T, 0, 0, 0, 4, 0) == ERR_INPUT, "no activation set is refused");
+    bert_model_opts o = {.cfg = cfg, .be = &be, .max_B = B, .T = T};
+    o.stage_lo = 2, o.stage_hi = 2;
+    CHECK(bert_model_create(&m, &o) == ERR_INPUT, "a stage without layers is refused");
+    o.stage_lo = 0, o.stage_hi = 5;
+    CHECK(bert_model_create(&m, &o) == ERR_INPUT, "layers past L are refused");
+    o.stage_hi = 4, o.sets = -1;
+    CHECK(bert_model_create(&m, &o) == ERR_INPUT, "a negative count of activation sets is refused");
     err_clear();
     param_table_free(&whole);
     backend_free(&be);
@@ -254,11 +248,16 @@ static void check_memory(void)
 {
     bert_config base;
     CHECK(config_named("base", 30522, &base) == 0, "%s", err_msg());
-    size_t whole = bert_activation_bytes_tokens(&base, 8, 384, 0, 0);
-    size_t same = bert_stage_activation_bytes(&base, 8, 384, 0, 0, 0, 12, 1);
-    size_t s0 = bert_stage_activation_bytes(&base, 8, 384, 0, 0, 0, 6, 2);
-    size_t s1 = bert_stage_activation_bytes(&base, 8, 384, 0, 0, 6, 12, 1);
-    size_t r0 = bert_stage_activation_bytes(&base, 8, 384, 0, 1, 0, 6, 2);
+    bert_model_opts o = {.cfg = &base, .max_B = 8, .T = 384};
+    size_t whole = bert_activation_bytes(&o);
+    o.stage_lo = 0, o.stage_hi = 12, o.sets = 1;
+    size_t same = bert_activation_bytes(&o);
+    o.stage_hi = 6, o.sets = 2;
+    size_t s0 = bert_activation_bytes(&o);
+    o.recompute = RECOMPUTE_LAYER;
+    size_t r0 = bert_activation_bytes(&o);
+    o.recompute = RECOMPUTE_NONE, o.stage_lo = 6, o.stage_hi = 12, o.sets = 1;
+    size_t s1 = bert_activation_bytes(&o);
     printf("BERT-base, 8 x 384: whole %.1f MiB; 2 stages: stage 0 (2 sets) %.1f MiB, stage 1 (1 set) %.1f MiB; "
            "stage 0 with recompute %.1f MiB\n", whole / 1048576.0, s0 / 1048576.0, s1 / 1048576.0, r0 / 1048576.0);
     CHECK(same == whole, "the whole model as one stage: %zu vs %zu bytes", same, whole);
@@ -271,19 +270,14 @@ int main(void)
 {
     log_quiet(1);
     make_batches();
-    bert_config cfg = small_config();
+    bert_config cfg = tu_small_config(60, L, 4);
     param_table t;
     param_table_init(&t, &cfg);
-    float *p0 = malloc(t.total * sizeof *p0);
-    model_init_random(&cfg, &t, p0, 5);
-    for (size_t j = 0; j < t.total; j++) p0[j] *= 5; /* attention far from uniform */
-    for (int i = 0; i < t.n; i++)
-        if (t.info[i].init == PARAM_INIT_ONE)
-            for (size_t j = 0; j < t.info[i].numel; j++) p0[t.info[i].offset + j] = 1.0f + 0.01f * (float)(j % 5);
+    float *p0 = tu_model_params(&cfg, &t, 5, 5); /* attention far from uniform */
     const int two[] = {0, 2, 4}, three[] = {0, 1, 3, 4};
     for (int threads = 1; threads <= 2; threads++)
         for (int packed = 0; packed <= 1; packed++)
-            for (int recompute = 0; recompute <= 1; recompute++) {
+            for (recompute_kind recompute = RECOMPUTE_NONE; recompute <= RECOMPUTE_LAYER; recompute++) {
                 compare(&cfg, p0, t.total, threads, packed, recompute, two, 2);
                 compare(&cfg, p0, t.total, threads, packed, recompute, three, 3);
             }

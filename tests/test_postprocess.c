@@ -20,98 +20,49 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <utf8proc.h>
 
 #include "postprocess_ref.h"
 
-static void check_reference(const char *name, json_t *dev)
+static void check_reference(const char *name, json_t *contexts)
 {
-    char path[256];
-    snprintf(path, sizeof path, "tests/ref/postprocess/%s", name);
-    char *buf;
-    size_t len;
-    if (file_read_all(path, &buf, &len) != 0) {
-        CHECK(0, "read %s: %s", path, err_msg());
-        return;
-    }
-    reader r = {(const unsigned char *)buf, (const unsigned char *)buf + len, 0};
-    const char *magic = take(&r, 8);
-    CHECK(magic && memcmp(magic, "BQAPP001", 8) == 0, "%s: magic", path);
-    int ne = (int)rd_u32(&r), nf = (int)rd_u32(&r), T = (int)rd_u32(&r), n_best = (int)rd_u32(&r), max_len = (int)rd_u32(&r);
-
-    /* examples: ids from the file, contexts from the SQuAD file */
-    squad_data d = {.n = ne, .ncontexts = ne};
-    d.ex = calloc((size_t)ne, sizeof *d.ex);
-    d.contexts = calloc((size_t)ne, sizeof *d.contexts);
-    int missing = 0;
-    for (int i = 0; i < ne; i++) {
-        d.ex[i].id = rd_str(&r);
-        d.ex[i].context = i;
-        json_t *ctx = json_object_get(dev, d.ex[i].id);
-        if (!ctx) missing++;
-        set_context(&d.contexts[i], ctx ? json_string_value(ctx) : "");
-    }
-    CHECK(missing == 0, "%s: %d ids not in SQuAD dev", path, missing);
-
-    features f = {.n = nf, .T = T};
-    f.example = malloc(sizeof(int32_t) * (size_t)nf);
-    f.offset_begin = malloc(sizeof(int32_t) * (size_t)nf * T);
-    f.offset_end = malloc(sizeof(int32_t) * (size_t)nf * T);
-    float *sl = malloc(sizeof(float) * (size_t)nf * T), *el = malloc(sizeof(float) * (size_t)nf * T);
-    for (int i = 0; i < nf; i++) {
-        f.example[i] = (int32_t)rd_u32(&r);
-        for (int t = 0; t < T; t++) { uint16_t v = rd_u16(&r); f.offset_begin[(size_t)i * T + t] = v == 0xFFFF ? -1 : v; }
-        for (int t = 0; t < T; t++) { uint16_t v = rd_u16(&r); f.offset_end[(size_t)i * T + t] = v == 0xFFFF ? -1 : v; }
-        for (int t = 0; t < T; t++) sl[(size_t)i * T + t] = rd_f32(&r);
-        for (int t = 0; t < T; t++) el[(size_t)i * T + t] = rd_f32(&r);
-    }
-    CHECK(!r.bad, "%s: truncated features", path);
+    ppref ref;
+    if (ppref_read(&ref, name, 0, contexts, "SQuAD dev")) return;
+    ppref_reader *r = &ref.r;
+    squad_data *d = &ref.d;
+    const features *f = &ref.f;
+    const float *sl = ref.start_logits, *el = ref.end_logits;
+    int ne = ref.ne, nf = ref.nf, T = ref.T, n_best = ref.n_best, max_len = ref.max_len;
 
     qa_predictions p;
-    int rc = postprocess_predictions(&d, &f, sl, el, n_best, max_len, &p);
+    int rc = postprocess_predictions(d, f, sl, el,
+                                     &(postprocess_opts){.n_best = n_best, .max_answer_length = max_len}, &p);
     CHECK(rc == 0, "postprocess: %s", err_msg());
-    int text_bad = 0, nbest_bad = 0, order_bad = 0, n_empty = 0, n_answers = 0;
-    double max_score = 0, max_prob = 0;
-    for (int i = 0; rc == 0 && i < ne && !r.bad; i++) {
-        char *want = rd_str(&r);
-        int nb = rd_u16(&r);
+    int text_bad = 0, n_empty = 0;
+    ppref_nbest_diff nd = {0};
+    for (int i = 0; rc == 0 && i < ne && !r->bad; i++) {
+        char *want = rd_str(r);
         const char *got = p.n_nbest[i] > 0 ? p.nbest[i][0].text : "(none)";
         n_empty += strcmp(want, "empty") == 0;
         if (strcmp(got, want) != 0 && text_bad++ < 5)
-            fprintf(stderr, "%s example %d (%s): got '%s' want '%s'\n", name, i, d.ex[i].id, got, want);
-        if (nb != p.n_nbest[i] && nbest_bad++ < 5)
-            fprintf(stderr, "%s example %d: %d n-best, want %d\n", name, i, p.n_nbest[i], nb);
-        for (int k = 0; k < nb; k++) {
-            float score = rd_f32(&r), s = rd_f32(&r), e = rd_f32(&r);
-            double prob = rd_f64(&r);
-            uint64_t h = rd_u64(&r);
-            if (k >= p.n_nbest[i]) continue;
-            const qa_answer *a = &p.nbest[i][k];
-            n_answers++;
-            double ds = fabs((double)a->score - score), dp = fabs(a->probability - prob);
-            if (ds > max_score) max_score = ds;
-            if (dp > max_prob) max_prob = dp;
-            uint64_t gh = hash64(a->text, strlen(a->text), HASH64_INIT);
-            if ((gh != h || a->start_logit != s || a->end_logit != e) && order_bad++ < 5)
-                fprintf(stderr, "%s example %d rank %d: '%s' (%g %g) differs from Python (%g %g)\n", name, i, k, a->text,
-                        a->start_logit, a->end_logit, s, e);
-        }
+            fprintf(stderr, "%s example %d (%s): got '%s' want '%s'\n", name, i, d->ex[i].id, got, want);
+        ppref_compare_nbest(r, name, &p, i, &nd);
         free(want);
     }
-    uint64_t want_pred_hash = rd_u64(&r), want_nbest_hash = rd_u64(&r);
-    CHECK(!r.bad && r.p == r.end, "%s: layout", path);
+    uint64_t want_pred_hash = rd_u64(r), want_nbest_hash = rd_u64(r);
+    CHECK(!r->bad && r->p == r->end, "%s: layout", name);
     printf("%s: %d examples, %d features, T=%d: %d prediction texts differ, %d n-best counts differ, "
            "%d of %d n-best entries differ in text/order/logits; max |score diff| %.2e, max |prob diff| %.2e; %d \"empty\"\n",
-           name, ne, nf, T, text_bad, nbest_bad, order_bad, n_answers, max_score, max_prob, n_empty);
-    CHECK(text_bad == 0 && nbest_bad == 0 && order_bad == 0, "%s: predictions differ from utils_qa.py", name);
-    CHECK(max_score <= 1e-6 && max_prob <= 1e-6, "%s: scores %.3g probabilities %.3g beyond 1e-6", name, max_score, max_prob);
-    CHECK(n_empty > 0 && n_answers > 1000, "%s: the reference exercises 'empty' (%d) and many n-best entries (%d)", name,
-          n_empty, n_answers);
+           name, ne, nf, T, text_bad, nd.nbest_bad, nd.order_bad, nd.n_answers, nd.max_score, nd.max_prob, n_empty);
+    CHECK(text_bad == 0 && nd.nbest_bad == 0 && nd.order_bad == 0, "%s: predictions differ from utils_qa.py", name);
+    CHECK(nd.max_score <= 1e-6 && nd.max_prob <= 1e-6, "%s: scores %.3g probabilities %.3g beyond 1e-6", name,
+          nd.max_score, nd.max_prob);
+    CHECK(n_empty > 0 && nd.n_answers > 1000, "%s: the reference exercises 'empty' (%d) and many n-best entries (%d)",
+          name, n_empty, nd.n_answers);
 
     /* the files, as utils_qa.py would write them with ensure_ascii=False */
     char out[512];
     snprintf(out, sizeof out, "%s/%s.predictions.json", tu_tmpdir(), name);
-    CHECK(predictions_write_json(out, &d, &p) == 0, "write %s: %s", out, err_msg());
+    CHECK(predictions_write_json(out, d, &p) == 0, "write %s: %s", out, err_msg());
     char *js;
     size_t jn;
     if (file_read_all(out, &js, &jn) == 0) {
@@ -121,13 +72,13 @@ static void check_reference(const char *name, json_t *dev)
         free(js);
     }
     snprintf(out, sizeof out, "%s/%s.nbest.json", tu_tmpdir(), name);
-    CHECK(nbest_write_json(out, &d, &p) == 0, "write %s: %s", out, err_msg());
+    CHECK(nbest_write_json(out, d, &p) == 0, "write %s: %s", out, err_msg());
     json_error_t je;
     json_t *nj = json_load_file(out, 0, &je);
-    CHECK(nj && json_is_array(json_object_get(nj, d.ex[0].id)) && (int)json_object_size(nj) == ne,
+    CHECK(nj && json_is_array(json_object_get(nj, d->ex[0].id)) && (int)json_object_size(nj) == ne,
           "%s: nbest file does not parse back: %d:%d %s", out, je.line, je.column, je.text);
     if (nj) {
-        const char *t = json_string_value(json_object_get(json_array_get(json_object_get(nj, d.ex[0].id), 0), "text"));
+        const char *t = json_string_value(json_object_get(json_array_get(json_object_get(nj, d->ex[0].id), 0), "text"));
         CHECK(t && strcmp(t, p.nbest[0][0].text) == 0, "nbest file: first text");
     }
     json_decref(nj);
@@ -138,20 +89,14 @@ static void check_reference(const char *name, json_t *dev)
         free(js);
     }
     qa_predictions_free(&p);
-    free(sl);
-    free(el);
-    free(f.example);
-    free(f.offset_begin);
-    free(f.offset_end);
-    free_data(&d);
-    free(buf);
+    ppref_free(&ref);
 }
 
 /* Small cases worked out by hand. */
 static void test_hand(void)
 {
     squad_context c = {0};
-    set_context(&c, "ab cd é f");
+    ppref_set_context(&c, "ab cd é f");
     squad_example ex[2] = {{.id = "x", .context = 0}, {.id = "y\"\n\x01", .context = 0}};
     squad_data d = {.ex = ex, .n = 2, .contexts = &c, .ncontexts = 1};
     /* one window of T=6: [CLS] ab cd é [SEP] pad */
@@ -164,7 +109,7 @@ static void test_hand(void)
     float sl[2 * T] = {0, 0, 0, 0, 0, 0, 0, 2, 0, 2, 0, 0};
     float el[2 * T] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0.5f};
     qa_predictions p;
-    int rc = postprocess_predictions(&d, &f, sl, el, 2, 30, &p);
+    int rc = postprocess_predictions(&d, &f, sl, el, &(postprocess_opts){.n_best = 2, .max_answer_length = 30}, &p);
     CHECK(rc == 0 && p.n_nbest[0] == 1 && strcmp(p.nbest[0][0].text, "empty") == 0 && p.nbest[0][0].probability == 1.0,
           "all-tied window: '%s' (%d)", rc ? "" : p.nbest[0][0].text, rc ? -1 : p.n_nbest[0]);
     /* y: starts [3 (tie, higher index first), 1], ends [3, 5]; valid: (3,3) "é" 3.0,
@@ -202,7 +147,7 @@ static void test_hand(void)
     float s1[T] = {0, 1, 0, 0, 0, 0}, e1[T] = {0, 1, 0, 0, 0, 0};
     features f1 = {.n = 1, .T = T, .example = exi, .offset_begin = ob1, .offset_end = oe1};
     d.n = 1;
-    rc = postprocess_predictions(&d, &f1, s1, e1, 20, 30, &p);
+    rc = postprocess_predictions(&d, &f1, s1, e1, &(postprocess_opts){.n_best = 20, .max_answer_length = 30}, &p);
     double want_p = exp(-2.0) / (exp(-2.0) + 1.0);
     CHECK(rc == 0 && p.n_nbest[0] == 2 && strcmp(p.nbest[0][0].text, "empty") == 0 && p.nbest[0][1].text[0] == 0 &&
               p.nbest[0][0].probability == want_p,
@@ -211,18 +156,18 @@ static void test_hand(void)
 
     /* max_answer_length 2: (1,3) is 3 tokens long, only "é" is left for y */
     d.n = 2;
-    rc = postprocess_predictions(&d, &f, sl, el, 2, 2, &p);
+    rc = postprocess_predictions(&d, &f, sl, el, &(postprocess_opts){.n_best = 2, .max_answer_length = 2}, &p);
     CHECK(rc == 0 && p.n_nbest[1] == 1 && strcmp(p.nbest[1][0].text, "é") == 0, "max_answer_length 2: '%s' (%d)",
           rc ? "" : p.nbest[1][0].text, rc ? -1 : p.n_nbest[1]);
     if (rc == 0) qa_predictions_free(&p);
 
     /* bad input */
     sl[3] = NAN;
-    rc = postprocess_predictions(&d, &f, sl, el, 20, 30, &p);
+    rc = postprocess_predictions(&d, &f, sl, el, &(postprocess_opts){.n_best = 20, .max_answer_length = 30}, &p);
     CHECK(rc == ERR_RUNTIME && strstr(err_msg(), "NaN") != NULL, "NaN: %d %s", rc, err_msg());
     sl[3] = 0;
     exi[1] = 7;
-    rc = postprocess_predictions(&d, &f, sl, el, 20, 30, &p);
+    rc = postprocess_predictions(&d, &f, sl, el, &(postprocess_opts){.n_best = 20, .max_answer_length = 30}, &p);
     CHECK(rc == ERR_INPUT, "example index out of range: %d %s", rc, err_msg());
     free(c.text);
     free(c.cp_byte);
@@ -232,21 +177,9 @@ int main(void)
 {
     test_hand();
     /* id -> context of every SQuAD dev question */
-    json_error_t je;
-    json_t *dev = json_load_file(tu_data("squad-v1.1/dev-v1.1.json"), 0, &je), *ctx = json_object();
-    CHECK(dev != NULL, "load SQuAD dev: %s", je.text);
-    size_t a, b, q;
-    json_t *art, *para, *qa;
-    json_array_foreach(json_object_get(dev, "data"), a, art) {
-        json_array_foreach(json_object_get(art, "paragraphs"), b, para) {
-            json_array_foreach(json_object_get(para, "qas"), q, qa) {
-                json_object_set(ctx, json_string_value(json_object_get(qa, "id")), json_object_get(para, "context"));
-            }
-        }
-    }
+    json_t *ctx = ppref_contexts(tu_data("squad-v1.1/dev-v1.1.json"));
     check_reference("squad_T384.bin", ctx);
     check_reference("squad_T128.bin", ctx);
     json_decref(ctx);
-    json_decref(dev);
     return tu_done();
 }

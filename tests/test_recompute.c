@@ -1,4 +1,4 @@
-/* --recompute layer (bert_model_create_mode): the model keeps each layer's
+/* --recompute layer (bert_model_opts' recompute): the model keeps each layer's
  * input and one layer's activations and runs each layer's forward again in
  * backward. The ops are deterministic and the dropout masks come from
  * (seed, step, stream), so loss, logits and every gradient must equal
@@ -9,8 +9,8 @@
 #include "backend/backend.h"
 #include "core/err.h"
 #include "model/bert.h"
+#include "model/init.h"
 #include "model/memory.h"
-#include "model/weights.h"
 #include "testutil.h"
 
 #include <stdlib.h>
@@ -18,28 +18,14 @@
 
 enum { B = 3, T = 24, L = 3 };
 
-static bert_config small_config(void)
-{
-    bert_config c = {
-        .vocab_size = 60, .hidden_size = 32, .num_hidden_layers = L, .num_attention_heads = 4,
-        .intermediate_size = 64, .max_position_embeddings = 32, .type_vocab_size = 2, .layer_norm_eps = 1e-12f,
-        .hidden_dropout_prob = 0.1f, .attention_probs_dropout_prob = 0.1f, .initializer_range = 0.02f,
-        .pad_token_id = 0,
-    };
-    return c;
-}
-
 static int32_t ids[B * T], types[B * T], mask[B * T], sp[B] = {3, 5, 0}, ep[B] = {6, 9, 0};
 
-static void make_batch(void)
+/* rows of T, T - 5 and T - 10 tokens */
+static void make_batch(int vocab)
 {
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            int len = T - 5 * b;
-            ids[b * T + t] = t < len ? 1 + (b * 11 + t * 17) % 59 : 0;
-            types[b * T + t] = t >= 6 && t < len;
-            mask[b * T + t] = t < len;
-        }
+    static const int lens[B] = {T, T - 5, T - 10};
+    tu_batch_spec spec = {B, T, lens, .vocab = vocab, .row_mul = 11, .tok_mul = 17, .seg_start = 6};
+    tu_make_batch(&spec, ids, types, mask);
 }
 
 typedef struct {
@@ -83,8 +69,10 @@ static void compare(const bert_config *cfg, const float *p0, size_t n, int threa
     memset(&a, 0, sizeof a);
     memset(&b, 0, sizeof b);
     int rc = backend_cpu_create(&be, threads);
-    if (!rc) rc = bert_model_create_mode(&keep, cfg, &be, B, T, 0);
-    if (!rc) rc = bert_model_create_mode(&re, cfg, &be, B, T, 1);
+    if (!rc) rc = bert_model_create(&keep, &(bert_model_opts){.cfg = cfg, .be = &be, .max_B = B, .T = T});
+    if (!rc)
+        rc = bert_model_create(
+            &re, &(bert_model_opts){.cfg = cfg, .be = &be, .max_B = B, .T = T, .recompute = RECOMPUTE_LAYER});
     if (!rc) rc = run(keep, p0, n, &a);
     if (!rc) rc = run(re, p0, n, &b);
     CHECK(rc == 0, "%d threads: %s", threads, err_msg());
@@ -114,10 +102,13 @@ static void check_memory(void)
 {
     bert_config base;
     CHECK(config_named("base", 30522, &base) == 0, "%s", err_msg());
-    size_t none = bert_activation_bytes_mode(&base, 8, 384, 0), layer = bert_activation_bytes_mode(&base, 8, 384, 1);
+    bert_model_opts keep = {.cfg = &base, .max_B = 8, .T = 384};
+    bert_model_opts re = {.cfg = &base, .max_B = 8, .T = 384, .recompute = RECOMPUTE_LAYER};
+    size_t none = bert_activation_bytes(&keep), layer = bert_activation_bytes(&re);
     printf("BERT-base, 8 x 384: activations %.1f MiB kept, %.1f MiB with recompute (%.1f%%)\n", none / 1048576.0,
            layer / 1048576.0, 100.0 * layer / none);
-    CHECK(none == bert_activation_bytes(&base, 8, 384), "mode 0 is bert_activation_bytes");
+    CHECK(none == bert_activation_bytes(&(bert_model_opts){.cfg = &base, .max_B = 8, .T = 384}),
+          "mode 0 is bert_activation_bytes");
     CHECK(layer < none / 4, "recompute keeps under a quarter for 12 layers");
     memory_plan p;
     CHECK(memory_plan_compute(&base, 8, 384, PREC_BF16, RECOMPUTE_LAYER, &p) == 0 && p.activations == (int64_t)layer,
@@ -127,16 +118,11 @@ static void check_memory(void)
 int main(void)
 {
     log_quiet(1);
-    make_batch();
-    bert_config cfg = small_config();
+    bert_config cfg = tu_small_config(60, L, 4);
+    make_batch(cfg.vocab_size);
     param_table t;
     param_table_init(&t, &cfg);
-    float *p0 = malloc(t.total * sizeof *p0);
-    model_init_random(&cfg, &t, p0, 5);
-    for (size_t j = 0; j < t.total; j++) p0[j] *= 5; /* attention far from uniform */
-    for (int i = 0; i < t.n; i++)
-        if (t.info[i].init == PARAM_INIT_ONE)
-            for (size_t j = 0; j < t.info[i].numel; j++) p0[t.info[i].offset + j] = 1.0f + 0.01f * (float)(j % 5);
+    float *p0 = tu_model_params(&cfg, &t, 5, 5);
     compare(&cfg, p0, t.total, 1);
     compare(&cfg, p0, t.total, 2);
     check_memory();

@@ -25,7 +25,8 @@
 #include "backend/backend.h"
 #include "core/err.h"
 #include "model/bert.h"
-#include "model/weights.h"
+#include "model/hf_dir.h"
+#include "model/safetensors.h"
 #include "train/optim.h"
 #include "testutil.h"
 
@@ -35,35 +36,6 @@
 
 #define REF_DIR "tests/ref/tiny"
 
-/* A tensor of the reference as a new fp32 array of exactly n elements. */
-static float *ref_f32(const st_file *f, const char *name, size_t n)
-{
-    const st_tensor *t = st_find(f, name);
-    if (!t || t->numel != n) {
-        CHECK(0, "reference tensor %s: %s (want %zu elements)", name, t ? "wrong size" : "missing", n);
-        return NULL;
-    }
-    float *out = malloc(n * sizeof *out);
-    if (st_read_f32(f, t, out, n)) {
-        CHECK(0, "reading %s: %s", name, err_msg());
-        free(out);
-        return NULL;
-    }
-    return out;
-}
-
-static int32_t *ref_i32(const st_file *f, const char *name, size_t n)
-{
-    const st_tensor *t = st_find(f, name);
-    if (!t || t->dtype != ST_I32 || t->numel != n) {
-        CHECK(0, "reference tensor %s: missing, not I32 or not %zu elements", name, n);
-        return NULL;
-    }
-    int32_t *out = malloc(n * sizeof *out);
-    memcpy(out, t->data, n * sizeof *out); /* the mapping need not be 4-byte aligned */
-    return out;
-}
-
 static void compare_params(const st_file *ref, const param_table *t, const float *got, const char *prefix,
                            double rtol, double atol, double scale_floor, const float *grads_ref_zero,
                            double zero_atol)
@@ -71,7 +43,7 @@ static void compare_params(const st_file *ref, const param_table *t, const float
     for (int i = 0; i < t->n; i++) {
         char name[128];
         snprintf(name, sizeof name, "%s%s", prefix, t->info[i].name);
-        float *want = ref_f32(ref, name, t->info[i].numel);
+        float *want = tu_st_f32(ref, name, t->info[i].numel);
         if (!want) continue;
         double a = atol;
         if (scale_floor > 0) {
@@ -110,15 +82,15 @@ int main(void)
           "config L%d H%d A%d I%d V%d", cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads,
           cfg.intermediate_size, cfg.vocab_size);
 
-    int32_t *shape = ref_i32(&ref, "shape", 2);
-    float *hp = ref_f32(&ref, "hparams", 8);
+    int32_t *shape = tu_st_i32(&ref, "shape", 2);
+    float *hp = tu_st_f32(&ref, "hparams", 8);
     if (!shape || !hp) return tu_done();
     int B = shape[0], T = shape[1];
     size_t BT = (size_t)B * T;
     bert_batch batch = {.B = B, .T = T};
-    int32_t *ids = ref_i32(&ref, "input_ids", BT), *types = ref_i32(&ref, "token_type_ids", BT);
-    int32_t *mask = ref_i32(&ref, "attention_mask", BT), *sp = ref_i32(&ref, "start_positions", B);
-    int32_t *ep = ref_i32(&ref, "end_positions", B);
+    int32_t *ids = tu_st_i32(&ref, "input_ids", BT), *types = tu_st_i32(&ref, "token_type_ids", BT);
+    int32_t *mask = tu_st_i32(&ref, "attention_mask", BT), *sp = tu_st_i32(&ref, "start_positions", B);
+    int32_t *ep = tu_st_i32(&ref, "end_positions", B);
     if (!ids || !types || !mask || !sp || !ep) return tu_done();
     batch.input_ids = ids;
     batch.token_type_ids = types;
@@ -129,8 +101,9 @@ int main(void)
     backend be;
     bert_model *m = NULL;
     optim *opt = NULL;
-    if (backend_cpu_create(&be, 2) || bert_model_create(&m, &cfg, &be, B, T) || bert_model_set_params(m, init) ||
-        optim_create(&opt, &be, bert_model_table(m))) {
+    if (backend_cpu_create(&be, 2) ||
+        bert_model_create(&m, &(bert_model_opts){.cfg = &cfg, .be = &be, .max_B = B, .T = T}) ||
+        bert_model_set_params(m, init) || optim_create(&opt, &be, bert_model_table(m))) {
         fprintf(stderr, "FAIL: setup: %s\n", err_msg());
         return 1;
     }
@@ -143,11 +116,11 @@ int main(void)
     float *sl = malloc(BT * sizeof *sl), *el = malloc(BT * sizeof *el);
     int rc = bert_forward(m, &batch, 0, 0, rng, &loss, sl, el);
     CHECK(rc == 0, "forward: %s", err_msg());
-    float *want = ref_f32(&ref, "start_logits", BT);
+    float *want = tu_st_f32(&ref, "start_logits", BT);
     if (want) tu_close("start_logits", sl, want, BT, 1e-5, 1e-6), free(want);
-    want = ref_f32(&ref, "end_logits", BT);
+    want = tu_st_f32(&ref, "end_logits", BT);
     if (want) tu_close("end_logits", el, want, BT, 1e-5, 1e-6), free(want);
-    want = ref_f32(&ref, "loss", 1);
+    want = tu_st_f32(&ref, "loss", 1);
     if (want) tu_close("loss", &loss, want, 1, 1e-5, 1e-6), free(want);
 
     bert_zero_grad(m);
@@ -164,7 +137,7 @@ int main(void)
     for (int i = 0; i < mt->n; i++) {
         char name[128];
         snprintf(name, sizeof name, "grad.%s", mt->info[i].name);
-        float *g = ref_f32(&ref, name, mt->info[i].numel);
+        float *g = tu_st_f32(&ref, name, mt->info[i].numel);
         if (!g) continue;
         double mx = 0;
         for (size_t j = 0; j < mt->info[i].numel; j++) mx = fmax(mx, fabs(g[j]));
@@ -188,7 +161,7 @@ int main(void)
     oc.beta2 = hp[7];
     printf("AdamW lr %g wd %g eps %g betas %g %g, clip at %g, warm-up %lld of %lld\n", oc.lr, oc.weight_decay, oc.eps,
            oc.beta1, oc.beta2, oc.max_grad_norm, (long long)oc.warmup_steps, (long long)oc.total_steps);
-    float *norms_ref = ref_f32(&ref, "grad_norm", 3);
+    float *norms_ref = tu_st_f32(&ref, "grad_norm", 3);
     float norms[3] = {0};
     double lr_sum = 0;
     for (int k = 0; k < 3; k++) {

@@ -141,7 +141,8 @@ static void make_reference(void)
         feature_opts fo = {64, 16, 0, 0};
         if (!rc) rc = features_build(&d, m.tok, &fo, 1, &f);
         qa_predictions p;
-        if (!rc) rc = qa_model_predict(&m, &d, &f, PREDICT_N_BEST, PREDICT_MAX_ANSWER_LENGTH, &p, NULL);
+        postprocess_opts po = {.n_best = PREDICT_N_BEST, .max_answer_length = PREDICT_MAX_ANSWER_LENGTH};
+        if (!rc) rc = qa_model_predict(&m, &d, &f, &po, &p, NULL);
         CHECK(rc == 0, "reference %d: %s", i, err_msg());
         if (rc) break;
         json_t *arr = json_array();

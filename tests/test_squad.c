@@ -102,33 +102,15 @@ static void test_real(void)
     }
 }
 
-static const char *write_tmp(const char *name, const char *text)
-{
-    static char path[8][512];
-    static int slot;
-    char *p = path[slot++ & 7];
-    snprintf(p, 512, "%s/%s", tu_tmpdir(), name);
-    FILE *f = fopen(p, "wb");
-    if (!f) return p;
-    fputs(text, f);
-    fclose(f);
-    return p;
-}
-
-/* Loads text that must fail; the message must hold every string in want. */
+/* Loads text that must fail: ERR_INPUT with the file's path and want1 to
+ * want3 (those not NULL) in the message, and the output cleared. */
 static void expect_error(const char *name, const char *text, const char *want1, const char *want2, const char *want3)
 {
-    const char *path = write_tmp(name, text);
+    const char *path = tu_write_tmp(name, text);
     squad_data d;
     err_clear();
     int rc = squad_load(path, &d);
-    const char *m = err_msg();
-    printf("%-18s rc=%d: %s\n", name, rc, rc ? m : "(loaded)");
-    CHECK(rc == ERR_INPUT, "%s: rc %d", name, rc);
-    CHECK(strstr(m, path) != NULL, "%s: message does not name the file: %s", name, m);
-    const char *w[3] = {want1, want2, want3};
-    for (int i = 0; i < 3; i++)
-        if (w[i]) CHECK(strstr(m, w[i]) != NULL, "%s: message lacks '%s': %s", name, w[i], m);
+    tu_expect_input_error(name, rc, path, want1, want2, want3, NULL);
     CHECK(d.n == 0 && d.ex == NULL, "%s: output not cleared", name);
     if (rc == 0) squad_free(&d);
 }
@@ -187,7 +169,7 @@ static void test_relocate(void)
         "{\"id\": \"empty\", \"question\": \"q\", \"answers\": [{\"text\": \"\", \"answer_start\": 0}]},"
         "{\"id\": \"v2\", \"question\": \"q\", \"answers\": [], \"is_impossible\": true}"
         "]}]}]}";
-    const char *path = write_tmp("relocate.json", text);
+    const char *path = tu_write_tmp("relocate.json", text);
     squad_data d;
     int rc = squad_load(path, &d);
     CHECK(rc == 0, "relocate.json: %s", err_msg());
@@ -243,7 +225,7 @@ static void test_mutations(void)
             else buf[at] = "{}[]\",:0-9"[byte % 11];                         /* structural */
         }
         buf[len] = 0;
-        const char *path = write_tmp("mutant.json", buf);
+        const char *path = tu_write_tmp("mutant.json", buf);
         squad_data d;
         int rc = squad_load(path, &d);
         if (rc == 0) {

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "testutil.h"
 
+#include "core/clock.h"
 #include "core/err.h"
 #include "core/fileio.h"
 #include "train/supervise.h"
@@ -17,7 +18,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 /* ---------------- the fake trainer ---------------- */
@@ -105,13 +105,6 @@ static int child_main(const char *mode, int argc, char **argv)
 static char g_dir[2048];
 static int g_case;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* A fresh record dir for one case; SUPTEST_DIR points at it. */
 static const char *new_case(const char *mode)
 {
@@ -124,28 +117,16 @@ static const char *new_case(const char *mode)
 
 static char *read_rec(const char *name)
 {
-    char path[4096], *data = NULL;
-    size_t len;
+    char path[4096];
     snprintf(path, sizeof path, "%s/%s", g_dir, name);
-    if (file_read_all(path, &data, &len) != 0) {
-        err_clear();
-        return NULL;
-    }
-    return data;
-}
-
-static int count_lines(const char *s)
-{
-    int n = 0;
-    for (; s && *s; s++) n += *s == '\n';
-    return n;
+    return tu_read_text(path);
 }
 
 static int wait_file(const char *name, double seconds)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", g_dir, name);
-    for (double t0 = now_s(); now_s() - t0 < seconds; usleep(10000))
+    for (double t0 = clock_now_s(); clock_now_s() - t0 < seconds; usleep(10000))
         if (path_exists(path)) return 1;
     return 0;
 }
@@ -259,12 +240,12 @@ static void test_crash_then_done(const char *how, const char *signame, int code)
     char run[4200];
     snprintf(run, sizeof run, "%s/run", g_dir); /* not there yet: the supervisor makes it to log */
     char *a[] = {"train", "--model", "m", "--supervise", "3", "--resume", "never", "--out", run};
-    double t0 = now_s();
+    double t0 = clock_now_s();
     err_clear();
     int rc = supervise_run(3, 9, a, run);
-    double dt = now_s() - t0;
+    double dt = clock_now_s() - t0;
     char *att = read_rec("attempts"), *a1 = read_rec("args.1"), *a3 = read_rec("args.3");
-    printf("crash by %s twice, then done: rc %d, %d attempts in %.2f s\n", how, rc, count_lines(att), dt);
+    printf("crash by %s twice, then done: rc %d, %d attempts in %.2f s\n", how, rc, tu_count_lines(att), dt);
     CHECK(rc == 0 && err_code() == 0, "rc %d (err '%s'), want 0", rc, err_msg());
     CHECK(att && !strcmp(att, "1\n2\n3\n"), "attempts '%s', want 1 2 3", att ? att : "(none)");
     CHECK(dt >= 0.05 + 0.1 - 0.01, "back-off 0.05 s then 0.1 s, but all took %.3f s", dt);
@@ -278,7 +259,7 @@ static void test_crash_then_done(const char *how, const char *signame, int code)
     int have = file_read_all(path, &log, &len) == 0;
     err_clear();
     printf("%s", have ? log : "(no restarts.csv)\n");
-    CHECK(have && count_lines(log) == 4, "restarts.csv: %d lines, want header + 3", have ? count_lines(log) : 0);
+    CHECK(have && tu_count_lines(log) == 4, "restarts.csv: %d lines, want header + 3", have ? tu_count_lines(log) : 0);
     if (have) {
         char *l1 = strchr(log, '\n') + 1, *l2 = strchr(l1, '\n') + 1, *l3 = strchr(l2, '\n') + 1;
         CHECK(!strncmp(log, SUPERVISE_HEADER "\n", strlen(SUPERVISE_HEADER) + 1), "header");
@@ -324,12 +305,12 @@ static void test_gives_up(void)
 {
     char *att, *log;
     int rc = always_failing("exit1", 2, &att, &log);
-    printf("always exit 1, --supervise 2: rc %d, '%s', %d attempts\n", rc, err_msg(), count_lines(att));
+    printf("always exit 1, --supervise 2: rc %d, '%s', %d attempts\n", rc, err_msg(), tu_count_lines(att));
     CHECK(rc == 1 && err_code() == ERR_RUNTIME && strstr(err_msg(), "giving up after 2 restarts") &&
               strstr(err_msg(), "attempt 3 exited with code 1"),
           "rc %d, message '%s'", rc, err_msg());
-    CHECK(count_lines(att) == 3, "%d attempts, want 3", count_lines(att));
-    CHECK(log && count_lines(log) == 4 && strstr(log, ",restart,") && strstr(log, ",3,") && strstr(log, ",gave-up,"),
+    CHECK(tu_count_lines(att) == 3, "%d attempts, want 3", tu_count_lines(att));
+    CHECK(log && tu_count_lines(log) == 4 && strstr(log, ",restart,") && strstr(log, ",3,") && strstr(log, ",gave-up,"),
           "restarts.csv:\n%s", log ? log : "(none)");
     free(att);
     free(log);
@@ -339,7 +320,7 @@ static void test_gives_up(void)
     printf("SIGKILL, --supervise 0: rc %d, '%s'\n", rc, err_msg());
     CHECK(rc == 137 && strstr(err_msg(), "signal 9 (SIGKILL)") && strstr(err_msg(), "giving up after 0 restarts"),
           "rc %d, '%s'", rc, err_msg());
-    CHECK(count_lines(att) == 1 && !path_exists(g_run), "%d attempts, run dir %s", count_lines(att),
+    CHECK(tu_count_lines(att) == 1 && !path_exists(g_run), "%d attempts, run dir %s", tu_count_lines(att),
           path_exists(g_run) ? "made" : "absent");
     free(att);
     free(log);
@@ -351,20 +332,21 @@ static void test_repeat(void)
 {
     char *att, *log;
     int rc = always_failing("same", 5, &att, &log);
-    printf("the same error every time, --supervise 5: rc %d, %d attempts, '%s'\n", rc, count_lines(att), err_msg());
+    printf("the same error every time, --supervise 5: rc %d, %d attempts, '%s'\n", rc, tu_count_lines(att), err_msg());
     CHECK(rc == 1 && err_code() == ERR_RUNTIME && strstr(err_msg(), "attempt 2 failed as attempt 1 did") &&
               strstr(err_msg(), "(4 restarts left): bad data at step 6"),
           "rc %d, message '%s'", rc, err_msg());
-    CHECK(count_lines(att) == 2, "%d attempts, want 2", count_lines(att));
-    CHECK(log && count_lines(log) == 3 && strstr(log, ",1,,") && strstr(log, ",restart,") && strstr(log, ",repeated,"),
+    CHECK(tu_count_lines(att) == 2, "%d attempts, want 2", tu_count_lines(att));
+    CHECK(log && tu_count_lines(log) == 3 && strstr(log, ",1,,") && strstr(log, ",restart,") &&
+              strstr(log, ",repeated,"),
           "restarts.csv:\n%s", log ? log : "(none)");
     free(att);
     free(log);
 
     rc = always_failing("moving", 3, &att, &log);
-    printf("an error that changes, --supervise 3: rc %d, %d attempts, '%s'\n", rc, count_lines(att), err_msg());
-    CHECK(rc == 1 && count_lines(att) == 4 && strstr(err_msg(), "giving up after 3 restarts"), "rc %d, %d attempts, '%s'",
-          rc, count_lines(att), err_msg());
+    printf("an error that changes, --supervise 3: rc %d, %d attempts, '%s'\n", rc, tu_count_lines(att), err_msg());
+    CHECK(rc == 1 && tu_count_lines(att) == 4 && strstr(err_msg(), "giving up after 3 restarts"),
+          "rc %d, %d attempts, '%s'", rc, tu_count_lines(att), err_msg());
     free(att);
     free(log);
     unsetenv("SUPTEST_CRASHES");
@@ -385,10 +367,10 @@ static void test_no_restart(void)
         err_set(ERR_RUNTIME, "stale");
         int rc = supervise_run(5, 4, a, run);
         char *att = read_rec("attempts"), *a1 = read_rec("args.1");
-        printf("exit %d: rc %d, %d attempt(s), run dir %s\n", codes[i], rc, count_lines(att),
+        printf("exit %d: rc %d, %d attempt(s), run dir %s\n", codes[i], rc, tu_count_lines(att),
                path_exists(run) ? "made" : "absent");
         CHECK(rc == codes[i] && err_code() == 0, "rc %d err %d, want %d and no message", rc, err_code(), codes[i]);
-        CHECK(count_lines(att) == 1, "exit %d was restarted: %d attempts", codes[i], count_lines(att));
+        CHECK(tu_count_lines(att) == 1, "exit %d was restarted: %d attempts", codes[i], tu_count_lines(att));
         CHECK(!path_exists(run), "exit %d: the supervisor made %s", codes[i], run);
         CHECK(a1 && !strstr(a1, "--supervise"), "args %s", a1 ? a1 : "(none)");
         free(att);
@@ -416,10 +398,11 @@ static void test_forwarding(int sig, int to_group)
     int n = 0, first = 0;
     if (got) sscanf(got, "%d %d", &n, &first);
     printf("signal %d to the supervisor%s: exit %d, child got %d signal(s), first %d, %d attempt(s)\n", sig,
-           to_group ? "'s group" : "", WIFEXITED(st) ? WEXITSTATUS(st) : -1, n, first, count_lines(att));
+           to_group ? "'s group" : "", WIFEXITED(st) ? WEXITSTATUS(st) : -1, n, first, tu_count_lines(att));
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 75, "supervisor status %#x, want exit 75", st);
     CHECK(n == 1 && first == sig, "child got %d signals, first %d; want exactly one %d", n, first, sig);
-    CHECK(count_lines(att) == 1 && !path_exists(run), "stopped on purpose but restarted (%d attempts)", count_lines(att));
+    CHECK(tu_count_lines(att) == 1 && !path_exists(run), "stopped on purpose but restarted (%d attempts)",
+          tu_count_lines(att));
     free(pg);
     free(got);
     free(att);
@@ -459,7 +442,7 @@ static char proc_state(int pid)
 
 static int wait_state(int pid, int stopped, double seconds)
 {
-    for (double t0 = now_s(); now_s() - t0 < seconds; usleep(5000))
+    for (double t0 = clock_now_s(); clock_now_s() - t0 < seconds; usleep(5000))
         if ((proc_state(pid) == 'T') == stopped) return 1;
     return 0;
 }
@@ -506,15 +489,15 @@ static void test_stop_in_backoff(void)
     char *a[] = {"train", "--out", run};
     pid_t sup = fork_supervisor(3, 3, a, run);
     int logged = wait_file("run/" SUPERVISE_LOG, 20);
-    double t0 = now_s();
+    double t0 = clock_now_s();
     kill(sup, SIGTERM);
     int st = wait_status(sup);
-    double dt = now_s() - t0;
+    double dt = clock_now_s() - t0;
     char *att = read_rec("attempts");
     printf("SIGTERM during a 30 s back-off: exit %d after %.2f s, %d attempt(s)\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1,
-           dt, count_lines(att));
+           dt, tu_count_lines(att));
     CHECK(logged && WIFEXITED(st) && WEXITSTATUS(st) == 75 && dt < 5, "status %#x after %.2f s", st, dt);
-    CHECK(count_lines(att) == 1, "%d attempts, want 1", count_lines(att));
+    CHECK(tu_count_lines(att) == 1, "%d attempts, want 1", tu_count_lines(att));
     free(att);
     setenv("BERTC_SUPERVISE_BACKOFF_S", "0.05", 1);
 }

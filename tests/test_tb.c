@@ -6,6 +6,7 @@
  * Python package. */
 #define _GNU_SOURCE
 #include "testutil.h"
+#include "core/clock.h"
 #include "core/crc32c.h"
 #include "core/err.h"
 #include "core/fileio.h"
@@ -21,7 +22,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 
 /* Made by tools/tb_check.py --golden (tensorboard 2.21's protobuf classes). */
 static const uint8_t gold_version[] = "\x09\x00\x00\x20\x40\xfc\x54\xd9\x41\x1a\x0d\x62\x72\x61\x69\x6e\x2e\x45\x76\x65\x6e\x74\x3a\x32";
@@ -180,13 +180,6 @@ static int list_events(const char *dir, char names[][512], int cap)
     return n;
 }
 
-static double now_s(void)
-{
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (double)tv.tv_sec + tv.tv_usec * 1e-6;
-}
-
 static void tag_of(char *buf, size_t cap, int i)
 {
     static const char *tags[] = {"train/loss", "train/lr", "gpu/temp_c", "中文/标签"};
@@ -197,7 +190,7 @@ static void test_round_trip(void)
 {
     char dir[600];
     snprintf(dir, sizeof dir, "%s/rt/tb", tu_tmpdir());
-    double t0 = now_s();
+    double t0 = clock_unix_s();
     tb_writer *w;
     CHECK(tb_open(&w, dir) == 0, "tb_open: %s", err_msg());
     if (!w) return;
@@ -213,7 +206,7 @@ static void test_round_trip(void)
     longtag[519] = 0;
     CHECK(tb_scalar(w, 1LL << 40, longtag, 3.5f, 12345.0) == 0, "long tag");
     CHECK(tb_close(w) == 0, "tb_close: %s", err_msg());
-    double t1 = now_s();
+    double t1 = clock_unix_s();
 
     char names[4][512];
     int nf = list_events(dir, names, 4);

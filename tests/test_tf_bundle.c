@@ -16,9 +16,11 @@
 #include "core/err.h"
 #include "core/fileio.h"
 #include "model/bert.h"
+#include "model/hf_dir.h"
+#include "model/init.h"
+#include "model/safetensors.h"
 #include "model/tf_bert.h"
 #include "model/tf_bundle.h"
-#include "model/weights.h"
 #include "testutil.h"
 
 #include <stdlib.h>
@@ -88,30 +90,6 @@ static void check_names(void)
     }
 }
 
-static float *ref_f32(const st_file *f, const char *name, size_t n)
-{
-    const st_tensor *t = st_find(f, name);
-    float *out = malloc(n * sizeof *out);
-    if (!t || st_read_f32(f, t, out, n)) {
-        CHECK(0, "reference tensor %s", name);
-        free(out);
-        return NULL;
-    }
-    return out;
-}
-
-static int32_t *ref_i32(const st_file *f, const char *name, size_t n)
-{
-    const st_tensor *t = st_find(f, name);
-    if (!t || t->dtype != ST_I32 || t->numel != n) {
-        CHECK(0, "reference tensor %s", name);
-        return NULL;
-    }
-    int32_t *out = malloc(n * sizeof *out);
-    memcpy(out, t->data, n * sizeof *out);
-    return out;
-}
-
 static void check_logits(void)
 {
     bert_config cfg;
@@ -130,17 +108,19 @@ static void check_logits(void)
         CHECK(0, "%s", err_msg());
         return;
     }
-    int32_t *shape = ref_i32(&ref, "shape", 2);
+    int32_t *shape = tu_st_i32(&ref, "shape", 2);
     if (!shape) return;
     int B = shape[0], T = shape[1];
     size_t BT = (size_t)B * T;
     bert_batch batch = {.B = B, .T = T};
-    batch.input_ids = ref_i32(&ref, "input_ids", BT);
-    batch.token_type_ids = ref_i32(&ref, "token_type_ids", BT);
-    batch.attention_mask = ref_i32(&ref, "attention_mask", BT);
+    batch.input_ids = tu_st_i32(&ref, "input_ids", BT);
+    batch.token_type_ids = tu_st_i32(&ref, "token_type_ids", BT);
+    batch.attention_mask = tu_st_i32(&ref, "attention_mask", BT);
     backend be;
     bert_model *m = NULL;
-    if (backend_cpu_create(&be, 2) || bert_model_create(&m, &cfg, &be, B, T) || bert_model_set_params(m, params)) {
+    if (backend_cpu_create(&be, 2) ||
+        bert_model_create(&m, &(bert_model_opts){.cfg = &cfg, .be = &be, .max_B = B, .T = T}) ||
+        bert_model_set_params(m, params)) {
         CHECK(0, "setup: %s", err_msg());
         return;
     }
@@ -148,10 +128,10 @@ static void check_logits(void)
     float *sl = malloc(BT * sizeof *sl), *el = malloc(BT * sizeof *el);
     rc = bert_forward(m, &batch, 0, 0, rng, NULL, sl, el);
     CHECK(rc == 0, "forward: %s", err_msg());
-    float *want = ref_f32(&ref, "start_logits", BT);
+    float *want = tu_st_f32(&ref, "start_logits", BT);
     /* Padded positions: transformers gives them finite logits too; compare all. */
     if (want) tu_close("start_logits (TF checkpoint -> bertc vs transformers)", sl, want, BT, 1e-5, 1e-5), free(want);
-    want = ref_f32(&ref, "end_logits", BT);
+    want = tu_st_f32(&ref, "end_logits", BT);
     if (want) tu_close("end_logits (TF checkpoint -> bertc vs transformers)", el, want, BT, 1e-5, 1e-5), free(want);
     free(sl);
     free(el);
@@ -237,6 +217,18 @@ static int parse(const unsigned char *buf, size_t len, const char *what, int wan
     return rc;
 }
 
+/* buf = the len bytes of idx with 1 to 4 random bytes changed (an LCG on *s). */
+static void mutate(unsigned char *buf, const unsigned char *idx, size_t len, uint64_t *s)
+{
+    memcpy(buf, idx, len);
+    int edits = 1 + (int)(*s % 4);
+    for (int j = 0; j < edits; j++) {
+        *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+        size_t at = (size_t)(*s >> 33) % len;
+        buf[at] = (unsigned char)(*s >> 17);
+    }
+}
+
 static void check_bad(void)
 {
     char *text;
@@ -301,13 +293,7 @@ static void check_bad(void)
     uint64_t s = 0x9e3779b97f4a7c15ull;
     int ok = 0, n = tu_sanitized() ? 300 : 2000;
     for (int k = 0; k < n; k++) {
-        memcpy(buf, idx, len);
-        int edits = 1 + (int)(s % 4);
-        for (int j = 0; j < edits; j++) {
-            s = s * 6364136223846793005ull + 1442695040888963407ull;
-            size_t at = (size_t)(s >> 33) % len;
-            buf[at] = (unsigned char)(s >> 17);
-        }
+        mutate(buf, idx, len, &s);
         size_t l = len;
         if (k % 3 == 0) l = (size_t)(s >> 40) % (len + 1);
         ok += parse(buf, l, "mutation", -1) == 0;
@@ -318,13 +304,7 @@ static void check_bad(void)
     tfb_check_block_crc = 0;
     ok = 0;
     for (int k = 0; k < n; k++) {
-        memcpy(buf, idx, len);
-        int edits = 1 + (int)(s % 4);
-        for (int j = 0; j < edits; j++) {
-            s = s * 6364136223846793005ull + 1442695040888963407ull;
-            size_t at = (size_t)(s >> 33) % len;
-            buf[at] = (unsigned char)(s >> 17);
-        }
+        mutate(buf, idx, len, &s);
         ok += parse(buf, len, "mutation without block CRCs", -1) == 0;
     }
     tfb_check_block_crc = 1;

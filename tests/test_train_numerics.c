@@ -11,7 +11,7 @@
 
 #include "core/err.h"
 #include "core/fileio.h"
-#include "model/weights.h"
+#include "model/safetensors.h"
 
 #include <math.h>
 #include <stdio.h>

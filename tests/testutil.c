@@ -2,9 +2,12 @@
 
 #include "backend/cpu_kernels.h"
 #include "core/err.h"
+#include "core/fileio.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -70,13 +73,31 @@ int tu_done(void)
     return tu_fail ? 1 : 0;
 }
 
+int tu_sanitized(void)
+{
+    const char *s = getenv("BERTC_SANITIZED");
+    return s && *s == '1';
+}
+
+/* ---- files ---------------------------------------------------------------- */
+
+/* A path buffer of a pool of 32 used in turn (tu_data and tu_tmp_path each have one). */
+typedef struct {
+    char buf[32][4096];
+    int next;
+} path_pool;
+
+static char *pool_next(path_pool *p)
+{
+    return p->buf[p->next++ % 32];
+}
+
 const char *tu_data(const char *rel)
 {
-    static char bufs[8][4096];
-    static int slot;
+    static path_pool pool;
     const char *root = getenv("BERTC_DATA");
-    char *b = bufs[slot++ & 7];
-    snprintf(b, sizeof bufs[0], "%s/%s", root ? root : "../shared/data", rel);
+    char *b = pool_next(&pool);
+    snprintf(b, sizeof pool.buf[0], "%s/%s", root ? root : "../shared/data", rel);
     return b;
 }
 
@@ -93,8 +114,134 @@ const char *tu_tmpdir(void)
     return dir;
 }
 
-int tu_sanitized(void)
+const char *tu_tmp_path(const char *name)
 {
-    const char *s = getenv("BERTC_SANITIZED");
-    return s && *s == '1';
+    static path_pool pool;
+    char *b = pool_next(&pool);
+    snprintf(b, sizeof pool.buf[0], "%s/%s", tu_tmpdir(), name);
+    return b;
+}
+
+void tu_write_file(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    int ok = f && fwrite(data, 1, n, f) == n;
+    if (f && fclose(f) != 0) ok = 0;
+    if (!ok) {
+        tu_fail++;
+        fprintf(stderr, "FAIL: cannot write %s: %s\n", path, strerror(errno));
+    }
+}
+
+const char *tu_write_tmp_bytes(const char *name, const void *data, size_t n)
+{
+    const char *p = tu_tmp_path(name);
+    tu_write_file(p, data, n);
+    return p;
+}
+
+const char *tu_write_tmp(const char *name, const char *text)
+{
+    return tu_write_tmp_bytes(name, text, strlen(text));
+}
+
+char *tu_read_text(const char *path)
+{
+    char *data;
+    size_t len;
+    if (file_read_all(path, &data, &len) != 0) {
+        err_clear();
+        return NULL;
+    }
+    return data;
+}
+
+int tu_count_lines(const char *s)
+{
+    int n = 0;
+    for (; s && *s; s++) n += *s == '\n';
+    return n;
+}
+
+/* ---- refused input -------------------------------------------------------- */
+
+void tu_expect_input_error(const char *what, int rc, const char *where, ...)
+{
+    const char *msg = err_msg();
+    printf("%-28s rc=%d: %s\n", what, rc, rc ? msg : "(accepted)");
+    CHECK(rc == ERR_INPUT, "%s: rc %d, want %d", what, rc, ERR_INPUT);
+    if (where) CHECK(strstr(msg, where) != NULL, "%s: message does not name %s: %s", what, where, msg);
+    va_list ap;
+    va_start(ap, where);
+    for (const char *want; (want = va_arg(ap, const char *)) != NULL;)
+        CHECK(strstr(msg, want) != NULL, "%s: message lacks '%s': %s", what, want, msg);
+    va_end(ap);
+}
+
+/* ---- small models --------------------------------------------------------- */
+
+bert_config tu_small_config(int vocab, int layers, int heads)
+{
+    bert_config c;
+    config_defaults(&c);
+    c.vocab_size = vocab;
+    c.hidden_size = 32;
+    c.num_hidden_layers = layers;
+    c.num_attention_heads = heads;
+    c.intermediate_size = 64;
+    c.max_position_embeddings = 32;
+    return c;
+}
+
+float *tu_model_params(const bert_config *cfg, const param_table *t, uint64_t seed, int gain_period)
+{
+    float *p = malloc(t->total * sizeof *p);
+    if (!p) return NULL;
+    model_init_random(cfg, t, p, seed);
+    for (size_t j = 0; j < t->total; j++) p[j] *= 5;
+    for (int i = 0; i < t->n; i++)
+        if (t->info[i].init == PARAM_INIT_ONE)
+            for (size_t j = 0; j < t->info[i].numel; j++)
+                p[t->info[i].offset + j] = 1.0f + 0.01f * (float)(j % (size_t)gain_period);
+    return p;
+}
+
+void tu_make_batch(const tu_batch_spec *s, int32_t *ids, int32_t *types, int32_t *mask)
+{
+    for (int b = 0; b < s->B; b++)
+        for (int t = 0; t < s->T; t++) {
+            size_t i = (size_t)b * s->T + t;
+            int real = t < s->lens[b];
+            ids[i] = real ? 1 + (b * s->row_mul + t * s->tok_mul + s->offset) % (s->vocab - 1) : 0;
+            types[i] = real && t >= s->seg_start;
+            mask[i] = real;
+        }
+}
+
+float *tu_st_f32(const st_file *f, const char *name, size_t n)
+{
+    const st_tensor *t = st_find(f, name);
+    if (!t || t->numel != n) {
+        CHECK(0, "reference tensor %s: %s (want %zu elements)", name, t ? "wrong size" : "missing", n);
+        return NULL;
+    }
+    float *out = malloc(n * sizeof *out);
+    if (st_read_f32(f, t, out, n)) {
+        CHECK(0, "reading %s: %s", name, err_msg());
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+int32_t *tu_st_i32(const st_file *f, const char *name, size_t n)
+{
+    const st_tensor *t = st_find(f, name);
+    if (!t || t->dtype != ST_I32 || t->numel != n) {
+        CHECK(0, "reference tensor %s: missing, not I32 or not %zu elements", name, n);
+        return NULL;
+    }
+    int32_t *out = malloc(n * sizeof *out);
+    memcpy(out, t->data, n * sizeof *out); /* the mapping need not be 4-byte aligned */
+    return out;
 }

@@ -9,7 +9,7 @@ digits: sum_py312 below ports it, for the "py3.12" cases).
         # prints what evaluate-v2.0.py prints
     python3 tools/squad2_eval_ref.py make [--data ../shared/data]
 
-v2 data from SQuAD v1.1 dev (to_v2 below; tests/test_eval2.c applies the same
+v2 data from SQuAD v1.1 dev (to_v2 below; tests/test_eval_squad2.c applies the same
 rule in C): questions are numbered 0, 1, ... in file order; question k with
 k % 3 == 1 loses its answers ("answers": [], "is_impossible": true), the
 others get "is_impossible": false.
@@ -21,7 +21,7 @@ others get "is_impossible": false.
                                      the predictions and no-answer files of PREDICTIONS below,
                                      for several options
   tests/data/squad2_hand_expected.json  the same for tests/data/squad2_hand_{data,pred,na}.json
-  tests/data/train_small_v2.json     tests/data/train_small.json (the CLI tests' tiny training
+  tests/data/train_small_squad2.json  tests/data/train_small.json (the CLI tests' tiny training
                                      file) made v2 by the same rule
 """
 import argparse
@@ -345,7 +345,7 @@ def make(args):
     # the small training file of the CLI tests, made v2 by the same rule
     with open(os.path.join(out, 'train_small.json')) as f:
         small = to_v2(json.load(f))
-    with open(os.path.join(out, 'train_small_v2.json'), 'w') as f:
+    with open(os.path.join(out, 'train_small_squad2.json'), 'w') as f:
         json.dump(small, f, ensure_ascii=False, indent=1)
         f.write('\n')
     # the slice: every 25th paragraph

@@ -11,21 +11,67 @@
  * - Backward functions ACCUMULATE (+=) into every gradient they write, both
  *   parameter gradients and input gradients; a gradient pointer may be NULL
  *   when it is not wanted. The caller zeroes gradient buffers.
- * - Shapes: B batch, T sequence, C hidden, NH heads, HS = C/NH head size,
- *   OC output channels, N = B*T rows. Linear weights are [OC, C] (PyTorch).
+ * - Shapes: B batch (windows), T sequence, C hidden, NH heads, HS = C/NH
+ *   head size, OC output channels, N rows (B*T padded; the tokens of the
+ *   windows packed, see backend_windows). Linear weights are [OC, C]
+ *   (PyTorch).
  * - Ops run in order on one stream; backend_sync waits for them.
  *
  * Numerics are those of DESIGN.md: LayerNorm with biased variance and eps
  * inside the square root; exact erf GELU; attention scores scaled by
- * 1/sqrt(HS) with -FLT_MAX added at padded keys (as transformers adds
- * finfo.min); dropout inverted, the mask drawn by philox_keep. */
+ * backend_score_scale(HS) with -FLT_MAX added at padded keys (as
+ * transformers adds finfo.min); dropout inverted, the mask drawn by
+ * philox_keep. */
 #ifndef BERTC_BACKEND_H
 #define BERTC_BACKEND_H
 
 #include "core/philox.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* The windows of a micro-batch: B windows of at most T tokens, laid out as
+ * the N rows of every [N,...] tensor.
+ * - Padded: cu_seqlens NULL; window b is rows b*T .. b*T + T-1 (N = B*T);
+ *   mask [B,T] (1 token, 0 padding; NULL: no padding) marks the keys that
+ *   attention ignores, and with the QA loss the positions it leaves out.
+ * - Packed (flash-attention's varlen API): window b is rows cu_seqlens[b] ..
+ *   cu_seqlens[b+1] - 1 (cu_seqlens [B+1] ascending, cu_seqlens[0] = 0, N =
+ *   cu_seqlens[B]), its real tokens only; mask NULL.
+ * A window's length is len_b (T padded). Element (window b, position t,
+ * column c) has the index (b*T + t)*C + c it has in the padded layout
+ * [B,T,C], and dropout draws its mask there, so a packed batch and the
+ * padded batch of the same windows draw the same masks at every token. N
+ * and max_len (the longest window; T padded) are given so that no backend
+ * reads cu_seqlens back. The struct is host memory, its arrays backend
+ * memory. */
+typedef struct {
+    const int32_t *cu_seqlens; /* [B+1] or NULL (padded) */
+    const int32_t *mask;       /* [B,T] or NULL; padded only */
+    int B, T, N, max_len;
+} backend_windows;
+
+/* B padded windows of T tokens with their attention mask (or NULL). */
+static inline backend_windows backend_windows_padded(int B, int T, const int32_t *mask)
+{
+    backend_windows w = {NULL, mask, B, T, B * T, T};
+    return w;
+}
+
+/* B packed windows of N tokens in all, at most max_len <= T each. */
+static inline backend_windows backend_windows_packed(const int32_t *cu_seqlens, int B, int T, int N, int max_len)
+{
+    backend_windows w = {cu_seqlens, NULL, B, T, N, max_len};
+    return w;
+}
+
+/* The attention score scale, HS^-0.5: torch computes it in double and
+ * rounds it to float. Every backend takes it from here. */
+static inline float backend_score_scale(int HS)
+{
+    return (float)(1.0 / sqrt((double)HS));
+}
 
 typedef struct {
     const char *name; /* "cpu", "cuda" */
@@ -42,11 +88,13 @@ typedef struct {
     void (*copy)(void *ctx, void *dst, const void *src, size_t bytes);
     int (*sync)(void *ctx);
 
-    /* out[B,T,C] = wte[ids] + wpe[t] + wtt[types]; ids, types [B,T] */
-    void (*embedding_forward)(void *ctx, float *out, const int32_t *ids, const int32_t *types, const float *wte,
-                              const float *wpe, const float *wtt, int B, int T, int C);
+    /* out[N,C] = wte[ids] + wpe[pos] + wtt[types]; ids, types, pos [N]. pos
+     * NULL: row n is at position n % T (a padded batch [B,T]); a packed
+     * batch gives each row's position in its window. */
+    void (*embedding_forward)(void *ctx, float *out, const int32_t *ids, const int32_t *types, const int32_t *pos,
+                              const float *wte, const float *wpe, const float *wtt, int N, int T, int C);
     void (*embedding_backward)(void *ctx, float *dwte, float *dwpe, float *dwtt, const float *dout,
-                               const int32_t *ids, const int32_t *types, int B, int T, int C);
+                               const int32_t *ids, const int32_t *types, const int32_t *pos, int N, int T, int C);
 
     /* out[N,C] = (inp - mean) * rstd * w + b; mean, rstd [N] saved */
     void (*layernorm_forward)(void *ctx, float *out, float *mean, float *rstd, const float *inp, const float *w,
@@ -64,35 +112,48 @@ typedef struct {
     void (*gelu_forward)(void *ctx, float *out, const float *inp, size_t n);
     void (*gelu_backward)(void *ctx, float *dinp, const float *inp, const float *dout, size_t n);
 
-    /* Self-attention of one layer. q, k, v, out are [B,T,C] with heads laid
-     * out as C = NH*HS (as transformers' view/permute gives them). probs
-     * [B,NH,T,T] saves softmax(q k^T / sqrt(HS) + mask) before dropout;
-     * mask [B,T] is the attention mask (1 token, 0 padding). Dropout with
-     * probability p on probs uses rng (element index = flat index in probs). */
+    /* Self-attention of one layer, per window over its own keys. q, k, v,
+     * out are [N,C] with heads laid out as C = NH*HS (as transformers'
+     * view/permute gives them). probs saves softmax(q k^T * scale + mask)
+     * before dropout: window b, head h is the len_b x len_b block at
+     * NH * sum_{b' < b} len_b'^2 + h * len_b^2 (padded: [B,NH,T,T]), in
+     * NH * sum len_b^2 floats (at most NH * N * max_len). Dropout with
+     * probability p on probs: element (b, h, i, j) has the index
+     * ((b*NH + h)*T + i)*T + j, its flat index in the padded [B,NH,T,T]. */
     void (*attention_forward)(void *ctx, float *out, float *probs, const float *q, const float *k, const float *v,
-                              const int32_t *mask, int B, int T, int NH, int HS, float p, philox_stream rng);
-    /* scratch: [B,NH,T,T] floats of working memory. */
+                              const backend_windows *w, int NH, int HS, float p, philox_stream rng);
+    /* scratch: as large as probs, working memory. */
     void (*attention_backward)(void *ctx, float *dq, float *dk, float *dv, float *scratch, const float *dout,
                                const float *q, const float *k, const float *v, const float *probs,
-                               const int32_t *mask, int B, int T, int NH, int HS, float p, philox_stream rng);
+                               const backend_windows *w, int NH, int HS, float p, philox_stream rng);
 
-    /* out = inp * keep / (1 - p), keep = philox_keep(rng, i, p); out may equal inp. p = 0 copies.
-     * As torch, the mask multiplies every element: a dropped inf or NaN gives NaN. */
-    void (*dropout_forward)(void *ctx, float *out, const float *inp, size_t n, float p, philox_stream rng);
-    void (*dropout_backward)(void *ctx, float *dinp, const float *dout, size_t n, float p, philox_stream rng);
+    /* out = inp * keep / (1 - p) over [w->N, C], keep = philox_keep(rng,
+     * index, p) with backend_windows' padded index (a padded batch's flat
+     * index); out may equal inp. p = 0 copies. As torch, the mask multiplies
+     * every element: a dropped inf or NaN gives NaN. */
+    void (*dropout_forward)(void *ctx, float *out, const float *inp, const backend_windows *w, int C, float p,
+                            philox_stream rng);
+    void (*dropout_backward)(void *ctx, float *dinp, const float *dout, const backend_windows *w, int C, float p,
+                             philox_stream rng);
 
     /* out = a + b (out may alias a or b) */
     void (*add)(void *ctx, float *out, const float *a, const float *b, size_t n);
 
-    /* The QA loss of transformers' BertForQuestionAnswering. logits [B,T,2]
+    /* The QA loss of transformers' BertForQuestionAnswering. logits [N,2]
      * (start, end interleaved, as qa_outputs gives them); start, end [B]
-     * label positions, clamped to [0, T] with T ignored. Writes the loss
-     * (start CE + end CE) / 2 (each a mean over its non-ignored rows) to
-     * loss[0] and dlogits = grad_scale * d loss / d logits (overwritten).
-     * When every row of one side is ignored, that side's mean is torch's
-     * 0/0: the loss is NaN, and that side's gradient is 0. */
+     * label positions in their windows, clamped to [0, T] with T ignored.
+     * Window b's softmax runs over its first len_b positions: packed, its
+     * tokens; padded with a mask, the ones of its mask row (ones then
+     * zeros); padded without, all T (transformers' loss, which sees the
+     * padding). A label in [len_b, T) points at padding and gives an
+     * infinite loss (callers reject it). Writes the loss (start CE + end
+     * CE) / 2 (each a mean over its non-ignored rows) to loss[0] and
+     * dlogits = grad_scale * d loss / d logits, overwritten on all N rows
+     * (0 outside the windows' lengths). When every row of one side is
+     * ignored, that side's mean is torch's 0/0: the loss is NaN, and that
+     * side's gradient is 0. */
     void (*qa_loss)(void *ctx, float *loss, float *dlogits, const float *logits, const int32_t *start,
-                    const int32_t *end, int B, int T, float grad_scale);
+                    const int32_t *end, const backend_windows *w, float grad_scale);
 
     /* Optimizer helpers. sum_squares is deterministic (fixed reduction
      * order for a given thread count) and returns the result to the host. */
@@ -108,58 +169,6 @@ typedef struct {
      * AdamW (tests/test_ops_torch.c). */
     void (*adamw)(void *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
                   float eps, float wd, int64_t t, float grad_scale);
-
-    /* Packed (variable-length) micro-batches, as flash-attention's varlen
-     * API: B windows with their real tokens only, concatenated; window b is
-     * rows cu_seqlens[b] .. cu_seqlens[b+1] - 1 of N = cu_seqlens[B] rows
-     * (cu_seqlens [B+1], backend memory, ascending, cu_seqlens[0] = 0).
-     * Row-wise ops (layernorm, matmul, gelu, add) run on the N rows as they
-     * are. Tp is the padded length the packed batch stands for (every window
-     * no longer than Tp): dropout draws the element index the same element
-     * has in the padded layout [B,Tp,...], so a packed run and a padded run
-     * of the same windows draw the same masks at every real position. */
-
-    /* out[N,C] = wte[ids] + wpe[pos] + wtt[types]; ids, types, pos [N] (pos:
-     * each row's position in its window) */
-    void (*embedding_pos_forward)(void *ctx, float *out, const int32_t *ids, const int32_t *types, const int32_t *pos,
-                                  const float *wte, const float *wpe, const float *wtt, int N, int C);
-    void (*embedding_pos_backward)(void *ctx, float *dwte, float *dwpe, float *dwtt, const float *dout,
-                                   const int32_t *ids, const int32_t *types, const int32_t *pos, int N, int C);
-
-    /* Dropout of [N,C] packed rows (N = cu_seqlens[B], given so that no
-     * backend reads it back): element (window b, position t, column c)
-     * keeps with philox_keep(rng, (b * Tp + t) * C + c, p). */
-    void (*dropout_varlen_forward)(void *ctx, float *out, const float *inp, const int32_t *cu_seqlens, int B, int N,
-                                   int Tp, int C, float p, philox_stream rng);
-    void (*dropout_varlen_backward)(void *ctx, float *dinp, const float *dout, const int32_t *cu_seqlens, int B,
-                                    int N, int Tp, int C, float p, philox_stream rng);
-
-    /* Self-attention per window over its own length, no mask: q, k, v, out
-     * [N,C]. probs is packed: window b, head h is the len x len block
-     * (len = its length) at NH * sum_{b' < b} len_b'^2 + h * len * len,
-     * in all NH * sum len^2 floats (at most NH * N * max_len). Dropout on
-     * probs: element (b, h, i, j) has index ((b * NH + h) * Tp + i) * Tp + j,
-     * as attention_forward's flat index into [B,NH,Tp,Tp]. max_len is the
-     * longest window (<= Tp); scratch is as large as probs. */
-    void (*attention_varlen_forward)(void *ctx, float *out, float *probs, const float *q, const float *k,
-                                     const float *v, const int32_t *cu_seqlens, int B, int max_len, int NH, int HS,
-                                     int Tp, float p, philox_stream rng);
-    void (*attention_varlen_backward)(void *ctx, float *dq, float *dk, float *dv, float *scratch, const float *dout,
-                                      const float *q, const float *k, const float *v, const float *probs,
-                                      const int32_t *cu_seqlens, int B, int max_len, int NH, int HS, int Tp, float p,
-                                      philox_stream rng);
-
-    /* The QA loss with each window's softmax over its real positions only
-     * (qa_loss with the padding positions masked out). logits, dlogits
-     * [N,2]; window b is rows row0[b] .. row0[b] + len[b] - 1 (row0, len
-     * [B], backend memory; packed: row0 = cu_seqlens, padded: row0[b] =
-     * b * Tp). Labels are window positions clamped to [0, Tp], Tp ignored,
-     * as qa_loss; a label in [len[b], Tp) points at padding and gives an
-     * infinite loss (callers reject it). dlogits is overwritten on all N
-     * rows (0 outside the windows). */
-    void (*qa_loss_varlen)(void *ctx, float *loss, float *dlogits, const float *logits, const int32_t *row0,
-                           const int32_t *len, const int32_t *start, const int32_t *end, int B, int N, int Tp,
-                           float grad_scale);
 } backend_i;
 
 typedef struct backend {
@@ -169,6 +178,13 @@ typedef struct backend {
 
 /* "cpu" or "cuda"; nthreads applies to the CPU backend (0 = all cores). */
 int backend_cpu_create(backend *out, int nthreads);
+/* Batch invariance: on (1) every row of every product is computed in one
+ * fixed order (backend/cpu/gemm_fixed.h), so a window's outputs are the same
+ * bits whatever other windows share its batch, whatever the batch size and
+ * thread count; off (0, the default) the fastest GEMM. Returns 1 when the
+ * backend honours it (the CPU), 0 when it does not (CUDA: cuBLASLt picks
+ * its algorithm by shape). */
+int backend_set_batch_invariant(backend *b, int on);
 /* The CUDA backend in its precision auto, through the module
  * (backend/cuda_module.h; defined in backend/select.c): ERR_RUNTIME when the
  * module or a usable GPU is missing. */

@@ -35,7 +35,7 @@
 extern "C" {
 #endif
 
-#define BERTC_CUDA_ABI 4 /* 2: the NCCL calls of data-parallel training; 3: bucketed NCCL; 4: pipeline send/recv */
+#define BERTC_CUDA_ABI 5 /* raised whenever bertc_cuda_host or bertc_cuda_api changes */
 #define BERTC_CUDA_ENTRY "bertc_cuda_backend_entry"
 #define BERTC_CUDA_MODULE_FILE "libbertc_cuda.so"
 
@@ -68,13 +68,12 @@ typedef struct {
     int (*nccl_load)(void);
     int (*nccl_init)(int rank, int nranks, int device, int (*bcast)(void *buf, size_t bytes, int root));
     void (*nccl_free)(void);
-    /* ABI 3: one gradient bucket's all-reduce queued behind the work on the
+    /* One gradient bucket's all-reduce queued behind the work on the
      * backend's stream (backend_ctx: a backend made by create), and the wait
-     * for all that were queued (cuda_nccl.h); replaces ABI 2's whole-block
-     * nccl_allreduce_sum. */
+     * for all that were queued (cuda_nccl.h). */
     int (*nccl_allreduce_begin)(void *backend_ctx, float *dev_x, size_t n);
     int (*nccl_allreduce_wait)(void);
-    /* ABI 4: pipeline stages' messages on the device (cuda_nccl.h's
+    /* Pipeline stages' messages on the device (cuda_nccl.h's
      * cuda_nccl_p2p_*: channels, slots), queued behind the backend's
      * stream (backend_ctx). */
     int (*nccl_p2p_init)(int rank, int nranks, int device, int (*bcast)(void *buf, size_t bytes, int root));
@@ -114,7 +113,7 @@ const bertc_cuda_api *cuda_module_get(int force, char *why, size_t cap);
 /* For programs that link the CUDA backend in: use this table, load nothing. */
 void cuda_module_use(const bertc_cuda_api *api);
 /* One line on the module (`bertc version`, `bertc devices`), loading it as
- * cuda_module_get(load) would: "PATH: loaded (ABI 2, bertc 0.1.0, CUDA
+ * cuda_module_get(load) would: "PATH: loaded (ABI 5, bertc 0.1.0, CUDA
  * runtime 12.4)", "PATH: found; not loaded (no NVIDIA driver; ...)",
  * "not available: REASON". */
 char *cuda_module_describe(char *buf, size_t cap, int load);

@@ -57,7 +57,7 @@ precision_kind select_auto_precision(int cc_major, int cc_minor)
 
 backend_opts backend_opts_default(void)
 {
-    backend_opts o = {DEVICE_AUTO, PREC_AUTO, 0, 0, 0, 0};
+    backend_opts o = {.device = DEVICE_AUTO, .precision = PREC_AUTO};
     return o;
 }
 
@@ -86,12 +86,14 @@ static int make_cpu(backend *out, const backend_opts *o, backend_info *info)
 {
     int rc = backend_cpu_create(out, o->threads);
     if (rc) return rc;
+    backend_set_batch_invariant(out, o->batch_invariant);
     info->is_cuda = 0;
     info->precision = PREC_FP32;
+    const char *gemm = o->batch_invariant ? "batch-invariant GEMM" : "OpenBLAS";
     if (o->threads > 0)
-        snprintf(info->desc, sizeof info->desc, "cpu: OpenBLAS + OpenMP, %d thread%s, fp32", o->threads,
+        snprintf(info->desc, sizeof info->desc, "cpu: %s + OpenMP, %d thread%s, fp32", gemm, o->threads,
                  o->threads == 1 ? "" : "s");
-    else snprintf(info->desc, sizeof info->desc, "cpu: OpenBLAS + OpenMP, all cores, fp32");
+    else snprintf(info->desc, sizeof info->desc, "cpu: %s + OpenMP, all cores, fp32", gemm);
     return 0;
 }
 

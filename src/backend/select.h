@@ -5,8 +5,8 @@
  * Usage (the trainer, predict, bench):
  *
  *   backend_opts bo = backend_opts_default();        // auto, auto, all threads
- *   if ((rc = select_parse_device(o->device, &bo.device))) return rc;        // ERR_INPUT
- *   if ((rc = select_parse_precision(o->precision, &bo.precision))) return rc;
+ *   bo.device = device;                               // --device, parsed by the command (cli/options.h)
+ *   bo.precision = precision;                         // --precision
  *   bo.threads = o->threads;
  *   bo.mem_limit = o->gpu_mem_limit;                  // --gpu-mem-limit, 0 = none
  *   backend be; backend_info info;
@@ -73,6 +73,7 @@ typedef struct {
     int gpu;           /* CUDA device ordinal */
     int64_t mem_limit; /* bytes the CUDA backend may allocate; 0 = no limit (--gpu-mem-limit) */
     int quiet;         /* 1: no fall-back notice on stderr (tests) */
+    int batch_invariant; /* 1: answers independent of their batch (backend_set_batch_invariant; CPU only) */
 } backend_opts;
 
 backend_opts backend_opts_default(void);

@@ -1,10 +1,11 @@
 /* bertc ask: one question about one context, answered on the spot. */
+#include "cli/options.h"
 #include "core/alloc.h"
 #include "core/args.h"
 #include "core/err.h"
 #include "core/fileio.h"
 #include "infer/adhoc.h"
-#include "train/qa_model.h"
+#include "infer/qa_model.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,10 +49,11 @@ int cmd_ask(int argc, char **argv)
     if ((T_given || stride_given) && stride >= T)
         return err_set(ERR_INPUT, "ask: --doc-stride %d must be below --max-seq-length %d", stride, T);
     backend_opts bo = backend_opts_default();
-    if ((rc = select_parse_device(device, &bo.device)) || (rc = select_parse_precision(precision, &bo.precision)))
-        return err_wrap(rc, "ask");
+    if ((rc = cli_parse_device("ask", device, &bo.device)) || (rc = cli_parse_precision("ask", precision, &bo.precision)))
+        return rc;
     bo.threads = threads;
     bo.gpu = gpu;
+    bo.batch_invariant = 1; /* a question's answers do not depend on the other windows in its batch */
     char *text;
     size_t n;
     if (context[0] == '@') {
@@ -85,7 +87,8 @@ int cmd_ask(int argc, char **argv)
         goto done;
     }
     rc = qa_model_start(&m, &bo, f.n < 16 ? f.n : 16, T);
-    if (!rc) rc = qa_model_predict(&m, &d, &f, PREDICT_N_BEST, max_ans, &p, NULL);
+    postprocess_opts po = {.n_best = PREDICT_N_BEST, .max_answer_length = max_ans};
+    if (!rc) rc = qa_model_predict(&m, &d, &f, &po, &p, NULL);
     if (rc) goto done;
     const squad_context *c = &d.contexts[0];
     int k = p.n_nbest[0] < nbest ? p.n_nbest[0] : nbest;

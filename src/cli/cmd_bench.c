@@ -1,5 +1,8 @@
 /* bertc bench: times full training steps (forward, backward, AdamW) on
- * random data, dropout on, and prints what it measured.
+ * random data, dropout on, and prints what it measured. A step is the
+ * trainer's: train_step_grads (train/step.h: the micro-batch, padding or
+ * packing and loss code `bertc train` runs) on one micro-batch of --batch
+ * windows, then optim_step.
  *
  * FLOPs per step (stated in the output as "flops_formula"):
  *   6 * P_mm * B * T            every weight matmul, forward (2) and backward (4),
@@ -9,14 +12,23 @@
  *                               sequence forward, twice that backward
  * LayerNorm, softmax, GELU, dropout, the loss and AdamW are not counted;
  * padded tokens are (the work is done for them). */
-#include "backend/cpu_kernels.h"
 #include "backend/backend.h"
+#include "backend/cpu_kernels.h"
+#include "cli/options.h"
 #include "core/args.h"
+#include "core/clock.h"
 #include "core/err.h"
+#include "core/sbuf.h"
+#include "data/features.h"
+#include "data/loader.h"
+#include "core/clock.h"
+#include "core/rng.h"
 #include "model/bert.h"
+#include "model/hf_dir.h"
+#include "model/init.h"
 #include "model/memory.h"
-#include "model/weights.h"
 #include "train/optim.h"
+#include "train/step.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -24,73 +36,67 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 const char cmd_bench_summary[] = "time training steps (forward, backward, AdamW) on random data";
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+typedef struct {
+    const char *config_name, *model_dir, *lengths_path;
+    int seq, batch, steps, warmup, threads, vocab, json;
+    int64_t seed;
+    recompute_kind recompute;
+    packing_kind packing;
+    int *lens, nlens; /* --lengths, shuffled; NULL: random windows */
+} bench_opts;
 
-/* CPU time of the whole process (all threads): on a shared machine it
- * shows how much of the wall time this process actually ran. */
-static double cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+/* What was measured, over the timed steps. */
+typedef struct {
+    double total_s, best_s, cpu_s;
+    double forward_s, backward_s, optimizer_s;
+    double real_tokens, flops; /* summed over the timed steps (--lengths) */
+    float loss_first, loss_last;
+} bench_result;
 
-static uint64_t next_u64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+/* The same per step, as printed. */
+typedef struct {
+    double ms, ms_best, examples_per_s, gflops, flops, cpu_ms, forward_ms, backward_ms, optimizer_ms, real_tokens;
+} bench_figures;
 
-/* Random ids; every other row padded over its last quarter; question part
- * of type 0, the rest of type 1; random labels inside the sequence. */
-static void random_batch(int B, int T, int V, uint64_t seed, int32_t *ids, int32_t *types, int32_t *mask,
-                         int32_t *sp, int32_t *ep)
+/* --batch windows of --seq tokens, as a features table (the ids, types,
+ * mask and labels the trainer's step reads): random ids; every other row
+ * padded over its last quarter; question part of type 0, the rest of type
+ * 1; random labels inside the sequence. */
+static int windows_init(features *w, int B, int T, int V, uint64_t seed)
 {
+    size_t BT = (size_t)B * T;
+    memset(w, 0, sizeof *w);
+    int32_t *block = malloc((3 * BT + 2 * (size_t)B) * sizeof *block);
+    if (!block) return err_set(ERR_RUNTIME, "bench: out of memory for the batch");
+    w->n = B;
+    w->T = T;
+    w->input_ids = block;
+    w->token_type_ids = block + BT;
+    w->attention_mask = block + 2 * BT;
+    w->start_positions = block + 3 * BT;
+    w->end_positions = w->start_positions + B;
     uint64_t s = seed;
     for (int b = 0; b < B; b++) {
         int len = b % 2 ? T - T / 4 : T;
         if (len < 1) len = 1;
         for (int t = 0; t < T; t++) {
             size_t i = (size_t)b * T + t;
-            ids[i] = t < len ? (int32_t)(next_u64(&s) % (uint64_t)V) : 0;
-            types[i] = t >= T / 4 && t < len;
-            mask[i] = t < len;
+            w->input_ids[i] = t < len ? (int32_t)(splitmix64_next(&s) % (uint64_t)V) : 0;
+            w->token_type_ids[i] = t >= T / 4 && t < len;
+            w->attention_mask[i] = t < len;
         }
-        sp[b] = (int32_t)(next_u64(&s) % (uint64_t)len);
-        ep[b] = sp[b] + (int32_t)(next_u64(&s) % 8);
-        if (ep[b] >= len) ep[b] = len - 1;
+        int32_t *sp = w->start_positions + b, *ep = w->end_positions + b;
+        *sp = (int32_t)(splitmix64_next(&s) % (uint64_t)len);
+        *ep = *sp + (int32_t)(splitmix64_next(&s) % 8);
+        if (*ep >= len) *ep = len - 1;
     }
+    return 0;
 }
 
-/* name as a JSON string body: a model dir path may hold quotes or controls. */
-static void json_escape(char *dst, size_t cap, const char *src)
-{
-    size_t j = 0;
-    for (; *src && j + 7 < cap; src++) {
-        unsigned char ch = (unsigned char)*src;
-        if (ch == '"' || ch == '\\') {
-            dst[j++] = '\\';
-            dst[j++] = (char)ch;
-        } else if (ch < 0x20) {
-            j += (size_t)snprintf(dst + j, cap - j, "\\u%04x", ch);
-        } else {
-            dst[j++] = (char)ch;
-        }
-    }
-    dst[j] = 0;
-}
-
+/* FLOPs of a step of B windows of T tokens (the formula at the top). */
 static double step_flops(const bert_config *c, int B, int T)
 {
     /* Not I: <complex.h>, which cblas.h may pull in, defines it. */
@@ -106,6 +112,30 @@ static double window_flops(const bert_config *c, int len)
     double C = c->hidden_size, FF = c->intermediate_size, L = c->num_hidden_layers;
     double p_mm = L * (4 * C * C + 2 * C * FF) + 2 * C;
     return 6.0 * p_mm * len + 12.0 * L * (double)len * len * C;
+}
+
+/* Step k of --lengths: the next --batch lengths of the shuffled list, each
+ * window's mask (and labels) cut to its length; adds the step's real
+ * tokens and FLOPs (padded windows count --seq) to *tokens and *flops. */
+static void windows_set_lengths(features *w, const bench_opts *o, const bert_config *cfg, int k, double *tokens,
+                                double *flops)
+{
+    int T = w->T;
+    for (int r = 0; r < w->n; r++) {
+        int len = o->lens[((size_t)k * w->n + r) % (size_t)o->nlens];
+        for (int t = 0; t < T; t++) {
+            size_t i = (size_t)r * T + t;
+            w->attention_mask[i] = t < len;
+            if (t >= len) w->input_ids[i] = w->token_type_ids[i] = 0;
+            else if (w->input_ids[i] == 0) w->input_ids[i] = 1;
+        }
+        int32_t *sp = w->start_positions + r, *ep = w->end_positions + r;
+        if (*sp >= len) *sp = len - 1;
+        if (*ep >= len) *ep = len - 1;
+        if (*ep < *sp) *ep = *sp;
+        *tokens += len;
+        *flops += window_flops(cfg, o->packing == PACKING_VARLEN ? len : T);
+    }
 }
 
 /* --lengths FILE: one window length a line, each in 1..seq; shuffled with
@@ -142,7 +172,7 @@ static int read_lengths(const char *path, int seq, uint64_t seed, int **out, int
     }
     uint64_t s = seed;
     for (int i = n - 1; i > 0; i--) {
-        int j = (int)(next_u64(&s) % (uint64_t)(i + 1)), t = v[i];
+        int j = (int)(splitmix64_next(&s) % (uint64_t)(i + 1)), t = v[i];
         v[i] = v[j];
         v[j] = t;
     }
@@ -151,29 +181,32 @@ static int read_lengths(const char *path, int seq, uint64_t seed, int **out, int
     return 0;
 }
 
-int cmd_bench(int argc, char **argv)
+/* The options; ARGS_HELP after --help. o->lens is read here (the caller
+ * frees it). */
+static int bench_parse(int argc, char **argv, bench_opts *o)
 {
-    const char *config_name = NULL, *model_dir = NULL, *precision = "fp32", *recompute = "none";
-    const char *lengths_path = NULL, *packing = "none";
-    int seq = 0, batch = 0, steps = 5, warmup = 1, threads = 0, vocab = 30522, json = 0;
-    int64_t seed = 42;
-    int seen_seq = 0, seen_batch = 0;
+    const char *precision = "fp32", *recompute = "none", *packing = "none";
+    memset(o, 0, sizeof *o);
+    o->steps = 5;
+    o->warmup = 1;
+    o->vocab = 30522;
+    o->seed = 42;
     const arg_spec specs[] = {
-        {"config", ARG_STR, &config_name, "NAME", "named config: tiny, mini, small, minilm, base, large", .required = 0},
-        {"model", ARG_STR, &model_dir, "DIR", "model dir (its config and weights) instead of --config", .required = 0},
-        {"seq", ARG_INT, &seq, "N", "sequence length", .min = 1, .max = 1 << 20, .required = 1, .seen = &seen_seq},
-        {"batch", ARG_INT, &batch, "N", "rows per step", .min = 1, .max = 1 << 20, .required = 1, .seen = &seen_batch},
-        {"steps", ARG_INT, &steps, "N", "timed steps (default 5)", .min = 1, .max = 1000000},
-        {"warmup-steps", ARG_INT, &warmup, "N", "untimed steps first (default 1)", .min = 0, .max = 1000000},
-        {"threads", ARG_INT, &threads, "N", "CPU threads (default: all cores)", .min = 0, .max = 4096},
-        {"vocab-size", ARG_INT, &vocab, "N", "vocabulary size with --config (default 30522)", .min = 1,
+        {"config", ARG_STR, &o->config_name, "NAME", "named config: tiny, mini, small, minilm, base, large", .required = 0},
+        {"model", ARG_STR, &o->model_dir, "DIR", "model dir (its config and weights) instead of --config", .required = 0},
+        {"seq", ARG_INT, &o->seq, "N", "sequence length", .min = 1, .max = 1 << 20, .required = 1},
+        {"batch", ARG_INT, &o->batch, "N", "rows per step", .min = 1, .max = 1 << 20, .required = 1},
+        {"steps", ARG_INT, &o->steps, "N", "timed steps (default 5)", .min = 1, .max = 1000000},
+        {"warmup-steps", ARG_INT, &o->warmup, "N", "untimed steps first (default 1)", .min = 0, .max = 1000000},
+        {"threads", ARG_INT, &o->threads, "N", "CPU threads (default: all cores)", .min = 0, .max = 4096},
+        {"vocab-size", ARG_INT, &o->vocab, "N", "vocabulary size with --config (default 30522)", .min = 1,
          .max = 1 << 30},
         {"precision", ARG_STR, &precision, "P", "fp32 (the CPU backend computes in fp32)", .required = 0},
-        {"seed", ARG_I64, &seed, "N", "seed of the data, the weights and dropout (default 42)", .min = 0,
+        {"seed", ARG_I64, &o->seed, "N", "seed of the data, the weights and dropout (default 42)", .min = 0,
          .max = 9.2e18},
         {"recompute", ARG_STR, &recompute, "MODE", "none|layer (layer: recompute each layer in backward)", .required = 0},
-        {"json", ARG_FLAG, &json, NULL, "print one JSON object", .required = 0},
-        {"lengths", ARG_STR, &lengths_path, "FILE",
+        {"json", ARG_FLAG, &o->json, NULL, "print one JSON object", .required = 0},
+        {"lengths", ARG_STR, &o->lengths_path, "FILE",
          "real window lengths, one a line (bench/squad_dev_lengths.txt): each step takes the next --batch of them, "
          "shuffled by --seed", .required = 0},
         {"packing", ARG_STR, &packing, "P", "none|varlen (varlen: real tokens only; needs --lengths)", .required = 0},
@@ -181,184 +214,235 @@ int cmd_bench(int argc, char **argv)
     };
     int rc = args_parse("bench", "bertc bench --config NAME|--model DIR --seq N --batch N [options]", specs, argc,
                         argv, NULL, NULL);
-    if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    if (!config_name == !model_dir) return err_set(ERR_INPUT, "bench: give exactly one of --config and --model");
+    if (!o->config_name == !o->model_dir) return err_set(ERR_INPUT, "bench: give exactly one of --config and --model");
+    /* not the --precision of the others: bench runs the CPU backend only */
     if (strcmp(precision, "fp32") && strcmp(precision, "auto"))
         return err_set(ERR_INPUT, "bench: --precision %s: the CPU backend computes in fp32", precision);
-    recompute_kind rec;
-    if ((rc = memory_parse_recompute(recompute, &rec))) return err_wrap(rc, "bench");
-    int packed = 0;
-    if (!strcmp(packing, "varlen")) packed = 1;
-    else if (strcmp(packing, "none")) return err_set(ERR_INPUT, "bench: --packing %s: expected none or varlen", packing);
-    if (packed && !lengths_path) return err_set(ERR_INPUT, "bench: --packing varlen needs --lengths FILE");
-    int *lens = NULL, nlens = 0;
-    if (lengths_path && (rc = read_lengths(lengths_path, seq, (uint64_t)seed, &lens, &nlens))) return rc;
+    if ((rc = cli_parse_recompute("bench", recompute, &o->recompute))) return rc;
+    if ((rc = cli_parse_packing("bench", packing, &o->packing))) return rc;
+    if (o->packing == PACKING_VARLEN && !o->lengths_path)
+        return err_set(ERR_INPUT, "bench: --packing varlen needs --lengths FILE");
+    if (o->lengths_path) return read_lengths(o->lengths_path, o->seq, (uint64_t)o->seed, &o->lens, &o->nlens);
+    return 0;
+}
 
-    bert_config cfg;
-    param_table table = {0};
-    float *host = NULL;
-    const char *name = config_name;
-    if (model_dir) {
+/* The model of --model DIR, or --config NAME with random weights. */
+static int bench_model(const bench_opts *o, bert_config *cfg, param_table *table, float **host)
+{
+    int rc;
+    if (o->model_dir) {
         int qa_init = 0;
-        if ((rc = model_load(model_dir, (uint64_t)seed, &cfg, &table, &host, &qa_init))) return rc;
-        name = model_dir;
-    } else {
-        if ((rc = config_named(config_name, vocab, &cfg))) return rc;
-        param_table_init(&table, &cfg);
-        host = malloc(table.total * sizeof *host);
-        if (!host) {
-            param_table_free(&table);
-            return err_set(ERR_RUNTIME, "bench: out of memory for %zu parameters", table.total);
-        }
-        model_init_random(&cfg, &table, host, (uint64_t)seed);
+        rc = model_load(o->model_dir, (uint64_t)o->seed, cfg, table, host, &qa_init);
+    } else if (!(rc = config_named(o->config_name, o->vocab, cfg))) {
+        param_table_init(table, cfg);
+        *host = malloc(table->total * sizeof **host);
+        if (!*host) return err_set(ERR_RUNTIME, "bench: out of memory for %zu parameters", table->total);
+        model_init_random(cfg, table, *host, (uint64_t)o->seed);
     }
-    if (seq > cfg.max_position_embeddings) {
-        rc = err_set(ERR_INPUT, "bench: --seq %d exceeds max_position_embeddings %d", seq,
-                     cfg.max_position_embeddings);
-        free(lens);
-        free(host);
-        param_table_free(&table);
-        return rc;
-    }
+    if (!rc && o->seq > cfg->max_position_embeddings)
+        rc = err_set(ERR_INPUT, "bench: --seq %d exceeds max_position_embeddings %d", o->seq,
+                     cfg->max_position_embeddings);
+    return rc;
+}
 
+/* The steps, warm-up first: each the trainer's forward and backward passes
+ * (train_step_grads, one micro-batch of --batch windows) and optim_step.
+ * Every phase ends with a backend sync (inside bert_forward, bert_backward
+ * and optim_step), so the phase times are real on any backend. */
+static int bench_run(const bench_opts *o, const bert_config *cfg, const float *host, bench_result *r)
+{
+    memset(r, 0, sizeof *r);
     backend be = {0};
     bert_model *m = NULL;
     optim *opt = NULL;
-    size_t BT = (size_t)batch * seq;
-    int32_t *ints = malloc((5 * BT + 3 * (size_t)batch + 1) * sizeof *ints);
-    double *times = calloc((size_t)steps, sizeof *times);
-    if (!ints || !times) {
-        rc = err_set(ERR_RUNTIME, "bench: out of memory for the batch");
-        goto done;
-    }
-    int32_t *ids = ints, *types = ids + BT, *mask = types + BT, *sp = mask + BT, *ep = sp + batch;
-    int32_t *kids = ep + batch, *ktypes = kids + BT, *cu = ktypes + BT;
-    random_batch(batch, seq, cfg.vocab_size, (uint64_t)seed, ids, types, mask, sp, ep);
-    bert_batch b = {batch, seq, ids, types, mask, sp, ep, NULL, 0};
-    double real_tokens = 0, flops_total = 0;
-
-    if ((rc = backend_cpu_create(&be, threads)) || (rc = bert_model_create_mode(&m, &cfg, &be, batch, seq, rec == RECOMPUTE_LAYER)) ||
-        (rc = bert_model_set_params(m, host)) || (rc = optim_create(&opt, &be, bert_model_table(m))))
-        goto done;
-    int nthreads = threads > 0 ? threads : omp_get_num_procs();
-
+    features w = {0};
+    loader_batch mb = {0};
+    int32_t *idx = malloc((size_t)o->batch * sizeof *idx);
+    int rc = idx ? 0 : err_set(ERR_RUNTIME, "bench: out of memory for the batch");
+    if (!rc) rc = windows_init(&w, o->batch, o->seq, cfg->vocab_size, (uint64_t)o->seed);
+    bert_model_opts mo = {.cfg = cfg, .be = &be, .max_B = o->batch, .T = o->seq, .recompute = o->recompute};
+    if (!rc) rc = backend_cpu_create(&be, o->threads);
+    if (!rc) rc = bert_model_create(&m, &mo);
+    if (!rc) rc = bert_model_set_params(m, host);
+    if (!rc) rc = optim_create(&opt, &be, bert_model_table(m));
+    if (!rc) rc = loader_batch_init(&mb, o->batch, o->seq);
+    if (rc) goto done;
+    for (int i = 0; i < o->batch; i++) idx[i] = i;
     optim_config oc = optim_config_default();
     oc.warmup_steps = 1;
-    oc.total_steps = warmup + steps + 1;
-    float loss_first = NAN, loss_last = NAN;
-    /* Each phase ends with a backend sync (inside bert_forward, bert_backward
-     * and optim_step), so the phase times are real on any backend. */
-    double phase[3] = {0}, cpu_total = 0;
-    for (int k = 0; k < warmup + steps; k++) {
-        double c0 = cpu_s(), t0 = now_s();
-        philox_stream rng = {.seed = (uint64_t)seed, .step = (uint32_t)k};
-        float loss = NAN;
-        if (lens) {
-            /* the next --batch windows of the shuffled lengths, padded to --seq or packed */
-            int N = 0;
-            cu[0] = 0;
-            for (int r = 0; r < batch; r++) {
-                int len = lens[((size_t)k * batch + r) % (size_t)nlens];
-                for (int t = 0; t < seq; t++) {
-                    size_t i = (size_t)r * seq + t;
-                    mask[i] = t < len;
-                    if (t >= len) ids[i] = types[i] = 0;
-                    else if (ids[i] == 0) ids[i] = 1;
-                    if (t < len) {
-                        kids[N] = ids[i];
-                        ktypes[N] = types[i];
-                        N++;
-                    }
-                }
-                cu[r + 1] = N;
-                if (sp[r] >= len) sp[r] = len - 1;
-                if (ep[r] >= len) ep[r] = len - 1;
-                if (ep[r] < sp[r]) ep[r] = sp[r];
-                if (k >= warmup) {
-                    real_tokens += len;
-                    flops_total += window_flops(&cfg, packed ? len : seq);
-                }
-            }
-            b.mask_loss = 0;
-            if (packed) {
-                b.input_ids = kids;
-                b.token_type_ids = ktypes;
-                b.attention_mask = NULL;
-                b.cu_seqlens = cu;
-            }
-        }
-        bert_zero_grad(m);
-        if ((rc = bert_forward(m, &b, cfg.hidden_dropout_prob, cfg.attention_probs_dropout_prob, rng, &loss, NULL,
-                               NULL)))
-            goto done;
-        double t1 = now_s();
-        if ((rc = bert_backward(m, 1.0f))) goto done;
-        double t2 = now_s();
+    oc.total_steps = o->warmup + o->steps + 1;
+    train_step_timing tm = {0};
+    train_step_opts so = {.model = m, .f = &w, .mb = &mb, .micro = o->batch, .micro_batches = 1,
+                          .packing = o->packing, .drop_hidden = cfg->hidden_dropout_prob,
+                          .drop_attn = cfg->attention_probs_dropout_prob, .seed = (uint64_t)o->seed,
+                          .scale = 1.0f, .timing = &tm};
+    r->loss_first = r->loss_last = NAN;
+    r->best_s = INFINITY;
+    for (int k = 0; k < o->warmup + o->steps; k++) {
+        int timed = k >= o->warmup;
+        if (k == o->warmup) tm = (train_step_timing){0};
+        double c0 = clock_cpu_s(), t0 = clock_now_s(), loss = NAN, tokens = 0, flops = 0;
+        if (o->lens) windows_set_lengths(&w, o, cfg, k, &tokens, &flops);
+        so.step = k;
+        if ((rc = train_step_grads(&so, idx, 0, o->batch, o->batch, &loss))) goto done;
+        double t2 = clock_now_s();
         if ((rc = optim_step(opt, bert_model_params(m), bert_model_grads(m), &oc, k, 1.0f, NULL))) goto done;
-        double t3 = now_s(), dt = t3 - t0;
-        if (k >= warmup) {
-            times[k - warmup] = dt;
-            cpu_total += cpu_s() - c0;
-            phase[0] += t1 - t0;
-            phase[1] += t2 - t1;
-            phase[2] += t3 - t2;
+        double t3 = clock_now_s(), dt = t3 - t0;
+        if (timed) {
+            r->total_s += dt;
+            r->best_s = dt < r->best_s ? dt : r->best_s;
+            r->cpu_s += clock_cpu_s() - c0;
+            r->optimizer_s += t3 - t2;
+            r->real_tokens += tokens;
+            r->flops += flops;
         }
-        if (k == 0) loss_first = loss;
-        loss_last = loss;
-        if (!json) fprintf(stderr, "step %d%s: %.1f ms, loss %.4f\n", k, k < warmup ? " (warm-up)" : "", 1e3 * dt,
-                           loss);
+        if (k == 0) r->loss_first = (float)loss;
+        r->loss_last = (float)loss;
+        if (!o->json)
+            fprintf(stderr, "step %d%s: %.1f ms, loss %.4f\n", k, timed ? "" : " (warm-up)", 1e3 * dt, loss);
     }
-
-    double total = 0, best = INFINITY;
-    for (int k = 0; k < steps; k++) {
-        total += times[k];
-        if (times[k] < best) best = times[k];
-    }
-    double ms = 1e3 * total / steps;
-    double flops = lens ? flops_total / steps : step_flops(&cfg, batch, seq);
-    double eps = batch / (total / steps), gflops = flops / (total / steps) * 1e-9;
-    if (json) {
-        char jname[1024], kern[512], jkern[1024], gemm[96], jgemm[192];
-        json_escape(jname, sizeof jname, name);
-        json_escape(jkern, sizeof jkern, cpu_kernels_describe(kern, sizeof kern));
-        json_escape(jgemm, sizeof jgemm, cpu_kernels_gemm(gemm, sizeof gemm));
-        printf("{\"impl\": \"bertc\", \"backend\": \"cpu\", \"precision\": \"fp32\", \"config\": \"%s\", "
-               "\"layers\": %d, \"hidden\": %d, \"heads\": %d, \"intermediate\": %d, \"vocab\": %d, "
-               "\"seq\": %d, \"batch\": %d, \"steps\": %d, \"warmup_steps\": %d, \"threads\": %d, "
-               "\"openblas_core\": \"%s\", \"isa\": \"%s\", \"gemm\": \"%s\", \"kernels\": \"%s\", \"ms_per_step\": %.2f, \"ms_best\": %.2f, \"examples_per_s\": %.4f, "
-               "\"gflops\": %.2f, \"flops_per_step\": %.6g, "
-               "\"flops_formula\": \"6*(L*(4C^2+2CI)+2C)*B*T + 12*L*B*T^2*C\", "
-               "\"cpu_ms_per_step\": %.2f, \"forward_ms\": %.2f, \"backward_ms\": %.2f, \"optimizer_ms\": %.2f, "
-               "\"dropout\": [%g, %g], \"recompute\": \"%s\", \"loss_first\": %.6f, \"loss_last\": %.6f, "
-               "\"packing\": \"%s\", \"lengths\": \"%s\", \"real_tokens_per_step\": %.1f}\n",
-               jname, cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size,
-               cfg.vocab_size, seq, batch, steps, warmup, nthreads, openblas_get_corename(), cpu_isa_name(cpu_kernels()->level),
-               jgemm, jkern, ms, 1e3 * best, eps,
-               gflops, flops, 1e3 * cpu_total / steps, 1e3 * phase[0] / steps, 1e3 * phase[1] / steps, 1e3 * phase[2] / steps,
-               cfg.hidden_dropout_prob, cfg.attention_probs_dropout_prob, memory_recompute_name(rec), loss_first, loss_last,
-               packing, lens ? "file" : "random", lens ? real_tokens / steps : (double)BT);
-    } else {
-        printf("bertc bench: %s (L%d H%d A%d I%d), batch %d x seq %d, %d threads%s, OpenBLAS core %s: "
-               "%.1f ms/step (best %.1f; forward %.1f, backward %.1f, optimizer %.1f; CPU time %.1f ms), %.2f examples/s, "
-               "%.1f GFLOP/s "
-               "(%d timed steps after %d warm-up)\n",
-               name, cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size, batch,
-               seq, nthreads, rec == RECOMPUTE_LAYER ? ", recompute layer" : "", openblas_get_corename(), ms, 1e3 * best, 1e3 * phase[0] / steps, 1e3 * phase[1] / steps,
-               1e3 * phase[2] / steps, 1e3 * cpu_total / steps, eps, gflops, steps, warmup);
-        char kern[512];
-        printf("  kernels: %s\n", cpu_kernels_describe(kern, sizeof kern));
-        if (lens)
-            printf("  windows from %s, packing %s: %.0f real tokens per step of %zu padded\n", lengths_path, packing,
-                   real_tokens / steps, BT);
-    }
+    r->forward_s = tm.forward_s;
+    r->backward_s = tm.backward_s;
 done:
+    loader_batch_free(&mb);
     optim_free(opt);
     bert_model_free(m);
     if (be.i) backend_free(&be);
-    free(times);
-    free(ints);
-    free(lens);
+    free(w.input_ids);
+    free(idx);
+    return rc;
+}
+
+/* One "key": value pair of the JSON object in b. */
+static void json_key(sbuf *b, const char *key)
+{
+    sb_puts(b, b->n ? ", " : "{");
+    sb_json_string(b, key, SB_JSON_UNICODE);
+    sb_puts(b, ": ");
+}
+
+static void json_str(sbuf *b, const char *key, const char *v)
+{
+    json_key(b, key);
+    sb_json_string(b, v, SB_JSON_UNICODE);
+}
+
+static void json_int(sbuf *b, const char *key, long long v)
+{
+    json_key(b, key);
+    sb_printf(b, "%lld", v);
+}
+
+/* v with `decimals` digits after the point. */
+static void json_fixed(sbuf *b, const char *key, int decimals, double v)
+{
+    json_key(b, key);
+    sb_printf(b, "%.*f", decimals, v);
+}
+
+static bench_figures bench_figures_of(const bench_opts *o, const bert_config *cfg, const bench_result *r)
+{
+    bench_figures f;
+    double n = o->steps, step_s = r->total_s / n;
+    f.ms = 1e3 * step_s;
+    f.ms_best = 1e3 * r->best_s;
+    f.flops = o->lens ? r->flops / n : step_flops(cfg, o->batch, o->seq);
+    f.examples_per_s = o->batch / step_s;
+    f.gflops = f.flops / step_s * 1e-9;
+    f.cpu_ms = 1e3 * r->cpu_s / n;
+    f.forward_ms = 1e3 * r->forward_s / n;
+    f.backward_ms = 1e3 * r->backward_s / n;
+    f.optimizer_ms = 1e3 * r->optimizer_s / n;
+    f.real_tokens = o->lens ? r->real_tokens / n : (double)o->batch * o->seq;
+    return f;
+}
+
+/* --json: one object on one line (bench/compare.sh and bench/packing.sh read it). */
+static void print_json(const bench_opts *o, const char *name, const bert_config *cfg, int nthreads,
+                       const bench_result *r)
+{
+    bench_figures f = bench_figures_of(o, cfg, r);
+    sbuf b = {0};
+    json_str(&b, "impl", "bertc");
+    json_str(&b, "backend", "cpu");
+    json_str(&b, "precision", "fp32");
+    json_str(&b, "config", name);
+    json_int(&b, "layers", cfg->num_hidden_layers);
+    json_int(&b, "hidden", cfg->hidden_size);
+    json_int(&b, "heads", cfg->num_attention_heads);
+    json_int(&b, "intermediate", cfg->intermediate_size);
+    json_int(&b, "vocab", cfg->vocab_size);
+    json_int(&b, "seq", o->seq);
+    json_int(&b, "batch", o->batch);
+    json_int(&b, "steps", o->steps);
+    json_int(&b, "warmup_steps", o->warmup);
+    json_int(&b, "threads", nthreads);
+    json_str(&b, "openblas_core", openblas_get_corename());
+    char kern[512], gemm[96];
+    json_str(&b, "isa", cpu_isa_name(cpu_kernels()->level));
+    json_str(&b, "gemm", cpu_kernels_gemm(gemm, sizeof gemm));
+    json_str(&b, "kernels", cpu_kernels_describe(kern, sizeof kern));
+    json_fixed(&b, "ms_per_step", 2, f.ms);
+    json_fixed(&b, "ms_best", 2, f.ms_best);
+    json_fixed(&b, "examples_per_s", 4, f.examples_per_s);
+    json_fixed(&b, "gflops", 2, f.gflops);
+    json_key(&b, "flops_per_step");
+    sb_printf(&b, "%.6g", f.flops);
+    json_str(&b, "flops_formula", "6*(L*(4C^2+2CI)+2C)*B*T + 12*L*B*T^2*C");
+    json_fixed(&b, "cpu_ms_per_step", 2, f.cpu_ms);
+    json_fixed(&b, "forward_ms", 2, f.forward_ms);
+    json_fixed(&b, "backward_ms", 2, f.backward_ms);
+    json_fixed(&b, "optimizer_ms", 2, f.optimizer_ms);
+    json_key(&b, "dropout");
+    sb_printf(&b, "[%g, %g]", cfg->hidden_dropout_prob, cfg->attention_probs_dropout_prob);
+    json_str(&b, "recompute", memory_recompute_name(o->recompute));
+    json_fixed(&b, "loss_first", 6, r->loss_first);
+    json_fixed(&b, "loss_last", 6, r->loss_last);
+    json_str(&b, "packing", cli_packing_name(o->packing));
+    json_str(&b, "lengths", o->lens ? "file" : "random");
+    json_fixed(&b, "real_tokens_per_step", 1, f.real_tokens);
+    sb_puts(&b, "}\n");
+    fputs(b.p, stdout);
+    sb_free(&b);
+}
+
+static void print_text(const bench_opts *o, const char *name, const bert_config *cfg, int nthreads,
+                       const bench_result *r)
+{
+    bench_figures f = bench_figures_of(o, cfg, r);
+    printf("bertc bench: %s (L%d H%d A%d I%d), batch %d x seq %d, %d threads%s, OpenBLAS core %s: ", name,
+           cfg->num_hidden_layers, cfg->hidden_size, cfg->num_attention_heads, cfg->intermediate_size, o->batch,
+           o->seq, nthreads, o->recompute == RECOMPUTE_LAYER ? ", recompute layer" : "", openblas_get_corename());
+    printf("%.1f ms/step (best %.1f; forward %.1f, backward %.1f, optimizer %.1f; CPU time %.1f ms), ", f.ms,
+           f.ms_best, f.forward_ms, f.backward_ms, f.optimizer_ms, f.cpu_ms);
+    printf("%.2f examples/s, %.1f GFLOP/s (%d timed steps after %d warm-up)\n", f.examples_per_s, f.gflops, o->steps,
+           o->warmup);
+    char kern[512];
+    printf("  kernels: %s\n", cpu_kernels_describe(kern, sizeof kern));
+    if (o->lens)
+        printf("  windows from %s, packing %s: %.0f real tokens per step of %zu padded\n", o->lengths_path,
+               cli_packing_name(o->packing), f.real_tokens, (size_t)o->batch * o->seq);
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    bench_opts o;
+    int rc = bench_parse(argc, argv, &o);
+    if (rc == ARGS_HELP) return 0;
+    bert_config cfg;
+    param_table table = {0};
+    float *host = NULL;
+    bench_result r;
+    if (!rc) rc = bench_model(&o, &cfg, &table, &host);
+    if (!rc) rc = bench_run(&o, &cfg, host, &r);
+    if (!rc) {
+        const char *name = o.model_dir ? o.model_dir : o.config_name;
+        int nthreads = o.threads > 0 ? o.threads : omp_get_num_procs();
+        if (o.json) print_json(&o, name, &cfg, nthreads, &r);
+        else print_text(&o, name, &cfg, nthreads, &r);
+    }
+    free(o.lens);
     free(host);
     param_table_free(&table);
     return rc;

@@ -10,19 +10,20 @@
  *    `bertc eval RUN/data/test.json RUN/predictions.json` prints it. */
 #include "core/alloc.h"
 #include "core/args.h"
+#include "core/clock.h"
 #include "core/err.h"
 #include "core/fileio.h"
 #include "data/synth.h"
 #include "eval/squad_eval.h"
 #include "model/config.h"
+#include "model/hf_dir.h"
+#include "model/init.h"
 #include "model/params.h"
-#include "model/weights.h"
 #include "train/trainer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 const char cmd_demo_summary[] = "generate a toy data set, train a small model on it (~2 min on 2 cores), evaluate";
 
@@ -43,13 +44,6 @@ enum {
 /* transformers' 0.02 suits BERT-base's width; a model 128 wide trained from
  * scratch starts learning much sooner with weights of about 1/sqrt(128). */
 #define DEMO_INIT_RANGE 0.1
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int make_model(const char *data_dir, const char *model_dir, uint64_t seed)
 {
@@ -126,7 +120,7 @@ int cmd_demo(int argc, char **argv)
         return rc;
     }
     if (path_exists(out) && !path_is_dir(out)) return err_set(ERR_INPUT, "--out %s: exists and is not a directory", out);
-    double t0 = now_s();
+    double t0 = clock_now_s();
     char data[4096], model[4096], train[4096], test[4096], pred[4096];
     snprintf(data, sizeof data, "%s/data", out);
     snprintf(model, sizeof model, "%s/init", out);
@@ -154,7 +148,7 @@ int cmd_demo(int argc, char **argv)
     o.out_dir = out;
     /* The demo's figures are for the CPU; a GPU would run the same recipe
      * in another precision, with other numbers. */
-    o.device = "cpu";
+    o.device = DEVICE_CPU;
     o.max_seq_length = DEMO_T;
     o.doc_stride = DEMO_STRIDE;
     o.batch = DEMO_BATCH;
@@ -182,6 +176,6 @@ int cmd_demo(int argc, char **argv)
     }
     rc = print_eval("bertc model", test, pred, 0);
     if (rc) return rc;
-    printf("time: %.0f s in all; try: bertc ask --model %s/final --context @FILE --question TEXT\n", now_s() - t0, out);
+    printf("time: %.0f s in all; try: bertc ask --model %s/final --context @FILE --question TEXT\n", clock_now_s() - t0, out);
     return print_eval(NULL, test, pred, 1);
 }

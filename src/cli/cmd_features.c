@@ -2,6 +2,7 @@
  * the counts and, with --dump, writes the tensors as .npy for checking
  * against an outside implementation (run_qa.py's prepare_*_features). */
 #include "core/args.h"
+#include "core/clock.h"
 #include "core/err.h"
 #include "core/fileio.h"
 #include "core/npy.h"
@@ -10,16 +11,8 @@
 #include "text/tokenizer.h"
 
 #include <stdio.h>
-#include <time.h>
 
 const char cmd_features_summary[] = "tokenise a SQuAD file into feature windows; print counts, dump .npy";
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int dump_features(const char *dir, const features *f)
 {
@@ -69,18 +62,18 @@ int cmd_features(int argc, char **argv)
     if (rc) return rc;
     if (stride >= T) return err_set(ERR_INPUT, "--doc-stride %d must be below --max-seq-length %d", stride, T);
 
-    double t0 = now_s();
+    double t0 = clock_now_s();
     vocab *v = NULL;
     tokenizer *tok = NULL;
     squad_data d = {0};
     features f = {0};
     if ((rc = tokenizer_load_dir(model, &v, &tok))) goto done;
     if ((rc = squad_load(data, &d))) goto done;
-    double t1 = now_s();
+    double t1 = clock_now_s();
     feature_opts o = {.max_seq_length = T, .doc_stride = stride, .max_query_length = mql, .version_2_with_negative = v2};
     int hit = 0;
     if ((rc = features_load_or_build(cache, &d, tok, &o, threads, &f, &hit))) goto done;
-    double t2 = now_s();
+    double t2 = clock_now_s();
     printf("data: %s (%d examples, %d contexts)\n", data, d.n, d.ncontexts);
     printf("answers: %d relocated, %d unfound (not used for training)\n", d.n_relocated, d.n_unfound);
     char qbuf[32] = "off";

@@ -5,8 +5,9 @@
 #include "core/err.h"
 #include "core/fileio.h"
 #include "model/config.h"
+#include "model/hf_dir.h"
+#include "model/init.h"
 #include "model/params.h"
-#include "model/weights.h"
 #include "text/tokenizer.h"
 
 #include <limits.h>

@@ -4,6 +4,7 @@
  * largest micro-batch that fits a GPU (--gpu-mem, or the GPU this machine
  * has). Needs no GPU: the figures are arithmetic on the model's tables. */
 #include "backend/select.h"
+#include "cli/options.h"
 #include "core/args.h"
 #include "core/err.h"
 #include "core/fileio.h"
@@ -111,14 +112,14 @@ int cmd_plan(int argc, char **argv)
     precision_kind prec;
     recompute_kind rec;
     bert_config cfg;
-    if ((rc = select_parse_precision(prec_s, &prec)) || (rc = memory_parse_recompute(rec_s, &rec)) ||
+    packing_kind pack;
+    if ((rc = cli_parse_precision("plan", prec_s, &prec)) || (rc = cli_parse_recompute("plan", rec_s, &rec)) ||
         (rc = load_config(model, config, vocab_size, vocab_seen, &cfg)))
         return rc;
     if (gpu_mem_seen && gpu_mem <= 0) return err_set(ERR_INPUT, "--gpu-mem: must be more than 0 bytes");
-    int packed = 0;
-    if (!strcmp(packing, "varlen")) packed = 1;
-    else if (strcmp(packing, "none")) return err_set(ERR_INPUT, "plan: --packing %s: expected none or varlen", packing);
-    if (max_tokens_seen && !packed) return err_set(ERR_INPUT, "plan: --max-tokens needs --packing varlen");
+    if ((rc = cli_parse_packing("plan", packing, &pack))) return rc;
+    if (max_tokens_seen && pack != PACKING_VARLEN)
+        return err_set(ERR_INPUT, "plan: --max-tokens needs --packing varlen");
     if (max_tokens_seen && (max_tokens < seq || (int64_t)max_tokens > (int64_t)batch * seq))
         return err_set(ERR_INPUT, "plan: --max-tokens %d must be in %d..%lld (--seq .. --batch x --seq)", max_tokens,
                        seq, (long long)batch * seq);
@@ -172,7 +173,7 @@ int cmd_plan(int argc, char **argv)
     }
 
     int64_t card = gpu_mem_seen ? gpu_mem : have_gpu ? total : 0;
-    if (packed && (rc = plan_packed(&cfg, batch, seq, max_tokens, eff, rec, card))) return rc;
+    if (pack == PACKING_VARLEN && (rc = plan_packed(&cfg, batch, seq, max_tokens, eff, rec, card))) return rc;
     if (card <= 0) {
         printf("largest micro-batch: no GPU to size it for (%s); give --gpu-mem SIZE\n", why);
         return 0;

@@ -1,23 +1,17 @@
 /* bertc predict: answers for every question of a SQuAD-format file. */
+#include "cli/options.h"
 #include "core/args.h"
+#include "core/clock.h"
 #include "core/err.h"
 #include "core/fileio.h"
 #include "core/npy.h"
-#include "train/qa_model.h"
+#include "infer/qa_model.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 const char cmd_predict_summary[] = "answer the questions of a SQuAD-format file (predictions.json)";
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int dump_logits(const char *dir, const features *f, const float *start, const float *end)
 {
@@ -76,20 +70,23 @@ int cmd_predict(int argc, char **argv)
     if (rc) return rc;
     if ((T_given || stride_given) && stride >= T)
         return err_set(ERR_INPUT, "predict: --doc-stride %d must be below --max-seq-length %d", stride, T);
-    int packed = 0;
-    if ((rc = qa_parse_packing(packing, &packed))) return err_wrap(rc, "predict");
-    if (max_tokens_given && !packed) return err_set(ERR_INPUT, "predict: --max-tokens needs --packing varlen");
+    packing_kind pack;
+    if ((rc = cli_parse_packing("predict", packing, &pack))) return rc;
+    if (max_tokens_given && pack != PACKING_VARLEN)
+        return err_set(ERR_INPUT, "predict: --max-tokens needs --packing varlen");
     if (path_is_dir(out)) return err_set(ERR_INPUT, "--out %s: is a directory (give the predictions file's path)", out);
     if (!v2 && (null_odds || thr_given))
         return err_set(ERR_INPUT, "predict: --null-odds and --null-score-diff-threshold need --version-2-with-negative");
     if (null_odds && path_is_dir(null_odds))
         return err_set(ERR_INPUT, "--null-odds %s: is a directory (give the file's path)", null_odds);
     backend_opts bo = backend_opts_default();
-    if ((rc = select_parse_device(device, &bo.device)) || (rc = select_parse_precision(precision, &bo.precision)))
-        return err_wrap(rc, "predict");
+    if ((rc = cli_parse_device("predict", device, &bo.device)) ||
+        (rc = cli_parse_precision("predict", precision, &bo.precision)))
+        return rc;
     bo.threads = threads;
     bo.gpu = gpu;
-    double t0 = now_s();
+    bo.batch_invariant = 1; /* a question's answers do not depend on the other windows in its batch */
+    double t0 = clock_now_s();
     qa_model m;
     squad_data d;
     features f;
@@ -110,7 +107,7 @@ int cmd_predict(int argc, char **argv)
     rc = features_build(&d, m.tok, &fo, threads, &f);
     if (rc) goto done;
     have_f = 1;
-    m.packing = packed;
+    m.packing = pack;
     m.max_tokens = max_tokens_given ? max_tokens : 0;
     rc = qa_model_start(&m, &bo, f.n < batch ? (f.n > 0 ? f.n : 1) : batch, T);
     if (rc) goto done;
@@ -123,14 +120,14 @@ int cmd_predict(int argc, char **argv)
     }
     rc = qa_model_logits(&m, &f, start, end, NULL);
     if (!rc && dump) rc = dump_logits(dump, &f, start, end);
-    if (!rc)
-        rc = v2 ? postprocess_predictions_v2(&d, &f, start, end, n_best, max_ans, null_thr, &p)
-                : postprocess_predictions(&d, &f, start, end, n_best, max_ans, &p);
+    postprocess_opts po = {.n_best = n_best, .max_answer_length = max_ans, .version_2_with_negative = v2,
+                           .null_score_diff_threshold = null_thr};
+    if (!rc) rc = postprocess_predictions(&d, &f, start, end, &po, &p);
     if (!rc) rc = predictions_write_json(out, &d, &p);
     if (!rc && nbest) rc = nbest_write_json(nbest, &d, &p);
     if (!rc && null_odds) rc = null_odds_write_json(null_odds, &d, &p);
     if (!rc)
-        fprintf(stderr, "predict: %d questions, %d windows, %.1fs -> %s\n", d.n, f.n, now_s() - t0, out);
+        fprintf(stderr, "predict: %d questions, %d windows, %.1fs -> %s\n", d.n, f.n, clock_now_s() - t0, out);
 done:
     qa_predictions_free(&p);
     free(start);

@@ -11,9 +11,10 @@
 #include "core/err.h"
 #include "core/fileio.h"
 #include "model/config.h"
+#include "model/hf_dir.h"
+#include "model/init.h"
 #include "model/params.h"
 #include "model/tf_bert.h"
-#include "model/weights.h"
 #include "text/tokenizer.h"
 #include "train/trainer.h"
 
@@ -189,6 +190,48 @@ static int write_init_model(const squad_flags *s, const char *dst)
     return rc;
 }
 
+/* run_squad.py's own checks of its flags (validate_flags_or_throw), then
+ * bertc's; notes on flags that have no effect. */
+static int check_flags(const squad_flags *s, const flag *flags)
+{
+    if (!s->do_train && !s->do_predict)
+        return err_set(ERR_INPUT, "run_squad: at least one of --do_train or --do_predict must be True");
+    static const char *const required[] = {"bert_config_file", "vocab_file", "output_dir"};
+    for (int i = 0; i < 3; i++)
+        for (const flag *f = flags; f->name; f++)
+            if (!strcmp(f->name, required[i]) && !*(const char **)f->ptr)
+                return err_set(ERR_INPUT, "run_squad: flag --%s must be specified", f->name);
+    if (s->do_train && !s->train_file)
+        return err_set(ERR_INPUT, "run_squad: if --do_train is True, then --train_file must be specified");
+    if (s->do_predict && !s->predict_file)
+        return err_set(ERR_INPUT, "run_squad: if --do_predict is True, then --predict_file must be specified");
+    if (s->max_seq_length <= s->max_query_length + 3)
+        return err_set(ERR_INPUT, "run_squad: the max_seq_length (%d) must be greater than max_query_length (%d) + 3",
+                       s->max_seq_length, s->max_query_length);
+    if (s->warmup_proportion < 0 || s->warmup_proportion >= 1)
+        return err_set(ERR_INPUT, "run_squad: --warmup_proportion %g: bertc takes a proportion in [0, 1)",
+                       s->warmup_proportion);
+    if (s->train_batch_size < 1 || s->predict_batch_size < 1 || s->n_best_size < 1 || s->max_answer_length < 1 ||
+        s->doc_stride < 1 || s->max_query_length < 1 || s->save_checkpoints_steps < 0 || s->num_train_epochs <= 0 ||
+        s->learning_rate < 0)
+        return err_set(ERR_INPUT, "run_squad: batch sizes, n_best_size, max_answer_length, doc_stride, "
+                       "max_query_length and num_train_epochs must be positive, learning_rate and "
+                       "save_checkpoints_steps not negative");
+    char ignored[256] = "";
+    for (const flag *f = flags; f->name; f++)
+        if (f->tpu && f->seen) {
+            size_t l = strlen(ignored);
+            snprintf(ignored + l, sizeof ignored - l, "%s--%s", l ? ", " : "", f->name);
+        }
+    if (ignored[0]) printf("run_squad: ignoring %s (bertc runs on the CPU or a CUDA GPU)\n", ignored);
+    int threshold_seen = 0;
+    for (const flag *f = flags; f->name; f++)
+        if (!strcmp(f->name, "null_score_diff_threshold")) threshold_seen = f->seen;
+    if (threshold_seen && !s->version_2_with_negative)
+        printf("run_squad: --null_score_diff_threshold has no effect without --version_2_with_negative\n");
+    return 0;
+}
+
 int cmd_run_squad(int argc, char **argv)
 {
     squad_flags s = {
@@ -236,42 +279,7 @@ int cmd_run_squad(int argc, char **argv)
         return 0;
     }
     if (rc) return rc;
-    /* run_squad.py's own checks (validate_flags_or_throw), then bertc's. */
-    if (!s.do_train && !s.do_predict)
-        return err_set(ERR_INPUT, "run_squad: at least one of --do_train or --do_predict must be True");
-    static const char *const required[] = {"bert_config_file", "vocab_file", "output_dir"};
-    for (int i = 0; i < 3; i++)
-        for (flag *f = flags; f->name; f++)
-            if (!strcmp(f->name, required[i]) && !*(const char **)f->ptr)
-                return err_set(ERR_INPUT, "run_squad: flag --%s must be specified", f->name);
-    if (s.do_train && !s.train_file)
-        return err_set(ERR_INPUT, "run_squad: if --do_train is True, then --train_file must be specified");
-    if (s.do_predict && !s.predict_file)
-        return err_set(ERR_INPUT, "run_squad: if --do_predict is True, then --predict_file must be specified");
-    if (s.max_seq_length <= s.max_query_length + 3)
-        return err_set(ERR_INPUT, "run_squad: the max_seq_length (%d) must be greater than max_query_length (%d) + 3",
-                       s.max_seq_length, s.max_query_length);
-    if (s.warmup_proportion < 0 || s.warmup_proportion >= 1)
-        return err_set(ERR_INPUT, "run_squad: --warmup_proportion %g: bertc takes a proportion in [0, 1)",
-                       s.warmup_proportion);
-    if (s.train_batch_size < 1 || s.predict_batch_size < 1 || s.n_best_size < 1 || s.max_answer_length < 1 ||
-        s.doc_stride < 1 || s.max_query_length < 1 || s.save_checkpoints_steps < 0 || s.num_train_epochs <= 0 ||
-        s.learning_rate < 0)
-        return err_set(ERR_INPUT, "run_squad: batch sizes, n_best_size, max_answer_length, doc_stride, "
-                       "max_query_length and num_train_epochs must be positive, learning_rate and "
-                       "save_checkpoints_steps not negative");
-    char ignored[256] = "";
-    for (flag *f = flags; f->name; f++)
-        if (f->tpu && f->seen) {
-            size_t l = strlen(ignored);
-            snprintf(ignored + l, sizeof ignored - l, "%s--%s", l ? ", " : "", f->name);
-        }
-    if (ignored[0]) printf("run_squad: ignoring %s (bertc runs on the CPU or a CUDA GPU)\n", ignored);
-    int threshold_seen = 0;
-    for (flag *f = flags; f->name; f++)
-        if (!strcmp(f->name, "null_score_diff_threshold")) threshold_seen = f->seen;
-    if (threshold_seen && !s.version_2_with_negative)
-        printf("run_squad: --null_score_diff_threshold has no effect without --version_2_with_negative\n");
+    if ((rc = check_flags(&s, flags))) return rc;
     /* The vocab and config are checked before anything is written. */
     vocab *v = NULL;
     if ((rc = vocab_load(s.vocab_file, &v))) return err_wrap(rc, "--vocab_file");

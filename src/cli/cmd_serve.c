@@ -1,9 +1,10 @@
 /* bertc serve: answers over HTTP, batched (src/serve/). */
+#include "cli/options.h"
 #include "core/args.h"
 #include "core/err.h"
 #include "core/fileio.h"
+#include "infer/qa_model.h"
 #include "serve/serve_http.h"
-#include "train/qa_model.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -64,13 +65,15 @@ int cmd_serve(int argc, char **argv)
     if ((T_given || stride_given) && stride >= T)
         return err_set(ERR_INPUT, "serve: --doc-stride %d must be below --max-seq-length %d", stride, T);
     if ((rc = serve_check_bind(bind))) return rc;
-    int packed;
-    if ((rc = qa_parse_packing(packing, &packed))) return err_wrap(rc, "serve");
+    packing_kind pack;
+    if ((rc = cli_parse_packing("serve", packing, &pack))) return rc;
     backend_opts bo = backend_opts_default();
-    if ((rc = select_parse_device(device, &bo.device)) || (rc = select_parse_precision(precision, &bo.precision)))
-        return err_wrap(rc, "serve");
+    if ((rc = cli_parse_device("serve", device, &bo.device)) ||
+        (rc = cli_parse_precision("serve", precision, &bo.precision)))
+        return rc;
     bo.threads = threads;
     bo.gpu = gpu;
+    bo.batch_invariant = 1; /* a question's answers do not depend on the other windows in its batch */
     /* Every thread started from here on (libmicrohttpd's, the worker, OpenMP's) leaves these to sigwait below. */
     sigset_t sigs;
     sigemptyset(&sigs);
@@ -90,7 +93,7 @@ int cmd_serve(int argc, char **argv)
     if ((rc = features_check_opts(&fo))) goto done;
     if (!max_tokens) max_tokens = 16 * T;
     int rows = max_tokens / T < 1 ? 1 : max_tokens / T;
-    m.packing = packed; /* a forward takes up to rows windows, only their real tokens computed */
+    m.packing = pack; /* a forward takes up to rows windows, only their real tokens computed */
     rc = qa_model_start(&m, &bo, rows, T);
     if (rc) goto done;
     serve_opts so = {
@@ -108,7 +111,7 @@ int cmd_serve(int argc, char **argv)
     }
     fprintf(stderr, "serve: listening on http://%s%s%s:%d/ (%s, %d tokens per window, stride %d, %d windows per forward, %s)\n",
             strchr(bind, ':') ? "[" : "", bind, strchr(bind, ':') ? "]" : "", serve_port(s), m.info.desc, T, stride, rows,
-            packed ? "packed: real tokens only" : "padded");
+            pack == PACKING_VARLEN ? "packed: real tokens only" : "padded");
     int sig = 0;
     sigwait(&sigs, &sig);
     fprintf(stderr, "serve: %s: finishing the requests in flight\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");

@@ -1,4 +1,5 @@
 /* bertc train: fine-tune a BERT model dir for extractive QA (trainer.h). */
+#include "cli/options.h"
 #include "core/args.h"
 #include "core/err.h"
 #include "dist/dist.h"
@@ -53,7 +54,8 @@ static int train_main(int argc, char **argv)
 {
     trainer_opts o;
     trainer_opts_default(&o);
-    const char *micro = "auto", *split = NULL;
+    const char *micro = "auto", *device = "auto", *precision = "auto", *recompute = "none", *packing = "none";
+    const char *resume = "auto", *split = NULL;
     int64_t seed = o.seed;
     int supervise = 0;
     const arg_spec specs[] = {
@@ -76,22 +78,22 @@ static int train_main(int argc, char **argv)
         {"dropout", ARG_DOUBLE, &o.dropout, "P", "dropout probability for hidden and attention (default: the config's)", .min = 0, .max = 0.99},
         {"seed", ARG_I64, &seed, "N", "seed of shuffling, dropout and qa_outputs init", .min = 0, .max = 9.2e18},
         {"no-shuffle", ARG_FLAG_OFF, &o.shuffle, NULL, "keep the data order", .min = 0},
-        {"device", ARG_STR, &o.device, "D", "auto|cpu|cuda (auto: the GPU when there is a usable one, else the CPU)", .min = 0},
-        {"precision", ARG_STR, &o.precision, "P", "auto|fp32|tf32|fp16|bf16 (auto: bf16 from compute 8.0, fp16 below, fp32 on the CPU)", .min = 0},
+        {"device", ARG_STR, &device, "D", "auto|cpu|cuda (auto: the GPU when there is a usable one, else the CPU)", .min = 0},
+        {"precision", ARG_STR, &precision, "P", "auto|fp32|tf32|fp16|bf16 (auto: bf16 from compute 8.0, fp16 below, fp32 on the CPU)", .min = 0},
         {"gpu", ARG_INT, &o.gpu, "N", "the CUDA device to train on", .min = 0, .max = 1023},
         {"gpu-mem-limit", ARG_SIZE, &o.gpu_mem_limit, "SIZE", "most device memory to allocate, e.g. 15GiB (0 = no limit)", .min = 0},
-        {"recompute", ARG_STR, &o.recompute, "MODE", "none|layer: layer keeps only each layer's input and recomputes the rest in backward (less memory, ~1/3 more compute, same results)", .min = 0},
+        {"recompute", ARG_STR, &recompute, "MODE", "none|layer: layer keeps only each layer's input and recomputes the rest in backward (less memory, ~1/3 more compute, same results)", .min = 0},
         {"save-every", ARG_I64, &o.save_every, "N", "checkpoint every N steps (0 = off)", .min = 0, .max = 1e12},
         {"save-every-minutes", ARG_DOUBLE, &o.save_every_minutes, "M", "checkpoint every M minutes (0 = off)", .min = 0, .max = 1e7},
         {"keep", ARG_INT, &o.keep, "K", "checkpoints to keep (0 = all)", .min = 0, .max = 1000000},
-        {"resume", ARG_STR, &o.resume, "auto|never|PATH", "auto: newest valid checkpoint of RUN; never: start over", .min = 0},
+        {"resume", ARG_STR, &resume, "auto|never|PATH", "auto: newest valid checkpoint of RUN; never: start over", .min = 0},
         {"eval-every", ARG_I64, &o.eval_every, "N", "evaluate on --dev every N steps (0 = at the end only)", .min = 0, .max = 1e12},
         {"threads", ARG_INT, &o.threads, "N", "CPU threads (0 = all cores)", .min = 0, .max = 4096},
         {"log-every", ARG_I64, &o.log_every, "N", "steps between progress lines when stdout is not a terminal", .min = 1, .max = 1e12},
         {"monitor-interval", ARG_DOUBLE, &o.monitor_interval, "S", "seconds between resource samples (0 = off)", .min = 0, .max = 86400},
         {"n-best", ARG_INT, &o.n_best, "N", "candidates per window in post-processing", .min = 1, .max = 1000},
         {"max-answer-length", ARG_INT, &o.max_answer_length, "N", "longest answer in tokens", .min = 1, .max = 8192},
-        {"packing", ARG_STR, &o.packing, "P", "none|varlen (varlen: micro-batches of real tokens only, no padding computed; the loss's softmax over each window's own tokens)", .min = 0},
+        {"packing", ARG_STR, &packing, "P", "none|varlen (varlen: micro-batches of real tokens only, no padding computed; the loss's softmax over each window's own tokens)", .min = 0},
         {"max-tokens", ARG_INT, &o.max_tokens, "N", "with --packing varlen: real tokens per micro-batch (default micro-batch x T, or the planner's on a GPU)", .min = 1, .max = 1 << 30},
         {"version-2-with-negative", ARG_FLAG, &o.version_2_with_negative, NULL, "SQuAD 2.0: unanswerable (is_impossible) questions trained at [CLS]; --dev scored with evaluate-v2.0.py's metric, RUN/null_odds.json", .min = 0},
         {"null-score-diff-threshold", ARG_DOUBLE, &o.null_score_diff_threshold, "X", "with --version-2-with-negative: answer \"\" when the null score beats the best span's by more than X (default 0.0)", .min = -1e9, .max = 1e9},
@@ -109,6 +111,12 @@ static int train_main(int argc, char **argv)
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     o.seed = seed;
+    if ((rc = cli_parse_device("train", device, &o.device)) ||
+        (rc = cli_parse_precision("train", precision, &o.precision)) ||
+        (rc = cli_parse_recompute("train", recompute, &o.recompute)) ||
+        (rc = cli_parse_packing("train", packing, &o.packing)))
+        return rc;
+    cli_parse_resume(resume, &o.resume, &o.resume_path);
     if (strcmp(micro, "auto") != 0) {
         int64_t v;
         rc = parse_int64(micro, 1, 1 << 20, "train --micro-batch", &v);
@@ -117,16 +125,9 @@ static int train_main(int argc, char **argv)
     }
     rc = trainer_opts_check(&o);
     if (rc) return rc;
-    if (split && o.pipeline_stages < 2)
-        return err_set(ERR_INPUT, "train --pipeline-split %s: needs --pipeline-stages 2 or more", split);
-    if (split) {
-        rc = pipe_split_parse(split, o.pipeline_split, (int)(sizeof o.pipeline_split / sizeof o.pipeline_split[0]),
-                              &o.pipeline_split_n, "train --pipeline-split");
-        if (rc) return rc;
-        if (o.pipeline_split_n != o.pipeline_stages + 1)
-            return err_set(ERR_INPUT, "train --pipeline-split %s: %d boundaries for %d stages (give %d: 0, ..., the "
-                           "layer count)", split, o.pipeline_split_n, o.pipeline_stages, o.pipeline_stages + 1);
-    }
+    if (split && (rc = cli_parse_pipeline_split("train", split, o.pipeline_stages, o.pipeline_split,
+                                                &o.pipeline_split_n)))
+        return rc;
     /* data-parallel ranks: the pipeline's copies */
     int ranks = dist_size();
     if (o.pipeline_stages > 1 && !dist_launched())

@@ -27,18 +27,21 @@ void sb_printf(sbuf *b, const char *fmt, ...)
     free(big);
 }
 
-void sb_puts(sbuf *b, const char *s)
+/* Appends s[0..n) and keeps the buffer NUL-terminated. */
+static void sb_putn(sbuf *b, const char *s, size_t n)
 {
-    size_t n = strlen(s);
     if (b->n + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
         while (cap < b->n + n + 1) cap *= 2;
         b->p = xrealloc(b->p, cap);
         b->cap = cap;
     }
-    memcpy(b->p + b->n, s, n + 1);
+    memcpy(b->p + b->n, s, n);
     b->n += n;
+    b->p[b->n] = 0;
 }
+
+void sb_puts(sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
 
 void sb_html(sbuf *b, const char *s)
 {
@@ -59,15 +62,32 @@ void sb_html(sbuf *b, const char *s)
     }
 }
 
-void sb_json_string(sbuf *b, const char *s)
+void sb_json_string(sbuf *b, const char *s, sb_json_style style)
 {
-    sb_puts(b, "\"");
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c == '"' || *c == '\\') sb_printf(b, "\\%c", *c);
-        else if (*c < 0x20) sb_printf(b, "\\u%04x", *c);
-        else sb_printf(b, "%c", *c);
+    sb_putn(b, "\"", 1);
+    const char *run = s; /* the first byte not yet appended */
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        sb_putn(b, run, (size_t)(s - run));
+        run = s + 1;
+        const char *esc = NULL;
+        if (c == '"') esc = "\\\"";
+        else if (c == '\\') esc = "\\\\";
+        else if (style == SB_JSON_PYTHON) {
+            switch (c) {
+            case '\b': esc = "\\b"; break;
+            case '\f': esc = "\\f"; break;
+            case '\n': esc = "\\n"; break;
+            case '\r': esc = "\\r"; break;
+            case '\t': esc = "\\t"; break;
+            }
+        }
+        if (esc) sb_putn(b, esc, 2);
+        else sb_printf(b, "\\u%04x", c);
     }
-    sb_puts(b, "\"");
+    sb_putn(b, run, (size_t)(s - run));
+    sb_putn(b, "\"", 1);
 }
 
 void sb_free(sbuf *b)

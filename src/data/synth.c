@@ -5,6 +5,7 @@
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/fileio.h"
+#include "core/rng.h"
 
 #include <ctype.h>
 #include <jansson.h>
@@ -180,19 +181,12 @@ static const char *const company_suffixes[] = {"Labs", "Systems", "Industries", 
 static const char *const consonants = "bdfgklmnprstvz";
 static const char *const vowels = "aeiou";
 
-/* ---- random numbers: splitmix64 ---- */
+/* ---- random numbers: splitmix64 (core/rng.h) ---- */
 typedef struct {
     uint64_t s;
 } rng;
 
-static uint64_t rnext(rng *r)
-{
-    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static int rint_(rng *r, int n) { return (int)(rnext(r) % (uint64_t)n); }
+static int rint_(rng *r, int n) { return (int)(splitmix64_next(&r->s) % (uint64_t)n); }
 
 /* ---- the word list (template words, for the vocab and name checks) ---- */
 typedef struct {
@@ -784,7 +778,7 @@ int synth_generate(const synth_opts *o, const char *dir, synth_stats *st)
         out[s].data = json_array();
         for (int k = 0; k < SYNTH_NBASELINES; k++) out[s].baseline[k] = json_object();
         int np = s == SPLIT_TRAIN ? o->train_paragraphs : o->test_paragraphs;
-        rng pr = {rnext(&r)};
+        rng pr = {splitmix64_next(&r.s)};
         for (int i = 0; i < np; i++) make_paragraph(&out[s], &pr, o, pools[s], s, i);
     }
     rc = write_split(dir, "train.json", &out[SPLIT_TRAIN]);

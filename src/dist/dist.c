@@ -3,12 +3,12 @@
 #define _GNU_SOURCE
 #include "dist/dist.h"
 
+#include "core/clock.h"
 #include "core/err.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #ifdef BERTC_HAVE_MPI
@@ -22,15 +22,6 @@ static double g_comm_s = 0;
 static float *g_tmp;
 static size_t g_tmp_cap;
 #define DIST_SEG ((size_t)1 << 24) /* floats per Alltoallv: counts stay ints */
-#endif
-
-#ifdef BERTC_HAVE_MPI
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 #endif
 
 int dist_have_mpi(void)
@@ -151,7 +142,7 @@ int dist_allreduce_sum_fixed(float *x, size_t n)
 {
     if (g_size <= 1 || n == 0) return 0;
 #ifdef BERTC_HAVE_MPI
-    double t = now();
+    double t = clock_now_s();
     int N = g_size, me = g_rank;
     int *sc = malloc(4 * (size_t)N * sizeof *sc);
     if (!sc) return err_set(ERR_RUNTIME, "out of memory");
@@ -193,7 +184,7 @@ int dist_allreduce_sum_fixed(float *x, size_t n)
         if (mrc != MPI_SUCCESS) ret = mpi_fail(mrc, "the gradient all-gather");
     }
     free(sc);
-    g_comm_s += now() - t;
+    g_comm_s += clock_now_s() - t;
     return ret;
 #else
     return 0;
@@ -204,7 +195,7 @@ int dist_allreduce_sum_f64(double *x, int n)
 {
     if (g_size <= 1 || n <= 0) return 0;
 #ifdef BERTC_HAVE_MPI
-    double t = now();
+    double t = clock_now_s();
     double *all = malloc((size_t)n * (size_t)g_size * sizeof *all);
     if (!all) return err_set(ERR_RUNTIME, "out of memory");
     int mrc = MPI_Allgather(x, n, MPI_DOUBLE, all, n, MPI_DOUBLE, MPI_COMM_WORLD);
@@ -215,7 +206,7 @@ int dist_allreduce_sum_f64(double *x, int n)
             x[i] = s;
         }
     free(all);
-    g_comm_s += now() - t;
+    g_comm_s += clock_now_s() - t;
     return mrc == MPI_SUCCESS ? 0 : mpi_fail(mrc, "a loss all-reduce");
 #else
     return 0;
@@ -226,12 +217,12 @@ int dist_bcast(void *buf, size_t bytes, int root)
 {
     if (g_size <= 1) return 0;
 #ifdef BERTC_HAVE_MPI
-    double t = now();
+    double t = clock_now_s();
     for (size_t off = 0; off < bytes; off += (size_t)1 << 30) {
         size_t m = bytes - off < ((size_t)1 << 30) ? bytes - off : (size_t)1 << 30;
         MPI_TRY(MPI_Bcast((char *)buf + off, (int)m, MPI_BYTE, root, MPI_COMM_WORLD), "a broadcast");
     }
-    g_comm_s += now() - t;
+    g_comm_s += clock_now_s() - t;
 #endif
     return 0;
 }
@@ -240,9 +231,9 @@ int dist_barrier(void)
 {
     if (g_size <= 1) return 0;
 #ifdef BERTC_HAVE_MPI
-    double t = now();
+    double t = clock_now_s();
     MPI_TRY(MPI_Barrier(MPI_COMM_WORLD), "a barrier");
-    g_comm_s += now() - t;
+    g_comm_s += clock_now_s() - t;
 #endif
     return 0;
 }
@@ -261,9 +252,9 @@ int dist_agree(int rc)
     memset(&me, 0, sizeof me);
     me.rc = rc;
     if (rc) snprintf(me.msg, sizeof me.msg, "%s", err_msg());
-    double t = now();
+    double t = clock_now_s();
     int mrc = MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, MPI_COMM_WORLD);
-    g_comm_s += now() - t;
+    g_comm_s += clock_now_s() - t;
     if (mrc != MPI_SUCCESS) {
         free(all);
         return mpi_fail(mrc, "agreeing on errors");

@@ -1,4 +1,4 @@
-/* Data-parallel communication between the processes of one job (issue 15).
+/* Data-parallel communication between the processes of one job.
  *
  * A job is started by a launcher (`mpirun -np N bertc train ...`, `srun`):
  * dist_init reads from the environment whether it was (OMPI_COMM_WORLD_SIZE,

@@ -1,11 +1,12 @@
-/* utils_qa.py's postprocess_qa_predictions in C (see predict.h), and the two
- * JSON files it writes. */
+/* utils_qa.py's postprocess_qa_predictions in C (see predict.h), and the
+ * JSON files it writes (through infer/pyjson.h). */
 #include "infer/predict.h"
 
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/fileio.h"
-#include "eval/pytext.h"
+#include "core/sbuf.h"
+#include "infer/pyjson.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -96,7 +97,6 @@ static void softmax(qa_answer *a, int n, int as_double)
     if (ex != e) free(ex);
 }
 
-/* One example: its windows' candidates -> out (n_best at most, + "empty"). */
 /* v2 (version_2_with_negative): the null answer of an example and what it
  * decides. */
 typedef struct {
@@ -106,6 +106,7 @@ typedef struct {
     float score_diff;  /* out: null score - best non-null start_logit - end_logit */
 } null_choice;
 
+/* One example: its windows' candidates -> out (n_best at most, + "empty"). */
 static void example_answers(const squad_context *ctx, const features *f, const int *feats, int nfeat,
                             const float *start_logits, const float *end_logits, int n_best, int max_len,
                             candidate **cbuf, size_t *ccap, qa_answer **out, int *nout, null_choice *nul)
@@ -279,18 +280,14 @@ static int postprocess(const squad_data *d, const features *f, const float *star
 }
 
 int postprocess_predictions(const squad_data *d, const features *f, const float *start_logits, const float *end_logits,
-                            int n_best, int max_answer_length, qa_predictions *out)
+                            const postprocess_opts *o, qa_predictions *out)
 {
-    return postprocess(d, f, start_logits, end_logits, n_best, max_answer_length, 0, 0.0, out);
-}
-
-int postprocess_predictions_v2(const squad_data *d, const features *f, const float *start_logits,
-                               const float *end_logits, int n_best, int max_answer_length,
-                               double null_score_diff_threshold, qa_predictions *out)
-{
-    if (isnan(null_score_diff_threshold))
+    if (o->version_2_with_negative && isnan(o->null_score_diff_threshold)) {
+        memset(out, 0, sizeof *out);
         return err_set(ERR_INPUT, "postprocess: the null score difference threshold is NaN");
-    return postprocess(d, f, start_logits, end_logits, n_best, max_answer_length, 1, null_score_diff_threshold, out);
+    }
+    return postprocess(d, f, start_logits, end_logits, o->n_best, o->max_answer_length, o->version_2_with_negative != 0,
+                       o->null_score_diff_threshold, out);
 }
 
 const char *qa_prediction_text(const qa_predictions *p, int i)
@@ -312,55 +309,6 @@ void qa_predictions_free(qa_predictions *p)
     free(p->score_diff);
     free(p->has_null);
     memset(p, 0, sizeof *p);
-}
-
-/* ---- JSON as Python's json.dumps(obj, indent=4, ensure_ascii=False) ---- */
-
-static void buf_add(pyjson_buf *b, const char *s, size_t n)
-{
-    if (b->len + n + 1 > b->cap) {
-        while (b->len + n + 1 > b->cap) b->cap = b->cap ? 2 * b->cap : 4096;
-        b->buf = xrealloc(b->buf, b->cap);
-    }
-    memcpy(b->buf + b->len, s, n);
-    b->len += n;
-    b->buf[b->len] = 0;
-}
-
-void pyjson_raw(pyjson_buf *b, const char *s) { buf_add(b, s, strlen(s)); }
-
-void pyjson_string(pyjson_buf *b, const char *s, size_t n)
-{
-    buf_add(b, "\"", 1);
-    size_t run = 0; /* start of the bytes not yet copied */
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\') continue;
-        buf_add(b, s + run, i - run);
-        run = i + 1;
-        char esc[8];
-        switch (c) {
-        case '"': buf_add(b, "\\\"", 2); break;
-        case '\\': buf_add(b, "\\\\", 2); break;
-        case '\n': buf_add(b, "\\n", 2); break;
-        case '\r': buf_add(b, "\\r", 2); break;
-        case '\t': buf_add(b, "\\t", 2); break;
-        case '\b': buf_add(b, "\\b", 2); break;
-        case '\f': buf_add(b, "\\f", 2); break;
-        default:
-            snprintf(esc, sizeof esc, "\\u%04x", c);
-            buf_add(b, esc, 6);
-        }
-    }
-    buf_add(b, s + run, n - run);
-    buf_add(b, "\"", 1);
-}
-
-void pyjson_float(pyjson_buf *b, double x)
-{
-    char s[40];
-    pytext_float_repr(x, s, sizeof s);
-    pyjson_raw(b, s);
 }
 
 static int id_cmp(const void *a, const void *b)
@@ -397,16 +345,16 @@ static int write_dict(const char *path, const squad_data *d, const qa_prediction
     int nbest = what == DICT_NBEST;
     if (p->n != d->n) return err_set(ERR_INPUT, "%s: %d predictions for %d examples", path, p->n, d->n);
     int *slot = dict_slots(d);
-    pyjson_buf b = {0};
+    sbuf b = {0};
     int items = 0;
-    pyjson_raw(&b, "{");
+    sb_puts(&b, "{");
     for (int i = 0; i < d->n; i++) {
         int w = slot[i];
         if (w < 0) continue;
         if (what == DICT_NULL_ODDS && !p->has_null[w]) continue; /* no window: no null score */
-        pyjson_raw(&b, items++ ? ",\n    " : "\n    ");
-        pyjson_string(&b, d->ex[i].id, strlen(d->ex[i].id));
-        pyjson_raw(&b, ": ");
+        sb_puts(&b, items++ ? ",\n    " : "\n    ");
+        sb_json_string(&b, d->ex[i].id, SB_JSON_PYTHON);
+        sb_puts(&b, ": ");
         if (what == DICT_NULL_ODDS) {
             pyjson_float(&b, (double)p->score_diff[w]);
             continue;
@@ -414,41 +362,41 @@ static int write_dict(const char *path, const squad_data *d, const qa_prediction
         if (!nbest) {
             const char *t = qa_prediction_text(p, w);
             if (!t) t = "empty";
-            pyjson_string(&b, t, strlen(t));
+            sb_json_string(&b, t, SB_JSON_PYTHON);
             continue;
         }
         if (p->n_nbest[w] == 0) {
-            pyjson_raw(&b, "[]");
+            sb_puts(&b, "[]");
             continue;
         }
-        pyjson_raw(&b, "[");
+        sb_puts(&b, "[");
         for (int k = 0; k < p->n_nbest[w]; k++) {
             const qa_answer *a = &p->nbest[w][k];
-            pyjson_raw(&b, k ? ",\n        {\n" : "\n        {\n");
+            sb_puts(&b, k ? ",\n        {\n" : "\n        {\n");
             if (a->begin_cp < 0) { /* the inserted "empty": its dict's own key order */
-                pyjson_raw(&b, "            \"text\": ");
-                pyjson_string(&b, a->text, strlen(a->text));
-                pyjson_raw(&b, ",\n            \"start_logit\": ");
+                sb_puts(&b, "            \"text\": ");
+                sb_json_string(&b, a->text, SB_JSON_PYTHON);
+                sb_puts(&b, ",\n            \"start_logit\": ");
                 pyjson_float(&b, a->start_logit);
-                pyjson_raw(&b, ",\n            \"end_logit\": ");
+                sb_puts(&b, ",\n            \"end_logit\": ");
                 pyjson_float(&b, a->end_logit);
             } else {
-                pyjson_raw(&b, "            \"start_logit\": ");
+                sb_puts(&b, "            \"start_logit\": ");
                 pyjson_float(&b, a->start_logit);
-                pyjson_raw(&b, ",\n            \"end_logit\": ");
+                sb_puts(&b, ",\n            \"end_logit\": ");
                 pyjson_float(&b, a->end_logit);
-                pyjson_raw(&b, ",\n            \"text\": ");
-                pyjson_string(&b, a->text, strlen(a->text));
+                sb_puts(&b, ",\n            \"text\": ");
+                sb_json_string(&b, a->text, SB_JSON_PYTHON);
             }
-            pyjson_raw(&b, ",\n            \"probability\": ");
+            sb_puts(&b, ",\n            \"probability\": ");
             pyjson_float(&b, a->probability);
-            pyjson_raw(&b, "\n        }");
+            sb_puts(&b, "\n        }");
         }
-        pyjson_raw(&b, "\n    ]");
+        sb_puts(&b, "\n    ]");
     }
-    pyjson_raw(&b, items ? "\n}\n" : "}\n");
-    int rc = file_write_atomic(path, b.buf, b.len);
-    free(b.buf);
+    sb_puts(&b, items ? "\n}\n" : "}\n");
+    int rc = file_write_atomic(path, b.p, b.n);
+    sb_free(&b);
     free(slot);
     return rc;
 }

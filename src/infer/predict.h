@@ -1,7 +1,7 @@
 /* Answer post-processing: start/end logits of every window -> the answer
  * text of every example, as transformers' utils_qa.py
  * postprocess_qa_predictions does it for run_qa.py (SQuAD v1.1, no null
- * answer):
+ * answer; version_2_with_negative below):
  *
  *   per example, over its windows in feature order:
  *     the n_best start and n_best end indexes with the largest logits
@@ -38,7 +38,7 @@ typedef struct {
     int n;           /* examples (d->n) */
     qa_answer **nbest; /* [n][n_nbest[i]], best first; nbest[i][0].text is the prediction (v1) */
     int *n_nbest;
-    /* SQuAD 2.0 (postprocess_predictions_v2; all NULL / 0 otherwise): */
+    /* SQuAD 2.0 (postprocess_opts' version_2_with_negative; all NULL / 0 otherwise): */
     int version_2_with_negative;
     int *has_null;     /* [n] the example has a window, so a null score */
     int *pred;         /* [n] index into nbest[i] of the prediction, -1 for the null answer "" */
@@ -48,27 +48,34 @@ typedef struct {
 #define PREDICT_N_BEST 20
 #define PREDICT_MAX_ANSWER_LENGTH 30
 
+/* How the answers are chosen:
+ *
+ *   postprocess_opts po = {.n_best = PREDICT_N_BEST, .max_answer_length = PREDICT_MAX_ANSWER_LENGTH};
+ *
+ * version_2_with_negative (SQuAD 2.0, utils_qa.py with
+ * version_2_with_negative=True): per example the minimum null prediction
+ * over its windows (score = [CLS] start + end logit; the first window with
+ * the least) joins the candidates after every span (so it sorts after
+ * spans of an equal score), is added back at the end when it falls out of
+ * the n best, and has text "" (start 0, end 0, in the n-best with its
+ * probability); "empty" is inserted when it is the only one. The best
+ * non-null prediction is the first of the n-best whose text is not empty;
+ * score_diff = null score - its start_logit - its end_logit (float32); the
+ * prediction is "" when score_diff > null_score_diff_threshold (compared
+ * in float32, as numpy 2 compares a float32 with a Python float; a NaN
+ * threshold is ERR_INPUT), else that text. */
+typedef struct {
+    int n_best, max_answer_length;
+    int version_2_with_negative;
+    double null_score_diff_threshold;
+} postprocess_opts;
+
 /* start_logits and end_logits are [f->n, f->T]. Examples without a window
  * get "empty". NaN logits are an error (ERR_RUNTIME); bad feature tables
  * (example index or offsets out of range) are ERR_INPUT. */
 int postprocess_predictions(const squad_data *d, const features *f, const float *start_logits, const float *end_logits,
-                            int n_best, int max_answer_length, qa_predictions *out);
+                            const postprocess_opts *o, qa_predictions *out);
 void qa_predictions_free(qa_predictions *p);
-
-/* SQuAD 2.0, utils_qa.py with version_2_with_negative=True: per example the
- * minimum null prediction over its windows (score = [CLS] start + end
- * logit; the first window with the least) joins the candidates after every
- * span (so it sorts after spans of an equal score), is added back at the end
- * when it falls out of the n best, and has text "" (start 0, end 0, in the
- * n-best with its probability); "empty" is inserted when it is the only
- * one. The best non-null prediction is the first of the n-best whose text is
- * not empty; score_diff = null score - its start_logit - its end_logit
- * (float32); the prediction is "" when score_diff > threshold (compared in
- * float32, as numpy 2 compares a float32 with a Python float), else that
- * text. */
-int postprocess_predictions_v2(const squad_data *d, const features *f, const float *start_logits,
-                               const float *end_logits, int n_best, int max_answer_length,
-                               double null_score_diff_threshold, qa_predictions *out);
 /* The prediction of example i ("" for the null answer), NULL when it has none. */
 const char *qa_prediction_text(const qa_predictions *p, int i);
 /* null_odds.json: {"id": score_diff, ...} as utils_qa.py writes it
@@ -85,16 +92,5 @@ int predictions_write_json(const char *path, const squad_data *d, const qa_predi
  * "probability"}, ...]} with utils_qa.py's key order and floats as Python's
  * repr of the float32 values. Written atomically. */
 int nbest_write_json(const char *path, const squad_data *d, const qa_predictions *p);
-
-/* Appends s as a JSON string literal the way Python's json.dumps with
- * ensure_ascii=False writes it. Exposed for tests. */
-typedef struct {
-    char *buf;
-    size_t len, cap;
-} pyjson_buf;
-void pyjson_string(pyjson_buf *b, const char *s, size_t n);
-void pyjson_raw(pyjson_buf *b, const char *s);
-/* x as Python's repr of a float (the float32 values predict writes). */
-void pyjson_float(pyjson_buf *b, double x);
 
 #endif

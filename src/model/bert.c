@@ -23,16 +23,15 @@
  * one more forward of L - 1 layers.
  *
  * Packed batches (bert_batch.cu_seqlens): the N rows are the windows' real
- * tokens, concatenated; every row op runs on N rows, attention, the hidden
- * dropouts, the embeddings and the loss take the varlen ops (backend.h),
- * which need the windows' offsets (d_cu), each row's position (d_pos) and
- * each window's first row and length for the loss (d_row0, d_len). The
- * buffers are sized by tokens: max_rows rows (max_B * T, or max_tokens) and
- * NH * max_rows * T floats of probs per layer, which holds NH sum len^2 for
- * windows of at most T tokens. A padded batch with mask_loss uses the same
- * loss op with row0 = b * T.
+ * tokens, concatenated; every row op runs on N rows, and attention, the
+ * hidden dropouts and the loss take the windows (backend_windows: the
+ * offsets d_cu instead of the padded batch's mask), the embeddings each
+ * row's position (d_pos). The buffers are sized by tokens: max_rows rows
+ * (max_B * T, or max_tokens) and NH * max_rows * T floats of probs per
+ * layer, which holds NH sum len^2 for windows of at most T tokens. A padded
+ * batch with mask_loss gives the loss its mask too.
  *
- * Pipeline stages (bert_model_create_stage): a model may hold encoder
+ * Pipeline stages (bert_model_opts.stage_lo, stage_hi, sets): a model may hold encoder
  * layers [lo, hi) only, with the embeddings when lo == 0 and the QA head
  * when hi == L. Its parameter and gradient blocks are its slice of the
  * table's (param_table_stage_span), x holds x[lo] .. x[hi], the per-layer
@@ -97,7 +96,8 @@ enum { NUM_ACTS = 33 };
 typedef struct {
     bert_acts a;
     int32_t *d_ints;
-    int B, Tb, has_labels, packed, loss_varlen, N, max_len;
+    int Tb, has_labels, packed, N;
+    backend_windows win, loss_win;
     float p_hidden, p_attn;
     philox_stream rng;
 } act_set;
@@ -113,24 +113,25 @@ struct bert_model {
     backend *be;
     int max_B, T;
     size_t max_rows, max_att;    /* rows (tokens) and probs floats per layer the buffers hold */
-    int recompute;               /* 1: one slot of per-layer activations (see the top) */
+    recompute_kind recompute;    /* RECOMPUTE_LAYER: one slot of per-layer activations (see the top) */
     float *params, *grads;
     bert_params p, g;
     float *act_block;
     size_t act_floats;
     bert_acts a;
     act_strides st;
-    int32_t *d_ints;             /* backend: ids, types, mask, pos (max_rows each), start, end, row0, len
-                                  * (max_B each), cu (max_B + 1): the current set's (ints_point) */
+    int32_t *d_ints;             /* backend: ids, types, mask, pos (max_rows each), start, end (max_B
+                                  * each), cu (max_B + 1): the current set's (ints_point) */
     int32_t *d_ids, *d_types, *d_mask, *d_start, *d_end;
-    int32_t *d_pos, *d_row0, *d_len, *d_cu;
-    int32_t *h_ints;             /* host: pos (max_rows), row0, len (max_B each) */
+    int32_t *d_pos, *d_cu;
+    int32_t *h_pos;              /* host: pos (max_rows) */
     float *h_logits;             /* host (max_rows*2) */
     /* The last forward, for backward. */
-    int B, Tb, has_labels;
+    int Tb, has_labels;
     int packed;                  /* rows are the packed windows of d_cu (N of them) */
-    int loss_varlen;             /* the loss is qa_loss_varlen over d_row0, d_len */
-    int N, max_len;              /* rows; longest window (packed) */
+    int N;                       /* rows */
+    backend_windows win;         /* the windows, for attention and dropout */
+    backend_windows loss_win;    /* the same, with the mask only when the loss masks padding */
     float p_hidden, p_attn;
     philox_stream rng;
     /* bert_model_set_grads_ready's hook (NULL: none) */
@@ -185,11 +186,11 @@ static act_strides strides_for(const bert_config *cfg, int B, int T, int64_t max
 /* The one table of activation sizes (floats), in bert_acts order, for a
  * stage of layers [lo, hi) (0, L: the whole model). With recompute, the
  * per-layer tensors other than x have one layer's slot. */
-static void act_sizes(size_t sizes[NUM_ACTS], const bert_config *cfg, int B, int T, int64_t max_tokens, int recompute,
-                      int lo, int hi)
+static void act_sizes(size_t sizes[NUM_ACTS], const bert_config *cfg, int B, int T, int64_t max_tokens,
+                      recompute_kind recompute, int lo, int hi)
 {
     act_strides s = strides_for(cfg, B, T, max_tokens);
-    size_t L = recompute ? 1 : (size_t)(hi - lo);
+    size_t L = recompute == RECOMPUTE_LAYER ? 1 : (size_t)(hi - lo);
     size_t N = rows_for(B, T, max_tokens);
     int first = lo == 0, last = hi == cfg->num_hidden_layers;
     size_t i = 0;
@@ -231,10 +232,10 @@ static void act_sizes(size_t sizes[NUM_ACTS], const bert_config *cfg, int B, int
 /* 1 for the tensors every activation set has its own of: those saved for
  * backward (the layer slot's only without recompute) and the stage's ends;
  * 0 for backward's working buffers. */
-static int act_per_set(int i, int recompute)
+static int act_per_set(int i, recompute_kind recompute)
 {
-    enum { ACT_X = 3, ACT_LAYER_FIRST = 4, ACT_LAYER_LAST = 17, ACT_LOSS = 20, ACT_D_OUT = 31 };
-    if (i >= ACT_LAYER_FIRST && i <= ACT_LAYER_LAST) return !recompute;
+    enum { ACT_LAYER_FIRST = 4, ACT_LAYER_LAST = 17, ACT_LOSS = 20, ACT_D_OUT = 31 };
+    if (i >= ACT_LAYER_FIRST && i <= ACT_LAYER_LAST) return recompute != RECOMPUTE_LAYER;
     return i <= ACT_LOSS || i >= ACT_D_OUT;
 }
 
@@ -263,7 +264,8 @@ static void act_bind(bert_acts *a, float *block, const size_t sizes[NUM_ACTS])
 
 /* Sets after the first: the per-set tensors one after the other from
  * block; the shared ones are set 0's. */
-static void act_bind_more(bert_acts *a, bert_acts *set0, float *block, const size_t sizes[NUM_ACTS], int recompute)
+static void act_bind_more(bert_acts *a, bert_acts *set0, float *block, const size_t sizes[NUM_ACTS],
+                          recompute_kind recompute)
 {
     size_t own[NUM_ACTS];
     for (int i = 0; i < NUM_ACTS; i++) own[i] = act_per_set(i, recompute) ? sizes[i] : 0;
@@ -276,8 +278,8 @@ static void act_bind_more(bert_acts *a, bert_acts *set0, float *block, const siz
 }
 
 /* Floats of activations: set 0 whole, and the per-set part of each other. */
-static size_t act_total_sets(const bert_config *cfg, int B, int T, int64_t max_tokens, int recompute, int lo, int hi,
-                             int sets)
+static size_t act_total(const bert_config *cfg, int B, int T, int64_t max_tokens, recompute_kind recompute, int lo,
+                        int hi, int sets)
 {
     size_t sizes[NUM_ACTS], total = 0;
     act_sizes(sizes, cfg, B, T, max_tokens, recompute, lo, hi);
@@ -286,41 +288,29 @@ static size_t act_total_sets(const bert_config *cfg, int B, int T, int64_t max_t
     return total;
 }
 
-static size_t act_total(const bert_config *cfg, int B, int T, int64_t max_tokens, int recompute)
-{
-    return act_total_sets(cfg, B, T, max_tokens, recompute, 0, cfg->num_hidden_layers, 1);
-}
-
 static size_t int_count(int B, size_t rows)
 {
-    return add_sat(add_sat(mul_size(4, rows), mul_size(5, (size_t)B)), 1);
+    return add_sat(add_sat(mul_size(4, rows), mul_size(3, (size_t)B)), 1);
 }
 
-size_t bert_activation_bytes_tokens(const bert_config *cfg, int max_B, int T, int64_t max_tokens, int recompute)
+/* o's stage: layers [*lo, *hi) and activation sets, the defaults (0) filled
+ * in; non-zero when they do not fit the model. */
+static int stage_of(const bert_model_opts *o, int *lo, int *hi, int *sets)
 {
-    if (max_B <= 0 || T <= 0 || max_tokens < 0) return 0;
-    size_t f = act_total(cfg, max_B, T, max_tokens, recompute != 0);
-    return add_sat(mul_size(f, sizeof(float)), mul_size(int_count(max_B, rows_for(max_B, T, max_tokens)), sizeof(int32_t)));
+    int L = o->cfg->num_hidden_layers;
+    *lo = o->stage_lo;
+    *hi = o->stage_hi ? o->stage_hi : L;
+    *sets = o->sets ? o->sets : 1;
+    return *lo < 0 || *hi <= *lo || *hi > L || *sets < 1;
 }
 
-size_t bert_stage_activation_bytes(const bert_config *cfg, int max_B, int T, int64_t max_tokens, int recompute, int lo,
-                                   int hi, int sets)
+size_t bert_activation_bytes(const bert_model_opts *o)
 {
-    if (max_B <= 0 || T <= 0 || max_tokens < 0 || sets < 1 || lo < 0 || hi <= lo || hi > cfg->num_hidden_layers)
-        return 0;
-    size_t f = act_total_sets(cfg, max_B, T, max_tokens, recompute != 0, lo, hi, sets);
-    size_t ints = mul_size(int_count(max_B, rows_for(max_B, T, max_tokens)), (size_t)sets);
+    int lo, hi, sets;
+    if (o->max_B <= 0 || o->T <= 0 || o->max_tokens < 0 || stage_of(o, &lo, &hi, &sets)) return 0;
+    size_t f = act_total(o->cfg, o->max_B, o->T, o->max_tokens, o->recompute, lo, hi, sets);
+    size_t ints = mul_size(int_count(o->max_B, rows_for(o->max_B, o->T, o->max_tokens)), (size_t)sets);
     return add_sat(mul_size(f, sizeof(float)), mul_size(ints, sizeof(int32_t)));
-}
-
-size_t bert_activation_bytes_mode(const bert_config *cfg, int max_B, int T, int recompute)
-{
-    return bert_activation_bytes_tokens(cfg, max_B, T, 0, recompute);
-}
-
-size_t bert_activation_bytes(const bert_config *cfg, int max_B, int T)
-{
-    return bert_activation_bytes_mode(cfg, max_B, T, 0);
 }
 
 void bert_model_free(bert_model *m)
@@ -339,28 +329,12 @@ void bert_model_free(bert_model *m)
     if (m->stable.info) param_table_free(&m->stable);
     free(m->sets);
     free(m->h_logits);
-    free(m->h_ints);
+    free(m->h_pos);
     free(m);
 }
 
-int bert_model_create(bert_model **out, const bert_config *cfg, backend *be, int max_B, int T)
-{
-    return bert_model_create_mode(out, cfg, be, max_B, T, 0);
-}
-
-int bert_model_create_mode(bert_model **out, const bert_config *cfg, backend *be, int max_B, int T, int recompute)
-{
-    return bert_model_create_tokens(out, cfg, be, max_B, T, 0, recompute);
-}
-
-int bert_model_create_tokens(bert_model **out, const bert_config *cfg, backend *be, int max_B, int T,
-                             int64_t max_tokens, int recompute)
-{
-    return bert_model_create_stage(out, cfg, be, max_B, T, max_tokens, recompute, 0, cfg->num_hidden_layers, 1);
-}
-
 /* The batch's int arrays from base: ids, types, mask, pos (max_rows
- * each), start, end, row0, len (max_B each), cu (max_B + 1). */
+ * each), start, end (max_B each), cu (max_B + 1). */
 static void ints_point(bert_model *m, int32_t *base)
 {
     size_t BT = m->max_rows;
@@ -371,24 +345,22 @@ static void ints_point(bert_model *m, int32_t *base)
     m->d_pos = m->d_mask + BT;
     m->d_start = m->d_pos + BT;
     m->d_end = m->d_start + m->max_B;
-    m->d_row0 = m->d_end + m->max_B;
-    m->d_len = m->d_row0 + m->max_B;
-    m->d_cu = m->d_len + m->max_B;
+    m->d_cu = m->d_end + m->max_B;
 }
 
 /* The activation sets: the model's fields are set m->cur's; set_use(m, s)
- * keeps them in m->sets[m->cur] and takes set s's. */
+ * keeps them in m->sets[m->cur] and takes set s's. The windows point into
+ * the set's own ints, so they travel with it. */
 static void set_save(bert_model *m, act_set *t)
 {
     t->a = m->a;
     t->d_ints = m->d_ints;
-    t->B = m->B;
     t->Tb = m->Tb;
     t->has_labels = m->has_labels;
     t->packed = m->packed;
-    t->loss_varlen = m->loss_varlen;
     t->N = m->N;
-    t->max_len = m->max_len;
+    t->win = m->win;
+    t->loss_win = m->loss_win;
     t->p_hidden = m->p_hidden;
     t->p_attn = m->p_attn;
     t->rng = m->rng;
@@ -401,26 +373,29 @@ static void set_use(bert_model *m, int s)
     const act_set *t = &m->sets[s];
     m->a = t->a;
     ints_point(m, t->d_ints);
-    m->B = t->B;
     m->Tb = t->Tb;
     m->has_labels = t->has_labels;
     m->packed = t->packed;
-    m->loss_varlen = t->loss_varlen;
     m->N = t->N;
-    m->max_len = t->max_len;
+    m->win = t->win;
+    m->loss_win = t->loss_win;
     m->p_hidden = t->p_hidden;
     m->p_attn = t->p_attn;
     m->rng = t->rng;
     m->cur = s;
 }
 
-int bert_model_create_stage(bert_model **out, const bert_config *cfg, backend *be, int max_B, int T,
-                            int64_t max_tokens, int recompute, int lo, int hi, int sets)
+int bert_model_create(bert_model **out, const bert_model_opts *o)
 {
+    const bert_config *cfg = o->cfg;
+    backend *be = o->be;
+    int max_B = o->max_B, T = o->T;
+    int64_t max_tokens = o->max_tokens;
     *out = NULL;
     int rc = config_validate(cfg, "bert_model_create");
     if (rc) return rc;
-    if (lo < 0 || hi <= lo || hi > cfg->num_hidden_layers || sets < 1)
+    int lo, hi, sets;
+    if (stage_of(o, &lo, &hi, &sets))
         return err_set(ERR_INPUT, "bert_model_create: stage of layers [%d, %d) with %d activation sets in a model of "
                                   "%d layers", lo, hi, sets, cfg->num_hidden_layers);
     if (max_B < 1 || T < 1)
@@ -428,6 +403,8 @@ int bert_model_create_stage(bert_model **out, const bert_config *cfg, backend *b
     if (T > cfg->max_position_embeddings)
         return err_set(ERR_INPUT, "bert_model_create: sequence length %d exceeds max_position_embeddings %d", T,
                        cfg->max_position_embeddings);
+    if (o->recompute != RECOMPUTE_NONE && o->recompute != RECOMPUTE_LAYER)
+        return err_set(ERR_INPUT, "bert_model_create: unknown recompute mode %d", (int)o->recompute);
     if (max_tokens < 0 || (max_tokens > 0 && max_tokens < T))
         return err_set(ERR_INPUT, "bert_model_create: --max-tokens %lld is below the sequence length %d",
                        (long long)max_tokens, T);
@@ -442,7 +419,7 @@ int bert_model_create_stage(bert_model **out, const bert_config *cfg, backend *b
     m->be = be;
     m->max_B = max_B;
     m->T = T;
-    m->recompute = recompute != 0;
+    m->recompute = o->recompute;
     m->max_rows = rows_for(max_B, T, max_tokens);
     m->max_att = att_for(cfg, max_B, T, max_tokens);
     m->lo = lo;
@@ -463,12 +440,12 @@ int bert_model_create_stage(bert_model **out, const bert_config *cfg, backend *b
     if (!m->grads) goto fail;
     be->i->zero(c, m->params, pbytes);
     be->i->zero(c, m->grads, pbytes);
-    bert_params_bind_range(&m->p, &m->table, cfg, m->params, m->poff, m->stable.total);
-    bert_params_bind_range(&m->g, &m->table, cfg, m->grads, m->poff, m->stable.total);
+    bert_params_bind(&m->p, &m->table, cfg, m->params, m->poff, m->stable.total);
+    bert_params_bind(&m->g, &m->table, cfg, m->grads, m->poff, m->stable.total);
 
     size_t sizes[NUM_ACTS];
     act_sizes(sizes, cfg, max_B, T, max_tokens, m->recompute, lo, hi);
-    m->act_floats = act_total_sets(cfg, max_B, T, max_tokens, m->recompute, lo, hi, sets);
+    m->act_floats = act_total(cfg, max_B, T, max_tokens, m->recompute, lo, hi, sets);
     m->st = strides_for(cfg, max_B, T, max_tokens);
     m->act_block = be->i->alloc(c, mul_size(m->act_floats, sizeof(float)));
     if (!m->act_block) goto fail;
@@ -494,8 +471,8 @@ int bert_model_create_stage(bert_model **out, const bert_config *cfg, backend *b
     m->a = m->sets[0].a;
     ints_point(m, ints);
     m->h_logits = malloc(BT * 2 * sizeof(float));
-    m->h_ints = malloc((BT + 2 * (size_t)max_B) * sizeof(int32_t));
-    if (!m->h_logits || !m->h_ints) {
+    m->h_pos = malloc(BT * sizeof(int32_t));
+    if (!m->h_logits || !m->h_pos) {
         err_set(ERR_RUNTIME, "bert_model_create: out of memory for %zu host logits", BT * 2);
         goto fail;
     }
@@ -523,7 +500,7 @@ int bert_pack_window(const int32_t *ids, const int32_t *types, const int32_t *ma
     return len;
 }
 int bert_model_seq_len(const bert_model *m) { return m->T; }
-int bert_model_recompute(const bert_model *m) { return m->recompute; }
+recompute_kind bert_model_recompute(const bert_model *m) { return m->recompute; }
 const param_table *bert_model_table(const bert_model *m) { return &m->table; }
 backend *bert_model_backend(bert_model *m) { return m->be; }
 float *bert_model_params(bert_model *m) { return m->params; }
@@ -662,16 +639,12 @@ static layer_acts layer_at(const bert_model *m, int l)
 
 /* Encoder layer l: x[l] -> x[l + 1], saving what backward needs in the
  * layer's slot; dropout as m->p_hidden, m->p_attn with masks from m->rng. */
-static void hidden_dropout(bert_model *m, float *x, size_t n, philox_stream rng)
+static void hidden_dropout(bert_model *m, float *x, philox_stream rng)
 {
-    const backend_i *o = m->be->i;
-    if (m->packed)
-        o->dropout_varlen_forward(m->be->ctx, x, x, m->d_cu, m->B, m->N, m->Tb, m->cfg.hidden_size, m->p_hidden, rng);
-    else
-        o->dropout_forward(m->be->ctx, x, x, n, m->p_hidden, rng);
+    m->be->i->dropout_forward(m->be->ctx, x, x, &m->win, m->cfg.hidden_size, m->p_hidden, rng);
 }
 
-static void layer_forward(bert_model *m, int l, int B, int T)
+static void layer_forward(bert_model *m, int l)
 {
     const backend_i *o = m->be->i;
     void *c = m->be->ctx;
@@ -688,21 +661,17 @@ static void layer_forward(bert_model *m, int l, int B, int T)
     o->matmul_forward(c, t.q, xin, w->q_w, w->q_b, N, C, C);
     o->matmul_forward(c, t.k, xin, w->k_w, w->k_b, N, C, C);
     o->matmul_forward(c, t.v, xin, w->v_w, w->v_b, N, C, C);
-    if (m->packed)
-        o->attention_varlen_forward(c, t.ctx, t.probs, t.q, t.k, t.v, m->d_cu, B, m->max_len, NH, HS, T, m->p_attn,
-                                    stream_at(m->rng, l, DROPOUT_ATTN_PROBS));
-    else
-        o->attention_forward(c, t.ctx, t.probs, t.q, t.k, t.v, m->d_mask, B, T, NH, HS, m->p_attn,
-                             stream_at(m->rng, l, DROPOUT_ATTN_PROBS));
+    o->attention_forward(c, t.ctx, t.probs, t.q, t.k, t.v, &m->win, NH, HS, m->p_attn,
+                         stream_at(m->rng, l, DROPOUT_ATTN_PROBS));
     o->matmul_forward(c, t.res1, t.ctx, w->attn_out_w, w->attn_out_b, N, C, C);
-    if (ph > 0) hidden_dropout(m, t.res1, NC, stream_at(m->rng, l, DROPOUT_ATTN_OUT));
+    if (ph > 0) hidden_dropout(m, t.res1, stream_at(m->rng, l, DROPOUT_ATTN_OUT));
     o->add(c, t.res1, t.res1, xin, NC);
     o->layernorm_forward(c, t.h1, t.ln1_mean, t.ln1_rstd, t.res1, w->attn_ln_w, w->attn_ln_b, N, C, eps);
 
     o->matmul_forward(c, t.ffn_pre, t.h1, w->ffn_in_w, w->ffn_in_b, N, C, I);
     o->gelu_forward(c, t.ffn_act, t.ffn_pre, NI);
     o->matmul_forward(c, t.res2, t.ffn_act, w->ffn_out_w, w->ffn_out_b, N, I, C);
-    if (ph > 0) hidden_dropout(m, t.res2, NC, stream_at(m->rng, l, DROPOUT_FFN_OUT));
+    if (ph > 0) hidden_dropout(m, t.res2, stream_at(m->rng, l, DROPOUT_FFN_OUT));
     o->add(c, t.res2, t.res2, t.h1, NC);
     o->layernorm_forward(c, xout, t.ln2_mean, t.ln2_rstd, t.res2, w->ffn_ln_w, w->ffn_ln_b, N, C, eps);
 }
@@ -721,19 +690,14 @@ static int forward_set(bert_model *m, const bert_batch *b, float dropout_hidden,
     int packed = b->cu_seqlens != NULL;
     int B = b->B, T = b->T, C = cfg->hidden_size, L = cfg->num_hidden_layers;
     int N = packed ? b->cu_seqlens[B] : B * T;
-    size_t NC = (size_t)N * C;
     float eps = cfg->layer_norm_eps, ph = dropout_hidden, pa = dropout_attn;
     int labels = b->start_positions != NULL;
     int first = m->lo == 0, last = m->hi == L;
-    int loss_varlen = packed || b->mask_loss;
 
     /* what layer_forward and the ops below read */
-    m->B = B;
     m->Tb = T;
     m->N = N;
     m->packed = packed;
-    m->loss_varlen = loss_varlen;
-    m->max_len = T;
     m->p_hidden = ph;
     m->p_attn = pa;
     m->rng = rng;
@@ -742,22 +706,22 @@ static int forward_set(bert_model *m, const bert_batch *b, float dropout_hidden,
     if ((rc = o->upload(c, m->d_ids, b->input_ids, bt)) || (rc = o->upload(c, m->d_types, b->token_type_ids, bt)) ||
         (!packed && (rc = o->upload(c, m->d_mask, b->attention_mask, bt))))
         return err_wrap(rc, "bert_forward: batch upload");
-    if (loss_varlen) {
-        /* host: pos (packed), row0 and len of every window */
-        int32_t *pos = m->h_ints, *row0 = m->h_ints + m->max_rows, *len = row0 + m->max_B;
-        m->max_len = 0;
+    if (packed) {
+        /* host: each row's position in its window, and the longest window */
+        int max_len = 0;
         for (int r = 0; r < B; r++) {
-            len[r] = window_len(b, r);
-            row0[r] = packed ? b->cu_seqlens[r] : r * T;
-            if (len[r] > m->max_len) m->max_len = len[r];
-            if (packed)
-                for (int t = 0; t < len[r]; t++) pos[row0[r] + t] = t;
+            int len = window_len(b, r);
+            if (len > max_len) max_len = len;
+            for (int t = 0; t < len; t++) m->h_pos[b->cu_seqlens[r] + t] = t;
         }
-        size_t bb = (size_t)B * sizeof(int32_t);
-        if ((packed && ((rc = o->upload(c, m->d_pos, pos, bt)) ||
-                        (rc = o->upload(c, m->d_cu, b->cu_seqlens, bb + sizeof(int32_t))))) ||
-            (rc = o->upload(c, m->d_row0, row0, bb)) || (rc = o->upload(c, m->d_len, len, bb)))
+        if ((rc = o->upload(c, m->d_pos, m->h_pos, bt)) ||
+            (rc = o->upload(c, m->d_cu, b->cu_seqlens, (size_t)(B + 1) * sizeof(int32_t))))
             return err_wrap(rc, "bert_forward: window upload");
+        m->win = backend_windows_packed(m->d_cu, B, T, N, max_len);
+        m->loss_win = m->win;
+    } else {
+        m->win = backend_windows_padded(B, T, m->d_mask);
+        m->loss_win = backend_windows_padded(B, T, b->mask_loss ? m->d_mask : NULL);
     }
     if (labels && ((rc = o->upload(c, m->d_start, b->start_positions, (size_t)B * sizeof(int32_t))) ||
                    (rc = o->upload(c, m->d_end, b->end_positions, (size_t)B * sizeof(int32_t)))))
@@ -768,24 +732,17 @@ static int forward_set(bert_model *m, const bert_batch *b, float dropout_hidden,
     const bert_params *p = &m->p;
 
     /* not the first stage: x[lo] is the previous stage's output, placed by the caller */
-    if (first && packed)
-        o->embedding_pos_forward(c, a->emb, m->d_ids, m->d_types, m->d_pos, p->word_emb, p->pos_emb, p->type_emb, N,
-                                 C);
-    else if (first)
-        o->embedding_forward(c, a->emb, m->d_ids, m->d_types, p->word_emb, p->pos_emb, p->type_emb, B, T, C);
-    if (first) o->layernorm_forward(c, a->x, a->emb_mean, a->emb_rstd, a->emb, p->emb_ln_w, p->emb_ln_b, N, C, eps);
-    if (first && ph > 0) hidden_dropout(m, a->x, NC, stream_at(rng, -1, DROPOUT_EMBEDDINGS));
+    if (first) {
+        o->embedding_forward(c, a->emb, m->d_ids, m->d_types, packed ? m->d_pos : NULL, p->word_emb, p->pos_emb,
+                             p->type_emb, N, T, C);
+        o->layernorm_forward(c, a->x, a->emb_mean, a->emb_rstd, a->emb, p->emb_ln_w, p->emb_ln_b, N, C, eps);
+        if (ph > 0) hidden_dropout(m, a->x, stream_at(rng, -1, DROPOUT_EMBEDDINGS));
+    }
 
-    for (int l = m->lo; l < m->hi; l++) layer_forward(m, l, B, T);
+    for (int l = m->lo; l < m->hi; l++) layer_forward(m, l);
     m->slot_holds = m->cur;
     if (last) o->matmul_forward(c, a->logits, a->x + (size_t)(L - m->lo) * s->nc, p->qa_w, p->qa_b, N, C, 2);
-    if (last && labels) {
-        if (loss_varlen)
-            o->qa_loss_varlen(c, a->loss, a->dlogits, a->logits, m->d_row0, m->d_len, m->d_start, m->d_end, B, N, T,
-                              1.0f);
-        else
-            o->qa_loss(c, a->loss, a->dlogits, a->logits, m->d_start, m->d_end, B, T, 1.0f);
-    }
+    if (last && labels) o->qa_loss(c, a->loss, a->dlogits, a->logits, m->d_start, m->d_end, &m->loss_win, 1.0f);
 
     if ((rc = o->sync(c))) return err_wrap(rc, "bert_forward");
     if (last && labels && loss && (rc = o->download(c, loss, a->loss, sizeof(float))))
@@ -824,11 +781,7 @@ static const float *dropout_back(bert_model *m, const float *dout, size_t n, phi
 {
     if (m->p_hidden <= 0) return dout;
     m->be->i->zero(m->be->ctx, m->a.d_a, n * sizeof(float));
-    if (m->packed)
-        m->be->i->dropout_varlen_backward(m->be->ctx, m->a.d_a, dout, m->d_cu, m->B, m->N, m->Tb,
-                                          m->cfg.hidden_size, m->p_hidden, rng);
-    else
-        m->be->i->dropout_backward(m->be->ctx, m->a.d_a, dout, n, m->p_hidden, rng);
+    m->be->i->dropout_backward(m->be->ctx, m->a.d_a, dout, &m->win, m->cfg.hidden_size, m->p_hidden, rng);
     return m->a.d_a;
 }
 
@@ -886,7 +839,7 @@ static int backward_set(bert_model *m, float grad_scale)
     const backend_i *o = m->be->i;
     void *c = m->be->ctx;
     const bert_config *cfg = &m->cfg;
-    int B = m->B, T = m->Tb, C = cfg->hidden_size, I = cfg->intermediate_size, NH = cfg->num_attention_heads;
+    int T = m->Tb, C = cfg->hidden_size, I = cfg->intermediate_size, NH = cfg->num_attention_heads;
     int N = m->N, HS = C / NH, L = cfg->num_hidden_layers;
     size_t NC = (size_t)N * C, NI = (size_t)N * I, fNC = NC * sizeof(float), fNI = NI * sizeof(float);
     const bert_acts *a = &m->a;
@@ -899,11 +852,7 @@ static int backward_set(bert_model *m, float grad_scale)
     if (last) {
         /* The loss again, now with the scale: dlogits = grad_scale * dloss/dlogits
          * computed as the backend computes it, not rescaled afterwards. */
-        if (m->loss_varlen)
-            o->qa_loss_varlen(c, a->loss, a->dlogits, a->logits, m->d_row0, m->d_len, m->d_start, m->d_end, B, N, T,
-                              grad_scale);
-        else
-            o->qa_loss(c, a->loss, a->dlogits, a->logits, m->d_start, m->d_end, B, T, grad_scale);
+        o->qa_loss(c, a->loss, a->dlogits, a->logits, m->d_start, m->d_end, &m->loss_win, grad_scale);
         o->zero(c, a->d_x, fNC);
         o->matmul_backward(c, a->d_x, g->qa_w, g->qa_b, a->dlogits, a->x + (size_t)(L - m->lo) * s->nc, p->qa_w, N,
                            C, 2);
@@ -919,7 +868,7 @@ static int backward_set(bert_model *m, float grad_scale)
         /* The layer slot still holds the last layer's forward when this
          * set's forward was the last one. Recomputing writes x[l + 1] again,
          * with the same values; nothing reads it any more. */
-        if (m->recompute && (l < m->hi - 1 || m->slot_holds != m->cur)) layer_forward(m, l, B, T);
+        if (m->recompute == RECOMPUTE_LAYER && (l < m->hi - 1 || m->slot_holds != m->cur)) layer_forward(m, l);
         layer_acts t = layer_at(m, l);
 
         /* FFN block: d_x holds d(layer output). d_h1 collects d(h1) from the
@@ -944,19 +893,14 @@ static int backward_set(bert_model *m, float grad_scale)
         o->zero(c, a->d_q, fNC);
         o->zero(c, a->d_k, fNC);
         o->zero(c, a->d_v, fNC);
-        if (m->packed)
-            o->attention_varlen_backward(c, a->d_q, a->d_k, a->d_v, a->d_scratch, a->d_ctx, t.q, t.k, t.v, t.probs,
-                                         m->d_cu, B, m->max_len, NH, HS, T, m->p_attn,
-                                         stream_at(rng, l, DROPOUT_ATTN_PROBS));
-        else
-            o->attention_backward(c, a->d_q, a->d_k, a->d_v, a->d_scratch, a->d_ctx, t.q, t.k, t.v, t.probs,
-                                  m->d_mask, B, T, NH, HS, m->p_attn, stream_at(rng, l, DROPOUT_ATTN_PROBS));
+        o->attention_backward(c, a->d_q, a->d_k, a->d_v, a->d_scratch, a->d_ctx, t.q, t.k, t.v, t.probs, &m->win,
+                              NH, HS, m->p_attn, stream_at(rng, l, DROPOUT_ATTN_PROBS));
         o->matmul_backward(c, a->d_x, gw->q_w, gw->q_b, a->d_q, xin, w->q_w, N, C, C);
         o->matmul_backward(c, a->d_x, gw->k_w, gw->k_b, a->d_k, xin, w->k_w, N, C, C);
         o->matmul_backward(c, a->d_x, gw->v_w, gw->v_b, a->d_v, xin, w->v_w, N, C, C);
         rc = grads_ready(m, L - l);
     }
-    if (m->recompute) m->slot_holds = -1;
+    if (m->recompute == RECOMPUTE_LAYER) m->slot_holds = -1;
     if (rc) return err_wrap(rc, "bert_backward");
     if (!first) {
         o->copy(c, a->d_in, a->d_x, fNC);
@@ -968,11 +912,8 @@ static int backward_set(bert_model *m, float grad_scale)
     o->zero(c, a->d_h1, fNC);
     o->layernorm_backward(c, a->d_h1, g->emb_ln_w, g->emb_ln_b, d_emb_ln, a->emb, p->emb_ln_w, a->emb_mean,
                           a->emb_rstd, N, C);
-    if (m->packed)
-        o->embedding_pos_backward(c, g->word_emb, g->pos_emb, g->type_emb, a->d_h1, m->d_ids, m->d_types, m->d_pos, N,
-                                  C);
-    else
-        o->embedding_backward(c, g->word_emb, g->pos_emb, g->type_emb, a->d_h1, m->d_ids, m->d_types, B, T, C);
+    o->embedding_backward(c, g->word_emb, g->pos_emb, g->type_emb, a->d_h1, m->d_ids, m->d_types,
+                          m->packed ? m->d_pos : NULL, N, T, C);
     /* transformers builds word_embeddings with padding_idx = pad_token_id:
      * that row never receives a gradient. The row holds nothing else, so
      * clearing it keeps the accumulated sum of every micro-batch right. */

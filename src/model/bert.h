@@ -56,42 +56,59 @@ typedef struct {
 
 typedef struct bert_model bert_model;
 
-/* Allocates parameters, gradients and activations for micro-batches of up
- * to max_B rows of T tokens on be. Parameters start at zero. */
-int bert_model_create(bert_model **out, const bert_config *cfg, backend *be, int max_B, int T);
-/* The same; recompute = 1 keeps only each layer's input and one layer's
- * activations, and bert_backward runs each layer's forward again before its
- * backward (--recompute layer): less memory, one more forward of L - 1
+/* What a layer keeps for backward. */
+typedef enum {
+    RECOMPUTE_NONE = 0, /* every layer's activations */
+    RECOMPUTE_LAYER,    /* each layer's input only; backward runs the layer's forward again */
+} recompute_kind;
+
+/* How a micro-batch holds its windows: padded to T, or packed (real
+ * tokens only, bert_pack_window; bert_batch's cu_seqlens). */
+typedef enum {
+    PACKING_NONE = 0,
+    PACKING_VARLEN,
+} packing_kind;
+
+/* The model bert_model_create builds, and whose activations
+ * bert_activation_bytes counts:
+ *
+ *   bert_model_create(&m, &(bert_model_opts){.cfg = &cfg, .be = &be, .max_B = 8, .T = 384});
+ *
+ * max_B: rows (windows) per micro-batch, T: tokens per window.
+ * max_tokens: rows (tokens) a micro-batch holds in all, each window at most
+ * T long; 0 is max_B * T. A packed batch needs max_tokens >= its N, a
+ * padded one max_tokens >= B * T.
+ * recompute: RECOMPUTE_LAYER keeps only each layer's input and one layer's
+ * activations, and bert_backward runs each layer's forward again before
+ * its backward (--recompute layer): less memory, one more forward of L - 1
  * layers, the same gradients bit for bit. */
-int bert_model_create_mode(bert_model **out, const bert_config *cfg, backend *be, int max_B, int T, int recompute);
-/* The same with micro-batches of up to max_tokens rows (tokens) in all,
- * each window at most T long (max_tokens 0: max_B * T, as above). A packed
- * batch needs max_tokens >= its N; a padded one max_tokens >= B * T. */
-int bert_model_create_tokens(bert_model **out, const bert_config *cfg, backend *be, int max_B, int T,
-                             int64_t max_tokens, int recompute);
-/* A pipeline stage: encoder layers [lo, hi) (0 <= lo < hi <= L), with the
- * embeddings when lo == 0 and the QA head and loss when hi == L; `sets`
- * activation sets, one per micro-batch in flight (bert_stage_forward).
- * Its parameter and gradient blocks hold only its tensors, the floats
- * [offset, offset + stage table's total) of the whole table
- * (bert_model_stage); bert_model_set_params / get_params still take the
- * whole host block and copy that slice. (0, L, 1) is the whole model. */
-int bert_model_create_stage(bert_model **out, const bert_config *cfg, backend *be, int max_B, int T,
-                            int64_t max_tokens, int recompute, int lo, int hi, int sets);
+typedef struct {
+    const bert_config *cfg;
+    backend *be;            /* not read by bert_activation_bytes */
+    int max_B, T;
+    int64_t max_tokens;
+    recompute_kind recompute;
+    /* A pipeline stage: encoder layers [stage_lo, stage_hi) (stage_hi 0:
+     * L), with the embeddings when stage_lo == 0 and the QA head and loss
+     * when stage_hi == L; `sets` activation sets (0: one), one per
+     * micro-batch in flight (bert_stage_forward). Its parameter and
+     * gradient blocks hold only its tensors, the floats [offset, offset +
+     * stage table's total) of the whole table (bert_model_stage);
+     * bert_model_set_params / get_params still take the whole host block
+     * and copy that slice. The defaults (all 0) are the whole model. */
+    int stage_lo, stage_hi, sets;
+} bert_model_opts;
+
+/* Allocates parameters, gradients and activations on o->be. Parameters
+ * start at zero. */
+int bert_model_create(bert_model **out, const bert_model_opts *o);
 void bert_model_free(bert_model *m);
 
 /* Bytes of backend memory bert_model_create takes for activations (saved
  * for backward, plus backward's working buffers and the batch's int
- * arrays) at max_B rows of T tokens; parameters, gradients and optimizer
- * state not included. SIZE_MAX when it overflows. */
-size_t bert_activation_bytes(const bert_config *cfg, int max_B, int T);
-/* The same for bert_model_create_mode's layout (recompute 0 or 1). */
-size_t bert_activation_bytes_mode(const bert_config *cfg, int max_B, int T, int recompute);
-/* The same for bert_model_create_tokens's layout. */
-size_t bert_activation_bytes_tokens(const bert_config *cfg, int max_B, int T, int64_t max_tokens, int recompute);
-/* The same for bert_model_create_stage's (0 for an invalid stage). */
-size_t bert_stage_activation_bytes(const bert_config *cfg, int max_B, int T, int64_t max_tokens, int recompute, int lo,
-                                   int hi, int sets);
+ * arrays) for o; parameters, gradients and optimizer state not included.
+ * SIZE_MAX when it overflows; 0 for a stage that does not fit the model. */
+size_t bert_activation_bytes(const bert_model_opts *o);
 
 const bert_config *bert_model_config(const bert_model *m);
 int bert_model_max_batch(const bert_model *m);
@@ -104,7 +121,7 @@ int64_t bert_model_max_tokens(const bert_model *m);
 int bert_pack_window(const int32_t *ids, const int32_t *types, const int32_t *mask, int T, int32_t *out_ids,
                      int32_t *out_types);
 int bert_model_seq_len(const bert_model *m);
-int bert_model_recompute(const bert_model *m);
+recompute_kind bert_model_recompute(const bert_model *m);
 const param_table *bert_model_table(const bert_model *m);
 /* The tensors this model holds, offsets counted from its first (the whole
  * table for a whole model): what its optimizer works on. */

@@ -90,7 +90,8 @@ int memory_plan_compute(const bert_config *cfg, int micro, int T, precision_kind
     out->params = block;
     out->grads = block;
     out->optimizer = add64(block, block);
-    out->activations = to_i64(bert_activation_bytes_mode(cfg, micro, T, rc == RECOMPUTE_LAYER));
+    bert_model_opts mo = {.cfg = cfg, .max_B = micro, .T = T, .recompute = rc};
+    out->activations = to_i64(bert_activation_bytes(&mo));
     int low = prec == PREC_AUTO || prec == PREC_FP16 || prec == PREC_BF16;
     out->workspace = to_i64(workspace_bytes(cfg, micro, T, low));
     int64_t total = add64(out->params, out->grads);
@@ -127,7 +128,8 @@ int memory_plan_compute_tokens(const bert_config *cfg, int micro, int T, int64_t
     int r = memory_plan_compute(cfg, micro, T, prec, rc, out);
     if (r) return r;
     int low = prec == PREC_AUTO || prec == PREC_FP16 || prec == PREC_BF16;
-    out->activations = to_i64(bert_activation_bytes_tokens(cfg, micro, T, max_tokens, rc == RECOMPUTE_LAYER));
+    bert_model_opts mo = {.cfg = cfg, .max_B = micro, .T = T, .max_tokens = max_tokens, .recompute = rc};
+    out->activations = to_i64(bert_activation_bytes(&mo));
     out->workspace = to_i64(workspace_bytes_packed(cfg, micro, (size_t)max_tokens, low));
     int64_t total = add64(out->params, out->grads);
     total = add64(total, out->optimizer);

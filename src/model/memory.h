@@ -21,22 +21,18 @@
  * table is fp32); fp16/bf16 change only the workspace (the GEMM input
  * copies). --recompute layer is bert.c's layout when it recomputes each
  * layer in backward: each layer's input kept, one layer's activations
- * live (bert_model_create_mode). */
+ * live (bert_model_opts' recompute). */
 #ifndef BERTC_MEMORY_H
 #define BERTC_MEMORY_H
 
 #include "backend/select.h"
+#include "model/bert.h"
 #include "model/config.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum {
-    RECOMPUTE_NONE = 0,
-    RECOMPUTE_LAYER, /* keep each layer's input; recompute the layer inside backward */
-} recompute_kind;
-
-/* "none" / "layer"; ERR_INPUT otherwise. */
+/* recompute_kind (model/bert.h) by name: "none" / "layer"; ERR_INPUT otherwise. */
 int memory_parse_recompute(const char *s, recompute_kind *out);
 const char *memory_recompute_name(recompute_kind r);
 
@@ -59,8 +55,8 @@ int memory_plan_compute(const bert_config *cfg, int micro, int T, precision_kind
 
 /* Packed micro-batches (--packing varlen): the plan for micro-batches of
  * up to `micro` windows and max_tokens real tokens in all, each window at
- * most T long (bert_model_create_tokens' layout). Memory follows the
- * tokens, not micro x T: the activations are bert_activation_bytes_tokens,
+ * most T long (bert_model_opts' max_tokens). Memory follows the
+ * tokens, not micro x T: the activations are bert_activation_bytes' for them,
  * the workspace that of the GEMMs and row ops on max_tokens rows (the
  * varlen attention kernel needs none). */
 int memory_plan_compute_tokens(const bert_config *cfg, int micro, int T, int64_t max_tokens, precision_kind prec,

@@ -86,13 +86,8 @@ static float *tensor_at(const param_table *t, int k, float *block, size_t off, s
     return p->offset >= off && p->offset - off + p->numel <= n ? block + (p->offset - off) : NULL;
 }
 
-void bert_params_bind(bert_params *p, const param_table *t, const bert_config *cfg, float *block)
-{
-    bert_params_bind_range(p, t, cfg, block, 0, t->total);
-}
-
-void bert_params_bind_range(bert_params *p, const param_table *t, const bert_config *cfg, float *block, size_t off,
-                            size_t n)
+void bert_params_bind(bert_params *p, const param_table *t, const bert_config *cfg, float *block, size_t off,
+                      size_t n)
 {
     /* Table order is fixed by param_table_init; walk it in the same order. */
     int k = 0;

@@ -59,14 +59,12 @@ void param_table_init(param_table *t, const bert_config *cfg);
 void param_table_free(param_table *t);
 /* Index of a tensor by name, -1 when absent. */
 int param_table_find(const param_table *t, const char *name);
-/* Points every field of p into block (t->total floats). p->layers is
- * allocated; free it with bert_params_free. */
-void bert_params_bind(bert_params *p, const param_table *t, const bert_config *cfg, float *block);
-/* The same for a block that holds only the floats [off, off + n) of the
- * table (a pipeline stage's slice): the tensors inside point into block at
- * their offset - off, the others are NULL. */
-void bert_params_bind_range(bert_params *p, const param_table *t, const bert_config *cfg, float *block, size_t off,
-                            size_t n);
+/* Points the fields of p into block, which holds the floats [off, off + n)
+ * of the table (0, t->total: all of it; a pipeline stage holds its slice):
+ * the tensors inside point into block at their offset - off, the others are
+ * NULL. p->layers is allocated; free it with bert_params_free. */
+void bert_params_bind(bert_params *p, const param_table *t, const bert_config *cfg, float *block, size_t off,
+                      size_t n);
 void bert_params_free(bert_params *p);
 
 /* Pipeline stages. The table is the embeddings, layers 0..L-1, qa_outputs,

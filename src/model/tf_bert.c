@@ -4,8 +4,10 @@
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/fileio.h"
+#include "core/shape.h"
+#include "model/init.h"
+#include "model/safetensors.h"
 #include "model/tf_bundle.h"
-#include "model/weights.h"
 
 #include <dirent.h>
 #include <limits.h>
@@ -131,14 +133,6 @@ int tf_find_checkpoint(const char *dir, char *prefix, size_t cap, int *found)
     return 0;
 }
 
-static void shape_str(char *buf, size_t cap, int ndim, const int64_t *shape)
-{
-    size_t n = (size_t)snprintf(buf, cap, "[");
-    for (int i = 0; i < ndim && n < cap; i++)
-        n += (size_t)snprintf(buf + n, cap - n, "%s%lld", i ? ", " : "", (long long)shape[i]);
-    if (n < cap) snprintf(buf + n, cap - n, "]");
-}
-
 static int load_tensors(const tfb_bundle *b, const bert_config *cfg, const char *cfg_name, const param_table *t,
                         float *block, uint64_t seed, int *qa_init)
 {
@@ -157,10 +151,8 @@ static int load_tensors(const tfb_bundle *b, const bert_config *cfg, const char 
             break;
         }
         if (qa_missing && !strncmp(p->name, "qa_outputs.", 11)) {
-            /* Each tensor draws from its own stream: the same values as
-             * model_load and model_init_random give with this seed. */
-            param_table one = {(param_info *)p, 1, p->numel};
-            model_init_random(cfg, &one, block, seed);
+            /* the same values as model_load and model_init_random give with this seed */
+            model_init_param(cfg, p, block, seed);
             continue;
         }
         const tfb_entry *e = tfb_find(b, name);
@@ -275,8 +267,10 @@ int tf_bert_export(const char *config_path, const char *prefix, const char *voca
         free(vtext);
         return rc;
     }
-    rc = model_save(dst, &cfg, &t, block, NULL);
     char p[PATH_MAX], tc[256];
+    rc = mkdir_p(dst);
+    if (!rc) rc = config_save(path_join(p, sizeof p, dst, "config.json"), &cfg);
+    if (!rc) rc = st_write_params(path_join(p, sizeof p, dst, "model.safetensors"), &t, block);
     if (!rc) rc = file_write_atomic(path_join(p, sizeof p, dst, "vocab.txt"), vtext, vlen);
     if (!rc && lower_case == 2) {
         char *tctext;

@@ -21,6 +21,7 @@
 #include "core/crc32c.h"
 #include "core/err.h"
 #include "core/fileio.h"
+#include "core/shape.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -316,10 +317,7 @@ static int parse_entry(const ctx *c, const unsigned char *v, size_t len, int num
     e->numel = (int64_t)numel;
     if (ds && numel * (uint64_t)ds != size) {
         char sh[200];
-        size_t n = (size_t)snprintf(sh, sizeof sh, "[");
-        for (int i = 0; i < e->ndim && n < sizeof sh; i++)
-            n += (size_t)snprintf(sh + n, sizeof sh - n, "%s%lld", i ? ", " : "", (long long)e->shape[i]);
-        if (n < sizeof sh) snprintf(sh + n, sizeof sh - n, "]");
+        shape_str(sh, sizeof sh, e->ndim, e->shape);
         return entry_err(c, "shape %s of %s needs %llu bytes but the entry says size %llu", sh,
                          tfb_dtype_name(e->dtype, dn, sizeof dn), (unsigned long long)(numel * (uint64_t)ds),
                          (unsigned long long)size);

@@ -179,17 +179,6 @@ void live_text(const live_status *s, sbuf *o)
     if (s->mirror[0]) sb_printf(o, "mirror: %s\n", s->mirror);
 }
 
-static void json_str(sbuf *o, const char *s)
-{
-    sb_puts(o, "\"");
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') sb_printf(o, "\\%c", *p);
-        else if (*p < 0x20) sb_printf(o, "\\u%04x", *p);
-        else sb_printf(o, "%c", *p);
-    }
-    sb_puts(o, "\"");
-}
-
 typedef struct {
     const char *name, *help;
     double v;
@@ -234,17 +223,17 @@ void live_json(const live_status *s, sbuf *o)
     live_num n[40];
     int k = live_nums(s, n);
     sb_puts(o, "{\"state\":");
-    json_str(o, s->state);
+    sb_json_string(o, s->state, SB_JSON_UNICODE);
     for (int i = 0; i < k; i++)
         if (isfinite(n[i].v)) sb_printf(o, ",\"%s\":%.10g", n[i].name, n[i].v);
     sb_puts(o, ",\"checkpoint\":");
-    json_str(o, s->ckpt);
+    sb_json_string(o, s->ckpt, SB_JSON_UNICODE);
     sb_puts(o, ",\"mirror\":");
-    json_str(o, s->mirror);
+    sb_json_string(o, s->mirror, SB_JSON_UNICODE);
     sbuf t = {0};
     live_text(s, &t);
     sb_puts(o, ",\"text\":");
-    json_str(o, t.p ? t.p : "");
+    sb_json_string(o, t.p ? t.p : "", SB_JSON_UNICODE);
     sb_free(&t);
     sb_puts(o, "}\n");
 }

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "obs/tb.h"
 #include "core/alloc.h"
+#include "core/clock.h"
 #include "core/crc32c.h"
 #include "core/err.h"
 #include "core/fileio.h"
@@ -13,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,13 +25,6 @@ struct tb_writer {
     int err;          /* first error; later writes are dropped */
     char errmsg[4400];
 };
-
-static double now_s(void)
-{
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (double)tv.tv_sec + tv.tv_usec * 1e-6;
-}
 
 /* A small writer over a caller's buffer: counts every byte, stores those
  * that fit, so one pass gives both the size and the encoding. */
@@ -172,7 +165,7 @@ static int write_record(tb_writer *w, const uint8_t *data, size_t n)
         snprintf(w->errmsg, sizeof w->errmsg, "%s: write failed: %s", w->path, strerror(errno));
         return w->err = err_set(ERR_RUNTIME, "%s", w->errmsg);
     }
-    double t = now_s();
+    double t = clock_unix_s();
     if (t - w->last_flush > 2.0) {
         w->last_flush = t;
         if (fflush(w->f) != 0) {
@@ -253,7 +246,7 @@ int tb_open(tb_writer **out, const char *dir)
         return err_set(ERR_RUNTIME, "tb_open: fdopen: %s", strerror(errno));
     }
     pthread_mutex_init(&w->lock, NULL);
-    w->last_flush = now_s();
+    w->last_flush = clock_unix_s();
     scalar_args a = {w->last_flush, 0, NULL, 0};
     int rc = write_encoded(w, tb_encode_version_event(NULL, 0, a.wall_time), enc_version, &a);
     if (!rc) rc = tb_flush(w);
@@ -267,13 +260,13 @@ int tb_open(tb_writer **out, const char *dir)
 
 int tb_scalar(tb_writer *w, int64_t step, const char *tag, float value, double wall_time)
 {
-    scalar_args a = {wall_time > 0 ? wall_time : now_s(), step, tag, value};
+    scalar_args a = {wall_time > 0 ? wall_time : clock_unix_s(), step, tag, value};
     return write_encoded(w, tb_encode_scalar_event(NULL, 0, a.wall_time, step, tag, value), enc_scalar, &a);
 }
 
 int tb_session_start(tb_writer *w, int64_t step)
 {
-    scalar_args a = {now_s(), step, NULL, 0};
+    scalar_args a = {clock_unix_s(), step, NULL, 0};
     return write_encoded(w, tb_encode_session_start(NULL, 0, a.wall_time, step), enc_session, &a);
 }
 
@@ -284,7 +277,7 @@ int tb_flush(tb_writer *w)
         snprintf(w->errmsg, sizeof w->errmsg, "%s: write failed: %s", w->path, strerror(errno));
         w->err = ERR_RUNTIME;
     }
-    w->last_flush = now_s();
+    w->last_flush = clock_unix_s();
     int rc = w->err;
     pthread_mutex_unlock(&w->lock);
     return rc ? err_set(rc, "%s", w->errmsg) : 0;

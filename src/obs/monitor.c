@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "obs/monitor.h"
 #include "core/alloc.h"
+#include "core/clock.h"
 #include "core/err.h"
 
 #include <errno.h>
@@ -12,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 #include <time.h>
 
 static const char monitor_header[] =
@@ -43,13 +43,6 @@ struct monitor {
     char warned[MAX_WARNED][96];
     int nwarned;
 };
-
-static double unix_now(void)
-{
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (double)tv.tv_sec + tv.tv_usec * 1e-6;
-}
 
 /* Logs a driver error the first time it is seen (by its query name), so a
  * board without a power sensor does not print a line per second. */
@@ -137,7 +130,7 @@ static int sample_locked(monitor *m)
     }
     proc_sample p;
     proc_sample_read(&m->pst, &p);
-    double t = unix_now();
+    double t = clock_unix_s();
     int64_t step = atomic_load(&m->step);
 
     if (m->csv && !m->csv_failed) {
@@ -228,7 +221,7 @@ int monitor_start(monitor **out, const monitor_options *o)
     monitor *m = xcalloc(1, sizeof *m);
     m->o = *o;
     atomic_store(&m->step, o->step);
-    m->t0 = unix_now();
+    m->t0 = clock_unix_s();
     pthread_mutex_init(&m->lock, NULL);
     pthread_mutex_init(&m->sample_lock, NULL);
     pthread_condattr_t ca;

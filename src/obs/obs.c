@@ -2,6 +2,7 @@
  * info.csv and the report, none of which may stop a training run. */
 #define _GNU_SOURCE
 #include "obs/obs.h"
+#include "core/clock.h"
 #include "obs/csv.h"
 #include "obs/devices.h"
 #include "obs/monitor.h"
@@ -35,17 +36,10 @@ struct obs_run {
     int64_t total_recorded;
 };
 
-static double wall_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Under live_lock: stamps and hands the numbers to the page. */
 static void live_publish_locked(obs_run *r)
 {
-    r->live.updated_unix = wall_now();
+    r->live.updated_unix = clock_unix_s();
     obs_http_publish(r->http, &r->live);
 }
 

@@ -1,6 +1,7 @@
 /* The live page's HTTP server on libmicrohttpd (see obs_http.h). */
 #define _GNU_SOURCE
 #include "obs/obs_http.h"
+#include "core/clock.h"
 #include "obs/report.h"
 #include "obs/rundir.h"
 #include "core/alloc.h"
@@ -17,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 
 enum { HTTP_THREADS = 2, HTTP_CONNECTIONS = 64, HTTP_CONN_MEMORY = 32 * 1024, HTTP_TIMEOUT_S = 10 };
 #define CHART_CACHE_S 2.0
@@ -35,13 +35,6 @@ struct obs_http {
     _Atomic long served;
     char start_err[256];
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* MHD's own messages: only the ones while starting are kept (they say why
  * it could not listen); later ones (a client that went away) are dropped. */
@@ -78,7 +71,7 @@ static void snapshot(obs_http *h, live_status *s)
 static char *charts(obs_http *h)
 {
     pthread_mutex_lock(&h->render_lock);
-    double t = now_s();
+    double t = clock_now_s();
     if (!h->charts || t - h->charts_at >= CHART_CACHE_S) {
         rundir d;
         sbuf c = {0}, e = {0};

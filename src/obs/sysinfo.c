@@ -1,8 +1,9 @@
 /* /proc and /sys readings for the monitor and `bertc devices`. The monitor
  * calls proc_sample_read every second, so it uses plain read(2) into stack
- * buffers and clock_gettime for CPU time instead of parsing /proc/self/stat. */
+ * buffers and the clock for CPU time (core/clock.h), not /proc/self/stat. */
 #define _GNU_SOURCE
 #include "obs/sysinfo.h"
+#include "core/clock.h"
 
 #include <fcntl.h>
 #include <math.h>
@@ -10,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -89,16 +89,9 @@ static void memory_now(int *kind, double *total, double *avail, int *cgroup)
     }
 }
 
-static double clock_s(clockid_t id)
-{
-    struct timespec ts;
-    if (clock_gettime(id, &ts) != 0) return NAN;
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 void proc_sample_read(proc_cpu_state *st, proc_sample *s)
 {
-    double cpu = clock_s(CLOCK_PROCESS_CPUTIME_ID), wall = clock_s(CLOCK_MONOTONIC);
+    double cpu = clock_cpu_s(), wall = clock_now_s();
     s->cpu_pct = NAN;
     if (st->wall_s > 0 && wall > st->wall_s) s->cpu_pct = 100.0 * (cpu - st->cpu_s) / (wall - st->wall_s);
     st->cpu_s = cpu;

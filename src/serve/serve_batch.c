@@ -2,6 +2,7 @@
 #include "serve/serve_batch.h"
 
 #include "core/alloc.h"
+#include "core/clock.h"
 #include "core/err.h"
 #include "core/philox.h"
 
@@ -30,13 +31,6 @@ struct serve_batcher {
     int32_t *cu;          /* [rows + 1]: --packing varlen's window offsets */
     serve_batch_stats stats;
 };
-
-double serve_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void wait_until(serve_batcher *b, double t)
 {
@@ -108,9 +102,9 @@ static void *worker(void *arg)
         while (!b->head && !b->stop) pthread_cond_wait(&b->cv, &b->mu);
         if (!b->head) break;
         double t_end = b->head->t_submit + 1e-6 * b->o.wait_us;
-        while (!b->stop && b->queued_windows < b->rows && serve_now() < t_end) wait_until(b, t_end);
+        while (!b->stop && b->queued_windows < b->rows && clock_now_s() < t_end) wait_until(b, t_end);
         /* Take windows from the oldest jobs; a job that waited too long before any of its windows ran is dropped. */
-        double now = serve_now();
+        double now = clock_now_s();
         serve_job *expired = NULL;
         int nrow = 0;
         while (b->head && nrow < b->rows) {
@@ -141,7 +135,7 @@ static void *worker(void *arg)
             finish(j, 504, "the request waited in the queue past its timeout (--timeout-ms)");
         }
         int rc = 0;
-        double t0 = serve_now();
+        double t0 = clock_now_s();
         if (nrow > 0 && b->m->packing) {
             rc = forward_packed(b, nrow, rng);
         } else if (nrow > 0) {
@@ -165,7 +159,7 @@ static void *worker(void *arg)
                 }
             }
         }
-        double dt = serve_now() - t0;
+        double dt = clock_now_s() - t0;
         char emsg[200];
         snprintf(emsg, sizeof emsg, "inference failed: %s", rc ? err_msg() : "");
         /* Completion: the last row of a job in this batch whose windows are all in. */
@@ -237,7 +231,7 @@ int serve_batcher_submit(serve_batcher *b, serve_job *job)
     job->sent = job->finished = 0;
     job->status = 0;
     job->msg[0] = 0;
-    job->t_submit = serve_now();
+    job->t_submit = clock_now_s();
     if (b->tail) b->tail->next = job;
     else b->head = job;
     b->tail = job;

@@ -21,7 +21,7 @@
 #define BERTC_SERVE_BATCH_H
 
 #include "data/features.h"
-#include "train/qa_model.h"
+#include "infer/qa_model.h"
 
 #include <stdint.h>
 
@@ -67,7 +67,5 @@ int serve_batcher_rows(const serve_batcher *b);
 void serve_batcher_stats(serve_batcher *b, serve_batch_stats *s);
 /* Runs what is queued, then stops the worker and frees b. */
 void serve_batcher_free(serve_batcher *b);
-
-double serve_now(void);
 
 #endif

@@ -2,9 +2,12 @@
 #include "serve/serve_http.h"
 
 #include "core/alloc.h"
+#include "core/clock.h"
 #include "core/err.h"
+#include "core/sbuf.h"
 #include "infer/adhoc.h"
 #include "infer/predict.h"
+#include "infer/pyjson.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -74,7 +77,7 @@ static enum MHD_Result reply(req_ctx *c, int status, const char *type, const cha
     while (k_codes[k] && k_codes[k] != status) k++;
     s->code_count[k]++;
     if (c->route == R_ANSWER) {
-        double dt = serve_now() - c->t0;
+        double dt = clock_now_s() - c->t0;
         size_t b = 0;
         while (b < N_LAT && dt > k_lat_le[b]) b++;
         s->lat_bucket[b]++;
@@ -91,65 +94,60 @@ static enum MHD_Result reply(req_ctx *c, int status, const char *type, const cha
 
 static enum MHD_Result send_error(req_ctx *c, int status, const char *msg, const char *allow, int retry_after)
 {
-    pyjson_buf b = {0};
-    pyjson_raw(&b, "{\"error\": ");
-    pyjson_string(&b, msg, strlen(msg));
-    char tail[32];
-    snprintf(tail, sizeof tail, ", \"status\": %d}\n", status);
-    pyjson_raw(&b, tail);
-    enum MHD_Result r = reply(c, status, "application/json", b.buf, b.len, allow, retry_after);
-    free(b.buf);
+    sbuf b = {0};
+    sb_puts(&b, "{\"error\": ");
+    sb_json_string(&b, msg, SB_JSON_PYTHON);
+    sb_printf(&b, ", \"status\": %d}\n", status);
+    enum MHD_Result r = reply(c, status, "application/json", b.p, b.n, allow, retry_after);
+    sb_free(&b);
     return r;
 }
 
 /* One item's answers: {"answers": [...], "windows": W}. */
-static void put_answers(pyjson_buf *b, const qa_predictions *p, const features *f, int i, int nbest)
+static void put_answers(sbuf *b, const qa_predictions *p, const features *f, int i, int nbest)
 {
     int windows = 0;
     for (int w = 0; w < f->n; w++) windows += f->example[w] == i;
-    pyjson_raw(b, "{\"answers\": [");
+    sb_puts(b, "{\"answers\": [");
     int k = p->n_nbest[i] < nbest ? p->n_nbest[i] : nbest;
     for (int a = 0; a < k; a++) {
         const qa_answer *x = &p->nbest[i][a];
-        char num[64];
-        pyjson_raw(b, a ? ", {\"text\": " : "{\"text\": ");
-        pyjson_string(b, x->text, strlen(x->text));
-        snprintf(num, sizeof num, ", \"start\": %d, \"end\": %d, \"score\": ", x->begin_cp, x->end_cp);
-        pyjson_raw(b, num);
+        sb_puts(b, a ? ", {\"text\": " : "{\"text\": ");
+        sb_json_string(b, x->text, SB_JSON_PYTHON);
+        sb_printf(b, ", \"start\": %d, \"end\": %d, \"score\": ", x->begin_cp, x->end_cp);
         pyjson_float(b, (double)x->score);
-        pyjson_raw(b, ", \"start_logit\": ");
+        sb_puts(b, ", \"start_logit\": ");
         pyjson_float(b, (double)x->start_logit);
-        pyjson_raw(b, ", \"end_logit\": ");
+        sb_puts(b, ", \"end_logit\": ");
         pyjson_float(b, (double)x->end_logit);
-        pyjson_raw(b, ", \"probability\": ");
+        sb_puts(b, ", \"probability\": ");
         pyjson_float(b, x->probability);
-        pyjson_raw(b, "}");
+        sb_puts(b, "}");
     }
-    char tail[48];
-    snprintf(tail, sizeof tail, "], \"windows\": %d}", windows);
-    pyjson_raw(b, tail);
+    sb_printf(b, "], \"windows\": %d}", windows);
 }
 
 static enum MHD_Result send_answers(req_ctx *c)
 {
     qa_predictions p = {0};
-    int rc = postprocess_predictions(&c->d, &c->f, c->job.start, c->job.end, PREDICT_N_BEST, c->s->o.max_answer_length, &p);
+    postprocess_opts po = {.n_best = PREDICT_N_BEST, .max_answer_length = c->s->o.max_answer_length};
+    int rc = postprocess_predictions(&c->d, &c->f, c->job.start, c->job.end, &po, &p);
     if (rc) return send_error(c, 500, err_msg(), NULL, 0);
-    pyjson_buf b = {0};
+    sbuf b = {0};
     if (c->req.is_list) {
-        pyjson_raw(&b, "{\"results\": [");
+        sb_puts(&b, "{\"results\": [");
         for (int i = 0; i < c->req.n; i++) {
-            if (i) pyjson_raw(&b, ", ");
+            if (i) sb_puts(&b, ", ");
             put_answers(&b, &p, &c->f, i, c->req.nbest);
         }
-        pyjson_raw(&b, "]}\n");
+        sb_puts(&b, "]}\n");
     } else {
         put_answers(&b, &p, &c->f, 0, c->req.nbest);
-        pyjson_raw(&b, "\n");
+        sb_puts(&b, "\n");
     }
     qa_predictions_free(&p);
-    enum MHD_Result r = reply(c, 200, "application/json", b.buf, b.len, NULL, 0);
-    free(b.buf);
+    enum MHD_Result r = reply(c, 200, "application/json", b.p, b.n, NULL, 0);
+    sb_free(&b);
     return r;
 }
 
@@ -158,67 +156,55 @@ static enum MHD_Result send_metrics(req_ctx *c)
     serve_server *s = c->s;
     serve_batch_stats bs;
     serve_batcher_stats(s->b, &bs);
-    pyjson_buf b = {0};
-    char line[256];
+    sbuf b = {0};
     pthread_mutex_lock(&s->mu);
-    pyjson_raw(&b, "# HELP bertc_serve_requests_total HTTP requests answered, by status code.\n"
-                   "# TYPE bertc_serve_requests_total counter\n");
+    sb_puts(&b, "# HELP bertc_serve_requests_total HTTP requests answered, by status code.\n"
+                "# TYPE bertc_serve_requests_total counter\n");
     for (size_t k = 0; k < N_CODES; k++) {
-        if (k_codes[k]) snprintf(line, sizeof line, "bertc_serve_requests_total{code=\"%d\"} %llu\n", k_codes[k],
-                                 (unsigned long long)s->code_count[k]);
-        else snprintf(line, sizeof line, "bertc_serve_requests_total{code=\"other\"} %llu\n",
-                      (unsigned long long)s->code_count[k]);
-        pyjson_raw(&b, line);
+        if (k_codes[k]) sb_printf(&b, "bertc_serve_requests_total{code=\"%d\"} %llu\n", k_codes[k],
+                                  (unsigned long long)s->code_count[k]);
+        else sb_printf(&b, "bertc_serve_requests_total{code=\"other\"} %llu\n",
+                       (unsigned long long)s->code_count[k]);
     }
-    pyjson_raw(&b, "# HELP bertc_serve_questions_total Questions answered (a request may hold several).\n"
-                   "# TYPE bertc_serve_questions_total counter\n");
-    snprintf(line, sizeof line, "bertc_serve_questions_total %llu\n", (unsigned long long)s->items);
-    pyjson_raw(&b, line);
-    pyjson_raw(&b, "# HELP bertc_serve_request_seconds Latency of POST /v1/answer, arrival to response.\n"
-                   "# TYPE bertc_serve_request_seconds histogram\n");
+    sb_puts(&b, "# HELP bertc_serve_questions_total Questions answered (a request may hold several).\n"
+                "# TYPE bertc_serve_questions_total counter\n");
+    sb_printf(&b, "bertc_serve_questions_total %llu\n", (unsigned long long)s->items);
+    sb_puts(&b, "# HELP bertc_serve_request_seconds Latency of POST /v1/answer, arrival to response.\n"
+                "# TYPE bertc_serve_request_seconds histogram\n");
     uint64_t cum = 0;
     for (size_t k = 0; k <= N_LAT; k++) {
         cum += s->lat_bucket[k];
-        if (k < N_LAT) snprintf(line, sizeof line, "bertc_serve_request_seconds_bucket{le=\"%g\"} %llu\n", k_lat_le[k],
-                                (unsigned long long)cum);
-        else snprintf(line, sizeof line, "bertc_serve_request_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
-        pyjson_raw(&b, line);
+        if (k < N_LAT) sb_printf(&b, "bertc_serve_request_seconds_bucket{le=\"%g\"} %llu\n", k_lat_le[k],
+                                 (unsigned long long)cum);
+        else sb_printf(&b, "bertc_serve_request_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
     }
-    snprintf(line, sizeof line, "bertc_serve_request_seconds_sum %.6f\nbertc_serve_request_seconds_count %llu\n",
-             s->lat_sum, (unsigned long long)s->lat_count);
-    pyjson_raw(&b, line);
-    snprintf(line, sizeof line, "# HELP bertc_serve_inflight Requests being handled now.\n# TYPE bertc_serve_inflight gauge\n"
-             "bertc_serve_inflight %d\n", s->inflight);
-    pyjson_raw(&b, line);
+    sb_printf(&b, "bertc_serve_request_seconds_sum %.6f\nbertc_serve_request_seconds_count %llu\n",
+              s->lat_sum, (unsigned long long)s->lat_count);
+    sb_printf(&b, "# HELP bertc_serve_inflight Requests being handled now.\n# TYPE bertc_serve_inflight gauge\n"
+              "bertc_serve_inflight %d\n", s->inflight);
     pthread_mutex_unlock(&s->mu);
-    pyjson_raw(&b, "# HELP bertc_serve_batch_windows Windows per forward pass.\n"
-                   "# TYPE bertc_serve_batch_windows histogram\n");
+    sb_puts(&b, "# HELP bertc_serve_batch_windows Windows per forward pass.\n"
+                "# TYPE bertc_serve_batch_windows histogram\n");
     cum = 0;
     for (int k = 0; k < 8; k++) {
         cum += bs.batch_hist[k];
-        if (k < 7) snprintf(line, sizeof line, "bertc_serve_batch_windows_bucket{le=\"%d\"} %llu\n", 1 << k,
-                            (unsigned long long)cum);
-        else snprintf(line, sizeof line, "bertc_serve_batch_windows_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
-        pyjson_raw(&b, line);
+        if (k < 7) sb_printf(&b, "bertc_serve_batch_windows_bucket{le=\"%d\"} %llu\n", 1 << k,
+                             (unsigned long long)cum);
+        else sb_printf(&b, "bertc_serve_batch_windows_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
     }
-    snprintf(line, sizeof line, "bertc_serve_batch_windows_sum %llu\nbertc_serve_batch_windows_count %llu\n",
-             (unsigned long long)bs.windows, (unsigned long long)bs.forwards);
-    pyjson_raw(&b, line);
-    snprintf(line, sizeof line, "# HELP bertc_serve_forward_seconds_total Time in forward passes.\n"
-             "# TYPE bertc_serve_forward_seconds_total counter\nbertc_serve_forward_seconds_total %.6f\n", bs.forward_seconds);
-    pyjson_raw(&b, line);
-    snprintf(line, sizeof line, "# HELP bertc_serve_queue_requests Requests waiting for a forward pass.\n"
-             "# TYPE bertc_serve_queue_requests gauge\nbertc_serve_queue_requests %d\n", bs.queued_jobs);
-    pyjson_raw(&b, line);
-    snprintf(line, sizeof line, "# HELP bertc_serve_queue_windows Windows waiting for a forward pass.\n"
-             "# TYPE bertc_serve_queue_windows gauge\nbertc_serve_queue_windows %d\n", bs.queued_windows);
-    pyjson_raw(&b, line);
-    snprintf(line, sizeof line, "# HELP bertc_serve_queue_timeouts_total Requests dropped after waiting past --timeout-ms.\n"
-             "# TYPE bertc_serve_queue_timeouts_total counter\nbertc_serve_queue_timeouts_total %llu\n",
-             (unsigned long long)bs.timeouts);
-    pyjson_raw(&b, line);
-    enum MHD_Result r = reply(c, 200, "text/plain; version=0.0.4", b.buf, b.len, NULL, 0);
-    free(b.buf);
+    sb_printf(&b, "bertc_serve_batch_windows_sum %llu\nbertc_serve_batch_windows_count %llu\n",
+              (unsigned long long)bs.windows, (unsigned long long)bs.forwards);
+    sb_printf(&b, "# HELP bertc_serve_forward_seconds_total Time in forward passes.\n"
+              "# TYPE bertc_serve_forward_seconds_total counter\nbertc_serve_forward_seconds_total %.6f\n", bs.forward_seconds);
+    sb_printf(&b, "# HELP bertc_serve_queue_requests Requests waiting for a forward pass.\n"
+              "# TYPE bertc_serve_queue_requests gauge\nbertc_serve_queue_requests %d\n", bs.queued_jobs);
+    sb_printf(&b, "# HELP bertc_serve_queue_windows Windows waiting for a forward pass.\n"
+              "# TYPE bertc_serve_queue_windows gauge\nbertc_serve_queue_windows %d\n", bs.queued_windows);
+    sb_printf(&b, "# HELP bertc_serve_queue_timeouts_total Requests dropped after waiting past --timeout-ms.\n"
+              "# TYPE bertc_serve_queue_timeouts_total counter\nbertc_serve_queue_timeouts_total %llu\n",
+              (unsigned long long)bs.timeouts);
+    enum MHD_Result r = reply(c, 200, "text/plain; version=0.0.4", b.p, b.n, NULL, 0);
+    sb_free(&b);
     return r;
 }
 
@@ -262,7 +248,7 @@ static enum MHD_Result start_answer(req_ctx *c)
     c->job.f = &c->f;
     c->job.start = xmalloc(n * sizeof *c->job.start);
     c->job.end = xmalloc(n * sizeof *c->job.end);
-    c->job.deadline = s->o.timeout_ms > 0 ? serve_now() + 1e-3 * s->o.timeout_ms : 0;
+    c->job.deadline = s->o.timeout_ms > 0 ? clock_now_s() + 1e-3 * s->o.timeout_ms : 0;
     c->job.done = job_done;
     c->job.arg = c;
     c->state = S_QUEUED;
@@ -286,7 +272,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         c = xcalloc(1, sizeof *c);
         c->s = s;
         c->conn = conn;
-        c->t0 = serve_now();
+        c->t0 = clock_now_s();
         *con_cls = c;
         pthread_mutex_lock(&s->mu);
         s->inflight++;
@@ -438,9 +424,9 @@ void serve_stop(serve_server *s, double grace_s)
     pthread_mutex_unlock(&s->mu);
     MHD_socket fd = MHD_quiesce_daemon(s->d);
     if (fd != MHD_INVALID_SOCKET) close(fd);
-    double until = serve_now() + grace_s;
+    double until = clock_now_s() + grace_s;
     pthread_mutex_lock(&s->mu);
-    while (s->inflight > 0 && serve_now() < until) {
+    while (s->inflight > 0 && clock_now_s() < until) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 50 * 1000000L;

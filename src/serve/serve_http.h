@@ -14,9 +14,9 @@
 #define BERTC_SERVE_HTTP_H
 
 #include "data/features.h"
+#include "infer/qa_model.h"
 #include "serve/serve_batch.h"
 #include "serve/serve_req.h"
-#include "train/qa_model.h"
 
 typedef struct {
     const char *bind;      /* IPv4 or IPv6 address */

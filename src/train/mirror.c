@@ -1,6 +1,7 @@
 /* Copying checkpoints to a second place in the background (see mirror.h). */
 #define _GNU_SOURCE
 #include "train/mirror.h"
+#include "core/clock.h"
 #include "train/ckpt.h"
 #include "core/alloc.h"
 #include "core/err.h"
@@ -39,13 +40,6 @@ struct mirror {
 
 static mirror *g_left; /* a mirror whose thread outlived mirror_stop: kept reachable */
 
-static double unix_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void report(mirror *m, int64_t step, const char *result, const char *detail)
 {
     char line[1400];
@@ -56,7 +50,7 @@ static void report(mirror *m, int64_t step, const char *result, const char *deta
     pthread_mutex_unlock(&m->lock);
     FILE *f = fopen(m->log_path, "a");
     if (f) {
-        fprintf(f, "%.3f %s\n", unix_now(), line);
+        fprintf(f, "%.3f %s\n", clock_unix_s(), line);
         fclose(f);
     }
 }
@@ -167,7 +161,7 @@ fail:
 
 static void copy_with_retries(mirror *m, const char *src, int64_t step)
 {
-    double t0 = unix_now();
+    double t0 = clock_unix_s();
     for (int attempt = 1; attempt <= MIRROR_TRIES; attempt++) {
         uint64_t bytes;
         char msg[1024] = "";
@@ -176,7 +170,7 @@ static void copy_with_retries(mirror *m, const char *src, int64_t step)
         err_clear();
         if (rc == 0) {
             char d[CKPT_PATH_MAX + 128];
-            snprintf(d, sizeof d, "to %s (%.1f MiB in %.1f s%s)", m->dir, (double)bytes / 1048576.0, unix_now() - t0,
+            snprintf(d, sizeof d, "to %s (%.1f MiB in %.1f s%s)", m->dir, (double)bytes / 1048576.0, clock_unix_s() - t0,
                      attempt > 1 ? ", after retries" : "");
             report(m, step, "copied", d);
             if (m->in_streak) log_info("mirror: step-%08" PRId64 " copied to %s; the mirror works again", step, m->dir);

@@ -104,13 +104,6 @@ static int check_config(const optim_config *c)
 int optim_step(optim *o, float *params, const float *grads, const optim_config *c, int64_t k, float grad_unscale,
                optim_result *r)
 {
-    return optim_step_sumsq(o, params, grads, c, k, grad_unscale, o->be->i->sum_squares(o->be->ctx, grads, o->table->total),
-                            r);
-}
-
-int optim_step_sumsq(optim *o, float *params, const float *grads, const optim_config *c, int64_t k,
-                     float grad_unscale, double sum_squares, optim_result *r)
-{
     int rc = check_config(c);
     if (rc) return rc;
     const backend_i *b = o->be->i;
@@ -118,6 +111,7 @@ int optim_step_sumsq(optim *o, float *params, const float *grads, const optim_co
     const param_table *t = o->table;
     optim_result res = {0};
 
+    double sum_squares = c->grad_sum_squares ? *c->grad_sum_squares : b->sum_squares(ctx, grads, t->total);
     double norm = sqrt(sum_squares) * fabs((double)grad_unscale);
     res.grad_norm = norm;
     res.lr = c->lr * optim_lr_lambda(k, c->warmup_steps, c->total_steps);

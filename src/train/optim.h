@@ -39,6 +39,11 @@ typedef struct {
     double max_grad_norm; /* <= 0: no clipping (the norm is still measured) */
     int64_t warmup_steps;
     int64_t total_steps;
+    /* The global norm's square, given (of the gradients as they are, before
+     * grad_unscale): a pipeline stage's optimizer holds its own tensors
+     * only, and the norm that clipping and the finiteness check use is over
+     * every stage's (summed in stage order). NULL: the gradients' own. */
+    const double *grad_sum_squares;
 } optim_config;
 
 /* The defaults of DESIGN.md: lr 3e-5, betas 0.9/0.999, eps 1e-8, weight
@@ -69,12 +74,6 @@ typedef struct {
  * as it was (clipping is folded into the update). */
 int optim_step(optim *o, float *params, const float *grads, const optim_config *c, int64_t k, float grad_unscale,
                optim_result *r);
-/* The same with the global norm's square given (sum_squares: of the
- * gradients as they are, before grad_unscale): a pipeline stage's
- * optimizer holds its own tensors only, and the norm that clipping and the
- * finiteness check use is over every stage's (summed in stage order). */
-int optim_step_sumsq(optim *o, float *params, const float *grads, const optim_config *c, int64_t k,
-                     float grad_unscale, double sum_squares, optim_result *r);
 
 /* Adam updates applied so far (torch's state["step"]); steps skipped so far. */
 int64_t optim_t(const optim *o);

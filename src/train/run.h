@@ -4,7 +4,8 @@
  *
  *   trainer.c   options, signals, the step loop, the end of the run
  *     -> run_setup.c  model, backend, data, features, resume, micro-batch size
- *     -> run_step.c   one optimizer step: micro-batches, out-of-memory back-off, AdamW
+ *     -> run_step.c   one optimizer step: the loader's rows through step.c (micro-batches,
+ *                     padded or packed), out-of-memory back-off, AdamW
  *     -> run_eval.c   predictions and EM/F1 on --dev
  *     -> run_save.c   checkpoints and the exported final/ model dir
  *          -> run_log.c  what the run tells: metrics.csv, eval.csv, the
@@ -17,10 +18,10 @@
 
 #include "backend/select.h"
 #include "data/loader.h"
+#include "infer/qa_model.h"
 #include "obs/obs.h"
 #include "train/lossscale.h"
 #include "train/optim.h"
-#include "train/qa_model.h"
 #include "train/runlog.h"
 #include "train/state.h"
 #include "train/trainer.h"
@@ -57,14 +58,13 @@ typedef struct {
     int lock_fd;
     int resumed;        /* started from a checkpoint */
     char resumed_from[4096];
-    double last_em, last_f1; /* the latest evaluation (-1: none) */
     /* run_log.c's */
     runlog metrics, evals;
     obs_run *obs;
     int tty;
     int log_warned;     /* a CSV write failed (reported once) */
     double last_progress;
-    /* Data parallel (src/dist, issue 15): this process is rank `rank` of
+    /* Data parallel (src/dist): this process is rank `rank` of
      * `ranks` (1 without mpirun); only the writer (rank 0) touches the run
      * dir. sig: the signal this rank received, which the ranks agree on at
      * the end of each step before *stop is set (on every rank at once). */
@@ -88,7 +88,7 @@ typedef struct {
      * of the parameter block. The run dir, checkpoints and evaluation stay
      * the writer's (rank 0, stage 0), which gathers the stages' parts. */
     int stages, stage, replicas, replica;
-    int split[65];
+    int split[PIPE_MAX_STAGES + 1];
     size_t poff, pn;
     double pipe_busy_s, pipe_idle_s; /* this rank: computing, waiting for a neighbour */
     double *pipe_idle_all;           /* every rank's pipe_idle_s, then pipe_busy_s (2 x ranks), after each step */
@@ -107,9 +107,9 @@ void run_cleanup(run_ctx *c);
  * scale it used, *res what AdamW did. */
 int run_step(run_ctx *c, int32_t *idx, double *loss_out, float *scale_out, optim_result *res);
 
-/* run_eval.c: predictions on --dev and EM/F1 (c->last_em, c->last_f1), an
- * eval.csv row; pred_path NULL: no predictions file; print: the result
- * line even when quiet. ERR_STOPPED when a signal came during it. */
+/* run_eval.c: predictions on --dev and EM/F1, an eval.csv row; pred_path
+ * NULL: no predictions file; print: the result line even when quiet.
+ * ERR_STOPPED when a signal came during it. */
 int run_evaluate(run_ctx *c, const char *pred_path, int print);
 
 /* run_save.c: a checkpoint of the current step (state, weights, optimizer),
@@ -140,13 +140,10 @@ int run_pipe_connect(run_ctx *c);
 int run_pipe_pass(run_ctx *c, const int32_t *idx, int count, float scale, double *loss);
 int run_pipe_reduce(run_ctx *c, double *loss, double *sum_squares);
 int run_pipe_gather(run_ctx *c, int optimizer);
-int run_pipe_predict(run_ctx *c, qa_predictions *p);
+int run_pipe_predict(run_ctx *c, const postprocess_opts *po, qa_predictions *p);
 void run_pipe_free(run_ctx *c);
-/* BERTC_DEBUG_OOM (run_step.c): a micro-batch of `rows` rows in step `step` fails as out of memory. */
-int run_debug_oom(int64_t step, int rows);
 
 /* run_log.c */
-double run_now(void);
 void run_fmt_duration(char *buf, size_t cap, double s);
 /* Opens metrics.csv and eval.csv (keeping the rows of a resumed run up to
  * its step) and the observability hub; a hub that cannot start is one

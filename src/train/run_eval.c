@@ -7,6 +7,7 @@
  * turns them into predictions, scores and writes them. */
 #include "train/run.h"
 
+#include "core/clock.h"
 #include "core/err.h"
 #include "dist/dist.h"
 #include "eval/squad2_eval.h"
@@ -15,6 +16,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static postprocess_opts eval_postprocess_opts(const trainer_opts *o)
+{
+    return (postprocess_opts){.n_best = o->n_best, .max_answer_length = o->max_answer_length,
+                              .version_2_with_negative = o->version_2_with_negative,
+                              .null_score_diff_threshold = o->null_score_diff_threshold};
+}
 
 static int evaluate_split(run_ctx *c, qa_predictions *p)
 {
@@ -36,11 +44,8 @@ static int evaluate_split(run_ctx *c, qa_predictions *p)
     }
     rc = dist_agree(rc);
     if (!rc) rc = dist_allreduce_sum_fixed(logits, 2 * n);
-    if (!rc && c->writer)
-        rc = c->o->version_2_with_negative
-                 ? postprocess_predictions_v2(&c->dev, f, logits, logits + n, c->o->n_best, c->o->max_answer_length,
-                                              c->o->null_score_diff_threshold, p)
-                 : postprocess_predictions(&c->dev, f, logits, logits + n, c->o->n_best, c->o->max_answer_length, p);
+    postprocess_opts po = eval_postprocess_opts(c->o);
+    if (!rc && c->writer) rc = postprocess_predictions(&c->dev, f, logits, logits + n, &po, p);
     free(logits);
     return rc;
 }
@@ -65,22 +70,22 @@ static int eval_v2(const squad_data *d, const qa_predictions *p, eval_result *r)
 
 int run_evaluate(run_ctx *c, const char *pred_path, int print)
 {
-    double t = run_now();
+    double t = clock_now_s();
     qa_predictions p;
     int v2 = c->o->version_2_with_negative;
     int rc;
-    if (c->stages > 1) {
-        rc = run_pipe_predict(c, &p);
-        if (rc || !c->writer) return rc;
-    } else if (c->ranks > 1) {
+    /* The evaluation computes as `bertc predict` does: each window's logits
+     * independent of the batch it is in (and so of the rank count). */
+    backend_set_batch_invariant(&c->qm.be, 1);
+    postprocess_opts po = eval_postprocess_opts(c->o);
+    if (c->stages > 1)
+        rc = run_pipe_predict(c, &po, &p);
+    else if (c->ranks > 1)
         rc = evaluate_split(c, &p);
-        if (rc || !c->writer) return rc;
-    } else {
-        rc = v2 ? qa_model_predict_v2(&c->qm, &c->dev, &c->df, c->o->n_best, c->o->max_answer_length,
-                                      c->o->null_score_diff_threshold, &p, c->stop)
-                : qa_model_predict(&c->qm, &c->dev, &c->df, c->o->n_best, c->o->max_answer_length, &p, c->stop);
-        if (rc) return rc;
-    }
+    else
+        rc = qa_model_predict(&c->qm, &c->dev, &c->df, &po, &p, c->stop);
+    backend_set_batch_invariant(&c->qm.be, 0);
+    if (rc || (c->ranks > 1 && !c->writer)) return rc;
     eval_result r;
     rc = v2 ? eval_v2(&c->dev, &p, &r) : qa_predictions_eval(&c->dev, &p, &r);
     if (!rc && pred_path) rc = predictions_write_json(pred_path, &c->dev, &p);
@@ -91,8 +96,6 @@ int run_evaluate(run_ctx *c, const char *pred_path, int print)
     }
     qa_predictions_free(&p);
     if (rc) return rc;
-    c->last_em = r.exact_match;
-    c->last_f1 = r.f1;
-    run_log_eval(c, &r, run_now() - t, print);
+    run_log_eval(c, &r, clock_now_s() - t, print);
     return 0;
 }

@@ -7,6 +7,7 @@
 #include "backend/cpu_kernels.h"
 #include "dist/dist.h"
 
+#include "core/clock.h"
 #include "core/err.h"
 #include "core/fileio.h"
 #include "obs/devices.h"
@@ -14,18 +15,10 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define METRICS_HEADER "step,epoch,loss,lr,grad_norm,loss_scale,examples_per_s,elapsed_s"
 #define EVAL_HEADER "step,epoch,exact_match,f1"
-
-double run_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 void run_fmt_duration(char *buf, size_t cap, double s)
 {
@@ -138,7 +131,7 @@ void run_log_startup(const run_ctx *c, int train_hit, int dev_hit)
     printf("  plan      %lld steps (%.4g epochs of %lld steps); batch %d = %d micro-batch%s of %d; T %d, stride %d\n",
            (long long)c->total, (double)c->total / (double)c->steps_per_epoch, (long long)c->steps_per_epoch, o->batch,
            c->micro_batches, c->micro_batches > 1 ? "es" : "", c->micro, c->T, o->doc_stride);
-    if (c->qm.recompute)
+    if (c->qm.recompute == RECOMPUTE_LAYER)
         printf("  memory    --recompute layer: each layer's input kept, one layer's activations recomputed in backward\n");
     printf("  optimizer AdamW lr %g, warm-up %lld steps then linear decay, weight decay %g, eps %g, clip %g; dropout %g/%g; seed %lld%s\n",
            o->lr, (long long)c->warmup, o->weight_decay, o->adam_eps, o->clip, (double)c->drop_hidden,
@@ -162,7 +155,7 @@ void run_log_step(run_ctx *c, double loss, float scale, const optim_result *res)
     if (!c->writer) return; /* rank 0 alone tells (data parallel) */
     double rate = c->train_time > 0 ? (double)c->examples_here / c->train_time : 0;
     double epoch = (double)c->st.step / (double)c->steps_per_epoch;
-    double elapsed = c->st.elapsed_s + (run_now() - c->t0);
+    double elapsed = c->st.elapsed_s + (clock_now_s() - c->t0);
     if (runlog_row(&c->metrics, "%lld,%.6f,%.9g,%.9g,%.9g,%.9g,%.2f,%.2f", (long long)c->st.step, epoch, loss, res->lr,
                    res->grad_norm, (double)scale, rate, elapsed) != 0)
         warn_once(&c->log_warned, "metrics.csv");
@@ -200,7 +193,7 @@ void run_log_progress(run_ctx *c, double loss, double lr, int force)
 {
     if (!c->writer) return; /* rank 0 alone tells (data parallel) */
     if (c->o->quiet) return;
-    double t = run_now();
+    double t = clock_now_s();
     int64_t step = c->st.step;
     if (c->tty) {
         if (!force && t - c->last_progress < 0.25 && step < c->total) return;

@@ -31,11 +31,13 @@
 #define _GNU_SOURCE
 #include "train/run.h"
 
+#include "core/clock.h"
 #include "core/err.h"
 #include "dist/dist.h"
 #include "dist/p2p.h"
 #include "train/microbatch.h"
 #include "train/pipeline.h"
+#include "train/step.h"
 #ifdef BERTC_HAVE_CUDA
 #include "backend/cuda_module.h"
 #endif
@@ -119,13 +121,20 @@ int run_pipe_start(run_ctx *c)
     /* Units per step on this replica: its share of the micro-batches, or
      * any number when packed pieces are cut by --max-tokens. */
     int per_replica = (c->micro_batches + D - 1) / D;
-    int cut = c->qm.packing && c->qm.max_tokens > 0 && c->qm.max_tokens < (int64_t)c->micro * c->T;
+    int cut = c->qm.packing == PACKING_VARLEN && c->qm.max_tokens > 0 && c->qm.max_tokens < (int64_t)c->micro * c->T;
     p->sets = pipe_sets(S, s, cut ? S : per_replica > 0 ? per_replica : 1);
     char name[96];
     stage_name(c, name, sizeof name);
-    int rc = bert_model_create_stage(&c->qm.model, &c->qm.cfg, &c->qm.be, c->micro, c->T,
-                                     c->qm.packing ? c->qm.max_tokens : 0, c->qm.recompute, c->split[s],
-                                     c->split[s + 1], p->sets);
+    int rc = bert_model_create(&c->qm.model,
+                               &(bert_model_opts){.cfg = &c->qm.cfg,
+                                                  .be = &c->qm.be,
+                                                  .max_B = c->micro,
+                                                  .T = c->T,
+                                                  .max_tokens = c->qm.packing == PACKING_VARLEN ? c->qm.max_tokens : 0,
+                                                  .recompute = c->qm.recompute,
+                                                  .stage_lo = c->split[s],
+                                                  .stage_hi = c->split[s + 1],
+                                                  .sets = p->sets});
     if (rc) return err_wrap(rc, "rank %d of %d: %s", c->rank, c->ranks, name);
     c->qm.max_B = c->micro;
     c->qm.T = c->T;
@@ -257,7 +266,7 @@ static int plan_units(run_ctx *c, const int32_t *idx, int count)
     for (int at = first; at < first + len && !rc; at += c->micro) {
         int B = first + len - at < c->micro ? first + len - at : c->micro;
         int k = at / c->micro;
-        if (!c->qm.packing) {
+        if (c->qm.packing != PACKING_VARLEN) {
             rc = add_unit(p, (pipe_unit){k, at, B, 0, B * c->T});
             continue;
         }
@@ -283,7 +292,7 @@ static void unit_batch(run_ctx *c, const int32_t *idx, const pipe_unit *u, bert_
     loader_batch *mb = &c->mb;
     int T = c->T;
     loader_gather(mb, &c->tf, idx + u->r0, u->n);
-    if (!c->qm.packing) {
+    if (c->qm.packing != PACKING_VARLEN) {
         *b = (bert_batch){u->n, T, mb->input_ids, mb->token_type_ids, mb->attention_mask, mb->start_positions,
                           mb->end_positions, NULL, 0};
         return;
@@ -343,14 +352,14 @@ static int unit_header(run_ctx *c, int u, int32_t *h)
     h[2] = un->piece;
     h[3] = un->n;
     h[4] = un->rows;
-    if (!c->qm.packing) return HDR_FIXED;
+    if (c->qm.packing != PACKING_VARLEN) return HDR_FIXED;
     memcpy(h + HDR_FIXED, c->pipe->cu, ((size_t)un->n + 1) * sizeof *h);
     return HDR_FIXED + un->n + 1;
 }
 
 static size_t header_bytes(run_ctx *c, int u)
 {
-    return (HDR_FIXED + (c->qm.packing ? (size_t)c->pipe->units[u].n + 1 : 0)) * sizeof(int32_t);
+    return (HDR_FIXED + (c->qm.packing == PACKING_VARLEN ? (size_t)c->pipe->units[u].n + 1 : 0)) * sizeof(int32_t);
 }
 
 /* Starts receiving buffer b (PX_IN with its header, PG_OUT) of set k for unit u. */
@@ -374,10 +383,10 @@ static int post_recv(run_ctx *c, int b, int k, int u)
 static int wait_recv(run_ctx *c, int b, int k, int u)
 {
     struct pipe_run *p = c->pipe;
-    double t = run_now();
+    double t = clock_now_s();
     int rc = b == PX_IN ? dist_wait(&p->req[PH_IN][k]) : 0;
     if (!rc) rc = wait_buf(c, b, k);
-    c->pipe_idle_s += run_now() - t;
+    c->pipe_idle_s += clock_now_s() - t;
     if (!rc && p->host[b][k]) {
         backend *be = &c->qm.be;
         size_t bytes = (size_t)p->units[u].rows * (size_t)c->qm.cfg.hidden_size * sizeof(float);
@@ -471,10 +480,10 @@ int run_pipe_pass(run_ctx *c, const int32_t *idx, int count, float scale, double
                 philox_stream rng = {(uint64_t)c->o->seed + (uint64_t)u->piece,
                                      (uint32_t)((uint64_t)c->st.step * (uint64_t)c->micro_batches + (uint64_t)u->k), 0};
                 float l = 0;
-                double t = run_now();
-                crc = run_debug_oom(c->st.step + 1, u->n);
+                double t = clock_now_s();
+                crc = train_step_debug_oom(c->st.step + 1, u->n);
                 if (!crc) crc = bert_stage_forward(m, k, &b, c->drop_hidden, c->drop_attn, rng, &l, NULL, NULL);
-                c->pipe_busy_s += run_now() - t;
+                c->pipe_busy_s += clock_now_s() - t;
                 if (!crc && last) loss += (double)w * (double)l;
             }
             if (!rc && !last) rc = post_send(c, PX_OUT, k, op.micro);
@@ -484,9 +493,9 @@ int run_pipe_pass(run_ctx *c, const int32_t *idx, int count, float scale, double
             if (!rc) rc = wait_buf(c, PG_IN, k); /* d_in is written again */
             if (!rc) rc = wait_buf(c, PX_OUT, k); /* recompute writes x_out again */
             if (!rc && !crc) {
-                double t = run_now();
+                double t = clock_now_s();
                 crc = bert_stage_backward(m, k, w * scale);
-                c->pipe_busy_s += run_now() - t;
+                c->pipe_busy_s += clock_now_s() - t;
             }
             if (!rc && !first) rc = post_send(c, PG_IN, k, op.micro);
             if (!rc && !first && op.micro + sets < M) rc = post_recv(c, PX_IN, k, op.micro + sets);
@@ -536,7 +545,7 @@ int run_pipe_reduce(run_ctx *c, double *loss, double *sum_squares)
     red[0] = c->stage == c->stages - 1 ? *loss : 0.0;
     red[1] = c->sig && *c->sig ? 1.0 : 0.0;
     red[2] = c->replica == 0 ? be->i->sum_squares(be->ctx, bert_model_grads(m), c->pn) : 0.0;
-    red[3] = c->writer && c->o->save_every_minutes > 0 && run_now() - c->last_save_time >= 60 * c->o->save_every_minutes;
+    red[3] = c->writer && c->o->save_every_minutes > 0 && clock_now_s() - c->last_save_time >= 60 * c->o->save_every_minutes;
     red[4 + c->rank] = c->pipe_idle_s;
     red[4 + N + c->rank] = c->pipe_busy_s;
     rc = dist_allreduce_sum_f64(red, 4 + 2 * N);
@@ -566,21 +575,24 @@ int run_pipe_gather(run_ctx *c, int optimizer)
     return rc;
 }
 
-int run_pipe_predict(run_ctx *c, qa_predictions *out)
+int run_pipe_predict(run_ctx *c, const postprocess_opts *po, qa_predictions *out)
 {
     memset(out, 0, sizeof *out);
-    int rc = run_pipe_gather(c, 0), v2 = c->o->version_2_with_negative;
+    int rc = run_pipe_gather(c, 0);
     if (!rc && c->writer) {
         /* the whole model, for as long as the evaluation takes */
         bert_model *stage = c->qm.model, *whole = NULL;
-        rc = bert_model_create_tokens(&whole, &c->qm.cfg, &c->qm.be, c->micro, c->T,
-                                      c->qm.packing ? c->qm.max_tokens : 0, 0);
+        rc = bert_model_create(&whole, &(bert_model_opts){.cfg = &c->qm.cfg,
+                                                          .be = &c->qm.be,
+                                                          .max_B = c->micro,
+                                                          .T = c->T,
+                                                          .max_tokens = c->qm.packing == PACKING_VARLEN
+                                                                            ? c->qm.max_tokens
+                                                                            : 0});
         if (!rc) rc = bert_model_set_params(whole, c->host_params);
         if (!rc) {
             c->qm.model = whole;
-            rc = v2 ? qa_model_predict_v2(&c->qm, &c->dev, &c->df, c->o->n_best, c->o->max_answer_length,
-                                          c->o->null_score_diff_threshold, out, NULL)
-                    : qa_model_predict(&c->qm, &c->dev, &c->df, c->o->n_best, c->o->max_answer_length, out, NULL);
+            rc = qa_model_predict(&c->qm, &c->dev, &c->df, po, out, NULL);
             c->qm.model = stage;
         }
         bert_model_free(whole);

@@ -3,10 +3,11 @@
 #define _GNU_SOURCE
 #include "train/run.h"
 
+#include "core/clock.h"
 #include "core/err.h"
 #include "core/fileio.h"
 #include "dist/dist.h"
-#include "model/weights.h"
+#include "model/hf_dir.h"
 #include "train/ckpt.h"
 #include "train/mirror.h"
 #include "train/train_ckpt.h"
@@ -29,15 +30,15 @@ static int save_checkpoint(run_ctx *c)
 {
     if (!c->writer) { /* rank 0 alone writes; the others hold the same weights */
         c->last_saved_step = c->st.step;
-        c->last_save_time = run_now();
+        c->last_save_time = clock_now_s();
         return 0;
     }
     c->st.epoch = c->ld.epoch;
     c->st.cursor = c->ld.cursor;
     c->st.rng_counter = (uint64_t)c->st.step * (uint64_t)c->micro_batches;
     train_ckpt_put_scaler(&c->st, &c->ls);
-    c->st.elapsed_s += run_now() - c->t0;
-    c->t0 = run_now();
+    c->st.elapsed_s += clock_now_s() - c->t0;
+    c->t0 = clock_now_s();
     /* a pipeline stage fills its slice; run_pipe_gather brought the others' */
     int rc = bert_model_get_params(c->qm.model, c->host_params);
     if (!rc)
@@ -48,7 +49,7 @@ static int save_checkpoint(run_ctx *c)
                              c->host_v, &c->st, c->o->keep);
     if (rc) return rc;
     c->last_saved_step = c->st.step;
-    c->last_save_time = run_now();
+    c->last_save_time = clock_now_s();
     char dir[CKPT_PATH_MAX];
     ckpt_dir_name(dir, sizeof dir, c->o->out_dir, c->st.step);
     obs_checkpoint(c->obs, c->st.step, dir);

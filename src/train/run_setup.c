@@ -68,12 +68,15 @@ static int fingerprint(train_state *s, const trainer_opts *o, int T, const squad
 
 /* ---- --micro-batch auto: the largest that keeps activations within a
  * third of the memory available now (halving from --batch) ---- */
-static int auto_micro_batch(const bert_config *cfg, int batch, int T, int recompute)
+static int auto_micro_batch(const bert_config *cfg, int batch, int T, recompute_kind recompute)
 {
     long pages = sysconf(_SC_AVPHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
     double avail = pages > 0 && psize > 0 ? (double)pages * (double)psize : 4e9;
     int mb = batch;
-    while (mb > 1 && (double)bert_activation_bytes_mode(cfg, mb, T, recompute) > avail / 3) mb = (mb + 1) / 2;
+    for (; mb > 1; mb = (mb + 1) / 2) {
+        bert_model_opts mo = {.cfg = cfg, .max_B = mb, .T = T, .recompute = recompute};
+        if ((double)bert_activation_bytes(&mo) <= avail / 3) break;
+    }
     return mb;
 }
 
@@ -86,10 +89,10 @@ static int choose_micro(run_ctx *c)
     backend_mem mem;
     if (o->micro_batch > 0) {
         c->micro = o->micro_batch;
-    } else if (backend_mem_query(&c->qm.be, &mem) == 0 && c->qm.packing) {
+    } else if (backend_mem_query(&c->qm.be, &mem) == 0 && c->qm.packing == PACKING_VARLEN) {
         /* packed: the planner counts tokens; micro-batches of --batch windows
          * and as many tokens as fit (or --max-tokens, checked) */
-        recompute_kind rk = c->qm.recompute ? RECOMPUTE_LAYER : RECOMPUTE_NONE;
+        recompute_kind rk = c->qm.recompute;
         int64_t budget = microbatch_budget(&mem), cap = (int64_t)o->batch * c->T;
         int64_t mt = o->max_tokens > 0 ? (o->max_tokens < cap ? o->max_tokens : cap)
                                        : memory_largest_tokens(&c->qm.cfg, o->batch, c->T, c->qm.info.precision, rk,
@@ -107,7 +110,7 @@ static int choose_micro(run_ctx *c)
     } else if (backend_mem_query(&c->qm.be, &mem) == 0) {
         microbatch_plan mp;
         int rc = microbatch_choose(&mp, &c->qm.cfg, c->T, c->qm.info.precision,
-                                   c->qm.recompute ? RECOMPUTE_LAYER : RECOMPUTE_NONE, microbatch_budget(&mem), o->batch);
+                                   c->qm.recompute, microbatch_budget(&mem), o->batch);
         if (rc) return rc;
         c->micro = mp.micro;
     } else {
@@ -170,9 +173,8 @@ static int select_backend(run_ctx *c)
 {
     const trainer_opts *o = c->o;
     c->bo = backend_opts_default();
-    int rc = select_parse_device(o->device, &c->bo.device);
-    if (!rc) rc = select_parse_precision(o->precision, &c->bo.precision);
-    if (rc) return err_wrap(rc, "train");
+    c->bo.device = o->device;
+    c->bo.precision = o->precision;
     c->bo.threads = o->threads;
     /* One GPU per rank of a machine. BERTC_DEBUG_DIST_ONE_GPU=1 (a test
      * hook for one-GPU machines): every rank on --gpu, summing through the
@@ -243,13 +245,13 @@ static int prepare_run_dir(run_ctx *c, char *ckdir, size_t cap, int *resumed)
     *resumed = 0;
     int rc = ckpt_clean_tmp(o->out_dir);
     if (rc) return rc;
-    if (!strcmp(o->resume, "never")) {
+    if (o->resume == RESUME_NEVER) {
         char p[4096];
         snprintf(p, sizeof p, "%s/checkpoints", o->out_dir);
         if (path_exists(p)) log_info("--resume never: removing the old checkpoints in %s", p);
         return remove_tree(p);
     }
-    if (!strcmp(o->resume, "auto")) {
+    if (o->resume == RESUME_AUTO) {
         int64_t step;
         int damaged = 0;
         rc = ckpt_find_latest(o->out_dir, ckdir, cap, &step, &damaged);
@@ -271,11 +273,12 @@ static int prepare_run_dir(run_ctx *c, char *ckdir, size_t cap, int *resumed)
         *resumed = 1;
         return 0;
     }
-    if (!path_is_dir(o->resume))
-        return err_set(ERR_INPUT, "--resume %s: not a checkpoint dir (use auto, never or RUN/checkpoints/step-N)", o->resume);
-    rc = ckpt_verify(o->resume);
-    if (rc) return err_wrap(ERR_INPUT, "--resume %s", o->resume);
-    snprintf(ckdir, cap, "%s", o->resume);
+    if (!path_is_dir(o->resume_path))
+        return err_set(ERR_INPUT, "--resume %s: not a checkpoint dir (use auto, never or RUN/checkpoints/step-N)",
+                       o->resume_path);
+    rc = ckpt_verify(o->resume_path);
+    if (rc) return err_wrap(ERR_INPUT, "--resume %s", o->resume_path);
+    snprintf(ckdir, cap, "%s", o->resume_path);
     *resumed = 1;
     return 0;
 }
@@ -300,22 +303,21 @@ static int fit_window(run_ctx *c)
 static int setup_body(run_ctx *c)
 {
     const trainer_opts *o = c->o;
-    c->last_em = c->last_f1 = -1;
     if (path_exists(o->out_dir) && !path_is_dir(o->out_dir))
         return err_set(ERR_INPUT, "--out %s: exists and is not a directory", o->out_dir);
     int rc = qa_model_load(&c->qm, o->model_dir, (uint64_t)o->seed);
     if (rc) return rc;
-    c->qm.recompute = !strcmp(o->recompute, "layer");
-    if ((rc = qa_parse_packing(o->packing, &c->qm.packing))) return rc;
+    c->qm.recompute = o->recompute;
+    c->qm.packing = o->packing;
     c->qm.max_tokens = o->max_tokens;
     rc = fit_window(c);
     if (!rc) rc = run_pipe_configure(c);
     if (rc) return rc;
-    if (strcmp(o->resume, "auto") != 0 && strcmp(o->resume, "never") != 0) {
-        if (!path_is_dir(o->resume))
+    if (o->resume == RESUME_PATH) {
+        if (!path_is_dir(o->resume_path))
             return err_set(ERR_INPUT, "--resume %s: not a checkpoint dir (use auto, never or RUN/checkpoints/step-N)",
-                           o->resume);
-        if (ckpt_verify(o->resume) != 0) return err_wrap(ERR_INPUT, "--resume %s", o->resume);
+                           o->resume_path);
+        if (ckpt_verify(o->resume_path) != 0) return err_wrap(ERR_INPUT, "--resume %s", o->resume_path);
     }
     rc = select_backend(c);
     if (rc) return rc;

@@ -1,15 +1,17 @@
-/* One optimizer step of a training run (run.h): the step's rows in
- * micro-batches with gradient accumulation, the out-of-memory back-off,
- * the loss scale, AdamW. */
+/* One optimizer step of a training run (run.h): the loader's next rows,
+ * their forward and backward passes (train/step.h), data parallel's sums,
+ * the out-of-memory back-off, the loss scale, AdamW. */
 #define _GNU_SOURCE
 #include "train/run.h"
 
+#include "core/clock.h"
 #include "core/err.h"
 #include "dist/dist.h"
 #ifdef BERTC_HAVE_CUDA
 #include "backend/cuda_module.h"
 #endif
 #include "train/microbatch.h"
+#include "train/step.h"
 
 #include <math.h>
 #include <signal.h>
@@ -26,18 +28,6 @@ static int debug_nonfinite(int64_t step)
     long long first, count;
     if (!s || sscanf(s, "%lld:%lld", &first, &count) != 2) return 0;
     return step >= first && step < first + count;
-}
-
-/* BERTC_DEBUG_OOM=N or N@S: from step S on (1-based; 1 when not given),
- * a micro-batch of more than N rows fails as the CUDA backend does when it
- * runs out of memory, to test the back-off where no GPU is. */
-int run_debug_oom(int64_t step, int rows)
-{
-    const char *s = getenv("BERTC_DEBUG_OOM");
-    long long n, from = 1;
-    if (!s || sscanf(s, "%lld@%lld", &n, &from) < 1) return 0;
-    if (step < from || rows <= n) return 0;
-    return err_set(ERR_RUNTIME, "debug: out of memory (BERTC_DEBUG_OOM=%s, a micro-batch of %d rows)", s, rows);
 }
 
 /* Data parallel, bucketed (c->bucketed): bert_backward calls this as each
@@ -60,99 +50,43 @@ static int reduce_bucket(void *arg, size_t off, size_t n)
     return dist_allreduce_sum_fixed(g + off, n);
 }
 
-/* The hook on for the backward that ends this rank's share (last = 1). */
-static void arm_buckets(run_ctx *c, int last)
-{
-    if (c->bucketed && last) bert_model_set_grads_ready(c->qm.model, reduce_bucket, c);
-}
-
-/* --packing varlen: micro-batch k's B windows (gathered padded in c->mb)
- * packed, real tokens only, and run in pieces of at most the model's
- * tokens. A micro-batch that fits in one piece draws the dropout masks of
- * the padded run of the same seed (window index and position are the
- * same); a later piece of a micro-batch cut by --max-tokens draws from
- * seed + piece so that no two pieces share masks. Each piece's loss is
- * weighted by its share of the step's rows, as the micro-batches are. */
-static int run_packed(run_ctx *c, int B, int count, philox_stream rng, float scale, int last, double *loss)
-{
-    int T = c->mb.T;
-    int64_t cap = bert_model_max_tokens(c->qm.model);
-    int32_t *ids = malloc((size_t)B * T * sizeof *ids), *types = malloc((size_t)B * T * sizeof *types);
-    int32_t *cu = malloc(((size_t)B + 1) * sizeof *cu);
-    int rc = 0;
-    if (!ids || !types || !cu) rc = err_set(ERR_RUNTIME, "packing a micro-batch of %d windows: out of memory", B);
-    for (int r0 = 0, piece = 0; !rc && r0 < B; piece++) {
-        int n = 0, N = 0;
-        cu[0] = 0;
-        while (r0 + n < B) {
-            size_t at = (size_t)(r0 + n) * T;
-            /* ids has room for B * T tokens, so a window that does not fit the piece is copied and dropped */
-            int len = bert_pack_window(c->mb.input_ids + at, c->mb.token_type_ids + at, c->mb.attention_mask + at, T,
-                                       ids + N, types + N);
-            if (n > 0 && N + len > cap) break;
-            N += len;
-            cu[++n] = N;
-        }
-        bert_batch b = {n, T, ids, types, NULL, c->mb.start_positions + r0, c->mb.end_positions + r0, cu, 0};
-        philox_stream r = rng;
-        r.seed += (uint64_t)piece;
-        float l = 0;
-        rc = bert_forward(c->qm.model, &b, c->drop_hidden, c->drop_attn, r, &l, NULL, NULL);
-        float w = (float)n / (float)count;
-        arm_buckets(c, last && r0 + n == B);
-        if (!rc) rc = bert_backward(c->qm.model, w * scale);
-        bert_model_set_grads_ready(c->qm.model, NULL, NULL);
-        if (!rc) *loss += (double)w * (double)l;
-        r0 += n;
-    }
-    free(ids);
-    free(types);
-    free(cu);
-    return rc;
-}
-
 /* The forward and backward passes of this rank's rows of the step,
  * idx[first..first+len) of the step's `count`, in micro-batches of
- * c->micro, into freshly zeroed gradients. first is a multiple of c->micro
- * (dist_share), so micro-batch k here is the step's micro-batch
- * first/micro + k: its dropout stream is the one a single process draws for
- * it, and every weight is the share of the whole step's rows. One
- * process: first 0, len count. */
+ * c->micro, into freshly zeroed gradients (train/step.h). One process:
+ * first 0, len count. */
 static int run_micro_batches(run_ctx *c, const int32_t *idx, int first, int len, int count, float scale,
                              double *loss_out)
 {
-    bert_zero_grad(c->qm.model);
-    double loss = 0;
-    int k0 = first / c->micro;
-    idx += first;
-    for (int k = k0, at = 0; at < len; k++, at += c->micro) {
-        int B = len - at < c->micro ? len - at : c->micro;
-        loader_gather(&c->mb, &c->tf, idx + at, B);
-        bert_batch b = {B, c->mb.T, c->mb.input_ids, c->mb.token_type_ids, c->mb.attention_mask, c->mb.start_positions,
-                        c->mb.end_positions, NULL, 0};
-        philox_stream rng = {(uint64_t)c->o->seed, (uint32_t)((uint64_t)c->st.step * (uint64_t)c->micro_batches + (uint64_t)k), 0};
-        float l = 0;
-        int last = at + B >= len;
-        int rc = run_debug_oom(c->st.step + 1, B);
-        if (!rc && c->qm.packing) {
-            rc = run_packed(c, B, count, rng, scale, last, &loss);
-            if (rc) return rc;
-            continue;
-        }
-        if (!rc) rc = bert_forward(c->qm.model, &b, c->drop_hidden, c->drop_attn, rng, &l, NULL, NULL);
-        /* Each micro-batch's mean loss weighted by its share of the step's
-         * rows: the step's gradient is that of the mean over all its rows,
-         * whatever the micro-batch size (with equal micro-batches this is
-         * the usual division by their number). */
-        float w = (float)B / (float)count;
-        arm_buckets(c, last);
-        if (!rc) rc = bert_backward(c->qm.model, w * scale);
-        bert_model_set_grads_ready(c->qm.model, NULL, NULL);
-        if (rc) return rc;
-        loss += (double)w * (double)l;
-    }
-    *loss_out = loss;
-    return 0;
+    train_step_opts so = {
+        .model = c->qm.model,
+        .f = &c->tf,
+        .mb = &c->mb,
+        .micro = c->micro,
+        .micro_batches = c->micro_batches,
+        .packing = c->qm.packing,
+        .drop_hidden = c->drop_hidden,
+        .drop_attn = c->drop_attn,
+        .seed = (uint64_t)c->o->seed,
+        .step = c->st.step,
+        .scale = scale,
+        .ready = c->bucketed ? reduce_bucket : NULL,
+        .ready_arg = c,
+    };
+    return train_step_grads(&so, idx, first, len, count, loss_out);
+}
+
+/* The model again for micro-batches of micro rows (same T, recompute and
+ * packing), with the parameters it holds now; the backend's working memory
+ * is trimmed in between so that the larger micro-batch's workspace does not
+ * stay. */
+static int rebuild_model(run_ctx *c, int micro)
+{
+    int rc = bert_model_get_params(c->qm.model, c->qm.host_params);
+    if (rc) return rc;
+    bert_model_free(c->qm.model);
+    c->qm.model = NULL;
+    backend_mem_trim(&c->qm.be);
+    return qa_model_start(&c->qm, &c->bo, micro, c->T);
 }
 
 /* Out of memory during a step: halve the micro-batch (twice the
@@ -170,9 +104,9 @@ static int back_off(run_ctx *c, int64_t step)
              (long long)step, c->micro, why, mp.micro, mp.accum, c->o->batch);
     err_clear();
     /* packed: the micro-batch's tokens halve too */
-    if (c->qm.packing && c->qm.max_tokens > 0)
+    if (c->qm.packing == PACKING_VARLEN && c->qm.max_tokens > 0)
         c->qm.max_tokens = c->qm.max_tokens / 2 > c->T ? c->qm.max_tokens / 2 : c->T;
-    rc = qa_model_resize(&c->qm, mp.micro);
+    rc = rebuild_model(c, mp.micro);
     if (rc) return err_wrap(rc, "step %lld: rebuilding the model for micro-batch %d", (long long)step, mp.micro);
     c->micro = mp.micro;
     c->micro_batches = mp.accum;
@@ -216,9 +150,9 @@ int run_step(run_ctx *c, int32_t *idx, double *loss_out, float *scale_out, optim
             int brc = bert_grad_buckets_emit(c->qm.model, c->buckets_sent);
             bert_model_set_grads_ready(c->qm.model, NULL, NULL);
 #ifdef BERTC_HAVE_CUDA
-            double tn = run_now();
+            double tn = clock_now_s();
             if (c->nccl && !brc) brc = cuda_module_loaded()->nccl_allreduce_wait();
-            c->comm_s += run_now() - tn;
+            c->comm_s += clock_now_s() - tn;
 #endif
             if (!rc) rc = brc;
         }
@@ -284,10 +218,9 @@ int run_step(run_ctx *c, int32_t *idx, double *loss_out, float *scale_out, optim
     oc.warmup_steps = c->warmup;
     oc.total_steps = c->total;
     /* A stage's optimizer has its tensors only: the norm is the stages' */
-    int rc = c->stages > 1 ? optim_step_sumsq(c->opt, bert_model_params(c->qm.model), bert_model_grads(c->qm.model),
-                                              &oc, c->st.step, lossscale_unscale(&c->ls), sumsq, res)
-                           : optim_step(c->opt, bert_model_params(c->qm.model), bert_model_grads(c->qm.model), &oc,
-                                        c->st.step, lossscale_unscale(&c->ls), res);
+    if (c->stages > 1) oc.grad_sum_squares = &sumsq;
+    int rc = optim_step(c->opt, bert_model_params(c->qm.model), bert_model_grads(c->qm.model), &oc, c->st.step,
+                        lossscale_unscale(&c->ls), res);
     if (rc) return rc;
     /* An overflow (or any non-finite gradient) skipped the update: the
      * scaler halves its scale and counts the step, as optim does. */

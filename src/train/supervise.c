@@ -4,6 +4,7 @@
 
 #include "core/alloc.h"
 #include "core/args.h"
+#include "core/clock.h"
 #include "core/err.h"
 #include "core/fileio.h"
 #include "train/ckpt.h"
@@ -153,13 +154,6 @@ static void read_error_line(int fd, char *buf, size_t cap)
         char *last = strrchr(chunk, '\n');
         snprintf(buf, cap, "%s", last ? last + 1 : chunk);
     }
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static double backoff_base(void)
@@ -312,9 +306,9 @@ static pid_t start_child(char **cargv, char **cenv, const sigset_t *old_mask, in
 /* Sleeps up to s seconds; returns early (1) when a stop signal came. */
 static int backoff_sleep(double s)
 {
-    double until = now_s() + s;
+    double until = clock_now_s() + s;
     while (!g_stop_sig) {
-        double left = until - now_s();
+        double left = until - clock_now_s();
         if (left <= 0) return 0;
         struct timespec ts = {(time_t)left, (long)((left - floor(left)) * 1e9)};
         nanosleep(&ts, NULL); /* a signal cuts it short: EINTR */
@@ -362,7 +356,7 @@ int supervise_run(int max_restarts, int argc, char **argv, const char *run_dir)
         if (pipe2(efd, O_CLOEXEC | O_NONBLOCK) != 0) efd[0] = efd[1] = -1;
         char **cargv = supervise_child_argv(program_invocation_name, argc, argv, attempt > 1, &cargc);
         char **cenv = child_env(attempt, slot, sizeof slot, efd[1], fd_slot, sizeof fd_slot);
-        double t0 = now_s();
+        double t0 = clock_now_s();
         pid_t pid = start_child(cargv, cenv, &old_mask, efd[1]);
         free(cargv);
         free(cenv);
@@ -385,7 +379,7 @@ int supervise_run(int max_restarts, int argc, char **argv, const char *run_dir)
         }
         sigprocmask(SIG_BLOCK, &block, NULL);
         g_child = 0;
-        double runtime = now_s() - t0;
+        double runtime = clock_now_s() - t0;
         if (status == -1) {
             rc = err_set(ERR_RUNTIME, "supervise: waitpid: %s", strerror(errno));
             break;

@@ -3,7 +3,7 @@
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/fileio.h"
-#include "model/weights.h"
+#include "model/safetensors.h"
 #include "train/ckpt.h"
 
 #include <float.h>

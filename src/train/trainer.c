@@ -7,6 +7,7 @@
 #include "train/run.h"
 
 #include "core/alloc.h"
+#include "core/clock.h"
 #include "core/err.h"
 #include "dist/dist.h"
 #include "train/ckpt.h"
@@ -22,13 +23,6 @@
 #define MAX_NONFINITE_IN_A_ROW 20
 
 static volatile sig_atomic_t g_stop;
-static double g_last_em = -1, g_last_f1 = -1;
-
-void trainer_last_eval(double *exact_match, double *f1)
-{
-    *exact_match = g_last_em;
-    *f1 = g_last_f1;
-}
 
 /* The first SIGINT/SIGTERM asks for a clean stop; SA_RESETHAND puts the
  * default action back, so a second one ends the process at once (the last
@@ -65,13 +59,13 @@ void trainer_opts_default(trainer_opts *o)
     o->dropout = -1;
     o->seed = 42;
     o->shuffle = 1;
-    o->device = "auto";
-    o->precision = "auto";
-    o->recompute = "none";
-    o->packing = "none";
+    o->device = DEVICE_AUTO;
+    o->precision = PREC_AUTO;
+    o->recompute = RECOMPUTE_NONE;
+    o->packing = PACKING_NONE;
     o->save_every_minutes = 15;
     o->keep = 2;
-    o->resume = "auto";
+    o->resume = RESUME_AUTO;
     o->log_every = 50;
     o->monitor_interval = 1;
     o->n_best = PREDICT_N_BEST;
@@ -86,21 +80,12 @@ int trainer_opts_check(const trainer_opts *o)
 {
     if (o->doc_stride >= o->max_seq_length)
         return err_set(ERR_INPUT, "train: --doc-stride %d must be below --max-seq-length %d", o->doc_stride, o->max_seq_length);
-    const char *prec[] = {"auto", "fp32", "tf32", "fp16", "bf16"};
-    int ok = 0;
-    for (int i = 0; i < 5; i++) ok |= !strcmp(o->precision, prec[i]);
-    if (!ok) return err_set(ERR_INPUT, "train --precision: '%s' is not one of auto, fp32, tf32, fp16, bf16", o->precision);
-    /* Whether the device can compute in that precision is backend_select's
+    /* Whether the device can compute in the precision is backend_select's
      * to say (run_setup asks it before reading the data). */
-    device_kind dev;
-    if (select_parse_device(o->device, &dev) != 0)
-        return err_set(ERR_INPUT, "train --device: '%s' is not one of auto, cpu, cuda", o->device);
     if (o->gpu_mem_limit < 0) return err_set(ERR_INPUT, "train --gpu-mem-limit: negative size");
-    if (strcmp(o->recompute, "none") != 0 && strcmp(o->recompute, "layer") != 0)
-        return err_set(ERR_INPUT, "train --recompute: '%s' is not one of none, layer", o->recompute);
-    int packed = 0;
-    if (qa_parse_packing(o->packing, &packed)) return err_wrap(ERR_INPUT, "train");
-    if (o->max_tokens && !packed) return err_set(ERR_INPUT, "train: --max-tokens needs --packing varlen");
+    if (o->resume == RESUME_PATH && !o->resume_path) return err_set(ERR_INPUT, "train: --resume: no checkpoint dir");
+    if (o->max_tokens && o->packing != PACKING_VARLEN)
+        return err_set(ERR_INPUT, "train: --max-tokens needs --packing varlen");
     if (o->max_tokens && o->max_tokens < o->max_seq_length)
         return err_set(ERR_INPUT, "train: --max-tokens %d is below --max-seq-length %d (a window must fit)",
                        o->max_tokens, o->max_seq_length);
@@ -123,12 +108,12 @@ static void save_if_due(run_ctx *c)
     const trainer_opts *o = c->o;
     /* pipeline stages save together: the writer's clock, shared by the step (run_pipe_reduce) */
     int timed = c->stages > 1 ? c->pipe_save_due
-                              : o->save_every_minutes > 0 && run_now() - c->last_save_time >= 60 * o->save_every_minutes;
+                              : o->save_every_minutes > 0 && clock_now_s() - c->last_save_time >= 60 * o->save_every_minutes;
     int due = (o->save_every > 0 && c->st.step % o->save_every == 0) || timed;
     if (!due || c->st.step >= c->total || run_save_checkpoint(c) == 0) return;
     log_warn("%s (training goes on; the previous checkpoints are intact; the next save tries again)", err_msg());
     err_clear();
-    c->last_save_time = run_now();
+    c->last_save_time = clock_now_s();
 }
 
 /* The steps from where the run stands to the planned total, or to a
@@ -139,14 +124,14 @@ static int step_loop(run_ctx *c)
     int32_t *idx = xmalloc((size_t)o->batch * sizeof *idx);
     double loss = NAN, lr = 0;
     int rc = 0;
-    c->t0 = c->last_save_time = run_now();
+    c->t0 = c->last_save_time = clock_now_s();
     while (c->st.step < c->total && !g_stop) {
-        double t = run_now();
+        double t = clock_now_s();
         optim_result res;
         float scale = 1;
         rc = run_step(c, idx, &loss, &scale, &res);
         if (rc) break;
-        c->train_time += run_now() - t;
+        c->train_time += clock_now_s() - t;
         lr = res.lr;
         if (isfinite(loss))
             c->st.smoothed_loss = !isfinite(c->st.smoothed_loss) ? loss : 0.98 * c->st.smoothed_loss + 0.02 * loss;
@@ -216,7 +201,7 @@ static int finish(run_ctx *c)
     obs_state(c->obs, "done");
     if (!o->quiet) {
         char d[32];
-        run_fmt_duration(d, sizeof d, c->st.elapsed_s + (run_now() - c->t0));
+        run_fmt_duration(d, sizeof d, c->st.elapsed_s + (clock_now_s() - c->t0));
         printf("done: %lld steps, %s in all; final model in %s\n", (long long)c->st.step, d, final);
         fflush(stdout);
     }
@@ -243,7 +228,6 @@ int trainer_run(const trainer_opts *o)
                  "resume)\n", dist_rank(), dist_size(), stage);
         g_sig_len = strlen(g_sig_msg);
     }
-    g_last_em = g_last_f1 = -1;
     struct sigaction sa, old_int, old_term;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -255,8 +239,6 @@ int trainer_run(const trainer_opts *o)
     int rc = run_setup(c);
     if (!rc) rc = step_loop(c);
     if (!rc) rc = g_stop ? stop_on_signal(c) : finish(c);
-    g_last_em = c->last_em;
-    g_last_f1 = c->last_f1;
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     run_cleanup(c);

@@ -38,7 +38,18 @@
 #ifndef BERTC_TRAINER_H
 #define BERTC_TRAINER_H
 
+#include "backend/select.h"
+#include "model/bert.h"
+#include "train/pipeline.h"
+
 #include <stdint.h>
+
+/* --resume */
+typedef enum {
+    RESUME_AUTO = 0, /* the newest valid checkpoint of RUN (or of --mirror), else start */
+    RESUME_NEVER,    /* start over: RUN's old checkpoints are removed */
+    RESUME_PATH,     /* the checkpoint dir resume_path */
+} resume_kind;
 
 typedef struct {
     const char *model_dir, *train_path, *dev_path, *out_dir;
@@ -51,27 +62,28 @@ typedef struct {
     double dropout;         /* < 0: the config's probabilities */
     int64_t seed;
     int shuffle;
-    const char *device;     /* auto|cpu|cuda (backend/select.h) */
-    const char *precision;  /* auto|fp32|tf32|fp16|bf16 */
+    device_kind device;     /* --device (backend/select.h) */
+    precision_kind precision; /* --precision */
     int gpu;                /* CUDA device ordinal */
     int64_t gpu_mem_limit;  /* bytes the CUDA backend may allocate; 0 = no limit */
-    const char *recompute;  /* none|layer */
+    recompute_kind recompute; /* --recompute (model/bert.h) */
     int64_t save_every;     /* steps; 0 = off */
     double save_every_minutes; /* 0 = off */
     int keep;               /* checkpoints kept; 0 = all */
-    const char *resume;     /* auto|never|PATH */
+    resume_kind resume;     /* --resume */
+    const char *resume_path; /* RESUME_PATH: RUN/checkpoints/step-N */
     int64_t eval_every;     /* steps; 0 = only at the end */
     int threads;            /* 0 = all cores */
     int64_t log_every;      /* steps between plain progress lines */
     double monitor_interval; /* seconds; 0 = no monitor thread */
     int n_best, max_answer_length;
     int quiet;              /* no start-up report and progress (tests) */
-    /* --packing: "none" (padded, transformers' loss) or "varlen" (each
-     * micro-batch's windows packed, real tokens only; the QA loss's softmax
-     * over each window's own tokens); --max-tokens: real tokens per
-     * micro-batch with varlen (0: micro-batch x T, or the planner's on a GPU
-     * with --micro-batch auto). */
-    const char *packing;
+    /* --packing: PACKING_NONE (padded, transformers' loss) or
+     * PACKING_VARLEN (each micro-batch's windows packed, real tokens only;
+     * the QA loss's softmax over each window's own tokens); --max-tokens:
+     * real tokens per micro-batch with varlen (0: micro-batch x T, or the
+     * planner's on a GPU with --micro-batch auto). */
+    packing_kind packing;
     int max_tokens;
     /* SQuAD 2.0 (--version-2-with-negative, as run_qa.py): is_impossible
      * questions are trained at [CLS] (features.h); the dev evaluation takes
@@ -93,7 +105,7 @@ typedef struct {
      * the pipeline); --pipeline-split the S + 1 layer boundaries
      * (pipeline_split_n of them; 0: an even split). */
     int pipeline_stages;
-    int pipeline_split[65];
+    int pipeline_split[PIPE_MAX_STAGES + 1];
     int pipeline_split_n;
 } trainer_opts;
 
@@ -101,9 +113,5 @@ void trainer_opts_default(trainer_opts *o);
 /* Checks the options against each other (ERR_INPUT naming the option). */
 int trainer_opts_check(const trainer_opts *o);
 int trainer_run(const trainer_opts *o);
-
-/* The final evaluation of the last trainer_run in this process (both -1
- * when there was none), for the demo. */
-void trainer_last_eval(double *exact_match, double *f1);
 
 #endif

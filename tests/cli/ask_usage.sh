@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bertc ask: --help, errors, and an answer with its score and context.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
 M=tests/ref/train3/init
 CTX="Kopa Labs was founded by Dire Pogu in 1953. The chief executive of Kopa Labs is Vima Tesa."
 expect_help ask "usage: bertc ask --model DIR --context TEXT|@FILE --question TEXT" --nbest --max-seq-length --around

@@ -10,13 +10,11 @@
 #   - the input itself unchanged.
 # A case after an "xfail: REASON" line is a known failure: it is run and
 # reported (XFAIL, or XPASS once fixed) but does not fail the test.
-set -u
-: "${BERTC:?set BERTC to the bertc binary}"
+source "$(dirname "$0")/lib/cli.sh"
 root=tests/bad
 good=$root/good
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-n=0 failed=0 xfailed=0 xpassed=0
+tmp=$cli_tmp
+xfailed=0 xpassed=0
 
 # Fingerprint of a file or a dir tree (names and bytes), or "absent".
 fingerprint() {
@@ -46,15 +44,15 @@ for expected in "$root"/*/expected.txt; do
             xfail=${line#xfail:}
             continue
         fi
-        n=$((n + 1))
+        cli_n=$((cli_n + 1))
         IFS='|' read -r name code want args <<<"$line"
         name=$(echo "$name" | xargs)
         code=$(echo "$code" | xargs)
         want=$(echo "$want" | sed 's/^ *//; s/ *$//')
         file=$root/$kind/$name
-        outdir=$tmp/case$n
+        outdir=$tmp/case$cli_n
         mkdir -p "$outdir"
-        stmodel=$tmp/stmodel$n
+        stmodel=$tmp/stmodel$cli_n
         if [ "$kind" = safetensors ]; then
             mkdir -p "$stmodel"
             cp "$good"/model/config.json "$good"/model/vocab.txt "$good"/model/tokenizer_config.json "$stmodel"/
@@ -86,11 +84,11 @@ for expected in "$root"/*/expected.txt; do
             echo "  XFAIL (known:$xfail): ${problems[*]}"
             xfailed=$((xfailed + 1))
         else
-            for p in "${problems[@]}"; do echo "  FAIL: $p"; done
-            failed=$((failed + 1))
+            cli_bad "$kind/$name: $(printf '%s; ' "${problems[@]}")"
         fi
         xfail=""
     done <"$expected"
 done
-echo "$n cases, $failed failed, $xfailed known failures, $xpassed known failures now passing"
-[ "$n" -gt 0 ] && [ "$failed" -eq 0 ]
+echo "$xfailed known failures, $xpassed known failures now passing"
+[ "$cli_n" -gt 0 ] || cli_bad "no cases in $root/*/expected.txt"
+finish

@@ -7,7 +7,7 @@
 # and an unknown name are one-line errors with exit 2, never SIGILL. The
 # start-up report, info.csv, `bertc bench --json` and the test programs name
 # the kernels.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
 unset OPENBLAS_CORETYPE BERTC_BLAS_CORE BERTC_BLAS_FALLBACK BERTC_CPU_ISA
 
 flags=$(grep -m1 '^flags' /proc/cpuinfo)

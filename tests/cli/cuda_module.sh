@@ -6,7 +6,7 @@
 # one line naming the path tried; --device auto stays quiet on a machine
 # without a driver; CPU commands never map libcublasLt. The bad modules are
 # tests/fakecudamod's (built into BERTC_BUILD/fakecudamod).
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
 : "${BERTC_BUILD:?set BERTC_BUILD to the build dir}"
 unset BERTC_CUDA_MODULE
 V=tests/ref/train3/init/vocab.txt
@@ -158,7 +158,7 @@ bad "other table sizes" "$FAKE/libbadsize.so" "$FAKE/libbadsize.so: ABI mismatch
 # 6. A well-formed module that finds no GPU: loaded, and its reason is the error.
 nogpu=$FAKE/libnogpu.so
 case_ "a module without a GPU: $nogpu"
-devices_has nogpu "CUDA module: $nogpu: loaded (ABI 4, bertc fake, CUDA runtime 12.4)" BERTC_CUDA_MODULE=$nogpu
+devices_has nogpu "CUDA module: $nogpu: loaded (ABI 5, bertc fake, CUDA runtime 12.4)" BERTC_CUDA_MODULE=$nogpu
 cuda_fails nogpu "--device cuda: no usable CUDA device: the fake CUDA module has no GPU 0" BERTC_CUDA_MODULE=$nogpu
 [ "$driver" -eq 0 ] && version_has nogpu "cuda: module $nogpu: found; not loaded (no NVIDIA driver" BERTC_CUDA_MODULE=$nogpu
 

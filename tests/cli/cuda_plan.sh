@@ -2,7 +2,7 @@
 # (it needs no GPU, and says so when it has none to size the largest
 # micro-batch for). Also the binary's start with or without a CUDA driver:
 # it runs, finds no GPU or one, and never crashes.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
 
 expect_help plan "usage: bertc plan" --model --config --seq --precision --recompute --gpu-mem --batch --vocab-size
 expect 2 "missing required option --seq" -- plan --config base

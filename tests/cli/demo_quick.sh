@@ -4,7 +4,7 @@
 # what `bertc eval RUN/data/test.json RUN/predictions.json` prints. A second
 # run resumes (the run is complete: it re-exports and re-evaluates). The
 # full two-minute demo is not a test: see README.md (demo) and bench/RESULTS.md.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
 expect_help demo "usage: bertc demo [--out RUN]" --out --threads --steps --paragraphs --seed --generate
 expect 2 "demo --steps: 0 is out of range" -- demo --steps 0
 echo x >"$cli_tmp/file"

@@ -2,7 +2,7 @@
 # its memory, compute capability, Tensor Core / bf16 support, driver and CUDA
 # versions, current use and precision; a driver failing queries, a driver not
 # loaded and a lost GPU are described, never fatal (exit 0).
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
 source "$(dirname "$0")/../fakenvml/path.sh"
 lib=$(fake_nvml_path "$cli_tmp") || { echo "FAIL: no fake NVML library"; exit 1; }
 echo "fake NVML: $lib"

@@ -1,6 +1,6 @@
 # bertc devices where no NVIDIA driver exists: says so, describes the CPU and
 # what bertc will use and the planner's prediction for a 16 GiB card, exits 0.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
 export BERTC_NVML_LIB=/nonexistent/libnvidia-ml.so.1
 
 expect_help devices "usage: bertc devices"

@@ -1,7 +1,7 @@
 # Point-to-point messages of src/dist (the pipeline's transport) under
 # `mpirun -np 2` and `-np 3` (tests/test_p2p.c).
-source "$(dirname "$0")/lib.sh"
-source "$(dirname "$0")/mpi_lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
+source "$(dirname "$0")/lib/mpi.sh"
 mpi_require
 prog="$BERTC_BUILD/test_p2p"
 [ -x "$prog" ] || { echo "SKIP: $prog not built"; exit 0; }

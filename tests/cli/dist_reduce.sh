@@ -1,7 +1,7 @@
 # The fixed-order all-reduce of src/dist under `mpirun -np 2` and `-np 3`
 # (tests/test_dist.c, run oversubscribed on however many cores there are).
-source "$(dirname "$0")/lib.sh"
-source "$(dirname "$0")/mpi_lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
+source "$(dirname "$0")/lib/mpi.sh"
 mpi_require
 prog="$BERTC_BUILD/test_dist"
 [ -x "$prog" ] || { echo "SKIP: $prog not built"; exit 0; }

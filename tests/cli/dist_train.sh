@@ -1,4 +1,4 @@
-# Data-parallel training under mpirun (issue 15), on a tiny model, 50 steps:
+# Data-parallel training under mpirun, on a tiny model, 50 steps:
 #  - 2 ranks against 1 process with the same global batch and micro-batch:
 #    the loss of every step within 1e-6 relative, the final weights within
 #    1e-5 (max |a-b| / max |b| per tensor; see ZERO_GRAD and WEIGHT_TOL below);
@@ -13,8 +13,8 @@
 #  - bad input: more ranks than --batch, micro-batches per step the ranks do
 #    not divide, other arguments on one rank, --supervise under mpirun:
 #    exit 2, one line per rank naming the problem, nothing written.
-source "$(dirname "$0")/lib.sh"
-source "$(dirname "$0")/mpi_lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
+source "$(dirname "$0")/lib/mpi.sh"
 mpi_require
 CMP="$BERTC_BUILD/test_dist"
 [ -x "$CMP" ] || { echo "SKIP: $CMP not built"; exit 0; }

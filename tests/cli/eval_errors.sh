@@ -2,7 +2,7 @@
 # bertc eval on bad usage and bad files: exit 2, one line on stderr that names
 # the file and line:column (bad JSON) or the question id (a prediction that is
 # not a string), nothing on stdout.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
 D=tests/data
 expect 2 "no-such.json: No such file or directory" -- eval "$D/no-such.json" "$D/eval_hand_pred.json"
 expect 2 "no-such.json: No such file or directory" -- eval "$D/eval_hand_data.json" "$D/no-such.json"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bertc eval --help: usage and options on stdout, nothing on stderr, exit 0;
 # bertc --help lists the command.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
 expect_help eval "usage: bertc eval DATA.json PRED.json [--metric squad|cmrc]" --metric squad cmrc
-"$BERTC" --help | grep -qE '^  eval +exact match and F1' || cli_bad "bertc --help does not list eval"
+expect_listed eval '^  eval +exact match and F1'
 finish

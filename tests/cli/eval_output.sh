@@ -2,7 +2,7 @@
 # bertc eval prints exactly what evaluate-v1.1.py prints (values worked out by
 # hand for tests/data/eval_hand_*.json, see tests/test_eval.c), counts the
 # unanswered questions on stderr and warns about a data version other than 1.1.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
 D=tests/data
 check() { # WANT_STDOUT WANT_STDERR_SUBSTRING ARGS...
     local want=$1 err=$2

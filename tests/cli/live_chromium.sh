@@ -5,12 +5,8 @@
 # polyline with points, and a screenshot is taken (BERTC_UPDATE_DOCS=1
 # copies it to docs/live.png). Prints "skipped" where chromium is not
 # installed (scripts/ci_extras.sh installs it).
-source "$(dirname "$0")/lib.sh"
-browser=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
-if [ -z "$browser" ]; then
-    echo "skipped: chromium is not installed (scripts/ci_extras.sh installs it)"
-    exit 0
-fi
+source "$(dirname "$0")/lib/cli.sh"
+cli_need_chromium
 R=$cli_tmp/run
 "$BERTC" train --model tests/ref/train3/init --train tests/data/train_small.json --dev tests/data/train_small.json \
     --out "$R" --max-seq-length 64 --doc-stride 16 --batch 4 --micro-batch 2 --max-steps 100000 --lr 1e-4 \
@@ -27,39 +23,14 @@ done
 echo "trainer on port ${port:-none}; $(($(wc -l <"$R/metrics.csv" 2>/dev/null || echo 1) - 1)) steps logged"
 [ -n "$port" ] || { cli_bad "no live page: $(tail -3 "$R.log")"; finish; }
 url="http://127.0.0.1:$port/"
-prof=$cli_tmp/profile
-cli_n=$((cli_n + 1))
 # virtual time lets the page's 3 s refresh run at least once
-timeout 120 "$browser" --headless --disable-gpu --no-sandbox --no-first-run --user-data-dir="$prof" \
-    --enable-logging=stderr --v=0 --virtual-time-budget=7000 --dump-dom "$url" >"$cli_tmp/dom.html" 2>"$cli_tmp/browser.log"
-rc=$?
-echo "case $cli_n: chromium --dump-dom $url -> exit $rc, $(wc -c <"$cli_tmp/dom.html") bytes of DOM"
-[ "$rc" -eq 0 ] || { cli_bad "chromium exit $rc"; tail -20 "$cli_tmp/browser.log"; }
-if grep -E "Uncaught|Failed to load resource|net::ERR_|CONSOLE.*[Ee]rror" "$cli_tmp/browser.log"; then
-    cli_bad "the browser logged errors for the page"
-fi
-awk 'BEGIN { RS = "</svg>" }
-     match($0, /<svg id="chart-[a-z-]+"/) {
-         id = substr($0, RSTART + 9, RLENGTH - 10)
-         ok = match($0, /<polyline[^>]* points="[0-9.-]+,[0-9.-]+ [0-9.-]+,[0-9.-]+[^"]*"/)
-         print id, ok ? "polyline-with-points" : "EMPTY"
-     }' "$cli_tmp/dom.html" >"$cli_tmp/charts"
-cat "$cli_tmp/charts"
-for id in chart-loss chart-lr chart-throughput chart-gradnorm chart-eval chart-cpu chart-mem; do
-    grep -qx "$id polyline-with-points" "$cli_tmp/charts" || cli_bad "$id missing or empty in the rendered DOM"
-done
+cli_dump_dom "$url" 120 --virtual-time-budget=7000
+cli_charts_drawn 2 chart-loss chart-lr chart-throughput chart-gradnorm chart-eval chart-cpu chart-mem
 grep -oE 'step [0-9]+/100000 \([0-9.]+%\)[^<]*' "$cli_tmp/dom.html" | head -1
 grep -qE 'step [0-9]+/100000 \(' "$cli_tmp/dom.html" || cli_bad "no progress line in the DOM"
 grep -qE 'id="conn">updated ' "$cli_tmp/dom.html" || cli_bad "the page's script did not refresh the status"
 grep -qF "checkpoint step " "$cli_tmp/dom.html" || cli_bad "no checkpoint in the status"
-cli_n=$((cli_n + 1))
-timeout 120 "$browser" --headless --disable-gpu --no-sandbox --no-first-run --user-data-dir="$prof" \
-    --hide-scrollbars --window-size=1240,1500 --virtual-time-budget=4000 --screenshot="$cli_tmp/live.png" "$url" \
-    >/dev/null 2>>"$cli_tmp/browser.log"
-rc=$?
-size=$(wc -c <"$cli_tmp/live.png" 2>/dev/null || echo 0)
-echo "case $cli_n: chromium --screenshot -> exit $rc, $size bytes"
-[ "$rc" -eq 0 ] && [ "$size" -gt 20000 ] || cli_bad "no screenshot"
+cli_screenshot "$url" 120 "$cli_tmp/live.png" --window-size=1240,1500 --virtual-time-budget=4000
 if [ "${BERTC_UPDATE_DOCS:-0}" = 1 ]; then
     mkdir -p docs && cp "$cli_tmp/live.png" docs/live.png && echo "updated docs/live.png"
 fi

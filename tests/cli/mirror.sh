@@ -4,7 +4,7 @@
 # on a "fresh VM" (an empty run dir) from the mirror, says so, and ends with
 # the same weights as a run never killed; a missing or unwritable mirror, a
 # slow one and a failing one never stop training.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
 COMMON=(--model tests/ref/train3/init --train tests/data/train_small.json --max-seq-length 64 --doc-stride 16
         --batch 4 --micro-batch 2 --max-steps 40 --lr 1e-3 --save-every 10 --keep 2 --threads 2
         --save-every-minutes 0 --monitor-interval 0 --log-every 1000)

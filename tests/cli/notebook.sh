@@ -5,7 +5,7 @@
 # the live page and a mirror, predicts and scores. Prints "skipped" where
 # nbclient or ipykernel is not importable (scripts/ci_extras.sh installs
 # them from PyPI).
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
 if ! python3 -c "import nbclient, nbformat, ipykernel" 2>/dev/null; then
     echo "skipped: nbclient/ipykernel are not importable (scripts/ci_extras.sh pip-installs them)"
     exit 0

@@ -26,8 +26,8 @@
 #    divide, more stages than layers, a split of the wrong length: exit 2
 #    on every rank, one line each, nothing written; --pipeline-stages
 #    without mpirun, --pipeline-split alone: exit 2; --help names both.
-source "$(dirname "$0")/lib.sh"
-source "$(dirname "$0")/mpi_lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
+source "$(dirname "$0")/lib/mpi.sh"
 expect_help train "usage: bertc train" --pipeline-stages --pipeline-split
 mpi_require
 T=$cli_tmp

@@ -3,7 +3,7 @@
 # small file the same predictions.json as the padded path (the packed
 # logits equal the padded ones at every real position; test_packing_predict
 # checks that on SQuAD dev).
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
 M=tests/ref/train3/init
 D=tests/data/train_small.json
 expect 2 "--packing dense: expected none or varlen" -- predict --model $M --data $D --out $cli_tmp/p.json --packing dense

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bertc predict: --help, errors, and the outputs of a run on a small file.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
 M=tests/ref/train3/init
 D=tests/data/train_small.json
 expect_help predict "usage: bertc predict --model DIR --data FILE --out PRED.json" --nbest --dump --max-seq-length \

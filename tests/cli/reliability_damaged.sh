@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Damaged checkpoints (issue 7). A tiny run is killed after step 10 with
+# Damaged checkpoints. A tiny run is killed after step 10 with
 # checkpoints at steps 4 and 8. Then, in a copy of that run dir each time,
 # one file of the newest checkpoint (every file it has) is truncated to half
 # its size, or has one byte flipped at a pseudo-random place, and the run is
@@ -16,12 +16,12 @@ OPTS=(--max-steps "$TOTAL" --save-every 4 --save-every-minutes 0 --keep 3)
 r_make_model "$r_tmp/model"
 r_train "$r_tmp/ref" "${OPTS[@]}" >"$r_tmp/ref.out" 2>"$r_tmp/ref.err"
 rc=$?
-[ "$rc" -eq 0 ] || { cat "$r_tmp/ref.err"; r_bad "the uninterrupted run failed (exit $rc)"; r_finish; }
+[ "$rc" -eq 0 ] || { cat "$r_tmp/ref.err"; r_bad "the uninterrupted run failed (exit $rc)"; finish; }
 BERTC_DEBUG_KILL=step:10 r_train "$r_tmp/base" "${OPTS[@]}" >"$r_tmp/base.out" 2>"$r_tmp/base.err"
 rc=$?
 echo "base run killed after step 10: exit $rc, checkpoints: $(r_ckpt_steps "$r_tmp/base" | tr '\n' ' ')"
 [ "$rc" -eq 137 ] && [ "$(r_ckpt_steps "$r_tmp/base" | tr '\n' ' ')" = "4 8 " ] ||
-    { cat "$r_tmp/base.err"; r_bad "could not make the base run (checkpoints 4 and 8)"; r_finish; }
+    { cat "$r_tmp/base.err"; r_bad "could not make the base run (checkpoints 4 and 8)"; finish; }
 B=checkpoints/step-00000008
 A=checkpoints/step-00000004
 files=$(ls "$r_tmp/base/$B")
@@ -101,4 +101,4 @@ damage flip "$run/$B/model.safetensors"
 rc=$?
 echo "--resume $B (damaged) -> exit $rc: $(cat "$r_tmp/err")"
 r_check "--resume damaged: exit 2 naming the file" bash -c "[ $rc -eq 2 ] && grep -qF '$B/model.safetensors' '$r_tmp/err'"
-r_finish
+finish

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Full disk (issue 7). The run dir lives on a small tmpfs, mounted in a
+# Full disk. The run dir lives on a small tmpfs, mounted in a
 # private mount namespace (unshare -m as root, unshare -rm otherwise), that a
 # filler file leaves nearly full; where no namespace can mount one, the
 # trainer runs under RLIMIT_FSIZE instead (prlimit, SIGXFSZ ignored, so a
@@ -69,10 +69,10 @@ NOSPACE='No space left on device\|File too large'
 
 r_make_model "$r_tmp/model"
 r_train "$r_tmp/ref" "${OPTS[@]}" >"$r_tmp/ref.out" 2>"$r_tmp/ref.err" ||
-    { cat "$r_tmp/ref.err"; r_bad "the uninterrupted run failed"; r_finish; }
+    { cat "$r_tmp/ref.err"; r_bad "the uninterrupted run failed"; finish; }
 BERTC_DEBUG_KILL=step:10 r_train "$r_tmp/base" "${OPTS[@]}" >"$r_tmp/base.out" 2>"$r_tmp/base.err"
 [ "$(r_ckpt_steps "$r_tmp/base" | tr '\n' ' ')" = "4 8 " ] ||
-    { cat "$r_tmp/base.err"; r_bad "could not make the base run (checkpoints 4 and 8)"; r_finish; }
+    { cat "$r_tmp/base.err"; r_bad "could not make the base run (checkpoints 4 and 8)"; finish; }
 r_sums "$r_tmp/base/checkpoints" >"$r_tmp/ck.base"
 
 # ---- 1. a save fails, training goes on, a later save succeeds ----
@@ -139,4 +139,4 @@ r_check "2: the rerun resumes from step 8 and ends with exit 0" \
     bash -c "[ $rc -eq 0 ] && grep -q 'resume    from .*step-00000008' '$r_tmp/out3'"
 r_check "2: final model identical to the uninterrupted run's" \
     cmp -s "$r_tmp/ref/final/model.safetensors" "$run/final/model.safetensors"
-r_finish
+finish

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Kill torture (issue 7): a tiny run is killed with SIGKILL at 24 moments
+# Kill torture: a tiny run is killed with SIGKILL at 24 moments
 # (10 under ASan) chosen by a seeded pseudo-random sequence, and resumed with
 # the same command each time, until it finishes. The moments cycle through:
 #   step:N          BERTC_DEBUG_KILL: after optimizer step N, nothing saved
@@ -35,7 +35,7 @@ rc=$?
 REF_MS=$(($(date +%s%3N) - ms0))
 KT=$((TOTAL - 6))
 echo "uninterrupted run: exit $rc in $REF_MS ms"
-[ "$rc" -eq 0 ] || { cat "$r_tmp/ref.err"; r_bad "the uninterrupted run failed"; r_finish; }
+[ "$rc" -eq 0 ] || { cat "$r_tmp/ref.err"; r_bad "the uninterrupted run failed"; finish; }
 
 run="$r_tmp/run"
 out="$r_tmp/attempt.out"
@@ -166,4 +166,4 @@ r_check "no temporary checkpoint or export dirs left: ${left_over:-none}" [ -z "
 stale=$(find "$run" -name '*.tmp.*' | head -5 | tr '\n' ' ')
 [ -n "$stale" ] && echo "note: temporary files of interrupted atomic writes left in the run dir: $stale"
 r_check "$KEEP checkpoints kept: $(r_ckpt_steps "$run" | tr '\n' ' ')" [ "$(r_ckpt_steps "$run" | wc -l)" -eq "$KEEP" ]
-r_finish
+finish

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# What a kill leaves behind is cleaned up by the next start (issue 7: lose
-# nothing, and leave no litter that accumulates over many kills).
+# What a kill leaves behind is cleaned up by the next start (lose nothing,
+# and leave no litter that accumulates over many kills).
 # file_write_atomic writes NAME.tmp.PID then renames it, so a SIGKILL in
 # between leaves that file (metrics.csv and eval.csv are rewritten at every
 # resume, info.csv and report.html often, the features cache once); a kill
@@ -14,7 +14,7 @@ TOTAL=8
 OPTS=(--max-steps "$TOTAL" --save-every 4 --save-every-minutes 0 --keep 2)
 r_make_model "$r_tmp/model"
 r_train "$r_tmp/ref" "${OPTS[@]}" >"$r_tmp/ref.out" 2>"$r_tmp/ref.err" ||
-    { cat "$r_tmp/ref.err"; r_bad "the uninterrupted run failed"; r_finish; }
+    { cat "$r_tmp/ref.err"; r_bad "the uninterrupted run failed"; finish; }
 run="$r_tmp/run"
 BERTC_DEBUG_KILL=step:6 r_train "$run" "${OPTS[@]}" >"$r_tmp/a.out" 2>"$r_tmp/a.err"
 echo "killed after step 6: exit $?, checkpoints $(r_ckpt_steps "$run" | tr '\n' ' ')"
@@ -37,4 +37,4 @@ for f in "${planted[@]}"; do
 done
 left=$(cd "$run" && find . -name '*.tmp' -o -name '*.tmp.*' | tr '\n' ' ')
 r_check "no temporary files at all: ${left:-none}" [ -z "$left" ]
-r_finish
+finish

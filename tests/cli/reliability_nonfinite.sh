@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Non-finite steps in fp32 (issue 7). The trainer's test hook
+# Non-finite steps in fp32. The trainer's test hook
 # BERTC_DEBUG_NONFINITE=FIRST:COUNT makes the loss and a gradient of steps
 # FIRST..FIRST+COUNT-1 NaN (a huge --lr does not do it to this tiny model,
 # and model_load refuses non-finite weights, so a hook is the way in).
@@ -80,4 +80,4 @@ rc=$?
 echo "B: again without the hook -> exit $rc; $(grep -m1 '^  resume ' "$r_tmp/b2.out")"
 r_check "B: the rerun resumes from a checkpoint and finishes" \
     bash -c "[ $rc -eq 0 ] && grep -q 'resume    from ' '$r_tmp/b2.out' && [ -s '$run/final/model.safetensors' ]"
-r_finish
+finish

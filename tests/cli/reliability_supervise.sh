@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bertc train --supervise N (issue 7; src/train/supervise.c, which
+# bertc train --supervise N (src/train/supervise.c, which
 # test_supervise checks with a fake child; this is the real trainer).
 #  1. The trainer is killed with kill -9 twice mid-run: the supervisor
 #     restarts it (--resume auto), logs both restarts on stderr and in
@@ -19,7 +19,7 @@ TOTAL=40
 OPTS=(--max-steps "$TOTAL" --save-every 4 --save-every-minutes 0 --keep 2)
 r_make_model "$r_tmp/model"
 r_train "$r_tmp/ref" "${OPTS[@]}" >"$r_tmp/ref.out" 2>"$r_tmp/ref.err" ||
-    { cat "$r_tmp/ref.err"; r_bad "the uninterrupted run failed"; r_finish; }
+    { cat "$r_tmp/ref.err"; r_bad "the uninterrupted run failed"; finish; }
 
 child_of() { pgrep -P "$1" | head -1; }
 # a trainer child of supervisor $1 other than pid $2
@@ -110,4 +110,4 @@ for v in -1 x 1001; do
     r_check "5: --supervise $v is a usage error" \
         bash -c "[ $rc -eq 2 ] && [ \$(wc -l <'$r_tmp/err6') -eq 1 ] && grep -q 'supervise' '$r_tmp/err6' && ! grep -q 'unknown option' '$r_tmp/err6'"
 done
-r_finish
+finish

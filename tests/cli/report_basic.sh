@@ -1,6 +1,6 @@
 # bertc report RUN: usage errors, run dirs without data, and a page rebuilt
 # from CSV files alone (no trainer involved).
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
 
 expect_help report "usage: bertc report RUN" --out
 expect 2 "report: expected one run directory, got 0 argument(s)" -- report

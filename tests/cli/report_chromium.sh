@@ -4,12 +4,8 @@
 # points. Prints "skipped" and passes only where chromium is not installed.
 # (docs/report.png is a screenshot of a real run's page, not of this one:
 # see README, "The run dir".)
-source "$(dirname "$0")/lib.sh"
-browser=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
-if [ -z "$browser" ]; then
-    echo "skipped: chromium is not installed (scripts/ci_extras.sh installs it)"
-    exit 0
-fi
+source "$(dirname "$0")/lib/cli.sh"
+cli_need_chromium
 echo "browser: $browser ($("$browser" --version 2>/dev/null | head -1))"
 
 # A made-up run that looks like a real one: 1800 steps of fp16 on a 15 GiB
@@ -68,37 +64,11 @@ page="$run/report.html"
 echo "page: $(wc -c <"$page") bytes, $(wc -l <"$run/monitor.csv") monitor rows"
 grep -qiE '<script|<link|<img|https:|src=' "$page" && cli_bad "the page is not self-contained"
 
-cli_n=$((cli_n + 1))
-prof="$cli_tmp/profile"
-timeout 180 "$browser" --headless --disable-gpu --no-sandbox --no-first-run --user-data-dir="$prof" \
-    --enable-logging=stderr --v=0 --dump-dom "file://$page" >"$cli_tmp/dom.html" 2>"$cli_tmp/browser.log"
-rc=$?
-echo "case $cli_n: chromium --dump-dom -> exit $rc, $(wc -c <"$cli_tmp/dom.html") bytes of DOM"
-[ "$rc" -eq 0 ] || { cli_bad "chromium exit $rc"; tail -20 "$cli_tmp/browser.log"; }
-if grep -E "Uncaught|Failed to load resource|net::ERR_|CONSOLE.*[Ee]rror" "$cli_tmp/browser.log"; then
-    cli_bad "the browser logged errors for the page"
-fi
-# one record per chart: its id, and whether its polyline has points
-awk 'BEGIN { RS = "</svg>" }
-     match($0, /<svg id="chart-[a-z-]+"/) {
-         id = substr($0, RSTART + 9, RLENGTH - 10)
-         ok = match($0, /<polyline[^>]* points="[0-9.-]+,[0-9.-]+[^"]*"/)
-         print id, ok ? "polyline-with-points" : "EMPTY"
-     }' "$cli_tmp/dom.html" >"$cli_tmp/charts"
-cat "$cli_tmp/charts"
-for id in chart-loss chart-lr chart-throughput chart-gradnorm chart-lossscale chart-eval chart-gpu-util \
-          chart-gpu-mem chart-gpu-temp chart-gpu-power chart-cpu chart-mem; do
-    grep -qx "$id polyline-with-points" "$cli_tmp/charts" || cli_bad "$id missing or empty in the rendered DOM"
-done
+cli_dump_dom "file://$page" 180
+cli_charts_drawn 1 chart-loss chart-lr chart-throughput chart-gradnorm chart-lossscale chart-eval chart-gpu-util \
+    chart-gpu-mem chart-gpu-temp chart-gpu-power chart-cpu chart-mem
 [ "$(wc -l <"$cli_tmp/charts")" -eq 12 ] || cli_bad "expected 12 charts"
 grep -qF "82.40 (EM 73.60) at step 1800" "$cli_tmp/dom.html" || cli_bad "summary not in the DOM"
 
-cli_n=$((cli_n + 1))
-timeout 180 "$browser" --headless --disable-gpu --no-sandbox --no-first-run --user-data-dir="$prof" \
-    --hide-scrollbars --window-size=1240,2520 --screenshot="$cli_tmp/report.png" "file://$page" \
-    >/dev/null 2>>"$cli_tmp/browser.log"
-rc=$?
-size=$(wc -c <"$cli_tmp/report.png" 2>/dev/null || echo 0)
-echo "case $cli_n: chromium --screenshot -> exit $rc, $size bytes"
-[ "$rc" -eq 0 ] && [ "$size" -gt 20000 ] || cli_bad "no screenshot"
+cli_screenshot "file://$page" 180 "$cli_tmp/report.png" --window-size=1240,2520
 finish

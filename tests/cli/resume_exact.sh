@@ -6,7 +6,7 @@
 # resumed. A, B and C must end with byte-identical RUN/final/model.safetensors
 # and the same loss column in metrics.csv. Then: two SIGINTs stop at once and
 # leave a resumable run; a resume with another --lr is refused (exit 2).
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
 
 STEPS=120 K1=17 K2=30 K3=50 K4=73
 if [ "${BERTC_SANITIZED:-0}" = 1 ]; then STEPS=40 K1=7 K2=10 K3=20 K4=33; fi

@@ -2,12 +2,13 @@
 # bertc serve over loopback with curl: the answers of POST /v1/answer equal
 # `bertc predict --nbest` for the same question (texts, logits, probabilities;
 # a long context over several windows too; with --packing varlen those of
-# `bertc predict --packing varlen`); 400 for malformed JSON, missing
+# `bertc predict --packing varlen`); a question's answers are the same to the
+# last bit whatever other questions share its batch; 400 for malformed JSON, missing
 # fields, invalid UTF-8; 413 over --max-body-bytes; 404; 405; 503 with
 # Retry-After when --queue-limit is reached; the page, /health, /metrics;
 # SIGTERM finishes the request in flight and exits 0. Needs curl and jq
 # (scripts/ci_extras.sh installs them); prints "skipped" without them.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
 for t in curl jq; do
     if ! command -v $t >/dev/null; then echo "skipped: $t is not installed (scripts/ci_extras.sh installs it)"; exit 0; fi
 done
@@ -110,7 +111,30 @@ for k in 1 2; do
     echo "packed context $k: serve $(jq length "$cli_tmp/sp$k") answers, predict $(jq length "$cli_tmp/pp$k"); top: $(jq -c '.[0]' "$cli_tmp/sp$k")"
     cmp -s "$cli_tmp/sp$k" "$cli_tmp/pp$k" || cli_bad "packed serve and predict differ: $(diff "$cli_tmp/sp$k" "$cli_tmp/pp$k" | head -5)"
 done
+# Batch invariance: an answer does not depend on the other windows in its batch. A list
+# request puts other questions (other contexts, other lengths) in the same forward; the
+# answers to questions 1 and 2 must be those they got alone, to the last bit.
+batch_invariant() { # NAME SOLO_PREFIX: compares list answers with $cli_tmp/SOLO_PREFIX{1,2}.json
+    local name=$1 solo=$2
+    jq -n --arg a "$SHORT" --arg b "$LONG" '[{context: ("Tomo Ikal wrote " + $a), question: "What did Tomo write?"},
+        {context: $a, question: "Who founded Kopa Labs?"}, {context: $b, question: "How many paintings are there?"},
+        {context: $b, question: "Who founded Kopa Labs?"}, {context: "A short one.", question: "Which one?"}]' >"$cli_tmp/list.json"
+    post "$name" "$cli_tmp/list.json"
+    code_is "$name" 200
+    for k in 1 2; do
+        jq -S ".results[$((2 * k - 1))]" "$cli_tmp/$name.json" >"$cli_tmp/$name.in$k"
+        jq -S . "$cli_tmp/$solo$k.json" >"$cli_tmp/$name.solo$k"
+        cli_n=$((cli_n + 1))
+        echo "case $cli_n: question $k batched with 4 others: top $(jq -c '.answers[0] | [.text, .start_logit, .end_logit]' "$cli_tmp/$name.in$k"); alone: $(jq -c '.answers[0] | [.text, .start_logit, .end_logit]' "$cli_tmp/$name.solo$k")"
+        cmp -s "$cli_tmp/$name.in$k" "$cli_tmp/$name.solo$k" || cli_bad "$name: question $k's answers depend on its batch: $(diff "$cli_tmp/$name.in$k" "$cli_tmp/$name.solo$k" | head -4)"
+    done
+}
+batch_invariant packed_list pk
 kill -TERM $pid; wait $pid; echo "packed: SIGTERM -> exit $?"
+start padded --packing none --nbest 20
+for k in 1 2; do post pd$k "$cli_tmp/req$k.json"; code_is pd$k 200; done
+batch_invariant padded_list pd
+kill -TERM $pid; wait $pid; echo "padded: SIGTERM -> exit $?"
 expect 2 "--packing dense: expected none or varlen" -- serve --model $M --packing dense --port 0
 
 # A full queue: one request waits for its batch (1.5 s), the next is refused.

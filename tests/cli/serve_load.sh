@@ -4,7 +4,7 @@
 # 10 % malformed; every valid request gets 200 and the answer it gets alone,
 # every malformed one 400, no connection fails, and the server is still
 # healthy and exits 0 on SIGTERM. scripts/serve_load.sh runs 10,000 per level.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
 load="${BERTC_BUILD:?}/serve_load"
 [ -x "$load" ] || { echo "FAIL: $load not built"; exit 1; }
 n=300

@@ -11,7 +11,7 @@
 # quickly with a message, non-zero, and nothing left running. Prints
 # "skipped" and passes where chromium, curl or jq is not installed
 # (scripts/ci_extras.sh installs them).
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
 cli_need_browser
 drive="${BERTC_BUILD:?}/cdp_drive"
 cli_serve_start tests/ref/train3/init

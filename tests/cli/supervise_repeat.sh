@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bertc train --supervise N stops a failure that repeats (issue 19;
-# src/train/supervise.c): an attempt that exits with the same code and the
+# bertc train --supervise N stops a failure that repeats
+# (src/train/supervise.c): an attempt that exits with the same code and the
 # same error line as the one before, with no new checkpoint in between,
 # would fail again, so the supervisor stops after 2 attempts, not N + 1.
 #  1. BERTC_DEBUG_NONFINITE=3:1000 makes every step from 3 on non-finite and
@@ -56,4 +56,4 @@ r_check "2: exit 137" [ "$rc" -eq 137 ]
 r_check "2: 4 attempts" [ "$(grep -c 'BERTC_DEBUG_KILL: killing myself' "$r_tmp/err2")" -eq 4 ]
 r_check "2: gave up after 3 restarts" \
     bash -c "tail -1 '$r_tmp/err2' | grep -q 'giving up after 3 restarts' && tail -1 '$run/restarts.csv' | grep -q ',4,.*,gave-up,'"
-r_finish
+finish

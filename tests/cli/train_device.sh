@@ -7,7 +7,7 @@
 # resolved precision (so a run asked in fp16 that fell back to fp32 resumes
 # with --precision auto), and
 # --device cuda is an error.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
 M=tests/ref/train3/init
 D=tests/data/train_small.json
 O=$cli_tmp/run
@@ -23,8 +23,8 @@ expect 2 "train --device: 'gpu' is not one of auto, cpu, cuda" -- train --model 
 expect 2 "train --gpu: -1 is out of range" -- train --model $M --train $D --out $O --gpu -1
 expect 2 "--precision bf16 needs the CUDA backend" -- predict --model $M --data $D --out $cli_tmp/p.json --device cpu --precision bf16
 [ -e "$cli_tmp/p.json" ] && cli_bad "predict wrote $cli_tmp/p.json"
-expect 2 "predict: --device: 'gpu' is not one of" -- predict --model $M --data $D --out $cli_tmp/p.json --device gpu
-expect 2 "ask: --precision: 'fp8' is not one of" -- ask --model $M --context "Some text." --question "What?" --precision fp8
+expect 2 "predict --device: 'gpu' is not one of" -- predict --model $M --data $D --out $cli_tmp/p.json --device gpu
+expect 2 "ask --precision: 'fp8' is not one of" -- ask --model $M --context "Some text." --question "What?" --precision fp8
 expect 2 "--precision fp16 needs the CUDA backend" -- ask --model $M --context "Some text." --question "What?" --device cpu --precision fp16
 
 if ! "$BERTC" devices 2>/dev/null | grep -q '^bertc will use: the CPU backend'; then

@@ -4,7 +4,7 @@
 # final/ as a model dir, predictions.json), `bertc predict` on RUN/final
 # gives the same predictions as the trainer's own evaluation, `bertc eval`
 # agrees with eval.csv, and the final checkpoint is also a model dir.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
 R=$cli_tmp/run
 "$BERTC" train --model tests/ref/train3/init --train tests/data/train_small.json --dev tests/data/train_small.json \
     --out "$R" --max-seq-length 64 --doc-stride 16 --batch 8 --micro-batch 4 --max-steps 12 --lr 3e-3 --save-every 5 \

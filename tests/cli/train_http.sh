@@ -5,7 +5,7 @@
 # silent) crash nothing; a second run asking for the same port trains on
 # with one warning; and the final weights are byte-identical to a run
 # without --http. HTTP by bash's /dev/tcp (no curl needed).
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
 
 STEPS=200
 [ "${BERTC_SANITIZED:-0}" = 1 ] && STEPS=80

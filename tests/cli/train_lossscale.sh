@@ -125,4 +125,4 @@ rc=$?
 echo "E: a scaled checkpoint resumed without the hook -> exit $rc: $(tail -1 "$r_tmp/nohook.err")"
 r_check "E: exit 2, the error names state.json and the loss scale" \
     bash -c "[ $rc -eq 2 ] && tail -1 '$r_tmp/nohook.err' | grep -q '^bertc: .*step-00000006/state.json: loss scale: scale 16384'"
-r_finish
+finish

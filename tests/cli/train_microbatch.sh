@@ -58,4 +58,4 @@ r_check "C: the error says micro-batch 1 cannot be halved and what to try" \
 r_check "C: checkpoint 3 is there and valid for a resume without the hook" \
     bash -c "'$BERTC' train --model '$R_MODEL' --train '$R_TRAIN' --out '$r_tmp/c' ${R_OPTS[*]} ${O[*]} --micro-batch 4 >'$r_tmp/c2.out' 2>&1 &&
              grep -q '^  resume    from .*step 3 of 12' '$r_tmp/c2.out'"
-r_finish
+finish

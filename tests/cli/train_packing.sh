@@ -60,4 +60,4 @@ for bad in "--packing dense:packing" "--max-tokens 100:needs --packing varlen" \
     r_check "E: $args: exit 2, one line naming it, no run dir" \
         bash -c "[ $rc -eq 2 ] && [ \$(wc -l <'$r_tmp/bad.out') -eq 1 ] && grep -q -- '$want' '$r_tmp/bad.out' && [ ! -e '$r_tmp/bad' ]"
 done
-r_finish
+finish

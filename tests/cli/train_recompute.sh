@@ -45,4 +45,4 @@ echo "C: --recompute all -> exit $rc: $(head -c 200 "$r_tmp/bad.out")"
 r_check "C: exit 2, the message names --recompute and the choices" \
     bash -c "[ $rc -eq 2 ] && grep -q 'recompute.*all.*none, layer' '$r_tmp/bad.out'"
 r_check "C: no run dir left behind" [ ! -e "$r_tmp/bad" ]
-r_finish
+finish

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bertc train: --help, and each bad option or input with its exit code and
 # one-line message (as data: expected code, expected text, arguments).
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
 M=tests/ref/train3/init
 D=tests/data/train_small.json
 O=$cli_tmp/run

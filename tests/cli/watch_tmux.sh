@@ -3,7 +3,7 @@
 # a run dir that grows (rows appended to metrics.csv between two captures),
 # stops by itself when the run is done, quits on Ctrl-C; --once on a real
 # finished training run; bad arguments exit 2. Skipped without tmux.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
 
 echo "a real tiny run, then watch --once on it"
 A=$cli_tmp/A

@@ -5,7 +5,8 @@
  * seeds are real files of that model, so the fuzzer reaches the shape and
  * name checks as well as the header parser. */
 #include "fuzz.h"
-#include "model/weights.h"
+#include "model/hf_dir.h"
+#include "model/safetensors.h"
 
 static const char config_json[] =
     "{\"architectures\": [\"BertForQuestionAnswering\"], \"attention_probs_dropout_prob\": 0.1,"

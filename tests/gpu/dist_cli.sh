@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/gpu/dist_cli.sh BERTC RESULTS_DIR: data-parallel training on a GPU
-# machine (issue 15). A one-GPU machine can check only this much, since
+# machine. A one-GPU machine can check only this much, since
 # NCCL refuses two ranks on one GPU:
 #   a) mpirun -np 1 bertc train --device cuda equals plain bertc train byte for byte
 #   b) 2 ranks sharing the GPU, gradients summed through the host over MPI

@@ -2,24 +2,27 @@
  *
  * The op check runs every op of backend.h on the CPU backend and on the
  * CUDA backend with the same inputs and compares the outputs by relative
- * L2 error, ||cuda - cpu|| / ||cpu||. Bounds, per precision of the GEMMs
- * (they are estimates: an fp16/bf16 input rounding is 2^-11 / 2^-8
- * relative, accumulated in fp32; run.sh prints the measured figure next to
- * the bound):
+ * L2 error, ||cuda - cpu|| / ||cpu||; the windowed ops (embedding,
+ * attention, dropout, QA loss) on padded and on packed windows. Bounds, per
+ * precision of the GEMMs (they are estimates: an fp16/bf16 input rounding
+ * is 2^-11 / 2^-8 relative, accumulated in fp32; run.sh prints the
+ * measured figure next to the bound):
  *   no GEMM: embedding, dropout, add, scale, AdamW   1e-6 (most agree bit for bit)
  *            layernorm, gelu, QA loss                1e-5
- *   GEMM ops: matmul, attention     fp32 1e-5, tf32 3e-3, fp16 3e-3, bf16 2e-2 */
+ *   GEMM ops: matmul, padded attention   fp32 1e-5, tf32 3e-3, fp16 3e-3, bf16 2e-2
+ *   packed attention (fp32 kernels in every precision)   1e-5, gradients 2e-5 */
 #include "gpu_check.h"
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda_module.h"
+#include "core/clock.h"
 #include "core/err.h"
+#include "core/rng.h"
 
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 const char *gc_out_dir = ".";
 int gc_failures = 0;
@@ -50,13 +53,6 @@ FILE *gc_open(const char *name)
     FILE *f = fopen(path, "w");
     if (!f) gc_result(0, "cannot write %s", path);
     return f;
-}
-
-double gc_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 double gc_rel_l2(const float *a, const float *b, size_t n, double floor, double *max_abs)
@@ -102,14 +98,6 @@ int gc_precisions(precision_kind *out)
     return n;
 }
 
-static uint64_t mix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 void gc_batch_init(gc_batch *b, int B, int T, int V, uint64_t seed)
 {
     size_t BT = (size_t)B * T;
@@ -126,12 +114,12 @@ void gc_batch_init(gc_batch *b, int B, int T, int V, uint64_t seed)
         if (len < 1) len = 1;
         for (int t = 0; t < T; t++) {
             size_t i = (size_t)r * T + t;
-            b->ids[i] = t < len ? (int32_t)(1 + mix(&s) % (uint64_t)(V - 1)) : 0;
+            b->ids[i] = t < len ? (int32_t)(1 + splitmix64_next(&s) % (uint64_t)(V - 1)) : 0;
             b->types[i] = t >= T / 4 && t < len;
             b->mask[i] = t < len;
         }
-        b->sp[r] = (int32_t)(mix(&s) % (uint64_t)len);
-        b->ep[r] = b->sp[r] + (int32_t)(mix(&s) % 8);
+        b->sp[r] = (int32_t)(splitmix64_next(&s) % (uint64_t)len);
+        b->ep[r] = b->sp[r] + (int32_t)(splitmix64_next(&s) % 8);
         if (b->ep[r] >= len) b->ep[r] = len - 1;
     }
 }
@@ -234,35 +222,65 @@ static double gemm_tol(precision_kind p)
     return p == PREC_FP32 ? 1e-5 : p == PREC_BF16 ? 2e-2 : 3e-3;
 }
 
-static void ops_attention(int B, int T, int NH, int HS, const int32_t *mask_c, const int32_t *mask_g, buf2 dout,
-                          double gt, philox_stream rng, uint64_t *s)
+/* Attention on windows wc (CPU) and wg (the same on the GPU): padded with
+ * a mask, or packed (N rows, NH sum len^2 probs). */
+static void ops_attention(const char *kind, const backend_windows *wc, const backend_windows *wg, size_t nprobs,
+                          int NH, int HS, buf2 dout, double gt, philox_stream rng, uint64_t *s)
 {
     const backend_i *C = g_cpu.i, *G = g_gpu.i;
     void *cc = g_cpu.ctx, *gg = g_gpu.ctx;
-    size_t N = (size_t)B * T, CH = (size_t)NH * HS;
+    size_t N = (size_t)wc->N, CH = (size_t)NH * HS;
     for (int drop = 0; drop < 2; drop++) {
         float p = drop ? 0.1f : 0.0f;
         char name[64];
-        snprintf(name, sizeof name, "attention T=%d HS=%d p=%.1f", T, HS, (double)p);
+        snprintf(name, sizeof name, "attention %s T=%d HS=%d p=%.1f", kind, wc->T, HS, (double)p);
         buf2 q = b2_rand(N * CH, s, -1, 1), kk = b2_rand(N * CH, s, -1, 1);
         buf2 v = b2_rand(N * CH, s, -1, 1), o = b2_new(N * CH, NULL);
-        buf2 probs = b2_new((size_t)B * NH * T * T, NULL), scr = b2_new((size_t)B * NH * T * T, NULL);
-        BOTH(C->attention_forward(cc, o.c, probs.c, q.c, kk.c, v.c, mask_c, B, T, NH, HS, p, rng),
-             G->attention_forward(gg, o.g, probs.g, q.g, kk.g, v.g, mask_g, B, T, NH, HS, p, rng));
+        buf2 probs = b2_new(nprobs, NULL), scr = b2_new(nprobs, NULL);
+        BOTH(C->attention_forward(cc, o.c, probs.c, q.c, kk.c, v.c, wc, NH, HS, p, rng),
+             G->attention_forward(gg, o.g, probs.g, q.g, kk.g, v.g, wg, NH, HS, p, rng));
         b2_cmp(name, "probs", probs, gt);
         b2_cmp(name, "out", o, gt);
         buf2 dq = b2_rand(N * CH, s, -1, 1), dk = b2_rand(N * CH, s, -1, 1);
         buf2 dv = b2_rand(N * CH, s, -1, 1);
-        BOTH(C->attention_backward(cc, dq.c, dk.c, dv.c, scr.c, dout.c, q.c, kk.c, v.c, probs.c, mask_c, B, T, NH, HS,
-                                   p, rng),
-             G->attention_backward(gg, dq.g, dk.g, dv.g, scr.g, dout.g, q.g, kk.g, v.g, probs.g, mask_g, B, T, NH, HS,
-                                   p, rng));
+        BOTH(C->attention_backward(cc, dq.c, dk.c, dv.c, scr.c, dout.c, q.c, kk.c, v.c, probs.c, wc, NH, HS, p, rng),
+             G->attention_backward(gg, dq.g, dk.g, dv.g, scr.g, dout.g, q.g, kk.g, v.g, probs.g, wg, NH, HS, p, rng));
         b2_cmp(name, "dq", dq, 2 * gt);
         b2_cmp(name, "dk", dk, 2 * gt);
         b2_cmp(name, "dv", dv, 2 * gt);
         b2_free(q), b2_free(kk), b2_free(v), b2_free(o), b2_free(probs), b2_free(scr);
         b2_free(dq), b2_free(dk), b2_free(dv);
     }
+}
+
+/* Padded attention of B rows of T with mask (host), and the same windows
+ * packed: window b holds the prefix of ones of its mask row. */
+static void ops_attention_both(int B, int T, int NH, int HS, const int32_t *mask, double gt, philox_stream rng,
+                               uint64_t *s)
+{
+    int32_t *cu = malloc(((size_t)B + 1) * sizeof *cu);
+    size_t nprobs = 0;
+    int max_len = 0;
+    cu[0] = 0;
+    for (int b = 0; b < B; b++) {
+        int len = 0;
+        while (len < T && mask[(size_t)b * T + len]) len++;
+        cu[b + 1] = cu[b] + len;
+        nprobs += (size_t)NH * len * len;
+        if (len > max_len) max_len = len;
+    }
+    buf2 bm = b2_ints(mask, (size_t)B * T), bcu = b2_ints(cu, (size_t)B + 1);
+    size_t CH = (size_t)NH * HS;
+    buf2 dout = b2_rand((size_t)B * T * CH, s, -1, 1);
+    backend_windows wc = backend_windows_padded(B, T, (int32_t *)bm.c);
+    backend_windows wg = backend_windows_padded(B, T, (int32_t *)bm.g);
+    ops_attention("padded", &wc, &wg, (size_t)B * NH * T * T, NH, HS, dout, gt, rng, s);
+    /* the packed kernels are fp32 in every precision */
+    wc = backend_windows_packed((int32_t *)bcu.c, B, T, cu[B], max_len);
+    wg = backend_windows_packed((int32_t *)bcu.g, B, T, cu[B], max_len);
+    ops_attention("packed", &wc, &wg, nprobs, NH, HS, dout, 1e-5, rng, s);
+    b2_free(bm), b2_free(bcu), b2_free(dout);
+    free(cu);
 }
 
 static void ops_one(precision_kind prec)
@@ -285,17 +303,38 @@ static void ops_one(precision_kind prec)
     buf2 bid = b2_ints(ids, N), bty = b2_ints(types, N), bmask = b2_ints(mask, N);
     buf2 wte = b2_rand((size_t)V * CH, &s, -1, 1), wpe = b2_rand((size_t)T * CH, &s, -1, 1);
     buf2 wtt = b2_rand(2 * CH, &s, -1, 1), emb = b2_new((size_t)N * CH, NULL);
-    BOTH(C->embedding_forward(cc, emb.c, (int32_t *)bid.c, (int32_t *)bty.c, wte.c, wpe.c, wtt.c, B, T, CH),
-         G->embedding_forward(gg, emb.g, (int32_t *)bid.g, (int32_t *)bty.g, wte.g, wpe.g, wtt.g, B, T, CH));
+    BOTH(C->embedding_forward(cc, emb.c, (int32_t *)bid.c, (int32_t *)bty.c, NULL, wte.c, wpe.c, wtt.c, N, T, CH),
+         G->embedding_forward(gg, emb.g, (int32_t *)bid.g, (int32_t *)bty.g, NULL, wte.g, wpe.g, wtt.g, N, T, CH));
     b2_cmp("embedding_forward", "out", emb, 1e-6);
     buf2 dout = b2_rand((size_t)N * CH, &s, -1, 1);
     buf2 dwte = b2_rand((size_t)V * CH, &s, -1, 1), dwpe = b2_rand((size_t)T * CH, &s, -1, 1);
     buf2 dwtt = b2_rand(2 * CH, &s, -1, 1);
-    BOTH(C->embedding_backward(cc, dwte.c, dwpe.c, dwtt.c, dout.c, (int32_t *)bid.c, (int32_t *)bty.c, B, T, CH),
-         G->embedding_backward(gg, dwte.g, dwpe.g, dwtt.g, dout.g, (int32_t *)bid.g, (int32_t *)bty.g, B, T, CH));
+    BOTH(C->embedding_backward(cc, dwte.c, dwpe.c, dwtt.c, dout.c, (int32_t *)bid.c, (int32_t *)bty.c, NULL, N, T,
+                               CH),
+         G->embedding_backward(gg, dwte.g, dwpe.g, dwtt.g, dout.g, (int32_t *)bid.g, (int32_t *)bty.g, NULL, N, T,
+                               CH));
     b2_cmp("embedding_backward", "dwte", dwte, 1e-6);
     b2_cmp("embedding_backward", "dwpe", dwpe, 1e-6);
     b2_cmp("embedding_backward", "dwtt", dwtt, 1e-6);
+    /* packed rows: positions given, repeated and out of order */
+    {
+        int32_t pos[B * T];
+        for (int i = 0; i < N; i++) pos[i] = (int32_t)((i * 11) % T);
+        buf2 bpos = b2_ints(pos, N);
+        BOTH(C->embedding_forward(cc, emb.c, (int32_t *)bid.c, (int32_t *)bty.c, (int32_t *)bpos.c, wte.c, wpe.c,
+                                  wtt.c, N, T, CH),
+             G->embedding_forward(gg, emb.g, (int32_t *)bid.g, (int32_t *)bty.g, (int32_t *)bpos.g, wte.g, wpe.g,
+                                  wtt.g, N, T, CH));
+        b2_cmp("embedding_forward packed", "out", emb, 1e-6);
+        BOTH(C->embedding_backward(cc, dwte.c, dwpe.c, dwtt.c, dout.c, (int32_t *)bid.c, (int32_t *)bty.c,
+                                   (int32_t *)bpos.c, N, T, CH),
+             G->embedding_backward(gg, dwte.g, dwpe.g, dwtt.g, dout.g, (int32_t *)bid.g, (int32_t *)bty.g,
+                                   (int32_t *)bpos.g, N, T, CH));
+        b2_cmp("embedding_backward packed", "dwte", dwte, 1e-6);
+        b2_cmp("embedding_backward packed", "dwpe", dwpe, 1e-6);
+        b2_cmp("embedding_backward packed", "dwtt", dwtt, 1e-6);
+        b2_free(bpos);
+    }
 
     /* layernorm */
     buf2 x = b2_rand((size_t)N * CH, &s, -2, 3), lw = b2_rand(CH, &s, 0.5f, 1.5f), lb = b2_rand(CH, &s, -1, 1);
@@ -345,36 +384,64 @@ static void ops_one(precision_kind prec)
 
     /* attention, without and with dropout: the odd shape above (T 37, the
      * GEMMs' unaligned path) and a BERT-like one (T 128, HS 64, Tensor Cores) */
-    ops_attention(B, T, NH, HS, (int32_t *)bmask.c, (int32_t *)bmask.g, dout, gt, rng, &s);
+    ops_attention_both(B, T, NH, HS, mask, gt, rng, &s);
     {
         enum { B2 = 2, T2 = 128 };
         int32_t m2[B2 * T2];
         for (int i = 0; i < B2 * T2; i++) m2[i] = !(i >= T2 && i % T2 >= 100);
-        buf2 bm2 = b2_ints(m2, B2 * T2), d2 = b2_rand((size_t)B2 * T2 * 256, &s, -1, 1);
-        ops_attention(B2, T2, 4, 64, (int32_t *)bm2.c, (int32_t *)bm2.g, d2, gt, rng, &s);
-        b2_free(bm2), b2_free(d2);
+        ops_attention_both(B2, T2, 4, 64, m2, gt, rng, &s);
     }
 
-    /* dropout, add */
+    /* dropout: flat (one window of n rows of 1), and packed rows of CH
+     * (window 1 cut at 31 tokens, as the mask); add */
     size_t n = (size_t)N * CH + 3; /* not a multiple of 4 */
     buf2 a = b2_rand(n, &s, -2, 2), a2 = b2_rand(n, &s, -2, 2), r = b2_new(n, NULL);
-    BOTH(C->dropout_forward(cc, r.c, a.c, n, 0.1f, rng), G->dropout_forward(gg, r.g, a.g, n, 0.1f, rng));
+    backend_windows wf = backend_windows_padded(1, (int)n, NULL);
+    BOTH(C->dropout_forward(cc, r.c, a.c, &wf, 1, 0.1f, rng), G->dropout_forward(gg, r.g, a.g, &wf, 1, 0.1f, rng));
     b2_cmp("dropout_forward", "out", r, 1e-6);
-    BOTH(C->dropout_backward(cc, r.c, a2.c, n, 0.1f, rng), G->dropout_backward(gg, r.g, a2.g, n, 0.1f, rng));
+    BOTH(C->dropout_backward(cc, r.c, a2.c, &wf, 1, 0.1f, rng), G->dropout_backward(gg, r.g, a2.g, &wf, 1, 0.1f, rng));
     b2_cmp("dropout_backward", "dinp", r, 1e-6);
+    int32_t cu[B + 1] = {0, T, T + 31};
+    buf2 bcu = b2_ints(cu, B + 1);
+    {
+        backend_windows wc = backend_windows_packed((int32_t *)bcu.c, B, T, cu[B], T);
+        backend_windows wg = backend_windows_packed((int32_t *)bcu.g, B, T, cu[B], T);
+        buf2 rk = b2_new((size_t)cu[B] * CH, NULL);
+        BOTH(C->dropout_forward(cc, rk.c, a.c, &wc, CH, 0.1f, rng),
+             G->dropout_forward(gg, rk.g, a.g, &wg, CH, 0.1f, rng));
+        b2_cmp("dropout_forward packed", "out", rk, 1e-6);
+        BOTH(C->dropout_backward(cc, rk.c, a2.c, &wc, CH, 0.1f, rng),
+             G->dropout_backward(gg, rk.g, a2.g, &wg, CH, 0.1f, rng));
+        b2_cmp("dropout_backward packed", "dinp", rk, 1e-6);
+        b2_free(rk);
+    }
     BOTH(C->add(cc, r.c, a.c, a2.c, n), G->add(gg, r.g, a.g, a2.g, n));
     b2_cmp("add", "out", r, 1e-6);
     BOTH(C->scale(cc, r.c, n, 0.37f), G->scale(gg, r.g, n, 0.37f));
     b2_cmp("scale", "x", r, 1e-6);
 
-    /* QA loss: row 0 normal, row 1 start past T (ignored), end negative (clamped to 0) */
+    /* QA loss: row 0 normal, row 1 start past T (ignored), end negative
+     * (clamped to 0); padded, padded with the mask (row 1 over 31
+     * positions), packed */
     int32_t st[B] = {5, T + 3}, en[B] = {-2, 9};
     buf2 bst = b2_ints(st, B), ben = b2_ints(en, B);
     buf2 lg = b2_rand((size_t)N * 2, &s, -3, 3), dl = b2_new((size_t)N * 2, NULL), ls = b2_new(1, NULL);
-    BOTH(C->qa_loss(cc, ls.c, dl.c, lg.c, (int32_t *)bst.c, (int32_t *)ben.c, B, T, 0.5f),
-         G->qa_loss(gg, ls.g, dl.g, lg.g, (int32_t *)bst.g, (int32_t *)ben.g, B, T, 0.5f));
-    b2_cmp("qa_loss", "loss", ls, 1e-5);
-    b2_cmp("qa_loss", "dlogits", dl, 1e-5);
+    for (int k = 0; k < 3; k++) {
+        static const char *const kinds[3] = {"qa_loss", "qa_loss masked", "qa_loss packed"};
+        backend_windows wc = backend_windows_padded(B, T, NULL), wg = wc;
+        if (k == 1) {
+            wc = backend_windows_padded(B, T, (int32_t *)bmask.c);
+            wg = backend_windows_padded(B, T, (int32_t *)bmask.g);
+        } else if (k == 2) {
+            wc = backend_windows_packed((int32_t *)bcu.c, B, T, cu[B], T);
+            wg = backend_windows_packed((int32_t *)bcu.g, B, T, cu[B], T);
+        }
+        BOTH(C->qa_loss(cc, ls.c, dl.c, lg.c, (int32_t *)bst.c, (int32_t *)ben.c, &wc, 0.5f),
+             G->qa_loss(gg, ls.g, dl.g, lg.g, (int32_t *)bst.g, (int32_t *)ben.g, &wg, 0.5f));
+        b2_cmp(kinds[k], "loss", ls, 1e-5);
+        b2_cmp(kinds[k], "dlogits", dl, 1e-5);
+    }
+    b2_free(bcu);
 
     /* sum_squares, all_finite */
     size_t big = 1000003;

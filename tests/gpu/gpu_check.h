@@ -36,7 +36,6 @@ extern int gc_failures;
 void gc_result(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Opens DIR/name for writing (NULL on failure, reported). */
 FILE *gc_open(const char *name);
-double gc_now(void);
 
 /* ||a - b|| / max(||b||, floor), and the largest |a - b|. */
 double gc_rel_l2(const float *a, const float *b, size_t n, double floor, double *max_abs);

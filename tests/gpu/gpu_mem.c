@@ -18,9 +18,10 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "core/args.h"
+#include "core/clock.h"
 #include "core/err.h"
+#include "model/init.h"
 #include "model/params.h"
-#include "model/weights.h"
 #include "train/lossscale.h"
 #include "train/microbatch.h"
 #include "train/optim.h"
@@ -81,7 +82,7 @@ typedef struct {
     bert_model *m;
     gc_batch data;
     int T;
-    int recompute; /* --recompute layer */
+    recompute_kind recompute;
     loss_scaler ls;
     int64_t step;
 } rig;
@@ -139,7 +140,8 @@ static int rig_build(void *user, int micro)
     backend_mem_trim(&r->be);
     gc_batch_free(&r->data);
     gc_batch_init(&r->data, micro, r->T, r->cfg.vocab_size, 5);
-    int rc = bert_model_create_mode(&r->m, &r->cfg, &r->be, micro, r->T, r->recompute);
+    int rc = bert_model_create(
+        &r->m, &(bert_model_opts){.cfg = &r->cfg, .be = &r->be, .max_B = micro, .T = r->T, .recompute = r->recompute});
     if (!rc) rc = bert_model_set_params(r->m, r->host);
     return rc;
 }
@@ -318,18 +320,18 @@ int gc_bench(int argc, char **argv)
     gpu_name(name, sizeof name);
     rig r;
     int rc = rig_open(&r, o.config, o.vocab, o.seq, o.prec, o.limit);
-    r.recompute = o.rc == RECOMPUTE_LAYER;
+    r.recompute = o.rc;
     if (!rc) rc = rig_build(&r, o.batch);
     double t0 = 0;
     for (int k = 0; !rc && k < o.warmup + o.steps; k++) {
         if (k == o.warmup) {
             if ((rc = r.be.i->sync(r.be.ctx))) break;
-            t0 = gc_now();
+            t0 = clock_now_s();
         }
         rc = rig_step(&r);
     }
     if (!rc) rc = r.be.i->sync(r.be.ctx);
-    double dt = gc_now() - t0;
+    double dt = clock_now_s() - t0;
     precision_kind prec = r.have_be ? cuda_backend_precision(r.be.ctx) : o.prec;
     if (rc) {
         printf("{\"impl\": \"bertc\", \"gpu\": \"%s\", \"config\": \"%s\", \"seq\": %d, \"batch\": %d, \"precision\": "
@@ -358,7 +360,7 @@ static int fits(const gm_opts *o, int micro)
 {
     rig r;
     int rc = rig_open(&r, o->config, o->vocab, o->seq, o->prec, o->limit);
-    r.recompute = o->rc == RECOMPUTE_LAYER;
+    r.recompute = o->rc;
     if (!rc) rc = rig_build(&r, micro);
     if (!rc) rc = rig_step(&r);
     if (!rc) rc = r.be.i->sync(r.be.ctx);

@@ -24,8 +24,11 @@
  *  DIR/train_loss.csv. */
 #include "gpu_check.h"
 
+#include "core/clock.h"
 #include "core/err.h"
-#include "model/weights.h"
+#include "model/hf_dir.h"
+#include "model/init.h"
+#include "model/safetensors.h"
 #include "train/lossscale.h"
 #include "train/optim.h"
 
@@ -44,10 +47,11 @@ static void tols(precision_kind p, double *logit_tol, double *grad_tol)
 
 /* Forward + backward of one batch; logits (2 x B*T), loss and grads (table total) to the host. */
 static int run_model_mode(backend *be, const bert_config *cfg, const float *params, const bert_batch *b, float p_drop,
-                          int recompute, float *start, float *end, float *loss, float *grads)
+                          recompute_kind recompute, float *start, float *end, float *loss, float *grads)
 {
     bert_model *m = NULL;
-    int rc = bert_model_create_mode(&m, cfg, be, b->B, b->T, recompute);
+    int rc = bert_model_create(
+        &m, &(bert_model_opts){.cfg = cfg, .be = be, .max_B = b->B, .T = b->T, .recompute = recompute});
     if (!rc) rc = bert_model_set_params(m, params);
     philox_stream rng = {42, 5, 0};
     if (!rc) rc = bert_forward(m, b, p_drop, p_drop, rng, loss, start, end);
@@ -64,7 +68,7 @@ static int run_model_mode(backend *be, const bert_config *cfg, const float *para
 static int run_model(backend *be, const bert_config *cfg, const float *params, const bert_batch *b, float p_drop,
                      float *start, float *end, float *loss, float *grads)
 {
-    return run_model_mode(be, cfg, params, b, p_drop, 0, start, end, loss, grads);
+    return run_model_mode(be, cfg, params, b, p_drop, RECOMPUTE_NONE, start, end, loss, grads);
 }
 
 /* Compares logits, loss and every gradient tensor; want_* are the reference. */
@@ -194,12 +198,12 @@ static void model_cpu_vs_cuda(const precision_kind *precs, int np)
     float *cs = malloc(BT * 4), *ce = malloc(BT * 4), *cg = malloc(t.total * 4), closs = 0;
     float *s = malloc(BT * 4), *e = malloc(BT * 4), *g = malloc(t.total * 4), loss = 0;
     backend cpu;
-    double t0 = gc_now();
+    double t0 = clock_now_s();
     if (backend_cpu_create(&cpu, 0) || run_model(&cpu, &cfg, params, &b, 0.1f, cs, ce, &closs, cg)) {
         gc_result(0, "model minilm on the CPU: %s", err_msg());
         return;
     }
-    printf("minilm CPU forward+backward: %.2f s, loss %.6f\n", gc_now() - t0, (double)closs);
+    printf("minilm CPU forward+backward: %.2f s, loss %.6f\n", clock_now_s() - t0, (double)closs);
     backend_free(&cpu);
     for (int i = 0; i < np; i++) {
         backend be;
@@ -213,7 +217,7 @@ static void model_cpu_vs_cuda(const precision_kind *precs, int np)
         /* --recompute layer on the GPU: the same gradients as keeping every
          * activation (bit for bit when the kernels are deterministic). */
         float *rs = malloc(BT * 4), *re = malloc(BT * 4), *rg = malloc(t.total * 4), rloss = 0;
-        if (!rc && (rc = run_model_mode(&be, &cfg, params, &b, 0.1f, 1, rs, re, &rloss, rg)))
+        if (!rc && (rc = run_model_mode(&be, &cfg, params, &b, 0.1f, RECOMPUTE_LAYER, rs, re, &rloss, rg)))
             gc_result(0, "model minilm %s recompute: %s", select_precision_name(precs[i]), err_msg());
         else if (!rc) {
             size_t diff = 0;
@@ -284,8 +288,8 @@ static int train_run(precision_kind prec, const bert_config *cfg, const float *i
     int32_t ids[TR_B * TR_T], types[TR_B * TR_T], mask[TR_B * TR_T], sp[TR_B], ep[TR_B];
     loss_scaler ls;
     lossscale_init(&ls, precision_needs_loss_scaling(prec));
-    if ((rc = bert_model_create(&m, cfg, &be, TR_B, TR_T)) || (rc = bert_model_set_params(m, init)) ||
-        (rc = optim_create(&opt, &be, bert_model_table(m))))
+    if ((rc = bert_model_create(&m, &(bert_model_opts){.cfg = cfg, .be = &be, .max_B = TR_B, .T = TR_T})) ||
+        (rc = bert_model_set_params(m, init)) || (rc = optim_create(&opt, &be, bert_model_table(m))))
         goto done;
     optim_config oc = optim_config_default();
     oc.lr = 5e-4;
@@ -344,13 +348,13 @@ int gc_train(int argc, char **argv)
     for (int i = 0; i < np; i++) {
         int64_t skips = 0;
         float scale = 1;
-        double t0 = gc_now();
+        double t0 = clock_now_s();
         int rc = train_run(precs[i], &cfg, init, losses[i], &skips, &scale);
         ok[i] = rc == 0;
         if (rc) gc_result(0, "train %s: %s", select_precision_name(precs[i]), err_msg());
         else
             printf("train %s: %d steps in %.1f s, first loss %.4f, last %.4f, %lld skipped steps, loss scale %g\n",
-                   select_precision_name(precs[i]), TR_STEPS, gc_now() - t0, losses[i][0], losses[i][TR_STEPS - 1],
+                   select_precision_name(precs[i]), TR_STEPS, clock_now_s() - t0, losses[i][0], losses[i][TR_STEPS - 1],
                    (long long)skips, (double)scale);
     }
     FILE *f = gc_open("train_loss.csv");

@@ -11,9 +11,10 @@
 
 #include "backend/cuda/cuda_nccl.h"
 #include "backend/cuda_module.h"
+#include "core/clock.h"
 #include "core/err.h"
 #include "model/bert.h"
-#include "model/weights.h"
+#include "model/init.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -68,7 +69,7 @@ int gc_nccl(int argc, char **argv)
     gc_batch_init(&gb, 8, 128, cfg.vocab_size, 5);
     bert_batch b = gc_bert_batch(&gb);
     bert_model *m = NULL;
-    rc = bert_model_create(&m, &cfg, &gpu, 8, 128);
+    rc = bert_model_create(&m, &(bert_model_opts){.cfg = &cfg, .be = &gpu, .max_B = 8, .T = 128});
     if (!rc) rc = bert_model_set_params(m, p0);
     nc_state st = {&gpu, m ? bert_model_grads(m) : NULL, 0, 0};
     double t_plain = 0, t_buckets = 0;
@@ -78,19 +79,19 @@ int gc_nccl(int argc, char **argv)
         /* without buckets, then with them; the same dropout masks */
         bert_zero_grad(m);
         rc = bert_forward(m, &b, 0.1f, 0.1f, rng, &loss, NULL, NULL);
-        double t0 = gc_now();
+        double t0 = clock_now_s();
         if (!rc) rc = bert_backward(m, 1.0f);
-        t_plain += gc_now() - t0;
+        t_plain += clock_now_s() - t0;
         if (!rc) rc = gpu.i->download(gpu.ctx, g0, bert_model_grads(m), t.total * sizeof *g0);
         bert_zero_grad(m);
         if (!rc) rc = bert_forward(m, &b, 0.1f, 0.1f, rng, &loss, NULL, NULL);
         st.calls = 0;
         bert_model_set_grads_ready(m, nc_bucket, &st);
-        t0 = gc_now();
+        t0 = clock_now_s();
         if (!rc) rc = bert_backward(m, 1.0f);
         bert_model_set_grads_ready(m, NULL, NULL);
         if (!rc) rc = cuda_nccl_allreduce_wait();
-        t_buckets += gc_now() - t0;
+        t_buckets += clock_now_s() - t0;
         if (!rc) rc = gpu.i->download(gpu.ctx, g1, bert_model_grads(m), t.total * sizeof *g1);
     }
     if (rc) gc_result(0, "nccl: %s", err_msg());

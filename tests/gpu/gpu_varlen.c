@@ -10,7 +10,7 @@
 
 #include "core/err.h"
 #include "model/bert.h"
-#include "model/weights.h"
+#include "model/init.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -45,7 +45,7 @@ static int vl_run(backend *be, const bert_config *cfg, const float *p0, int pack
         cu[b + 1] = N;
     }
     bert_model *m = NULL;
-    int rc = bert_model_create(&m, cfg, be, VB, VT);
+    int rc = bert_model_create(&m, &(bert_model_opts){.cfg = cfg, .be = be, .max_B = VB, .T = VT});
     if (!rc) rc = bert_model_set_params(m, p0);
     if (rc) return rc;
     bert_batch b = {VB, VT, packed ? kids : ids, packed ? ktypes : types, packed ? NULL : mask, sp, ep,

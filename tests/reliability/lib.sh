@@ -1,36 +1,29 @@
-# Shared by tests/cli/reliability_*.sh (sourced): a tiny model and data set,
-# the training options every case uses, counted checks, a seeded
+# Shared by tests/cli/reliability_*.sh and the other training cases that
+# source it (after tests/cli/lib/cli.sh, which it sources: the temp dir
+# r_tmp is its cli_tmp, the checks count as its cases): a tiny model and
+# data set, the training options every case uses, counted checks, a seeded
 # pseudo-random sequence and checkpoint helpers.
 #
 # The data (tiny_train.json: 12 questions on 3 short paragraphs) and its
 # vocabulary (tiny_vocab.txt: the 92 word pieces it needs) keep the model at
 # 0.47M parameters, so a checkpoint is 5.7 MB and a step takes ~30 ms on one
 # core: a test can afford dozens of runs.
-set -u
-: "${BERTC:?set BERTC to the bertc binary}"
+source "$(dirname "${BASH_SOURCE[0]}")/../cli/lib/cli.sh"
 R_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 R_TRAIN="$R_DIR/tiny_train.json"
-r_tmp=$(mktemp -d /tmp/bertc-reliab-XXXXXX)
-trap 'rm -rf "$r_tmp"' EXIT
-r_fail=0
-r_n=0
+r_tmp=$cli_tmp
 # One core, a fixed thread count (results are bit-identical only with the
 # same count), no monitor thread, no progress lines.
 R_OPTS=(--max-seq-length 64 --doc-stride 32 --batch 4 --threads 1 --monitor-interval 0 --log-every 1000000)
 r_sanitized() { [ "${BERTC_SANITIZED:-0}" = 1 ]; }
 
-r_ok() { r_n=$((r_n + 1)); echo "ok: $*"; }
-r_bad() { r_n=$((r_n + 1)); r_fail=$((r_fail + 1)); echo "FAIL: $*"; }
+r_ok() { cli_n=$((cli_n + 1)); echo "ok: $*"; }
+r_bad() { cli_n=$((cli_n + 1)); cli_bad "$*"; }
 # r_check WHAT CMD...: runs CMD; counts and prints the outcome.
 r_check() {
     local what=$1
     shift
     if "$@"; then r_ok "$what"; else r_bad "$what"; fi
-}
-r_finish() {
-    echo "$r_n checks, $r_fail failed"
-    [ "$r_fail" -eq 0 ]
-    exit $?
 }
 
 # The tiny model dir, made once per test: r_make_model DIR

@@ -1,12 +1,17 @@
 /* The CPU backend, inside: the context and the ops, one function per op of
- * backend.h, split over three files:
- *   cpu_backend.c   context, memory, thread count, the op table
+ * backend.h, split over these files:
+ *   cpu_backend.c   context, memory, thread count, the GEMM wrapper, the op table
  *   ops_dense.c     embedding, layernorm, matmul, gelu, dropout, add
  *   ops_attention.c self-attention forward and backward
  *   ops_loss.c      QA loss and the optimizer helpers (sum_squares, adamw, ...)
+ *   dropout_mask.c  the dropout multipliers from the Philox stream
  *
- * Letters: B batch, T sequence, C channels, NH heads, HS = C/NH, OC output
- * channels, N = B*T rows. Forward functions overwrite (=) their outputs;
+ * Padded and packed batches (backend_windows) run through the same ops: a
+ * padded batch is a packed one whose windows all have length T, plus the
+ * attention mask.
+ *
+ * Letters: B batch (windows), T sequence, C channels, NH heads, HS = C/NH,
+ * OC output channels, N rows. Forward functions overwrite (=) their outputs;
  * backward functions accumulate (+=) into every gradient, inputs' and
  * parameters' alike, and skip a NULL one.
  *
@@ -36,6 +41,14 @@ typedef struct {
      * OpenMP build, which goes single-threaded inside a parallel region by
      * itself): then parallel regions that call BLAS must make it serial. */
     int blas_pthreads;
+    /* 1 between cpu_blas_serial_begin and _end: cpu_gemm is called by the
+     * threads of a parallel region, each on its own problem, and must run
+     * on the calling thread alone. Read only inside the region. */
+    int blas_serial;
+    /* 1: cpu_gemm computes with gemm_fixed, whose every row is one fixed
+     * order of operations, so a window's results do not depend on the other
+     * windows of its batch (inference: predict, serve, evaluation). */
+    int batch_invariant;
     /* Sticky failure of an op (ops return void); backend sync reports it. */
     int error;
     char error_msg[200];
@@ -49,10 +62,30 @@ void cpu_set_threads(cpu_ctx *ctx);
 int cpu_scratch_reserve(cpu_ctx *ctx, size_t floats);
 /* Records a failure for backend sync to report. */
 void cpu_fail(cpu_ctx *ctx, const char *what);
-/* Around a parallel region whose threads each call BLAS: a pthreads
+/* Around a parallel region whose threads each call cpu_gemm: a pthreads
  * OpenBLAS would otherwise start nthreads more threads per call. */
 void cpu_blas_serial_begin(cpu_ctx *ctx);
 void cpu_blas_serial_end(cpu_ctx *ctx);
+
+/* C (M,N) = alpha op(A) op(B) + beta C, row-major, op(X) = X^T when trans:
+ * every GEMM of the CPU ops goes through here (OpenBLAS's sgemm, or
+ * gemm_fixed when ctx->batch_invariant). Outside
+ * a cpu_blas_serial_begin/end region it may use ctx->nthreads threads (the
+ * caller has run cpu_set_threads); inside one, the calling thread only. */
+void cpu_gemm(const cpu_ctx *ctx, int transa, int transb, int M, int N, int K, float alpha, const float *A, int lda,
+              const float *B, int ldb, float beta, float *C, int ldc);
+
+/* Window b of w: its first row and its length (all T in a padded batch;
+ * the mask is attention's business). cu_seqlens is host memory here. */
+static inline size_t cpu_window_row0(const backend_windows *w, int b)
+{
+    return w->cu_seqlens ? (size_t)w->cu_seqlens[b] : (size_t)b * (size_t)w->T;
+}
+
+static inline int cpu_window_len(const backend_windows *w, int b)
+{
+    return w->cu_seqlens ? w->cu_seqlens[b + 1] - w->cu_seqlens[b] : w->T;
+}
 
 /* Elementwise loops run in parallel only from this many elements on. Below
  * it a loop takes under ~100 us, and a parallel region is a barrier: cheap
@@ -61,10 +94,10 @@ void cpu_blas_serial_end(cpu_ctx *ctx);
 #define CPU_PAR_MIN (1 << 18)
 
 /* ops_dense.c */
-void cpu_embedding_forward(void *ctx, float *out, const int32_t *ids, const int32_t *types, const float *wte,
-                           const float *wpe, const float *wtt, int B, int T, int C);
+void cpu_embedding_forward(void *ctx, float *out, const int32_t *ids, const int32_t *types, const int32_t *pos,
+                           const float *wte, const float *wpe, const float *wtt, int N, int T, int C);
 void cpu_embedding_backward(void *ctx, float *dwte, float *dwpe, float *dwtt, const float *dout,
-                            const int32_t *ids, const int32_t *types, int B, int T, int C);
+                            const int32_t *ids, const int32_t *types, const int32_t *pos, int N, int T, int C);
 void cpu_layernorm_forward(void *ctx, float *out, float *mean, float *rstd, const float *inp, const float *w,
                            const float *b, int N, int C, float eps);
 void cpu_layernorm_backward(void *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
@@ -75,48 +108,27 @@ void cpu_matmul_backward(void *ctx, float *dinp, float *dw, float *db, const flo
                          const float *w, int N, int C, int OC);
 void cpu_gelu_forward(void *ctx, float *out, const float *inp, size_t n);
 void cpu_gelu_backward(void *ctx, float *dinp, const float *inp, const float *dout, size_t n);
-void cpu_dropout_forward(void *ctx, float *out, const float *inp, size_t n, float p, philox_stream rng);
-void cpu_dropout_backward(void *ctx, float *dinp, const float *dout, size_t n, float p, philox_stream rng);
+void cpu_dropout_forward(void *ctx, float *out, const float *inp, const backend_windows *w, int C, float p,
+                         philox_stream rng);
+void cpu_dropout_backward(void *ctx, float *dinp, const float *dout, const backend_windows *w, int C, float p,
+                          philox_stream rng);
 void cpu_add(void *ctx, float *out, const float *a, const float *b, size_t n);
 
 /* ops_attention.c */
 void cpu_attention_forward(void *ctx, float *out, float *probs, const float *q, const float *k, const float *v,
-                           const int32_t *mask, int B, int T, int NH, int HS, float p, philox_stream rng);
+                           const backend_windows *w, int NH, int HS, float p, philox_stream rng);
 void cpu_attention_backward(void *ctx, float *dq, float *dk, float *dv, float *scratch, const float *dout,
                             const float *q, const float *k, const float *v, const float *probs,
-                            const int32_t *mask, int B, int T, int NH, int HS, float p, philox_stream rng);
+                            const backend_windows *w, int NH, int HS, float p, philox_stream rng);
 
 /* ops_loss.c */
 void cpu_qa_loss(void *ctx, float *loss, float *dlogits, const float *logits, const int32_t *start,
-                 const int32_t *end, int B, int T, float grad_scale);
+                 const int32_t *end, const backend_windows *w, float grad_scale);
 double cpu_sum_squares(void *ctx, const float *x, size_t n);
 void cpu_scale(void *ctx, float *x, size_t n, float s);
 int cpu_all_finite(void *ctx, const float *x, size_t n);
 void cpu_adamw(void *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
                float eps, float wd, int64_t t, float grad_scale);
-
-/* ops_varlen.c: packed (variable-length) micro-batches, see backend.h */
-void cpu_embedding_pos_forward(void *ctx, float *out, const int32_t *ids, const int32_t *types, const int32_t *pos,
-                               const float *wte, const float *wpe, const float *wtt, int N, int C);
-void cpu_embedding_pos_backward(void *ctx, float *dwte, float *dwpe, float *dwtt, const float *dout,
-                                const int32_t *ids, const int32_t *types, const int32_t *pos, int N, int C);
-void cpu_dropout_varlen_forward(void *ctx, float *out, const float *inp, const int32_t *cu_seqlens, int B, int N,
-                                int Tp, int C, float p, philox_stream rng);
-void cpu_dropout_varlen_backward(void *ctx, float *dinp, const float *dout, const int32_t *cu_seqlens, int B, int N,
-                                 int Tp, int C, float p, philox_stream rng);
-void cpu_attention_varlen_forward(void *ctx, float *out, float *probs, const float *q, const float *k, const float *v,
-                                  const int32_t *cu_seqlens, int B, int max_len, int NH, int HS, int Tp, float p,
-                                  philox_stream rng);
-void cpu_attention_varlen_backward(void *ctx, float *dq, float *dk, float *dv, float *scratch, const float *dout,
-                                   const float *q, const float *k, const float *v, const float *probs,
-                                   const int32_t *cu_seqlens, int B, int max_len, int NH, int HS, int Tp, float p,
-                                   philox_stream rng);
-void cpu_qa_loss_varlen(void *ctx, float *loss, float *dlogits, const float *logits, const int32_t *row0,
-                        const int32_t *len, const int32_t *start, const int32_t *end, int B, int N, int Tp,
-                        float grad_scale);
-/* ops_attention.c's row softmax and its backward, shared with ops_varlen.c */
-void cpu_softmax_row(float *x, const int32_t *mask, int T);
-void cpu_softmax_row_backward(float *ds, const float *p, int T, float scaling);
 
 /* Dropout multipliers: mul[j] = keep(first + j) ? scale : 0 for j < count,
  * with one Philox block per 4 elements (philox_uniform draws a whole block

@@ -1,6 +1,7 @@
-/* The CPU backend: context, memory, thread count and the op table. The ops
- * themselves are in ops_*.c (see cpu.h). */
+/* The CPU backend: context, memory, thread count, the GEMM wrapper and the
+ * op table. The ops themselves are in ops_*.c (see cpu.h). */
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/gemm_fixed.h"
 
 #include "core/err.h"
 
@@ -21,12 +22,28 @@ void cpu_set_threads(cpu_ctx *ctx)
 
 void cpu_blas_serial_begin(cpu_ctx *ctx)
 {
+    ctx->blas_serial = 1;
     if (ctx->blas_pthreads && ctx->nthreads > 1) openblas_set_num_threads(1);
 }
 
 void cpu_blas_serial_end(cpu_ctx *ctx)
 {
     if (ctx->blas_pthreads && ctx->nthreads > 1) openblas_set_num_threads(ctx->nthreads);
+    ctx->blas_serial = 0;
+}
+
+/* OpenBLAS's sgemm whether or not ctx->blas_serial is set: inside such a
+ * region the OpenMP build of OpenBLAS runs single-threaded by itself and a
+ * pthreads build has been told to by cpu_blas_serial_begin. */
+void cpu_gemm(const cpu_ctx *ctx, int transa, int transb, int M, int N, int K, float alpha, const float *A, int lda,
+              const float *B, int ldb, float beta, float *C, int ldc)
+{
+    if (ctx->batch_invariant) {
+        gemm_fixed(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ctx->blas_serial ? 1 : ctx->nthreads);
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, M, N, K,
+                alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void cpu_fail(cpu_ctx *ctx, const char *what)
@@ -124,41 +141,45 @@ static int cpu_sync(void *vctx)
 }
 
 static const backend_i cpu_backend_i = {
-    /* .name               = */ "cpu",
-    /* .free               = */ cpu_free,
-    /* .alloc              = */ cpu_alloc,
-    /* .release            = */ cpu_release,
-    /* .upload             = */ cpu_upload,
-    /* .download           = */ cpu_download,
-    /* .zero               = */ cpu_zero,
-    /* .copy               = */ cpu_copy,
-    /* .sync               = */ cpu_sync,
-    /* .embedding_forward  = */ cpu_embedding_forward,
-    /* .embedding_backward = */ cpu_embedding_backward,
-    /* .layernorm_forward  = */ cpu_layernorm_forward,
-    /* .layernorm_backward = */ cpu_layernorm_backward,
-    /* .matmul_forward     = */ cpu_matmul_forward,
-    /* .matmul_backward    = */ cpu_matmul_backward,
-    /* .gelu_forward       = */ cpu_gelu_forward,
-    /* .gelu_backward      = */ cpu_gelu_backward,
-    /* .attention_forward  = */ cpu_attention_forward,
-    /* .attention_backward = */ cpu_attention_backward,
-    /* .dropout_forward    = */ cpu_dropout_forward,
-    /* .dropout_backward   = */ cpu_dropout_backward,
-    /* .add                = */ cpu_add,
-    /* .qa_loss            = */ cpu_qa_loss,
-    /* .sum_squares        = */ cpu_sum_squares,
-    /* .scale              = */ cpu_scale,
-    /* .all_finite         = */ cpu_all_finite,
-    /* .adamw              = */ cpu_adamw,
-    /* .embedding_pos_forward     = */ cpu_embedding_pos_forward,
-    /* .embedding_pos_backward    = */ cpu_embedding_pos_backward,
-    /* .dropout_varlen_forward    = */ cpu_dropout_varlen_forward,
-    /* .dropout_varlen_backward   = */ cpu_dropout_varlen_backward,
-    /* .attention_varlen_forward  = */ cpu_attention_varlen_forward,
-    /* .attention_varlen_backward = */ cpu_attention_varlen_backward,
-    /* .qa_loss_varlen            = */ cpu_qa_loss_varlen,
+    .name = "cpu",
+    .free = cpu_free,
+    .alloc = cpu_alloc,
+    .release = cpu_release,
+    .upload = cpu_upload,
+    .download = cpu_download,
+    .zero = cpu_zero,
+    .copy = cpu_copy,
+    .sync = cpu_sync,
+    .embedding_forward = cpu_embedding_forward,
+    .embedding_backward = cpu_embedding_backward,
+    .layernorm_forward = cpu_layernorm_forward,
+    .layernorm_backward = cpu_layernorm_backward,
+    .matmul_forward = cpu_matmul_forward,
+    .matmul_backward = cpu_matmul_backward,
+    .gelu_forward = cpu_gelu_forward,
+    .gelu_backward = cpu_gelu_backward,
+    .attention_forward = cpu_attention_forward,
+    .attention_backward = cpu_attention_backward,
+    .dropout_forward = cpu_dropout_forward,
+    .dropout_backward = cpu_dropout_backward,
+    .add = cpu_add,
+    .qa_loss = cpu_qa_loss,
+    .sum_squares = cpu_sum_squares,
+    .scale = cpu_scale,
+    .all_finite = cpu_all_finite,
+    .adamw = cpu_adamw,
 };
+
+int backend_set_batch_invariant(backend *b, int on)
+{
+    if (!b || b->i != &cpu_backend_i) return 0;
+    /* BERTC_INFER_GEMM=openblas: the library's GEMM all the same, to measure what invariance costs
+     * (bench/predict_gemm.sh). */
+    const char *g = getenv("BERTC_INFER_GEMM");
+    if (g && !strcmp(g, "openblas")) on = 0;
+    ((cpu_ctx *)b->ctx)->batch_invariant = on != 0;
+    return 1;
+}
 
 int backend_cpu_create(backend *out, int nthreads)
 {

@@ -1,6 +1,7 @@
 /* CPU kernel choice from CPUID and XCR0 (see backend/cpu_kernels.h). */
 #include "backend/cpu_kernels.h"
 
+#include "backend/cpu/gemm_fixed.h"
 #include "core/err.h"
 
 #include <cblas.h>
@@ -179,6 +180,8 @@ static void fill_passive(cpu_kernels_state *s)
         s->level = cap;
         snprintf(s->level_from, sizeof s->level_from, "BERTC_CPU_ISA=%s", cpu_isa_name(cap));
     }
+    /* bertc's own kernels follow the level (the cap changes speed only). */
+    gemm_fixed_set_isa(s->level >= CPU_ISA_AVX512 ? GEMM_ISA_AVX512 : s->level >= CPU_ISA_AVX2 ? GEMM_ISA_AVX2 : GEMM_ISA_SCALAR);
     copy_str(s->blas_core, sizeof s->blas_core, openblas_get_corename());
     const char *user = getenv("OPENBLAS_CORETYPE"), *ours = getenv(ENV_CORE);
     if (user && *user && !(ours && !strcasecmp(ours, user)))
@@ -308,7 +311,8 @@ char *cpu_kernels_describe(char *buf, size_t cap)
         snprintf(from, sizeof from, "%.100s, below the %s this CPU runs: slower", s->blas_from, cpu_isa_name(s->level));
     else
         snprintf(from, sizeof from, "%.100s", s->blas_from);
-    snprintf(buf, cap, "isa %s (%s; the CPU has %s), gemm %s, %s%s%s", cpu_isa_name(s->level), s->level_from,
-             cpu_isa_name(s->cpu.level), gemm, from, s->warning[0] ? "; warning: " : "", s->warning);
+    snprintf(buf, cap, "isa %s (%s; the CPU has %s), gemm %s, %s; batch-invariant gemm_fixed %s%s%s",
+             cpu_isa_name(s->level), s->level_from, cpu_isa_name(s->cpu.level), gemm, from,
+             gemm_isa_name(gemm_fixed_isa()), s->warning[0] ? "; warning: " : "", s->warning);
     return buf;
 }

@@ -6,7 +6,6 @@
 
 #include "backend/cpu/cpu.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <string.h>
@@ -28,18 +27,22 @@ static void split_cols(int C, int nthr, int ithr, int *c0, int *c1)
 /* ------------------------------------------------------------------------
  * Embedding. transformers adds (word + token type) first, then position. */
 
-// out is (B,T,C); ids, types are (B,T); wte (V,C), wpe (P,C), wtt (TV,C)
-void cpu_embedding_forward(void *vctx, float *out, const int32_t *ids, const int32_t *types, const float *wte,
-                           const float *wpe, const float *wtt, int B, int T, int C)
+static inline size_t position_of(const int32_t *pos, int n, int T)
+{
+    return pos ? (size_t)pos[n] : (size_t)(n % T);
+}
+
+// out is (N,C); ids, types, pos are (N) (pos NULL: n % T); wte (V,C), wpe (P,C), wtt (TV,C)
+void cpu_embedding_forward(void *vctx, float *out, const int32_t *ids, const int32_t *types, const int32_t *pos,
+                           const float *wte, const float *wpe, const float *wtt, int N, int T, int C)
 {
     cpu_ctx *ctx = vctx;
-    int N = B * T;
 #pragma omp parallel for num_threads(ctx->nthreads) if ((size_t)N * C >= CPU_PAR_MIN) schedule(dynamic, 64)
     for (int n = 0; n < N; n++) {
         float *o = out + (size_t)n * C;
         const float *we = wte + (size_t)ids[n] * C;
         const float *te = wtt + (size_t)(types ? types[n] : 0) * C;
-        const float *pe = wpe + (size_t)(n % T) * C;
+        const float *pe = wpe + position_of(pos, n, T) * C;
         for (int c = 0; c < C; c++) o[c] = (we[c] + te[c]) + pe[c];
     }
 }
@@ -47,10 +50,9 @@ void cpu_embedding_forward(void *vctx, float *out, const int32_t *ids, const int
 /* Each thread owns a range of columns of all three tables and walks the
  * rows in order, so a repeated id sums in row order whatever the threads. */
 void cpu_embedding_backward(void *vctx, float *dwte, float *dwpe, float *dwtt, const float *dout,
-                            const int32_t *ids, const int32_t *types, int B, int T, int C)
+                            const int32_t *ids, const int32_t *types, const int32_t *pos, int N, int T, int C)
 {
     cpu_ctx *ctx = vctx;
-    int N = B * T;
     int nthr = (size_t)N * C >= CPU_PAR_MIN ? ctx->nthreads : 1;
 #pragma omp parallel num_threads(nthr)
     {
@@ -67,7 +69,7 @@ void cpu_embedding_backward(void *vctx, float *dwte, float *dwpe, float *dwtt, c
                 for (int c = c0; c < c1; c++) g[c] += d[c];
             }
             if (dwpe) {
-                float *g = dwpe + (size_t)(n % T) * C;
+                float *g = dwpe + position_of(pos, n, T) * C;
                 for (int c = c0; c < c1; c++) g[c] += d[c];
             }
         }
@@ -226,7 +228,7 @@ void cpu_matmul_forward(void *vctx, float *out, const float *inp, const float *w
         return;
     }
     cpu_set_threads(ctx);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, w, C, b ? 1.0f : 0.0f, out, OC);
+    cpu_gemm(ctx, 0, 1, N, OC, C, 1.0f, inp, C, w, C, b ? 1.0f : 0.0f, out, OC);
 }
 
 void cpu_matmul_backward(void *vctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
@@ -237,9 +239,9 @@ void cpu_matmul_backward(void *vctx, float *dinp, float *dw, float *db, const fl
     cpu_set_threads(ctx);
     if (C > 0) {
         // dinp (N,C) += dout (N,OC) @ w (OC,C)
-        if (dinp) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, w, C, 1.0f, dinp, C);
+        if (dinp) cpu_gemm(ctx, 0, 0, N, C, OC, 1.0f, dout, OC, w, C, 1.0f, dinp, C);
         // dw (OC,C) += dout^T (OC,N) @ inp (N,C)
-        if (dw) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
+        if (dw) cpu_gemm(ctx, 1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
     }
     if (!db) return;
     /* db = column sums of dout: columns split between threads, rows summed
@@ -332,42 +334,72 @@ CPU_CLONES static void mul_acc_chunk(float *out, const float *a, const float *m,
 
 #define DROP_CHUNK 1024
 
-// out, inp are (n); out may equal inp
-void cpu_dropout_forward(void *vctx, float *out, const float *inp, size_t n, float p, philox_stream rng)
+/* Chunks of the N*C rows' elements; in a packed batch a chunk finds its
+ * first window by bisection and is cut where a window ends, so that each
+ * piece is one run of the padded index (window b's elements are padded
+ * elements b T C .. b T C + len C - 1). A padded batch is one run from 0. */
+static void dropout_rows(cpu_ctx *ctx, float *out, const float *inp, const backend_windows *w, int C, float p,
+                         philox_stream rng, int backward)
 {
-    cpu_ctx *ctx = vctx;
+    float scale = cpu_dropout_scale(p);
+    const int32_t *cu = w->cu_seqlens;
+    int B = w->B;
+    size_t n = (size_t)w->N * C, TC = (size_t)w->T * C;
+    long nchunks = (long)((n + DROP_CHUNK - 1) / DROP_CHUNK);
+#pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN / 4) schedule(dynamic, 4)
+    for (long k = 0; k < nchunks; k++) {
+        float mul[DROP_CHUNK];
+        size_t i0 = (size_t)k * DROP_CHUNK, i1 = n - i0 < DROP_CHUNK ? n : i0 + DROP_CHUNK;
+        int b = 0;
+        if (cu) {
+            int hi = B - 1;
+            while (b < hi) {
+                int mid = (b + hi + 1) / 2;
+                if ((size_t)cu[mid] * C <= i0) b = mid;
+                else hi = mid - 1;
+            }
+        }
+        while (i0 < i1) {
+            size_t e = i1, first = i0;
+            if (cu) {
+                size_t w0 = (size_t)cu[b] * C, w1 = (size_t)cu[b + 1] * C;
+                if (w1 <= i0) {
+                    b++;
+                    continue;
+                }
+                e = w1 < i1 ? w1 : i1;
+                first = (size_t)b * TC + (i0 - w0);
+            }
+            size_t len = e - i0;
+            cpu_dropout_mask(mul, rng, first, len, p, scale);
+            if (backward) mul_acc_chunk(out + i0, inp + i0, mul, len);
+            else mul_chunk(out + i0, inp + i0, mul, len);
+            i0 = e;
+        }
+    }
+}
+
+// out, inp are (w->N, C); out may equal inp
+void cpu_dropout_forward(void *vctx, float *out, const float *inp, const backend_windows *w, int C, float p,
+                         philox_stream rng)
+{
+    size_t n = (size_t)w->N * C;
     if (p <= 0.0f) {
         if (out != inp && n) memmove(out, inp, n * sizeof(float));
         return;
     }
-    float scale = cpu_dropout_scale(p);
-    long nchunks = (long)((n + DROP_CHUNK - 1) / DROP_CHUNK);
-#pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN / 4) schedule(dynamic, 4)
-    for (long k = 0; k < nchunks; k++) {
-        float mul[DROP_CHUNK];
-        size_t i0 = (size_t)k * DROP_CHUNK, len = n - i0 < DROP_CHUNK ? n - i0 : DROP_CHUNK;
-        cpu_dropout_mask(mul, rng, i0, len, p, scale);
-        mul_chunk(out + i0, inp + i0, mul, len);
-    }
+    dropout_rows(vctx, out, inp, w, C, p, rng, 0);
 }
 
-void cpu_dropout_backward(void *vctx, float *dinp, const float *dout, size_t n, float p, philox_stream rng)
+void cpu_dropout_backward(void *vctx, float *dinp, const float *dout, const backend_windows *w, int C, float p,
+                          philox_stream rng)
 {
-    cpu_ctx *ctx = vctx;
     if (!dinp) return;
     if (p <= 0.0f) {
-        cpu_add(vctx, dinp, dinp, dout, n);
+        cpu_add(vctx, dinp, dinp, dout, (size_t)w->N * C);
         return;
     }
-    float scale = cpu_dropout_scale(p);
-    long nchunks = (long)((n + DROP_CHUNK - 1) / DROP_CHUNK);
-#pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN / 4) schedule(dynamic, 4)
-    for (long k = 0; k < nchunks; k++) {
-        float mul[DROP_CHUNK];
-        size_t i0 = (size_t)k * DROP_CHUNK, len = n - i0 < DROP_CHUNK ? n - i0 : DROP_CHUNK;
-        cpu_dropout_mask(mul, rng, i0, len, p, scale);
-        mul_acc_chunk(dinp + i0, dout + i0, mul, len);
-    }
+    dropout_rows(vctx, dinp, dout, w, C, p, rng, 1);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -11,26 +11,39 @@
 
 /* ------------------------------------------------------------------------
  * BertForQuestionAnswering's loss: for start and for end separately,
- * CrossEntropyLoss(ignore_index=T) over the B rows after clamping the labels
- * to [0, T]; total = (start + end) / 2. Per side, the mean is over the rows
- * not ignored; when every row of a side is ignored torch's mean is 0/0 =
- * NaN, so the loss is NaN, while that side's gradient is 0 (nothing flows
- * from an ignored row) and the other side's is as usual. We do the same.
- * Row sums run in double; each side's mean is rounded to float and the two
- * are averaged in float, as torch holds them. */
+ * CrossEntropyLoss(ignore_index=T) over the B windows after clamping the
+ * labels to [0, T]; total = (start + end) / 2. Per side, the mean is over
+ * the windows not ignored; when every window of a side is ignored torch's
+ * mean is 0/0 = NaN, so the loss is NaN, while that side's gradient is 0
+ * (nothing flows from an ignored window) and the other side's is as usual.
+ * We do the same. Each window's softmax runs over its first len positions
+ * (backend.h). Row sums run in double; each side's mean is rounded to
+ * float and the two are averaged in float, as torch holds them. */
 
 static int clamp_label(int32_t pos, int T)
 {
     return pos < 0 ? 0 : pos > T ? T : (int)pos;
 }
 
-// loss (1); dlogits, logits (B,T,2) with start at [..,0] and end at [..,1]; start, end (B)
+/* The positions window b's softmax runs over: a padded window with a mask,
+ * the ones of its row; otherwise its length. */
+static int loss_len(const backend_windows *w, int b)
+{
+    if (w->cu_seqlens || !w->mask) return cpu_window_len(w, b);
+    const int32_t *m = w->mask + (size_t)b * w->T;
+    int n = 0;
+    for (int t = 0; t < w->T; t++) n += m[t] != 0;
+    return n;
+}
+
+// loss (1); dlogits, logits (N,2) with start at [..,0] and end at [..,1]; start, end (B)
 void cpu_qa_loss(void *vctx, float *loss, float *dlogits, const float *logits, const int32_t *start,
-                 const int32_t *end, int B, int T, float grad_scale)
+                 const int32_t *end, const backend_windows *w, float grad_scale)
 {
     (void)vctx;
+    int B = w->B, T = w->T;
     float side_loss[2];
-    if (dlogits && B > 0 && T > 0) memset(dlogits, 0, (size_t)B * T * 2 * sizeof(float));
+    if (dlogits && w->N > 0) memset(dlogits, 0, (size_t)w->N * 2 * sizeof(float));
     for (int side = 0; side < 2; side++) {
         const int32_t *pos = side ? end : start;
         int count = 0;
@@ -40,18 +53,19 @@ void cpu_qa_loss(void *vctx, float *loss, float *dlogits, const float *logits, c
          * takes half of each side. */
         double g = count ? 0.5 * (double)grad_scale / count : 0.0;
         for (int b = 0; b < B; b++) {
-            int target = clamp_label(pos[b], T);
+            int target = clamp_label(pos[b], T), len = loss_len(w, b);
             if (target == T) continue;
-            const float *x = logits + (size_t)b * T * 2 + side;
+            size_t row0 = cpu_window_row0(w, b);
+            const float *x = logits + row0 * 2 + side;
             double mx = -INFINITY;
-            for (int t = 0; t < T; t++) mx = x[2 * t] > mx ? x[2 * t] : mx;
+            for (int t = 0; t < len; t++) mx = x[2 * t] > mx ? x[2 * t] : mx;
             double se = 0;
-            for (int t = 0; t < T; t++) se += exp(x[2 * t] - mx);
+            for (int t = 0; t < len; t++) se += exp(x[2 * t] - mx);
             double lse = mx + log(se);
-            sum += lse - x[2 * target];
+            sum += target < len ? lse - x[2 * target] : INFINITY;
             if (!dlogits) continue;
-            float *d = dlogits + (size_t)b * T * 2 + side;
-            for (int t = 0; t < T; t++) d[2 * t] = (float)((exp(x[2 * t] - lse) - (t == target)) * g);
+            float *d = dlogits + row0 * 2 + side;
+            for (int t = 0; t < len; t++) d[2 * t] = (float)((exp(x[2 * t] - lse) - (t == target)) * g);
         }
         side_loss[side] = count ? (float)(sum / count) : NAN;
     }

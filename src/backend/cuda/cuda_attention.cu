@@ -1,15 +1,22 @@
-/* Self-attention on the GPU: batched GEMMs over (batch, head) plus softmax
- * kernels, as transformers' eager attention and the CPU backend compute it:
+/* Self-attention on the GPU, as transformers' eager attention and the CPU
+ * backend compute it:
  *
  *   S  = (q k^T) * HS^-0.5 + (mask == 0 ? -FLT_MAX : 0)   saved softmax in probs
- *   P' = softmax(S) * dropout multipliers (flat index into probs)
+ *   P' = softmax(S) * dropout multipliers (padded flat index into probs)
  *   out = P' v
  *
- * q, k, v arrive as (B,T,C) with heads interleaved; they are copied once
- * per call into per-head (B,NH,T,HS) arrays of the GEMM input type, so each
- * product is one strided-batched cuBLASLt call over B*NH. The workspace
- * (cuda_ws_attention) holds those copies, P' (or the score gradient) in
- * the GEMM input type, and one fp32 (B,NH,T,HS) GEMM output.
+ * One op for both kinds of windows (backend_windows), two ways to run it.
+ * Padded windows are B*NH products of one size: here, batched GEMMs over
+ * (batch, head) plus softmax kernels, in the GEMM precision (Tensor Cores
+ * for tf32/fp16/bf16). Packed windows are products of as many sizes as
+ * there are lengths, which one strided-batched GEMM cannot take: the fp32
+ * kernels of cuda_varlen.cu, which loop over each window's own keys.
+ *
+ * Padded: q, k, v arrive as (B,T,C) with heads interleaved; they are copied
+ * once per call into per-head (B,NH,T,HS) arrays of the GEMM input type, so
+ * each product is one strided-batched cuBLASLt call over B*NH. The
+ * workspace (cuda_ws_attention) holds those copies, P' (or the score
+ * gradient) in the GEMM input type, and one fp32 (B,NH,T,HS) GEMM output.
  *
  * A fused flash-style kernel (no T x T matrix in memory) is the next step;
  * it needs the op table to stop saving probs, which bert.c reads back. */
@@ -144,12 +151,6 @@ __global__ void softmax_backward_kernel(TT *ds, float *dp, const float *probs, i
         o[j] = att_from_float<TT>(__fmul_rn(__fmul_rn(__fsub_rn(g[j], dot), P[j]), scaling));
 }
 
-/* torch multiplies by HS ** -0.5 computed in double, rounded to float. */
-static float score_scale(int HS)
-{
-    return (float)(1.0 / sqrt((double)HS));
-}
-
 typedef struct {
     void *qh, *kh, *vh, *dh; /* (B,NH,T,HS) in the GEMM input type */
     void *ph;                /* (B,NH,T,T) in the GEMM input type */
@@ -209,11 +210,10 @@ static const void *dropped_probs(cuda_ctx *ctx, void *ph, const float *probs, si
 }
 
 // out (B,T,C); probs (B,NH,T,T); q, k, v (B,T,C); mask (B,T) or NULL
-void cuda_attention_forward(void *vctx, float *out, float *probs, const float *q, const float *k, const float *v,
-                            const int32_t *mask, int B, int T, int NH, int HS, float p, philox_stream rng)
+static void attention_padded_forward(cuda_ctx *ctx, float *out, float *probs, const float *q, const float *k,
+                                     const float *v, const int32_t *mask, int B, int T, int NH, int HS, float p,
+                                     philox_stream rng)
 {
-    cuda_ctx *ctx = (cuda_ctx *)vctx;
-    if (ctx->error || B <= 0 || T <= 0 || NH <= 0 || HS <= 0) return;
     att_ws w;
     if (att_workspace(ctx, &w, B, T, NH, HS)) return;
     int BH = B * NH;
@@ -222,7 +222,7 @@ void cuda_attention_forward(void *vctx, float *out, float *probs, const float *q
     permute_in(ctx, w.kh, k, B, T, NH, HS);
     permute_in(ctx, w.vh, v, B, T, NH, HS);
     // S^T (T_k x T_q) = k (stored HS x T_k, transposed) * q^T (HS x T_q), scaled
-    if (cuda_gemm(ctx, 1, 0, T, T, HS, w.kh, HS, sq, w.qh, HS, sq, probs, T, st, BH, score_scale(HS), 0.0f,
+    if (cuda_gemm(ctx, 1, 0, T, T, HS, w.kh, HS, sq, w.qh, HS, sq, probs, T, st, BH, backend_score_scale(HS), 0.0f,
                   ctx->gtype))
         return;
     softmax_forward_kernel<<<(unsigned)((size_t)BH * T), ATT_THREADS, 0, ctx->stream>>>(probs, mask, T, NH);
@@ -234,14 +234,13 @@ void cuda_attention_forward(void *vctx, float *out, float *probs, const float *q
     permute_out(ctx, out, w.oh, B, T, NH, HS, 0);
 }
 
+/* Masked scores pass their gradient through unchanged (P is 0 there): the
+ * mask is not needed. */
 // dq, dk, dv (B,T,C) +=; scratch (B,NH,T,T); dout, q, k, v (B,T,C); probs (B,NH,T,T)
-void cuda_attention_backward(void *vctx, float *dq, float *dk, float *dv, float *scratch, const float *dout,
-                             const float *q, const float *k, const float *v, const float *probs,
-                             const int32_t *mask, int B, int T, int NH, int HS, float p, philox_stream rng)
+static void attention_padded_backward(cuda_ctx *ctx, float *dq, float *dk, float *dv, float *scratch,
+                                      const float *dout, const float *q, const float *k, const float *v,
+                                      const float *probs, int B, int T, int NH, int HS, float p, philox_stream rng)
 {
-    cuda_ctx *ctx = (cuda_ctx *)vctx;
-    (void)mask; /* masked scores pass their gradient through unchanged; P is 0 there */
-    if (ctx->error || B <= 0 || T <= 0 || NH <= 0 || HS <= 0) return;
     att_ws w;
     if (att_workspace(ctx, &w, B, T, NH, HS)) return;
     int BH = B * NH;
@@ -263,7 +262,7 @@ void cuda_attention_backward(void *vctx, float *dq, float *dk, float *dv, float 
     }
     if (!dq && !dk) return;
     const void *dS;
-    float sc = cuda_dropout_scale(p), scaling = score_scale(HS);
+    float sc = cuda_dropout_scale(p), scaling = backend_score_scale(HS);
     unsigned rows = (unsigned)((size_t)BH * T);
     if (ctx->gtype == GEMM_F16) {
         softmax_backward_kernel<__half><<<rows, ATT_THREADS, 0, ctx->stream>>>((__half *)w.ph, scratch, probs, T, p, sc,
@@ -289,4 +288,24 @@ void cuda_attention_backward(void *vctx, float *dq, float *dk, float *dv, float 
         if (cuda_gemm(ctx, 0, 1, HS, T, T, w.qh, HS, sq, dS, T, st, w.oh, HS, sq, BH, 1.0f, 0.0f, ctx->gtype)) return;
         permute_out(ctx, dk, w.oh, B, T, NH, HS, 1);
     }
+}
+
+void cuda_attention_forward(void *vctx, float *out, float *probs, const float *q, const float *k, const float *v,
+                            const backend_windows *w, int NH, int HS, float p, philox_stream rng)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    if (ctx->error || w->B <= 0 || w->max_len <= 0 || NH <= 0 || HS <= 0) return;
+    if (w->cu_seqlens) cuda_attention_packed_forward(ctx, out, probs, q, k, v, w, NH, HS, p, rng);
+    else attention_padded_forward(ctx, out, probs, q, k, v, w->mask, w->B, w->T, NH, HS, p, rng);
+}
+
+void cuda_attention_backward(void *vctx, float *dq, float *dk, float *dv, float *scratch, const float *dout,
+                             const float *q, const float *k, const float *v, const float *probs,
+                             const backend_windows *w, int NH, int HS, float p, philox_stream rng)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    if (ctx->error || w->B <= 0 || w->max_len <= 0 || NH <= 0 || HS <= 0) return;
+    if (w->cu_seqlens)
+        cuda_attention_packed_backward(ctx, dq, dk, dv, scratch, dout, q, k, v, probs, w, NH, HS, p, rng);
+    else attention_padded_backward(ctx, dq, dk, dv, scratch, dout, q, k, v, probs, w->B, w->T, NH, HS, p, rng);
 }

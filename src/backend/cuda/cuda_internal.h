@@ -3,7 +3,9 @@
  *   cuda_backend.cu    context, allocator, memory ops, the op table, probe
  *   cuda_gemm.cu       cuBLASLt GEMMs, conversions, matmul forward/backward
  *   cuda_ops.cu        embedding, layernorm, gelu, dropout, add
- *   cuda_attention.cu  self-attention forward and backward
+ *   cuda_attention.cu  self-attention: padded windows (batched GEMMs), and
+ *                      the dispatch to packed windows
+ *   cuda_varlen.cu     self-attention of packed windows (fp32 kernels)
  *   cuda_optim.cu      QA loss, sum_squares, scale, all_finite, AdamW
  *
  * Letters and the =/+= convention are backend.h's. Ops run in order on the
@@ -143,10 +145,10 @@ void cuda_convert(cuda_ctx *ctx, void *dst, const float *src, size_t n, gemm_typ
 void cuda_colsum_add(cuda_ctx *ctx, float *out, const float *x, int N, int C, float *part);
 
 /* The ops of backend.h. */
-void cuda_embedding_forward(void *ctx, float *out, const int32_t *ids, const int32_t *types, const float *wte,
-                            const float *wpe, const float *wtt, int B, int T, int C);
+void cuda_embedding_forward(void *ctx, float *out, const int32_t *ids, const int32_t *types, const int32_t *pos,
+                            const float *wte, const float *wpe, const float *wtt, int N, int T, int C);
 void cuda_embedding_backward(void *ctx, float *dwte, float *dwpe, float *dwtt, const float *dout,
-                             const int32_t *ids, const int32_t *types, int B, int T, int C);
+                             const int32_t *ids, const int32_t *types, const int32_t *pos, int N, int T, int C);
 void cuda_layernorm_forward(void *ctx, float *out, float *mean, float *rstd, const float *inp, const float *w,
                             const float *b, int N, int C, float eps);
 void cuda_layernorm_backward(void *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
@@ -158,39 +160,32 @@ void cuda_matmul_backward(void *ctx, float *dinp, float *dw, float *db, const fl
 void cuda_gelu_forward(void *ctx, float *out, const float *inp, size_t n);
 void cuda_gelu_backward(void *ctx, float *dinp, const float *inp, const float *dout, size_t n);
 void cuda_attention_forward(void *ctx, float *out, float *probs, const float *q, const float *k, const float *v,
-                            const int32_t *mask, int B, int T, int NH, int HS, float p, philox_stream rng);
+                            const backend_windows *w, int NH, int HS, float p, philox_stream rng);
 void cuda_attention_backward(void *ctx, float *dq, float *dk, float *dv, float *scratch, const float *dout,
                              const float *q, const float *k, const float *v, const float *probs,
-                             const int32_t *mask, int B, int T, int NH, int HS, float p, philox_stream rng);
-void cuda_dropout_forward(void *ctx, float *out, const float *inp, size_t n, float p, philox_stream rng);
-void cuda_dropout_backward(void *ctx, float *dinp, const float *dout, size_t n, float p, philox_stream rng);
+                             const backend_windows *w, int NH, int HS, float p, philox_stream rng);
+void cuda_dropout_forward(void *ctx, float *out, const float *inp, const backend_windows *w, int C, float p,
+                          philox_stream rng);
+void cuda_dropout_backward(void *ctx, float *dinp, const float *dout, const backend_windows *w, int C, float p,
+                           philox_stream rng);
 void cuda_add(void *ctx, float *out, const float *a, const float *b, size_t n);
 void cuda_qa_loss(void *ctx, float *loss, float *dlogits, const float *logits, const int32_t *start,
-                  const int32_t *end, int B, int T, float grad_scale);
+                  const int32_t *end, const backend_windows *w, float grad_scale);
 double cuda_sum_squares(void *ctx, const float *x, size_t n);
 void cuda_scale(void *ctx, float *x, size_t n, float s);
 int cuda_all_finite(void *ctx, const float *x, size_t n);
 void cuda_adamw(void *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
                 float eps, float wd, int64_t t, float grad_scale);
-/* cuda_varlen.cu: packed micro-batches (backend.h's varlen ops). */
-void cuda_embedding_pos_forward(void *ctx, float *out, const int32_t *ids, const int32_t *types, const int32_t *pos,
-                                const float *wte, const float *wpe, const float *wtt, int N, int C);
-void cuda_embedding_pos_backward(void *ctx, float *dwte, float *dwpe, float *dwtt, const float *dout,
-                                 const int32_t *ids, const int32_t *types, const int32_t *pos, int N, int C);
-void cuda_dropout_varlen_forward(void *ctx, float *out, const float *inp, const int32_t *cu_seqlens, int B, int N,
-                                 int Tp, int C, float p, philox_stream rng);
-void cuda_dropout_varlen_backward(void *ctx, float *dinp, const float *dout, const int32_t *cu_seqlens, int B, int N,
-                                  int Tp, int C, float p, philox_stream rng);
-void cuda_attention_varlen_forward(void *ctx, float *out, float *probs, const float *q, const float *k,
-                                   const float *v, const int32_t *cu_seqlens, int B, int max_len, int NH, int HS,
-                                   int Tp, float p, philox_stream rng);
-void cuda_attention_varlen_backward(void *ctx, float *dq, float *dk, float *dv, float *scratch, const float *dout,
-                                    const float *q, const float *k, const float *v, const float *probs,
-                                    const int32_t *cu_seqlens, int B, int max_len, int NH, int HS, int Tp, float p,
+
+/* cuda_varlen.cu: attention over packed windows (w->cu_seqlens set), called
+ * by cuda_attention_forward and _backward. */
+void cuda_attention_packed_forward(cuda_ctx *ctx, float *out, float *probs, const float *q, const float *k,
+                                   const float *v, const backend_windows *w, int NH, int HS, float p,
+                                   philox_stream rng);
+void cuda_attention_packed_backward(cuda_ctx *ctx, float *dq, float *dk, float *dv, float *scratch,
+                                    const float *dout, const float *q, const float *k, const float *v,
+                                    const float *probs, const backend_windows *w, int NH, int HS, float p,
                                     philox_stream rng);
-void cuda_qa_loss_varlen(void *ctx, float *loss, float *dlogits, const float *logits, const int32_t *row0,
-                         const int32_t *len, const int32_t *start, const int32_t *end, int B, int N, int Tp,
-                         float grad_scale);
 
 /* Dropout's multiplier for uniform u: torch multiplies by a 0/1 mask
  * divided by (1 - p); 0 when p >= 1. */

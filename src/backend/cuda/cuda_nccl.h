@@ -1,4 +1,4 @@
-/* NCCL for data-parallel training on GPUs (issue 15): one communicator of
+/* NCCL for data-parallel training on GPUs: one communicator of
  * all ranks, the gradient all-reduce on the device. libnccl.so.2 (Debian's
  * libnccl2, or PyPI's nvidia-nccl-cu12 with its lib dir on
  * LD_LIBRARY_PATH) is opened at run time, so the build needs no NCCL and a

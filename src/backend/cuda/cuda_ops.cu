@@ -14,28 +14,29 @@
 /* ------------------------------------------------------------------------
  * Embedding. As transformers: (word + token type) + position. */
 
-__global__ void embedding_forward_kernel(float *out, const int32_t *ids, const int32_t *types, const float *wte,
-                                         const float *wpe, const float *wtt, int T, int C, size_t n)
+__global__ void embedding_forward_kernel(float *out, const int32_t *ids, const int32_t *types, const int32_t *pos,
+                                         const float *wte, const float *wpe, const float *wtt, int T, int C, size_t n)
 {
     GRID_STRIDE(i, n)
     {
         size_t row = i / (size_t)C;
         int c = (int)(i % (size_t)C);
-        int t = (int)(row % (size_t)T);
+        int t = pos ? pos[row] : (int)(row % (size_t)T);
         float we = wte[(size_t)ids[row] * C + c];
         float te = wtt[(size_t)(types ? types[row] : 0) * C + c];
         out[i] = __fadd_rn(__fadd_rn(we, te), wpe[(size_t)t * C + c]);
     }
 }
 
-// out (B,T,C); ids, types (B,T); wte (V,C), wpe (P,C), wtt (TV,C)
-void cuda_embedding_forward(void *vctx, float *out, const int32_t *ids, const int32_t *types, const float *wte,
-                            const float *wpe, const float *wtt, int B, int T, int C)
+// out (N,C); ids, types, pos (N) (pos NULL: row % T); wte (V,C), wpe (P,C), wtt (TV,C)
+void cuda_embedding_forward(void *vctx, float *out, const int32_t *ids, const int32_t *types, const int32_t *pos,
+                            const float *wte, const float *wpe, const float *wtt, int N, int T, int C)
 {
     cuda_ctx *ctx = (cuda_ctx *)vctx;
-    size_t n = (size_t)B * T * C;
+    size_t n = (size_t)N * C;
     if (ctx->error || n == 0) return;
-    embedding_forward_kernel<<<cuda_blocks(n, 256), 256, 0, ctx->stream>>>(out, ids, types, wte, wpe, wtt, T, C, n);
+    embedding_forward_kernel<<<cuda_blocks(n, 256), 256, 0, ctx->stream>>>(out, ids, types, pos, wte, wpe, wtt, T, C,
+                                                                           n);
     CUDA_LAUNCHED(ctx);
 }
 
@@ -45,23 +46,25 @@ __global__ void iota_kernel(int32_t *x, int n)
     if (i < n) x[i] = i;
 }
 
-/* One block per position of the id-sorted rows; the first position of each
- * id sums that id's rows in row order (the sort is stable), as the CPU
- * backend does, so the sums agree bit for bit. A thread per column. */
-__global__ void word_grad_kernel(float *dwte, const float *dout, const int32_t *sorted_ids, const int32_t *rows,
-                                 int N, int C)
+/* A table's gradient from rows sorted by their key (token id, or position
+ * in a packed batch): one block per position of the sorted rows; the first
+ * position of each key sums that key's rows in row order (the sort is
+ * stable), as the CPU backend does, so the sums agree bit for bit. A thread
+ * per column. */
+__global__ void sorted_grad_kernel(float *dtab, const float *dout, const int32_t *sorted_keys, const int32_t *rows,
+                                   int N, int C)
 {
     int i = blockIdx.x;
-    int id = sorted_ids[i];
-    if (i > 0 && sorted_ids[i - 1] == id) return;
+    int key = sorted_keys[i];
+    if (i > 0 && sorted_keys[i - 1] == key) return;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float g = dwte[(size_t)id * C + c];
-        for (int j = i; j < N && sorted_ids[j] == id; j++) g = __fadd_rn(g, dout[(size_t)rows[j] * C + c]);
-        dwte[(size_t)id * C + c] = g;
+        float g = dtab[(size_t)key * C + c];
+        for (int j = i; j < N && sorted_keys[j] == key; j++) g = __fadd_rn(g, dout[(size_t)rows[j] * C + c]);
+        dtab[(size_t)key * C + c] = g;
     }
 }
 
-/* dwpe[t, c] += dout[b, t, c] for b in order. */
+/* Padded rows (B,T): dwpe[t, c] += dout[b, t, c] for b in order. */
 __global__ void pos_grad_kernel(float *dwpe, const float *dout, int B, int T, int C)
 {
     size_t n = (size_t)T * C;
@@ -111,14 +114,31 @@ __global__ void type_grad_stage2(float *dwtt, const float *part, const int *pres
     dwtt[(size_t)t * C + c] = g;
 }
 
+/* rows sorted by keys[N] (stable: equal keys keep row order) into dtab
+ * (keys x C) += dout rows; keys_out, vals_in, vals_out and sort_ws are
+ * workspace, temp bytes of it for the sort. */
+static void sorted_grad(cuda_ctx *ctx, float *dtab, const float *dout, const int32_t *keys, int N, int C,
+                        int32_t *keys_out, int32_t *vals_in, int32_t *vals_out, void *sort_ws, size_t temp)
+{
+    iota_kernel<<<(unsigned)((N + 255) / 256), 256, 0, ctx->stream>>>(vals_in, N);
+    CUDA_LAUNCHED(ctx);
+    size_t tb = temp;
+    CUDA_TRY(ctx, cub::DeviceRadixSort::SortPairs(sort_ws, tb, keys, keys_out, vals_in, vals_out, N, 0, 32,
+                                                  ctx->stream));
+    /* A thread per column: a frequent key (padding, [CLS], position 0) is
+     * one long serial sum, so it should not also loop over columns. */
+    unsigned wt = (unsigned)(C < 1024 ? (C + 31) / 32 * 32 : 1024);
+    sorted_grad_kernel<<<(unsigned)N, wt, 0, ctx->stream>>>(dtab, dout, keys_out, vals_out, N, C);
+    CUDA_LAUNCHED(ctx);
+}
+
 void cuda_embedding_backward(void *vctx, float *dwte, float *dwpe, float *dwtt, const float *dout,
-                             const int32_t *ids, const int32_t *types, int B, int T, int C)
+                             const int32_t *ids, const int32_t *types, const int32_t *pos, int N, int T, int C)
 {
     cuda_ctx *ctx = (cuda_ctx *)vctx;
-    int N = B * T;
     if (ctx->error || N <= 0 || C <= 0) return;
     size_t sort_temp = 0;
-    if (dwte) {
+    if (dwte || (dwpe && pos)) {
         cudaError_t e = cub::DeviceRadixSort::SortPairs(NULL, sort_temp, (const int32_t *)NULL, (int32_t *)NULL,
                                                         (const int32_t *)NULL, (int32_t *)NULL, N, 0, 32, ctx->stream);
         CUDA_TRY(ctx, e);
@@ -135,23 +155,15 @@ void cuda_embedding_backward(void *vctx, float *dwte, float *dwpe, float *dwtt, 
     void *sort_ws = cuda_ws_take(&cur, temp);
     float *part = (float *)cur;
 
-    if (dwte) {
-        iota_kernel<<<(unsigned)((N + 255) / 256), 256, 0, ctx->stream>>>(vals_in, N);
-        CUDA_LAUNCHED(ctx);
-        size_t tb = sort_temp;
-        CUDA_TRY(ctx, cub::DeviceRadixSort::SortPairs(sort_ws, tb, ids, keys_out, vals_in, vals_out, N, 0, 32,
-                                                      ctx->stream));
-        /* A thread per column: a frequent id (padding, [CLS]) is one long
-         * serial sum, so it should not also loop over columns. */
-        unsigned wt = (unsigned)(C < 1024 ? (C + 31) / 32 * 32 : 1024);
-        word_grad_kernel<<<(unsigned)N, wt, 0, ctx->stream>>>(dwte, dout, keys_out, vals_out, N, C);
+    if (dwte) sorted_grad(ctx, dwte, dout, ids, N, C, keys_out, vals_in, vals_out, sort_ws, sort_temp);
+    if (dwpe && pos && !ctx->error) {
+        /* the workspace again: the stream runs the word sort's kernels first */
+        sorted_grad(ctx, dwpe, dout, pos, N, C, keys_out, vals_in, vals_out, sort_ws, sort_temp);
+    } else if (dwpe && !ctx->error) {
+        pos_grad_kernel<<<cuda_blocks((size_t)T * C, 256), 256, 0, ctx->stream>>>(dwpe, dout, N / T, T, C);
         CUDA_LAUNCHED(ctx);
     }
-    if (dwpe) {
-        pos_grad_kernel<<<cuda_blocks((size_t)T * C, 256), 256, 0, ctx->stream>>>(dwpe, dout, B, T, C);
-        CUDA_LAUNCHED(ctx);
-    }
-    if (dwtt) {
+    if (dwtt && !ctx->error) {
         CUDA_TRY(ctx, cudaMemsetAsync(present, 0, CUDA_WS_MAX_TYPES * 4, ctx->stream));
         type_present_kernel<<<(unsigned)((N + 255) / 256), 256, 0, ctx->stream>>>(present, ctx->dev_err, types, N);
         CUDA_LAUNCHED(ctx);
@@ -331,8 +343,10 @@ void cuda_gelu_backward(void *vctx, float *dinp, const float *inp, const float *
 }
 
 /* ------------------------------------------------------------------------
- * Dropout: one Philox block per 4 elements, the same draws and the same
- * multiply as the CPU backend (a dropped inf or NaN gives NaN, as torch). */
+ * Dropout: the same draws and the same multiply as the CPU backend (a
+ * dropped inf or NaN gives NaN, as torch). A padded batch's index is the
+ * flat one: one Philox block per 4 elements. A packed batch's element finds
+ * its window by bisection and draws its own uniform at the padded index. */
 
 __global__ void dropout_kernel(float *out, const float *inp, size_t n, float p, float scale, philox_stream rng,
                                int accumulate)
@@ -351,37 +365,74 @@ __global__ void dropout_kernel(float *out, const float *inp, size_t n, float p, 
     }
 }
 
+__device__ __forceinline__ int window_of(const int32_t *cu, int B, int row)
+{
+    int lo = 0, hi = B - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (cu[mid] <= row) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+__global__ void dropout_packed_kernel(float *out, const float *inp, const int32_t *cu, int B, int T, int C, float p,
+                                      float scale, philox_stream rng, int accumulate, size_t n)
+{
+    GRID_STRIDE(i, n)
+    {
+        int row = (int)(i / (size_t)C), c = (int)(i % (size_t)C);
+        int b = window_of(cu, B, row);
+        uint64_t idx = ((uint64_t)b * (uint64_t)T + (uint64_t)(row - cu[b])) * (uint64_t)C + (uint64_t)c;
+        float v = __fmul_rn(inp[i], philox_uniform(rng, idx) >= p ? scale : 0.0f);
+        out[i] = accumulate ? __fadd_rn(out[i], v) : v;
+    }
+}
+
 __global__ void add_kernel(float *out, const float *a, const float *b, size_t n)
 {
     GRID_STRIDE(i, n) out[i] = __fadd_rn(a[i], b[i]);
 }
 
-// out, inp (n); out may equal inp
-void cuda_dropout_forward(void *vctx, float *out, const float *inp, size_t n, float p, philox_stream rng)
+static void dropout_launch(cuda_ctx *ctx, float *out, const float *inp, const backend_windows *w, int C, float p,
+                           philox_stream rng, int accumulate)
+{
+    size_t n = (size_t)w->N * C;
+    float scale = cuda_dropout_scale(p);
+    if (w->cu_seqlens)
+        dropout_packed_kernel<<<cuda_blocks(n, 256), 256, 0, ctx->stream>>>(out, inp, w->cu_seqlens, w->B, w->T, C, p,
+                                                                            scale, rng, accumulate, n);
+    else
+        dropout_kernel<<<cuda_blocks((n + 3) / 4, 256), 256, 0, ctx->stream>>>(out, inp, n, p, scale, rng, accumulate);
+    CUDA_LAUNCHED(ctx);
+}
+
+// out, inp (w->N, C); out may equal inp
+void cuda_dropout_forward(void *vctx, float *out, const float *inp, const backend_windows *w, int C, float p,
+                          philox_stream rng)
 {
     cuda_ctx *ctx = (cuda_ctx *)vctx;
+    size_t n = (size_t)w->N * C;
     if (ctx->error || n == 0) return;
     if (p <= 0.0f) {
         if (out != inp) CUDA_TRY(ctx, cudaMemcpyAsync(out, inp, n * sizeof(float), cudaMemcpyDeviceToDevice, ctx->stream));
         return;
     }
-    dropout_kernel<<<cuda_blocks((n + 3) / 4, 256), 256, 0, ctx->stream>>>(out, inp, n, p, cuda_dropout_scale(p), rng,
-                                                                           0);
-    CUDA_LAUNCHED(ctx);
+    dropout_launch(ctx, out, inp, w, C, p, rng, 0);
 }
 
-void cuda_dropout_backward(void *vctx, float *dinp, const float *dout, size_t n, float p, philox_stream rng)
+void cuda_dropout_backward(void *vctx, float *dinp, const float *dout, const backend_windows *w, int C, float p,
+                           philox_stream rng)
 {
     cuda_ctx *ctx = (cuda_ctx *)vctx;
+    size_t n = (size_t)w->N * C;
     if (ctx->error || n == 0 || !dinp) return;
     if (p <= 0.0f) {
         add_kernel<<<cuda_blocks(n, 256), 256, 0, ctx->stream>>>(dinp, dinp, dout, n);
         CUDA_LAUNCHED(ctx);
         return;
     }
-    dropout_kernel<<<cuda_blocks((n + 3) / 4, 256), 256, 0, ctx->stream>>>(dinp, dout, n, p, cuda_dropout_scale(p),
-                                                                           rng, 1);
-    CUDA_LAUNCHED(ctx);
+    dropout_launch(ctx, dinp, dout, w, C, p, rng, 1);
 }
 
 // out = a + b (n); out may alias a or b

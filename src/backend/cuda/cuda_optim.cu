@@ -12,10 +12,11 @@
 
 /* ------------------------------------------------------------------------
  * BertForQuestionAnswering's loss, as the CPU backend: per side, the mean
- * cross-entropy over the rows whose clamped label is not T (ignored), NaN
- * when every row is ignored; total (start + end) / 2. One warp per (row,
- * side) writes that row's gradient and loss; then one thread sums the row
- * losses in order, so the result does not depend on scheduling. */
+ * cross-entropy over the windows whose clamped label is not T (ignored),
+ * NaN when every window is ignored; total (start + end) / 2; each window's
+ * softmax over its first len positions (backend.h). One warp per (window,
+ * side) writes that window's gradient and loss; then one thread sums the
+ * window losses in order, so the result does not depend on scheduling. */
 
 #define QA_THREADS 256
 
@@ -24,8 +25,21 @@ __device__ __forceinline__ int clamp_label(int32_t pos, int T)
     return pos < 0 ? 0 : pos > T ? T : (int)pos;
 }
 
+/* Window b's length for the loss (the whole warp calls it): packed, its
+ * rows; padded with a mask, the ones of its mask row; else T. */
+__device__ int loss_len(const int32_t *cu, const int32_t *mask, int b, int T, int lane)
+{
+    if (cu) return cu[b + 1] - cu[b];
+    if (!mask) return T;
+    int c = 0;
+    for (int t = lane; t < T; t += 32) c += mask[(size_t)b * T + t] != 0;
+    for (int o = 16; o > 0; o >>= 1) c += __shfl_xor_sync(0xffffffffu, c, o);
+    return c;
+}
+
 __global__ void qa_loss_kernel(float *loss, float *dlogits, const float *logits, const int32_t *start,
-                               const int32_t *end, int B, int T, float grad_scale, double *rowloss)
+                               const int32_t *end, const int32_t *cu, const int32_t *mask, int B, int T,
+                               float grad_scale, double *rowloss)
 {
     __shared__ int count[2];
     if (threadIdx.x < 2) {
@@ -40,25 +54,25 @@ __global__ void qa_loss_kernel(float *loss, float *dlogits, const float *logits,
         int b = pair / 2, side = pair % 2;
         const int32_t *pos = side ? end : start;
         int target = clamp_label(pos[b], T);
-        const float *x = logits + (size_t)b * T * 2 + side;
-        float *d = dlogits ? dlogits + (size_t)b * T * 2 + side : NULL;
         if (target == T) {
-            if (d)
-                for (int t = lane; t < T; t += 32) d[2 * t] = 0.0f;
             if (lane == 0) rowloss[pair] = 0.0;
-            continue;
+            continue; /* dlogits was zeroed */
         }
+        int len = loss_len(cu, mask, b, T, lane);
+        size_t row0 = cu ? (size_t)cu[b] : (size_t)b * T;
+        const float *x = logits + row0 * 2 + side;
+        float *d = dlogits ? dlogits + row0 * 2 + side : NULL;
         double mx = -INFINITY;
-        for (int t = lane; t < T; t += 32) mx = fmax(mx, (double)x[2 * t]);
+        for (int t = lane; t < len; t += 32) mx = fmax(mx, (double)x[2 * t]);
         for (int o = 16; o > 0; o >>= 1) mx = fmax(mx, __shfl_xor_sync(0xffffffffu, mx, o));
         double se = 0;
-        for (int t = lane; t < T; t += 32) se += exp((double)x[2 * t] - mx);
+        for (int t = lane; t < len; t += 32) se += exp((double)x[2 * t] - mx);
         for (int o = 16; o > 0; o >>= 1) se += __shfl_xor_sync(0xffffffffu, se, o);
         double lse = mx + log(se);
         double g = 0.5 * (double)grad_scale / count[side];
         if (d)
-            for (int t = lane; t < T; t += 32) d[2 * t] = (float)((exp((double)x[2 * t] - lse) - (t == target)) * g);
-        if (lane == 0) rowloss[pair] = lse - (double)x[2 * target];
+            for (int t = lane; t < len; t += 32) d[2 * t] = (float)((exp((double)x[2 * t] - lse) - (t == target)) * g);
+        if (lane == 0) rowloss[pair] = target < len ? lse - (double)x[2 * target] : INFINITY;
     }
     __syncthreads();
     if (threadIdx.x == 0 && loss) {
@@ -72,15 +86,17 @@ __global__ void qa_loss_kernel(float *loss, float *dlogits, const float *logits,
     }
 }
 
-// loss (1); dlogits, logits (B,T,2); start, end (B)
+// loss (1); dlogits, logits (w->N,2); start, end (w->B)
 void cuda_qa_loss(void *vctx, float *loss, float *dlogits, const float *logits, const int32_t *start,
-                  const int32_t *end, int B, int T, float grad_scale)
+                  const int32_t *end, const backend_windows *w, float grad_scale)
 {
     cuda_ctx *ctx = (cuda_ctx *)vctx;
-    if (ctx->error || B <= 0 || T <= 0) return;
-    double *rowloss = (double *)cuda_ws_get(ctx, cuda_ws_qa_loss((size_t)B));
+    if (ctx->error || w->B <= 0 || w->N <= 0) return;
+    double *rowloss = (double *)cuda_ws_get(ctx, cuda_ws_qa_loss((size_t)w->B));
     if (!rowloss) return;
-    qa_loss_kernel<<<1, QA_THREADS, 0, ctx->stream>>>(loss, dlogits, logits, start, end, B, T, grad_scale, rowloss);
+    if (dlogits) CUDA_TRY(ctx, cudaMemsetAsync(dlogits, 0, (size_t)w->N * 2 * sizeof(float), ctx->stream));
+    qa_loss_kernel<<<1, QA_THREADS, 0, ctx->stream>>>(loss, dlogits, logits, start, end, w->cu_seqlens, w->mask,
+                                                      w->B, w->T, grad_scale, rowloss);
     CUDA_LAUNCHED(ctx);
 }
 

@@ -1,13 +1,13 @@
-/* A model dir opened for training or inference: its tokenizer, its config
- * and parameters, and a bert_model on the backend that --device and
- * --precision select (backend/select.h); plus running it over features
- * (logits, predictions, evaluation). Shared by `bertc train`, `predict`,
- * `ask` and `demo`.
+/* A model dir opened on a backend and run for answers: its tokenizer, its
+ * config and parameters, and a bert_model on the backend that --device and
+ * --precision select (backend/select.h); running it over features
+ * (logits, predictions, evaluation). `bertc predict`, `ask` and `serve` use
+ * it as it is; the trainer (train/) opens its model dir with it too and
+ * trains the bert_model it holds.
  *
  *   qa_model m;
  *   backend_opts bo = backend_opts_default();
- *   select_parse_device(device, &bo.device); select_parse_precision(precision, &bo.precision);
- *   bo.threads = threads;
+ *   bo.device = device; bo.precision = precision; bo.threads = threads;
  *   qa_model_load(&m, dir, seed);
  *   qa_model_select(&m, &bo);      // optional: fail early (before reading data) on a bad
  *                                  // --device/--precision; m.info says what was chosen
@@ -48,12 +48,12 @@ typedef struct {
     int notice_due;             /* the fall-back notice is still to be printed */
     bert_model *model;
     int max_B, T;
-    int recompute;              /* set before qa_model_start: 1 = --recompute layer */
-    /* Set before qa_model_start. packing 1 (--packing windows): the model
-     * takes packed micro-batches of at most max_tokens real tokens (0:
+    recompute_kind recompute;   /* set before qa_model_start; training only (--recompute) */
+    /* Set before qa_model_start. PACKING_VARLEN (--packing varlen): the
+     * model takes packed micro-batches of at most max_tokens real tokens (0:
      * max_B * T), and qa_model_logits runs the windows grouped by length,
      * real tokens only (padding positions' logits are -inf). */
-    int packing;
+    packing_kind packing;
     int64_t max_tokens;
 } qa_model;
 
@@ -80,26 +80,15 @@ void qa_model_fit_window(const qa_model *m, int *T, int T_given, int *stride, in
  * notice (one line on stderr) when --device auto fell back to the CPU and
  * bo->quiet is 0. */
 int qa_model_start(qa_model *m, const backend_opts *bo, int max_B, int T);
-/* After an out-of-memory error: the bert_model again for micro-batches of
- * max_B rows (same T, same recompute mode), with the parameters it holds
- * now (copied to host_params first); the backend's working memory is
- * trimmed in between so the larger micro-batch's workspace does not stay. */
-int qa_model_resize(qa_model *m, int max_B);
 void qa_model_free(qa_model *m);
-
-/* --packing: "none" -> 0, "varlen" -> 1; ERR_INPUT naming the value otherwise. */
-int qa_parse_packing(const char *s, int *packed);
 
 /* Start and end logits of every window of f ([f->n * f->T] each, host),
  * dropout off, in micro-batches of up to m->max_B. Stops early with
  * ERR_STOPPED when *stop becomes non-zero (stop may be NULL). */
 int qa_model_logits(qa_model *m, const features *f, float *start, float *end, volatile sig_atomic_t *stop);
-/* Logits -> predictions (postprocess_predictions). */
-int qa_model_predict(qa_model *m, const squad_data *d, const features *f, int n_best, int max_answer_length,
+/* Logits -> predictions (postprocess_predictions with o). */
+int qa_model_predict(qa_model *m, const squad_data *d, const features *f, const postprocess_opts *o,
                      qa_predictions *out, volatile sig_atomic_t *stop);
-/* The same with SQuAD 2.0 post-processing (postprocess_predictions_v2). */
-int qa_model_predict_v2(qa_model *m, const squad_data *d, const features *f, int n_best, int max_answer_length,
-                        double null_score_diff_threshold, qa_predictions *out, volatile sig_atomic_t *stop);
 /* Predictions -> EM/F1 on d (SQuAD metric). */
 int qa_predictions_eval(const squad_data *d, const qa_predictions *p, eval_result *r);
 

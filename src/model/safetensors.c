@@ -1,4 +1,4 @@
-/* safetensors files and Hugging Face model dirs.
+/* The safetensors codec (see safetensors.h).
  *
  * The reader trusts nothing in the file: every length, offset and shape is
  * checked against the file size (with overflow checks) before a byte of
@@ -6,19 +6,16 @@
  * message, never a crash. The checks are those of the safetensors library
  * (the data area is covered exactly, in order, with no gaps or overlaps). */
 #define _GNU_SOURCE
-#include "model/weights.h"
+#include "model/safetensors.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/fileio.h"
-#include "core/philox.h"
 #include "core/sbuf.h"
-#include "model/tf_bert.h"
+#include "core/shape.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <limits.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,14 +46,6 @@ const char *st_dtype_name(st_dtype d)
     for (size_t i = 0; i < sizeof dtype_table / sizeof dtype_table[0]; i++)
         if (dtype_table[i].dtype == d) return dtype_table[i].name;
     return "?";
-}
-
-static void shape_str(char *buf, size_t cap, int ndim, const int64_t *shape)
-{
-    size_t n = (size_t)snprintf(buf, cap, "[");
-    for (int i = 0; i < ndim && n < cap; i++)
-        n += (size_t)snprintf(buf + n, cap - n, "%s%lld", i ? ", " : "", (long long)shape[i]);
-    if (n < cap) snprintf(buf + n, cap - n, "]");
 }
 
 /* ---- reading ------------------------------------------------------------ */
@@ -399,7 +388,7 @@ static int build_header(const char *path, const st_entry *entries, int n, sbuf *
         if (nbytes == SIZE_MAX || off + nbytes < off) return tensor_err(path, e->name, "too large");
         if (nbytes && !e->data) return tensor_err(path, e->name, "no data");
         sb_printf(h, ",");
-        sb_json_string(h, e->name);
+        sb_json_string(h, e->name, SB_JSON_UNICODE);
         sb_printf(h, ":{\"dtype\":\"%s\",\"shape\":[", st_dtype_name(e->dtype));
         for (int d = 0; d < e->ndim; d++) sb_printf(h, "%s%lld", d ? "," : "", (long long)e->shape[d]);
         sb_printf(h, "],\"data_offsets\":[%zu,%zu]}", off, off + nbytes);
@@ -436,245 +425,14 @@ int st_write(const char *path, const st_entry *entries, int n, int sync_only)
     return rc;
 }
 
-/* ---- random initialisation ---------------------------------------------- */
-
-/* N(0, std) into out[0..n): Box-Muller on Philox draws, two values per
- * counter, the stream chosen by the tensor's name so that a tensor's values
- * do not depend on which other tensors exist or in which order. */
-static void init_normal(float *out, size_t n, double std, uint64_t seed, const char *name)
+int st_write_params(const char *path, const param_table *t, const float *block)
 {
-    uint64_t stream = hash64(name, strlen(name), HASH64_INIT);
-    const double two_pi = 6.283185307179586476925286766559;
-    int64_t pairs = (int64_t)((n + 1) / 2);
-#pragma omp parallel for schedule(static)
-    for (int64_t b = 0; b < pairs; b++) {
-        philox_u32x4 r = philox4x32((uint32_t)b, (uint32_t)((uint64_t)b >> 32), (uint32_t)stream,
-                                    (uint32_t)(stream >> 32), (uint32_t)seed, (uint32_t)(seed >> 32));
-        uint64_t a = ((uint64_t)r.v[0] << 32 | r.v[1]) >> 11, c = ((uint64_t)r.v[2] << 32 | r.v[3]) >> 11;
-        double u1 = (double)(a + 1) * 0x1p-53; /* (0, 1]: log never sees 0 */
-        double u2 = (double)c * 0x1p-53;
-        double rad = std * sqrt(-2.0 * log(u1)), th = two_pi * u2;
-        size_t i = 2 * (size_t)b;
-        out[i] = (float)(rad * cos(th));
-        if (i + 1 < n) out[i + 1] = (float)(rad * sin(th));
-    }
-}
-
-static void init_param(const bert_config *cfg, const param_info *p, float *block, uint64_t seed)
-{
-    float *x = block + p->offset;
-    /* transformers: std = config.initializer_range or 0.02 */
-    double std = cfg->initializer_range > 0 ? (double)cfg->initializer_range : 0.02;
-    switch (p->init) {
-    case PARAM_INIT_NORMAL:
-        init_normal(x, p->numel, std, seed, p->name);
-        /* nn.Embedding(padding_idx=pad_token_id): that row starts at zero. */
-        if (!strcmp(p->name, "bert.embeddings.word_embeddings.weight") && cfg->pad_token_id >= 0 &&
-            cfg->pad_token_id < cfg->vocab_size)
-            memset(x + (size_t)cfg->pad_token_id * (size_t)cfg->hidden_size, 0,
-                   (size_t)cfg->hidden_size * sizeof *x);
-        break;
-    case PARAM_INIT_ZERO:
-        memset(x, 0, p->numel * sizeof *x);
-        break;
-    case PARAM_INIT_ONE:
-        for (size_t i = 0; i < p->numel; i++) x[i] = 1.0f;
-        break;
-    }
-}
-
-void model_init_random(const bert_config *cfg, const param_table *t, float *block, uint64_t seed)
-{
-    for (int i = 0; i < t->n; i++) init_param(cfg, &t->info[i], block, seed);
-}
-
-/* ---- model dirs ----------------------------------------------------------- */
-
-/* What to do when a dir holds weights in a format bertc does not read:
- * say which, and give the Python that converts it. */
-static int missing_safetensors(const char *dir)
-{
-    static const struct {
-        const char *file, *what, *load;
-    } other[] = {
-        {"model.safetensors.index.json", "sharded safetensors", "'%s'"},
-        {"pytorch_model.bin", "PyTorch pickle weights", "'%s'"},
-        {"pytorch_model.bin.index.json", "sharded PyTorch pickle weights", "'%s'"},
-        /* transformers 5 dropped TensorFlow and Flax: these need 4.x. */
-        {"tf_model.h5", "TensorFlow weights; use transformers 4.x", "'%s', from_tf=True"},
-        {"flax_model.msgpack", "Flax weights; use transformers 4.x", "'%s', from_flax=True"},
-    };
-    char p[PATH_MAX];
-    for (size_t i = 0; i < sizeof other / sizeof other[0]; i++) {
-        if (!path_exists(path_join(p, sizeof p, dir, other[i].file))) continue;
-        /* Google's original checkpoints name their config bert_config.json. */
-        char load[PATH_MAX * 2 + 64];
-        const char *cfg = path_exists(path_join(p, sizeof p, dir, "config.json")) ? "config.json" : "bert_config.json";
-        snprintf(load, sizeof load, other[i].load, dir, dir, cfg);
-        /* One line: an error is one line on stderr, so the Python is joined with "; ". */
-        return err_set(ERR_INPUT,
-                       "%s: no model.safetensors, only %s (%s), which bertc does not read; convert once in Python: "
-                       "from transformers import BertForQuestionAnswering as M; "
-                       "M.from_pretrained(%s).save_pretrained('%s', safe_serialization=True, max_shard_size='100GB')",
-                       dir, other[i].file, other[i].what, load, dir);
-    }
-    return err_set(ERR_INPUT, "%s: no model.safetensors (a model dir holds config.json, model.safetensors, vocab.txt)",
-                   dir);
-}
-
-/* The file's tensor for a table name: "bert.X" is found as "bert.X" or as
- * "X" (a bare BertModel, as sentence-transformers saves it). */
-static const st_tensor *find_param(const st_file *f, const char *name)
-{
-    const st_tensor *t = st_find(f, name);
-    if (!t && !strncmp(name, "bert.", 5)) t = st_find(f, name + 5);
-    return t;
-}
-
-/* Tensors a model dir may hold that bertc does not use and need no mention. */
-static int silently_ignored(const char *name)
-{
-    if (!strncmp(name, "bert.", 5)) name += 5;
-    return !strncmp(name, "pooler.", 7) || !strcmp(name, "embeddings.position_ids") ||
-           !strcmp(name, "embeddings.token_type_ids");
-}
-
-static int load_tensors(const char *path, const st_file *f, const bert_config *cfg, const param_table *t,
-                        float *block, uint64_t seed, int *qa_init)
-{
-    unsigned char *used = xcalloc((size_t)(f->n ? f->n : 1), 1);
-    int rc = 0, qa_w = param_table_find(t, "qa_outputs.weight"), qa_b = param_table_find(t, "qa_outputs.bias");
-    int qa_missing = !st_find(f, "qa_outputs.weight") && !st_find(f, "qa_outputs.bias");
-    for (int i = 0; i < t->n && !rc; i++) {
-        const param_info *p = &t->info[i];
-        if (qa_missing && (i == qa_w || i == qa_b)) {
-            init_param(cfg, p, block, seed);
-            continue;
-        }
-        const st_tensor *s = find_param(f, p->name);
-        if (!s) {
-            int missing = 0;
-            for (int j = i; j < t->n; j++) missing += !find_param(f, t->info[j].name);
-            rc = tensor_err(path, p->name, "missing (%s%d of the %d tensors bertc needs are missing)",
-                            strncmp(p->name, "bert.", 5) ? "" : "looked for it with and without the \"bert.\" prefix; ",
-                            missing, t->n);
-            break;
-        }
-        used[s - f->tensors] = 1;
-        if (s->ndim != p->ndim || s->shape[0] != p->shape[0] || (p->ndim == 2 && s->shape[1] != p->shape[1])) {
-            char got[160], want[64];
-            shape_str(got, sizeof got, s->ndim, s->shape);
-            shape_str(want, sizeof want, p->ndim, p->shape);
-            rc = tensor_err(path, s->name, "shape %s disagrees with config.json, which implies %s", got, want);
-            break;
-        }
-        float *x = block + p->offset;
-        if ((rc = st_read_f32(f, s, x, p->numel))) break;
-        for (size_t k = 0; k < p->numel; k++)
-            if (!isfinite(x[k])) {
-                rc = tensor_err(path, s->name, "element %zu is %g (not finite)", k, (double)x[k]);
-                break;
-            }
-    }
-    if (!rc) {
-        int unknown = 0;
-        char list[256] = "";
-        for (int i = 0; i < f->n; i++) {
-            if (used[i] || silently_ignored(f->tensors[i].name)) continue;
-            if (unknown++ < 3) {
-                size_t l = strlen(list);
-                snprintf(list + l, sizeof list - l, "%s%.60s", l ? ", " : "", f->tensors[i].name);
-            }
-        }
-        if (unknown) log_info("%s: ignoring %d tensor%s bertc does not use (%s%s)", path, unknown,
-                              unknown == 1 ? "" : "s", list, unknown > 3 ? ", ..." : "");
-    }
-    if (!rc && qa_init) *qa_init = qa_missing;
-    free(used);
-    return rc;
-}
-
-int model_load(const char *dir, uint64_t seed, bert_config *cfg, param_table *t, float **block, int *qa_initialised)
-{
-    *block = NULL;
-    memset(t, 0, sizeof *t);
-    if (qa_initialised) *qa_initialised = 0;
-    if (!path_is_dir(dir))
-        return err_set(ERR_INPUT, "%s: %s", dir, path_exists(dir) ? "not a directory" : "no such model directory");
-    char p[PATH_MAX];
-    /* Weights first: a TF or PyTorch dir may lack config.json too, and the
-     * conversion that fixes the weights writes config.json as well. */
-    if (!path_exists(path_join(p, sizeof p, dir, "model.safetensors"))) {
-        /* A Google BERT dir: bert_config.json + a TF checkpoint (tf_bert.h). */
-        char prefix[PATH_MAX];
-        int found, rc = tf_find_checkpoint(dir, prefix, sizeof prefix, &found);
-        if (rc) return rc;
-        if (!found) return missing_safetensors(dir);
-        if (!path_exists(path_join(p, sizeof p, dir, "config.json")) &&
-            !path_exists(path_join(p, sizeof p, dir, "bert_config.json")))
-            return err_set(ERR_INPUT, "%s: a TensorFlow checkpoint but no bert_config.json (or config.json)", dir);
-        return tf_bert_load(p, prefix, seed, cfg, t, block, qa_initialised);
-    }
-    path_join(p, sizeof p, dir, "config.json");
-    if (!path_exists(p))
-        return err_set(ERR_INPUT, "%s: no config.json (a model dir holds config.json, model.safetensors, vocab.txt)",
-                       dir);
-    bert_config c;
-    int rc = config_load(p, &c);
-    if (rc) return rc;
-    path_join(p, sizeof p, dir, "model.safetensors");
-    st_file f;
-    if ((rc = st_open(p, &f))) return rc;
-    param_table_init(t, &c);
-    float *b = malloc(mul_size(t->total, sizeof *b));
-    if (!b) {
-        rc = err_set(ERR_RUNTIME, "%s: out of memory for %zu parameters", p, t->total);
-    } else {
-        rc = load_tensors(p, &f, &c, t, b, seed, qa_initialised);
-    }
-    st_close(&f);
-    if (rc) {
-        free(b);
-        param_table_free(t);
-        return rc;
-    }
-    *cfg = c;
-    *block = b;
-    return 0;
-}
-
-static int copy_file(const char *src, const char *dst)
-{
-    char *data;
-    size_t len;
-    int rc = file_read_all(src, &data, &len);
-    if (rc) return rc;
-    rc = file_write_atomic(dst, data, len);
-    free(data);
-    return rc;
-}
-
-int model_save(const char *dir, const bert_config *cfg, const param_table *t, const float *block, const char *src_dir)
-{
-    int rc = mkdir_p(dir);
-    if (rc) return rc;
-    char p[PATH_MAX], s[PATH_MAX];
-    if ((rc = config_save(path_join(p, sizeof p, dir, "config.json"), cfg))) return rc;
     st_entry *e = xcalloc((size_t)(t->n ? t->n : 1), sizeof *e);
     for (int i = 0; i < t->n; i++) {
         const param_info *pi = &t->info[i];
         e[i] = (st_entry){pi->name, ST_F32, pi->ndim, {pi->shape[0], pi->shape[1]}, block + pi->offset};
     }
-    rc = st_write(path_join(p, sizeof p, dir, "model.safetensors"), e, t->n, 0);
+    int rc = st_write(path, e, t->n, 0);
     free(e);
-    if (rc || !src_dir) return rc;
-    /* Copying a dir onto itself would read and rewrite the same bytes: skip. */
-    char rs[PATH_MAX], rd[PATH_MAX];
-    if (realpath(src_dir, rs) && realpath(dir, rd) && !strcmp(rs, rd)) return 0;
-    static const char *const tok_files[] = {"vocab.txt", "tokenizer_config.json"};
-    for (size_t i = 0; i < 2 && !rc; i++) {
-        path_join(s, sizeof s, src_dir, tok_files[i]);
-        if (path_exists(s)) rc = copy_file(s, path_join(p, sizeof p, dir, tok_files[i]));
-    }
     return rc;
 }

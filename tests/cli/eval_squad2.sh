@@ -3,7 +3,7 @@
 # prints (tests/data/squad2_hand_expected.json, from tools/squad2_eval_ref.py),
 # with and without a no-answer file; the v1.1 metric on SQuAD 2.0 data adds
 # one note; the v2 options are checked.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/cli.sh"
 D=tests/data
 want() { # CASE: the expected output of tools/squad2_eval_ref.py for CASE
     sed -n "s/^ \"$1\": \"\\(.*\\)\",\\{0,1\\}\$/\\1/p" "$D/squad2_hand_expected.json" | sed 's/\\n/\n/g; s/\\"/"/g'

@@ -71,15 +71,6 @@ static void test_hand(void)
     json_decref(exp);
 }
 
-static const char *tmp_path(const char *name)
-{
-    static char p[8][512];
-    static int slot;
-    char *s = p[slot++ & 7];
-    snprintf(s, 512, "%s/%s", tu_tmpdir(), name);
-    return s;
-}
-
 /* The rules of tools/squad2_eval_ref.py: to_v2, predictions, na_probs. */
 static int make_dev2(const char *dev2_path, const char *pred_path, const char *na_path)
 {
@@ -126,7 +117,7 @@ static int make_dev2(const char *dev2_path, const char *pred_path, const char *n
 
 static void test_dev(void)
 {
-    const char *dev2 = tmp_path("dev2.json"), *pred = tmp_path("pred2.json"), *na = tmp_path("na2.json");
+    const char *dev2 = tu_tmp_path("dev2.json"), *pred = tu_tmp_path("pred2.json"), *na = tu_tmp_path("na2.json");
     if (make_dev2(dev2, pred, na)) return;
     json_t *exp = load("tests/data/squad2_expected.json");
     if (!exp) return;
@@ -174,17 +165,6 @@ static void test_dev(void)
     squad_free(&d);
 }
 
-static const char *write_tmp(const char *name, const char *text)
-{
-    const char *p = tmp_path(name);
-    FILE *f = fopen(p, "wb");
-    if (f) {
-        fputs(text, f);
-        fclose(f);
-    }
-    return p;
-}
-
 static void expect_fail(const char *what, const char *data, const char *pred, const char *na, const char *needle)
 {
     squad2_result r;
@@ -195,20 +175,20 @@ static void expect_fail(const char *what, const char *data, const char *pred, co
 static void test_bad(void)
 {
     const char *data = "tests/data/squad2_hand_data.json", *pred = "tests/data/squad2_hand_pred.json";
-    expect_fail("missing prediction", data, write_tmp("p1.json", "{\"h1\": \"x\"}"), NULL, "no prediction for question 'h2'");
-    expect_fail("prediction not a string", data, write_tmp("p2.json", "{\"h1\": 3}"), NULL, "not a string");
-    expect_fail("missing no-answer value", data, pred, write_tmp("n1.json", "{\"h1\": 0.5}"),
+    expect_fail("missing prediction", data, tu_write_tmp("p1.json", "{\"h1\": \"x\"}"), NULL, "no prediction for question 'h2'");
+    expect_fail("prediction not a string", data, tu_write_tmp("p2.json", "{\"h1\": 3}"), NULL, "not a string");
+    expect_fail("missing no-answer value", data, pred, tu_write_tmp("n1.json", "{\"h1\": 0.5}"),
                 "no no-answer probability for question 'h2'");
-    expect_fail("no-answer value not a number", data, pred, write_tmp("n2.json", "{\"h1\": \"0.5\"}"), "is not a number");
-    expect_fail("no-answer file not an object", data, pred, write_tmp("n3.json", "[1]"), "must be a JSON object");
-    expect_fail("bad JSON", data, pred, write_tmp("n4.json", "{\"h1\": 0.5,"), "n4.json:1:");
+    expect_fail("no-answer value not a number", data, pred, tu_write_tmp("n2.json", "{\"h1\": \"0.5\"}"), "is not a number");
+    expect_fail("no-answer file not an object", data, pred, tu_write_tmp("n3.json", "[1]"), "must be a JSON object");
+    expect_fail("bad JSON", data, pred, tu_write_tmp("n4.json", "{\"h1\": 0.5,"), "n4.json:1:");
     expect_fail("duplicate ids",
-                write_tmp("d1.json", "{\"data\": [{\"paragraphs\": [{\"context\": \"c\", \"qas\": [{\"id\": \"a\", \"answers\": []},"
-                                     " {\"id\": \"a\", \"answers\": []}]}]}]}"),
-                write_tmp("p3.json", "{\"a\": \"\"}"), NULL, "duplicate question id");
-    expect_fail("no questions", write_tmp("d2.json", "{\"data\": []}"), pred, NULL, "no questions");
+                tu_write_tmp("d1.json", "{\"data\": [{\"paragraphs\": [{\"context\": \"c\", \"qas\": [{\"id\": \"a\", \"answers\": []},"
+                                        " {\"id\": \"a\", \"answers\": []}]}]}]}"),
+                tu_write_tmp("p3.json", "{\"a\": \"\"}"), NULL, "duplicate question id");
+    expect_fail("no questions", tu_write_tmp("d2.json", "{\"data\": []}"), pred, NULL, "no questions");
     expect_fail("answers not a list",
-                write_tmp("d3.json", "{\"data\": [{\"paragraphs\": [{\"qas\": [{\"id\": \"a\", \"answers\": 1}]}]}]}"),
+                tu_write_tmp("d3.json", "{\"data\": [{\"paragraphs\": [{\"qas\": [{\"id\": \"a\", \"answers\": 1}]}]}]}"),
                 pred, NULL, "\"answers\" missing or not an array");
 }
 

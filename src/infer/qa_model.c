@@ -1,8 +1,8 @@
-#include "train/qa_model.h"
+#include "infer/qa_model.h"
 
 #include "core/err.h"
 #include "core/fileio.h"
-#include "model/weights.h"
+#include "model/hf_dir.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -70,7 +70,9 @@ int qa_model_start(qa_model *m, const backend_opts *bo, int max_B, int T)
                        m->cfg.max_position_embeddings);
     int rc = m->have_backend ? 0 : qa_model_select(m, bo);
     if (rc) return rc;
-    rc = bert_model_create_tokens(&m->model, &m->cfg, &m->be, max_B, T, m->packing ? m->max_tokens : 0, m->recompute);
+    bert_model_opts mo = {.cfg = &m->cfg, .be = &m->be, .max_B = max_B, .T = T,
+                          .max_tokens = m->packing == PACKING_VARLEN ? m->max_tokens : 0, .recompute = m->recompute};
+    rc = bert_model_create(&m->model, &mo);
     if (rc) return rc;
     m->max_B = max_B;
     m->T = T;
@@ -85,20 +87,6 @@ void qa_model_fit_window(const qa_model *m, int *T, int T_given, int *stride, in
     *T = max_pos;
     if (!stride_given && *stride >= *T / 2) *stride = *T / 4;
     log_info("the model has max_position_embeddings %d: windows of %d tokens, stride %d", max_pos, *T, *stride);
-}
-
-int qa_model_resize(qa_model *m, int max_B)
-{
-    int rc = bert_model_get_params(m->model, m->host_params);
-    if (rc) return rc;
-    bert_model_free(m->model);
-    m->model = NULL;
-    backend_mem_trim(&m->be);
-    rc = bert_model_create_tokens(&m->model, &m->cfg, &m->be, max_B, m->T, m->packing ? m->max_tokens : 0,
-                                  m->recompute);
-    if (rc) return rc;
-    m->max_B = max_B;
-    return bert_model_set_params(m->model, m->host_params);
 }
 
 void qa_model_free(qa_model *m)
@@ -186,18 +174,10 @@ out:
     return rc;
 }
 
-int qa_parse_packing(const char *s, int *packed)
-{
-    if (!strcmp(s, "none")) *packed = 0;
-    else if (!strcmp(s, "varlen")) *packed = 1;
-    else return err_set(ERR_INPUT, "--packing %s: expected none or varlen", s);
-    return 0;
-}
-
 int qa_model_logits(qa_model *m, const features *f, float *start, float *end, volatile sig_atomic_t *stop)
 {
     if (f->T != m->T) return err_set(ERR_RUNTIME, "qa_model_logits: features of %d tokens, model set up for %d", f->T, m->T);
-    if (m->packing) return logits_packed(m, f, start, end, stop);
+    if (m->packing == PACKING_VARLEN) return logits_packed(m, f, start, end, stop);
     philox_stream rng = {0, 0, 0};
     for (int i = 0; i < f->n; i += m->max_B) {
         if (stop && *stop) return ERR_STOPPED;
@@ -210,8 +190,8 @@ int qa_model_logits(qa_model *m, const features *f, float *start, float *end, vo
     return 0;
 }
 
-static int predict(qa_model *m, const squad_data *d, const features *f, int n_best, int max_answer_length, int v2,
-                   double threshold, qa_predictions *out, volatile sig_atomic_t *stop)
+int qa_model_predict(qa_model *m, const squad_data *d, const features *f, const postprocess_opts *o,
+                     qa_predictions *out, volatile sig_atomic_t *stop)
 {
     memset(out, 0, sizeof *out);
     size_t n = (size_t)f->n * (size_t)f->T;
@@ -222,24 +202,10 @@ static int predict(qa_model *m, const squad_data *d, const features *f, int n_be
         return err_set(ERR_RUNTIME, "out of memory for the logits of %d windows", f->n);
     }
     int rc = qa_model_logits(m, f, start, end, stop);
-    if (!rc)
-        rc = v2 ? postprocess_predictions_v2(d, f, start, end, n_best, max_answer_length, threshold, out)
-                : postprocess_predictions(d, f, start, end, n_best, max_answer_length, out);
+    if (!rc) rc = postprocess_predictions(d, f, start, end, o, out);
     free(start);
     free(end);
     return rc;
-}
-
-int qa_model_predict(qa_model *m, const squad_data *d, const features *f, int n_best, int max_answer_length,
-                     qa_predictions *out, volatile sig_atomic_t *stop)
-{
-    return predict(m, d, f, n_best, max_answer_length, 0, 0.0, out, stop);
-}
-
-int qa_model_predict_v2(qa_model *m, const squad_data *d, const features *f, int n_best, int max_answer_length,
-                        double null_score_diff_threshold, qa_predictions *out, volatile sig_atomic_t *stop)
-{
-    return predict(m, d, f, n_best, max_answer_length, 1, null_score_diff_threshold, out, stop);
 }
 
 int qa_predictions_eval(const squad_data *d, const qa_predictions *p, eval_result *r)

@@ -1,5 +1,4 @@
-# Helpers for the data-parallel cases (sourced after lib.sh; not a case itself
-# when run alone: it does nothing).
+# Helpers for the data-parallel cases (sourced after lib/cli.sh).
 #   mpi_require: exits 0 with a SKIP line when mpirun or an MPI build is absent.
 #   mpi_run NP CMD...: mpirun -np NP, oversubscribed, as root where needed.
 mpi_require() {

@@ -1,4 +1,4 @@
-/* SQuAD 2.0 post-processing (src/infer/predict.c, postprocess_predictions_v2)
+/* SQuAD 2.0 post-processing (src/infer/predict.c, postprocess_predictions with version_2_with_negative)
  * against utils_qa.py's postprocess_qa_predictions with
  * version_2_with_negative=True, run by tools/postprocess_v2_ref.py on 112
  * questions of SQuAD dev made v2 (tests/data/squad2_dev_slice.json), T=128
@@ -25,7 +25,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <utf8proc.h>
 
 #include "postprocess_ref.h"
 
@@ -40,143 +39,89 @@ static uint64_t file_hash(const char *path, size_t *len)
     return h;
 }
 
-static void check_reference(const char *name, json_t *ctxs)
+static void check_reference(const char *name, json_t *contexts)
 {
-    char path[256];
-    snprintf(path, sizeof path, "tests/ref/postprocess/%s", name);
-    char *buf;
-    size_t len;
-    if (file_read_all(path, &buf, &len) != 0) {
-        CHECK(0, "read %s: %s", path, err_msg());
-        return;
-    }
-    reader r = {(const unsigned char *)buf, (const unsigned char *)buf + len, 0};
-    const char *magic = take(&r, 8);
-    CHECK(magic && memcmp(magic, "BQAPP2v1", 8) == 0, "%s: magic", path);
-    int ne = (int)rd_u32(&r), nf = (int)rd_u32(&r), T = (int)rd_u32(&r), n_best = (int)rd_u32(&r), max_len = (int)rd_u32(&r);
-    int nt = (int)rd_u32(&r);
-    double thr[8] = {0};
-    CHECK(nt >= 1 && nt <= 8, "%s: %d thresholds", path, nt);
-    if (nt < 1 || nt > 8) nt = 1;
-    for (int i = 0; i < nt; i++) thr[i] = rd_f64(&r);
-
-    squad_data d = {.n = ne, .ncontexts = ne};
-    d.ex = calloc((size_t)ne, sizeof *d.ex);
-    d.contexts = calloc((size_t)ne, sizeof *d.contexts);
-    int missing = 0;
-    for (int i = 0; i < ne; i++) {
-        d.ex[i].id = rd_str(&r);
-        d.ex[i].context = i;
-        json_t *ctx = json_object_get(ctxs, d.ex[i].id);
-        if (!ctx) missing++;
-        set_context(&d.contexts[i], ctx ? json_string_value(ctx) : "");
-    }
-    CHECK(missing == 0, "%s: %d ids not in the v2 slice", path, missing);
-
-    features f = {.n = nf, .T = T};
-    f.example = malloc(sizeof(int32_t) * (size_t)nf);
-    f.offset_begin = malloc(sizeof(int32_t) * (size_t)nf * T);
-    f.offset_end = malloc(sizeof(int32_t) * (size_t)nf * T);
-    float *sl = malloc(sizeof(float) * (size_t)nf * T), *el = malloc(sizeof(float) * (size_t)nf * T);
-    for (int i = 0; i < nf; i++) {
-        f.example[i] = (int32_t)rd_u32(&r);
-        for (int t = 0; t < T; t++) { uint16_t v = rd_u16(&r); f.offset_begin[(size_t)i * T + t] = v == 0xFFFF ? -1 : v; }
-        for (int t = 0; t < T; t++) { uint16_t v = rd_u16(&r); f.offset_end[(size_t)i * T + t] = v == 0xFFFF ? -1 : v; }
-        for (int t = 0; t < T; t++) sl[(size_t)i * T + t] = rd_f32(&r);
-        for (int t = 0; t < T; t++) el[(size_t)i * T + t] = rd_f32(&r);
-    }
-    CHECK(!r.bad, "%s: truncated features", path);
+    ppref ref;
+    if (ppref_read(&ref, name, 1, contexts, "the v2 slice")) return;
+    ppref_reader *r = &ref.r;
+    squad_data *d = &ref.d;
+    const features *f = &ref.f;
+    const float *sl = ref.start_logits, *el = ref.end_logits;
+    int ne = ref.ne, nf = ref.nf, T = ref.T, n_best = ref.n_best, max_len = ref.max_len, nt = ref.nt;
+    const double *thr = ref.thr;
 
     qa_predictions p;
-    int rc = postprocess_predictions_v2(&d, &f, sl, el, n_best, max_len, thr[0], &p);
+    postprocess_opts po = {.n_best = n_best, .max_answer_length = max_len, .version_2_with_negative = 1};
+    po.null_score_diff_threshold = thr[0];
+    int rc = postprocess_predictions(d, f, sl, el, &po, &p);
     CHECK(rc == 0, "postprocess: %s", err_msg());
-    int text_bad = 0, nbest_bad = 0, order_bad = 0, diff_bad = 0, n_null = 0, n_answers = 0, n_null_entries = 0;
-    double max_score = 0, max_prob = 0;
-    for (int i = 0; rc == 0 && i < ne && !r.bad; i++) {
-        char *want = rd_str(&r);
-        double want_diff = rd_f64(&r);
-        int nb = rd_u16(&r);
+    int text_bad = 0, diff_bad = 0, n_null = 0;
+    ppref_nbest_diff nd = {0};
+    for (int i = 0; rc == 0 && i < ne && !r->bad; i++) {
+        char *want = rd_str(r);
+        double want_diff = rd_f64(r);
         const char *got = qa_prediction_text(&p, i);
         if (!got) got = "(none)";
         n_null += want[0] == 0;
         if (strcmp(got, want) != 0 && text_bad++ < 5)
-            fprintf(stderr, "%s example %d (%s): got '%s' want '%s'\n", name, i, d.ex[i].id, got, want);
+            fprintf(stderr, "%s example %d (%s): got '%s' want '%s'\n", name, i, d->ex[i].id, got, want);
         if ((double)p.score_diff[i] != want_diff && diff_bad++ < 5)
             fprintf(stderr, "%s example %d: score_diff %.9g want %.9g\n", name, i, (double)p.score_diff[i], want_diff);
-        if (nb != p.n_nbest[i] && nbest_bad++ < 5)
-            fprintf(stderr, "%s example %d: %d n-best, want %d\n", name, i, p.n_nbest[i], nb);
-        for (int k = 0; k < nb; k++) {
-            float score = rd_f32(&r), s = rd_f32(&r), e = rd_f32(&r);
-            double prob = rd_f64(&r);
-            uint64_t h = rd_u64(&r);
-            if (k >= p.n_nbest[i]) continue;
-            const qa_answer *a = &p.nbest[i][k];
-            n_answers++;
-            n_null_entries += a->text[0] == 0;
-            double ds = fabs((double)a->score - score), dp = fabs(a->probability - prob);
-            if (ds > max_score) max_score = ds;
-            if (dp > max_prob) max_prob = dp;
-            uint64_t gh = hash64(a->text, strlen(a->text), HASH64_INIT);
-            if ((gh != h || a->start_logit != s || a->end_logit != e) && order_bad++ < 5)
-                fprintf(stderr, "%s example %d rank %d: '%s' (%g %g) differs from Python (%g %g)\n", name, i, k, a->text,
-                        a->start_logit, a->end_logit, s, e);
-        }
+        ppref_compare_nbest(r, name, &p, i, &nd);
         free(want);
     }
     uint64_t want_pred[8];
-    for (int i = 0; i < nt; i++) want_pred[i] = rd_u64(&r);
-    uint64_t want_nbest = rd_u64(&r), want_odds = rd_u64(&r);
-    CHECK(!r.bad && r.p == r.end, "%s: layout", path);
+    for (int i = 0; i < nt; i++) want_pred[i] = rd_u64(r);
+    uint64_t want_nbest = rd_u64(r), want_odds = rd_u64(r);
+    CHECK(!r->bad && r->p == r->end, "%s: layout", name);
     printf("%s: %d examples, %d features, T=%d: %d predictions differ, %d null odds differ, %d n-best counts differ, "
            "%d of %d n-best entries differ in text/order/logits; max |score diff| %.2e, max |prob diff| %.2e; "
            "%d null predictions, %d null entries in n-best lists\n",
-           name, ne, nf, T, text_bad, diff_bad, nbest_bad, order_bad, n_answers, max_score, max_prob, n_null, n_null_entries);
-    CHECK(text_bad == 0 && diff_bad == 0 && nbest_bad == 0 && order_bad == 0, "%s: predictions differ from utils_qa.py", name);
-    CHECK(max_score <= 1e-6 && max_prob <= 1e-6, "%s: scores %.3g probabilities %.3g beyond 1e-6", name, max_score, max_prob);
-    CHECK(n_null > 0 && n_null < ne && n_null_entries == ne, "%s: the reference exercises the null answer (%d, %d)", name,
-          n_null, n_null_entries);
+           name, ne, nf, T, text_bad, diff_bad, nd.nbest_bad, nd.order_bad, nd.n_answers, nd.max_score, nd.max_prob,
+           n_null, nd.n_null_entries);
+    CHECK(text_bad == 0 && diff_bad == 0 && nd.nbest_bad == 0 && nd.order_bad == 0,
+          "%s: predictions differ from utils_qa.py", name);
+    CHECK(nd.max_score <= 1e-6 && nd.max_prob <= 1e-6, "%s: scores %.3g probabilities %.3g beyond 1e-6", name,
+          nd.max_score, nd.max_prob);
+    CHECK(n_null > 0 && n_null < ne && nd.n_null_entries == ne, "%s: the reference exercises the null answer (%d, %d)",
+          name, n_null, nd.n_null_entries);
 
     char out[512];
     size_t jn = 0;
     snprintf(out, sizeof out, "%s/%s.null_odds.json", tu_tmpdir(), name);
-    CHECK(null_odds_write_json(out, &d, &p) == 0, "write %s: %s", out, err_msg());
+    CHECK(null_odds_write_json(out, d, &p) == 0, "write %s: %s", out, err_msg());
     uint64_t h = file_hash(out, &jn);
     printf("%s: null_odds.json %zu bytes, %s Python's\n", name, jn, h == want_odds ? "identical to" : "DIFFERENT from");
     CHECK(h == want_odds, "%s: null_odds.json bytes differ", name);
     snprintf(out, sizeof out, "%s/%s.nbest.json", tu_tmpdir(), name);
-    CHECK(nbest_write_json(out, &d, &p) == 0, "write %s: %s", out, err_msg());
+    CHECK(nbest_write_json(out, d, &p) == 0, "write %s: %s", out, err_msg());
     h = file_hash(out, &jn);
     printf("%s: nbest_predictions.json %zu bytes, %s Python's (informational: numpy's float32 exp)\n", name, jn,
            h == want_nbest ? "identical to" : "differs from");
     qa_predictions_free(&p);
     for (int t = 0; t < nt; t++) {
-        rc = postprocess_predictions_v2(&d, &f, sl, el, n_best, max_len, thr[t], &p);
+        po.null_score_diff_threshold = thr[t];
+        rc = postprocess_predictions(d, f, sl, el, &po, &p);
         CHECK(rc == 0, "postprocess at %g: %s", thr[t], err_msg());
         if (rc) continue;
         int nn = 0;
         for (int i = 0; i < ne; i++) nn += qa_prediction_text(&p, i)[0] == 0;
         snprintf(out, sizeof out, "%s/%s.pred%d.json", tu_tmpdir(), name, t);
-        CHECK(predictions_write_json(out, &d, &p) == 0, "write %s: %s", out, err_msg());
+        CHECK(predictions_write_json(out, d, &p) == 0, "write %s: %s", out, err_msg());
         h = file_hash(out, &jn);
         printf("%s: threshold %g: %d null answers, predictions.json %zu bytes, %s Python's\n", name, thr[t], nn, jn,
                h == want_pred[t] ? "identical to" : "DIFFERENT from");
         CHECK(h == want_pred[t], "%s: predictions.json at threshold %g differs", name, thr[t]);
         qa_predictions_free(&p);
     }
-    free(sl);
-    free(el);
-    free(f.example);
-    free(f.offset_begin);
-    free(f.offset_end);
-    free_data(&d);
-    free(buf);
+    ppref_free(&ref);
 }
 
 /* Hand cases: one window of T=6, [CLS] ab cd é [SEP] pad. */
 static void test_hand(void)
 {
     squad_context c = {0};
-    set_context(&c, "ab cd é f");
+    ppref_set_context(&c, "ab cd é f");
     squad_example ex[2] = {{.id = "x", .context = 0}, {.id = "y", .context = 0}};
     squad_data d = {.ex = ex, .n = 2, .contexts = &c, .ncontexts = 1};
     enum { T = 6 };
@@ -190,7 +135,8 @@ static void test_hand(void)
     float sl[3 * T] = {1, -9, 2, -9, -9, -9, 2, 1, -9, -9, -9, -9, 1.5f, -9, -9, -9, -9, -9};
     float el[3 * T] = {1, -9, 1, -9, -9, -9, 2, 1, -9, -9, -9, -9, 1.5f, -9, -9, -9, -9, -9};
     qa_predictions p;
-    int rc = postprocess_predictions_v2(&d, &f, sl, el, 2, 30, 0.0, &p);
+    postprocess_opts po = {.n_best = 2, .max_answer_length = 30, .version_2_with_negative = 1};
+    int rc = postprocess_predictions(&d, &f, sl, el, &po, &p);
     CHECK(rc == 0, "hand: %s", err_msg());
     if (rc) return;
     CHECK(!strcmp(qa_prediction_text(&p, 0), "cd") && p.score_diff[0] == -1.0f, "x: '%s' diff %g", qa_prediction_text(&p, 0),
@@ -216,23 +162,27 @@ static void test_hand(void)
         free(s);
     }
     qa_predictions_free(&p);
-    rc = postprocess_predictions_v2(&d, &f, sl, el, 2, 30, 1.0, &p);
+    po.null_score_diff_threshold = 1.0;
+    rc = postprocess_predictions(&d, &f, sl, el, &po, &p);
     CHECK(rc == 0 && !strcmp(qa_prediction_text(&p, 1), "ab"), "y at threshold 1: '%s'", rc ? "" : qa_prediction_text(&p, 1));
     if (!rc) qa_predictions_free(&p);
-    rc = postprocess_predictions_v2(&d, &f, sl, el, 2, 30, -1.5, &p);
+    po.null_score_diff_threshold = -1.5;
+    rc = postprocess_predictions(&d, &f, sl, el, &po, &p);
     CHECK(rc == 0 && !strcmp(qa_prediction_text(&p, 0), ""), "x at threshold -1.5: '%s'", rc ? "" : qa_prediction_text(&p, 0));
     if (!rc) qa_predictions_free(&p);
     /* the null answer alone (no valid span): "empty" first, compared at logits 0 */
     float s1[T] = {0.5f, -9, -9, 9, 9, 9}, e1[T] = {0.25f, -9, -9, -9, 9, 9};
     features f1 = {.n = 1, .T = T, .example = exi, .offset_begin = ob, .offset_end = oe};
     d.n = 1;
-    rc = postprocess_predictions_v2(&d, &f1, s1, e1, 2, 30, 0.0, &p);
+    po.null_score_diff_threshold = 0.0;
+    rc = postprocess_predictions(&d, &f1, s1, e1, &po, &p);
     CHECK(rc == 0 && p.n_nbest[0] == 2 && !strcmp(p.nbest[0][0].text, "empty") && p.nbest[0][1].text[0] == 0 &&
               p.score_diff[0] == 0.75f && !strcmp(qa_prediction_text(&p, 0), ""),
           "null only: n %d '%s' diff %g", rc ? -1 : p.n_nbest[0], rc ? "" : p.nbest[0][0].text, rc ? 0 : p.score_diff[0]);
     if (!rc) qa_predictions_free(&p);
     /* v1 predictions have no null odds */
-    rc = postprocess_predictions(&d, &f1, s1, e1, 2, 30, &p);
+    po.version_2_with_negative = 0;
+    rc = postprocess_predictions(&d, &f1, s1, e1, &po, &p);
     CHECK(rc == 0 && null_odds_write_json(path, &d, &p) == ERR_INPUT, "null odds of v1 predictions");
     if (!rc) qa_predictions_free(&p);
     free(c.text);
@@ -242,20 +192,8 @@ static void test_hand(void)
 int main(void)
 {
     test_hand();
-    json_error_t je;
-    json_t *dev = json_load_file("tests/data/squad2_dev_slice.json", 0, &je), *ctx = json_object();
-    CHECK(dev != NULL, "load the v2 slice: %s", je.text);
-    size_t a, b, q;
-    json_t *art, *para, *qa;
-    json_array_foreach(json_object_get(dev, "data"), a, art) {
-        json_array_foreach(json_object_get(art, "paragraphs"), b, para) {
-            json_array_foreach(json_object_get(para, "qas"), q, qa) {
-                json_object_set(ctx, json_string_value(json_object_get(qa, "id")), json_object_get(para, "context"));
-            }
-        }
-    }
+    json_t *ctx = ppref_contexts("tests/data/squad2_dev_slice.json");
     check_reference("squad2_T128.bin", ctx);
     json_decref(ctx);
-    json_decref(dev);
     return tu_done();
 }

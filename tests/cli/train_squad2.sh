@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# SQuAD 2.0 in bertc's own commands, on tests/data/train_small_v2.json (8 of 24
+# SQuAD 2.0 in bertc's own commands, on tests/data/train_small_squad2.json (8 of 24
 # questions without answers): a short `bertc train --version-2-with-negative`
 # writes RUN/predictions.json and RUN/null_odds.json and an eval.csv row that
 # `bertc eval --version-2-with-negative` agrees with; `bertc predict` on
 # RUN/final gives the same two files; --null-score-diff-threshold moves every
 # answer to "" or none; the flag is part of the resume fingerprint; usage errors.
-source "$(dirname "$0")/lib.sh"
-D=tests/data/train_small_v2.json
+source "$(dirname "$0")/lib/cli.sh"
+D=tests/data/train_small_squad2.json
 R=$cli_tmp/run
 W="--max-seq-length 64 --doc-stride 16 --threads 2"
 "$BERTC" train --model tests/ref/train3/init --train $D --dev $D --out "$R" $W --batch 8 --max-steps 6 --lr 3e-3 \

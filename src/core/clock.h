@@ -1,0 +1,17 @@
+/* Clocks as seconds in a double: for timing, deadlines and timestamps. */
+#ifndef BERTC_CLOCK_H
+#define BERTC_CLOCK_H
+
+/* CLOCK_MONOTONIC: durations and deadlines, unaffected by changes to the
+ * wall clock; only differences between two readings mean anything.
+ * Deadlines waited for with pthread_cond_timedwait need a condition
+ * variable on CLOCK_MONOTONIC too (pthread_condattr_setclock). */
+double clock_now_s(void);
+/* CPU time of the whole process (all threads); NaN when unavailable. Set
+ * beside the monotonic time it shows how much of that time the process ran
+ * (less than all of it on a shared machine). */
+double clock_cpu_s(void);
+/* Wall-clock time since the Unix epoch (CLOCK_REALTIME): timestamps. */
+double clock_unix_s(void);
+
+#endif
