@@ -103,7 +103,7 @@ static int train_main(int argc, char **argv)
         {"mirror-keep", ARG_INT, &o.mirror_keep, "K", "checkpoints kept in the mirror (default: as --keep; 0 = all)", .min = 0, .max = 1000000},
         {"shard-optimizer", ARG_FLAG, &o.shard_optimizer, NULL, "data parallel (mpirun -np N, N >= 2): each rank keeps the AdamW moments of 1/N of the parameters (ZeRO stage 1: gradients reduce-scattered, each rank updates its part, parameters all-gathered); the same results to rounding, checkpoints as without it", .min = 0},
         {"pipeline-stages", ARG_INT, &o.pipeline_stages, "S", "pipeline model parallelism under mpirun/srun: the encoder layers in S stages of contiguous layers, one rank each (ranks = S x D: D data-parallel copies of the pipeline); micro-batches flow through the stages in a 1F1B schedule; the same results as one process (default 1: none)", .min = 1, .max = PIPE_MAX_STAGES},
-        {"pipeline-split", ARG_STR, &split, "LIST", "with --pipeline-stages S: the S+1 layer boundaries, e.g. 0,5,12 (stage s holds layers [b_s, b_s+1); default: as even as whole layers allow)", .min = 0},
+        {"pipeline-split", ARG_STR, &split, "LIST", "with --pipeline-stages S: the S+1 layer boundaries, e.g. 0,5,12 (stage s holds layers [b_s, b_s+1); default: bertc plan's, the smallest largest stage time, then the smallest largest stage peak)", .min = 0},
         {"supervise", ARG_INT, &supervise, "N", "restart the trainer after a crash or kill, up to N times (resuming)", .min = 0, .max = SUPERVISE_MAX_RESTARTS},
         {0},
     };

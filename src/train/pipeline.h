@@ -32,8 +32,9 @@ int pipe_sets(int S, int s, int M);
 /* Op i (0 .. 2M-1) of stage s's schedule. */
 pipe_op pipe_op_at(int S, int s, int M, int i);
 
-/* The default split: stage s gets layers [s L / S, (s+1) L / S) (floors),
- * so stage sizes differ by one layer at most. */
+/* The even split: stage s gets layers [s L / S, (s+1) L / S) (floors),
+ * so stage sizes differ by one layer at most. (bertc train's default is
+ * memory_stage_split's, model/memory.h: by FLOPs, then peak memory.) */
 void pipe_split_even(int L, int S, int *split);
 /* 0, or ERR_INPUT naming what is wrong with split[0..S] for L layers
  * (opt: the option's name for the message). */

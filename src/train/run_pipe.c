@@ -35,6 +35,7 @@
 #include "core/err.h"
 #include "dist/dist.h"
 #include "dist/p2p.h"
+#include "model/memory.h"
 #include "train/microbatch.h"
 #include "train/pipeline.h"
 #include "train/step.h"
@@ -105,6 +106,7 @@ int run_pipe_configure(run_ctx *c)
                            o->pipeline_split_n, S, S + 1, L);
         memcpy(c->split, o->pipeline_split, (size_t)(S + 1) * sizeof *c->split);
     } else {
+        /* checked even; the default split is chosen in run_pipe_start, once the micro-batch is known */
         pipe_split_even(L, S, c->split);
     }
     return pipe_split_check(c->split, S, L, o->pipeline_split_n > 0 ? "--pipeline-split" : "--pipeline-stages");
@@ -113,6 +115,13 @@ int run_pipe_configure(run_ctx *c)
 int run_pipe_start(run_ctx *c)
 {
     int S = c->stages, s = c->stage, D = c->replicas;
+    /* The default split: bertc plan's (the smallest largest stage time,
+     * then the smallest largest stage peak) at this run's micro-batch,
+     * which every rank has alike. */
+    if (c->o->pipeline_split_n == 0) {
+        int rc = memory_stage_split(&c->qm.cfg, c->micro, c->T, c->qm.info.precision, c->qm.recompute, S, c->split);
+        if (rc) return err_wrap(rc, "--pipeline-stages %d", S);
+    }
     struct pipe_run *p = calloc(1, sizeof *p);
     if (!p) return err_set(ERR_RUNTIME, "out of memory");
     c->pipe = p;

@@ -9,7 +9,9 @@
 #  - 2 stages against 1 process (batch 8 = 4 micro-batches of 2, dropout,
 #    clipping active), and two 2-stage runs against each other;
 #  - 3 stages of a 4-layer model split by hand (0,1,3,4), packed
-#    (--packing varlen), --recompute layer, against 1 process;
+#    (--packing varlen), --recompute layer, against 1 process; the
+#    default split of that model (the middle stage takes 2 layers: the
+#    embeddings and the head cost FLOPs) by bertc plan and bertc train;
 #  - 2 stages x 2 data-parallel copies (4 ranks) against 2 data-parallel
 #    ranks (the same sums in the same order);
 #  - loss scaling (BERTC_DEBUG_LOSS_SCALE) and non-finite steps skipped on
@@ -82,6 +84,13 @@ train1 "$T/one4" "${P[@]}" || cli_bad "one4 failed: $(tail -3 "$T/one4.log")"
 trainN 3 "$T/pipe4" "${P[@]}" --pipeline-stages 3 --pipeline-split 0,1,3,4 || cli_bad "pipe4 failed: $(tail -5 "$T/pipe4.log")"
 grep -q "^pipeline_layers,0-0 | 1-2 | 3-3$" "$T/pipe4/info.csv" || cli_bad "the split is not 0-0 | 1-2 | 3-3"
 identical "$T/one4" "$T/pipe4"
+echo "the default split of 4 layers in 3 stages: bertc plan's and bertc train's"
+cli_n=$((cli_n + 1))
+"$BERTC" plan --model "$T/m4" --seq 64 --batch 2 --pipeline-stages 3 >"$T/plan4.txt" 2>&1 || cli_bad "plan failed: $(cat "$T/plan4.txt")"
+trainN 3 "$T/pipe4d" --model "$T/m4" --pipeline-stages 3 --max-steps 2 || cli_bad "pipe4d failed: $(tail -5 "$T/pipe4d.log")"
+echo "case $cli_n: $(grep "^split: " "$T/plan4.txt" | cut -c1-60)...; train: $(grep "^pipeline_layers," "$T/pipe4d/info.csv")"
+grep -q "^split: 0,1,3,4 (bertc train --pipeline-stages 3's default at micro-batch 2" "$T/plan4.txt" || cli_bad "plan's split is not 0,1,3,4"
+grep -q "^pipeline_layers,0-0 | 1-2 | 3-3$" "$T/pipe4d/info.csv" || cli_bad "train's default split is not 0-0 | 1-2 | 3-3"
 
 echo "2 stages x 2 data-parallel copies against 2 data-parallel ranks"
 trainN 2 "$T/dp2" --model "$M2" || cli_bad "dp2 failed: $(tail -5 "$T/dp2.log")"
