@@ -304,6 +304,30 @@ static int fit_window(run_ctx *c)
     return 0;
 }
 
+/* What a resumed run says when the checkpoint's layout differs: ranks,
+ * pipeline stages, a sharded optimizer. */
+static void resume_notes(const run_ctx *c)
+{
+    /* Pipeline stages compute the bits of one process (and S x D ranks
+     * those of D data-parallel ranks): only the data-parallel count
+     * changes the sums. */
+    int64_t prev_dp = c->prev_ranks / (c->prev_stages > 0 ? c->prev_stages : 1);
+    if (c->prev_ranks != c->ranks || c->prev_stages != c->stages) {
+        if (prev_dp != c->replicas)
+            printf("resuming a run of %lld rank%s with %d (the same global batch of %d; the sums are taken in another "
+                   "order, so the result is not bit-identical to an uninterrupted run)\n",
+                   (long long)c->prev_ranks, c->prev_ranks > 1 ? "s" : "", c->ranks, c->o->batch);
+        else
+            printf("resuming a run of %lld pipeline stage%s with %d (the same arithmetic: the result is that of an "
+                   "uninterrupted run, as long as the threads are the same)\n",
+                   (long long)c->prev_stages, c->prev_stages > 1 ? "s" : "", c->stages);
+    }
+    if (c->prev_shard != c->shard)
+        printf("resuming a run saved %s --shard-optimizer %s it (checkpoints hold the whole Adam moments: %s)\n",
+               c->prev_shard ? "with" : "without", c->shard ? "with" : "without",
+               c->shard ? "each rank takes its pieces of them" : "loaded whole");
+}
+
 static int setup_body(run_ctx *c)
 {
     const trainer_opts *o = c->o;
@@ -431,24 +455,7 @@ static int setup_body(run_ctx *c)
     if (c->writer) run_mirror_start(c); /* rank 0 alone writes (data parallel) */
     c->last_saved_step = c->resumed ? c->st.step : -1;
     if (!o->quiet && c->writer) run_log_startup(c, train_hit, dev_hit);
-    /* Pipeline stages compute the bits of one process (and S x D ranks
-     * those of D data-parallel ranks): only the data-parallel count
-     * changes the sums. */
-    int64_t prev_dp = c->prev_ranks / (c->prev_stages > 0 ? c->prev_stages : 1);
-    if (c->resumed && (c->prev_ranks != c->ranks || c->prev_stages != c->stages) && c->writer) {
-        if (prev_dp != c->replicas)
-            printf("resuming a run of %lld rank%s with %d (the same global batch of %d; the sums are taken in another "
-                   "order, so the result is not bit-identical to an uninterrupted run)\n",
-                   (long long)c->prev_ranks, c->prev_ranks > 1 ? "s" : "", c->ranks, o->batch);
-        else
-            printf("resuming a run of %lld pipeline stage%s with %d (the same arithmetic: the result is that of an "
-                   "uninterrupted run, as long as the threads are the same)\n",
-                   (long long)c->prev_stages, c->prev_stages > 1 ? "s" : "", c->stages);
-    }
-    if (c->resumed && c->prev_shard != c->shard && c->writer)
-        printf("resuming a run saved %s --shard-optimizer %s it (checkpoints hold the whole Adam moments: %s)\n",
-               c->prev_shard ? "with" : "without", c->shard ? "with" : "without",
-               c->shard ? "each rank takes its pieces of them" : "loaded whole");
+    if (c->resumed && c->writer) resume_notes(c);
     if (c->resumed && c->st.step == c->total && !o->quiet && c->writer)
         printf("the run is already complete: exporting and evaluating again\n");
     fflush(stdout);
