@@ -13,8 +13,12 @@
 # The training windows are SQuAD dev's first articles (jq slices them), so
 # that every step is a whole batch.
 #
+# Prints the command it was run with, the CPU, bertc's kernels and BLAS
+# (bertc version), and each run's exact A and B command lines.
+#
 #   BERTC=build/bertc bash bench/pipeline.sh [REPS] [CONFIG] [STEPS] [MICRO...]
 set -euo pipefail
+invocation="BERTC=${BERTC:-build/bertc} bash $0${*:+ $*}"
 BERTC=${BERTC:-build/bertc}
 DATA=${BERTC_DATA:-../shared/data}
 REPS=${1:-3}
@@ -24,6 +28,7 @@ shift $(($# < 3 ? $# : 3))
 MICROS=("$@")
 [ ${#MICROS[@]} -gt 0 ] || MICROS=(2 4)
 BATCH=16
+SPLIT=
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 root=()
@@ -31,8 +36,12 @@ root=()
 "$BERTC" init --config "$CONFIG" --vocab "$DATA/vocab/bert-base-uncased-vocab.txt" --out "$tmp/model" >/dev/null
 command -v jq >/dev/null || { echo "jq is needed (scripts/ci_extras.sh installs it)" >&2; exit 2; }
 jq '{version: .version, data: .data[0:4]}' "$DATA/squad-v1.1/dev-v1.1.json" >"$tmp/train.json"
+echo "command: $invocation"
 echo "bertc pipeline: config $CONFIG, SQuAD dev articles 0-3, T 128, batch $BATCH, micro-batches ${MICROS[*]}, $STEPS steps, $REPS runs each"
-echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
+echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg);$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
+"$BERTC" version | grep -E '^(bertc|cpu|kernels|blas|mpi): ' | sed 's/^/  /'
+MPIRUN=(env OMPI_MCA_btl_vader_single_copy_mechanism=none mpirun --oversubscribe "${root[@]}" --bind-to none -np 2
+        -x OMP_NUM_THREADS=1)
 rate() { tail -1 "$1/metrics.csv" | cut -d, -f7; }
 med() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 for micro in "${MICROS[@]}"; do
@@ -41,14 +50,17 @@ for micro in "${MICROS[@]}"; do
     COMMON=(--model "$tmp/model" --train "$tmp/train.json" --max-seq-length 128 --doc-stride 32
             --batch "$BATCH" --micro-batch "$micro" --max-steps "$STEPS" --save-every 0 --save-every-minutes 0
             --monitor-interval 0 --log-every 1000000)
+    A=(env OMP_NUM_THREADS=2 "$BERTC" train "${COMMON[@]}" --threads 2 --out "$tmp/A")
+    B=("${MPIRUN[@]}" "$BERTC" train "${COMMON[@]}" --threads 1 --pipeline-stages 2 --out "$tmp/B")
     echo "micro-batch $micro: M = $M micro-batches per step, 1F1B bubble (S-1)/(M+S-1) = $want%"
+    echo "  A: ${A[*]}"
+    echo "  B: ${B[*]}"
     a=() b=() b0=() b1=()
     for r in $(seq "$REPS"); do
         rm -rf "$tmp/A" "$tmp/B"
-        OMP_NUM_THREADS=2 "$BERTC" train "${COMMON[@]}" --threads 2 --out "$tmp/A" >/dev/null 2>&1
-        OMPI_MCA_btl_vader_single_copy_mechanism=none mpirun --oversubscribe "${root[@]}" --bind-to none -np 2 \
-            -x OMP_NUM_THREADS=1 "$BERTC" train "${COMMON[@]}" --threads 1 --pipeline-stages 2 --out "$tmp/B" \
-            >/dev/null 2>&1
+        "${A[@]}" >"$tmp/A.log" 2>&1 || { echo "A failed: $(tail -3 "$tmp/A.log")" >&2; exit 1; }
+        "${B[@]}" >"$tmp/B.log" 2>&1 || { echo "B failed: $(tail -3 "$tmp/B.log")" >&2; exit 1; }
+        [ -n "$SPLIT" ] || SPLIT=$(grep '^pipeline_layers,' "$tmp/B/info.csv" | cut -d, -f2)
         ra=$(rate "$tmp/A") rb=$(rate "$tmp/B")
         read -r i0 i1 < <(grep '^pipeline_idle_s,' "$tmp/B/info.csv" | cut -d, -f2)
         read -r u0 u1 < <(grep '^pipeline_busy_s,' "$tmp/B/info.csv" | cut -d, -f2)
@@ -63,3 +75,4 @@ for micro in "${MICROS[@]}"; do
         printf "  median: A %.2f ex/s, B %.2f ex/s: B/A = %.3f; bubble stage 0 %.1f%%, stage 1 %.1f%% (1F1B: %.1f%%)\n",
                a, b, b / a, x, y, w }'
 done
+echo "stages' layers (the default split): $SPLIT"
