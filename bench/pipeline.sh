@@ -18,6 +18,7 @@
 #
 #   BERTC=build/bertc bash bench/pipeline.sh [REPS] [CONFIG] [STEPS] [MICRO...]
 set -euo pipefail
+source "$(dirname "$0")/../scripts/lib.sh"
 invocation="BERTC=${BERTC:-build/bertc} bash $0${*:+ $*}"
 BERTC=${BERTC:-build/bertc}
 DATA=${BERTC_DATA:-../shared/data}
@@ -33,9 +34,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 root=()
 [ "$(id -u)" -eq 0 ] && root=(--allow-run-as-root)
-"$BERTC" init --config "$CONFIG" --vocab "$DATA/vocab/bert-base-uncased-vocab.txt" --out "$tmp/model" >/dev/null
-command -v jq >/dev/null || { echo "jq is needed (scripts/ci_extras.sh installs it)" >&2; exit 2; }
-jq '{version: .version, data: .data[0:4]}' "$DATA/squad-v1.1/dev-v1.1.json" >"$tmp/train.json"
+squad_slice_setup "$tmp" "$DATA" "$CONFIG"
 echo "command: $invocation"
 echo "bertc pipeline: config $CONFIG, SQuAD dev articles 0-3, T 128, batch $BATCH, micro-batches ${MICROS[*]}, $STEPS steps, $REPS runs each"
 echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg);$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"

@@ -7,7 +7,7 @@ prog="$BERTC_BUILD/test_p2p"
 [ -x "$prog" ] || { echo "SKIP: $prog not built"; exit 0; }
 for np in 2 3; do
     cli_n=$((cli_n + 1))
-    timeout 120 bash -c "$(declare -f mpi_run); mpi_run $np $prog" >"$cli_tmp/out" 2>&1
+    MPI_TIMEOUT=120 mpi_run "$np" "$prog" >"$cli_tmp/out" 2>&1
     rc=$?
     echo "case $cli_n: mpirun -np $np test_p2p -> exit $rc"
     sed 's/^/  /' "$cli_tmp/out" | grep -v "passed, 0 failed" | head -40

@@ -40,21 +40,10 @@ sed 's/"num_hidden_layers": 2/"num_hidden_layers": 4/' "$M2/config.json" >"$T/cf
 COMMON=(--train tests/data/train_small.json --max-seq-length 64 --doc-stride 16 --micro-batch 2 --batch 8 --lr 1e-3
         --max-steps 30 --save-every 10 --save-every-minutes 0 --monitor-interval 0 --log-every 1000 --threads 1)
 
-train1() { # train1 RUN ARGS...: one process
-    local run=$1
-    shift
-    "$BERTC" train "${COMMON[@]}" --out "$run" "$@" >"$run.log" 2>&1
-    local rc=$?
-    echo "  bertc train --out $(basename "$run") $* -> exit $rc"
-    return $rc
-}
-trainN() { # trainN NP RUN ARGS...: under mpirun
-    local np=$1 run=$2
-    shift 2
-    mpi_run "$np" "$BERTC" train "${COMMON[@]}" --out "$run" "$@" >"$run.log" 2>&1
-    local rc=$?
-    echo "  mpirun -np $np bertc train --out $(basename "$run") $* -> exit $rc"
-    return $rc
+on_rank() { # on_rank RANK VAR=VALUE RUN: 2 stages of M2 with VAR set on rank RANK alone, at most 300 s; RUN.log
+    local rank=$1 var=$2 run=$3
+    MPI_TIMEOUT=300 mpi_run 2 sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = "$0" ]; then export "$1"; fi; shift; exec "$@"' \
+        "$rank" "$var" "$BERTC" train "${COMMON[@]}" --model "$M2" --out "$run" --pipeline-stages 2 >"$run.log" 2>&1
 }
 identical() { # identical A B [STEPS]: final model, and the loss, lr and grad-norm columns, byte for byte
     cli_n=$((cli_n + 1))
@@ -114,17 +103,12 @@ echo "--dev evaluated by the pipeline (rank 0 with the gathered weights) against
 EV=(--model "$M2" --dev tests/data/train_small.json --eval-every 10 --max-steps 20)
 train1 "$T/ev1" "${EV[@]}" || cli_bad "ev1 failed: $(tail -3 "$T/ev1.log")"
 trainN 2 "$T/evp" "${EV[@]}" --pipeline-stages 2 || cli_bad "evp failed: $(tail -5 "$T/evp.log")"
-cli_n=$((cli_n + 1))
-echo "case $cli_n: eval.csv 1 process: $(tail -n +2 "$T/ev1/eval.csv" | tr '\n' ' '); 2 stages: $(tail -n +2 "$T/evp/eval.csv" | tr '\n' ' ')"
-[ "$(wc -l <"$T/evp/eval.csv")" -eq 3 ] || cli_bad "not 2 evaluations"
-cmp -s "$T/ev1/eval.csv" "$T/evp/eval.csv" || cli_bad "EM/F1 differ"
-cmp -s "$T/ev1/predictions.json" "$T/evp/predictions.json" || cli_bad "predictions.json differ"
+evals_equal "$T/ev1" "$T/evp" "2 stages"
 
 echo "stage 1 killed after step 23, then the same command again"
 K=$T/kill
 cli_n=$((cli_n + 1))
-mpi_run 2 sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then export BERTC_DEBUG_KILL=step:23; fi; exec "$@"' sh \
-    "$BERTC" train "${COMMON[@]}" --model "$M2" --out "$K" --pipeline-stages 2 >"$K.log" 2>&1
+on_rank 1 BERTC_DEBUG_KILL=step:23 "$K"
 rc=$?
 echo "case $cli_n: killed run -> exit $rc; checkpoints: $(ls "$K/checkpoints" | tr '\n' ' ')"
 [ "$rc" -ne 0 ] || cli_bad "the job did not fail"
@@ -153,10 +137,7 @@ identical "$T/one" "$T/one_pipe"
 echo "stage 1 out of memory at step 15: every rank ends naming it; the same command again resumes"
 O=$T/oom
 cli_n=$((cli_n + 1))
-timeout 300 env OMPI_MCA_btl_vader_single_copy_mechanism=none mpirun --oversubscribe $( [ "$(id -u)" -eq 0 ] && echo --allow-run-as-root) \
-    --bind-to none -np 2 $( [ "${BERTC_SANITIZED:-0}" = 1 ] && echo "-x ASAN_OPTIONS=detect_leaks=0") \
-    sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then export BERTC_DEBUG_OOM=1@15; fi; exec "$@"' sh \
-    "$BERTC" train "${COMMON[@]}" --model "$M2" --out "$O" --pipeline-stages 2 >"$O.log" 2>&1
+on_rank 1 BERTC_DEBUG_OOM=1@15 "$O"
 rc=$?
 echo "case $cli_n: -> exit $rc; $(grep -ac "^bertc: rank 1 of 2: pipeline stage 1 of 2" "$O.log") ranks said: $(grep -am1 "^bertc: " "$O.log")"
 [ "$rc" -eq 1 ] || cli_bad "exit $rc, want 1 (124: the ranks hung)"
@@ -170,10 +151,7 @@ identical "$T/pipe" "$O"
 echo "stage 0 sends step 3's units with a wrong header: stage 1 refuses them"
 H=$T/hdr
 cli_n=$((cli_n + 1))
-timeout 300 env OMPI_MCA_btl_vader_single_copy_mechanism=none mpirun --oversubscribe $( [ "$(id -u)" -eq 0 ] && echo --allow-run-as-root) \
-    --bind-to none -np 2 $( [ "${BERTC_SANITIZED:-0}" = 1 ] && echo "-x ASAN_OPTIONS=detect_leaks=0") \
-    sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then export BERTC_DEBUG_PIPE_HEADER=3; fi; exec "$@"' sh \
-    "$BERTC" train "${COMMON[@]}" --model "$M2" --out "$H" --pipeline-stages 2 >"$H.log" 2>&1
+on_rank 0 BERTC_DEBUG_PIPE_HEADER=3 "$H"
 rc=$?
 echo "case $cli_n: -> exit $rc: $(grep -am1 "^bertc: " "$H.log")"
 [ "$rc" -eq 1 ] || cli_bad "exit $rc, want 1"
@@ -181,26 +159,13 @@ grep -aq "^bertc: rank 1 of 2: pipeline stage 1 of 2 (layers 1-1): step 3: unit 
     cli_bad "no line naming the disagreement: $(tail -3 "$H.log")"
 
 echo "bad input"
-bad() { # bad NP MESSAGE -- CMD...: exit 2, NP lines on stderr, each "bertc: ...MESSAGE...", nothing written
-    local np=$1 msg=$2
-    shift 3
-    cli_n=$((cli_n + 1))
-    mpi_run "$np" "$@" >"$T/bad.out" 2>"$T/bad.err"
-    local rc=$?
-    echo "case $cli_n: -np $np ... -> exit $rc: $(grep "^bertc: " "$T/bad.err" | head -1)"
-    [ "$rc" -eq 2 ] || cli_bad "exit $rc, want 2"
-    [ "$(grep -c "^bertc: .*$msg" "$T/bad.err")" -eq "$np" ] || cli_bad "not $np lines with '$msg': $(cat "$T/bad.err")"
-    [ -s "$T/bad.out" ] && cli_bad "stdout not empty: $(head -3 "$T/bad.out")"
-    [ -e "$T/bad" ] && cli_bad "the run dir was made"
-    return 0
-}
 B=("$BERTC" train "${COMMON[@]}" --model "$M2" --out "$T/bad")
-bad 2 "stage 0 would hold no layer (boundaries 0, 0)" -- "${B[@]}" --pipeline-stages 2 --pipeline-split 0,0,2
-bad 3 "3 ranks are not a multiple of the stages" -- "${B[@]}" --pipeline-stages 2
-bad 3 "3 stages but the model has 2 encoder layers" -- "${B[@]}" --pipeline-stages 3
-bad 2 "3 boundaries for 3 stages" -- "${B[@]}" --pipeline-stages 3 --pipeline-split 0,1,2
-bad 2 "the boundaries must run from 0 to the model's 2 layers" -- "${B[@]}" --pipeline-stages 2 --pipeline-split 0,1,3
-bad 4 "--shard-optimizer with --pipeline-stages 2 is not supported" -- "${B[@]}" --pipeline-stages 2 --shard-optimizer
+mpi_bad 2 "stage 0 would hold no layer (boundaries 0, 0)" -- "${B[@]}" --pipeline-stages 2 --pipeline-split 0,0,2
+mpi_bad 3 "3 ranks are not a multiple of the stages" -- "${B[@]}" --pipeline-stages 2
+mpi_bad 3 "3 stages but the model has 2 encoder layers" -- "${B[@]}" --pipeline-stages 3
+mpi_bad 2 "3 boundaries for 3 stages" -- "${B[@]}" --pipeline-stages 3 --pipeline-split 0,1,2
+mpi_bad 2 "the boundaries must run from 0 to the model's 2 layers" -- "${B[@]}" --pipeline-stages 2 --pipeline-split 0,1,3
+mpi_bad 4 "--shard-optimizer with --pipeline-stages 2 is not supported" -- "${B[@]}" --pipeline-stages 2 --shard-optimizer
 expect 2 "--pipeline-stages 2: one process per stage: run it under a launcher" -- train "${COMMON[@]}" --model "$M2" \
     --out "$T/bad" --pipeline-stages 2
 expect 2 "--pipeline-split 0,1,2: needs --pipeline-stages 2 or more" -- train "${COMMON[@]}" --model "$M2" \
