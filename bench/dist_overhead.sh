@@ -22,6 +22,7 @@
 #
 #   BERTC=build/bertc bash bench/dist_overhead.sh [REPS] [CONFIG] [STEPS]
 set -euo pipefail
+source "$(dirname "$0")/../scripts/lib.sh"
 BERTC=${BERTC:-build/bertc}
 DATA=${BERTC_DATA:-../shared/data}
 REPS=${1:-3}
@@ -31,9 +32,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 root=()
 [ "$(id -u)" -eq 0 ] && root=(--allow-run-as-root)
-"$BERTC" init --config "$CONFIG" --vocab "$DATA/vocab/bert-base-uncased-vocab.txt" --out "$tmp/model" >/dev/null
-command -v jq >/dev/null || { echo "jq is needed (scripts/ci_extras.sh installs it)" >&2; exit 2; }
-jq '{version: .version, data: .data[0:4]}' "$DATA/squad-v1.1/dev-v1.1.json" >"$tmp/train.json"
+squad_slice_setup "$tmp" "$DATA" "$CONFIG"
 COMMON=(--model "$tmp/model" --train "$tmp/train.json" --max-seq-length 128 --doc-stride 32
         --batch 16 --micro-batch 8 --max-steps "$STEPS" --save-every 0 --save-every-minutes 0
         --monitor-interval 0 --log-every 1000000)

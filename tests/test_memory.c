@@ -1,7 +1,7 @@
 /* The memory planner: its figures against the tables the allocations come
  * from and against sums worked out by hand, the largest micro-batch against
- * its definition, pipeline stages and the sharded optimizer, and bad or
- * huge sizes. */
+ * its definition, pipeline stages and the sharded optimizer, the default
+ * pipeline split, and bad or huge sizes. */
 #include "testutil.h"
 
 #include "backend/cuda/cuda_ws.h"
@@ -196,14 +196,14 @@ static void check_layouts(void)
             int micro = 4, T = 384;
             memory_plan whole;
             memory_plan_compute(&cfg, micro, T, PREC_BF16, rk, &whole);
-            memory_layout one = {1, 1};
+            memory_layout one = {1, 1, NULL};
             memory_stage st;
             CHECK(memory_plan_stage(&cfg, micro, T, PREC_BF16, rk, &one, 0, &st) == 0, "%s", err_msg());
             CHECK(plans_equal(&st.plan, &whole) && st.in_flight == 1 && st.layer_first == 0 && st.layer_end == L &&
                       st.embeddings && st.qa_head,
                   "%s recompute %d: one stage is the whole model's plan", names[ci], rc);
             /* 2 stages */
-            memory_layout two = {2, 1};
+            memory_layout two = {2, 1, NULL};
             memory_stage s0, s1;
             CHECK(memory_plan_stage(&cfg, micro, T, PREC_BF16, rk, &two, 0, &s0) == 0 &&
                       memory_plan_stage(&cfg, micro, T, PREC_BF16, rk, &two, 1, &s1) == 0, "%s", err_msg());
@@ -233,7 +233,7 @@ static void check_layouts(void)
             CHECK(s1.plan.activations == want1 && s0.plan.activations == want0, "%s: stage activations", names[ci]);
             /* sharding */
             for (int D = 2; D <= 8; D *= 2) {
-                memory_layout sh = {1, D}, sh2 = {2, D};
+                memory_layout sh = {1, D, NULL}, sh2 = {2, D, NULL};
                 memory_stage a, b0, b1;
                 memory_plan_stage(&cfg, micro, T, PREC_BF16, rk, &sh, 0, &a);
                 memory_plan_stage(&cfg, micro, T, PREC_BF16, rk, &sh2, 0, &b0);
@@ -256,7 +256,7 @@ static void check_layouts(void)
             }
             /* the largest micro-batch of a layout: the boundary */
             int64_t budget = memory_budget_for_card((int64_t)16 << 30);
-            memory_layout lays[3] = {{1, 1}, {2, 1}, {2, 4}};
+            memory_layout lays[3] = {{1, 1, NULL}, {2, 1, NULL}, {2, 4, NULL}};
             for (int li = 0; li < 3; li++) {
                 int best = memory_largest_micro_layout(&cfg, T, PREC_BF16, rk, &lays[li], budget, 4096);
                 int64_t peak_best = 0, peak_next = 0;
@@ -279,12 +279,122 @@ static void check_layouts(void)
     bert_config cfg;
     config_named("base", 30522, &cfg);
     memory_stage st;
-    memory_layout bad[] = {{0, 1}, {13, 1}, {2, 0}};
+    memory_layout bad[] = {{0, 1, NULL}, {13, 1, NULL}, {2, 0, NULL}};
     for (int i = 0; i < 3; i++)
         CHECK(memory_plan_stage(&cfg, 1, 384, PREC_BF16, RECOMPUTE_NONE, &bad[i], 0, &st) == ERR_INPUT,
               "layout %d stages %d ranks refused", bad[i].stages, bad[i].shard_ranks);
-    memory_layout two = {2, 1};
+    memory_layout two = {2, 1, NULL};
     CHECK(memory_plan_stage(&cfg, 1, 384, PREC_BF16, RECOMPUTE_NONE, &two, 2, &st) == ERR_INPUT, "stage 2 of 2");
+    err_clear();
+}
+
+/* The largest stage time and peak of a split, by memory_plan_stage and
+ * memory_stage_flops. */
+static void split_cost(const bert_config *cfg, int micro, int T, int S, const int *sp, double *time, int64_t *peak)
+{
+    memory_layout lay = {S, 1, sp};
+    *time = 0;
+    *peak = 0;
+    for (int s = 0; s < S; s++) {
+        memory_stage st;
+        CHECK(memory_plan_stage(cfg, micro, T, PREC_BF16, RECOMPUTE_NONE, &lay, s, &st) == 0, "%s", err_msg());
+        double t = memory_stage_flops(cfg, T, sp[s], sp[s + 1], s == 0, s == S - 1);
+        if (t > *time) *time = t;
+        if (st.plan.total > *peak) *peak = st.plan.total;
+    }
+}
+
+/* Every split of L layers into S stages (boundary k of S onwards from
+ * sp[k - 1] + 1): the best (time, then peak) into *best_t, *best_p. */
+static void split_all(const bert_config *cfg, int micro, int T, int S, int *sp, int k, double *best_t, int64_t *best_p)
+{
+    int L = cfg->num_hidden_layers;
+    if (k == S) {
+        double t;
+        int64_t p;
+        split_cost(cfg, micro, T, S, sp, &t, &p);
+        if (*best_t < 0 || t < *best_t || (t == *best_t && p < *best_p)) *best_t = t, *best_p = p;
+        return;
+    }
+    for (int b = sp[k - 1] + 1; b <= L - (S - k); b++) {
+        sp[k] = b;
+        split_all(cfg, micro, T, S, sp, k + 1, best_t, best_p);
+    }
+}
+
+static int split_is(const int *sp, int S, const char *want)
+{
+    char got[256];
+    size_t n = 0;
+    for (int s = 0; s <= S; s++) n += (size_t)snprintf(got + n, sizeof got - n, "%s%d", s ? "," : "", sp[s]);
+    if (strcmp(got, want)) printf("split %s, want %s\n", got, want);
+    return !strcmp(got, want);
+}
+
+/* memory_stage_split (the default pipeline split): hand-worked cases, and
+ * against every split of small models (the smallest largest stage time,
+ * then the smallest largest stage peak). */
+static void check_stage_split(void)
+{
+    bert_config cfg;
+    config_named("base", 30522, &cfg);
+    int sp[32];
+    CHECK(memory_stage_split(&cfg, 8, 384, PREC_BF16, RECOMPUTE_NONE, 1, sp) == 0 && split_is(sp, 1, "0,12"), "S = 1");
+    CHECK(memory_stage_split(&cfg, 8, 384, PREC_BF16, RECOMPUTE_NONE, 2, sp) == 0 && split_is(sp, 2, "0,6,12"),
+          "12 layers in 2 stages");
+    CHECK(memory_stage_split(&cfg, 8, 384, PREC_BF16, RECOMPUTE_NONE, 12, sp) == 0 &&
+              split_is(sp, 12, "0,1,2,3,4,5,6,7,8,9,10,11,12"), "S = L");
+    /* 12 in 5: 3 layers is the least the largest stage can have; the
+     * 3-layer stages go where the embeddings' and the head's FLOPs are not;
+     * of those splits the smallest largest peak: at 8 x 384 stage 0 (5
+     * micro-batches in flight) takes 2 layers, at 1 x 384 the embeddings'
+     * weights weigh more and it takes 1 */
+    CHECK(memory_stage_split(&cfg, 8, 384, PREC_BF16, RECOMPUTE_NONE, 5, sp) == 0 && split_is(sp, 5, "0,2,4,7,10,12"),
+          "12 layers in 5 stages, micro-batch 8");
+    CHECK(memory_stage_split(&cfg, 1, 384, PREC_BF16, RECOMPUTE_NONE, 5, sp) == 0 && split_is(sp, 5, "0,1,4,7,10,12"),
+          "12 layers in 5 stages, micro-batch 1");
+    /* 3 layers in 2 stages: the embeddings (30 C a token) cost more than
+     * the QA head (12 C), so stage 0 takes the single layer */
+    bert_config three = cfg;
+    three.num_hidden_layers = 3;
+    CHECK(memory_stage_split(&three, 8, 384, PREC_BF16, RECOMPUTE_NONE, 2, sp) == 0 && split_is(sp, 2, "0,1,3"),
+          "3 layers in 2 stages");
+    CHECK(memory_stage_split(&cfg, 8, 384, PREC_BF16, RECOMPUTE_NONE, 13, sp) == ERR_INPUT &&
+              memory_stage_split(&cfg, 8, 384, PREC_BF16, RECOMPUTE_NONE, 0, sp) == ERR_INPUT,
+          "more stages than layers, no stage: refused");
+    err_clear();
+    /* against every split */
+    const char *names[] = {"mini", "base"};
+    const int maxS[] = {4, 5};
+    for (int ci = 0; ci < 2; ci++) {
+        config_named(names[ci], 30522, &cfg);
+        for (int micro = 1; micro <= 16; micro *= 4)
+            for (int S = 1; S <= maxS[ci]; S++) {
+                double want_t = -1, got_t;
+                int64_t want_p = 0, got_p;
+                int all[32] = {0};
+                all[S] = cfg.num_hidden_layers;
+                split_all(&cfg, micro, 128, S, all, 1, &want_t, &want_p);
+                CHECK(memory_stage_split(&cfg, micro, 128, PREC_BF16, RECOMPUTE_NONE, S, sp) == 0, "%s", err_msg());
+                split_cost(&cfg, micro, 128, S, sp, &got_t, &got_p);
+                CHECK(got_t == want_t && got_p == want_p,
+                      "%s, %d stages, micro-batch %d: the split's time %.6g and peak %lld, the best %.6g and %lld",
+                      names[ci], S, micro, got_t, (long long)got_p, want_t, (long long)want_p);
+            }
+    }
+    /* a layout's split: refused when it does not run from 0 to L in increasing boundaries */
+    config_named("base", 30522, &cfg);
+    const int bad[3][3] = {{0, 6, 11}, {1, 6, 12}, {0, 0, 12}};
+    for (int i = 0; i < 3; i++) {
+        memory_layout lay = {2, 1, bad[i]};
+        memory_stage st;
+        CHECK(memory_plan_stage(&cfg, 1, 384, PREC_BF16, RECOMPUTE_NONE, &lay, 0, &st) == ERR_INPUT, "bad split %d", i);
+    }
+    const int given[3] = {0, 5, 12};
+    memory_layout lay = {2, 1, given};
+    memory_stage st;
+    CHECK(memory_plan_stage(&cfg, 1, 384, PREC_BF16, RECOMPUTE_NONE, &lay, 1, &st) == 0 && st.layer_first == 5 &&
+              st.layer_end == 12 && st.qa_head && !st.embeddings, "a given split's stage 1");
     err_clear();
 }
 
@@ -316,6 +426,7 @@ int main(void)
     check_largest();
     check_bad();
     check_layouts();
+    check_stage_split();
     check_ws_helpers();
     return tu_done();
 }

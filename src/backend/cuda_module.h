@@ -35,7 +35,7 @@
 extern "C" {
 #endif
 
-#define BERTC_CUDA_ABI 5 /* raised whenever bertc_cuda_host or bertc_cuda_api changes */
+#define BERTC_CUDA_ABI 6 /* raised whenever bertc_cuda_host or bertc_cuda_api changes */
 #define BERTC_CUDA_ENTRY "bertc_cuda_backend_entry"
 #define BERTC_CUDA_MODULE_FILE "libbertc_cuda.so"
 
@@ -79,6 +79,14 @@ typedef struct {
      * nccl_allreduce_begin; nccl_allreduce_wait waits for them too. */
     int (*nccl_reduce_scatter_begin)(void *backend_ctx, float *dev_x, size_t n);
     int (*nccl_allgather_begin)(void *backend_ctx, float *dev_x, size_t n);
+    /* Pipeline stages' messages on the device (cuda_nccl.h's
+     * cuda_nccl_p2p_*: channels, slots), queued behind the backend's
+     * stream (backend_ctx). */
+    int (*nccl_p2p_init)(int rank, int nranks, int device, int (*bcast)(void *buf, size_t bytes, int root));
+    int (*nccl_p2p_send)(void *backend_ctx, int ch, const float *dev, size_t n, int peer, int slot);
+    int (*nccl_p2p_recv)(void *backend_ctx, int ch, float *dev, size_t n, int peer, int slot);
+    int (*nccl_p2p_wait)(int slot);
+    void (*nccl_p2p_free)(void);
 } bertc_cuda_api;
 
 /* Returns the module's table (never NULL); uses host only when host_abi is
@@ -111,7 +119,7 @@ const bertc_cuda_api *cuda_module_get(int force, char *why, size_t cap);
 /* For programs that link the CUDA backend in: use this table, load nothing. */
 void cuda_module_use(const bertc_cuda_api *api);
 /* One line on the module (`bertc version`, `bertc devices`), loading it as
- * cuda_module_get(load) would: "PATH: loaded (ABI 5, bertc 0.1.0, CUDA
+ * cuda_module_get(load) would: "PATH: loaded (ABI 6, bertc 0.1.0, CUDA
  * runtime 12.4)", "PATH: found; not loaded (no NVIDIA driver; ...)",
  * "not available: REASON". */
 char *cuda_module_describe(char *buf, size_t cap, int load);

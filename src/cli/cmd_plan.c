@@ -13,6 +13,7 @@
 #include "core/fileio.h"
 #include "model/config.h"
 #include "model/memory.h"
+#include "train/pipeline.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -97,6 +98,35 @@ static void layout_desc(char *buf, size_t cap, const memory_layout *lay, recompu
     if (!n) snprintf(buf, cap, "1 GPU");
 }
 
+/* --pipeline-stages S: the split given (--pipeline-split) or the one
+ * bertc train would choose at micro-batches of `micro` (memory_stage_split). */
+static int plan_split(const bert_config *cfg, int seq, int micro, precision_kind eff, recompute_kind rec, int S,
+                      const char *given, int *split)
+{
+    int n, rc;
+    if (given && ((rc = cli_parse_pipeline_split("plan", given, S, split, &n)) ||
+                  (rc = pipe_split_check(split, S, cfg->num_hidden_layers, "plan --pipeline-split"))))
+        return rc;
+    if (!given && (rc = memory_stage_split(cfg, micro, seq, eff, rec, S, split))) return err_wrap(rc, "plan");
+    return 0;
+}
+
+/* The split's line: its boundaries, where they came from, and each
+ * stage's share of a window's FLOPs. */
+static void print_split(const bert_config *cfg, int seq, int micro, int S, const int *split, int given)
+{
+    double all = memory_stage_flops(cfg, seq, 0, cfg->num_hidden_layers, 1, 1);
+    printf("split: ");
+    for (int s = 0; s <= S; s++) printf("%s%d", s ? "," : "", split[s]);
+    if (given) printf(" (--pipeline-split)");
+    else printf(" (bertc train --pipeline-stages %d's default at micro-batch %d: the smallest largest stage time, then "
+                "the smallest largest stage peak)", S, micro);
+    printf("; FLOPs per stage:");
+    for (int s = 0; s < S; s++)
+        printf(" %.1f %%", 100.0 * memory_stage_flops(cfg, seq, split[s], split[s + 1], s == 0, s == S - 1) / all);
+    printf("\n");
+}
+
 /* --pipeline-stages / --shard-optimizer: the plan of each stage, per
  * micro-batch, and the largest micro-batch every stage fits. */
 static void plan_layout_text(const bert_config *cfg, int seq, int batch, precision_kind eff, recompute_kind rec,
@@ -127,7 +157,7 @@ static void plan_layout_text(const bert_config *cfg, int seq, int batch, precisi
         printf("    gradients    %15lld B %11s  fp32\n", (long long)st.plan.grads,
                memory_fmt_bytes(b2, sizeof b2, st.plan.grads));
         if (D > 1) {
-            memory_layout unsharded = {S, 1};
+            memory_layout unsharded = {S, 1, lay->split};
             memory_stage su;
             memory_plan_stage(cfg, 1, seq, eff, rec, &unsharded, s, &su);
             printf("    optimizer    %15lld B %11s  AdamW m and v, fp32: the most one of %d ranks keeps (unsharded %s)\n",
@@ -231,6 +261,60 @@ static int check_layout(const char *format, int shard, int ranks_seen, int ranks
     return 0;
 }
 
+/* One GPU: the plan per micro-batch, packed micro-batches, and the
+ * largest micro-batch that fits the card (p1: micro-batch 1's plan). */
+static int plan_single_text(const bert_config *cfg, int seq, int batch, precision_kind eff, recompute_kind rec,
+                            const memory_plan *p1, int packed, int max_tokens, int64_t card, const char *where,
+                            const char *why)
+{
+    char b1[32], b2[32], b3[32];
+    int rc;
+    printf("predicted peak of what bertc allocates on the CUDA backend (the CUDA context comes on top):\n");
+    printf("  parameters   %lld elements\n", (long long)p1->n_params);
+    printf("  weights      %15lld B %11s  fp32 master copy\n", (long long)p1->params,
+           memory_fmt_bytes(b1, sizeof b1, p1->params));
+    printf("  gradients    %15lld B %11s  fp32\n", (long long)p1->grads, memory_fmt_bytes(b2, sizeof b2, p1->grads));
+    printf("  optimizer    %15lld B %11s  AdamW m and v, fp32\n", (long long)p1->optimizer,
+           memory_fmt_bytes(b3, sizeof b3, p1->optimizer));
+    printf("  micro-batch      activations (fp32)                workspace                        total\n");
+    for (int m = 1;; m *= 2) {
+        int mb = m < batch ? m : batch;
+        memory_plan p;
+        if (memory_plan_compute(cfg, mb, seq, eff, rec, &p) != 0) {
+            printf("  %11d  too large for the model core (%s)\n", mb, err_msg());
+            err_clear();
+            break;
+        }
+        print_row(mb, &p);
+        if (mb == batch || m > batch / 2) {
+            if (mb != batch && memory_plan_compute(cfg, batch, seq, eff, rec, &p) == 0) print_row(batch, &p);
+            err_clear();
+            break;
+        }
+    }
+
+    if (packed && (rc = plan_packed(cfg, batch, seq, max_tokens, eff, rec, card))) return rc;
+    if (card <= 0) {
+        printf("largest micro-batch: no GPU to size it for (%s); give --gpu-mem SIZE\n", why);
+        return 0;
+    }
+    int64_t budget = memory_budget_for_card(card);
+    int best = memory_largest_micro(cfg, seq, eff, rec, budget, PLAN_MAX_MICRO);
+    char reserve[32];
+    memory_fmt_bytes(reserve, sizeof reserve, MEMORY_CONTEXT_RESERVE);
+    if (best < 1) {
+        printf("largest micro-batch for %s: none fits (micro-batch 1 needs %s; the budget is %s after %s for the "
+               "CUDA context)\n",
+               where, memory_fmt_bytes(b2, sizeof b2, p1->total), memory_fmt_bytes(b3, sizeof b3, budget), reserve);
+        return 0;
+    }
+    memory_plan pb;
+    memory_plan_compute(cfg, best, seq, eff, rec, &pb);
+    printf("largest micro-batch for %s: %d (peak %s of a %s budget: %s kept for the CUDA context)\n", where, best,
+           memory_fmt_bytes(b2, sizeof b2, pb.total), memory_fmt_bytes(b3, sizeof b3, budget), reserve);
+    return 0;
+}
+
 int cmd_plan(int argc, char **argv)
 {
     const char *model = NULL, *config = NULL, *prec_s = "auto", *rec_s = "none";
@@ -240,7 +324,8 @@ int cmd_plan(int argc, char **argv)
     const char *packing = "none";
     int max_tokens = 0, max_tokens_seen = 0;
     int stages = 1, shard = 0, ranks = 1, ranks_seen = 0;
-    const char *format = "text";
+    const char *format = "text", *split_s = NULL;
+    int split[PIPE_MAX_STAGES + 1];
     const arg_spec specs[] = {
         {"model", ARG_STR, &model, "DIR", "a model dir (its config.json)", .required = 0},
         {"config", ARG_STR, &config, "NAME", "a named config: tiny, mini, small, minilm, base, large", .required = 0},
@@ -261,7 +346,10 @@ int cmd_plan(int argc, char **argv)
          .min = 1, .max = 1 << 30, .seen = &max_tokens_seen},
         {"pipeline-stages", ARG_INT, &stages, "S", "pipeline model parallelism: S stages, stage 0 the embeddings and "
          "the first layers, the last the rest and the QA head; stage s keeps S - s micro-batches' activations (1F1B)",
-         .min = 1, .max = 1024},
+         .min = 1, .max = PIPE_MAX_STAGES},
+        {"pipeline-split", ARG_STR, &split_s, "LIST", "with --pipeline-stages S: the S + 1 layer boundaries, e.g. "
+         "0,5,12 (default: bertc train's: the smallest largest stage time, then the smallest largest stage peak at "
+         "micro-batch --batch)", .min = 0},
         {"shard-optimizer", ARG_FLAG, &shard, NULL, "the AdamW state sharded over --ranks data-parallel ranks (train "
          "--shard-optimizer)", .min = 0},
         {"ranks", ARG_INT, &ranks, "D", "with --shard-optimizer: the ranks (GPUs per stage) sharing the optimizer state",
@@ -272,7 +360,7 @@ int cmd_plan(int argc, char **argv)
     };
     int rc = args_parse("plan",
                         "bertc plan --model DIR|--config NAME --seq N [--precision P] [--recompute none|layer] "
-                        "[--gpu-mem SIZE] [--batch N] [--pipeline-stages S] [--shard-optimizer --ranks D] "
+                        "[--gpu-mem SIZE] [--batch N] [--pipeline-stages S [--pipeline-split LIST]] [--shard-optimizer --ranks D] "
                         "[--format text|markdown]",
                         specs, argc, argv, NULL, NULL);
     if (rc == ARGS_HELP) return 0;
@@ -291,7 +379,7 @@ int cmd_plan(int argc, char **argv)
     int packed = pack == PACKING_VARLEN;
     int markdown = !strcmp(format, "markdown");
     if ((rc = check_layout(format, shard, ranks_seen, ranks, stages, &cfg, packed))) return rc;
-    memory_layout lay = {stages, shard ? ranks : 1};
+    memory_layout lay = {stages, shard ? ranks : 1, NULL};
     int layered = stages > 1 || shard;
     if (max_tokens_seen && (max_tokens < seq || (int64_t)max_tokens > (int64_t)batch * seq))
         return err_set(ERR_INPUT, "plan: --max-tokens %d must be in %d..%lld (--seq .. --batch x --seq)", max_tokens,
@@ -317,11 +405,13 @@ int cmd_plan(int argc, char **argv)
 
     memory_plan p1;
     if ((rc = memory_plan_compute(&cfg, 1, seq, eff, rec, &p1))) return rc;
-    char b1[32], b2[32], b3[32];
+    char b1[32];
     int64_t card = gpu_mem_seen ? gpu_mem : have_gpu ? total : 0;
     char where[192];
     if (gpu_mem_seen) snprintf(where, sizeof where, "%s", memory_fmt_bytes(b1, sizeof b1, card));
     else snprintf(where, sizeof where, "GPU %d (%s, %s)", gpu, name, memory_fmt_bytes(b1, sizeof b1, card));
+    if ((stages > 1 || split_s) && (rc = plan_split(&cfg, seq, batch, eff, rec, stages, split_s, split))) return rc;
+    if (stages > 1) lay.split = split;
     if (markdown) {
         plan_markdown(config ? config : model, &cfg, seq, eff, rec, &lay, card);
         return 0;
@@ -329,52 +419,10 @@ int cmd_plan(int argc, char **argv)
     printf("bertc plan: %s%s (L%d H%d A%d I%d, vocab %d), sequence %d, precision %s, recompute %s\n",
            config ? "config " : "model ", config ? config : model, cfg.num_hidden_layers, cfg.hidden_size,
            cfg.num_attention_heads, cfg.intermediate_size, cfg.vocab_size, seq, prec_desc, memory_recompute_name(rec));
+    if (stages > 1) print_split(&cfg, seq, batch, stages, split, split_s != NULL);
     if (layered) {
         plan_layout_text(&cfg, seq, batch, eff, rec, &lay, card, where);
         return 0;
     }
-    printf("predicted peak of what bertc allocates on the CUDA backend (the CUDA context comes on top):\n");
-    printf("  parameters   %lld elements\n", (long long)p1.n_params);
-    printf("  weights      %15lld B %11s  fp32 master copy\n", (long long)p1.params,
-           memory_fmt_bytes(b1, sizeof b1, p1.params));
-    printf("  gradients    %15lld B %11s  fp32\n", (long long)p1.grads, memory_fmt_bytes(b2, sizeof b2, p1.grads));
-    printf("  optimizer    %15lld B %11s  AdamW m and v, fp32\n", (long long)p1.optimizer,
-           memory_fmt_bytes(b3, sizeof b3, p1.optimizer));
-    printf("  micro-batch      activations (fp32)                workspace                        total\n");
-    for (int m = 1;; m *= 2) {
-        int mb = m < batch ? m : batch;
-        memory_plan p;
-        if (memory_plan_compute(&cfg, mb, seq, eff, rec, &p) != 0) {
-            printf("  %11d  too large for the model core (%s)\n", mb, err_msg());
-            err_clear();
-            break;
-        }
-        print_row(mb, &p);
-        if (mb == batch || m > batch / 2) {
-            if (mb != batch && memory_plan_compute(&cfg, batch, seq, eff, rec, &p) == 0) print_row(batch, &p);
-            err_clear();
-            break;
-        }
-    }
-
-    if (packed && (rc = plan_packed(&cfg, batch, seq, max_tokens, eff, rec, card))) return rc;
-    if (card <= 0) {
-        printf("largest micro-batch: no GPU to size it for (%s); give --gpu-mem SIZE\n", why);
-        return 0;
-    }
-    int64_t budget = memory_budget_for_card(card);
-    int best = memory_largest_micro(&cfg, seq, eff, rec, budget, PLAN_MAX_MICRO);
-    char reserve[32];
-    memory_fmt_bytes(reserve, sizeof reserve, MEMORY_CONTEXT_RESERVE);
-    if (best < 1) {
-        printf("largest micro-batch for %s: none fits (micro-batch 1 needs %s; the budget is %s after %s for the "
-               "CUDA context)\n",
-               where, memory_fmt_bytes(b2, sizeof b2, p1.total), memory_fmt_bytes(b3, sizeof b3, budget), reserve);
-        return 0;
-    }
-    memory_plan pb;
-    memory_plan_compute(&cfg, best, seq, eff, rec, &pb);
-    printf("largest micro-batch for %s: %d (peak %s of a %s budget: %s kept for the CUDA context)\n", where, best,
-           memory_fmt_bytes(b2, sizeof b2, pb.total), memory_fmt_bytes(b3, sizeof b3, budget), reserve);
-    return 0;
+    return plan_single_text(&cfg, seq, batch, eff, rec, &p1, packed, max_tokens, card, where, why);
 }

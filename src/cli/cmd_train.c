@@ -5,6 +5,7 @@
 #include "dist/dist.h"
 #include "core/fileio.h"
 #include "model/tf_bert.h"
+#include "train/pipeline.h"
 #include "train/supervise.h"
 #include "train/trainer.h"
 
@@ -54,7 +55,7 @@ static int train_main(int argc, char **argv)
     trainer_opts o;
     trainer_opts_default(&o);
     const char *micro = "auto", *device = "auto", *precision = "auto", *recompute = "none", *packing = "none";
-    const char *resume = "auto";
+    const char *resume = "auto", *split = NULL;
     int64_t seed = o.seed;
     int supervise = 0;
     const arg_spec specs[] = {
@@ -101,6 +102,8 @@ static int train_main(int argc, char **argv)
         {"mirror", ARG_STR, &o.mirror_dir, "DIR", "copy each checkpoint to DIR/checkpoints in the background (a mounted Drive); --resume auto looks there when RUN has none", .min = 0},
         {"mirror-keep", ARG_INT, &o.mirror_keep, "K", "checkpoints kept in the mirror (default: as --keep; 0 = all)", .min = 0, .max = 1000000},
         {"shard-optimizer", ARG_FLAG, &o.shard_optimizer, NULL, "data parallel (mpirun -np N, N >= 2): each rank keeps the AdamW moments of 1/N of the parameters (ZeRO stage 1: gradients reduce-scattered, each rank updates its part, parameters all-gathered); the same results to rounding, checkpoints as without it", .min = 0},
+        {"pipeline-stages", ARG_INT, &o.pipeline_stages, "S", "pipeline model parallelism under mpirun/srun: the encoder layers in S stages of contiguous layers, one rank each (ranks = S x D: D data-parallel copies of the pipeline); micro-batches flow through the stages in a 1F1B schedule; the same results as one process (default 1: none)", .min = 1, .max = PIPE_MAX_STAGES},
+        {"pipeline-split", ARG_STR, &split, "LIST", "with --pipeline-stages S: the S+1 layer boundaries, e.g. 0,5,12 (stage s holds layers [b_s, b_s+1); default: bertc plan's, the smallest largest stage time, then the smallest largest stage peak)", .min = 0},
         {"supervise", ARG_INT, &supervise, "N", "restart the trainer after a crash or kill, up to N times (resuming)", .min = 0, .max = SUPERVISE_MAX_RESTARTS},
         {0},
     };
@@ -123,11 +126,21 @@ static int train_main(int argc, char **argv)
     }
     rc = trainer_opts_check(&o);
     if (rc) return rc;
+    if (split && (rc = cli_parse_pipeline_split("train", split, o.pipeline_stages, o.pipeline_split,
+                                                &o.pipeline_split_n)))
+        return rc;
     int ranks = dist_size();
     if (o.shard_optimizer && ranks < 2)
         return err_set(ERR_INPUT, "train --shard-optimizer: needs data-parallel ranks to share the optimizer state "
                        "among (mpirun -np N bertc train ..., N >= 2); this is %s", dist_launched() ?
                        "a job of 1 rank" : "one process without a launcher");
+    if (o.pipeline_stages > 1 && !dist_launched())
+        return err_set(ERR_INPUT, "train --pipeline-stages %d: one process per stage: run it under a launcher, "
+                       "e.g. mpirun -np %d bertc train ...", o.pipeline_stages, o.pipeline_stages);
+    if (o.pipeline_stages > 1 && ranks % o.pipeline_stages != 0)
+        return err_set(ERR_INPUT, "train --pipeline-stages %d: %d ranks are not a multiple of the stages (ranks = "
+                       "stages x data-parallel copies)", o.pipeline_stages, ranks);
+    ranks /= o.pipeline_stages; /* data-parallel ranks: the pipeline's copies */
     if (ranks > o.batch)
         return err_set(ERR_INPUT, "train: %d ranks but --batch %d: every rank needs at least one example per step "
                        "(--batch is the global batch)", ranks, o.batch);

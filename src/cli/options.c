@@ -6,7 +6,9 @@
 
 #include "core/err.h"
 #include "model/memory.h"
+#include "train/pipeline.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,5 +86,18 @@ int cli_parse_run(const char *cmd, const char *usage, const arg_spec *specs, int
         return err_set(ERR_INPUT, "%s: expected one run directory, got %d argument(s) (usage: bertc %s RUN)", cmd, npos,
                        cmd);
     }
+    return 0;
+}
+
+int cli_parse_pipeline_split(const char *cmd, const char *s, int stages, int *split, int *n)
+{
+    char opt[64];
+    snprintf(opt, sizeof opt, "%s --pipeline-split", cmd);
+    if (stages < 2) return err_set(ERR_INPUT, "%s %s: needs --pipeline-stages 2 or more", opt, s);
+    int rc = pipe_split_parse(s, split, PIPE_MAX_STAGES + 1, n, opt);
+    if (rc) return rc;
+    if (*n != stages + 1)
+        return err_set(ERR_INPUT, "%s %s: %d boundaries for %d stages (give %d: 0, ..., the layer count)", opt, s, *n,
+                       stages, stages + 1);
     return 0;
 }

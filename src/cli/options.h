@@ -23,6 +23,10 @@ const char *cli_packing_name(packing_kind p);
 /* --resume auto|never|PATH: any other value is a PATH, *path = s (else
  * NULL); the trainer checks the checkpoint there when the run starts. */
 void cli_parse_resume(const char *s, resume_kind *out, const char **path);
+/* --pipeline-split B0,B1,...,BS with --pipeline-stages `stages`: the S + 1
+ * layer boundaries into split (room for PIPE_MAX_STAGES + 1), *n their
+ * count; whether they fit the model is checked when it is loaded. */
+int cli_parse_pipeline_split(const char *cmd, const char *s, int stages, int *split, int *n);
 
 /* The options of the commands that answer questions with a model (ask,
  * predict, serve): the window, given as arg_spec entries and checked

@@ -31,6 +31,18 @@
  * layer, which holds NH sum len^2 for windows of at most T tokens. A padded
  * batch with mask_loss gives the loss its mask too.
  *
+ * Pipeline stages (bert_model_opts.stage_lo, stage_hi, sets): a model may hold encoder
+ * layers [lo, hi) only, with the embeddings when lo == 0 and the QA head
+ * when hi == L. Its parameter and gradient blocks are its slice of the
+ * table's (param_table_stage_span), x holds x[lo] .. x[hi], the per-layer
+ * tensors its layers. It has `sets` activation sets, one per micro-batch in
+ * flight: each holds what backward needs of one micro-batch (x, the layers'
+ * tensors, the batch's ints and its scalars below) and the stage's
+ * gradients at its ends (d_out, d_in); the backward working buffers, and
+ * with recompute the one layer slot, are shared. The model's fields are the
+ * current set's (set_use swaps them), so the layer code is the same for a
+ * whole model (lo 0, hi L, one set) and a stage. Layer l is at index l - lo.
+ *
  * Gradients: bert_backward accumulates (+=) into the gradient block, as the
  * backend ops do, so micro-batches accumulate until bert_zero_grad. The
  * activation gradients are a handful of working buffers reused by every
@@ -71,9 +83,24 @@ typedef struct {
     float *d_q, *d_k, *d_v;      /* (N,C) */
     float *d_ffn_act, *d_ffn_pre; /* (N,I) */
     float *d_scratch;            /* (B,NH,T,T) attention backward's working memory (packed: as probs) */
+    /* Pipeline stages, per set: the gradient of x[hi] from the next stage
+     * (not the last stage), the gradient of x[lo] for the previous one (not
+     * the first). */
+    float *d_out, *d_in;         /* (N,C) */
 } bert_acts;
 
-enum { NUM_ACTS = 32 };
+enum { NUM_ACTS = 33 };
+
+/* What one activation set holds besides its tensors: the batch's ints and
+ * the last forward's scalars (the same fields as bert_model's, below). */
+typedef struct {
+    bert_acts a;
+    int32_t *d_ints;
+    int Tb, has_labels, packed, N;
+    backend_windows win, loss_win;
+    float p_hidden, p_attn;
+    philox_stream rng;
+} act_set;
 
 /* Per-layer tensors are stored with this stride (floats) between layers. */
 typedef struct {
@@ -94,7 +121,7 @@ struct bert_model {
     bert_acts a;
     act_strides st;
     int32_t *d_ints;             /* backend: ids, types, mask, pos (max_rows each), start, end (max_B
-                                  * each), cu (max_B + 1) */
+                                  * each), cu (max_B + 1): the current set's (ints_point) */
     int32_t *d_ids, *d_types, *d_mask, *d_start, *d_end;
     int32_t *d_pos, *d_cu;
     int32_t *h_pos;              /* host: pos (max_rows) */
@@ -110,6 +137,15 @@ struct bert_model {
     /* bert_model_set_grads_ready's hook (NULL: none) */
     bert_grads_ready_fn ready;
     void *ready_arg;
+    /* The stage (see the top): layers [lo, hi), its tensors as a table of
+     * their own (stable) and their floats [poff, poff + stable.total) of
+     * the whole table; the activation sets and the one in use. */
+    int lo, hi;
+    param_table stable;
+    size_t poff;
+    int nsets, cur;
+    act_set *sets;
+    int slot_holds;              /* recompute: the set whose layer hi-1 the layer slot holds (-1: none) */
 };
 
 /* 64-byte alignment for every tensor of the block. */
@@ -147,19 +183,21 @@ static act_strides strides_for(const bert_config *cfg, int B, int T, int64_t max
     return s;
 }
 
-/* The one table of activation sizes (floats), in bert_acts order. With
- * recompute, the per-layer tensors other than x have one layer's slot. */
+/* The one table of activation sizes (floats), in bert_acts order, for a
+ * stage of layers [lo, hi) (0, L: the whole model). With recompute, the
+ * per-layer tensors other than x have one layer's slot. */
 static void act_sizes(size_t sizes[NUM_ACTS], const bert_config *cfg, int B, int T, int64_t max_tokens,
-                      recompute_kind recompute)
+                      recompute_kind recompute, int lo, int hi)
 {
     act_strides s = strides_for(cfg, B, T, max_tokens);
-    size_t L = recompute == RECOMPUTE_LAYER ? 1 : (size_t)cfg->num_hidden_layers;
+    size_t L = recompute == RECOMPUTE_LAYER ? 1 : (size_t)(hi - lo);
     size_t N = rows_for(B, T, max_tokens);
+    int first = lo == 0, last = hi == cfg->num_hidden_layers;
     size_t i = 0;
-    sizes[i++] = s.nc;                  /* emb */
-    sizes[i++] = s.n1;                  /* emb_mean */
-    sizes[i++] = s.n1;                  /* emb_rstd */
-    sizes[i++] = mul_size((size_t)cfg->num_hidden_layers + 1, s.nc); /* x */
+    sizes[i++] = first ? s.nc : 0;      /* emb */
+    sizes[i++] = first ? s.n1 : 0;      /* emb_mean */
+    sizes[i++] = first ? s.n1 : 0;      /* emb_rstd */
+    sizes[i++] = mul_size((size_t)(hi - lo) + 1, s.nc); /* x */
     sizes[i++] = mul_size(L, s.nc);     /* q */
     sizes[i++] = mul_size(L, s.nc);     /* k */
     sizes[i++] = mul_size(L, s.nc);     /* v */
@@ -174,9 +212,9 @@ static void act_sizes(size_t sizes[NUM_ACTS], const bert_config *cfg, int B, int
     sizes[i++] = mul_size(L, s.nc);     /* res2 */
     sizes[i++] = mul_size(L, s.n1);     /* ln2_mean */
     sizes[i++] = mul_size(L, s.n1);     /* ln2_rstd */
-    sizes[i++] = round16(mul_size(N, 2)); /* logits */
-    sizes[i++] = round16(mul_size(N, 2)); /* dlogits */
-    sizes[i++] = 16;                    /* loss */
+    sizes[i++] = last ? round16(mul_size(N, 2)) : 0; /* logits */
+    sizes[i++] = last ? round16(mul_size(N, 2)) : 0; /* dlogits */
+    sizes[i++] = last ? 16 : 0;         /* loss */
     sizes[i++] = s.nc;                  /* d_x */
     sizes[i++] = s.nc;                  /* d_h1 */
     sizes[i++] = s.nc;                  /* d_a */
@@ -187,29 +225,66 @@ static void act_sizes(size_t sizes[NUM_ACTS], const bert_config *cfg, int B, int
     sizes[i++] = s.ni;                  /* d_ffn_act */
     sizes[i++] = s.ni;                  /* d_ffn_pre */
     sizes[i++] = s.att;                 /* d_scratch */
-    sizes[i++] = 0;                     /* spare slot keeps NUM_ACTS a round number */
+    sizes[i++] = last ? 0 : s.nc;       /* d_out */
+    sizes[i++] = first ? 0 : s.nc;      /* d_in */
 }
 
-static void act_bind(bert_acts *a, float *block, const size_t sizes[NUM_ACTS])
+/* 1 for the tensors every activation set has its own of: those saved for
+ * backward (the layer slot's only without recompute) and the stage's ends;
+ * 0 for backward's working buffers. */
+static int act_per_set(int i, recompute_kind recompute)
+{
+    enum { ACT_LAYER_FIRST = 4, ACT_LAYER_LAST = 17, ACT_LOSS = 20, ACT_D_OUT = 31 };
+    if (i >= ACT_LAYER_FIRST && i <= ACT_LAYER_LAST) return recompute != RECOMPUTE_LAYER;
+    return i <= ACT_LOSS || i >= ACT_D_OUT;
+}
+
+/* The fields of a, in act_sizes' order. */
+static void act_fields(bert_acts *a, float **f[NUM_ACTS])
 {
     float **ptrs[NUM_ACTS] = {
         &a->emb,     &a->emb_mean, &a->emb_rstd, &a->x,       &a->q,        &a->k,         &a->v,
         &a->ctx,     &a->probs,    &a->res1,     &a->ln1_mean, &a->ln1_rstd, &a->h1,        &a->ffn_pre,
         &a->ffn_act, &a->res2,     &a->ln2_mean, &a->ln2_rstd, &a->logits,   &a->dlogits,   &a->loss,
         &a->d_x,     &a->d_h1,     &a->d_a,      &a->d_ctx,   &a->d_q,      &a->d_k,       &a->d_v,
-        &a->d_ffn_act, &a->d_ffn_pre, &a->d_scratch, NULL,
+        &a->d_ffn_act, &a->d_ffn_pre, &a->d_scratch, &a->d_out, &a->d_in,
     };
+    memcpy(f, ptrs, sizeof ptrs);
+}
+
+static void act_bind(bert_acts *a, float *block, const size_t sizes[NUM_ACTS])
+{
+    float **f[NUM_ACTS];
+    act_fields(a, f);
     for (int i = 0; i < NUM_ACTS; i++) {
-        if (ptrs[i]) *ptrs[i] = block;
+        *f[i] = sizes[i] ? block : NULL;
         block += sizes[i];
     }
 }
 
-static size_t act_total(const bert_config *cfg, int B, int T, int64_t max_tokens, recompute_kind recompute)
+/* Sets after the first: the per-set tensors one after the other from
+ * block; the shared ones are set 0's. */
+static void act_bind_more(bert_acts *a, bert_acts *set0, float *block, const size_t sizes[NUM_ACTS],
+                          recompute_kind recompute)
+{
+    size_t own[NUM_ACTS];
+    for (int i = 0; i < NUM_ACTS; i++) own[i] = act_per_set(i, recompute) ? sizes[i] : 0;
+    act_bind(a, block, own);
+    float **to[NUM_ACTS], **from[NUM_ACTS];
+    act_fields(a, to);
+    act_fields(set0, from);
+    for (int i = 0; i < NUM_ACTS; i++)
+        if (!act_per_set(i, recompute)) *to[i] = *from[i];
+}
+
+/* Floats of activations: set 0 whole, and the per-set part of each other. */
+static size_t act_total(const bert_config *cfg, int B, int T, int64_t max_tokens, recompute_kind recompute, int lo,
+                        int hi, int sets)
 {
     size_t sizes[NUM_ACTS], total = 0;
-    act_sizes(sizes, cfg, B, T, max_tokens, recompute);
-    for (int i = 0; i < NUM_ACTS; i++) total = add_sat(total, sizes[i]);
+    act_sizes(sizes, cfg, B, T, max_tokens, recompute, lo, hi);
+    for (int i = 0; i < NUM_ACTS; i++)
+        total = add_sat(total, mul_size(sizes[i], act_per_set(i, recompute) ? (size_t)sets : 1));
     return total;
 }
 
@@ -218,12 +293,24 @@ static size_t int_count(int B, size_t rows)
     return add_sat(add_sat(mul_size(4, rows), mul_size(3, (size_t)B)), 1);
 }
 
+/* o's stage: layers [*lo, *hi) and activation sets, the defaults (0) filled
+ * in; non-zero when they do not fit the model. */
+static int stage_of(const bert_model_opts *o, int *lo, int *hi, int *sets)
+{
+    int L = o->cfg->num_hidden_layers;
+    *lo = o->stage_lo;
+    *hi = o->stage_hi ? o->stage_hi : L;
+    *sets = o->sets ? o->sets : 1;
+    return *lo < 0 || *hi <= *lo || *hi > L || *sets < 1;
+}
+
 size_t bert_activation_bytes(const bert_model_opts *o)
 {
-    if (o->max_B <= 0 || o->T <= 0 || o->max_tokens < 0) return 0;
-    size_t f = act_total(o->cfg, o->max_B, o->T, o->max_tokens, o->recompute);
-    return add_sat(mul_size(f, sizeof(float)),
-                   mul_size(int_count(o->max_B, rows_for(o->max_B, o->T, o->max_tokens)), sizeof(int32_t)));
+    int lo, hi, sets;
+    if (o->max_B <= 0 || o->T <= 0 || o->max_tokens < 0 || stage_of(o, &lo, &hi, &sets)) return 0;
+    size_t f = act_total(o->cfg, o->max_B, o->T, o->max_tokens, o->recompute, lo, hi, sets);
+    size_t ints = mul_size(int_count(o->max_B, rows_for(o->max_B, o->T, o->max_tokens)), (size_t)sets);
+    return add_sat(mul_size(f, sizeof(float)), mul_size(ints, sizeof(int32_t)));
 }
 
 void bert_model_free(bert_model *m)
@@ -234,14 +321,68 @@ void bert_model_free(bert_model *m)
         if (m->params) i->release(m->be->ctx, m->params);
         if (m->grads) i->release(m->be->ctx, m->grads);
         if (m->act_block) i->release(m->be->ctx, m->act_block);
-        if (m->d_ints) i->release(m->be->ctx, m->d_ints);
+        if (m->sets && m->sets[0].d_ints) i->release(m->be->ctx, m->sets[0].d_ints);
     }
     bert_params_free(&m->p);
     bert_params_free(&m->g);
     param_table_free(&m->table);
+    if (m->stable.info) param_table_free(&m->stable);
+    free(m->sets);
     free(m->h_logits);
     free(m->h_pos);
     free(m);
+}
+
+/* The batch's int arrays from base: ids, types, mask, pos (max_rows
+ * each), start, end (max_B each), cu (max_B + 1). */
+static void ints_point(bert_model *m, int32_t *base)
+{
+    size_t BT = m->max_rows;
+    m->d_ints = base;
+    m->d_ids = base;
+    m->d_types = m->d_ids + BT;
+    m->d_mask = m->d_types + BT;
+    m->d_pos = m->d_mask + BT;
+    m->d_start = m->d_pos + BT;
+    m->d_end = m->d_start + m->max_B;
+    m->d_cu = m->d_end + m->max_B;
+}
+
+/* The activation sets: the model's fields are set m->cur's; set_use(m, s)
+ * keeps them in m->sets[m->cur] and takes set s's. The windows point into
+ * the set's own ints, so they travel with it. */
+static void set_save(bert_model *m, act_set *t)
+{
+    t->a = m->a;
+    t->d_ints = m->d_ints;
+    t->Tb = m->Tb;
+    t->has_labels = m->has_labels;
+    t->packed = m->packed;
+    t->N = m->N;
+    t->win = m->win;
+    t->loss_win = m->loss_win;
+    t->p_hidden = m->p_hidden;
+    t->p_attn = m->p_attn;
+    t->rng = m->rng;
+}
+
+static void set_use(bert_model *m, int s)
+{
+    if (s == m->cur) return;
+    set_save(m, &m->sets[m->cur]);
+    const act_set *t = &m->sets[s];
+    m->a = t->a;
+    ints_point(m, t->d_ints);
+    m->Tb = t->Tb;
+    m->has_labels = t->has_labels;
+    m->packed = t->packed;
+    m->N = t->N;
+    m->win = t->win;
+    m->loss_win = t->loss_win;
+    m->p_hidden = t->p_hidden;
+    m->p_attn = t->p_attn;
+    m->rng = t->rng;
+    m->cur = s;
 }
 
 int bert_model_create(bert_model **out, const bert_model_opts *o)
@@ -253,6 +394,10 @@ int bert_model_create(bert_model **out, const bert_model_opts *o)
     *out = NULL;
     int rc = config_validate(cfg, "bert_model_create");
     if (rc) return rc;
+    int lo, hi, sets;
+    if (stage_of(o, &lo, &hi, &sets))
+        return err_set(ERR_INPUT, "bert_model_create: stage of layers [%d, %d) with %d activation sets in a model of "
+                                  "%d layers", lo, hi, sets, cfg->num_hidden_layers);
     if (max_B < 1 || T < 1)
         return err_set(ERR_INPUT, "bert_model_create: micro-batch %d x %d tokens: both must be at least 1", max_B, T);
     if (T > cfg->max_position_embeddings)
@@ -277,8 +422,17 @@ int bert_model_create(bert_model **out, const bert_model_opts *o)
     m->recompute = o->recompute;
     m->max_rows = rows_for(max_B, T, max_tokens);
     m->max_att = att_for(cfg, max_B, T, max_tokens);
+    m->lo = lo;
+    m->hi = hi;
+    m->nsets = sets;
+    m->slot_holds = -1;
+    m->sets = xcalloc((size_t)sets, sizeof *m->sets);
     param_table_init(&m->table, cfg);
-    size_t pbytes = mul_size(m->table.total, sizeof(float));
+    int t0, t1;
+    param_table_stage_span(cfg, lo, hi, &t0, &t1);
+    param_table_slice(&m->table, t0, t1, &m->stable);
+    m->poff = m->table.info[t0].offset;
+    size_t pbytes = mul_size(m->stable.total, sizeof(float));
     void *c = be->ctx;
     m->params = be->i->alloc(c, pbytes);
     if (!m->params) goto fail;
@@ -286,12 +440,12 @@ int bert_model_create(bert_model **out, const bert_model_opts *o)
     if (!m->grads) goto fail;
     be->i->zero(c, m->params, pbytes);
     be->i->zero(c, m->grads, pbytes);
-    bert_params_bind(&m->p, &m->table, cfg, m->params);
-    bert_params_bind(&m->g, &m->table, cfg, m->grads);
+    bert_params_bind(&m->p, &m->table, cfg, m->params, m->poff, m->stable.total);
+    bert_params_bind(&m->g, &m->table, cfg, m->grads, m->poff, m->stable.total);
 
     size_t sizes[NUM_ACTS];
-    act_sizes(sizes, cfg, max_B, T, max_tokens, m->recompute);
-    m->act_floats = act_total(cfg, max_B, T, max_tokens, m->recompute);
+    act_sizes(sizes, cfg, max_B, T, max_tokens, m->recompute, lo, hi);
+    m->act_floats = act_total(cfg, max_B, T, max_tokens, m->recompute, lo, hi, sets);
     m->st = strides_for(cfg, max_B, T, max_tokens);
     m->act_block = be->i->alloc(c, mul_size(m->act_floats, sizeof(float)));
     if (!m->act_block) goto fail;
@@ -301,18 +455,21 @@ int bert_model_create(bert_model **out, const bert_model_opts *o)
      * new pages (the kernel clearing them: 7 % of a base-shape packed step
      * in the first steps, by perf). */
     be->i->zero(c, m->act_block, mul_size(m->act_floats, sizeof(float)));
-    act_bind(&m->a, m->act_block, sizes);
+    act_bind(&m->sets[0].a, m->act_block, sizes);
+    float *more = m->act_block;
+    for (int i = 0; i < NUM_ACTS; i++) more += sizes[i];
+    for (int k = 1; k < sets; k++) {
+        act_bind_more(&m->sets[k].a, &m->sets[0].a, more, sizes, m->recompute);
+        for (int i = 0; i < NUM_ACTS; i++)
+            if (act_per_set(i, m->recompute)) more += sizes[i];
+    }
 
-    size_t BT = m->max_rows;
-    m->d_ints = be->i->alloc(c, mul_size(int_count(max_B, BT), sizeof(int32_t)));
-    if (!m->d_ints) goto fail;
-    m->d_ids = m->d_ints;
-    m->d_types = m->d_ids + BT;
-    m->d_mask = m->d_types + BT;
-    m->d_pos = m->d_mask + BT;
-    m->d_start = m->d_pos + BT;
-    m->d_end = m->d_start + max_B;
-    m->d_cu = m->d_end + max_B;
+    size_t BT = m->max_rows, nints = int_count(max_B, BT);
+    int32_t *ints = be->i->alloc(c, mul_size(mul_size(nints, (size_t)sets), sizeof(int32_t)));
+    if (!ints) goto fail;
+    for (int k = 0; k < sets; k++) m->sets[k].d_ints = ints + (size_t)k * nints;
+    m->a = m->sets[0].a;
+    ints_point(m, ints);
     m->h_logits = malloc(BT * 2 * sizeof(float));
     m->h_pos = malloc(BT * sizeof(int32_t));
     if (!m->h_logits || !m->h_pos) {
@@ -349,22 +506,42 @@ backend *bert_model_backend(bert_model *m) { return m->be; }
 float *bert_model_params(bert_model *m) { return m->params; }
 float *bert_model_grads(bert_model *m) { return m->grads; }
 
+const param_table *bert_model_stage_table(const bert_model *m) { return &m->stable; }
+
+void bert_model_stage(const bert_model *m, int *lo, int *hi, size_t *param_offset)
+{
+    if (lo) *lo = m->lo;
+    if (hi) *hi = m->hi;
+    if (param_offset) *param_offset = m->poff;
+}
+
 int bert_model_set_params(bert_model *m, const float *host)
 {
-    int rc = m->be->i->upload(m->be->ctx, m->params, host, m->table.total * sizeof(float));
+    int rc = m->be->i->upload(m->be->ctx, m->params, host + m->poff, m->stable.total * sizeof(float));
     return rc ? err_wrap(rc, "bert_model_set_params") : 0;
 }
 
 int bert_model_get_params(bert_model *m, float *host)
 {
-    int rc = m->be->i->download(m->be->ctx, host, m->params, m->table.total * sizeof(float));
+    int rc = m->be->i->download(m->be->ctx, host + m->poff, m->params, m->stable.total * sizeof(float));
     return rc ? err_wrap(rc, "bert_model_get_params") : 0;
 }
 
 void bert_zero_grad(bert_model *m)
 {
-    m->be->i->zero(m->be->ctx, m->grads, m->table.total * sizeof(float));
+    m->be->i->zero(m->be->ctx, m->grads, m->stable.total * sizeof(float));
 }
+
+float *bert_stage_x_in(bert_model *m, int set) { return set >= 0 && set < m->nsets ? m->sets[set].a.x : NULL; }
+
+const float *bert_stage_x_out(bert_model *m, int set)
+{
+    return set >= 0 && set < m->nsets ? m->sets[set].a.x + (size_t)(m->hi - m->lo) * m->st.nc : NULL;
+}
+
+float *bert_stage_dx_out(bert_model *m, int set) { return set >= 0 && set < m->nsets ? m->sets[set].a.d_out : NULL; }
+const float *bert_stage_dx_in(bert_model *m, int set) { return set >= 0 && set < m->nsets ? m->sets[set].a.d_in : NULL; }
+int bert_model_sets(const bert_model *m) { return m->nsets; }
 
 /* Window b's length in a packed batch, or its real tokens (a prefix of
  * ones in the mask) in a padded one; -1 when the mask is not a prefix. */
@@ -450,7 +627,7 @@ static layer_acts layer_at(const bert_model *m, int l)
 {
     const bert_acts *a = &m->a;
     const act_strides *s = &m->st;
-    size_t i = m->recompute ? 0 : (size_t)l;
+    size_t i = m->recompute ? 0 : (size_t)(l - m->lo);
     layer_acts t = {
         a->q + i * s->nc,        a->k + i * s->nc,        a->v + i * s->nc,        a->ctx + i * s->nc,
         a->probs + i * s->att,   a->res1 + i * s->nc,     a->ln1_mean + i * s->n1, a->ln1_rstd + i * s->n1,
@@ -477,8 +654,8 @@ static void layer_forward(bert_model *m, int l)
     size_t NC = (size_t)N * C, NI = (size_t)N * I;
     float eps = cfg->layer_norm_eps, ph = m->p_hidden;
     const bert_layer_params *w = &m->p.layers[l];
-    const float *xin = m->a.x + (size_t)l * m->st.nc;
-    float *xout = m->a.x + (size_t)(l + 1) * m->st.nc;
+    const float *xin = m->a.x + (size_t)(l - m->lo) * m->st.nc;
+    float *xout = m->a.x + (size_t)(l - m->lo + 1) * m->st.nc;
     layer_acts t = layer_at(m, l);
 
     o->matmul_forward(c, t.q, xin, w->q_w, w->q_b, N, C, C);
@@ -499,8 +676,10 @@ static void layer_forward(bert_model *m, int l)
     o->layernorm_forward(c, xout, t.ln2_mean, t.ln2_rstd, t.res2, w->ffn_ln_w, w->ffn_ln_b, N, C, eps);
 }
 
-int bert_forward(bert_model *m, const bert_batch *b, float dropout_hidden, float dropout_attn, philox_stream rng,
-                 float *loss, float *start_logits, float *end_logits)
+/* The forward of the current set: the embeddings when the model has them,
+ * its layers, the QA head and the loss when it has them. */
+static int forward_set(bert_model *m, const bert_batch *b, float dropout_hidden, float dropout_attn, philox_stream rng,
+                       float *loss, float *start_logits, float *end_logits)
 {
     m->has_labels = 0;
     int rc = check_batch(m, b, dropout_hidden, dropout_attn);
@@ -513,6 +692,7 @@ int bert_forward(bert_model *m, const bert_batch *b, float dropout_hidden, float
     int N = packed ? b->cu_seqlens[B] : B * T;
     float eps = cfg->layer_norm_eps, ph = dropout_hidden, pa = dropout_attn;
     int labels = b->start_positions != NULL;
+    int first = m->lo == 0, last = m->hi == L;
 
     /* what layer_forward and the ops below read */
     m->Tb = T;
@@ -551,19 +731,23 @@ int bert_forward(bert_model *m, const bert_batch *b, float dropout_hidden, float
     const act_strides *s = &m->st;
     const bert_params *p = &m->p;
 
-    o->embedding_forward(c, a->emb, m->d_ids, m->d_types, packed ? m->d_pos : NULL, p->word_emb, p->pos_emb,
-                         p->type_emb, N, T, C);
-    o->layernorm_forward(c, a->x, a->emb_mean, a->emb_rstd, a->emb, p->emb_ln_w, p->emb_ln_b, N, C, eps);
-    if (ph > 0) hidden_dropout(m, a->x, stream_at(rng, -1, DROPOUT_EMBEDDINGS));
+    /* not the first stage: x[lo] is the previous stage's output, placed by the caller */
+    if (first) {
+        o->embedding_forward(c, a->emb, m->d_ids, m->d_types, packed ? m->d_pos : NULL, p->word_emb, p->pos_emb,
+                             p->type_emb, N, T, C);
+        o->layernorm_forward(c, a->x, a->emb_mean, a->emb_rstd, a->emb, p->emb_ln_w, p->emb_ln_b, N, C, eps);
+        if (ph > 0) hidden_dropout(m, a->x, stream_at(rng, -1, DROPOUT_EMBEDDINGS));
+    }
 
-    for (int l = 0; l < L; l++) layer_forward(m, l);
-    o->matmul_forward(c, a->logits, a->x + (size_t)L * s->nc, p->qa_w, p->qa_b, N, C, 2);
-    if (labels) o->qa_loss(c, a->loss, a->dlogits, a->logits, m->d_start, m->d_end, &m->loss_win, 1.0f);
+    for (int l = m->lo; l < m->hi; l++) layer_forward(m, l);
+    m->slot_holds = m->cur;
+    if (last) o->matmul_forward(c, a->logits, a->x + (size_t)(L - m->lo) * s->nc, p->qa_w, p->qa_b, N, C, 2);
+    if (last && labels) o->qa_loss(c, a->loss, a->dlogits, a->logits, m->d_start, m->d_end, &m->loss_win, 1.0f);
 
     if ((rc = o->sync(c))) return err_wrap(rc, "bert_forward");
-    if (labels && loss && (rc = o->download(c, loss, a->loss, sizeof(float))))
+    if (last && labels && loss && (rc = o->download(c, loss, a->loss, sizeof(float))))
         return err_wrap(rc, "bert_forward: loss download");
-    if (start_logits || end_logits) {
+    if (last && (start_logits || end_logits)) {
         if ((rc = o->download(c, m->h_logits, a->logits, (size_t)N * 2 * sizeof(float))))
             return err_wrap(rc, "bert_forward: logits download");
         for (int i = 0; i < N; i++) {
@@ -573,6 +757,22 @@ int bert_forward(bert_model *m, const bert_batch *b, float dropout_hidden, float
     }
     m->has_labels = labels;
     return 0;
+}
+
+int bert_forward(bert_model *m, const bert_batch *b, float dropout_hidden, float dropout_attn, philox_stream rng,
+                 float *loss, float *start_logits, float *end_logits)
+{
+    set_use(m, 0);
+    return forward_set(m, b, dropout_hidden, dropout_attn, rng, loss, start_logits, end_logits);
+}
+
+int bert_stage_forward(bert_model *m, int set, const bert_batch *b, float dropout_hidden, float dropout_attn,
+                       philox_stream rng, float *loss, float *start_logits, float *end_logits)
+{
+    if (set < 0 || set >= m->nsets)
+        return err_set(ERR_RUNTIME, "bert_stage_forward: activation set %d of %d", set, m->nsets);
+    set_use(m, set);
+    return forward_set(m, b, dropout_hidden, dropout_attn, rng, loss, start_logits, end_logits);
 }
 
 /* The gradient before a hidden dropout: d_a = dropout_backward(dout), or
@@ -594,27 +794,31 @@ void bert_model_set_grads_ready(bert_model *m, bert_grads_ready_fn fn, void *arg
 int bert_grad_bucket_count(const bert_model *m) { return m->cfg.num_hidden_layers + 2; }
 
 /* Bucket k in backward's order (0: the QA head, 1..L: layers L-1..0,
- * L+1: the embeddings) as [*off, *off + *n) of the gradient block: the
- * table is embeddings, layers 0..L-1, qa_outputs, contiguous. */
-static void grad_bucket(const bert_model *m, int k, size_t *off, size_t *n)
+ * L+1: the embeddings) as [*off, *off + *n) of this model's gradient
+ * block: the table is embeddings, layers 0..L-1, qa_outputs, contiguous.
+ * 0 when the bucket is not this stage's. */
+static int grad_bucket(const bert_model *m, int k, size_t *off, size_t *n)
 {
     int L = m->cfg.num_hidden_layers;
+    const param_table *t = &m->table;
     /* the start of layer l's tensors, layer L's being the QA head's */
-    #define LAYER_START(l) ((size_t)(((l) < L ? m->g.layers[(l)].q_w : m->g.qa_w) - m->grads))
+    #define LAYER_START(l) (t->info[param_table_layer_first(&m->cfg, (l))].offset)
     size_t lo, hi;
-    if (k == 0) lo = LAYER_START(L), hi = m->table.total;
+    if (k == 0) lo = LAYER_START(L), hi = t->total;
     else if (k <= L) lo = LAYER_START(L - k), hi = LAYER_START(L - k + 1);
     else lo = 0, hi = LAYER_START(0);
     #undef LAYER_START
-    *off = lo;
+    if (lo < m->poff || hi > m->poff + m->stable.total) return 0;
+    *off = lo - m->poff;
     *n = hi - lo;
+    return 1;
 }
 
 static int grads_ready(bert_model *m, int k)
 {
     if (!m->ready) return 0;
     size_t off, n;
-    grad_bucket(m, k, &off, &n);
+    if (!grad_bucket(m, k, &off, &n)) return 0;
     return m->ready(m->ready_arg, off, n);
 }
 
@@ -625,7 +829,10 @@ int bert_grad_buckets_emit(bert_model *m, int from)
     return rc;
 }
 
-int bert_backward(bert_model *m, float grad_scale)
+/* The backward of the current set: from the loss on the last stage, from
+ * d_out (the next stage's d(x[hi])) on the others; down to the embeddings
+ * on the first, to d_in = d(x[lo]) on the others. */
+static int backward_set(bert_model *m, float grad_scale)
 {
     if (!m->has_labels)
         return err_set(ERR_RUNTIME, "bert_backward: the last bert_forward had no labels (or failed)");
@@ -640,21 +847,28 @@ int bert_backward(bert_model *m, float grad_scale)
     const bert_params *p = &m->p;
     const bert_params *g = &m->g;
     philox_stream rng = m->rng;
+    int first = m->lo == 0, last = m->hi == L, rc = 0;
 
-    /* The loss again, now with the scale: dlogits = grad_scale * dloss/dlogits
-     * computed as the backend computes it, not rescaled afterwards. */
-    o->qa_loss(c, a->loss, a->dlogits, a->logits, m->d_start, m->d_end, &m->loss_win, grad_scale);
-    o->zero(c, a->d_x, fNC);
-    o->matmul_backward(c, a->d_x, g->qa_w, g->qa_b, a->dlogits, a->x + (size_t)L * s->nc, p->qa_w, N, C, 2);
-    int rc = grads_ready(m, 0);
+    if (last) {
+        /* The loss again, now with the scale: dlogits = grad_scale * dloss/dlogits
+         * computed as the backend computes it, not rescaled afterwards. */
+        o->qa_loss(c, a->loss, a->dlogits, a->logits, m->d_start, m->d_end, &m->loss_win, grad_scale);
+        o->zero(c, a->d_x, fNC);
+        o->matmul_backward(c, a->d_x, g->qa_w, g->qa_b, a->dlogits, a->x + (size_t)(L - m->lo) * s->nc, p->qa_w, N,
+                           C, 2);
+        rc = grads_ready(m, 0);
+    } else {
+        o->copy(c, a->d_x, a->d_out, fNC);
+    }
 
-    for (int l = L - 1; l >= 0 && !rc; l--) {
+    for (int l = m->hi - 1; l >= m->lo && !rc; l--) {
         const bert_layer_params *w = &p->layers[l];
         const bert_layer_params *gw = &g->layers[l];
-        const float *xin = a->x + (size_t)l * s->nc;
-        /* The last layer's slot still holds its forward. Recomputing writes
-         * x[l + 1] again, with the same values; nothing reads it any more. */
-        if (m->recompute && l < L - 1) layer_forward(m, l);
+        const float *xin = a->x + (size_t)(l - m->lo) * s->nc;
+        /* The layer slot still holds the last layer's forward when this
+         * set's forward was the last one. Recomputing writes x[l + 1] again,
+         * with the same values; nothing reads it any more. */
+        if (m->recompute == RECOMPUTE_LAYER && (l < m->hi - 1 || m->slot_holds != m->cur)) layer_forward(m, l);
         layer_acts t = layer_at(m, l);
 
         /* FFN block: d_x holds d(layer output). d_h1 collects d(h1) from the
@@ -686,7 +900,13 @@ int bert_backward(bert_model *m, float grad_scale)
         o->matmul_backward(c, a->d_x, gw->v_w, gw->v_b, a->d_v, xin, w->v_w, N, C, C);
         rc = grads_ready(m, L - l);
     }
+    if (m->recompute == RECOMPUTE_LAYER) m->slot_holds = -1;
     if (rc) return err_wrap(rc, "bert_backward");
+    if (!first) {
+        o->copy(c, a->d_in, a->d_x, fNC);
+        rc = o->sync(c);
+        return rc ? err_wrap(rc, "bert_backward") : 0;
+    }
 
     const float *d_emb_ln = dropout_back(m, a->d_x, NC, stream_at(rng, -1, DROPOUT_EMBEDDINGS));
     o->zero(c, a->d_h1, fNC);
@@ -703,4 +923,14 @@ int bert_backward(bert_model *m, float grad_scale)
 
     if (!rc) rc = o->sync(c);
     return rc ? err_wrap(rc, "bert_backward") : 0;
+}
+
+int bert_backward(bert_model *m, float grad_scale) { return backward_set(m, grad_scale); }
+
+int bert_stage_backward(bert_model *m, int set, float grad_scale)
+{
+    if (set < 0 || set >= m->nsets)
+        return err_set(ERR_RUNTIME, "bert_stage_backward: activation set %d of %d", set, m->nsets);
+    set_use(m, set);
+    return backward_set(m, grad_scale);
 }

@@ -88,6 +88,15 @@ typedef struct {
     int max_B, T;
     int64_t max_tokens;
     recompute_kind recompute;
+    /* A pipeline stage: encoder layers [stage_lo, stage_hi) (stage_hi 0:
+     * L), with the embeddings when stage_lo == 0 and the QA head and loss
+     * when stage_hi == L; `sets` activation sets (0: one), one per
+     * micro-batch in flight (bert_stage_forward). Its parameter and
+     * gradient blocks hold only its tensors, the floats [offset, offset +
+     * stage table's total) of the whole table (bert_model_stage);
+     * bert_model_set_params / get_params still take the whole host block
+     * and copy that slice. The defaults (all 0) are the whole model. */
+    int stage_lo, stage_hi, sets;
 } bert_model_opts;
 
 /* Allocates parameters, gradients and activations on o->be. Parameters
@@ -98,7 +107,7 @@ void bert_model_free(bert_model *m);
 /* Bytes of backend memory bert_model_create takes for activations (saved
  * for backward, plus backward's working buffers and the batch's int
  * arrays) for o; parameters, gradients and optimizer state not included.
- * SIZE_MAX when it overflows. */
+ * SIZE_MAX when it overflows; 0 for a stage that does not fit the model. */
 size_t bert_activation_bytes(const bert_model_opts *o);
 
 const bert_config *bert_model_config(const bert_model *m);
@@ -114,12 +123,20 @@ int bert_pack_window(const int32_t *ids, const int32_t *types, const int32_t *ma
 int bert_model_seq_len(const bert_model *m);
 recompute_kind bert_model_recompute(const bert_model *m);
 const param_table *bert_model_table(const bert_model *m);
+/* The tensors this model holds, offsets counted from its first (the whole
+ * table for a whole model): what its optimizer works on. */
+const param_table *bert_model_stage_table(const bert_model *m);
+/* Its layers [*lo, *hi) and the offset (floats) of its slice in the whole
+ * table (0 for a whole model); any pointer may be NULL. */
+void bert_model_stage(const bert_model *m, int *lo, int *hi, size_t *param_offset);
 backend *bert_model_backend(bert_model *m);
-/* Backend memory of the parameter block and the gradient block (table->total floats each). */
+/* Backend memory of the parameter block and the gradient block (the stage
+ * table's total floats each: the whole table's for a whole model). */
 float *bert_model_params(bert_model *m);
 float *bert_model_grads(bert_model *m);
 
-/* Host <-> backend copies of the whole parameter block (table order). */
+/* Host <-> backend copies of the parameters: host is the whole block
+ * (table order), of which a stage copies its slice. */
 int bert_model_set_params(bert_model *m, const float *host);
 int bert_model_get_params(bert_model *m, float *host);
 
@@ -140,6 +157,31 @@ int bert_forward(bert_model *m, const bert_batch *b, float dropout_hidden, float
 int bert_backward(bert_model *m, float grad_scale);
 void bert_zero_grad(bert_model *m);
 
+/* Pipeline stages. bert_stage_forward is bert_forward into activation set
+ * `set` (0 .. sets - 1), whose tensors stay for bert_stage_backward of the
+ * same set while other sets run forward and backward. A stage that is not
+ * the first reads its input x[lo] from bert_stage_x_in(set), which the
+ * caller fills first (N rows of C floats: N = B * T padded, cu_seqlens[B]
+ * packed); every stage leaves its output x[hi] in bert_stage_x_out(set); a
+ * stage that is not the last computes no loss and no logits (loss and the
+ * logits are left alone). bert_stage_backward of a stage that is not the
+ * last starts from d(x[hi]) in bert_stage_dx_out(set), filled by the caller
+ * first, and one that is not the first ends with d(x[lo]) in
+ * bert_stage_dx_in(set); grad_scale matters on the last stage only (it
+ * scales the loss's gradient). The batch's ids, mask, cu_seqlens and labels
+ * are given to every stage (each reads what it needs), and the dropout
+ * masks are drawn per global layer index, so the stages of a split model
+ * compute what the whole model computes, bit for bit. All four buffers are
+ * backend memory of the set, stable until the set's next forward. */
+int bert_stage_forward(bert_model *m, int set, const bert_batch *b, float dropout_hidden, float dropout_attn,
+                       philox_stream rng, float *loss, float *start_logits, float *end_logits);
+int bert_stage_backward(bert_model *m, int set, float grad_scale);
+float *bert_stage_x_in(bert_model *m, int set);
+const float *bert_stage_x_out(bert_model *m, int set);
+float *bert_stage_dx_out(bert_model *m, int set);
+const float *bert_stage_dx_in(bert_model *m, int set);
+int bert_model_sets(const bert_model *m);
+
 /* Gradient buckets, for data-parallel training that sums gradients across
  * processes while backward still runs (train/run_step.c): the gradient block
  * is cut into L + 2 contiguous ranges in the order backward finishes them:
@@ -147,7 +189,8 @@ void bert_zero_grad(bert_model *m);
  * set, bert_backward calls fn(arg, offset, count) (in floats, into the
  * gradient block) for each range as soon as the backend has queued the last
  * op that writes it, in that order; a non-zero return ends backward with
- * that code. The hook stays set until cleared with fn = NULL.
+ * that code. The hook stays set until cleared with fn = NULL. A pipeline
+ * stage reports its own ranges only, as offsets into its own block.
  * bert_grad_buckets_emit calls it for ranges from, from + 1, ..., L + 1 in
  * that order without a backward (a process with no examples in the step,
  * or one whose backward stopped half-way). */

@@ -250,21 +250,20 @@ void memory_stage_layers(int L, int stages, int stage, int *first, int *end)
 /* The floats of the stage's parameters, and of the most Adam state one of
  * D ranks holds: per gradient bucket (the embeddings, each layer, the QA
  * head) the last rank's piece (dist_piece: n/D, plus the n mod D left). */
-static void stage_params(const bert_config *cfg, int stages, int stage, int D, size_t *params, size_t *adam)
+static void stage_params(const bert_config *cfg, const memory_stage *st, int D, size_t *params, size_t *adam)
 {
     param_table t;
     param_table_init(&t, cfg);
-    int L = cfg->num_hidden_layers, first, end;
-    memory_stage_layers(L, stages, stage, &first, &end);
+    int L = cfg->num_hidden_layers, first = st->layer_first, end = st->layer_end;
     /* bucket b: 0 the embeddings, 1 + l layer l, L + 1 the QA head */
     size_t *bucket = xcalloc((size_t)L + 2, sizeof *bucket);
     *params = *adam = 0;
     for (int i = 0; i < t.n; i++) {
         const char *name = t.info[i].name;
         int l, b;
-        if (!strncmp(name, "bert.embeddings.", 16)) b = stage == 0 ? 0 : -1;
+        if (!strncmp(name, "bert.embeddings.", 16)) b = st->embeddings ? 0 : -1;
         else if (sscanf(name, "bert.encoder.layer.%d.", &l) == 1) b = l >= first && l < end ? 1 + l : -1;
-        else b = stage == stages - 1 ? L + 1 : -1; /* qa_outputs */
+        else b = st->qa_head ? L + 1 : -1; /* qa_outputs */
         if (b < 0) continue;
         bucket[b] += t.info[i].numel;
         *params += t.info[i].numel;
@@ -277,33 +276,29 @@ static void stage_params(const bert_config *cfg, int stages, int stage, int D, s
     param_table_free(&t);
 }
 
-int memory_plan_stage(const bert_config *cfg, int micro, int T, precision_kind prec, recompute_kind rc,
-                      const memory_layout *lay, int stage, memory_stage *out)
+/* The plan of stage `stage` of S holding layers [first, end), its
+ * optimizer sharded over D ranks (the sizes checked by the caller). */
+static int plan_stage_range(const bert_config *cfg, int micro, int T, precision_kind prec, recompute_kind rc, int S,
+                            int D, int stage, int first, int end, memory_stage *out)
 {
     memset(out, 0, sizeof *out);
-    int L = cfg->num_hidden_layers;
     /* the whole model's plan checks the config and the sizes */
     int r = memory_plan_compute(cfg, micro, T, prec, rc, &out->plan);
     if (r) return r;
-    int S = lay->stages, D = lay->shard_ranks;
-    if (S < 1 || S > L)
-        return err_set(ERR_INPUT, "memory plan: %d pipeline stages for %d layers (1 to %d: each stage at least a layer)",
-                       S, L, L);
-    if (D < 1) return err_set(ERR_INPUT, "memory plan: %d ranks sharding the optimizer", D);
-    if (stage < 0 || stage >= S) return err_set(ERR_INPUT, "memory plan: stage %d of %d", stage, S);
-    memory_stage_layers(L, S, stage, &out->layer_first, &out->layer_end);
+    out->layer_first = first;
+    out->layer_end = end;
     out->embeddings = stage == 0;
     out->qa_head = stage == S - 1;
     out->in_flight = S - stage;
     size_t np, adam;
-    stage_params(cfg, S, stage, D, &np, &adam);
+    stage_params(cfg, out, D, &np, &adam);
     memory_plan *p = &out->plan;
     p->n_params = to_i64(np);
     p->params = p->grads = to_i64(cuda_ws_sat_mul(np, sizeof(float)));
     p->optimizer = to_i64(cuda_ws_sat_mul(sat_mul(2, adam), sizeof(float)));
     act_parts a;
     activation_parts(cfg, micro, T, &a);
-    size_t n = (size_t)(out->layer_end - out->layer_first), rec = rc == RECOMPUTE_LAYER;
+    size_t n = (size_t)(end - first), rec = rc == RECOMPUTE_LAYER;
     size_t saved = sat_add(sat_mul(n + 1, a.x), rec ? 0 : sat_mul(n, a.layer));
     if (out->embeddings) saved = sat_add(saved, a.emb);
     if (out->qa_head) saved = sat_add(saved, a.head);
@@ -317,6 +312,105 @@ int memory_plan_stage(const bert_config *cfg, int micro, int T, precision_kind p
     total = add64(total, p->activations);
     p->total = add64(total, p->workspace);
     return 0;
+}
+
+int memory_plan_stage(const bert_config *cfg, int micro, int T, precision_kind prec, recompute_kind rc,
+                      const memory_layout *lay, int stage, memory_stage *out)
+{
+    memset(out, 0, sizeof *out);
+    int L = cfg->num_hidden_layers;
+    int r = memory_plan_compute(cfg, micro, T, prec, rc, &out->plan);
+    if (r) return r;
+    int S = lay->stages, D = lay->shard_ranks;
+    if (S < 1 || S > L)
+        return err_set(ERR_INPUT, "memory plan: %d pipeline stages for %d layers (1 to %d: each stage at least a layer)",
+                       S, L, L);
+    if (D < 1) return err_set(ERR_INPUT, "memory plan: %d ranks sharding the optimizer", D);
+    if (stage < 0 || stage >= S) return err_set(ERR_INPUT, "memory plan: stage %d of %d", stage, S);
+    const int *sp = lay->split;
+    if (sp && (sp[0] != 0 || sp[S] != L))
+        return err_set(ERR_INPUT, "memory plan: the split runs from %d to %d, not 0 to %d", sp[0], sp[S], L);
+    for (int s = 0; sp && s < S; s++)
+        if (sp[s + 1] <= sp[s])
+            return err_set(ERR_INPUT, "memory plan: stage %d of the split holds no layer (%d, %d)", s, sp[s], sp[s + 1]);
+    int first, end;
+    if (sp) first = sp[stage], end = sp[stage + 1];
+    else memory_stage_layers(L, S, stage, &first, &end);
+    return plan_stage_range(cfg, micro, T, prec, rc, S, D, stage, first, end, out);
+}
+
+double memory_stage_flops(const bert_config *cfg, int T, int first, int end, int embeddings, int qa_head)
+{
+    double C = cfg->hidden_size, FF = cfg->intermediate_size, t = T;
+    double layer = 6.0 * (4 * C * C + 2 * C * FF) * t + 12.0 * t * t * C;
+    double f = (double)(end - first) * layer;
+    if (embeddings) f += 30.0 * C * t;
+    if (qa_head) f += 6.0 * 2 * C * t;
+    return f;
+}
+
+/* The split chooser's dynamic programme: cell s * (L + 1) + j for the
+ * first s stages holding layers [0, j); best, the least largest stage cost
+ * of such a prefix (-1: none), from, that prefix's last boundary. */
+typedef struct {
+    const bert_config *cfg;
+    int L, S, T, micro;
+    precision_kind prec;
+    recompute_kind rc;
+    double *best;
+    int *from;
+} split_dp;
+
+/* One pass: the cost of a stage its time (tmax < 0), or its peak for the
+ * stages that take at most tmax (the others left out). Equal costs keep
+ * the smaller boundary. */
+static int split_pass(split_dp *d, double tmax)
+{
+    int W = d->L + 1;
+    for (int i = 0; i < (d->S + 1) * W; i++) d->best[i] = -1;
+    d->best[0] = 0;
+    for (int s = 1; s <= d->S; s++)
+        for (int j = s; j <= d->L; j++)
+            for (int i = s - 1; i < j; i++) {
+                double prev = d->best[(s - 1) * W + i];
+                double cost = memory_stage_flops(d->cfg, d->T, i, j, s == 1, s == d->S);
+                if (prev < 0 || (tmax >= 0 && cost > tmax)) continue;
+                if (tmax >= 0) {
+                    memory_stage st;
+                    int r = plan_stage_range(d->cfg, d->micro, d->T, d->prec, d->rc, d->S, 1, s - 1, i, j, &st);
+                    if (r) return r;
+                    cost = (double)st.plan.total;
+                }
+                double m = cost > prev ? cost : prev, *cur = &d->best[s * W + j];
+                if (*cur < 0 || m < *cur) {
+                    *cur = m;
+                    d->from[s * W + j] = i;
+                }
+            }
+    return d->best[d->S * W + d->L] < 0 ? err_set(ERR_RUNTIME, "memory_stage_split: no split within the time") : 0;
+}
+
+int memory_stage_split(const bert_config *cfg, int micro, int T, precision_kind prec, recompute_kind rc, int stages,
+                       int *split)
+{
+    int L = cfg->num_hidden_layers, S = stages;
+    memory_plan whole;
+    int r = memory_plan_compute(cfg, micro, T, prec, rc, &whole);
+    if (r) return r;
+    if (S < 1 || S > L)
+        return err_set(ERR_INPUT, "%d pipeline stages for %d layers (1 to %d: each stage at least a layer)", S, L, L);
+    size_t cells = (size_t)(S + 1) * (size_t)(L + 1);
+    split_dp d = {cfg, L, S, T, micro, prec, rc, xcalloc(cells, sizeof(double)), xcalloc(cells, sizeof(int))};
+    /* the least largest stage time, then the least largest peak within it */
+    r = split_pass(&d, -1);
+    if (!r) r = split_pass(&d, d.best[S * (L + 1) + L]);
+    if (!r) {
+        split[S] = L;
+        for (int s = S; s > 0; s--) split[s - 1] = d.from[s * (L + 1) + split[s]];
+    }
+    free(d.best);
+    free(d.from);
+    return r;
 }
 
 int memory_largest_micro_layout(const bert_config *cfg, int T, precision_kind prec, recompute_kind rc,
@@ -340,6 +434,7 @@ int memory_largest_micro_layout(const bert_config *cfg, int T, precision_kind pr
 int64_t memory_optimizer_bytes_per_rank(const bert_config *cfg, int ranks)
 {
     size_t np, adam;
-    stage_params(cfg, 1, 0, ranks > 1 ? ranks : 1, &np, &adam);
+    memory_stage whole = {.layer_first = 0, .layer_end = cfg->num_hidden_layers, .embeddings = 1, .qa_head = 1};
+    stage_params(cfg, &whole, ranks > 1 ? ranks : 1, &np, &adam);
     return to_i64(cuda_ws_sat_mul(sat_mul(2, adam), sizeof(float)));
 }

@@ -74,7 +74,7 @@ int memory_largest_micro(const bert_config *cfg, int T, precision_kind prec, rec
 /* Pipeline stages and the sharded optimizer (bertc plan --pipeline-stages
  * S, --shard-optimizer --ranks D). Stage s of S holds the encoder layers
  * [s*L/S, (s+1)*L/S), stage 0 also the embeddings and stage S-1 the QA
- * head; under the 1F1B schedule stage s keeps the saved activations of up
+ * head (or the layers of the layout's split); under the 1F1B schedule stage s keeps the saved activations of up
  * to S - s micro-batches in flight (stage 0: S), and one backward's working
  * buffers. Its parameters, gradients and Adam state are its tensors'. With
  * D data-parallel ranks sharding the optimizer (ZeRO stage 1) each rank
@@ -84,8 +84,10 @@ int memory_largest_micro(const bert_config *cfg, int T, precision_kind prec, rec
  * bert.c's table grouped by stage (one stage with every layer is exactly
  * bert_activation_bytes); the workspace is the whole model's. */
 typedef struct {
-    int stages;      /* 1: the whole model on each device */
-    int shard_ranks; /* 1: every rank keeps the whole optimizer state */
+    int stages;       /* 1: the whole model on each device */
+    int shard_ranks;  /* 1: every rank keeps the whole optimizer state */
+    const int *split; /* the stages + 1 layer boundaries (0 = split[0] < ... < split[S] = L);
+                       * NULL: memory_stage_layers' even split */
 } memory_layout;
 
 typedef struct {
@@ -95,16 +97,37 @@ typedef struct {
     memory_plan plan;           /* the stage's figures (n_params: its parameters) */
 } memory_stage;
 
-/* Stage s's layers [*first, *end) of L among S stages. */
+/* Stage s's layers [*first, *end) of L among S stages, as even as whole
+ * layers allow. */
 void memory_stage_layers(int L, int stages, int stage, int *first, int *end);
 /* The plan of one stage of a layout (ERR_INPUT: bad sizes, stages outside
- * 1..L, ranks below 1). Layout {1, 1}: memory_plan_compute's figures. */
+ * 1..L, ranks below 1, a split that does not run from 0 to L in increasing
+ * boundaries). Layout {1, 1}: memory_plan_compute's figures. */
 int memory_plan_stage(const bert_config *cfg, int micro, int T, precision_kind prec, recompute_kind rc,
                       const memory_layout *lay, int stage, memory_stage *out);
 /* The largest micro-batch in [1, max_micro] whose every stage fits in
  * budget; 0 when even 1 does not. */
 int memory_largest_micro_layout(const bert_config *cfg, int T, precision_kind prec, recompute_kind rc,
                                 const memory_layout *lay, int64_t budget, int max_micro);
+/* The FLOPs of one window of T tokens through a stage holding layers
+ * [first, end) (with the embeddings when embeddings, the QA head when
+ * qa_head), forward and backward: per layer bertc bench's count (every
+ * weight matmul 6 x its parameters a token, attention 12 T^2 C a window),
+ * the QA head's matmul 6 x 2C a token, the embeddings' three-row sum and
+ * LayerNorm 30 C a token (10 forward, 20 backward: lookups are free). */
+double memory_stage_flops(const bert_config *cfg, int T, int first, int end, int embeddings, int qa_head);
+/* The default pipeline split (bertc train --pipeline-stages S, bertc plan
+ * --pipeline-stages S): of the contiguous splits of the L layers into S
+ * stages, the one whose largest stage time (memory_stage_flops) is the
+ * smallest; among those, the one whose largest stage peak
+ * (memory_plan_stage at micro-batches of micro x T, the optimizer
+ * unsharded) is the smallest (a dynamic programme over the boundaries;
+ * equal peaks: the smaller boundary, last stage first). The time does not
+ * depend on micro, the peaks do: the split is chosen for the micro-batch a
+ * run uses. split gets S + 1 boundaries. ERR_INPUT: S outside 1..L, bad
+ * sizes. */
+int memory_stage_split(const bert_config *cfg, int micro, int T, precision_kind prec, recompute_kind rc, int stages,
+                       int *split);
 /* The bytes of AdamW's m and v on the rank that holds the most with the
  * optimizer sharded over `ranks` (1: the whole, memory_plan's optimizer). */
 int64_t memory_optimizer_bytes_per_rank(const bert_config *cfg, int ranks);

@@ -79,11 +79,19 @@ int param_table_find(const param_table *t, const char *name)
     return -1;
 }
 
-void bert_params_bind(bert_params *p, const param_table *t, const bert_config *cfg, float *block)
+/* Tensor k in a block holding [off, off + n) of the table, or NULL. */
+static float *tensor_at(const param_table *t, int k, float *block, size_t off, size_t n)
+{
+    const param_info *p = &t->info[k];
+    return p->offset >= off && p->offset - off + p->numel <= n ? block + (p->offset - off) : NULL;
+}
+
+void bert_params_bind(bert_params *p, const param_table *t, const bert_config *cfg, float *block, size_t off,
+                      size_t n)
 {
     /* Table order is fixed by param_table_init; walk it in the same order. */
     int k = 0;
-#define NEXT (block + t->info[k++].offset)
+#define NEXT tensor_at(t, k++, block, off, n)
     p->word_emb = NEXT;
     p->pos_emb = NEXT;
     p->type_emb = NEXT;
@@ -111,4 +119,31 @@ void bert_params_free(bert_params *p)
 {
     free(p->layers);
     p->layers = NULL;
+}
+
+/* param_table_init's layout: 5 embedding tensors, 16 per layer, 2 for the head. */
+int param_table_layer_first(const bert_config *cfg, int l)
+{
+    (void)cfg;
+    return 5 + 16 * l;
+}
+
+void param_table_stage_span(const bert_config *cfg, int lo, int hi, int *first, int *end)
+{
+    int L = cfg->num_hidden_layers;
+    *first = lo == 0 ? 0 : param_table_layer_first(cfg, lo);
+    *end = hi == L ? param_table_layer_first(cfg, L) + 2 : param_table_layer_first(cfg, hi);
+}
+
+void param_table_slice(const param_table *t, int first, int end, param_table *out)
+{
+    out->n = end - first;
+    out->info = xcalloc((size_t)(out->n > 0 ? out->n : 1), sizeof *out->info);
+    out->total = 0;
+    size_t base = first < t->n ? t->info[first].offset : t->total;
+    for (int i = 0; i < out->n; i++) {
+        out->info[i] = t->info[first + i];
+        out->info[i].offset -= base;
+        out->total = out->info[i].offset + out->info[i].numel;
+    }
 }

@@ -59,9 +59,24 @@ void param_table_init(param_table *t, const bert_config *cfg);
 void param_table_free(param_table *t);
 /* Index of a tensor by name, -1 when absent. */
 int param_table_find(const param_table *t, const char *name);
-/* Points every field of p into block (t->total floats). p->layers is
- * allocated; free it with bert_params_free. */
-void bert_params_bind(bert_params *p, const param_table *t, const bert_config *cfg, float *block);
+/* Points the fields of p into block, which holds the floats [off, off + n)
+ * of the table (0, t->total: all of it; a pipeline stage holds its slice):
+ * the tensors inside point into block at their offset - off, the others are
+ * NULL. p->layers is allocated; free it with bert_params_free. */
+void bert_params_bind(bert_params *p, const param_table *t, const bert_config *cfg, float *block, size_t off,
+                      size_t n);
 void bert_params_free(bert_params *p);
+
+/* Pipeline stages. The table is the embeddings, layers 0..L-1, qa_outputs,
+ * in that order, so the tensors of a stage that holds encoder layers
+ * [lo, hi), with the embeddings when lo == 0 and the QA head when hi == L,
+ * are the contiguous indices [*first, *end). */
+void param_table_stage_span(const bert_config *cfg, int lo, int hi, int *first, int *end);
+/* The index of encoder layer l's first tensor (l == L: qa_outputs.weight's). */
+int param_table_layer_first(const bert_config *cfg, int l);
+/* out: tensors [first, end) of t, their offsets counted from tensor
+ * first's (an optimizer over a stage's slice of the block). Free with
+ * param_table_free. */
+void param_table_slice(const param_table *t, int first, int end, param_table *out);
 
 #endif

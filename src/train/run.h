@@ -83,18 +83,31 @@ typedef struct {
     float *host_grads;  /* the gradients on the host for the all-reduce (GPU backends) */
     int dist_micro;     /* rank 0's micro-batch, broadcast to the others */
     int64_t prev_ranks; /* the rank count of the checkpoint resumed from */
+    int64_t prev_stages; /* its pipeline stages */
     int nccl;           /* GPUs: gradients summed by NCCL on the devices (backend/cuda/cuda_nccl.h) */
     double comm_s;      /* seconds in the steps' collectives (all-reduces, agreement; waits included) */
     double wait_s;      /* of which: waiting at the end of the forward/backward passes for the slowest rank */
     int bucketed;       /* gradients summed bucket by bucket during backward (run_step.c) */
     int buckets_sent;   /* this step's buckets sent so far */
-    int save_due;       /* N ranks: rank 0's clock says --save-every-minutes is due (agreed in run_step) */
+    int save_due;       /* N ranks: rank 0's clock says --save-every-minutes is due (agreed in run_step or run_pipe_reduce) */
     /* --shard-optimizer with N ranks (run_shard.c) */
     int shard;
     run_shard sh;
     int prev_shard;     /* the checkpoint resumed from was saved by a sharded run */
     /* run_save.c's: the --mirror copier (NULL: none) */
     struct mirror *mir;
+    /* Pipeline (run_pipe.c): this rank is stage `stage` of `stages` (1, 0
+     * without one) in data-parallel replica `replica` of `replicas`
+     * (rank = stage * replicas + replica), holding encoder layers
+     * [split[stage], split[stage + 1]) and the floats [poff, poff + pn)
+     * of the parameter block. The run dir, checkpoints and evaluation stay
+     * the writer's (rank 0, stage 0), which gathers the stages' parts. */
+    int stages, stage, replicas, replica;
+    int split[PIPE_MAX_STAGES + 1];
+    size_t poff, pn;
+    double pipe_busy_s, pipe_idle_s; /* this rank: computing, waiting for a neighbour */
+    double *pipe_idle_all;           /* every rank's pipe_idle_s, then pipe_busy_s (2 x ranks), after each step */
+    struct pipe_run *pipe;
 } run_ctx;
 
 /* run_setup.c: everything before the first step; ERR_INPUT for bad input
@@ -137,6 +150,28 @@ int run_export_final(run_ctx *c, char *final_dir, size_t cap);
 void run_mirror_start(run_ctx *c);
 void run_mirror_stop(run_ctx *c);
 
+/* run_pipe.c: pipeline stages (--pipeline-stages; train/pipeline.h).
+ * configure: the split and this rank's place, checked (ERR_INPUT) before
+ * the run dir is touched; start: this stage's model and optimizer with
+ * the host parameters' slice (and the Adam state's, resumed); pass: the
+ * step's forward and backward passes, 1F1B over the stages, into freshly
+ * zeroed gradients (a rank whose compute failed keeps sending so that no
+ * neighbour waits forever; the failure is agreed on at the end, naming the
+ * stage); reduce: the stage's gradients summed over its replicas, the
+ * loss, the global squared norm in stage order, signals, the writer's save
+ * clock and the idle times shared; gather: every stage's parameters (and
+ * Adam state) into the writer's host blocks; predict: --dev evaluated by
+ * the writer with the whole model built from the gathered parameters. */
+int run_pipe_configure(run_ctx *c);
+int run_pipe_start(run_ctx *c);
+/* After every rank's set-up (collective): NCCL's channels on GPUs. */
+int run_pipe_connect(run_ctx *c);
+int run_pipe_pass(run_ctx *c, const int32_t *idx, int count, float scale, double *loss);
+int run_pipe_reduce(run_ctx *c, double *loss, double *sum_squares);
+int run_pipe_gather(run_ctx *c, int optimizer);
+int run_pipe_predict(run_ctx *c, const postprocess_opts *po, qa_predictions *p);
+void run_pipe_free(run_ctx *c);
+
 /* run_log.c */
 void run_fmt_duration(char *buf, size_t cap, double s);
 /* Opens metrics.csv and eval.csv (keeping the rows of a resumed run up to
@@ -155,6 +190,8 @@ void run_log_skipped(run_ctx *c);
 void run_log_info(run_ctx *c, const char *key, const char *value);
 /* fsync of the CSV files, before a checkpoint names their rows as saved. */
 int run_log_sync(run_ctx *c);
+/* "0-1 | 2-3": each pipeline stage's layers. */
+void pipe_split_text(const run_ctx *c, char *buf, size_t cap);
 /* The report, rebuilt (after checkpoints and at the end). */
 void run_log_report(run_ctx *c);
 void run_log_close(run_ctx *c);

@@ -77,12 +77,13 @@ int run_evaluate(run_ctx *c, const char *pred_path, int print)
     /* The evaluation computes as `bertc predict` does: each window's logits
      * independent of the batch it is in (and so of the rank count). */
     backend_set_batch_invariant(&c->qm.be, 1);
-    if (c->ranks > 1) {
+    postprocess_opts po = eval_postprocess_opts(c->o);
+    if (c->stages > 1)
+        rc = run_pipe_predict(c, &po, &p);
+    else if (c->ranks > 1)
         rc = evaluate_split(c, &p);
-    } else {
-        postprocess_opts po = eval_postprocess_opts(c->o);
+    else
         rc = qa_model_predict(&c->qm, &c->dev, &c->df, &po, &p, c->stop);
-    }
     backend_set_batch_invariant(&c->qm.be, 0);
     if (rc || (c->ranks > 1 && !c->writer)) return rc;
     eval_result r;

@@ -115,9 +115,17 @@ void run_log_startup(const run_ctx *c, int train_hit, int dev_hit)
     if (c->have_dev)
         printf("  dev       %s: %d questions -> %d windows (features %s)\n", o->dev_path, c->dev.n, c->df.n,
                dev_hit ? "from cache" : "built");
-    if (c->ranks > 1)
+    if (c->stages > 1) {
+        char split[256], dp[96] = "";
+        pipe_split_text(c, split, sizeof split);
+        if (c->replicas > 1)
+            snprintf(dp, sizeof dp, " x %d data-parallel copies (each a share of the micro-batches)", c->replicas);
+        printf("  pipeline  %d stages (MPI)%s, layers %s; 1F1B over each step's micro-batches; rank 0 gathers the "
+               "stages' parts for checkpoints and evaluation\n", c->stages, dp, split);
+    } else if (c->ranks > 1) {
         printf("  ranks     %d data-parallel ranks (MPI): each step's %d examples split in fixed shares of whole "
                "micro-batches, gradients summed in rank order\n", c->ranks, o->batch);
+    }
     if (c->shard) {
         char b1[32], b2[32];
         size_t total = c->qm.table.total;
@@ -215,7 +223,13 @@ void run_log_progress(run_ctx *c, double loss, double lr, int force)
     snprintf(line, sizeof line, "epoch %.2f | step %lld/%lld | loss %.4f (avg %.4f) | lr %.3g | %.1f ex/s | ETA %s%s%s",
              (double)step / (double)c->steps_per_epoch, (long long)step, (long long)c->total, loss, c->st.smoothed_loss,
              lr, rate, etas, mon[0] ? " | " : "", mon);
-    if (c->ranks > 1) {
+    if (c->stages > 1) {
+        /* Pipeline: each stage's time waiting for its neighbours (the bubble and any imbalance). */
+        size_t l = strlen(line);
+        l += (size_t)snprintf(line + l, sizeof line - l, " | %d stages, idle", c->stages);
+        for (int r = 0; r < c->ranks && r < 8 && l < sizeof line; r++)
+            l += (size_t)snprintf(line + l, sizeof line - l, " %.1fs", c->pipe_idle_all[r]);
+    } else if (c->ranks > 1) {
         /* Data parallel: the ranks, and the share of the training time this
          * rank spent in the all-reduces (communication and waiting). */
         size_t l = strlen(line);
@@ -257,6 +271,32 @@ static void dist_info(run_ctx *c)
     obs_set_info(c->obs, "comm_s", v);
     snprintf(v, sizeof v, "%.3f", c->wait_s);
     obs_set_info(c->obs, "comm_wait_s", v);
+    if (c->stages > 1 && c->pipe_idle_all) {
+        /* per rank (stage-major): seconds waiting for a neighbour, seconds computing */
+        char split[256], idle[512], busy[512];
+        size_t a = 0, b = 0;
+        idle[0] = busy[0] = 0;
+        for (int r = 0; r < c->ranks; r++) {
+            a += (size_t)snprintf(idle + a, a < sizeof idle ? sizeof idle - a : 0, "%s%.3f", r ? " " : "",
+                                  c->pipe_idle_all[r]);
+            b += (size_t)snprintf(busy + b, b < sizeof busy ? sizeof busy - b : 0, "%s%.3f", r ? " " : "",
+                                  c->pipe_idle_all[c->ranks + r]);
+        }
+        pipe_split_text(c, split, sizeof split);
+        snprintf(v, sizeof v, "%d", c->stages);
+        obs_set_info(c->obs, "pipeline_stages", v);
+        obs_set_info(c->obs, "pipeline_layers", split);
+        obs_set_info(c->obs, "pipeline_idle_s", idle);
+        obs_set_info(c->obs, "pipeline_busy_s", busy);
+    }
+}
+
+void pipe_split_text(const run_ctx *c, char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    for (int s = 0; s < c->stages && n < cap; s++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%d-%d", s ? " | " : "", c->split[s], c->split[s + 1] - 1);
 }
 
 void run_log_report(run_ctx *c)

@@ -125,13 +125,14 @@ static int choose_micro(run_ctx *c)
         c->micro = c->dist_micro; /* rank 0's choice: every rank must use the same */
     } else if (c->ranks > 1 && o->micro_batch <= 0) {
         /* auto with N ranks: the largest micro-batch not above the
-         * planner's whose count per step the ranks divide (cmd_train
-         * checks a given --micro-batch). */
-        int m = c->micro;
-        while (m > 1 && ((o->batch + m - 1) / m) % c->ranks != 0) m--;
-        if (((o->batch + m - 1) / m) % c->ranks != 0)
+         * planner's whose count per step the data-parallel ranks (the
+         * pipeline's replicas) divide (cmd_train checks a given
+         * --micro-batch). */
+        int m = c->micro, D = c->replicas;
+        while (m > 1 && ((o->batch + m - 1) / m) % D != 0) m--;
+        if (((o->batch + m - 1) / m) % D != 0)
             return err_set(ERR_INPUT, "--batch %d: no micro-batch size gives a number of micro-batches per step that "
-                           "%d ranks divide (give a --batch that is a multiple of the rank count)", o->batch, c->ranks);
+                           "%d ranks divide (give a --batch that is a multiple of the rank count)", o->batch, D);
         c->micro = m;
     }
     c->micro_batches = (o->batch + c->micro - 1) / c->micro;
@@ -303,6 +304,30 @@ static int fit_window(run_ctx *c)
     return 0;
 }
 
+/* What a resumed run says when the checkpoint's layout differs: ranks,
+ * pipeline stages, a sharded optimizer. */
+static void resume_notes(const run_ctx *c)
+{
+    /* Pipeline stages compute the bits of one process (and S x D ranks
+     * those of D data-parallel ranks): only the data-parallel count
+     * changes the sums. */
+    int64_t prev_dp = c->prev_ranks / (c->prev_stages > 0 ? c->prev_stages : 1);
+    if (c->prev_ranks != c->ranks || c->prev_stages != c->stages) {
+        if (prev_dp != c->replicas)
+            printf("resuming a run of %lld rank%s with %d (the same global batch of %d; the sums are taken in another "
+                   "order, so the result is not bit-identical to an uninterrupted run)\n",
+                   (long long)c->prev_ranks, c->prev_ranks > 1 ? "s" : "", c->ranks, c->o->batch);
+        else
+            printf("resuming a run of %lld pipeline stage%s with %d (the same arithmetic: the result is that of an "
+                   "uninterrupted run, as long as the threads are the same)\n",
+                   (long long)c->prev_stages, c->prev_stages > 1 ? "s" : "", c->stages);
+    }
+    if (c->prev_shard != c->shard)
+        printf("resuming a run saved %s --shard-optimizer %s it (checkpoints hold the whole Adam moments: %s)\n",
+               c->prev_shard ? "with" : "without", c->shard ? "with" : "without",
+               c->shard ? "each rank takes its pieces of them" : "loaded whole");
+}
+
 static int setup_body(run_ctx *c)
 {
     const trainer_opts *o = c->o;
@@ -314,6 +339,7 @@ static int setup_body(run_ctx *c)
     c->qm.packing = o->packing;
     c->qm.max_tokens = o->max_tokens;
     rc = fit_window(c);
+    if (!rc) rc = run_pipe_configure(c);
     if (rc) return rc;
     if (o->resume == RESUME_PATH) {
         if (!path_is_dir(o->resume_path))
@@ -390,8 +416,10 @@ static int setup_body(run_ctx *c)
         c->st.restarts++;
         c->prev_ranks = saved.ranks;
         c->prev_shard = saved.shard_optimizer != 0;
+        c->prev_stages = saved.stages > 1 ? saved.stages : 1;
         c->st.ranks = c->ranks;
         c->st.shard_optimizer = c->shard;
+        c->st.stages = c->stages;
         char where[CKPT_PATH_MAX + 16];
         snprintf(where, sizeof where, "%s/state.json", ckdir);
         rc = train_ckpt_get_scaler(&c->st, loss_scaling_wanted(c->qm.info.precision), &c->ls, where);
@@ -407,15 +435,18 @@ static int setup_body(run_ctx *c)
         c->st.smoothed_loss = NAN;
         c->st.ranks = c->ranks;
         c->st.shard_optimizer = c->shard;
+        c->st.stages = c->stages;
         snprintf(c->st.version, sizeof c->st.version, "%s", BERTC_VERSION);
     }
-    rc = start_model(c);
+    /* a pipeline stage: its model and optimizer hold its slice (c->poff) */
+    rc = c->stages > 1 ? run_pipe_start(c) : start_model(c);
     if (!rc && c->shard) rc = run_shard_start(c);
-    else if (!rc) rc = optim_create(&c->opt, &c->qm.be, &c->qm.table);
+    else if (!rc)
+        rc = optim_create(&c->opt, &c->qm.be, c->stages > 1 ? bert_model_stage_table(c->qm.model) : &c->qm.table);
     if (!rc && c->resumed && !c->shard)
-        rc = optim_set_state(c->opt, c->host_m, c->host_v, c->st.adam_t, c->st.skipped_steps);
+        rc = optim_set_state(c->opt, c->host_m + c->poff, c->host_v + c->poff, c->st.adam_t, c->st.skipped_steps);
     if (!rc) rc = loader_batch_init(&c->mb, c->micro, c->T);
-    if (!rc && c->ranks > 1 && c->qm.info.is_cuda) {
+    if (!rc && c->ranks > 1 && c->stages == 1 && c->qm.info.is_cuda) {
         c->host_grads = malloc(nf * sizeof *c->host_grads);
         if (!c->host_grads) rc = err_set(ERR_RUNTIME, "out of memory for the gradient all-reduce (%zu floats)", nf);
     }
@@ -424,14 +455,7 @@ static int setup_body(run_ctx *c)
     if (c->writer) run_mirror_start(c); /* rank 0 alone writes (data parallel) */
     c->last_saved_step = c->resumed ? c->st.step : -1;
     if (!o->quiet && c->writer) run_log_startup(c, train_hit, dev_hit);
-    if (c->resumed && c->prev_ranks != c->ranks && c->writer)
-        printf("resuming a run of %lld rank%s with %d (the same global batch of %d; the sums are taken in another "
-               "order, so the result is not bit-identical to an uninterrupted run)\n",
-               (long long)c->prev_ranks, c->prev_ranks > 1 ? "s" : "", c->ranks, o->batch);
-    if (c->resumed && c->prev_shard != c->shard && c->writer)
-        printf("resuming a run saved %s --shard-optimizer %s it (checkpoints hold the whole Adam moments: %s)\n",
-               c->prev_shard ? "with" : "without", c->shard ? "with" : "without",
-               c->shard ? "each rank takes its pieces of them" : "loaded whole");
+    if (c->resumed && c->writer) resume_notes(c);
     if (c->resumed && c->st.step == c->total && !o->quiet && c->writer)
         printf("the run is already complete: exporting and evaluating again\n");
     fflush(stdout);
@@ -454,6 +478,9 @@ int run_setup(run_ctx *c)
     c->ranks = dist_size();
     c->writer = c->rank == 0;
     c->shard = c->o->shard_optimizer && c->ranks > 1;
+    c->stages = 1;
+    c->replicas = c->ranks;
+    c->replica = c->rank;
     if (c->ranks == 1) return setup_body(c);
     int rc = c->writer ? setup_body(c) : 0;
     rc = dist_agree(rc);
@@ -477,7 +504,7 @@ int run_setup(run_ctx *c)
      * rank can load it; else through the host over MPI (one warning). */
     const char *one = getenv("BERTC_DEBUG_DIST_ONE_GPU");
     const bertc_cuda_api *api = cuda_module_loaded();
-    if (!rc && c->qm.info.is_cuda && !(one && !strcmp(one, "1"))) {
+    if (!rc && c->qm.info.is_cuda && c->stages == 1 && !(one && !strcmp(one, "1"))) {
         int lrc = api && api->nccl_load ? api->nccl_load() : err_set(ERR_RUNTIME, "the CUDA module has no NCCL calls");
         lrc = dist_agree(lrc);
         if (lrc) {
@@ -489,6 +516,7 @@ int run_setup(run_ctx *c)
         }
     }
 #endif
+    if (!rc) rc = run_pipe_connect(c);
     /* Gradient buckets summed during backward (run_step.c): on the CPU and
      * with NCCL; GPUs without NCCL sum the whole block through the host. */
     c->bucketed = !c->host_grads || c->nccl;
@@ -507,6 +535,7 @@ void run_cleanup(run_ctx *c)
     free(c->host_m);
     free(c->host_v);
     free(c->host_grads);
+    run_pipe_free(c);
 #ifdef BERTC_HAVE_CUDA
     const bertc_cuda_api *api = cuda_module_loaded();
     if (c->nccl && api) api->nccl_free();

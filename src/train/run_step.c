@@ -130,7 +130,11 @@ int run_step(run_ctx *c, int32_t *idx, double *loss_out, float *scale_out, optim
      * the norm, the clipping and the update. Disabled, the scale is 1. */
     float scale = lossscale_scale(&c->ls);
     double loss = 0, sumsq = 0;
-    if (c->ranks > 1) {
+    if (c->stages > 1) {
+        /* Pipeline stages (run_pipe.c): no back-off either. */
+        int rc = run_pipe_pass(c, idx, count, scale, &loss);
+        if (rc) return rc;
+    } else if (c->ranks > 1) {
         /* This rank's fixed share of the step (dist.h). No out-of-memory
          * back-off with N ranks: every rank must keep the same micro-batch. */
         int first, len;
@@ -179,7 +183,10 @@ int run_step(run_ctx *c, int32_t *idx, double *loss_out, float *scale_out, optim
         if (rc) return rc;
         loss = NAN;
     }
-    if (c->ranks > 1) {
+    if (c->stages > 1) {
+        int rc = run_pipe_reduce(c, &loss, &sumsq);
+        if (rc) return err_wrap(rc, "step %lld", (long long)c->st.step + 1);
+    } else if (c->ranks > 1) {
         /* The gradients summed over the ranks in rank order (the same bytes
          * on every rank, so clipping, the NaN guard, the loss scaler and
          * AdamW decide alike everywhere); the loss and whether a rank got a
@@ -219,20 +226,19 @@ int run_step(run_ctx *c, int32_t *idx, double *loss_out, float *scale_out, optim
     oc.max_grad_norm = c->o->clip;
     oc.warmup_steps = c->warmup;
     oc.total_steps = c->total;
-    int rc;
+    /* Sharded: this rank's pieces; a pipeline stage: its tensors; either
+     * way with the global norm summed above. */
+    float *g = bert_model_grads(c->qm.model);
+    double ss = c->shard || c->stages > 1 ? sumsq : optim_sum_squares(c->opt, g);
+    int rc = optim_apply(c->opt, bert_model_params(c->qm.model), g, &oc, c->st.step, lossscale_unscale(&c->ls), ss, res);
     if (c->shard) {
-        /* this rank's pieces with the global norm, then every rank's pieces to all */
-        rc = optim_apply(c->opt, bert_model_params(c->qm.model), bert_model_grads(c->qm.model), &oc, c->st.step,
-                         lossscale_unscale(&c->ls), sumsq, res);
+        /* then every rank's pieces to all; a rank whose update failed (a
+         * device error) must not leave the others in the all-gather */
         double c0 = dist_comm_seconds(), t0 = clock_now_s();
-        /* a rank whose update failed (a device error) must not leave the others in the all-gather */
         rc = dist_agree(rc);
         if (!rc && !res->skipped) rc = run_shard_allgather_params(c);
         c->comm_s += c->nccl ? clock_now_s() - t0 : dist_comm_seconds() - c0;
         if (rc) return err_wrap(rc, "step %lld", (long long)c->st.step + 1);
-    } else {
-        rc = optim_step(c->opt, bert_model_params(c->qm.model), bert_model_grads(c->qm.model), &oc, c->st.step,
-                        lossscale_unscale(&c->ls), res);
     }
     if (rc) return rc;
     /* An overflow (or any non-finite gradient) skipped the update: the

@@ -63,6 +63,7 @@ int train_state_to_json(const train_state *s, char **text, size_t *len)
     json_object_set_new(o, "ranks", json_integer(s->ranks > 0 ? s->ranks : 1));
     /* only when on: an unsharded run's state.json stays as it was */
     if (s->shard_optimizer) json_object_set_new(o, "shard_optimizer", json_integer(1));
+    if (s->stages > 1) json_object_set_new(o, "pipeline_stages", json_integer(s->stages));
     json_object_set_new(o, "elapsed_s", real_or_null(s->elapsed_s));
     json_object_set_new(o, "smoothed_loss", real_or_null(s->smoothed_loss));
     json_object_set_new(o, "examples_seen", json_integer(s->examples_seen));
@@ -161,6 +162,9 @@ int train_state_load(const char *path, train_state *s)
     if (!rc && json_object_get(o, "shard_optimizer")) rc = get_int(o, path, "shard_optimizer", 0, &s->shard_optimizer);
     if (!rc && s->shard_optimizer > 1)
         rc = err_set(ERR_INPUT, "%s: field \"shard_optimizer\": %lld is not 0 or 1", path, (long long)s->shard_optimizer);
+    /* Absent: no pipeline. */
+    s->stages = 1;
+    if (!rc && json_object_get(o, "pipeline_stages")) rc = get_int(o, path, "pipeline_stages", 1, &s->stages);
     if (!rc) rc = get_real(o, path, "elapsed_s", &s->elapsed_s);
     if (!rc) rc = get_real(o, path, "smoothed_loss", &s->smoothed_loss);
     if (!rc) rc = get_int(o, path, "examples_seen", 0, &s->examples_seen);

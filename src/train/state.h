@@ -35,8 +35,9 @@ typedef struct {
     double elapsed_s;      /* training time before this checkpoint */
     double smoothed_loss;  /* the progress line's moving average */
     int64_t examples_seen;
-    int64_t ranks;         /* data-parallel ranks of the run that saved it (1 when absent) */
+    int64_t ranks;         /* ranks of the run that saved it (stages x data-parallel copies; 1 when absent) */
     int64_t shard_optimizer; /* 1: saved by a run with --shard-optimizer (0 when absent); the moments are whole either way */
+    int64_t stages;        /* its pipeline stages (1 when absent; written when more) */
     char version[32];
     train_fp_entry fp[TRAIN_STATE_MAX_FP];
     int nfp;

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 /* BERTC_DEBUG_OOM=N or N@S (step.h): step is 1-based. */
-static int debug_oom(int64_t step, int rows)
+int train_step_debug_oom(int64_t step, int rows)
 {
     const char *s = getenv("BERTC_DEBUG_OOM");
     long long n, from = 1;
@@ -92,7 +92,7 @@ int train_step_grads(const train_step_opts *o, const int32_t *idx, int first, in
         loader_gather(o->mb, o->f, idx + at, B);
         philox_stream rng = {o->seed, (uint32_t)((uint64_t)o->step * (uint64_t)o->micro_batches + (uint64_t)k), 0};
         int last = at + B >= len;
-        int rc = debug_oom(o->step + 1, B);
+        int rc = train_step_debug_oom(o->step + 1, B);
         if (!rc && o->packing == PACKING_VARLEN) rc = run_packed(o, B, count, rng, last, t0, &loss);
         else if (!rc) {
             const loader_batch *mb = o->mb;

@@ -63,5 +63,9 @@ typedef struct {
  * here is the step's micro-batch first / micro + k, and every weight is a
  * share of all count rows. *loss: the weighted loss of these rows. */
 int train_step_grads(const train_step_opts *o, const int32_t *idx, int first, int len, int count, double *loss);
+/* The test hook above: ERR_RUNTIME, as out of memory, when a micro-batch of
+ * `rows` rows in step `step` (1-based) is to fail; 0 otherwise. Pipeline
+ * stages (run_pipe.c) call it for their own micro-batches. */
+int train_step_debug_oom(int64_t step, int rows);
 
 #endif

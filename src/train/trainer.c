@@ -28,7 +28,7 @@ static volatile sig_atomic_t g_stop;
  * default action back, so a second one ends the process at once (the last
  * complete checkpoint stays valid: its writes are atomic). */
 static volatile sig_atomic_t g_sig;
-static char g_sig_msg[256];
+static char g_sig_msg[384];
 static size_t g_sig_len;
 static void on_signal(int sig)
 {
@@ -73,6 +73,7 @@ void trainer_opts_default(trainer_opts *o)
     o->http_port = -1;
     o->http_bind = "127.0.0.1";
     o->mirror_keep = -1;
+    o->pipeline_stages = 1;
 }
 
 int trainer_opts_check(const trainer_opts *o)
@@ -91,6 +92,11 @@ int trainer_opts_check(const trainer_opts *o)
     if (o->micro_batch > o->batch)
         return err_set(ERR_INPUT, "train: --micro-batch %d is larger than --batch %d", o->micro_batch, o->batch);
     if (o->dropout >= 1) return err_set(ERR_INPUT, "train --dropout: %g must be below 1", o->dropout);
+    /* Each stage's optimizer already holds only its own layers' moments;
+     * sharding them over the pipeline's copies as well is not done. */
+    if (o->shard_optimizer && o->pipeline_stages > 1)
+        return err_set(ERR_INPUT, "train: --shard-optimizer with --pipeline-stages %d is not supported (each stage "
+                       "already keeps only its layers' AdamW moments): use one of the two", o->pipeline_stages);
     if (o->http_port >= 0 && o->http_bind && *o->http_bind) {
         unsigned char addr[16];
         if (inet_pton(AF_INET, o->http_bind, addr) != 1 && inet_pton(AF_INET6, o->http_bind, addr) != 1)
@@ -105,8 +111,9 @@ int trainer_opts_check(const trainer_opts *o)
 static void save_if_due(run_ctx *c)
 {
     const trainer_opts *o = c->o;
-    /* N ranks: the minutes by rank 0's clock, agreed in the step (a
-     * sharded checkpoint is collective) */
+    /* N ranks (data parallel or pipeline stages): the minutes by rank 0's
+     * clock, agreed in the step (sharded and pipeline checkpoints are
+     * collective) */
     int minutes = c->ranks > 1 ? c->save_due
                                : o->save_every_minutes > 0 && clock_now_s() - c->last_save_time >= 60 * o->save_every_minutes;
     int due = (o->save_every > 0 && c->st.step % o->save_every == 0) || minutes;
@@ -218,10 +225,14 @@ int trainer_run(const trainer_opts *o)
     g_stop = g_sig = 0;
     g_sig_len = 0;
     if (dist_size() > 1) {
+        char stage[64] = "";
+        int S = o->pipeline_stages;
+        if (S > 1 && dist_size() % S == 0)
+            snprintf(stage, sizeof stage, " (pipeline stage %d of %d)", dist_rank() / (dist_size() / S), S);
         snprintf(g_sig_msg, sizeof g_sig_msg,
-                 "bertc: rank %d of %d: got a signal: stopping after this step on every rank (when another rank "
+                 "bertc: rank %d of %d%s: got a signal: stopping after this step on every rank (when another rank "
                  "died the launcher ends the job now; the last complete checkpoint stays; run the same command to "
-                 "resume)\n", dist_rank(), dist_size());
+                 "resume)\n", dist_rank(), dist_size(), stage);
         g_sig_len = strlen(g_sig_msg);
     }
     struct sigaction sa, old_int, old_term;

@@ -41,6 +41,7 @@
 
 #include "backend/select.h"
 #include "model/bert.h"
+#include "train/pipeline.h"
 
 #include <stdint.h>
 
@@ -102,8 +103,17 @@ typedef struct {
     /* --shard-optimizer: with N > 1 data-parallel ranks, each keeps the
      * AdamW moments of 1/N of the parameters (ZeRO stage 1; train/run_shard.c).
      * Not part of the resume fingerprint: checkpoints hold the whole
-     * moments either way. */
+     * moments either way. Refused with --pipeline-stages > 1
+     * (trainer_opts_check). */
     int shard_optimizer;
+    /* Pipeline model parallelism (train/pipeline.h, under mpirun/srun):
+     * --pipeline-stages S (1: none) splits the encoder layers into S
+     * stages, one per rank, the ranks S x D (D data-parallel replicas of
+     * the pipeline); --pipeline-split the S + 1 layer boundaries
+     * (pipeline_split_n of them; 0: memory_stage_split's, bertc plan's). */
+    int pipeline_stages;
+    int pipeline_split[PIPE_MAX_STAGES + 1];
+    int pipeline_split_n;
 } trainer_opts;
 
 void trainer_opts_default(trainer_opts *o);

@@ -56,7 +56,11 @@ expect 2 "plan --shard-optimizer: give --ranks D, D >= 2" -- plan --config base 
 expect 2 "plan --ranks 2: goes with --shard-optimizer" -- plan --config base --seq 384 --ranks 2
 expect 2 "plan --pipeline-stages 13: more stages than the model's 12 layers" -- plan --config base --seq 384 \
     --pipeline-stages 13
-expect 2 "--pipeline-stages: 0 is out of range [1, 1024]" -- plan --config base --seq 384 --pipeline-stages 0
+expect 2 "--pipeline-stages: 0 is out of range [1, 64]" -- plan --config base --seq 384 --pipeline-stages 0
+expect 2 "plan --pipeline-split: the boundaries must run from 0 to the model's 12 layers (got 0 .. 11)" -- plan --config base \
+    --seq 384 --pipeline-stages 2 --pipeline-split 0,6,11
+expect 2 "plan --pipeline-split 0,6,12: needs --pipeline-stages 2 or more" -- plan --config base --seq 384 \
+    --pipeline-split 0,6,12
 expect 2 "plan --format html: expected text or markdown" -- plan --config base --seq 384 --format html
 expect 2 "plan --packing varlen: planned for one GPU in text only" -- plan --config base --seq 384 --packing varlen \
     --pipeline-stages 2
@@ -71,8 +75,15 @@ echo "case $cli_n: 2 stages: parameters $params, weights $weights B, Adam $adam2
 [ "$params" = 108893186 ] || cli_bad "the stages' parameters do not sum to 108893186"
 [ "$weights" = 435572744 ] || cli_bad "the stages' weights do not sum to 435572744 B"
 [ "$adam2" = 871145488 ] || cli_bad "the stages' Adam state does not sum to 871145488 B"
+grep -q "^split: 0,6,12 (bertc train --pipeline-stages 2's default at micro-batch 32: .*; FLOPs per stage: 50.0 % 50.0 %$" \
+    "$cli_tmp/st2" || cli_bad "the split line: $(grep "^split" "$cli_tmp/st2")"
 grep -q "^  stage 0: embeddings + layers 0-5, 2 micro-batches in flight" "$cli_tmp/st2" || cli_bad "stage 0's description"
 grep -q "^  stage 1: layers 6-11 + QA head, 1 micro-batch in flight" "$cli_tmp/st2" || cli_bad "stage 1's description"
+cli_n=$((cli_n + 1))
+"$BERTC" plan --config base --seq 384 --pipeline-stages 3 --pipeline-split 0,3,8,12 >"$cli_tmp/st3" 2>&1
+echo "case $cli_n: plan --pipeline-stages 3 --pipeline-split 0,3,8,12: $(grep "^split" "$cli_tmp/st3")"
+grep -q "^split: 0,3,8,12 (--pipeline-split); FLOPs per stage: 25.0 % 41.7 % 33.3 %$" "$cli_tmp/st3" || cli_bad "split line"
+grep -q "^  stage 1: layers 3-7, 2 micro-batches in flight" "$cli_tmp/st3" || cli_bad "stage 1 is not layers 3-7"
 cli_n=$((cli_n + 1))
 adam4=$(sed -nE 's/^    optimizer +([0-9]+) B.*the most one of 4 ranks keeps.*/\1/p' "$cli_tmp/sh4")
 over=$((4 * ${adam4:-0} - 871145488))

@@ -24,16 +24,8 @@
 source "$(dirname "$0")/lib/cli.sh"
 source "$(dirname "$0")/lib/mpi.sh"
 dist_train_setup
+MPI_TIMEOUT=300 # every mpirun here ends within 5 minutes (exit 124: the ranks hung)
 
-trainN() {
-    local np=$1 run=$2
-    shift 2
-    timeout 300 bash -c 'source "$1"; shift; mpi_run "$@"' _ "$(dirname "$0")/lib/mpi.sh" "$np" "$BERTC" train \
-        "${COMMON[@]}" --out "$run" "$@" >"$run.log" 2>&1
-    local rc=$?
-    echo "  mpirun -np $np bertc train --out $(basename "$run") $* -> exit $rc"
-    return $rc
-}
 # close A B COLUMN TOL: metrics.csv column COLUMN of every step within TOL relative
 close() {
     cli_n=$((cli_n + 1))

@@ -17,14 +17,6 @@ source "$(dirname "$0")/lib/cli.sh"
 source "$(dirname "$0")/lib/mpi.sh"
 dist_train_setup
 
-trainN() { # trainN NP RUN ARGS...: under mpirun
-    local np=$1 run=$2
-    shift 2
-    mpi_run "$np" "$BERTC" train "${COMMON[@]}" --out "$run" "$@" >"$run.log" 2>&1
-    local rc=$?
-    echo "  mpirun -np $np bertc train --out $(basename "$run") $* -> exit $rc"
-    return $rc
-}
 losses_close() { # losses_close A B: every step's loss within 1e-6 relative
     cli_n=$((cli_n + 1))
     local out
@@ -123,30 +115,13 @@ echo "--dev evaluation split over 3 ranks and gathered, against 1 process (20 st
 EV=(--dev tests/data/train_small.json --eval-every 10 --max-steps 20 --batch 6)
 train1 "$T/ev1" "${EV[@]}" || cli_bad "ev1 failed: $(tail -3 "$T/ev1.log")"
 trainN 3 "$T/ev3" "${EV[@]}" || cli_bad "ev3 failed: $(tail -5 "$T/ev3.log")"
-cli_n=$((cli_n + 1))
-echo "case $cli_n: eval.csv 1 process: $(tail -n +2 "$T/ev1/eval.csv" | tr '\n' ' '); 3 ranks: $(tail -n +2 "$T/ev3/eval.csv" | tr '\n' ' ')"
-[ "$(wc -l <"$T/ev3/eval.csv")" -eq 3 ] || cli_bad "3 ranks: not 2 evaluations"
-cmp -s "$T/ev1/eval.csv" "$T/ev3/eval.csv" || cli_bad "EM/F1 differ"
-cmp -s "$T/ev1/predictions.json" "$T/ev3/predictions.json" || cli_bad "predictions.json differ"
+evals_equal "$T/ev1" "$T/ev3" "3 ranks"
 
 echo "bad input"
-bad() { # bad NP MESSAGE -- CMD...: exit 2, NP lines on stderr, each "bertc: ...MESSAGE...", nothing written
-    local np=$1 msg=$2
-    shift 3
-    cli_n=$((cli_n + 1))
-    mpi_run "$np" "$@" >"$T/bad.out" 2>"$T/bad.err"
-    local rc=$?
-    echo "case $cli_n: -np $np ... -> exit $rc: $(grep "^bertc: " "$T/bad.err" | head -1)"
-    [ "$rc" -eq 2 ] || cli_bad "exit $rc, want 2"
-    [ "$(grep -c "^bertc: .*$msg" "$T/bad.err")" -eq "$np" ] || cli_bad "not $np lines with '$msg': $(cat "$T/bad.err")"
-    [ -s "$T/bad.out" ] && cli_bad "stdout not empty: $(head -3 "$T/bad.out")"
-    [ -e "$T/bad" ] && cli_bad "the run dir was made"
-    return 0
-}
 B=("$BERTC" train "${COMMON[@]}" --out "$T/bad")
-bad 3 "3 ranks but --batch 2" -- "${B[@]}" --batch 2
-bad 2 "is 3 per step, which 2 ranks do not divide" -- "${B[@]}" --batch 6
-bad 2 "the arguments of rank 1 differ from rank 0's" -- \
+mpi_bad 3 "3 ranks but --batch 2" -- "${B[@]}" --batch 2
+mpi_bad 2 "is 3 per step, which 2 ranks do not divide" -- "${B[@]}" --batch 6
+mpi_bad 2 "the arguments of rank 1 differ from rank 0's" -- \
     sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then exec "$@" --lr 1e-2; else exec "$@"; fi' sh "${B[@]}" --batch 8
-bad 2 "--supervise: cannot restart one rank" -- "${B[@]}" --batch 8 --supervise 2
+mpi_bad 2 "--supervise: cannot restart one rank" -- "${B[@]}" --batch 8 --supervise 2
 finish

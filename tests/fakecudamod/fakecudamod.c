@@ -53,7 +53,7 @@ static const bertc_cuda_api api = {
     "fake",
     12040,
     probe, create, precision, mem, nop, nop,
-    NULL, NULL, NULL, NULL, NULL, NULL, NULL, /* no NCCL */
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, /* no NCCL */
 };
 
 __attribute__((visibility("default"))) const bertc_cuda_api *bertc_cuda_backend_entry(int host_abi,

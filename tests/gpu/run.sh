@@ -24,7 +24,8 @@
 #   7 serve  bertc serve --device cuda: concurrent requests vs predict --device cuda (tests/gpu/serve_cli.sh)
 #   8 dist   data parallel: mpirun -np 1 = 1 process; 2 ranks sharing the GPU (host sum) vs 1
 #            process, and with --shard-optimizer (NCCL refuses two ranks on one GPU: the NCCL path
-#            needs 2 GPUs, not checked)
+#            needs 2 GPUs, not checked); 2 pipeline stages sharing the GPU (host copies over MPI)
+#            vs 1 process
 #   5 bench  bench/gpu_compare.sh (BENCH_BATCHES, default 32; BENCH_STEPS, default 10)
 # Exit status: 0 when every check passed, 1 otherwise (the summary says which).
 set -u -o pipefail

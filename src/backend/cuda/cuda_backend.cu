@@ -424,6 +424,16 @@ static int api_nccl_allgather(void *vctx, float *dev_x, size_t n)
     return cuda_nccl_allgather_begin((void *)((cuda_ctx *)vctx)->stream, dev_x, n);
 }
 
+static int api_p2p_send(void *vctx, int ch, const float *dev, size_t n, int peer, int slot)
+{
+    return cuda_nccl_p2p_send((void *)((cuda_ctx *)vctx)->stream, ch, dev, n, peer, slot);
+}
+
+static int api_p2p_recv(void *vctx, int ch, float *dev, size_t n, int peer, int slot)
+{
+    return cuda_nccl_p2p_recv((void *)((cuda_ctx *)vctx)->stream, ch, dev, n, peer, slot);
+}
+
 static const bertc_cuda_api cuda_api_table = {
     BERTC_CUDA_ABI,
     sizeof(bertc_cuda_api),
@@ -444,6 +454,11 @@ static const bertc_cuda_api cuda_api_table = {
     cuda_nccl_allreduce_wait,
     api_nccl_reduce_scatter,
     api_nccl_allgather,
+    cuda_nccl_p2p_init,
+    api_p2p_send,
+    api_p2p_recv,
+    cuda_nccl_p2p_wait,
+    cuda_nccl_p2p_free,
 };
 
 extern "C" const bertc_cuda_api *cuda_backend_api(void)

@@ -25,12 +25,24 @@ static struct {
     int (*broadcast)(const void *, void *, size_t, int, int, nccl_comm, cudaStream_t);
     int (*comm_destroy)(nccl_comm);
     const char *(*error_string)(int);
+    int (*send)(const void *, size_t, int, int, nccl_comm, cudaStream_t); /* NULL before NCCL 2.7 */
+    int (*recv)(void *, size_t, int, int, nccl_comm, cudaStream_t);
     nccl_comm comm;
     cudaStream_t stream;
     cudaEvent_t grads_done; /* recorded on the backend's stream before each bucket */
     int rank, nranks;
     int ready;
 } g;
+
+/* The pipeline's channels (cuda_nccl_p2p_*). */
+enum { P2P_CHANNELS = 4 };
+static struct {
+    nccl_comm comm[P2P_CHANNELS];
+    cudaStream_t stream[P2P_CHANNELS];
+    cudaEvent_t before[P2P_CHANNELS];        /* the compute stream's work so far, per channel */
+    cudaEvent_t done[CUDA_NCCL_P2P_SLOTS];  /* each message's completion */
+    int ncomm, nstream, nbefore, ndone;
+} p2p;
 
 static int nccl_fail(int r, const char *what)
 {
@@ -54,6 +66,8 @@ int cuda_nccl_load(void)
     *(void **)&g.broadcast = dlsym(g.lib, "ncclBroadcast");
     *(void **)&g.comm_destroy = dlsym(g.lib, "ncclCommDestroy");
     *(void **)&g.error_string = dlsym(g.lib, "ncclGetErrorString");
+    *(void **)&g.send = dlsym(g.lib, "ncclSend");
+    *(void **)&g.recv = dlsym(g.lib, "ncclRecv");
     if (!g.get_unique_id || !g.comm_init_rank || !g.all_reduce || !g.reduce_scatter || !g.all_gather ||
         !g.broadcast || !g.comm_destroy) {
         dlclose(g.lib);
@@ -156,6 +170,7 @@ int cuda_nccl_allreduce_wait(void)
 
 void cuda_nccl_free(void)
 {
+    cuda_nccl_p2p_free();
     if (g.ready) {
         g.comm_destroy(g.comm);
         cudaEventDestroy(g.grads_done);
@@ -163,4 +178,100 @@ void cuda_nccl_free(void)
     }
     if (g.lib) dlclose(g.lib);
     memset(&g, 0, sizeof g);
+}
+
+void cuda_nccl_p2p_free(void)
+{
+    for (int i = 0; i < p2p.ncomm; i++) g.comm_destroy(p2p.comm[i]);
+    for (int i = 0; i < p2p.nstream; i++) cudaStreamDestroy(p2p.stream[i]);
+    for (int i = 0; i < p2p.nbefore; i++) cudaEventDestroy(p2p.before[i]);
+    for (int i = 0; i < p2p.ndone; i++) cudaEventDestroy(p2p.done[i]);
+    memset(&p2p, 0, sizeof p2p);
+}
+
+int cuda_nccl_p2p_init(int rank, int nranks, int device, int (*bcast)(void *buf, size_t bytes, int root))
+{
+    struct {
+        int ok;
+        nccl_id id[P2P_CHANNELS];
+    } msg;
+    memset(&msg, 0, sizeof msg);
+    int rc = cuda_nccl_load();
+    if (rc) return rc;
+    if (!g.send || !g.recv) return err_set(ERR_RUNTIME, "libnccl.so.2 lacks ncclSend/ncclRecv (NCCL 2.7 or newer needed)");
+    if (rank == 0) {
+        msg.ok = 1;
+        for (int i = 0; i < P2P_CHANNELS && msg.ok; i++) {
+            int r = g.get_unique_id(&msg.id[i]);
+            msg.ok = r == NCCL_SUCCESS;
+            if (!msg.ok) rc = nccl_fail(r, "ncclGetUniqueId");
+        }
+    }
+    int brc = bcast(&msg, sizeof msg, 0);
+    if (rc) return rc;
+    if (brc) return brc;
+    if (!msg.ok) return err_set(ERR_RUNTIME, "NCCL: rank 0 could not make the pipeline's communicator ids");
+    cudaError_t ce = cudaSetDevice(device);
+    if (ce != cudaSuccess) return err_set(ERR_RUNTIME, "cudaSetDevice(%d): %s", device, cudaGetErrorString(ce));
+    for (int i = 0; i < P2P_CHANNELS; i++) {
+        int r = g.comm_init_rank(&p2p.comm[i], nranks, msg.id[i], rank);
+        if (r != NCCL_SUCCESS) {
+            rc = nccl_fail(r, "ncclCommInitRank (the pipeline's channels; two ranks on one GPU are refused by NCCL)");
+            break;
+        }
+        p2p.ncomm++;
+        ce = cudaStreamCreateWithFlags(&p2p.stream[i], cudaStreamNonBlocking);
+        if (ce == cudaSuccess) p2p.nstream++;
+        if (ce == cudaSuccess) ce = cudaEventCreateWithFlags(&p2p.before[i], cudaEventDisableTiming);
+        if (ce == cudaSuccess) p2p.nbefore++;
+        if (ce != cudaSuccess) {
+            rc = err_set(ERR_RUNTIME, "the pipeline's NCCL streams: %s", cudaGetErrorString(ce));
+            break;
+        }
+    }
+    for (int i = 0; !rc && i < CUDA_NCCL_P2P_SLOTS; i++) {
+        ce = cudaEventCreateWithFlags(&p2p.done[i], cudaEventDisableTiming);
+        if (ce != cudaSuccess) rc = err_set(ERR_RUNTIME, "the pipeline's NCCL events: %s", cudaGetErrorString(ce));
+        else p2p.ndone++;
+    }
+    if (rc) cuda_nccl_p2p_free();
+    return rc;
+}
+
+/* Channel ch's stream waits for the work queued on the compute stream. */
+static int p2p_behind(void *compute_stream, int ch, int slot)
+{
+    if (ch < 0 || ch >= p2p.ncomm || slot < 0 || slot >= p2p.ndone)
+        return err_set(ERR_RUNTIME, "NCCL pipeline message on channel %d, slot %d: not set up", ch, slot);
+    cudaError_t ce = cudaEventRecord(p2p.before[ch], (cudaStream_t)compute_stream);
+    if (ce == cudaSuccess) ce = cudaStreamWaitEvent(p2p.stream[ch], p2p.before[ch], 0);
+    return ce == cudaSuccess ? 0 : err_set(ERR_RUNTIME, "NCCL pipeline message: %s", cudaGetErrorString(ce));
+}
+
+static int p2p_queued(int r, int ch, int slot, const char *what)
+{
+    if (r != NCCL_SUCCESS) return nccl_fail(r, what);
+    cudaError_t ce = cudaEventRecord(p2p.done[slot], p2p.stream[ch]);
+    return ce == cudaSuccess ? 0 : err_set(ERR_RUNTIME, "NCCL pipeline message: %s", cudaGetErrorString(ce));
+}
+
+int cuda_nccl_p2p_send(void *compute_stream, int ch, const float *dev, size_t n, int peer, int slot)
+{
+    int rc = p2p_behind(compute_stream, ch, slot);
+    if (rc) return rc;
+    return p2p_queued(g.send(dev, n, NCCL_FLOAT32, peer, p2p.comm[ch], p2p.stream[ch]), ch, slot, "ncclSend");
+}
+
+int cuda_nccl_p2p_recv(void *compute_stream, int ch, float *dev, size_t n, int peer, int slot)
+{
+    int rc = p2p_behind(compute_stream, ch, slot);
+    if (rc) return rc;
+    return p2p_queued(g.recv(dev, n, NCCL_FLOAT32, peer, p2p.comm[ch], p2p.stream[ch]), ch, slot, "ncclRecv");
+}
+
+int cuda_nccl_p2p_wait(int slot)
+{
+    if (slot < 0 || slot >= p2p.ndone) return err_set(ERR_RUNTIME, "NCCL pipeline wait for slot %d: not set up", slot);
+    cudaError_t ce = cudaEventSynchronize(p2p.done[slot]);
+    return ce == cudaSuccess ? 0 : err_set(ERR_RUNTIME, "NCCL pipeline message: %s", cudaGetErrorString(ce));
 }

@@ -56,6 +56,27 @@ int cuda_nccl_allgather_begin(void *compute_stream, float *dev_x, size_t n);
 int cuda_nccl_allreduce_wait(void);
 void cuda_nccl_free(void);
 
+/* Pipeline stages (train/run_pipe.c): point-to-point messages on four
+ * communicators of all ranks, one per channel: ch = 2 * direction +
+ * (boundary % 2), direction 0 for activations (stage b to b + 1), 1 for
+ * gradients (b + 1 to b), boundary b between stages b and b + 1. Each
+ * channel has its own stream, so on every rank a stream carries one kind
+ * of message to or from one neighbour, in the order the units go: the
+ * sends and receives of a channel pair up in order, as NCCL needs, and no
+ * message waits behind another one's peer. A message is queued behind the
+ * work on compute_stream (a cudaStream_t) and returns at once; `slot`
+ * (0 .. CUDA_NCCL_P2P_SLOTS - 1) names it for cuda_nccl_p2p_wait, which
+ * blocks until it is done (a receive before its data is used, a send
+ * before its buffer is written again), as MPI_Wait does on the MPI path.
+ * Collective init after every rank's cuda_nccl_load; NCCL 2.7 or newer
+ * (ncclSend). */
+#define CUDA_NCCL_P2P_SLOTS 256
+int cuda_nccl_p2p_init(int rank, int nranks, int device, int (*bcast)(void *buf, size_t bytes, int root));
+int cuda_nccl_p2p_send(void *compute_stream, int ch, const float *dev, size_t n, int peer, int slot);
+int cuda_nccl_p2p_recv(void *compute_stream, int ch, float *dev, size_t n, int peer, int slot);
+int cuda_nccl_p2p_wait(int slot);
+void cuda_nccl_p2p_free(void);
+
 #ifdef __cplusplus
 }
 #endif

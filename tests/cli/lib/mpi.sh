@@ -1,6 +1,7 @@
 # Helpers for the data-parallel cases (sourced after lib/cli.sh).
 #   mpi_require: exits 0 with a SKIP line when mpirun or an MPI build is absent.
-#   mpi_run NP CMD...: mpirun -np NP, oversubscribed, as root where needed.
+#   mpi_run NP CMD...: mpirun -np NP, oversubscribed, as root where needed
+#     (MPI_TIMEOUT=SECONDS: ended by timeout after that long, exit 124).
 mpi_require() {
     if ! command -v mpirun >/dev/null 2>&1; then
         echo "SKIP: no mpirun (scripts/deps.sh installs openmpi-bin)"
@@ -14,19 +15,20 @@ mpi_require() {
 mpi_run() {
     local np=$1
     shift
-    local root=()
+    local root=() to=()
     [ "$(id -u)" -eq 0 ] && root=(--allow-run-as-root)
+    [ -n "${MPI_TIMEOUT:-}" ] && to=(timeout "$MPI_TIMEOUT")
     # Under ASan, LeakSanitizer reports OpenMPI's own allocations (its
     # components are dlopen'ed and unloaded, so they cannot be suppressed by
     # name): leak checks stay on for the one-process runs only.
     if [ "${BERTC_SANITIZED:-0}" = 1 ]; then
         ASAN_OPTIONS=detect_leaks=0 OMPI_MCA_btl_vader_single_copy_mechanism=none \
-            mpirun --oversubscribe "${root[@]}" --bind-to none -x ASAN_OPTIONS -np "$np" "$@"
+            "${to[@]}" mpirun --oversubscribe "${root[@]}" --bind-to none -x ASAN_OPTIONS -np "$np" "$@"
         return
     fi
     # Shared memory between ranks without ptrace-based single copy (denied in containers).
     OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1 \
-        mpirun --oversubscribe "${root[@]}" --bind-to none -np "$np" "$@"
+        "${to[@]}" mpirun --oversubscribe "${root[@]}" --bind-to none -np "$np" "$@"
 }
 
 # train1 RUN ARGS...: bertc train in one process with the caller's COMMON
@@ -38,6 +40,43 @@ train1() {
     local rc=$?
     echo "  bertc train --out $(basename "$run") $* -> exit $rc"
     return $rc
+}
+
+# trainN NP RUN ARGS...: the same under mpirun -np NP.
+trainN() {
+    local np=$1 run=$2
+    shift 2
+    mpi_run "$np" "$BERTC" train "${COMMON[@]}" --out "$run" "$@" >"$run.log" 2>&1
+    local rc=$?
+    echo "  mpirun -np $np bertc train --out $(basename "$run") $* -> exit $rc"
+    return $rc
+}
+
+# evals_equal ONE RUN WHAT: RUN's two evaluations (eval.csv) and
+# predictions.json are ONE's byte for byte (WHAT names RUN's layout).
+evals_equal() {
+    cli_n=$((cli_n + 1))
+    echo "case $cli_n: eval.csv 1 process: $(tail -n +2 "$1/eval.csv" | tr '\n' ' '); $3: $(tail -n +2 "$2/eval.csv" | tr '\n' ' ')"
+    [ "$(wc -l <"$2/eval.csv")" -eq 3 ] || cli_bad "$3: not 2 evaluations"
+    cmp -s "$1/eval.csv" "$2/eval.csv" || cli_bad "EM/F1 differ"
+    cmp -s "$1/predictions.json" "$2/predictions.json" || cli_bad "predictions.json differ"
+}
+
+# mpi_bad NP MESSAGE -- CMD...: refused under mpirun -np NP with exit 2 and
+# NP lines on stderr, each "bertc: ...MESSAGE...", stdout empty, $T/bad
+# (the run dir the callers give) not made.
+mpi_bad() {
+    local np=$1 msg=$2
+    shift 3
+    cli_n=$((cli_n + 1))
+    mpi_run "$np" "$@" >"$T/bad.out" 2>"$T/bad.err"
+    local rc=$?
+    echo "case $cli_n: -np $np ... -> exit $rc: $(grep "^bertc: " "$T/bad.err" | head -1)"
+    [ "$rc" -eq 2 ] || cli_bad "exit $rc, want 2"
+    [ "$(grep -c "^bertc: .*$msg" "$T/bad.err")" -eq "$np" ] || cli_bad "not $np lines with '$msg': $(cat "$T/bad.err")"
+    [ -s "$T/bad.out" ] && cli_bad "stdout not empty: $(head -3 "$T/bad.out")"
+    [ -e "$T/bad" ] && cli_bad "the run dir was made"
+    return 0
 }
 
 # dist_train_setup: what the data-parallel training cases share: mpirun

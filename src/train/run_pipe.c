@@ -1,0 +1,611 @@
+/* Pipeline stages of a training run (run.h, train/pipeline.h).
+ *
+ * Rank r is stage r / D of replica r % D (S stages x D replicas). Every
+ * rank reads the data and cuts the step alike: replica d takes its
+ * dist_share of the step's micro-batches, and each micro-batch is one unit
+ * of the pipeline (packed: one unit per piece that fits --max-tokens, as
+ * run_step.c cuts them). Units flow through the replica's stages in the
+ * 1F1B order of pipe_op_at; unit u's activations x[hi] go to the next
+ * stage, with a header naming the unit and its layout (micro-batch,
+ * piece, windows, rows and, packed, the cu_seqlens), and their gradient
+ * d(x[lo]) back to the previous one, each in the unit's activation set
+ * (bert_stage_*), by non-blocking messages: a
+ * receive is posted as soon as its set is free, a send is waited for only
+ * when its buffer is about to be written again, so messages travel while
+ * the stage computes. The stage's gradients accumulate over its units in
+ * unit order, as one process accumulates its micro-batches, with the same
+ * dropout counters (the step's global micro-batch index) and masks (per
+ * global layer), so a pipeline computes the bits of one process (and S x
+ * D ranks those of D data-parallel ranks: the replicas' gradients are
+ * summed in replica order, as dist_allreduce_sum_fixed sums ranks).
+ *
+ * A stage checks each header against the unit it cut itself from the data,
+ * so stages that disagree about a step (other data, another cut) stop with
+ * an error instead of computing on misplaced rows.
+ *
+ * On GPUs the activations and gradients go by NCCL's send/recv from and to
+ * the device buffers when every rank can load NCCL (backend/cuda/
+ * cuda_nccl.h: four channels, so that each stream carries one kind of
+ * message to one neighbour in unit order); else through host copies over
+ * MPI (the staging buffers below). The headers always go over MPI. */
+#define _GNU_SOURCE
+#include "train/run.h"
+
+#include "core/clock.h"
+#include "core/err.h"
+#include "dist/dist.h"
+#include "dist/p2p.h"
+#include "model/memory.h"
+#include "train/microbatch.h"
+#include "train/pipeline.h"
+#include "train/step.h"
+#ifdef BERTC_HAVE_CUDA
+#include "backend/cuda_module.h"
+#endif
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    int k;     /* the step's micro-batch (global index: the dropout counter) */
+    int r0, n; /* rows idx[r0 .. r0 + n) of the step's list */
+    int piece; /* packed: the piece of micro-batch k (its dropout seed is seed + piece) */
+    int rows;  /* N: n * T padded, the real tokens packed */
+} pipe_unit;
+
+/* The per-set buffers a stage exchanges: four of floats, two headers. */
+enum { PX_IN, PX_OUT, PG_OUT, PG_IN, PH_IN, PH_OUT, PBUFS };
+enum { HDR_FIXED = 5 }; /* unit, micro-batch, piece, windows, rows; then cu_seqlens when packed */
+
+struct pipe_run {
+    int prev, next;       /* the ranks of this replica's neighbouring stages (-1: none) */
+    int sets;
+    pipe_unit *units;
+    int nunits, cap;
+    dist_req **req[PBUFS]; /* per set: receive of x_in, send of x_out, receive of d_out, send of d_in */
+    float **host[PBUFS];   /* per set: host copies (GPU backends only; NULL: the backend's memory is the host's) */
+    int32_t **hdr[2];      /* per set: the header received (PH_IN) and sent (PH_OUT) */
+    int32_t *want;         /* this stage's header of the unit it checks */
+    int32_t *ids, *types, *cu;
+    int *group;            /* the ranks of this stage's replicas, in replica order */
+    int nccl;              /* the float buffers go by NCCL (GPUs), not MPI */
+};
+
+
+/* The message tag of unit u's activations (kind 0), gradients (kind 1) or
+ * header (kind 2). */
+static int tag_of(int u, int kind) { return 3 * (u % 8000) + kind; }
+
+/* "pipeline stage s (layers a-b)" for messages. */
+static void stage_name(const run_ctx *c, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "pipeline stage %d of %d (layers %d-%d)", c->stage, c->stages, c->split[c->stage],
+             c->split[c->stage + 1] - 1);
+}
+
+int run_pipe_configure(run_ctx *c)
+{
+    const trainer_opts *o = c->o;
+    c->stages = o->pipeline_stages > 1 ? o->pipeline_stages : 1;
+    c->stage = 0;
+    c->replicas = c->ranks;
+    c->replica = c->rank;
+    if (c->stages == 1) return 0;
+    int S = c->stages, L = c->qm.cfg.num_hidden_layers;
+    if (c->ranks % S != 0)
+        return err_set(ERR_INPUT, "--pipeline-stages %d: %d ranks are not a multiple of the stages", S, c->ranks);
+    c->replicas = c->ranks / S;
+    c->stage = c->rank / c->replicas;
+    c->replica = c->rank % c->replicas;
+    if (o->pipeline_split_n > 0) {
+        if (o->pipeline_split_n != S + 1)
+            return err_set(ERR_INPUT, "--pipeline-split: %d boundaries for %d stages (give %d: 0, ..., %d)",
+                           o->pipeline_split_n, S, S + 1, L);
+        memcpy(c->split, o->pipeline_split, (size_t)(S + 1) * sizeof *c->split);
+    } else {
+        /* checked even; the default split is chosen in run_pipe_start, once the micro-batch is known */
+        pipe_split_even(L, S, c->split);
+    }
+    return pipe_split_check(c->split, S, L, o->pipeline_split_n > 0 ? "--pipeline-split" : "--pipeline-stages");
+}
+
+int run_pipe_start(run_ctx *c)
+{
+    int S = c->stages, s = c->stage, D = c->replicas;
+    /* The default split: bertc plan's (the smallest largest stage time,
+     * then the smallest largest stage peak) at this run's micro-batch,
+     * which every rank has alike. */
+    if (c->o->pipeline_split_n == 0) {
+        int rc = memory_stage_split(&c->qm.cfg, c->micro, c->T, c->qm.info.precision, c->qm.recompute, S, c->split);
+        if (rc) return err_wrap(rc, "--pipeline-stages %d", S);
+    }
+    struct pipe_run *p = calloc(1, sizeof *p);
+    if (!p) return err_set(ERR_RUNTIME, "out of memory");
+    c->pipe = p;
+    p->prev = s > 0 ? c->rank - D : -1;
+    p->next = s < S - 1 ? c->rank + D : -1;
+    /* Units per step on this replica: its share of the micro-batches, or
+     * any number when packed pieces are cut by --max-tokens. */
+    int per_replica = (c->micro_batches + D - 1) / D;
+    int cut = c->qm.packing == PACKING_VARLEN && c->qm.max_tokens > 0 && c->qm.max_tokens < (int64_t)c->micro * c->T;
+    p->sets = pipe_sets(S, s, cut ? S : per_replica > 0 ? per_replica : 1);
+    char name[96];
+    stage_name(c, name, sizeof name);
+    int rc = bert_model_create(&c->qm.model,
+                               &(bert_model_opts){.cfg = &c->qm.cfg,
+                                                  .be = &c->qm.be,
+                                                  .max_B = c->micro,
+                                                  .T = c->T,
+                                                  .max_tokens = c->qm.packing == PACKING_VARLEN ? c->qm.max_tokens : 0,
+                                                  .recompute = c->qm.recompute,
+                                                  .stage_lo = c->split[s],
+                                                  .stage_hi = c->split[s + 1],
+                                                  .sets = p->sets});
+    if (rc) return err_wrap(rc, "rank %d of %d: %s", c->rank, c->ranks, name);
+    c->qm.max_B = c->micro;
+    c->qm.T = c->T;
+    bert_model_stage(c->qm.model, NULL, NULL, &c->poff);
+    c->pn = bert_model_stage_table(c->qm.model)->total;
+    rc = bert_model_set_params(c->qm.model, c->host_params);
+    if (rc) return rc;
+    size_t rows = (size_t)bert_model_max_tokens(c->qm.model), C = (size_t)c->qm.cfg.hidden_size;
+    for (int b = 0; b < PBUFS; b++) {
+        p->req[b] = calloc((size_t)p->sets, sizeof *p->req[b]);
+        p->host[b] = calloc((size_t)p->sets, sizeof *p->host[b]);
+        if (!p->req[b] || !p->host[b]) return err_set(ERR_RUNTIME, "out of memory");
+        for (int k = 0; c->qm.info.is_cuda && b < PH_IN && k < p->sets; k++) {
+            p->host[b][k] = malloc(rows * C * sizeof(float));
+            if (!p->host[b][k])
+                return err_set(ERR_RUNTIME, "out of memory for the pipeline's host buffers (%zu floats)", rows * C);
+        }
+    }
+    for (int h = 0; h < 2; h++) {
+        p->hdr[h] = calloc((size_t)p->sets, sizeof *p->hdr[h]);
+        if (!p->hdr[h]) return err_set(ERR_RUNTIME, "out of memory");
+        for (int k = 0; k < p->sets; k++)
+            if (!(p->hdr[h][k] = malloc((HDR_FIXED + (size_t)c->micro + 1) * sizeof(int32_t))))
+                return err_set(ERR_RUNTIME, "out of memory");
+    }
+    p->want = malloc((HDR_FIXED + (size_t)c->micro + 1) * sizeof *p->want);
+    p->ids = malloc(rows * sizeof *p->ids);
+    p->types = malloc(rows * sizeof *p->types);
+    p->cu = malloc(((size_t)c->micro + 1) * sizeof *p->cu);
+    p->group = malloc((size_t)D * sizeof *p->group);
+    if (!p->want || !p->ids || !p->types || !p->cu || !p->group) return err_set(ERR_RUNTIME, "out of memory");
+    for (int d = 0; d < D; d++) p->group[d] = s * D + d;
+    c->pipe_idle_all = calloc(2 * (size_t)c->ranks, sizeof *c->pipe_idle_all);
+    if (!c->pipe_idle_all) return err_set(ERR_RUNTIME, "out of memory");
+    return 0;
+}
+
+int run_pipe_connect(run_ctx *c)
+{
+    if (c->stages == 1) return 0;
+#ifdef BERTC_HAVE_CUDA
+    /* GPUs: NCCL's send/recv when every rank loads it and each has its own
+     * GPU (BERTC_DEBUG_DIST_ONE_GPU: ranks sharing one go through the host). */
+    const char *one = getenv("BERTC_DEBUG_DIST_ONE_GPU");
+    const bertc_cuda_api *api = cuda_module_loaded();
+    if (c->qm.info.is_cuda && !(one && !strcmp(one, "1"))) {
+        int lrc = api && api->nccl_p2p_init ? api->nccl_load()
+                                            : err_set(ERR_RUNTIME, "the CUDA module has no NCCL send/recv");
+        lrc = dist_agree(lrc);
+        if (lrc) {
+            log_warn("%s: the pipeline's messages go through the host over MPI instead", err_msg());
+            err_clear();
+            return 0;
+        }
+        int rc = dist_agree(api->nccl_p2p_init(c->rank, c->ranks, c->bo.gpu, dist_bcast));
+        c->pipe->nccl = !rc;
+        for (int b = 0; !rc && b < PH_IN; b++)
+            for (int k = 0; k < c->pipe->sets; k++) {
+                free(c->pipe->host[b][k]); /* no host copies */
+                c->pipe->host[b][k] = NULL;
+            }
+        return rc;
+    }
+#endif
+    return 0;
+}
+
+void run_pipe_free(run_ctx *c)
+{
+    struct pipe_run *p = c->pipe;
+#ifdef BERTC_HAVE_CUDA
+    const bertc_cuda_api *api = cuda_module_loaded();
+    if (p && p->nccl && api) api->nccl_p2p_free();
+#endif
+    free(c->pipe_idle_all);
+    c->pipe_idle_all = NULL;
+    if (!p) return;
+    for (int b = 0; b < PBUFS; b++) {
+        for (int k = 0; p->req[b] && k < p->sets; k++) dist_cancel(&p->req[b][k]);
+        for (int k = 0; p->host[b] && k < p->sets; k++) free(p->host[b][k]);
+        free(p->req[b]);
+        free(p->host[b]);
+    }
+    for (int h = 0; h < 2; h++) {
+        for (int k = 0; p->hdr[h] && k < p->sets; k++) free(p->hdr[h][k]);
+        free(p->hdr[h]);
+    }
+    free(p->units);
+    free(p->want);
+    free(p->ids);
+    free(p->types);
+    free(p->cu);
+    free(p->group);
+    free(p);
+    c->pipe = NULL;
+}
+
+/* A window's real tokens: the leading ones of its mask (bert_pack_window's count). */
+static int window_len(const features *f, int32_t i)
+{
+    const int32_t *mk = f->attention_mask + (size_t)i * (size_t)f->T;
+    int n = 0;
+    while (n < f->T && mk[n] == 1) n++;
+    return n;
+}
+
+static int add_unit(struct pipe_run *p, pipe_unit u)
+{
+    if (p->nunits == p->cap) {
+        int cap = p->cap ? 2 * p->cap : 16;
+        pipe_unit *v = realloc(p->units, (size_t)cap * sizeof *v);
+        if (!v) return err_set(ERR_RUNTIME, "out of memory");
+        p->units = v;
+        p->cap = cap;
+    }
+    p->units[p->nunits++] = u;
+    return 0;
+}
+
+/* This replica's units of the step: its micro-batches, or their packed
+ * pieces (run_step.c's cut: windows while they fit the model's tokens). */
+static int plan_units(run_ctx *c, const int32_t *idx, int count)
+{
+    struct pipe_run *p = c->pipe;
+    int first, len, rc = 0;
+    dist_share(count, c->micro, c->replicas, c->replica, &first, &len);
+    p->nunits = 0;
+    int64_t cap = bert_model_max_tokens(c->qm.model);
+    for (int at = first; at < first + len && !rc; at += c->micro) {
+        int B = first + len - at < c->micro ? first + len - at : c->micro;
+        int k = at / c->micro;
+        if (c->qm.packing != PACKING_VARLEN) {
+            rc = add_unit(p, (pipe_unit){k, at, B, 0, B * c->T});
+            continue;
+        }
+        for (int r0 = 0, piece = 0; r0 < B && !rc; piece++) {
+            int n = 0, N = 0;
+            while (r0 + n < B) {
+                int l = window_len(&c->tf, idx[at + r0 + n]);
+                if (n > 0 && N + l > cap) break;
+                N += l;
+                n++;
+            }
+            rc = add_unit(p, (pipe_unit){k, at + r0, n, piece, N});
+            r0 += n;
+        }
+    }
+    return rc;
+}
+
+/* Unit u's rows as a batch (host): gathered, and packed when packing. */
+static void unit_batch(run_ctx *c, const int32_t *idx, const pipe_unit *u, bert_batch *b)
+{
+    struct pipe_run *p = c->pipe;
+    loader_batch *mb = &c->mb;
+    int T = c->T;
+    loader_gather(mb, &c->tf, idx + u->r0, u->n);
+    if (c->qm.packing != PACKING_VARLEN) {
+        *b = (bert_batch){u->n, T, mb->input_ids, mb->token_type_ids, mb->attention_mask, mb->start_positions,
+                          mb->end_positions, NULL, 0};
+        return;
+    }
+    int N = 0;
+    p->cu[0] = 0;
+    for (int j = 0; j < u->n; j++) {
+        size_t at = (size_t)j * T;
+        N += bert_pack_window(mb->input_ids + at, mb->token_type_ids + at, mb->attention_mask + at, T, p->ids + N,
+                              p->types + N);
+        p->cu[j + 1] = N;
+    }
+    *b = (bert_batch){u->n, T, p->ids, p->types, NULL, mb->start_positions, mb->end_positions, p->cu, 0};
+}
+
+/* The backend buffer b of set k. */
+static float *stage_buf(run_ctx *c, int b, int k)
+{
+    bert_model *m = c->qm.model;
+    switch (b) {
+    case PX_IN: return bert_stage_x_in(m, k);
+    case PX_OUT: return (float *)bert_stage_x_out(m, k);
+    case PG_OUT: return bert_stage_dx_out(m, k);
+    default: return (float *)bert_stage_dx_in(m, k);
+    }
+}
+
+#ifdef BERTC_HAVE_CUDA
+/* NCCL's channel for buffer b of stage s (cuda_nccl.h): 2 * direction + boundary % 2. */
+static int nccl_channel(int b, int s)
+{
+    switch (b) {
+    case PX_OUT: return s % 2;           /* activations over boundary s */
+    case PX_IN: return (s - 1) % 2;      /* over boundary s - 1 */
+    case PG_IN: return 2 + (s - 1) % 2;  /* gradients over boundary s - 1 */
+    default: return 2 + s % 2;           /* PG_OUT: over boundary s */
+    }
+}
+#endif
+
+/* Buffer b's message of set k is done (b < PH_IN). */
+static int wait_buf(run_ctx *c, int b, int k)
+{
+#ifdef BERTC_HAVE_CUDA
+    if (c->pipe->nccl) return cuda_module_loaded()->nccl_p2p_wait(b * PIPE_MAX_STAGES + k);
+#endif
+    return dist_wait(&c->pipe->req[b][k]);
+}
+
+/* Unit u's header: its place in the step and its layout (cu: the packed
+ * batch's cu_seqlens, as unit_batch left them). Returns its length. */
+static int unit_header(run_ctx *c, int u, int32_t *h)
+{
+    const pipe_unit *un = &c->pipe->units[u];
+    h[0] = u;
+    h[1] = un->k;
+    h[2] = un->piece;
+    h[3] = un->n;
+    h[4] = un->rows;
+    if (c->qm.packing != PACKING_VARLEN) return HDR_FIXED;
+    memcpy(h + HDR_FIXED, c->pipe->cu, ((size_t)un->n + 1) * sizeof *h);
+    return HDR_FIXED + un->n + 1;
+}
+
+static size_t header_bytes(run_ctx *c, int u)
+{
+    return (HDR_FIXED + (c->qm.packing == PACKING_VARLEN ? (size_t)c->pipe->units[u].n + 1 : 0)) * sizeof(int32_t);
+}
+
+/* Starts receiving buffer b (PX_IN with its header, PG_OUT) of set k for unit u. */
+static int post_recv(run_ctx *c, int b, int k, int u)
+{
+    struct pipe_run *p = c->pipe;
+    size_t bytes = (size_t)p->units[u].rows * (size_t)c->qm.cfg.hidden_size * sizeof(float);
+    float *dst = p->host[b][k] ? p->host[b][k] : stage_buf(c, b, k);
+    int rc = b == PX_IN ? dist_irecv(p->hdr[0][k], header_bytes(c, u), p->prev, tag_of(u, 2), &p->req[PH_IN][k]) : 0;
+    int peer = b == PX_IN ? p->prev : p->next;
+#ifdef BERTC_HAVE_CUDA
+    if (!rc && p->nccl)
+        return cuda_module_loaded()->nccl_p2p_recv(c->qm.be.ctx, nccl_channel(b, c->stage), stage_buf(c, b, k),
+                                                   bytes / sizeof(float), peer, b * PIPE_MAX_STAGES + k);
+#endif
+    return rc ? rc : dist_irecv(dst, bytes, peer, tag_of(u, b == PG_OUT), &p->req[b][k]);
+}
+
+/* Waits for buffer b (PX_IN with its header, PG_OUT) of set k (unit u),
+ * counting the wait as idle. */
+static int wait_recv(run_ctx *c, int b, int k, int u)
+{
+    struct pipe_run *p = c->pipe;
+    double t = clock_now_s();
+    int rc = b == PX_IN ? dist_wait(&p->req[PH_IN][k]) : 0;
+    if (!rc) rc = wait_buf(c, b, k);
+    c->pipe_idle_s += clock_now_s() - t;
+    if (!rc && p->host[b][k]) {
+        backend *be = &c->qm.be;
+        size_t bytes = (size_t)p->units[u].rows * (size_t)c->qm.cfg.hidden_size * sizeof(float);
+        rc = be->i->upload(be->ctx, stage_buf(c, b, k), p->host[b][k], bytes);
+    }
+    return rc;
+}
+
+/* Starts sending buffer b (PX_OUT with its header, PG_IN) of set k for unit u. */
+static int post_send(run_ctx *c, int b, int k, int u)
+{
+    struct pipe_run *p = c->pipe;
+    size_t bytes = (size_t)p->units[u].rows * (size_t)c->qm.cfg.hidden_size * sizeof(float);
+    const float *src = stage_buf(c, b, k);
+    if (b == PX_OUT) {
+        int n = unit_header(c, u, p->hdr[1][k]);
+        /* BERTC_DEBUG_PIPE_HEADER=S (a test hook): step S's headers on this rank name one row too many */
+        const char *dbg = getenv("BERTC_DEBUG_PIPE_HEADER");
+        if (dbg && atoll(dbg) == c->st.step + 1) p->hdr[1][k][4]++;
+        int rc = dist_isend(p->hdr[1][k], (size_t)n * sizeof(int32_t), p->next, tag_of(u, 2), &p->req[PH_OUT][k]);
+        if (rc) return rc;
+    }
+#ifdef BERTC_HAVE_CUDA
+    if (p->nccl)
+        return cuda_module_loaded()->nccl_p2p_send(c->qm.be.ctx, nccl_channel(b, c->stage), src, bytes / sizeof(float),
+                                                   b == PX_OUT ? p->next : p->prev, b * PIPE_MAX_STAGES + k);
+#endif
+    if (p->host[b][k]) {
+        backend *be = &c->qm.be;
+        int rc = be->i->download(be->ctx, p->host[b][k], src, bytes);
+        if (rc) return rc;
+        src = p->host[b][k];
+    }
+    return dist_isend(src, bytes, b == PX_OUT ? p->next : p->prev, tag_of(u, b == PG_IN), &p->req[b][k]);
+}
+
+/* The previous stage's header of unit u against this stage's own cut. */
+static int check_header(run_ctx *c, int u, const int32_t *got)
+{
+    int32_t *want = c->pipe->want;
+    int n = unit_header(c, u, want);
+    for (int i = 0; i < n; i++)
+        if (got[i] != want[i])
+            return err_set(ERR_RUNTIME, "unit %d of the step (micro-batch %d, piece %d, %d windows, %d rows): the "
+                                        "previous stage sent %s %d where this one has %d: the stages disagree on the "
+                                        "step's data", u, want[1], want[2], want[3], want[4],
+                           i < HDR_FIXED ? "a header field" : "a cu_seqlens entry", got[i], want[i]);
+    return 0;
+}
+
+/* The step's last messages; after a failed message (a neighbour died) the
+ * others are given up, not waited for. */
+static int finish_requests(run_ctx *c, int failed)
+{
+    struct pipe_run *p = c->pipe;
+    int rc = 0;
+    for (int b = 0; b < PBUFS; b++)
+        for (int k = 0; k < p->sets; k++) {
+            if (failed || rc) {
+                dist_cancel(&p->req[b][k]);
+                continue;
+            }
+            rc = b < PH_IN ? wait_buf(c, b, k) : dist_wait(&p->req[b][k]);
+        }
+    return rc;
+}
+
+int run_pipe_pass(run_ctx *c, const int32_t *idx, int count, float scale, double *loss_out)
+{
+    struct pipe_run *p = c->pipe;
+    bert_model *m = c->qm.model;
+    int S = c->stages, s = c->stage, first = s == 0, last = s == S - 1;
+    bert_zero_grad(m);
+    int rc = plan_units(c, idx, count), crc = 0; /* crc: the compute failed here; the messages go on */
+    int M = p->nunits, sets = p->sets;
+    double loss = 0;
+    for (int u = 0; !first && u < M && u < sets && !rc; u++) rc = post_recv(c, PX_IN, u % sets, u);
+    for (int i = 0; i < 2 * M && !rc; i++) {
+        pipe_op op = pipe_op_at(S, s, M, i);
+        const pipe_unit *u = &p->units[op.micro];
+        int k = op.set;
+        float w = (float)u->n / (float)count;
+        if (op.kind == PIPE_FORWARD) {
+            if (!first) rc = wait_recv(c, PX_IN, k, op.micro);
+            if (!rc) rc = wait_buf(c, PX_OUT, k); /* x_out is written again */
+            if (!rc) rc = dist_wait(&p->req[PH_OUT][k]);
+            bert_batch b;
+            if (!rc) unit_batch(c, idx, u, &b);
+            if (!rc && !first && !crc) crc = check_header(c, op.micro, p->hdr[0][k]);
+            if (!rc && !crc) {
+                philox_stream rng = {(uint64_t)c->o->seed + (uint64_t)u->piece,
+                                     (uint32_t)((uint64_t)c->st.step * (uint64_t)c->micro_batches + (uint64_t)u->k), 0};
+                float l = 0;
+                double t = clock_now_s();
+                crc = train_step_debug_oom(c->st.step + 1, u->n);
+                if (!crc) crc = bert_stage_forward(m, k, &b, c->drop_hidden, c->drop_attn, rng, &l, NULL, NULL);
+                c->pipe_busy_s += clock_now_s() - t;
+                if (!crc && last) loss += (double)w * (double)l;
+            }
+            if (!rc && !last) rc = post_send(c, PX_OUT, k, op.micro);
+            if (!rc && !last) rc = post_recv(c, PG_OUT, k, op.micro);
+        } else {
+            if (!last) rc = wait_recv(c, PG_OUT, k, op.micro);
+            if (!rc) rc = wait_buf(c, PG_IN, k); /* d_in is written again */
+            if (!rc) rc = wait_buf(c, PX_OUT, k); /* recompute writes x_out again */
+            if (!rc && !crc) {
+                double t = clock_now_s();
+                crc = bert_stage_backward(m, k, w * scale);
+                c->pipe_busy_s += clock_now_s() - t;
+            }
+            if (!rc && !first) rc = post_send(c, PG_IN, k, op.micro);
+            if (!rc && !first && op.micro + sets < M) rc = post_recv(c, PX_IN, k, op.micro + sets);
+        }
+        dist_progress(p->req[PX_OUT], sets);
+        dist_progress(p->req[PG_IN], sets);
+    }
+    int frc = finish_requests(c, rc != 0);
+    if (!rc) rc = frc;
+    if (!rc && crc) {
+        char name[96], why[512];
+        stage_name(c, name, sizeof name);
+        snprintf(why, sizeof why, "%s", err_msg());
+        rc = err_set(crc, "rank %d of %d: %s: step %lld: %s%s", c->rank, c->ranks, name, (long long)c->st.step + 1, why,
+                     microbatch_is_oom(crc) ? " (no back-off in a pipeline: give a smaller --micro-batch, --recompute "
+                                              "layer or more stages)" : "");
+    }
+    /* A failure anywhere ends every rank, with its message. */
+    rc = dist_agree(rc);
+    *loss_out = loss;
+    return rc;
+}
+
+int run_pipe_reduce(run_ctx *c, double *loss, double *sum_squares)
+{
+    struct pipe_run *p = c->pipe;
+    bert_model *m = c->qm.model;
+    backend *be = &c->qm.be;
+    int rc = 0;
+    if (c->replicas > 1) {
+        float *g = bert_model_grads(m);
+        float *h = c->qm.info.is_cuda ? malloc(c->pn * sizeof *h) : g;
+        if (!h) return err_set(ERR_RUNTIME, "out of memory for the gradient sum (%zu floats)", c->pn);
+        if (h != g) rc = be->i->download(be->ctx, h, g, c->pn * sizeof *h);
+        if (!rc) rc = dist_sum_fixed_among(h, c->pn, p->group, c->replicas);
+        if (!rc && h != g) rc = be->i->upload(be->ctx, g, h, c->pn * sizeof *h);
+        if (h != g) free(h);
+        if (rc) return rc;
+    }
+    /* Every rank's loss (the last stage's), signal, squared norm (replica
+     * 0 of each stage), the writer's save clock, idle and busy times: one
+     * fixed-order sum in rank order, so the stages' squares add stage 0
+     * first, and the zeros the others add change nothing. */
+    int N = c->ranks;
+    double *red = calloc(4 + 2 * (size_t)N, sizeof *red);
+    if (!red) return err_set(ERR_RUNTIME, "out of memory");
+    red[0] = c->stage == c->stages - 1 ? *loss : 0.0;
+    red[1] = c->sig && *c->sig ? 1.0 : 0.0;
+    red[2] = c->replica == 0 ? be->i->sum_squares(be->ctx, bert_model_grads(m), c->pn) : 0.0;
+    red[3] = c->writer && c->o->save_every_minutes > 0 && clock_now_s() - c->last_save_time >= 60 * c->o->save_every_minutes;
+    red[4 + c->rank] = c->pipe_idle_s;
+    red[4 + N + c->rank] = c->pipe_busy_s;
+    rc = dist_allreduce_sum_f64(red, 4 + 2 * N);
+    if (!rc) {
+        *loss = red[0];
+        *sum_squares = red[2];
+        c->save_due = red[3] > 0;
+        memcpy(c->pipe_idle_all, red + 4, 2 * (size_t)N * sizeof *red);
+        if (red[1] > 0 && !*c->stop) *c->stop = c->sig && *c->sig ? *c->sig : SIGTERM;
+    }
+    free(red);
+    return rc;
+}
+
+int run_pipe_gather(run_ctx *c, int optimizer)
+{
+    /* replica 0 of each stage sends its slice; the others send nothing */
+    size_t n = c->replica == 0 ? c->pn : 0;
+    int rc = bert_model_get_params(c->qm.model, c->host_params);
+    if (!rc && optimizer) {
+        int64_t t, skipped;
+        rc = optim_get_state(c->opt, c->host_m + c->poff, c->host_v + c->poff, &t, &skipped);
+    }
+    if (!rc) rc = dist_gather_ranges(c->host_params, c->poff, n, 0);
+    if (!rc && optimizer) rc = dist_gather_ranges(c->host_m, c->poff, n, 0);
+    if (!rc && optimizer) rc = dist_gather_ranges(c->host_v, c->poff, n, 0);
+    return rc;
+}
+
+int run_pipe_predict(run_ctx *c, const postprocess_opts *po, qa_predictions *out)
+{
+    memset(out, 0, sizeof *out);
+    int rc = run_pipe_gather(c, 0);
+    if (!rc && c->writer) {
+        /* the whole model, for as long as the evaluation takes */
+        bert_model *stage = c->qm.model, *whole = NULL;
+        rc = bert_model_create(&whole, &(bert_model_opts){.cfg = &c->qm.cfg,
+                                                          .be = &c->qm.be,
+                                                          .max_B = c->micro,
+                                                          .T = c->T,
+                                                          .max_tokens = c->qm.packing == PACKING_VARLEN
+                                                                            ? c->qm.max_tokens
+                                                                            : 0});
+        if (!rc) rc = bert_model_set_params(whole, c->host_params);
+        if (!rc) {
+            c->qm.model = whole;
+            rc = qa_model_predict(&c->qm, &c->dev, &c->df, po, out, NULL);
+            c->qm.model = stage;
+        }
+        bert_model_free(whole);
+        if (rc) err_wrap(rc, "evaluating on rank 0 with the whole model");
+    }
+    return dist_agree(rc);
+}
