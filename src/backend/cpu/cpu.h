@@ -4,7 +4,8 @@
  *   ops_dense.c     embedding, layernorm, matmul, gelu, dropout, add
  *   ops_attention.c self-attention forward and backward
  *   ops_loss.c      QA loss and the optimizer helpers (sum_squares, adamw, ...)
- *   dropout_mask.c  the dropout multipliers from the Philox stream
+ *   dropout_mask.c  the dropout multipliers (and keep bits) from the Philox stream
+ *   mask_cache.c    attention dropout masks kept from forward to backward
  *
  * Padded and packed batches (backend_windows) run through the same ops: a
  * padded batch is a packed one whose windows all have length T, plus the
@@ -30,6 +31,26 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* What determines an attention dropout mask besides the window lengths:
+ * the stream, p (its bits) and the layout of the padded index. */
+typedef struct {
+    uint64_t seed;
+    uint32_t step, stream, p_bits;
+    int NH, T, B;
+} cpu_mask_key;
+
+/* One cached mask (mask_cache.c). */
+typedef struct {
+    cpu_mask_key key;
+    int32_t *lens; /* key, continued: the B window lengths */
+    uint64_t *bits;
+    size_t words, cap; /* words of the mask, words allocated */
+    uint64_t age;      /* when claimed; the oldest goes first */
+    int state;         /* CPU_MASK_EMPTY, _FILLING or _VALID */
+} cpu_mask_slot;
+
+#define CPU_MASK_SLOTS 64
+
 typedef struct {
     int nthreads;
     /* Per-thread working memory for attention row blocks: nthreads blocks of
@@ -49,6 +70,10 @@ typedef struct {
      * order of operations, so a window's results do not depend on the other
      * windows of its batch (inference: predict, serve, evaluation). */
     int batch_invariant;
+    /* Attention dropout masks drawn by forwards, for their backwards. */
+    cpu_mask_slot masks[CPU_MASK_SLOTS];
+    size_t mask_words; /* allocated in masks[], all slots */
+    uint64_t mask_clock;
     /* Sticky failure of an op (ops return void); backend sync reports it. */
     int error;
     char error_msg[200];
@@ -137,5 +162,31 @@ void cpu_dropout_mask(float *mul, philox_stream rng, uint64_t first, size_t coun
 /* The multiplier for kept elements: 1 / (1 - p), as torch divides the
  * Bernoulli mask by (1 - p); 0 when p >= 1 (torch returns zeros). */
 float cpu_dropout_scale(float p);
+/* The same masks as keep bits: bit j % 64 of bits[j / 64] is keep(first +
+ * j) for j < count; bits past count in the last word are 0. */
+void cpu_dropout_bits(uint64_t *bits, philox_stream rng, uint64_t first, size_t count, float p);
+/* out[i] = x[i] * m[i], m[i] = bit i of bits ? scale : 0, for i < n: the
+ * products of a multiplier mask of cpu_dropout_mask, bit for bit. */
+void cpu_dropout_apply_bits(float *out, const float *x, const uint64_t *bits, size_t n, float scale);
+/* The same m: dx[i] = m[i] * dx[i] and out[i] = x[i] * m[i]. */
+void cpu_dropout_apply_bits2(float *dx, float *out, const float *x, const uint64_t *bits, size_t n, float scale);
+
+/* mask_cache.c: the attention masks of recent forwards, as keep bits in
+ * attention's layout, at most CPU_MASK_BUDGET bytes. A mask is a pure
+ * function of its key and lengths, so a lookup that misses only costs the
+ * draw. */
+enum { CPU_MASK_EMPTY, CPU_MASK_FILLING, CPU_MASK_VALID };
+#define CPU_MASK_BUDGET ((size_t)256 << 20)
+
+/* The slot holding the valid mask of (key, lens) in `words` words, or -1. */
+int cpu_mask_find(cpu_ctx *ctx, const cpu_mask_key *key, const int32_t *lens, size_t words);
+/* A slot, in state FILLING, with room for `words` words, for the mask of
+ * (key, lens); -1 when it does not fit (or on out of memory: no caching). */
+int cpu_mask_claim(cpu_ctx *ctx, const cpu_mask_key *key, const int32_t *lens, size_t words);
+/* A filled slot's mask becomes valid. */
+void cpu_mask_publish(cpu_ctx *ctx, int slot);
+/* Forgets a slot's mask; its memory is kept for the next claim. */
+void cpu_mask_drop(cpu_ctx *ctx, int slot);
+void cpu_mask_cache_free(cpu_ctx *ctx);
 
 #endif

@@ -76,6 +76,7 @@ static void cpu_free(void *vctx)
 {
     cpu_ctx *ctx = vctx;
     if (!ctx) return;
+    cpu_mask_cache_free(ctx);
     free(ctx->scratch);
     free(ctx);
 }
