@@ -226,6 +226,26 @@ static void test_bits(void)
                               memcmp(&dx[i], &dwant, sizeof dwant) != 0;
                 }
             }
+    /* cpu_probs_store: rows at every alignment and of every length mod 8 */
+    size_t badstore = 0;
+    static float probs[MAXLEN + 16], xs[MAXLEN], drop[MAXLEN];
+    cpu_dropout_mask(mul, s, 0, MAXLEN, 0.5f, 1.25f);
+    cpu_dropout_bits(bits, s, 0, MAXLEN, 0.5f);
+    for (size_t shift = 0; shift < 9; shift++)
+        for (size_t c = 0; c < sizeof lens / sizeof lens[0]; c++)
+            for (int withdrop = 0; withdrop < 2; withdrop++) {
+                size_t n = lens[c];
+                float inv = 1.0f / 3.0f;
+                memcpy(xs, x, n * sizeof *xs);
+                cpu_probs_store(probs + shift, xs, inv, n, withdrop ? drop : NULL, withdrop ? bits : NULL, 1.25f);
+                cpu_probs_store_done();
+                for (size_t i = 0; i < n; i++) {
+                    float y = x[i] * inv, yd = y * mul[i];
+                    badstore += memcmp(&probs[shift + i], &y, sizeof y) != 0;
+                    badstore += withdrop ? memcmp(&drop[i], &yd, sizeof yd) != 0 : memcmp(&xs[i], &y, sizeof y) != 0;
+                }
+            }
+    CHECK(badstore == 0, "cpu_probs_store: %zu values differ from x * inv (and its products)", badstore);
     printf("keep bits: %zu of %zu bits disagree with philox_keep, %zu products differ from the multipliers'\n", bad,
            total, badmul);
     CHECK(bad == 0, "keep bits: %zu of %zu bits disagree with philox_keep", bad, total);

@@ -53,9 +53,10 @@ typedef struct {
 
 typedef struct {
     int nthreads;
-    /* Per-thread working memory for attention row blocks: nthreads blocks of
-     * scratch_floats each, 64-byte aligned. Grown (outside parallel regions)
-     * when a sequence is longer than a block holds. */
+    /* Per-thread working memory for attention row blocks: thread t has the
+     * two blocks of scratch_floats each at scratch + 2 t scratch_floats,
+     * 64-byte aligned. Grown (outside parallel regions) when a sequence is
+     * longer than a block holds. */
     float *scratch;
     size_t scratch_floats;
     /* 1 when the OpenBLAS we run with has its own pthreads pool (not the
@@ -82,7 +83,7 @@ typedef struct {
 /* Makes omp and OpenBLAS use ctx->nthreads on the calling thread (the
  * OpenMP build of OpenBLAS follows omp_get_max_threads of its caller). */
 void cpu_set_threads(cpu_ctx *ctx);
-/* Ensures each thread has `floats` of scratch; 0, or -1 after recording the
+/* Ensures each thread has two blocks of `floats` of scratch; 0, or -1 after recording the
  * failure in ctx->error. Called outside parallel regions only. */
 int cpu_scratch_reserve(cpu_ctx *ctx, size_t floats);
 /* Records a failure for backend sync to report. */
@@ -170,6 +171,14 @@ void cpu_dropout_bits(uint64_t *bits, philox_stream rng, uint64_t first, size_t 
 void cpu_dropout_apply_bits(float *out, const float *x, const uint64_t *bits, size_t n, float scale);
 /* The same m: dx[i] = m[i] * dx[i] and out[i] = x[i] * m[i]. */
 void cpu_dropout_apply_bits2(float *dx, float *out, const float *x, const uint64_t *bits, size_t n, float scale);
+
+/* The last pass of a softmax row, for attention: y = x[i] * inv goes to
+ * probs[i] with streaming stores (probs is read again only by the
+ * backward, long after it has left the caches), and to out[i] = y * m[i]
+ * (m as cpu_dropout_apply_bits) when out is not NULL, else back to x[i]. */
+void cpu_probs_store(float *probs, float *x, float inv, size_t n, float *out, const uint64_t *bits, float scale);
+/* Orders the streaming stores of this thread before what follows. */
+void cpu_probs_store_done(void);
 
 /* mask_cache.c: the attention masks of recent forwards, as keep bits in
  * attention's layout, at most CPU_MASK_BUDGET bytes. A mask is a pure

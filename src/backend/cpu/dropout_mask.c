@@ -312,3 +312,65 @@ void cpu_dropout_apply_bits2(float *dx, float *out, const float *x, const uint64
 #endif
     apply2_c(dx, out, x, bits, i, n, scale);
 }
+
+#ifdef HAVE_AVX2_PATH
+/* cpu_probs_store's whole vectors, n a multiple of 8; streaming when
+ * probs is 32-byte aligned. */
+__attribute__((target("avx2"), always_inline)) static inline void probs_put(float *probs, __m256 y, int stream)
+{
+    if (stream) _mm256_stream_ps(probs, y);
+    else _mm256_storeu_ps(probs, y);
+}
+
+__attribute__((target("avx2"))) static void probs_store_avx2(float *probs, float *x, float inv, size_t n, float *out,
+                                                             const uint64_t *bits, float scale)
+{
+    const __m256 I = _mm256_set1_ps(inv), S = _mm256_set1_ps(scale);
+    int stream = ((uintptr_t)probs & 31) == 0;
+    for (size_t i = 0; i < n; i += 8) {
+        __m256 y = _mm256_mul_ps(_mm256_loadu_ps(x + i), I);
+        probs_put(probs + i, y, stream);
+        if (out) _mm256_storeu_ps(out + i, _mm256_mul_ps(y, _mm256_and_ps(bits8(bits, i), S)));
+        else _mm256_storeu_ps(x + i, y);
+    }
+}
+#endif
+
+CPU_CLONES static void probs_store_c(float *probs, float *x, float inv, size_t i0, size_t n, float *out,
+                                     const uint64_t *bits, float scale)
+{
+    if (out) {
+#pragma omp simd
+        for (size_t i = i0; i < n; i++) {
+            float y = x[i] * inv;
+            probs[i] = y;
+            out[i] = y * bit_mul(bits, i, scale);
+        }
+        return;
+    }
+#pragma omp simd
+    for (size_t i = i0; i < n; i++) {
+        float y = x[i] * inv;
+        probs[i] = y;
+        x[i] = y;
+    }
+}
+
+void cpu_probs_store(float *probs, float *x, float inv, size_t n, float *out, const uint64_t *bits, float scale)
+{
+    size_t i = 0;
+#ifdef HAVE_AVX2_PATH
+    if (have_avx2()) {
+        i = n & ~(size_t)7;
+        probs_store_avx2(probs, x, inv, i, out, bits, scale);
+    }
+#endif
+    probs_store_c(probs, x, inv, i, n, out, bits, scale);
+}
+
+void cpu_probs_store_done(void)
+{
+#ifdef HAVE_AVX2_PATH
+    if (have_avx2()) _mm_sfence();
+#endif
+}

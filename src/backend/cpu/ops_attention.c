@@ -18,9 +18,12 @@
  * the parallel region (cpu_blas_serial_begin), so every output element has
  * one writer and a fixed summation order.
  *
- * Each (b,h) is done a block of rows at a time, so that the scores of a
- * block are still in cache when softmax and the second GEMM read them. With
- * dropout, P' exists only for the current block, in the thread's scratch.
+ * Each (b,h) is done a block of rows at a time, in the thread's two scratch
+ * blocks, which stay in cache: the forward's scores S (softmax works on
+ * them in place) and P', the backward's dS and P'. probs (B NH len^2, far
+ * larger than the caches) is written once, with streaming stores, as the
+ * last pass of softmax, and read once by the backward; the caller's
+ * backward scratch is not used.
  * The mask is a pure function of (rng, padded flat index into probs): the
  * forward draws it as keep bits (one 64-bit-aligned run per row of probs)
  * into the mask cache (mask_cache.c), and the backward reads it there, or
@@ -36,8 +39,9 @@
 #include <string.h>
 
 /* Adds the mask, then softmax in place as torch's vectorized kernel: max,
- * exp(x - max), a sum in 8 lanes combined pairwise, multiply by 1/sum. */
-CPU_CLONES static void softmax_row(float *x, const int32_t *mask, int T)
+ * exp(x - max), a sum in 8 lanes combined pairwise; returns 1/sum, by which
+ * cpu_probs_store multiplies. */
+CPU_CLONES static float softmax_row_exp(float *x, const int32_t *mask, int T)
 {
     if (mask) {
 #pragma omp simd
@@ -60,9 +64,7 @@ CPU_CLONES static void softmax_row(float *x, const int32_t *mask, int T)
         for (int l = 0; l < 8; l++) acc[l] += x[s + l];
     for (int l = 0; s + l < T; l++) acc[l] += x[s + l];
     float sum = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-    float inv = 1.0f / sum;
-#pragma omp simd
-    for (int j = 0; j < T; j++) x[j] = x[j] * inv;
+    return 1.0f / sum;
 }
 
 /* Softmax backward in place, as torch: dot = sum(dp * p) (8 lanes);
@@ -150,6 +152,25 @@ static void probs_bits(uint64_t *bits, philox_stream rng, int b, int h, int NH, 
         cpu_dropout_bits(bits + (size_t)t * wpr, rng, first + (uint64_t)t * (uint64_t)T, (size_t)len, p);
 }
 
+/* C (M,N) = alpha op(A) op(B), as cpu_gemm with beta 0. OpenBLAS's beta 0
+ * first clears C with a scalar loop (sgemm_beta), which costs a fifth as
+ * much as these GEMMs of K = HS themselves; clearing C here with memset and
+ * passing beta 1 skips that loop and runs the same kernel on the same +0s,
+ * so the results are the same bits. gemm_fixed keeps beta 0 (its beta 1
+ * would add the +0 and turn a -0 into +0). */
+static void gemm_cleared(const cpu_ctx *ctx, int transa, int transb, int M, int N, int K, float alpha,
+                         const float *A, int lda, const float *B, int ldb, float *C, int ldc)
+{
+    if (ctx->batch_invariant) {
+        cpu_gemm(ctx, transa, transb, M, N, K, alpha, A, lda, B, ldb, 0.0f, C, ldc);
+        return;
+    }
+    if (ldc == N) memset(C, 0, (size_t)M * (size_t)N * sizeof *C);
+    else
+        for (int i = 0; i < M; i++) memset(C + (size_t)i * ldc, 0, (size_t)N * sizeof *C);
+    cpu_gemm(ctx, transa, transb, M, N, K, alpha, A, lda, B, ldb, 1.0f, C, ldc);
+}
+
 static void fill_nan(float *x, size_t n)
 {
     if (!x) return;
@@ -158,14 +179,14 @@ static void fill_nan(float *x, size_t n)
 
 /* One block of rows r0 .. r0+rows-1 of head h of window b, as att_run
  * hands it to a direction: off is the offset of the window's first row in
- * (N,C) arrays plus h HS, at that of the block's first row in probs, buf the
- * thread's scratch, mb the window's mask row or NULL. */
+ * (N,C) arrays plus h HS, at that of the block's first row in probs, buf and
+ * work the thread's two scratch blocks, mb the window's mask row or NULL. */
 typedef struct {
     int b, h, len, r0, rows, NH, HS, C, T;
     size_t off, at, bits;
     float scaling, dscale, p;
     philox_stream rng;
-    float *buf;
+    float *buf, *work;
     const int32_t *mb;
 } att_block;
 
@@ -270,7 +291,8 @@ static void att_run(cpu_ctx *ctx, const backend_windows *w, int NH, int HS, floa
         int R = rows_per_block(ctx, a.len);
         a.off = aw[a.b].row0 * C + (size_t)a.h * HS;
         a.mb = w->mask ? w->mask + (size_t)a.b * a.T : NULL;
-        a.buf = ctx->scratch + (size_t)omp_get_thread_num() * ctx->scratch_floats;
+        a.buf = ctx->scratch + 2 * (size_t)omp_get_thread_num() * ctx->scratch_floats;
+        a.work = a.buf + ctx->scratch_floats;
         for (a.r0 = 0; a.r0 < a.len; a.r0 += R) {
             a.rows = a.len - a.r0 < R ? a.len - a.r0 : R;
             a.at = aw[a.b].probs + (size_t)a.h * a.len * a.len + (size_t)a.r0 * a.len;
@@ -296,19 +318,21 @@ static void att_forward_block(cpu_ctx *ctx, const att_block *a, const att_io *io
 {
     int len = a->len, rows = a->rows, HS = a->HS, C = a->C;
     size_t r0c = a->off + (size_t)a->r0 * C, wpr = bit_words(len);
-    float *P = io->probs + a->at;
-    // P (rows,len) = qb[r0:] (rows,HS) @ kb^T (HS,len) * scaling
-    cpu_gemm(ctx, 0, 1, rows, len, HS, a->scaling, io->q + r0c, C, io->k + a->off, C, 0.0f, P, len);
+    float *P = io->probs + a->at, *S = a->work;
+    // S (rows,len) = qb[r0:] (rows,HS) @ kb^T (HS,len) * scaling, in cache
+    gemm_cleared(ctx, 0, 1, rows, len, HS, a->scaling, io->q + r0c, C, io->k + a->off, C, S, len);
     const uint64_t *bits = a->p > 0.0f ? block_bits(a, io) : NULL;
     for (int t = 0; t < rows; t++) {
-        float *Pt = P + (size_t)t * len;
-        softmax_row(Pt, a->mb, len);
-        // P' = P * multipliers, while the row is in L1
-        if (bits) cpu_dropout_apply_bits(a->buf + (size_t)t * len, Pt, bits + (size_t)t * wpr, (size_t)len, a->dscale);
+        size_t o = (size_t)t * len;
+        float inv = softmax_row_exp(S + o, a->mb, len);
+        // P to probs, past the caches; P' = P * multipliers, or P, for the GEMM
+        cpu_probs_store(P + o, S + o, inv, (size_t)len, bits ? a->buf + o : NULL, bits ? bits + (size_t)t * wpr : NULL,
+                        a->dscale);
     }
-    const float *Pd = bits ? a->buf : P;
+    cpu_probs_store_done();
+    const float *Pd = bits ? a->buf : S;
     // ob[r0:] (rows,HS) = P' (rows,len) @ vb (len,HS)
-    cpu_gemm(ctx, 0, 0, rows, HS, len, 1.0f, Pd, len, io->v + a->off, C, 0.0f, io->out + r0c, C);
+    gemm_cleared(ctx, 0, 0, rows, HS, len, 1.0f, Pd, len, io->v + a->off, C, io->out + r0c, C);
 }
 
 // out (N,C); probs (NH sum len^2); q, k, v (N,C); w->mask (B,T) or NULL
@@ -320,8 +344,9 @@ void cpu_attention_forward(void *vctx, float *out, float *probs, const float *q,
     att_run(vctx, w, NH, HS, p, rng, nan_out, att_forward_block, &io, 0);
 }
 
-/* Backward per block of rows, with dS in the caller's scratch (laid out as
- * probs):
+/* Backward per block of rows, with dS in the thread's second scratch block
+ * (the caller's scratch, as large as probs, would send every block of dS
+ * to memory and back for nothing):
  *   dP'  = dout vb^T                     (rows,len)
  *   dv  += P'^T dout                     P' = P * mul, in thread scratch
  *   dP   = dP' * mul;  dS = (dP - sum(dP P)) P * scaling
@@ -333,9 +358,9 @@ static void att_backward_block(cpu_ctx *ctx, const att_block *a, const att_io *i
     int len = a->len, rows = a->rows, HS = a->HS, C = a->C;
     size_t off = a->off, r0c = off + (size_t)a->r0 * C;
     const float *P = io->cprobs + a->at, *dob = io->dout + r0c;
-    float *ds = io->scratch + a->at, *buf = a->buf;
+    float *ds = a->work, *buf = a->buf;
     // dP' (rows,len) = dob (rows,HS) @ vb^T (HS,len)
-    cpu_gemm(ctx, 0, 1, rows, len, HS, 1.0f, dob, C, io->v + off, C, 0.0f, ds, len);
+    gemm_cleared(ctx, 0, 1, rows, len, HS, 1.0f, dob, C, io->v + off, C, ds, len);
     const float *Pd = P;
     if (a->p > 0.0f) {
         // dP = dP' * multipliers and P' = P * multipliers
@@ -355,7 +380,7 @@ static void att_backward_block(cpu_ctx *ctx, const att_block *a, const att_io *i
     if (io->dk) cpu_gemm(ctx, 1, 0, len, HS, rows, 1.0f, ds, len, io->q + r0c, C, 1.0f, io->dk + off, C);
 }
 
-// dq, dk, dv (N,C) +=; scratch as probs; dout, q, k, v (N,C); probs (NH sum len^2)
+// dq, dk, dv (N,C) +=; scratch as probs (unused here); dout, q, k, v (N,C); probs (NH sum len^2)
 void cpu_attention_backward(void *vctx, float *dq, float *dk, float *dv, float *scratch, const float *dout,
                             const float *q, const float *k, const float *v, const float *probs,
                             const backend_windows *w, int NH, int HS, float p, philox_stream rng)
