@@ -298,6 +298,50 @@ static void attention_case(const backend_windows *w, int NH, int HS, const char 
     free(f);
 }
 
+/* Hidden dropout through the mask cache: the forward keeps its keep bits,
+ * the backward reads them; the same backward on a backend without them
+ * draws multipliers. Rows of C = 40 in packed windows put the windows'
+ * ends anywhere in a 64-bit word. */
+static void dropout_case(const backend_windows *w, int C, const char *what)
+{
+    size_t n = (size_t)w->N * C;
+    float *f = calloc(7 * n, sizeof *f), *x = f, *y0 = x + n, *y1 = y0 + n, *y2 = y1 + n, *g0 = y2 + n, *g1 = g0 + n,
+          *g2 = g1 + n;
+    for (size_t i = 0; i < n; i++) x[i] = (float)sin((double)i * 0.91) * 3.0f;
+    philox_stream s = {1234, 8, 4 * 16 + 2};
+    backend fresh;
+    if (backend_cpu_create(&fresh, 2) != 0) {
+        CHECK(0, "backend_cpu_create: %s", err_msg());
+        free(f);
+        return;
+    }
+    const backend_i *o = be.i;
+    for (size_t i = 0; i < n; i++) g0[i] = g1[i] = g2[i] = 0.5f;
+    o->dropout_forward(be.ctx, y0, x, w, C, 0.2f, s);  /* draws, keeps the bits */
+    o->dropout_forward(be.ctx, y1, x, w, C, 0.2f, s);  /* reads them */
+    o->dropout_backward(be.ctx, g0, x, w, C, 0.2f, s); /* reads them, drops them */
+    o->dropout_backward(be.ctx, g1, x, w, C, 0.2f, s); /* draws multipliers */
+    o->dropout_forward(fresh.ctx, y2, x, w, C, 0.2f, s);
+    o->dropout_backward(fresh.ctx, g2, x, w, C, 0.2f, s);
+    int same = !memcmp(y0, y1, n * sizeof *f) && !memcmp(y0, y2, n * sizeof *f) && !memcmp(g0, g1, n * sizeof *f) &&
+               !memcmp(g0, g2, n * sizeof *f);
+    size_t bad = 0;
+    for (int b = 0; b < w->B; b++) {
+        int r0 = w->cu_seqlens ? w->cu_seqlens[b] : b * w->T;
+        int len = w->cu_seqlens ? w->cu_seqlens[b + 1] - r0 : w->T;
+        for (size_t i = 0; i < (size_t)len * C; i++) {
+            size_t at = (size_t)r0 * C + i;
+            int keep = philox_keep(s, (size_t)b * w->T * C + i, 0.2f);
+            bad += y0[at] != (keep ? x[at] * 1.25f : 0.0f * x[at]);
+        }
+    }
+    printf("hidden dropout mask cache, %s: cached, read again, drawn: %s; %zu outputs disagree with philox_keep\n", what,
+           same ? "same" : "DIFFER", bad);
+    CHECK(same && bad == 0, "hidden dropout mask cache (%s): results depend on the cache", what);
+    backend_free(&fresh);
+    free(f);
+}
+
 static void test_mask_cache(void)
 {
     static const int32_t cu[4] = {0, 70, 73, 203};
@@ -307,6 +351,11 @@ static void test_mask_cache(void)
     for (int i = 0; i < 2 * 128; i++) mask[i] = i % 128 < 100 || i < 128;
     backend_windows padded = backend_windows_padded(2, 128, mask);
     attention_case(&padded, 3, 16, "padded 2x128");
+    dropout_case(&packed, 40, "packed 70+3+130, C 40");
+    dropout_case(&padded, 40, "padded 2x128, C 40");
+    static const int32_t cu2[3] = {0, 5000, 5031};
+    backend_windows big = backend_windows_packed(cu2, 2, 5000, 5031, 5000);
+    dropout_case(&big, 52, "packed 5000+31, C 52 (threaded)");
 }
 
 /* ------------------------------------------------------------- determinism */

@@ -31,12 +31,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* What determines an attention dropout mask besides the window lengths:
- * the stream, p (its bits) and the layout of the padded index. */
+/* What determines a kept dropout mask besides the window lengths: the
+ * stream, p (its bits) and the layout: attention's (NH heads, C 0) or a
+ * hidden dropout's (rows of C, NH 0). Built from memset zeros and copied
+ * with memcpy, so that memcmp compares padding too. */
 typedef struct {
     uint64_t seed;
     uint32_t step, stream, p_bits;
-    int NH, T, B;
+    int NH, T, B, C;
 } cpu_mask_key;
 
 /* One cached mask (mask_cache.c). */
@@ -171,6 +173,8 @@ void cpu_dropout_bits(uint64_t *bits, philox_stream rng, uint64_t first, size_t 
 void cpu_dropout_apply_bits(float *out, const float *x, const uint64_t *bits, size_t n, float scale);
 /* The same m: dx[i] = m[i] * dx[i] and out[i] = x[i] * m[i]. */
 void cpu_dropout_apply_bits2(float *dx, float *out, const float *x, const uint64_t *bits, size_t n, float scale);
+/* The same m: out[i] += x[i] * m[i]. */
+void cpu_dropout_apply_bits_acc(float *out, const float *x, const uint64_t *bits, size_t n, float scale);
 
 /* The last pass of a softmax row, for attention: y = x[i] * inv goes to
  * probs[i] with streaming stores (probs is read again only by the
@@ -180,8 +184,9 @@ void cpu_probs_store(float *probs, float *x, float inv, size_t n, float *out, co
 /* Orders the streaming stores of this thread before what follows. */
 void cpu_probs_store_done(void);
 
-/* mask_cache.c: the attention masks of recent forwards, as keep bits in
- * attention's layout, at most CPU_MASK_BUDGET bytes. A mask is a pure
+/* mask_cache.c: the dropout masks of recent forwards (attention's, and
+ * hidden dropout's), as keep bits in their op's layout, at most
+ * CPU_MASK_BUDGET bytes. A mask is a pure
  * function of its key and lengths, so a lookup that misses only costs the
  * draw. */
 enum { CPU_MASK_EMPTY, CPU_MASK_FILLING, CPU_MASK_VALID };

@@ -265,6 +265,16 @@ __attribute__((target("avx2"))) static void apply2_avx2(float *dx, float *out, c
         _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), m));
     }
 }
+
+__attribute__((target("avx2"))) static void apply_acc_avx2(float *out, const float *x, const uint64_t *bits, size_t n,
+                                                           float scale)
+{
+    const __m256 S = _mm256_set1_ps(scale);
+    for (size_t i = 0; i + 8 <= n; i += 8) {
+        __m256 y = _mm256_mul_ps(_mm256_loadu_ps(x + i), _mm256_and_ps(bits8(bits, i), S));
+        _mm256_storeu_ps(out + i, _mm256_add_ps(_mm256_loadu_ps(out + i), y));
+    }
+}
 #endif
 
 static inline float bit_mul(const uint64_t *bits, size_t i, float scale)
@@ -287,6 +297,25 @@ CPU_CLONES static void apply2_c(float *dx, float *out, const float *x, const uin
         dx[i] = m * dx[i];
         out[i] = x[i] * m;
     }
+}
+
+CPU_CLONES static void apply_acc_c(float *out, const float *x, const uint64_t *bits, size_t i0, size_t n,
+                                   float scale)
+{
+#pragma omp simd
+    for (size_t i = i0; i < n; i++) out[i] += x[i] * bit_mul(bits, i, scale);
+}
+
+void cpu_dropout_apply_bits_acc(float *out, const float *x, const uint64_t *bits, size_t n, float scale)
+{
+    size_t i = 0;
+#ifdef HAVE_AVX2_PATH
+    if (have_avx2()) {
+        i = n & ~(size_t)7;
+        apply_acc_avx2(out, x, bits, i, scale);
+    }
+#endif
+    apply_acc_c(out, x, bits, i, n, scale);
 }
 
 void cpu_dropout_apply_bits(float *out, const float *x, const uint64_t *bits, size_t n, float scale)

@@ -1,7 +1,7 @@
-/* The attention dropout masks of recent forwards, kept as keep bits (1 bit
- * per probability, 1/32 of the probabilities' memory) so that the backward,
- * and a recomputed forward, read the mask instead of drawing it again from
- * Philox.
+/* The dropout masks of recent forwards (attention's and hidden dropout's),
+ * kept as keep bits (1 bit per element, 1/32 of the masked tensor's memory)
+ * so that the backward, and a recomputed forward, read the mask instead of
+ * drawing it again from Philox.
  *
  * A mask is a pure function of its key (stream, p, the padded layout) and
  * the window lengths, which a slot stores in full and a lookup compares in
@@ -106,7 +106,7 @@ int cpu_mask_claim(cpu_ctx *ctx, const cpu_mask_key *key, const int32_t *lens, s
     }
     memcpy(l, lens, (size_t)key->B * sizeof *l);
     s->lens = l;
-    s->key = *key;
+    memcpy(&s->key, key, sizeof *key);
     s->words = words;
     s->age = ++ctx->mask_clock;
     return i;

@@ -8,6 +8,7 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Columns are split between threads in multiples of a cache line, so no two
@@ -334,14 +335,53 @@ CPU_CLONES static void mul_acc_chunk(float *out, const float *a, const float *m,
 
 #define DROP_CHUNK 1024
 
+/* One call of dropout_rows: with bits (the call's keep bits, element i at
+ * bit i of the N*C), each chunk draws its bits first when draw is 1, then
+ * multiplies; without, it draws multipliers as it goes. */
+typedef struct {
+    float *out;
+    const float *inp;
+    uint64_t *bits;
+    int draw, backward;
+    float p, scale;
+    philox_stream rng;
+} drop_job;
+
+/* Keep bits of padded elements first .. first+len-1 ORed into words from bit
+ * off on, len <= DROP_CHUNK; words past the last bit of the run are not
+ * touched (they may be another chunk's). */
+static void bits_at(uint64_t *words, size_t off, philox_stream rng, uint64_t first, size_t len, float p)
+{
+    uint64_t tmp[DROP_CHUNK / 64 + 1];
+    cpu_dropout_bits(tmp, rng, first, len, p);
+    uint64_t *w = words + off / 64;
+    unsigned sh = (unsigned)(off % 64);
+    for (size_t k = 0; k < (len + 63) / 64; k++) {
+        w[k] |= tmp[k] << sh;
+        uint64_t hi = sh ? tmp[k] >> (64 - sh) : 0;
+        if (hi) w[k + 1] |= hi;
+    }
+}
+
+/* Elements i0 .. i0+len-1, one run of the padded index from first, in the
+ * chunk that starts at element c0. */
+static void drop_piece(const drop_job *j, size_t c0, size_t i0, uint64_t first, size_t len, float *mul)
+{
+    if (j->bits) {
+        if (j->draw) bits_at(j->bits + c0 / 64, i0 - c0, j->rng, first, len, j->p);
+        return;
+    }
+    cpu_dropout_mask(mul, j->rng, first, len, j->p, j->scale);
+    if (j->backward) mul_acc_chunk(j->out + i0, j->inp + i0, mul, len);
+    else mul_chunk(j->out + i0, j->inp + i0, mul, len);
+}
+
 /* Chunks of the N*C rows' elements; in a packed batch a chunk finds its
  * first window by bisection and is cut where a window ends, so that each
  * piece is one run of the padded index (window b's elements are padded
  * elements b T C .. b T C + len C - 1). A padded batch is one run from 0. */
-static void dropout_rows(cpu_ctx *ctx, float *out, const float *inp, const backend_windows *w, int C, float p,
-                         philox_stream rng, int backward)
+static void dropout_chunks(cpu_ctx *ctx, const drop_job *j, const backend_windows *w, int C)
 {
-    float scale = cpu_dropout_scale(p);
     const int32_t *cu = w->cu_seqlens;
     int B = w->B;
     size_t n = (size_t)w->N * C, TC = (size_t)w->T * C;
@@ -349,7 +389,8 @@ static void dropout_rows(cpu_ctx *ctx, float *out, const float *inp, const backe
 #pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN / 4) schedule(dynamic, 4)
     for (long k = 0; k < nchunks; k++) {
         float mul[DROP_CHUNK];
-        size_t i0 = (size_t)k * DROP_CHUNK, i1 = n - i0 < DROP_CHUNK ? n : i0 + DROP_CHUNK;
+        size_t c0 = (size_t)k * DROP_CHUNK, i0 = c0, i1 = n - i0 < DROP_CHUNK ? n : i0 + DROP_CHUNK;
+        if (j->draw) memset(j->bits + c0 / 64, 0, (i1 - c0 + 63) / 64 * sizeof *j->bits);
         int b = 0;
         if (cu) {
             int hi = B - 1;
@@ -370,13 +411,47 @@ static void dropout_rows(cpu_ctx *ctx, float *out, const float *inp, const backe
                 e = w1 < i1 ? w1 : i1;
                 first = (size_t)b * TC + (i0 - w0);
             }
-            size_t len = e - i0;
-            cpu_dropout_mask(mul, rng, first, len, p, scale);
-            if (backward) mul_acc_chunk(out + i0, inp + i0, mul, len);
-            else mul_chunk(out + i0, inp + i0, mul, len);
+            drop_piece(j, c0, i0, first, e - i0, mul);
             i0 = e;
         }
+        if (!j->bits) continue;
+        const uint64_t *cb = j->bits + c0 / 64;
+        if (j->backward) cpu_dropout_apply_bits_acc(j->out + c0, j->inp + c0, cb, i1 - c0, j->scale);
+        else cpu_dropout_apply_bits(j->out + c0, j->inp + c0, cb, i1 - c0, j->scale);
     }
+}
+
+/* Through the mask cache: the forward keeps its mask as keep bits (when
+ * the cache takes it), the backward reads them, or draws as before. */
+static void dropout_rows(cpu_ctx *ctx, float *out, const float *inp, const backend_windows *w, int C, float p,
+                         philox_stream rng, int backward)
+{
+    drop_job j = {.out = out, .inp = inp, .backward = backward, .p = p, .scale = cpu_dropout_scale(p), .rng = rng};
+    size_t words = ((size_t)w->N * C + 63) / 64;
+    cpu_mask_key key;
+    memset(&key, 0, sizeof key);
+    key.seed = rng.seed;
+    key.step = rng.step;
+    key.stream = rng.stream;
+    memcpy(&key.p_bits, &p, sizeof key.p_bits);
+    key.T = w->T;
+    key.B = w->B;
+    key.C = C;
+    int32_t *lens = malloc((size_t)(w->B > 0 ? w->B : 1) * sizeof *lens);
+    int slot = -1;
+    if (lens && w->B > 0) {
+        for (int b = 0; b < w->B; b++) lens[b] = cpu_window_len(w, b);
+        slot = cpu_mask_find(ctx, &key, lens, words);
+        if (slot < 0 && !backward) {
+            slot = cpu_mask_claim(ctx, &key, lens, words);
+            j.draw = slot >= 0;
+        }
+    }
+    free(lens);
+    if (slot >= 0) j.bits = ctx->masks[slot].bits;
+    dropout_chunks(ctx, &j, w, C);
+    if (j.draw) cpu_mask_publish(ctx, slot);
+    else if (backward) cpu_mask_drop(ctx, slot);
 }
 
 // out, inp are (w->N, C); out may equal inp
