@@ -38,15 +38,6 @@ CPU_CLONES static void mask_blocks_c(float *restrict mul, uint64_t blk0, size_t 
 }
 
 #ifdef HAVE_AVX2_PATH
-/* hi and lo 32 bits of the products of the 8 lanes of a with m */
-__attribute__((target("avx2"))) static inline void mulhilo8(__m256i a, __m256i m, __m256i *hi, __m256i *lo)
-{
-    __m256i pe = _mm256_mul_epu32(a, m);                        /* lanes 0,2,4,6, 64-bit */
-    __m256i po = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m); /* lanes 1,3,5,7 */
-    *lo = _mm256_blend_epi32(pe, _mm256_slli_epi64(po, 32), 0xAA);
-    *hi = _mm256_blend_epi32(_mm256_srli_epi64(pe, 32), po, 0xAA);
-}
-
 /* What the AVX2 kernels need of a stream: the round keys, the counter words
  * that all blocks of a call share, and the integer threshold of p. */
 typedef struct {
@@ -79,19 +70,34 @@ __attribute__((target("avx2"))) static void philox8_setup(philox8_consts *k, phi
 __attribute__((target("avx2"), always_inline)) static inline void philox8_keep(const philox8_consts *k, uint32_t lo,
                                                                                 __m256 m[4])
 {
+    /* The rounds run on two halves, the even blocks and the odd ones, each
+     * block's words in the low half of a 64-bit lane: _mm256_mul_epu32 then
+     * gives a round's 64-bit products whole, whose high words are the next
+     * c0, c2 after a shift and whose low words are the next c3, c1 as they
+     * are (the high half of a lane is never read). */
     const __m256i M0 = _mm256_set1_epi32((int)0xD2511F53u), M1 = _mm256_set1_epi32((int)0xCD9E8D57u);
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    __m256i c0 = _mm256_add_epi32(_mm256_set1_epi32((int)lo), lane);
-    __m256i c1 = k->c1, c2 = k->c2, c3 = k->c3;
+    __m256i base = _mm256_set1_epi32((int)lo);
+    __m256i e0 = _mm256_add_epi32(base, _mm256_setr_epi32(0, 0, 2, 0, 4, 0, 6, 0)), e1 = k->c1, e2 = k->c2,
+            e3 = k->c3;
+    __m256i o0 = _mm256_add_epi32(base, _mm256_setr_epi32(1, 0, 3, 0, 5, 0, 7, 0)), o1 = k->c1, o2 = k->c2,
+            o3 = k->c3;
     for (int r = 0; r < 10; r++) {
-        __m256i h0, l0, h1, l1;
-        mulhilo8(c0, M0, &h0, &l0);
-        mulhilo8(c2, M1, &h1, &l1);
-        c0 = _mm256_xor_si256(_mm256_xor_si256(h1, c1), k->key0[r]);
-        c2 = _mm256_xor_si256(_mm256_xor_si256(h0, c3), k->key1[r]);
-        c1 = l1;
-        c3 = l0;
+        __m256i pe0 = _mm256_mul_epu32(e0, M0), pe1 = _mm256_mul_epu32(e2, M1);
+        __m256i po0 = _mm256_mul_epu32(o0, M0), po1 = _mm256_mul_epu32(o2, M1);
+        e0 = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(pe1, 32), e1), k->key0[r]);
+        e2 = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(pe0, 32), e3), k->key1[r]);
+        o0 = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(po1, 32), o1), k->key0[r]);
+        o2 = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(po0, 32), o3), k->key1[r]);
+        e1 = pe1;
+        e3 = pe0;
+        o1 = po1;
+        o3 = po0;
     }
+    /* block j's words back to lane j */
+    __m256i c0 = _mm256_blend_epi32(e0, _mm256_slli_epi64(o0, 32), 0xAA);
+    __m256i c1 = _mm256_blend_epi32(e1, _mm256_slli_epi64(o1, 32), 0xAA);
+    __m256i c2 = _mm256_blend_epi32(e2, _mm256_slli_epi64(o2, 32), 0xAA);
+    __m256i c3 = _mm256_blend_epi32(e3, _mm256_slli_epi64(o3, 32), 0xAA);
     __m256 m0 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_srli_epi32(c0, 8), k->T));
     __m256 m1 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_srli_epi32(c1, 8), k->T));
     __m256 m2 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_srli_epi32(c2, 8), k->T));
