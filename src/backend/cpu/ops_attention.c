@@ -38,6 +38,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef CPU_HAVE_AVX2_MATH
+/* x[j] = exp(x[j] - m) for the whole vectors of the row, each added to
+ * acc's lanes as it is made (the lanes of softmax_row_exp's sum); returns
+ * where it stopped. */
+__attribute__((target("avx2"))) static int exp_sum_avx2(float *x, float m, int T, float acc[8])
+{
+    __m256 M = _mm256_set1_ps(m), a = _mm256_setzero_ps();
+    int s = 0;
+    for (; s + 8 <= T; s += 8) {
+        __m256 e = cpu_expf8(_mm256_sub_ps(_mm256_loadu_ps(x + s), M));
+        _mm256_storeu_ps(x + s, e);
+        a = _mm256_add_ps(a, e);
+    }
+    _mm256_storeu_ps(acc, a);
+    return s;
+}
+#endif
+
 /* Adds the mask, then softmax in place as torch's vectorized kernel: max,
  * exp(x - max), a sum in 8 lanes combined pairwise; returns 1/sum, by which
  * cpu_probs_store multiplies. */
@@ -56,11 +74,16 @@ CPU_CLONES static float softmax_row_exp(float *x, const int32_t *mask, int T)
     float m = mx[0];
     for (int l = 1; l < 8; l++) m = mx[l] > m ? mx[l] : m;
 
-#pragma omp simd
-    for (int j = 0; j < T; j++) x[j] = cpu_expf(x[j] - m);
-
     float acc[8] = {0};
-    for (s = 0; s + 8 <= T; s += 8)
+    s = 0;
+#ifdef CPU_HAVE_AVX2_MATH
+    if (cpu_has_avx2()) s = exp_sum_avx2(x, m, T, acc);
+#endif
+    /* the rest (all without AVX2): exp, then the sum */
+    int s0 = s;
+#pragma omp simd
+    for (int j = s0; j < T; j++) x[j] = cpu_expf(x[j] - m);
+    for (; s + 8 <= T; s += 8)
         for (int l = 0; l < 8; l++) acc[l] += x[s + l];
     for (int l = 0; s + l < T; l++) acc[l] += x[s + l];
     float sum = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
