@@ -131,9 +131,9 @@ CPU_INLINE float cpu_erff(float x)
 /* The same two functions 8 lanes at a time with AVX2 intrinsics, operation
  * for operation (the selects as blends, the clamps of a NaN-free value as
  * min and max, x / 2 as the shift GCC makes of it): equal bit for bit to
- * cpu_expf and cpu_erff for all 2^32 inputs (checked exhaustively when
- * written), and a fifth faster than GCC's vectorization of the C. Used where
- * cpu_has_avx2(). */
+ * cpu_expf and cpu_erff for all 2^32 inputs (tools/check_vector_math.c
+ * checks every one), and a fifth faster than GCC's vectorization of the C.
+ * Used where cpu_has_avx2(). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(BERTC_NO_CLONES)
 #define CPU_HAVE_AVX2_MATH 1
 #include <immintrin.h>
