@@ -175,12 +175,14 @@ static void probs_bits(uint64_t *bits, philox_stream rng, int b, int h, int NH, 
         cpu_dropout_bits(bits + (size_t)t * wpr, rng, first + (uint64_t)t * (uint64_t)T, (size_t)len, p);
 }
 
-/* C (M,N) = alpha op(A) op(B), as cpu_gemm with beta 0. OpenBLAS's beta 0
- * first clears C with a scalar loop (sgemm_beta), which costs a fifth as
- * much as these GEMMs of K = HS themselves; clearing C here with memset and
- * passing beta 1 skips that loop and runs the same kernel on the same +0s,
- * so the results are the same bits. gemm_fixed keeps beta 0 (its beta 1
- * would add the +0 and turn a -0 into +0). */
+/* C (M,N) = alpha op(A) op(B), as cpu_gemm with beta 0, for the blocks of
+ * scores and of dP' (K = HS). OpenBLAS's beta 0 first clears C with a
+ * scalar loop (sgemm_beta) that costs a fifth as much as these GEMMs
+ * themselves; clearing C here with memset and passing beta 1 skips that
+ * loop and runs the same kernel on the same +0s, so the results are the
+ * same bits. (Where an OpenBLAS has small-matrix kernels with a beta-0
+ * variant, a -0 could come out +0: softmax and its backward, which read
+ * these blocks, give the same bits either way.) gemm_fixed keeps beta 0. */
 static void gemm_cleared(const cpu_ctx *ctx, int transa, int transb, int M, int N, int K, float alpha,
                          const float *A, int lda, const float *B, int ldb, float *C, int ldc)
 {
@@ -355,7 +357,7 @@ static void att_forward_block(cpu_ctx *ctx, const att_block *a, const att_io *io
     cpu_probs_store_done();
     const float *Pd = bits ? a->buf : S;
     // ob[r0:] (rows,HS) = P' (rows,len) @ vb (len,HS)
-    gemm_cleared(ctx, 0, 0, rows, HS, len, 1.0f, Pd, len, io->v + a->off, C, io->out + r0c, C);
+    cpu_gemm(ctx, 0, 0, rows, HS, len, 1.0f, Pd, len, io->v + a->off, C, 0.0f, io->out + r0c, C);
 }
 
 // out (N,C); probs (NH sum len^2); q, k, v (N,C); w->mask (B,T) or NULL
