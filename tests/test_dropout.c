@@ -186,6 +186,178 @@ static void test_generator(void)
     CHECK(bad == 0, "mask generator: %zu of %zu elements disagree with philox_keep", bad, total);
 }
 
+/* The keep bits (cpu_dropout_bits) against philox_keep, including the last
+ * word's unused bits, which must be 0; and the products of the bits
+ * (cpu_dropout_apply_bits, _bits2) against those of the multipliers. */
+static void test_bits(void)
+{
+    const float ps[] = {0.1f, 0.5f, 0.3333f, 1e-9f, 0.99999994f, 0.0f, 1.0f, NAN};
+    const uint64_t starts[] = {0, 1, 2, 3, 384, 4097, ((uint64_t)1 << 34) - 1001, ((uint64_t)1 << 34) - 5};
+    const size_t lens[] = {1, 7, 64, 100, 383, 384, 4099, 9000};
+    enum { MAXLEN = 9000, W = (MAXLEN + 63) / 64 + 1 };
+    static uint64_t bits[W];
+    static float mul[MAXLEN], x[MAXLEN], d[MAXLEN], out[MAXLEN], out2[MAXLEN], dx[MAXLEN];
+    philox_stream s = {0x1234abcdull, 77, 5 * 16 + 3};
+    size_t bad = 0, badmul = 0, total = 0;
+    for (size_t i = 0; i < MAXLEN; i++) {
+        x[i] = (float)tu_urand() * 2.0f - 1.0f;
+        d[i] = (float)tu_urand() * 2.0f - 1.0f;
+    }
+    x[5] = NAN;
+    x[6] = INFINITY;
+    for (size_t a = 0; a < sizeof ps / sizeof ps[0]; a++)
+        for (size_t b = 0; b < sizeof starts / sizeof starts[0]; b++)
+            for (size_t c = 0; c < sizeof lens / sizeof lens[0]; c++) {
+                size_t n = lens[c], nw = (n + 63) / 64;
+                memset(bits, 0xA5, sizeof bits);
+                cpu_dropout_bits(bits, s, starts[b], n, ps[a]);
+                for (size_t i = 0; i < nw * 64; i++, total++) {
+                    int want = i < n ? philox_keep(s, starts[b] + i, ps[a]) : 0;
+                    bad += (int)((bits[i / 64] >> (i % 64)) & 1) != want;
+                }
+                bad += bits[nw] != 0xA5A5A5A5A5A5A5A5ull; /* nothing written past the last word */
+                cpu_dropout_mask(mul, s, starts[b], n, ps[a], 1.25f);
+                memcpy(dx, d, n * sizeof *dx);
+                cpu_dropout_apply_bits(out, x, bits, n, 1.25f);
+                cpu_dropout_apply_bits2(dx, out2, x, bits, n, 1.25f);
+                for (size_t i = 0; i < n; i++) {
+                    float want = x[i] * mul[i], dwant = mul[i] * d[i];
+                    badmul += memcmp(&out[i], &want, sizeof want) != 0 || memcmp(&out2[i], &want, sizeof want) != 0 ||
+                              memcmp(&dx[i], &dwant, sizeof dwant) != 0;
+                }
+            }
+    /* cpu_probs_store: rows at every alignment and of every length mod 8 */
+    size_t badstore = 0;
+    static float probs[MAXLEN + 16], xs[MAXLEN], drop[MAXLEN];
+    cpu_dropout_mask(mul, s, 0, MAXLEN, 0.5f, 1.25f);
+    cpu_dropout_bits(bits, s, 0, MAXLEN, 0.5f);
+    for (size_t shift = 0; shift < 9; shift++)
+        for (size_t c = 0; c < sizeof lens / sizeof lens[0]; c++)
+            for (int withdrop = 0; withdrop < 2; withdrop++) {
+                size_t n = lens[c];
+                float inv = 1.0f / 3.0f;
+                memcpy(xs, x, n * sizeof *xs);
+                cpu_probs_store(probs + shift, xs, inv, n, withdrop ? drop : NULL, withdrop ? bits : NULL, 1.25f);
+                cpu_probs_store_done();
+                for (size_t i = 0; i < n; i++) {
+                    float y = x[i] * inv, yd = y * mul[i];
+                    badstore += memcmp(&probs[shift + i], &y, sizeof y) != 0;
+                    badstore += withdrop ? memcmp(&drop[i], &yd, sizeof yd) != 0 : memcmp(&xs[i], &y, sizeof y) != 0;
+                }
+            }
+    CHECK(badstore == 0, "cpu_probs_store: %zu values differ from x * inv (and its products)", badstore);
+    printf("keep bits: %zu of %zu bits disagree with philox_keep, %zu products differ from the multipliers'\n", bad,
+           total, badmul);
+    CHECK(bad == 0, "keep bits: %zu of %zu bits disagree with philox_keep", bad, total);
+    CHECK(badmul == 0, "keep bits: %zu products differ from those of cpu_dropout_mask's multipliers", badmul);
+}
+
+/* Attention with dropout reads its forward's mask from the mask cache in
+ * the backward (and in a forward run again, as recompute does); a backward
+ * that finds no mask draws it. All three must give the same bytes: a packed
+ * batch (rows of odd lengths, bits per row) and a padded one of T = 128
+ * (the rows one run of bits). */
+static void attention_case(const backend_windows *w, int NH, int HS, const char *what)
+{
+    int C = NH * HS;
+    size_t n = (size_t)w->N * C, np = 0;
+    for (int b = 0; b < w->B; b++) {
+        size_t l = (size_t)(w->cu_seqlens ? w->cu_seqlens[b + 1] - w->cu_seqlens[b] : w->T);
+        np += (size_t)NH * l * l;
+    }
+    float *f = calloc(16 * n + 3 * np, sizeof *f);
+    float *q = f, *k = q + n, *v = k + n, *dout = v + n, *out[3] = {dout + n, dout + 2 * n, dout + 3 * n};
+    float *g = dout + 4 * n; /* dq, dk, dv of the three runs: 9 n */
+    float *probs[2] = {g + 9 * n, g + 9 * n + np}, *scratch = g + 9 * n + 2 * np;
+    for (size_t i = 0; i < 4 * n; i++) q[i] = (float)sin((double)i * 0.37) * 2.0f;
+    philox_stream s = {99, 5, 2 * 16 + 1};
+    float p = 0.3f;
+    backend fresh;
+    if (backend_cpu_create(&fresh, 2) != 0) {
+        CHECK(0, "backend_cpu_create: %s", err_msg());
+        free(f);
+        return;
+    }
+    const backend_i *o = be.i;
+    /* run 0: forward, backward (the cached mask) */
+    o->attention_forward(be.ctx, out[0], probs[0], q, k, v, w, NH, HS, p, s);
+    o->attention_backward(be.ctx, g, g + n, g + 2 * n, scratch, dout, q, k, v, probs[0], w, NH, HS, p, s);
+    /* run 1: backward on a backend that never ran the forward (drawn) */
+    o->attention_backward(fresh.ctx, g + 3 * n, g + 4 * n, g + 5 * n, scratch, dout, q, k, v, probs[0], w, NH, HS, p,
+                          s);
+    /* run 2: forward twice (the second reads the first's mask), backward */
+    o->attention_forward(be.ctx, out[1], probs[1], q, k, v, w, NH, HS, p, s);
+    o->attention_forward(be.ctx, out[2], probs[1], q, k, v, w, NH, HS, p, s);
+    o->attention_backward(be.ctx, g + 6 * n, g + 7 * n, g + 8 * n, scratch, dout, q, k, v, probs[1], w, NH, HS, p, s);
+    int same_fwd = !memcmp(out[0], out[1], n * sizeof *f) && !memcmp(out[0], out[2], n * sizeof *f);
+    int same_drawn = !memcmp(g, g + 3 * n, 3 * n * sizeof *f), same_again = !memcmp(g, g + 6 * n, 3 * n * sizeof *f);
+    printf("attention mask cache, %s: forward again %s, backward with a drawn mask %s, after recompute %s\n", what,
+           same_fwd ? "same" : "DIFFERS", same_drawn ? "same" : "DIFFERS", same_again ? "same" : "DIFFERS");
+    CHECK(same_fwd && same_drawn && same_again, "attention mask cache (%s): results depend on the cache", what);
+    backend_free(&fresh);
+    free(f);
+}
+
+/* Hidden dropout through the mask cache: the forward keeps its keep bits,
+ * the backward reads them; the same backward on a backend without them
+ * draws multipliers. Rows of C = 40 in packed windows put the windows'
+ * ends anywhere in a 64-bit word. */
+static void dropout_case(const backend_windows *w, int C, const char *what)
+{
+    size_t n = (size_t)w->N * C;
+    float *f = calloc(7 * n, sizeof *f), *x = f, *y0 = x + n, *y1 = y0 + n, *y2 = y1 + n, *g0 = y2 + n, *g1 = g0 + n,
+          *g2 = g1 + n;
+    for (size_t i = 0; i < n; i++) x[i] = (float)sin((double)i * 0.91) * 3.0f;
+    philox_stream s = {1234, 8, 4 * 16 + 2};
+    backend fresh;
+    if (backend_cpu_create(&fresh, 2) != 0) {
+        CHECK(0, "backend_cpu_create: %s", err_msg());
+        free(f);
+        return;
+    }
+    const backend_i *o = be.i;
+    for (size_t i = 0; i < n; i++) g0[i] = g1[i] = g2[i] = 0.5f;
+    o->dropout_forward(be.ctx, y0, x, w, C, 0.2f, s);  /* draws, keeps the bits */
+    o->dropout_forward(be.ctx, y1, x, w, C, 0.2f, s);  /* reads them */
+    o->dropout_backward(be.ctx, g0, x, w, C, 0.2f, s); /* reads them, drops them */
+    o->dropout_backward(be.ctx, g1, x, w, C, 0.2f, s); /* draws multipliers */
+    o->dropout_forward(fresh.ctx, y2, x, w, C, 0.2f, s);
+    o->dropout_backward(fresh.ctx, g2, x, w, C, 0.2f, s);
+    int same = !memcmp(y0, y1, n * sizeof *f) && !memcmp(y0, y2, n * sizeof *f) && !memcmp(g0, g1, n * sizeof *f) &&
+               !memcmp(g0, g2, n * sizeof *f);
+    size_t bad = 0;
+    for (int b = 0; b < w->B; b++) {
+        int r0 = w->cu_seqlens ? w->cu_seqlens[b] : b * w->T;
+        int len = w->cu_seqlens ? w->cu_seqlens[b + 1] - r0 : w->T;
+        for (size_t i = 0; i < (size_t)len * C; i++) {
+            size_t at = (size_t)r0 * C + i;
+            int keep = philox_keep(s, (size_t)b * w->T * C + i, 0.2f);
+            bad += y0[at] != (keep ? x[at] * 1.25f : 0.0f * x[at]);
+        }
+    }
+    printf("hidden dropout mask cache, %s: cached, read again, drawn: %s; %zu outputs disagree with philox_keep\n", what,
+           same ? "same" : "DIFFER", bad);
+    CHECK(same && bad == 0, "hidden dropout mask cache (%s): results depend on the cache", what);
+    backend_free(&fresh);
+    free(f);
+}
+
+static void test_mask_cache(void)
+{
+    static const int32_t cu[4] = {0, 70, 73, 203};
+    backend_windows packed = backend_windows_packed(cu, 3, 130, 203, 130);
+    attention_case(&packed, 2, 16, "packed 70+3+130");
+    static int32_t mask[2 * 128];
+    for (int i = 0; i < 2 * 128; i++) mask[i] = i % 128 < 100 || i < 128;
+    backend_windows padded = backend_windows_padded(2, 128, mask);
+    attention_case(&padded, 3, 16, "padded 2x128");
+    dropout_case(&packed, 40, "packed 70+3+130, C 40");
+    dropout_case(&padded, 40, "padded 2x128, C 40");
+    static const int32_t cu2[3] = {0, 5000, 5031};
+    backend_windows big = backend_windows_packed(cu2, 2, 5000, 5031, 5000);
+    dropout_case(&big, 52, "packed 5000+31, C 52 (threaded)");
+}
+
 /* ------------------------------------------------------------- determinism */
 
 
@@ -300,7 +472,9 @@ int main(void)
     test_masks(0.5f, n);
     test_edges();
     test_generator();
+    test_bits();
     test_attention_mask();
+    test_mask_cache();
     test_determinism();
     backend_free(&be);
     return tu_done();

@@ -103,6 +103,41 @@ static void test_math(void)
           "cpu_erff at the ends: inf, nan, signed zero, tiny");
 }
 
+/* The backend's gelu (AVX2 vectors where the CPU has them) against the
+ * scalar formula with cpu_erff and cpu_expf, bit for bit: random bit
+ * patterns (every exponent, NaN and inf among them) and the edges of the
+ * approximations' ranges, with lengths that leave a scalar tail. */
+static void test_gelu_exact(void)
+{
+    enum { NE = 100003 };
+    static float x[NE], out[NE], dinp[NE], dout[NE];
+    const float edge[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 0.921875f / 0.70710678f, 3.92f / 0.70710678f,
+                          -104.0f, 89.0f, 1e-30f, -1e-38f, 13.0f, -13.0f, 5.5f, -5.5f, FLT_MAX, -FLT_MAX};
+    uint64_t s = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < NE; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t u = (uint32_t)(s >> 32);
+        if (i % 2) u = (u & 0x807FFFFFu) | ((uint32_t)(120 + (s >> 20) % 14) << 23); /* |x| in [2^-7, 2^6) */
+        memcpy(&x[i], &u, sizeof u);
+        dout[i] = (float)((s >> 11) % 1000) / 250.0f - 2.0f;
+        dinp[i] = 0.25f;
+    }
+    for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++) x[i] = edge[i];
+    be.i->gelu_forward(be.ctx, out, x, NE);
+    be.i->gelu_backward(be.ctx, dinp, x, dout, NE);
+    size_t bad = 0;
+    const float alpha = 0.70710678118654752440f, beta = 0.39894228040143267794f;
+    for (int i = 0; i < NE; i++) {
+        float xi = x[i];
+        float want = xi * 0.5f * (1.0f + cpu_erff(xi * alpha));
+        float cdf = 0.5f * (1.0f + cpu_erff(xi * alpha)), pdf = beta * cpu_expf(xi * xi * -0.5f);
+        float dwant = 0.25f + dout[i] * (cdf + xi * pdf);
+        bad += memcmp(&out[i], &want, sizeof want) != 0 || memcmp(&dinp[i], &dwant, sizeof dwant) != 0;
+    }
+    printf("gelu: %zu of %d values differ from the scalar formula's bits\n", bad, NE);
+    CHECK(bad == 0, "gelu: %zu values differ from the scalar cpu_erff/cpu_expf formula", bad);
+}
+
 /* ---------------------------------------------------------------- layernorm */
 
 typedef struct {
@@ -972,6 +1007,7 @@ int main(void)
     test_matmul(1);
     test_matmul(0);
     test_gelu();
+    test_gelu_exact();
     test_attention(0.0f);
     test_attention(0.3f);
     test_attention_long(0.0f, 0);

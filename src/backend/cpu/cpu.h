@@ -4,7 +4,8 @@
  *   ops_dense.c     embedding, layernorm, matmul, gelu, dropout, add
  *   ops_attention.c self-attention forward and backward
  *   ops_loss.c      QA loss and the optimizer helpers (sum_squares, adamw, ...)
- *   dropout_mask.c  the dropout multipliers from the Philox stream
+ *   dropout_mask.c  the dropout multipliers (and keep bits) from the Philox stream
+ *   mask_cache.c    attention dropout masks kept from forward to backward
  *
  * Padded and packed batches (backend_windows) run through the same ops: a
  * padded batch is a packed one whose windows all have length T, plus the
@@ -30,11 +31,34 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* What determines a kept dropout mask besides the window lengths: the
+ * stream, p (its bits) and the layout: attention's (NH heads, C 0) or a
+ * hidden dropout's (rows of C, NH 0). Built from memset zeros and copied
+ * with memcpy, so that memcmp compares padding too. */
+typedef struct {
+    uint64_t seed;
+    uint32_t step, stream, p_bits;
+    int NH, T, B, C;
+} cpu_mask_key;
+
+/* One cached mask (mask_cache.c). */
+typedef struct {
+    cpu_mask_key key;
+    int32_t *lens; /* key, continued: the B window lengths */
+    uint64_t *bits;
+    size_t words, cap; /* words of the mask, words allocated */
+    uint64_t age;      /* when claimed; the oldest goes first */
+    int state;         /* CPU_MASK_EMPTY, _FILLING or _VALID */
+} cpu_mask_slot;
+
+#define CPU_MASK_SLOTS 64
+
 typedef struct {
     int nthreads;
-    /* Per-thread working memory for attention row blocks: nthreads blocks of
-     * scratch_floats each, 64-byte aligned. Grown (outside parallel regions)
-     * when a sequence is longer than a block holds. */
+    /* Per-thread working memory for attention row blocks: thread t has the
+     * two blocks of scratch_floats each at scratch + 2 t scratch_floats,
+     * 64-byte aligned. Grown (outside parallel regions) when a sequence is
+     * longer than a block holds. */
     float *scratch;
     size_t scratch_floats;
     /* 1 when the OpenBLAS we run with has its own pthreads pool (not the
@@ -49,6 +73,10 @@ typedef struct {
      * order of operations, so a window's results do not depend on the other
      * windows of its batch (inference: predict, serve, evaluation). */
     int batch_invariant;
+    /* Attention dropout masks drawn by forwards, for their backwards. */
+    cpu_mask_slot masks[CPU_MASK_SLOTS];
+    size_t mask_words; /* allocated in masks[], all slots */
+    uint64_t mask_clock;
     /* Sticky failure of an op (ops return void); backend sync reports it. */
     int error;
     char error_msg[200];
@@ -57,7 +85,7 @@ typedef struct {
 /* Makes omp and OpenBLAS use ctx->nthreads on the calling thread (the
  * OpenMP build of OpenBLAS follows omp_get_max_threads of its caller). */
 void cpu_set_threads(cpu_ctx *ctx);
-/* Ensures each thread has `floats` of scratch; 0, or -1 after recording the
+/* Ensures each thread has two blocks of `floats` of scratch; 0, or -1 after recording the
  * failure in ctx->error. Called outside parallel regions only. */
 int cpu_scratch_reserve(cpu_ctx *ctx, size_t floats);
 /* Records a failure for backend sync to report. */
@@ -137,5 +165,42 @@ void cpu_dropout_mask(float *mul, philox_stream rng, uint64_t first, size_t coun
 /* The multiplier for kept elements: 1 / (1 - p), as torch divides the
  * Bernoulli mask by (1 - p); 0 when p >= 1 (torch returns zeros). */
 float cpu_dropout_scale(float p);
+/* The same masks as keep bits: bit j % 64 of bits[j / 64] is keep(first +
+ * j) for j < count; bits past count in the last word are 0. */
+void cpu_dropout_bits(uint64_t *bits, philox_stream rng, uint64_t first, size_t count, float p);
+/* out[i] = x[i] * m[i], m[i] = bit i of bits ? scale : 0, for i < n: the
+ * products of a multiplier mask of cpu_dropout_mask, bit for bit. */
+void cpu_dropout_apply_bits(float *out, const float *x, const uint64_t *bits, size_t n, float scale);
+/* The same m: dx[i] = m[i] * dx[i] and out[i] = x[i] * m[i]. */
+void cpu_dropout_apply_bits2(float *dx, float *out, const float *x, const uint64_t *bits, size_t n, float scale);
+/* The same m: out[i] += x[i] * m[i]. */
+void cpu_dropout_apply_bits_acc(float *out, const float *x, const uint64_t *bits, size_t n, float scale);
+
+/* The last pass of a softmax row, for attention: y = x[i] * inv goes to
+ * probs[i] with streaming stores (probs is read again only by the
+ * backward, long after it has left the caches), and to out[i] = y * m[i]
+ * (m as cpu_dropout_apply_bits) when out is not NULL, else back to x[i]. */
+void cpu_probs_store(float *probs, float *x, float inv, size_t n, float *out, const uint64_t *bits, float scale);
+/* Orders the streaming stores of this thread before what follows. */
+void cpu_probs_store_done(void);
+
+/* mask_cache.c: the dropout masks of recent forwards (attention's, and
+ * hidden dropout's), as keep bits in their op's layout, at most
+ * CPU_MASK_BUDGET bytes. A mask is a pure
+ * function of its key and lengths, so a lookup that misses only costs the
+ * draw. */
+enum { CPU_MASK_EMPTY, CPU_MASK_FILLING, CPU_MASK_VALID };
+#define CPU_MASK_BUDGET ((size_t)256 << 20)
+
+/* The slot holding the valid mask of (key, lens) in `words` words, or -1. */
+int cpu_mask_find(cpu_ctx *ctx, const cpu_mask_key *key, const int32_t *lens, size_t words);
+/* A slot, in state FILLING, with room for `words` words, for the mask of
+ * (key, lens); -1 when it does not fit (or on out of memory: no caching). */
+int cpu_mask_claim(cpu_ctx *ctx, const cpu_mask_key *key, const int32_t *lens, size_t words);
+/* A filled slot's mask becomes valid. */
+void cpu_mask_publish(cpu_ctx *ctx, int slot);
+/* Forgets a slot's mask; its memory is kept for the next claim. */
+void cpu_mask_drop(cpu_ctx *ctx, int slot);
+void cpu_mask_cache_free(cpu_ctx *ctx);
 
 #endif

@@ -57,11 +57,12 @@ void cpu_fail(cpu_ctx *ctx, const char *what)
 int cpu_scratch_reserve(cpu_ctx *ctx, size_t floats)
 {
     if (floats <= ctx->scratch_floats) return 0;
-    /* Round up to a cache line so every thread's block stays aligned. */
+    /* Round up to a cache line so every thread's block stays aligned;
+     * two blocks per thread. */
     size_t per = (floats + 15) & ~(size_t)15;
-    size_t total = per * (size_t)ctx->nthreads;
+    size_t total = 2 * per * (size_t)ctx->nthreads;
     void *p = NULL;
-    if (per < floats || total / (size_t)ctx->nthreads != per || total > SIZE_MAX / sizeof(float) ||
+    if (per < floats || total / (2 * (size_t)ctx->nthreads) != per || total > SIZE_MAX / sizeof(float) ||
         posix_memalign(&p, 64, total * sizeof(float)) != 0) {
         cpu_fail(ctx, "cpu backend: out of memory for attention scratch");
         return -1;
@@ -76,6 +77,7 @@ static void cpu_free(void *vctx)
 {
     cpu_ctx *ctx = vctx;
     if (!ctx) return;
+    cpu_mask_cache_free(ctx);
     free(ctx->scratch);
     free(ctx);
 }

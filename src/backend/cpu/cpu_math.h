@@ -128,4 +128,79 @@ CPU_INLINE float cpu_erff(float x)
     return x != x ? x : r;
 }
 
+/* The same two functions 8 lanes at a time with AVX2 intrinsics, operation
+ * for operation (the selects as blends, the clamps of a NaN-free value as
+ * min and max, x / 2 as the shift GCC makes of it): equal bit for bit to
+ * cpu_expf and cpu_erff for all 2^32 inputs (tools/check_vector_math.c
+ * checks every one), and a fifth faster than GCC's vectorization of the C.
+ * Used where cpu_has_avx2(). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(BERTC_NO_CLONES)
+#define CPU_HAVE_AVX2_MATH 1
+#include <immintrin.h>
+
+static inline int cpu_has_avx2(void)
+{
+    static int known = -1;
+    if (known < 0) known = __builtin_cpu_supports("avx2") ? 1 : 0;
+    return known;
+}
+
+#define CPU_SET8(v) _mm256_set1_ps(v)
+
+__attribute__((target("avx2"), always_inline)) static inline __m256 cpu_expf8(__m256 x)
+{
+    __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+    __m256 xc = _mm256_min_ps(_mm256_max_ps(x, CPU_SET8(-104.0f)), CPU_SET8(89.0f));
+    const __m256 shift = CPU_SET8(12582912.0f);
+    __m256 kf = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(xc, CPU_SET8(1.44269504088896341f)), shift), shift);
+    __m256 r = _mm256_sub_ps(xc, _mm256_mul_ps(kf, CPU_SET8(0.693359375f)));
+    r = _mm256_sub_ps(r, _mm256_mul_ps(kf, CPU_SET8(-2.12194440e-4f)));
+    __m256 z = _mm256_mul_ps(r, r);
+    __m256 p = CPU_SET8(1.9875691500e-4f);
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), CPU_SET8(1.3981999507e-3f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), CPU_SET8(8.3334519073e-3f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), CPU_SET8(4.1665795894e-2f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), CPU_SET8(1.6666665459e-1f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), CPU_SET8(5.0000001201e-1f));
+    p = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(p, z), r), CPU_SET8(1.0f));
+    __m256i k = _mm256_cvttps_epi32(kf);
+    __m256i k1 = _mm256_srai_epi32(_mm256_add_epi32(k, _mm256_srli_epi32(k, 31)), 1);
+    __m256i k2 = _mm256_sub_epi32(k, k1);
+    const __m256i b127 = _mm256_set1_epi32(127);
+    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k1, b127), 23));
+    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k2, b127), 23));
+    return _mm256_blendv_ps(_mm256_mul_ps(_mm256_mul_ps(p, s1), s2), x, nan);
+}
+
+__attribute__((target("avx2"), always_inline)) static inline __m256 cpu_erff8(__m256 x)
+{
+    const __m256 sign = CPU_SET8(-0.0f);
+    __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
+    __m256 a = _mm256_blendv_ps(x, _mm256_xor_ps(x, sign), neg);
+    __m256 z = _mm256_mul_ps(x, x);
+    __m256 p = CPU_SET8(8.397949945e-05f);
+    p = _mm256_add_ps(_mm256_mul_ps(p, z), CPU_SET8(-8.149848147e-04f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, z), CPU_SET8(5.201720500e-03f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, z), CPU_SET8(-2.685970449e-02f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, z), CPU_SET8(1.128370167e-01f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, z), CPU_SET8(-3.761263419e-01f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, z), CPU_SET8(1.283791667e-01f));
+    __m256 small = _mm256_add_ps(x, _mm256_mul_ps(x, p));
+    __m256 t = _mm256_div_ps(CPU_SET8(1.0f), _mm256_add_ps(CPU_SET8(1.0f), _mm256_mul_ps(CPU_SET8(0.5f), a)));
+    __m256 q = CPU_SET8(1.198415930e-01f);
+    q = _mm256_add_ps(_mm256_mul_ps(q, t), CPU_SET8(-4.730046766e-01f));
+    q = _mm256_add_ps(_mm256_mul_ps(q, t), CPU_SET8(5.660646725e-01f));
+    q = _mm256_add_ps(_mm256_mul_ps(q, t), CPU_SET8(-1.059859575e-01f));
+    q = _mm256_add_ps(_mm256_mul_ps(q, t), CPU_SET8(3.489958066e-01f));
+    q = _mm256_add_ps(_mm256_mul_ps(q, t), CPU_SET8(2.593330577e-01f));
+    q = _mm256_add_ps(_mm256_mul_ps(q, t), CPU_SET8(2.849702568e-01f));
+    q = _mm256_add_ps(_mm256_mul_ps(q, t), CPU_SET8(-1.581554266e-04f));
+    __m256 big = _mm256_sub_ps(CPU_SET8(1.0f), _mm256_mul_ps(cpu_expf8(_mm256_xor_ps(z, sign)), q));
+    big = _mm256_blendv_ps(big, CPU_SET8(1.0f), _mm256_cmp_ps(a, CPU_SET8(3.92f), _CMP_GE_OQ));
+    big = _mm256_blendv_ps(big, _mm256_xor_ps(big, sign), neg);
+    __m256 r = _mm256_blendv_ps(big, small, _mm256_cmp_ps(a, CPU_SET8(0.921875f), _CMP_LT_OQ));
+    return _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+#endif
+
 #endif

@@ -8,6 +8,7 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Columns are split between threads in multiples of a cache line, so no two
@@ -285,6 +286,55 @@ CPU_CLONES static void gelu_backward_chunk(float *dinp, const float *inp, const 
     }
 }
 
+#ifdef CPU_HAVE_AVX2_MATH
+/* The same with cpu_erff8 and cpu_expf8 on whole vectors: the same
+ * operations in the same order; returns where it stopped. */
+__attribute__((target("avx2"))) static size_t gelu_avx2(float *out, const float *inp, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(inp + i);
+        __m256 e = cpu_erff8(_mm256_mul_ps(x, CPU_SET8(GELU_ALPHA)));
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(x, CPU_SET8(0.5f)), _mm256_add_ps(CPU_SET8(1.0f), e)));
+    }
+    return i;
+}
+
+__attribute__((target("avx2"))) static size_t gelu_backward_avx2(float *dinp, const float *inp, const float *dout,
+                                                                 size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(inp + i);
+        __m256 e = cpu_erff8(_mm256_mul_ps(x, CPU_SET8(GELU_ALPHA)));
+        __m256 cdf = _mm256_mul_ps(CPU_SET8(0.5f), _mm256_add_ps(CPU_SET8(1.0f), e));
+        __m256 pdf = _mm256_mul_ps(CPU_SET8(GELU_BETA), cpu_expf8(_mm256_mul_ps(_mm256_mul_ps(x, x), CPU_SET8(-0.5f))));
+        __m256 g = _mm256_mul_ps(_mm256_loadu_ps(dout + i), _mm256_add_ps(cdf, _mm256_mul_ps(x, pdf)));
+        _mm256_storeu_ps(dinp + i, _mm256_add_ps(_mm256_loadu_ps(dinp + i), g));
+    }
+    return i;
+}
+#endif
+
+/* The AVX2 functions where the CPU has AVX2, the C for the rest. */
+static void gelu_run(float *out, const float *inp, size_t n)
+{
+    size_t i = 0;
+#ifdef CPU_HAVE_AVX2_MATH
+    if (cpu_has_avx2()) i = gelu_avx2(out, inp, n);
+#endif
+    gelu_chunk(out + i, inp + i, n - i);
+}
+
+static void gelu_backward_run(float *dinp, const float *inp, const float *dout, size_t n)
+{
+    size_t i = 0;
+#ifdef CPU_HAVE_AVX2_MATH
+    if (cpu_has_avx2()) i = gelu_backward_avx2(dinp, inp, dout, n);
+#endif
+    gelu_backward_chunk(dinp + i, inp + i, dout + i, n - i);
+}
+
 #define CHUNK 256
 
 void cpu_gelu_forward(void *vctx, float *out, const float *inp, size_t n)
@@ -294,7 +344,7 @@ void cpu_gelu_forward(void *vctx, float *out, const float *inp, size_t n)
 #pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN) schedule(dynamic, 16)
     for (long k = 0; k < nchunks; k++) {
         size_t i0 = (size_t)k * CHUNK, len = n - i0 < CHUNK ? n - i0 : CHUNK;
-        gelu_chunk(out + i0, inp + i0, len);
+        gelu_run(out + i0, inp + i0, len);
     }
 }
 
@@ -305,7 +355,7 @@ void cpu_gelu_backward(void *vctx, float *dinp, const float *inp, const float *d
 #pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN) schedule(dynamic, 16)
     for (long k = 0; k < nchunks; k++) {
         size_t i0 = (size_t)k * CHUNK, len = n - i0 < CHUNK ? n - i0 : CHUNK;
-        gelu_backward_chunk(dinp + i0, inp + i0, dout + i0, len);
+        gelu_backward_run(dinp + i0, inp + i0, dout + i0, len);
     }
 }
 
@@ -334,14 +384,53 @@ CPU_CLONES static void mul_acc_chunk(float *out, const float *a, const float *m,
 
 #define DROP_CHUNK 1024
 
+/* One call of dropout_rows: with bits (the call's keep bits, element i at
+ * bit i of the N*C), each chunk draws its bits first when draw is 1, then
+ * multiplies; without, it draws multipliers as it goes. */
+typedef struct {
+    float *out;
+    const float *inp;
+    uint64_t *bits;
+    int draw, backward;
+    float p, scale;
+    philox_stream rng;
+} drop_job;
+
+/* Keep bits of padded elements first .. first+len-1 ORed into words from bit
+ * off on, len <= DROP_CHUNK; words past the last bit of the run are not
+ * touched (they may be another chunk's). */
+static void bits_at(uint64_t *words, size_t off, philox_stream rng, uint64_t first, size_t len, float p)
+{
+    uint64_t tmp[DROP_CHUNK / 64 + 1];
+    cpu_dropout_bits(tmp, rng, first, len, p);
+    uint64_t *w = words + off / 64;
+    unsigned sh = (unsigned)(off % 64);
+    for (size_t k = 0; k < (len + 63) / 64; k++) {
+        w[k] |= tmp[k] << sh;
+        uint64_t hi = sh ? tmp[k] >> (64 - sh) : 0;
+        if (hi) w[k + 1] |= hi;
+    }
+}
+
+/* Elements i0 .. i0+len-1, one run of the padded index from first, in the
+ * chunk that starts at element c0. */
+static void drop_piece(const drop_job *j, size_t c0, size_t i0, uint64_t first, size_t len, float *mul)
+{
+    if (j->bits) {
+        if (j->draw) bits_at(j->bits + c0 / 64, i0 - c0, j->rng, first, len, j->p);
+        return;
+    }
+    cpu_dropout_mask(mul, j->rng, first, len, j->p, j->scale);
+    if (j->backward) mul_acc_chunk(j->out + i0, j->inp + i0, mul, len);
+    else mul_chunk(j->out + i0, j->inp + i0, mul, len);
+}
+
 /* Chunks of the N*C rows' elements; in a packed batch a chunk finds its
  * first window by bisection and is cut where a window ends, so that each
  * piece is one run of the padded index (window b's elements are padded
  * elements b T C .. b T C + len C - 1). A padded batch is one run from 0. */
-static void dropout_rows(cpu_ctx *ctx, float *out, const float *inp, const backend_windows *w, int C, float p,
-                         philox_stream rng, int backward)
+static void dropout_chunks(cpu_ctx *ctx, const drop_job *j, const backend_windows *w, int C)
 {
-    float scale = cpu_dropout_scale(p);
     const int32_t *cu = w->cu_seqlens;
     int B = w->B;
     size_t n = (size_t)w->N * C, TC = (size_t)w->T * C;
@@ -349,7 +438,8 @@ static void dropout_rows(cpu_ctx *ctx, float *out, const float *inp, const backe
 #pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN / 4) schedule(dynamic, 4)
     for (long k = 0; k < nchunks; k++) {
         float mul[DROP_CHUNK];
-        size_t i0 = (size_t)k * DROP_CHUNK, i1 = n - i0 < DROP_CHUNK ? n : i0 + DROP_CHUNK;
+        size_t c0 = (size_t)k * DROP_CHUNK, i0 = c0, i1 = n - i0 < DROP_CHUNK ? n : i0 + DROP_CHUNK;
+        if (j->draw) memset(j->bits + c0 / 64, 0, (i1 - c0 + 63) / 64 * sizeof *j->bits);
         int b = 0;
         if (cu) {
             int hi = B - 1;
@@ -370,13 +460,47 @@ static void dropout_rows(cpu_ctx *ctx, float *out, const float *inp, const backe
                 e = w1 < i1 ? w1 : i1;
                 first = (size_t)b * TC + (i0 - w0);
             }
-            size_t len = e - i0;
-            cpu_dropout_mask(mul, rng, first, len, p, scale);
-            if (backward) mul_acc_chunk(out + i0, inp + i0, mul, len);
-            else mul_chunk(out + i0, inp + i0, mul, len);
+            drop_piece(j, c0, i0, first, e - i0, mul);
             i0 = e;
         }
+        if (!j->bits) continue;
+        const uint64_t *cb = j->bits + c0 / 64;
+        if (j->backward) cpu_dropout_apply_bits_acc(j->out + c0, j->inp + c0, cb, i1 - c0, j->scale);
+        else cpu_dropout_apply_bits(j->out + c0, j->inp + c0, cb, i1 - c0, j->scale);
     }
+}
+
+/* Through the mask cache: the forward keeps its mask as keep bits (when
+ * the cache takes it), the backward reads them, or draws as before. */
+static void dropout_rows(cpu_ctx *ctx, float *out, const float *inp, const backend_windows *w, int C, float p,
+                         philox_stream rng, int backward)
+{
+    drop_job j = {.out = out, .inp = inp, .backward = backward, .p = p, .scale = cpu_dropout_scale(p), .rng = rng};
+    size_t words = ((size_t)w->N * C + 63) / 64;
+    cpu_mask_key key;
+    memset(&key, 0, sizeof key);
+    key.seed = rng.seed;
+    key.step = rng.step;
+    key.stream = rng.stream;
+    memcpy(&key.p_bits, &p, sizeof key.p_bits);
+    key.T = w->T;
+    key.B = w->B;
+    key.C = C;
+    int32_t *lens = malloc((size_t)(w->B > 0 ? w->B : 1) * sizeof *lens);
+    int slot = -1;
+    if (lens && w->B > 0) {
+        for (int b = 0; b < w->B; b++) lens[b] = cpu_window_len(w, b);
+        slot = cpu_mask_find(ctx, &key, lens, words);
+        if (slot < 0 && !backward) {
+            slot = cpu_mask_claim(ctx, &key, lens, words);
+            j.draw = slot >= 0;
+        }
+    }
+    free(lens);
+    if (slot >= 0) j.bits = ctx->masks[slot].bits;
+    dropout_chunks(ctx, &j, w, C);
+    if (j.draw) cpu_mask_publish(ctx, slot);
+    else if (backward) cpu_mask_drop(ctx, slot);
 }
 
 // out, inp are (w->N, C); out may equal inp
