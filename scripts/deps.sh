@@ -6,6 +6,9 @@ set -euo pipefail
 need=(build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev libutf8proc-dev libjansson-dev libmicrohttpd-dev "$@")
 # Data-parallel training (src/dist): OpenMPI, optional at build time (CMake finds it).
 need+=(libopenmpi-dev openmpi-bin)
+# oneDNN: bertc's training GEMM where it loads (dlopen at run time, so only the
+# library; without it bertc uses OpenBLAS's sgemm and says so).
+need+=(libdnnl2)
 missing=()
 for p in "${need[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -13,8 +13,10 @@
  *   BERTC_CPU_ISA=auto|avx512|avx2|avx|sse   the highest level bertc's kernels use
  *                                            (a cap; default auto = the CPU's best)
  *   OPENBLAS_CORETYPE=NAME                   OpenBLAS's kernels, honoured as given
+ *   BERTC_GEMM=auto|onednn|openblas          the training GEMM: oneDNN's sgemm where
+ *                                            libdnnl loads (auto, the default), else OpenBLAS
  * Either one asking for more than the CPU has is an error (exit 2), never an
- * illegal instruction. */
+ * illegal instruction; so is BERTC_GEMM=onednn where oneDNN does not load. */
 #ifndef BERTC_BACKEND_CPU_KERNELS_H
 #define BERTC_BACKEND_CPU_KERNELS_H
 
@@ -59,6 +61,13 @@ typedef struct {
     char blas_from[96];         /* "OpenBLAS's own choice", "set by bertc", "OPENBLAS_CORETYPE=... (set by the user)" */
     char blas_fallback[32];     /* OpenBLAS's own pick when bertc overrode a generic fallback, else "" */
     char warning[256];          /* something the start-up report should say, else "" */
+    /* The training GEMM (inference's is gemm_fixed): decided when first needed. */
+    int gemm_ready;
+    int gemm_onednn;            /* 1: oneDNN's sgemm; 0: OpenBLAS's */
+    char gemm_from[40];         /* "auto" or "BERTC_GEMM=openblas" */
+    char onednn_version[32];    /* "2.6.3" when loaded */
+    char onednn_isa[48];        /* its JIT's instructions: "avx512_core_bf16" */
+    char onednn_missing[200];   /* under auto: why oneDNN is not used, else "" */
 } cpu_kernels_state;
 
 /* Decides the kernels. Call first thing in main() (and before any BLAS call);
@@ -70,7 +79,13 @@ const cpu_kernels_state *cpu_kernels(void);
 
 /* One line: "avx2 (auto; AVX2 FMA, no AVX-512), OpenBLAS 0.3.21 core Zen (OpenBLAS's own choice)". */
 char *cpu_kernels_describe(char *buf, size_t cap);
-/* The GEMM library in use, for reports: "OpenBLAS 0.3.21 (core Zen)". */
+/* The training GEMM library, for reports: "oneDNN 2.6.3 (avx512_core_bf16)" or
+ * "OpenBLAS 0.3.21 (core Zen)". Loads oneDNN the first time. */
 char *cpu_kernels_gemm(char *buf, size_t cap);
+/* Decides the training GEMM (BERTC_GEMM, and whether oneDNN loads), once;
+ * 0, or an err.h code for a BERTC_GEMM that cannot be had. */
+int cpu_kernels_gemm_choose(void);
+/* oneDNN's dnnl_sgemm when it is the training GEMM, else NULL (use cblas_sgemm). */
+void *cpu_kernels_onednn_sgemm(void);
 
 #endif

@@ -45,6 +45,11 @@ static void usage(FILE *f)
     fprintf(f, "usage: bertc COMMAND [options]     (bertc COMMAND --help for its options)\n\ncommands:\n");
     for (int i = 0; i < ncommands; i++) fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "\nexit codes: 0 done, 1 runtime failure, 2 bad usage or input, 75 stopped by a signal after saving\n");
+    fprintf(f, "\nCPU kernels (bertc version shows the choice):\n"
+               "  BERTC_CPU_ISA=auto|avx512|avx2|avx|sse  cap the instruction set (default: what the CPU and OS allow)\n"
+               "  BERTC_GEMM=auto|onednn|openblas         training GEMM (auto: oneDNN where libdnnl is installed)\n"
+               "  BERTC_ONEDNN_LIB=PATH                   the oneDNN library to load (default libdnnl.so.3, .so.2)\n"
+               "  OPENBLAS_CORETYPE=CORE                  OpenBLAS's kernels (default: chosen by bertc for the level)\n");
 }
 
 int main(int argc, char **argv)

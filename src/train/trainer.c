@@ -11,6 +11,7 @@
 #include "core/err.h"
 #include "dist/dist.h"
 #include "train/ckpt.h"
+#include "train/sigcatch.h"
 
 #include <arpa/inet.h>
 #include <math.h>
@@ -235,19 +236,17 @@ int trainer_run(const trainer_opts *o)
                  "resume)\n", dist_rank(), dist_size(), stage);
         g_sig_len = strlen(g_sig_msg);
     }
-    struct sigaction sa, old_int, old_term;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESETHAND;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-
-    int rc = run_setup(c);
+    /* The handler runs on a thread of its own (train/sigcatch.h says why). */
+    sigcatch sc;
+    int rc = sigcatch_begin(&sc, on_signal, SA_RESETHAND);
+    if (rc) {
+        free(c);
+        return err_code();
+    }
+    rc = run_setup(c);
     if (!rc) rc = step_loop(c);
     if (!rc) rc = g_stop ? stop_on_signal(c) : finish(c);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    sigcatch_end(&sc);
     run_cleanup(c);
     free(c);
     return rc;

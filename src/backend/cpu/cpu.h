@@ -27,6 +27,7 @@
 #define BERTC_BACKEND_CPU_H
 
 #include "backend/backend.h"
+#include "backend/cpu/onednn_dl.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -73,6 +74,8 @@ typedef struct {
      * order of operations, so a window's results do not depend on the other
      * windows of its batch (inference: predict, serve, evaluation). */
     int batch_invariant;
+    /* oneDNN's sgemm when it is the training GEMM (cpu_kernels_gemm_choose), else NULL: OpenBLAS. */
+    onednn_sgemm_fn onednn_sgemm;
     /* Attention dropout masks drawn by forwards, for their backwards. */
     cpu_mask_slot masks[CPU_MASK_SLOTS];
     size_t mask_words; /* allocated in masks[], all slots */
@@ -96,8 +99,8 @@ void cpu_blas_serial_begin(cpu_ctx *ctx);
 void cpu_blas_serial_end(cpu_ctx *ctx);
 
 /* C (M,N) = alpha op(A) op(B) + beta C, row-major, op(X) = X^T when trans:
- * every GEMM of the CPU ops goes through here (OpenBLAS's sgemm, or
- * gemm_fixed when ctx->batch_invariant). Outside
+ * every GEMM of the CPU ops goes through here (oneDNN's or OpenBLAS's sgemm,
+ * or gemm_fixed when ctx->batch_invariant). Outside
  * a cpu_blas_serial_begin/end region it may use ctx->nthreads threads (the
  * caller has run cpu_set_threads); inside one, the calling thread only. */
 void cpu_gemm(const cpu_ctx *ctx, int transa, int transb, int M, int N, int K, float alpha, const float *A, int lda,

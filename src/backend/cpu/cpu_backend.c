@@ -2,6 +2,7 @@
  * op table. The ops themselves are in ops_*.c (see cpu.h). */
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/gemm_fixed.h"
+#include "backend/cpu_kernels.h"
 
 #include "core/err.h"
 
@@ -33,14 +34,20 @@ void cpu_blas_serial_end(cpu_ctx *ctx)
 }
 
 /* gemm_fixed when the backend is batch-invariant (one thread inside a
- * cpu_blas_serial region), else OpenBLAS's sgemm: inside such a region the
- * OpenMP build of OpenBLAS runs single-threaded by itself and a pthreads
- * build has been told to by cpu_blas_serial_begin. */
+ * cpu_blas_serial region), else oneDNN's or OpenBLAS's sgemm: inside such a
+ * region oneDNN and the OpenMP build of OpenBLAS run single-threaded by
+ * themselves (omp_in_parallel) and a pthreads OpenBLAS has been told to by
+ * cpu_blas_serial_begin. */
 void cpu_gemm(const cpu_ctx *ctx, int transa, int transb, int M, int N, int K, float alpha, const float *A, int lda,
               const float *B, int ldb, float beta, float *C, int ldc)
 {
     if (ctx->batch_invariant) {
         gemm_fixed(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ctx->blas_serial ? 1 : ctx->nthreads);
+        return;
+    }
+    if (ctx->onednn_sgemm) {
+        if (ctx->onednn_sgemm(transa ? 'T' : 'N', transb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) != 0)
+            cpu_fail((cpu_ctx *)ctx, "cpu backend: oneDNN's sgemm failed");
         return;
     }
     cblas_sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, M, N, K,
@@ -203,6 +210,8 @@ int backend_cpu_create(backend *out, int nthreads)
     }
     omp_set_num_threads(nthreads);
     openblas_set_num_threads(nthreads);
+    void *sg = cpu_kernels_onednn_sgemm();
+    memcpy(&ctx->onednn_sgemm, &sg, sizeof sg);
     out->i = &cpu_backend_i;
     out->ctx = ctx;
     return 0;

@@ -2,6 +2,7 @@
 #include "backend/cpu_kernels.h"
 
 #include "backend/cpu/gemm_fixed.h"
+#include "backend/cpu/onednn_dl.h"
 #include "core/err.h"
 
 #include <cblas.h>
@@ -249,6 +250,54 @@ static int decide(cpu_kernels_state *s, const char **want_core)
     return 0;
 }
 
+/* BERTC_GEMM: 0 auto (or unset), 1 onednn, 2 openblas, -1 anything else. */
+static int gemm_wanted(const char **val)
+{
+    const char *g = getenv("BERTC_GEMM");
+    *val = g;
+    if (!g || !*g || !strcasecmp(g, "auto")) return 0;
+    if (!strcasecmp(g, "onednn") || !strcasecmp(g, "dnnl")) return 1;
+    if (!strcasecmp(g, "openblas")) return 2;
+    return -1;
+}
+
+static onednn_lib g_onednn;
+
+int cpu_kernels_gemm_choose(void)
+{
+    cpu_kernels_state *s = (cpu_kernels_state *)cpu_kernels();
+    const char *val;
+    int want = gemm_wanted(&val);
+    if (want < 0) return err_set(ERR_INPUT, "BERTC_GEMM=%.40s: not a GEMM library (auto, onednn or openblas)", val);
+    if (s->gemm_ready) return 0;
+    copy_str(s->gemm_from, sizeof s->gemm_from, "auto");
+    if (want) snprintf(s->gemm_from, sizeof s->gemm_from, "BERTC_GEMM=%s", want == 1 ? "onednn" : "openblas");
+    s->gemm_onednn = 0;
+    s->onednn_missing[0] = 0;
+    if (want != 2) {
+        char why[200];
+        if (onednn_load(&g_onednn, (int)s->level, why, sizeof why) == 0) {
+            s->gemm_onednn = 1;
+            copy_str(s->onednn_version, sizeof s->onednn_version, g_onednn.version);
+            copy_str(s->onednn_isa, sizeof s->onednn_isa, g_onednn.isa);
+        } else if (want == 1) {
+            return err_set(ERR_INPUT, "BERTC_GEMM=onednn: %s (Debian: apt-get install libdnnl2)", why);
+        } else {
+            copy_str(s->onednn_missing, sizeof s->onednn_missing, why);
+        }
+    }
+    s->gemm_ready = 1;
+    return 0;
+}
+
+void *cpu_kernels_onednn_sgemm(void)
+{
+    if (cpu_kernels_gemm_choose() != 0 || !cpu_kernels()->gemm_onednn) return NULL;
+    void *p;
+    memcpy(&p, &g_onednn.sgemm, sizeof p);
+    return p;
+}
+
 int cpu_kernels_init(int argc, char **argv)
 {
     (void)argc;
@@ -258,8 +307,16 @@ int cpu_kernels_init(int argc, char **argv)
     const char *want_core;
     int rc = decide(s, &want_core);
     if (rc) return rc;
+    const char *gval;
+    int gw = gemm_wanted(&gval);
+    if (gw < 0) return cpu_kernels_gemm_choose(); /* the error */
     int again = getenv(ENV_REEXEC) != NULL;
     unsetenv(ENV_REEXEC); /* children decide for themselves */
+    /* oneDNN asked for by name: loaded now, so that its absence is an error before any work
+     * (under auto it loads when the CPU backend first needs it). */
+    if (gw == 1 && (!want_core || !strcasecmp(want_core, s->blas_core) || again) &&
+        (rc = cpu_kernels_gemm_choose()) != 0)
+        return rc;
     if (!want_core) return 0;
     if (!strcasecmp(want_core, s->blas_core)) return 0;
     if (again) {
@@ -282,7 +339,8 @@ int cpu_kernels_init(int argc, char **argv)
     return 0;
 }
 
-char *cpu_kernels_gemm(char *buf, size_t cap)
+/* "OpenBLAS 0.3.21 (core Zen)" */
+static char *openblas_name(char *buf, size_t cap)
 {
     const cpu_kernels_state *s = cpu_kernels();
     char ver[64] = "OpenBLAS";
@@ -299,11 +357,30 @@ char *cpu_kernels_gemm(char *buf, size_t cap)
     return buf;
 }
 
+char *cpu_kernels_gemm(char *buf, size_t cap)
+{
+    (void)cpu_kernels_gemm_choose();
+    const cpu_kernels_state *s = cpu_kernels();
+    if (s->gemm_onednn) {
+        snprintf(buf, cap, "oneDNN %s (%s)", s->onednn_version, s->onednn_isa);
+        return buf;
+    }
+    return openblas_name(buf, cap);
+}
+
 char *cpu_kernels_describe(char *buf, size_t cap)
 {
+    (void)cpu_kernels_gemm_choose();
     const cpu_kernels_state *s = cpu_kernels();
-    char gemm[96], from[192];
+    char gemm[96], blas[96], from[192], which[320];
     cpu_kernels_gemm(gemm, sizeof gemm);
+    openblas_name(blas, sizeof blas);
+    if (s->gemm_onednn)
+        snprintf(which, sizeof which, "%s sgemm, %.120s; blas %s", gemm, s->gemm_from, blas);
+    else if (s->onednn_missing[0])
+        snprintf(which, sizeof which, "%s (oneDNN not used: %.200s)", gemm, s->onednn_missing);
+    else
+        snprintf(which, sizeof which, "%s (%.120s)", gemm, s->gemm_from);
     if (s->blas_fallback[0])
         snprintf(from, sizeof from, "set by bertc: OpenBLAS's own choice for this CPU was the generic %.31s",
                  s->blas_fallback);
@@ -312,7 +389,7 @@ char *cpu_kernels_describe(char *buf, size_t cap)
     else
         snprintf(from, sizeof from, "%.100s", s->blas_from);
     snprintf(buf, cap, "isa %s (%s; the CPU has %s), gemm %s, %s; batch-invariant gemm_fixed %s%s%s",
-             cpu_isa_name(s->level), s->level_from, cpu_isa_name(s->cpu.level), gemm, from,
+             cpu_isa_name(s->level), s->level_from, cpu_isa_name(s->cpu.level), which, from,
              gemm_isa_name(gemm_fixed_isa()), s->warning[0] ? "; warning: " : "", s->warning);
     return buf;
 }
