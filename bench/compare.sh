@@ -5,6 +5,8 @@
 # examples/s. Results go in bench/RESULTS.md by hand.
 #
 #   bash bench/compare.sh                  # minilm, seq 384, batch 8, 2 threads
+#   ISA=avx2 bash bench/compare.sh         # both sides at the AVX2-only level
+#   BERTC_GEMM=openblas bash bench/compare.sh   # bertc on OpenBLAS's sgemm instead of oneDNN's
 #   BERTC=build/bertc STEPS=5 bash bench/compare.sh --config tiny --seq 128 --batch 8 --threads 2
 #
 # OPENBLAS_CORETYPE is unset for bertc's run (bertc picks OpenBLAS's kernels
@@ -23,6 +25,7 @@ if [ ! -x "$BERTC" ]; then
     exit 2
 fi
 
+source bench/lib/isa.sh # ISA=avx2|native
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 

@@ -416,6 +416,11 @@ int main(int argc, char **argv)
         return 2;
     }
     if (getenv("STUDY_LIB")) lib_name = getenv("STUDY_LIB");
+#if defined(STUDY_FIXED)
+    /* The AVX2-only level, as bertc runs gemm_fixed under BERTC_CPU_ISA=avx2. */
+    const char *cap = getenv("BERTC_CPU_ISA");
+    if (cap && !strcmp(cap, "avx2")) gemm_fixed_set_isa(GEMM_ISA_AVX2);
+#endif
 #if defined(STUDY_DNNL)
     dnnl_start();
 #endif

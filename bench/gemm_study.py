@@ -23,7 +23,26 @@ import time
 
 REPS = int(os.environ.get("REPS", "3"))
 THREADS = [int(t) for t in os.environ.get("THREADS", "1 2").split()]
-CORES = ["Haswell", "Zen", "Sandybridge", "Prescott"]
+
+def cpu_flags():
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+FLAGS = cpu_flags()
+AVX512 = "avx512f" in FLAGS and "avx512bw" in FLAGS and "avx512vl" in FLAGS
+# Every OpenBLAS core this CPU can run, fastest level first.
+CORES = (["Cooperlake"] if AVX512 and "avx512_bf16" in FLAGS else []) + (["SkylakeX"] if AVX512 else []) \
+    + ["Haswell", "Zen", "Sandybridge", "Prescott"]
+# On an AVX-512 CPU the other libraries run a second time held to AVX2, the
+# level an AVX2-only CPU gets (each library's own cap).
+AVX2_ENV = {"dnnl": {"ONEDNN_MAX_CPU_ISA": "AVX2"}, "gemm_fixed": {"BERTC_CPU_ISA": "avx2"},
+            "torch": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}}
 
 
 def env_with(**kv):
@@ -72,6 +91,16 @@ def one_shot(argv, env, *args):
                                     if r.returncode else [])
 
 
+def bertc_uses_onednn():
+    """1 when `bertc version` (BERTC, else build/bertc) says its training GEMM is oneDNN."""
+    exe = os.environ.get("BERTC") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "bertc")
+    try:
+        out = subprocess.run([exe, "version"], capture_output=True, text=True).stdout
+    except OSError:
+        return False
+    return any(l.startswith("kernels:") and ", gemm oneDNN " in l for l in out.splitlines())
+
+
 def geomean(v):
     return math.exp(sum(map(math.log, v)) / len(v)) if v else None
 
@@ -100,13 +129,21 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     if torch_ok:
         procs.append(("torch", ["python3", os.path.join(here, "gemm_torch.py")], env_with()))
+    if AVX512:
+        procs += [(f"{label}-avx2", argv, env_with(**AVX2_ENV[label])) for label, argv, _ in list(procs)
+                  if label in AVX2_ENV]
 
     notes, rows_equal, verbose = [], [], []
     for label, argv, env in procs:
-        env = dict(env, STUDY_LIB=label if label != "dnnl" else "dnnl-sgemm")
+        env = dict(env, STUDY_LIB=label.replace("dnnl", "dnnl-sgemm", 1) if label.startswith("dnnl") else label)
         for l in one_shot(argv, env, "info"):
             notes.append(l[2:] if l.startswith("N ") else l)
-        rows_equal += [l.split()[1:] for l in one_shot(argv, env, "rowcheck", *map(str, THREADS)) if l.startswith("W ")]
+        for l in one_shot(argv, env, "rowcheck", *map(str, THREADS)):
+            if l.startswith("W "):
+                r = l.split()[1:]
+                if label.endswith("-avx2") and not r[0].endswith("-avx2"):
+                    r[0] += "-avx2"
+                rows_equal.append(r)
     if not torch_ok:
         notes.append("torch: not importable (pip install torch), no torch column")
     if have("dnnl"):
@@ -127,6 +164,12 @@ def main():
     cols.append(("gemm_fixed", "gemm_fixed", "gemm"))
     if torch_ok:
         cols.append(("torch", "torch", "gemm"))
+    if AVX512:
+        if have("dnnl"):
+            cols += [("dnnl-sgemm-avx2", "dnnl-avx2", "gemm"), ("dnnl-matmul-avx2", "dnnl-avx2", "matmul")]
+        cols.append(("gemm_fixed-avx2", "gemm_fixed-avx2", "gemm"))
+        if torch_ok:
+            cols.append(("torch-avx2", "torch-avx2", "gemm"))
     ffn_cols = [("openblas sgemm", "openblas", "sgemm"), ("openblas sgemm+bias,gelu", "openblas", "sgemm+bias,gelu")]
     if have("dnnl"):
         ffn_cols += [("dnnl sgemm", "dnnl", "sgemm"), ("dnnl sgemm+bias,gelu", "dnnl", "sgemm+bias,gelu"),
@@ -218,6 +261,42 @@ def report(notes, verbose, cols, shapes, gflops, ffn_cols, ffn_shapes, ffn_ms, r
                 cells.append("-" if g is None else f"{g:.2f}")
         g = geomean(every)
         print(f"| {l} | " + " | ".join(cells) + f" | {'-' if g is None else f'{g:.2f}'} |")
+
+    # The issue's target: bertc's GEMM within 10 % of the fastest sgemm at the same shapes, per ISA level.
+    amd = "GenuineIntel" not in open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else False
+    below_native = ("ob-Haswell", "ob-Zen") if AVX512 else ()
+    onednn = bertc_uses_onednn()
+    levels = [("native", "dnnl-sgemm" if onednn else "openblas",
+               [l for l in labels if not l.endswith("-avx2") and l not in below_native])]
+    if AVX512:
+        levels.append(("avx2", "dnnl-sgemm-avx2" if onednn else "ob-Zen" if amd else "ob-Haswell",
+                       ["ob-Haswell", "ob-Zen"] + [l for l in labels if l.endswith("-avx2")]))
+    print("\n## bertc's training GEMM against the fastest library at the same ISA level\n")
+    print("Per product: bertc's GEMM (what `bertc version` says it uses: oneDNN's sgemm where libdnnl loads, else "
+          "OpenBLAS with the core bertc picks at that level) over the fastest column of that level (slower levels' "
+          "OpenBLAS cores excluded); geometric mean and the worst product.\n")
+    print("| level | bertc uses | columns compared | " + " | ".join(heads) + " | all | worst |")
+    print("|---|---|---|" + "---|" * (len(heads) + 2))
+    for name, mine, pool in levels:
+        pool = [l for l in pool if l in labels and l != "ob-Prescott" and l != "ob-Sandybridge"]
+        cells, every, worst = [], [], (9.0, "")
+        for th in THREADS:
+            for p in prods:
+                r = []
+                for sh in shapes:
+                    if sh[0].split("/")[2] != p:
+                        continue
+                    vals = [gflops.get((l, sh[0], th)) for l in pool]
+                    v, best = gflops.get((mine, sh[0], th)), max([x for x in vals if x] or [0])
+                    if v and best:
+                        r.append(v / best)
+                        worst = min(worst, (v / best, f"{sh[0]} {th}t"))
+                every += r
+                g = geomean(r)
+                cells.append("-" if g is None else f"{g:.2f}")
+        g = geomean(every)
+        print(f"| {name} | {mine} | {', '.join(pool)} | " + " | ".join(cells) +
+              f" | {'-' if g is None else f'{g:.2f}'} | {worst[0]:.2f} ({worst[1]}) |")
 
     print("\n## FFN up-projection with bias and erf GELU: milliseconds (lower is better)\n")
     print("sgemm: the GEMM alone. sgemm+bias,gelu: bias copied into C, GEMM with beta 1, then bertc's GELU loop "

@@ -17,6 +17,7 @@
 #   bash bench/packing.sh                       # minilm and base, batch 8, 2 threads
 #   CONFIGS="minilm" STEPS=3 PREDICT_CONFIG=tiny bash bench/packing.sh
 #   PREDICT=0 CONFIGS=minilm bash bench/packing.sh     # training only
+#   ISA=avx2 PREDICT=0 bash bench/packing.sh          # both sides at the AVX2-only level
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,6 +33,7 @@ DEV=${DEV:-../shared/data/squad-v1.1/dev-v1.1.json}
 VOCAB=${VOCAB:-../shared/data/vocab/bert-base-uncased-vocab.txt}
 [ -x "$BERTC" ] || { echo "packing.sh: $BERTC not found; build first or set BERTC" >&2; exit 2; }
 
+source bench/lib/isa.sh # ISA=avx2|native
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 echo "machine: $(lscpu | grep 'Model name' | sed 's/.*: *//'), $(nproc) cores visible; date $(date -u +%FT%TZ)"
