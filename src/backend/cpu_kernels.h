@@ -13,8 +13,9 @@
  *   BERTC_CPU_ISA=auto|avx512|avx2|avx|sse   the highest level bertc's kernels use
  *                                            (a cap; default auto = the CPU's best)
  *   OPENBLAS_CORETYPE=NAME                   OpenBLAS's kernels, honoured as given
- *   BERTC_GEMM=auto|onednn|openblas          the training GEMM: oneDNN's sgemm where
- *                                            libdnnl loads (auto, the default), else OpenBLAS
+ *   BERTC_GEMM=auto|onednn|openblas          the training GEMM: oneDNN's sgemm at level
+ *                                            avx2 and above where libdnnl loads (auto, the
+ *                                            default), else OpenBLAS
  * Either one asking for more than the CPU has is an error (exit 2), never an
  * illegal instruction; so is BERTC_GEMM=onednn where oneDNN does not load. */
 #ifndef BERTC_BACKEND_CPU_KERNELS_H

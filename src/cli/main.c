@@ -47,7 +47,7 @@ static void usage(FILE *f)
     fprintf(f, "\nexit codes: 0 done, 1 runtime failure, 2 bad usage or input, 75 stopped by a signal after saving\n");
     fprintf(f, "\nCPU kernels (bertc version shows the choice):\n"
                "  BERTC_CPU_ISA=auto|avx512|avx2|avx|sse  cap the instruction set (default: what the CPU and OS allow)\n"
-               "  BERTC_GEMM=auto|onednn|openblas         training GEMM (auto: oneDNN where libdnnl is installed)\n"
+               "  BERTC_GEMM=auto|onednn|openblas         training GEMM (auto: oneDNN at avx2+ where libdnnl is installed)\n"
                "  BERTC_ONEDNN_LIB=PATH                   the oneDNN library to load (default libdnnl.so.3, .so.2)\n"
                "  OPENBLAS_CORETYPE=CORE                  OpenBLAS's kernels (default: chosen by bertc for the level)\n");
 }

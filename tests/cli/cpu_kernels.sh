@@ -63,6 +63,9 @@ if [ $native = avx2 ] || [ $native = avx512 ]; then
     echo "case $cli_n: BERTC_CPU_ISA=avx -> core $(core_of): $(grep '^kernels' "$cli_tmp/v")"
     [ "$(core_of)" = Sandybridge ] || cli_bad "the cap avx did not give Sandybridge"
     grep -q "^kernels: isa avx (BERTC_CPU_ISA=avx" "$cli_tmp/v" || cli_bad "the cap is not reported"
+    # below AVX2 oneDNN was never measured the faster: auto keeps OpenBLAS there and says so
+    [ -n "${BERTC_GEMM:-}" ] || grep -q "gemm OpenBLAS .*(oneDNN not used: level below avx2" "$cli_tmp/v" ||
+        cli_bad "auto took oneDNN below AVX2"
     cli_n=$((cli_n + 1))
     out=$(BERTC_CPU_ISA=avx BERTC_TEST_PRINT_KERNELS=1 "$BERTC_BUILD/test_config" 2>&1 | grep '^kernels')
     echo "case $cli_n: a test program under BERTC_CPU_ISA=avx: $out"

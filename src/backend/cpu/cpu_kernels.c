@@ -274,7 +274,11 @@ int cpu_kernels_gemm_choose(void)
     if (want) snprintf(s->gemm_from, sizeof s->gemm_from, "BERTC_GEMM=%s", want == 1 ? "onednn" : "openblas");
     s->gemm_onednn = 0;
     s->onednn_missing[0] = 0;
-    if (want != 2) {
+    if (want == 0 && s->level < CPU_ISA_AVX2) {
+        /* Measured the fastest at AVX2 and AVX-512 only; below, oneDNN may lack even its SSE4.1 JIT. */
+        copy_str(s->onednn_missing, sizeof s->onednn_missing,
+                 "level below avx2, where it was not measured; BERTC_GEMM=onednn uses it");
+    } else if (want != 2) {
         char why[200];
         if (onednn_load(&g_onednn, (int)s->level, why, sizeof why) == 0) {
             s->gemm_onednn = 1;
@@ -372,7 +376,7 @@ char *cpu_kernels_describe(char *buf, size_t cap)
 {
     (void)cpu_kernels_gemm_choose();
     const cpu_kernels_state *s = cpu_kernels();
-    char gemm[96], blas[96], from[192], which[320];
+    char gemm[96], blas[96], from[192], which[400];
     cpu_kernels_gemm(gemm, sizeof gemm);
     openblas_name(blas, sizeof blas);
     if (s->gemm_onednn)
