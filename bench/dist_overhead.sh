@@ -38,6 +38,7 @@ COMMON=(--model "$tmp/model" --train "$tmp/train.json" --max-seq-length 128 --do
         --monitor-interval 0 --log-every 1000000)
 echo "bertc dist overhead: config $CONFIG, SQuAD dev articles 0-3, T 128, batch 16 = 2 micro-batches of 8, $STEPS steps, $REPS runs each"
 echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
+echo "MPI single copy: ${SINGLE_COPY:=none} (SINGLE_COPY=cma where the kernel allows it: bench/pipeline.sh says why)"
 rate() { tail -1 "$1/metrics.csv" | cut -d, -f7; }
 # ranks RUN ARGS...: 2 ranks x 1 thread; with /usr/bin/time each rank's
 # peak RSS goes to RUN.rss.RANK (KiB)
@@ -46,7 +47,7 @@ ranks() {
     shift
     local wrap=()
     [ -x /usr/bin/time ] && wrap=(sh -c '/usr/bin/time -f "%M %U %S" -o "$0.rss.$OMPI_COMM_WORLD_RANK" "$@"' "$run")
-    OMPI_MCA_btl_vader_single_copy_mechanism=none mpirun --oversubscribe "${root[@]}" --bind-to none -np 2 \
+    OMPI_MCA_btl_vader_single_copy_mechanism=$SINGLE_COPY mpirun --oversubscribe "${root[@]}" --bind-to none -np 2 \
         -x OMP_NUM_THREADS=1 "${wrap[@]}" "$BERTC" train "${COMMON[@]}" --threads 1 --out "$run" "$@" >/dev/null 2>&1
 }
 share() { # share RUN RATE: comm_s as a share of the steps' time

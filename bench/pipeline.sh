@@ -39,7 +39,11 @@ echo "command: $invocation"
 echo "bertc pipeline: config $CONFIG, SQuAD dev articles 0-3, T 128, batch $BATCH, micro-batches ${MICROS[*]}, $STEPS steps, $REPS runs each"
 echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg);$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
 "$BERTC" version | grep -E '^(bertc|cpu|kernels|blas|mpi): ' | sed 's/^/  /'
-MPIRUN=(env OMPI_MCA_btl_vader_single_copy_mechanism=none mpirun --oversubscribe "${root[@]}" --bind-to none -np 2
+# Open MPI's shared-memory single-copy mechanism: none (the default here: works in any container, but a
+# non-blocking message then moves only inside MPI calls) or cma (the receiver copies it with
+# process_vm_readv, where the kernel allows it): SINGLE_COPY=cma.
+echo "MPI single copy: ${SINGLE_COPY:=none}"
+MPIRUN=(env OMPI_MCA_btl_vader_single_copy_mechanism=$SINGLE_COPY mpirun --oversubscribe "${root[@]}" --bind-to none -np 2
         -x OMP_NUM_THREADS=1)
 rate() { tail -1 "$1/metrics.csv" | cut -d, -f7; }
 med() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
