@@ -9,7 +9,6 @@
 #define _GNU_SOURCE
 #include "testutil.h"
 
-#include "backend/cpu/onednn_dl.h"
 #include "backend/cpu_kernels.h"
 #include "train/sigcatch.h"
 
@@ -75,9 +74,7 @@ int main(void)
     omp_set_num_threads(2);
     char gname[128];
     printf("gemm: %s\n", cpu_kernels_gemm(gname, sizeof gname));
-    void *p = cpu_kernels_onednn_sgemm();
-    sgemm_fn dn;
-    memcpy(&dn, &p, sizeof dn);
+    sgemm_fn dn = cpu_kernels_onednn_sgemm();
 
     enum { M = 192, N = 256, K = 320 };
     float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N), *C = malloc(sizeof(float) * M * N),

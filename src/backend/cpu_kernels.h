@@ -21,6 +21,8 @@
 #ifndef BERTC_BACKEND_CPU_KERNELS_H
 #define BERTC_BACKEND_CPU_KERNELS_H
 
+#include "backend/cpu/onednn_dl.h"
+
 #include <stddef.h>
 
 typedef enum { CPU_ISA_SSE = 0, CPU_ISA_AVX = 1, CPU_ISA_AVX2 = 2, CPU_ISA_AVX512 = 3 } cpu_isa_level;
@@ -87,6 +89,6 @@ char *cpu_kernels_gemm(char *buf, size_t cap);
  * 0, or an err.h code for a BERTC_GEMM that cannot be had. */
 int cpu_kernels_gemm_choose(void);
 /* oneDNN's dnnl_sgemm when it is the training GEMM, else NULL (use cblas_sgemm). */
-void *cpu_kernels_onednn_sgemm(void);
+onednn_sgemm_fn cpu_kernels_onednn_sgemm(void);
 
 #endif

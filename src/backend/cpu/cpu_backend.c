@@ -210,8 +210,7 @@ int backend_cpu_create(backend *out, int nthreads)
     }
     omp_set_num_threads(nthreads);
     openblas_set_num_threads(nthreads);
-    void *sg = cpu_kernels_onednn_sgemm();
-    memcpy(&ctx->onednn_sgemm, &sg, sizeof sg);
+    ctx->onednn_sgemm = cpu_kernels_onednn_sgemm();
     out->i = &cpu_backend_i;
     out->ctx = ctx;
     return 0;

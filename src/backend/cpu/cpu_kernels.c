@@ -294,12 +294,10 @@ int cpu_kernels_gemm_choose(void)
     return 0;
 }
 
-void *cpu_kernels_onednn_sgemm(void)
+onednn_sgemm_fn cpu_kernels_onednn_sgemm(void)
 {
     if (cpu_kernels_gemm_choose() != 0 || !cpu_kernels()->gemm_onednn) return NULL;
-    void *p;
-    memcpy(&p, &g_onednn.sgemm, sizeof p);
-    return p;
+    return g_onednn.sgemm;
 }
 
 int cpu_kernels_init(int argc, char **argv)
@@ -374,10 +372,9 @@ char *cpu_kernels_gemm(char *buf, size_t cap)
 
 char *cpu_kernels_describe(char *buf, size_t cap)
 {
-    (void)cpu_kernels_gemm_choose();
-    const cpu_kernels_state *s = cpu_kernels();
     char gemm[96], blas[96], from[192], which[400];
-    cpu_kernels_gemm(gemm, sizeof gemm);
+    cpu_kernels_gemm(gemm, sizeof gemm); /* decides the GEMM first */
+    const cpu_kernels_state *s = cpu_kernels();
     openblas_name(blas, sizeof blas);
     if (s->gemm_onednn)
         snprintf(which, sizeof which, "%s sgemm, %.120s; blas %s", gemm, s->gemm_from, blas);

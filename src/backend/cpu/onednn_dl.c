@@ -37,15 +37,11 @@ static int g_rc = -1;
 static char g_why[200];
 static int g_max_level;
 
-const char *onednn_lib_names(void)
+/* The library file tried: BERTC_ONEDNN_LIB, else libdnnl.so.3, then libdnnl.so.2. */
+static const char *lib_names(void)
 {
     const char *p = getenv("BERTC_ONEDNN_LIB");
     return p && *p ? p : "libdnnl.so.3 or libdnnl.so.2";
-}
-
-static void *sym(void *dl, const char *name)
-{
-    return dlsym(dl, name);
 }
 
 static void load_once(void)
@@ -59,24 +55,29 @@ static void load_once(void)
         if (!dl) err = dlerror();
     }
     if (!dl) {
-        snprintf(g_why, sizeof g_why, "cannot load %s (%.120s)", onednn_lib_names(), err ? err : "unknown reason");
-        return;
-    }
-    /* POSIX lets dlsym's void * convert to a function pointer; memcpy keeps -Wpedantic quiet. */
-    void *p_sgemm = sym(dl, "dnnl_sgemm"), *p_version = sym(dl, "dnnl_version");
-    void *p_set_max = sym(dl, "dnnl_set_max_cpu_isa"), *p_effective = sym(dl, "dnnl_get_effective_cpu_isa");
-    if (!p_sgemm || !p_version || !p_set_max || !p_effective) {
-        snprintf(g_why, sizeof g_why, "%s lacks dnnl_sgemm, dnnl_version or the ISA calls", onednn_lib_names());
-        dlclose(dl);
+        snprintf(g_why, sizeof g_why, "cannot load %s (%.120s)", lib_names(), err ? err : "unknown reason");
         return;
     }
     const dnnl_version_t *(*version)(void);
     int (*set_max)(unsigned);
     unsigned (*effective)(void);
-    memcpy(&g_lib.sgemm, &p_sgemm, sizeof p_sgemm);
-    memcpy(&version, &p_version, sizeof p_version);
-    memcpy(&set_max, &p_set_max, sizeof p_set_max);
-    memcpy(&effective, &p_effective, sizeof p_effective);
+    /* POSIX lets dlsym's void * convert to a function pointer; memcpy keeps -Wpedantic quiet. */
+#define LOAD(fn, name)                      \
+    do {                                    \
+        void *p_ = dlsym(dl, name);         \
+        memcpy(&(fn), &p_, sizeof p_);      \
+    } while (0)
+    LOAD(g_lib.sgemm, "dnnl_sgemm");
+    LOAD(version, "dnnl_version");
+    LOAD(set_max, "dnnl_set_max_cpu_isa");
+    LOAD(effective, "dnnl_get_effective_cpu_isa");
+#undef LOAD
+    if (!g_lib.sgemm || !version || !set_max || !effective) {
+        snprintf(g_why, sizeof g_why, "%s lacks dnnl_sgemm, dnnl_version or the ISA calls", lib_names());
+        g_lib.sgemm = NULL;
+        dlclose(dl);
+        return;
+    }
     /* The cap goes in before any other call: oneDNN fixes its ISA at first use. */
     unsigned cap = g_max_level >= CPU_ISA_AVX512 ? ISA_ALL
                    : g_max_level == CPU_ISA_AVX2 ? ISA_AVX2

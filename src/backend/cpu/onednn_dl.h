@@ -21,10 +21,8 @@ typedef struct {
     char isa[48];     /* the instructions its JIT uses: "avx512_core_bf16", "avx2" */
 } onednn_lib;
 
-/* The library file tried: BERTC_ONEDNN_LIB, else libdnnl.so.3, then libdnnl.so.2. */
-const char *onednn_lib_names(void);
-
-/* Loads oneDNN (once per process) with its JIT held to at most max_level
+/* Loads oneDNN (once per process: BERTC_ONEDNN_LIB, else libdnnl.so.3, then
+ * libdnnl.so.2) with its JIT held to at most max_level
  * (a cpu_isa_level; the CPU's own level means no cap). 0 and *out, or -1 with
  * the reason in why. */
 int onednn_load(onednn_lib *out, int max_level, char *why, size_t cap);
