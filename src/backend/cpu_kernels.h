@@ -88,6 +88,10 @@ char *cpu_kernels_gemm(char *buf, size_t cap);
 /* Decides the training GEMM (BERTC_GEMM, and whether oneDNN loads), once;
  * 0, or an err.h code for a BERTC_GEMM that cannot be had. */
 int cpu_kernels_gemm_choose(void);
+/* Whether --precision bf16 can run here: AVX512-BF16 (or AMX-BF16), the
+ * avx512 level, and oneDNN's bf16 matmul (loaded on the first call). 0 and,
+ * in impl, "oneDNN 2.6.3 gemm:jit"; or ERR_INPUT with the reason. */
+int cpu_kernels_bf16(char *impl, size_t cap);
 /* oneDNN's dnnl_sgemm when it is the training GEMM, else NULL (use cblas_sgemm). */
 onednn_sgemm_fn cpu_kernels_onednn_sgemm(void);
 

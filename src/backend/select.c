@@ -4,6 +4,8 @@
  * it is missing. */
 #include "backend/select.h"
 
+#include "backend/cpu_kernels.h"
+
 #include "core/err.h"
 
 #include <stdio.h>
@@ -82,18 +84,47 @@ int select_probe_cuda(int gpu, char *name, size_t name_cap, int *cc_major, int *
     return api->probe(gpu, name, name_cap, cc_major, cc_minor, total, why, why_cap);
 }
 
-static int make_cpu(backend *out, const backend_opts *o, backend_info *info)
+/* The CPU backend. bf16 (training only: a batch-invariant backend, answers
+ * and evaluation, computes in fp32) where backend_cpu_set_bf16 can have it;
+ * strict (--device cpu): a precision it cannot honour is ERR_INPUT, else
+ * (the fall-back of --device auto) fp32. */
+static int make_cpu(backend *out, const backend_opts *o, backend_info *info, int strict)
 {
+    int bf16 = o->precision == PREC_BF16 && !o->batch_invariant;
+    if (strict && o->precision != PREC_AUTO && o->precision != PREC_FP32 && !bf16) {
+        if (o->precision == PREC_BF16)
+            return err_set(ERR_INPUT, "--precision bf16 on the CPU is for training (train, bench): answers are "
+                                      "computed in fp32, with batch-invariant products");
+        return err_set(ERR_INPUT,
+                       "--precision %s needs the CUDA backend; the CPU backend computes in fp32, or bf16 on CPUs "
+                       "with AVX512-BF16",
+                       select_precision_name(o->precision));
+    }
     int rc = backend_cpu_create(out, o->threads);
     if (rc) return rc;
     backend_set_batch_invariant(out, o->batch_invariant);
     info->is_cuda = 0;
     info->precision = PREC_FP32;
-    const char *gemm = o->batch_invariant ? "batch-invariant GEMM" : "OpenBLAS";
+    char impl[96] = "";
+    if (bf16) {
+        rc = backend_cpu_set_bf16(out, 1, impl, sizeof impl);
+        if (rc && strict) {
+            backend_free(out);
+            return rc;
+        }
+        if (!rc) info->precision = PREC_BF16;
+        else err_clear();
+    }
+    const char *gemm = o->batch_invariant                    ? "batch-invariant GEMM"
+                       : cpu_kernels_onednn_sgemm() || bf16 ? "oneDNN"
+                                                            : "OpenBLAS";
+    char prec[128];
+    if (info->precision == PREC_BF16) snprintf(prec, sizeof prec, "bf16 (linear layers, %s)", impl);
+    else snprintf(prec, sizeof prec, "fp32");
     if (o->threads > 0)
-        snprintf(info->desc, sizeof info->desc, "cpu: %s + OpenMP, %d thread%s, fp32", gemm, o->threads,
-                 o->threads == 1 ? "" : "s");
-    else snprintf(info->desc, sizeof info->desc, "cpu: %s + OpenMP, all cores, fp32", gemm);
+        snprintf(info->desc, sizeof info->desc, "cpu: %s + OpenMP, %d thread%s, %s", gemm, o->threads,
+                 o->threads == 1 ? "" : "s", prec);
+    else snprintf(info->desc, sizeof info->desc, "cpu: %s + OpenMP, all cores, %s", gemm, prec);
     return 0;
 }
 
@@ -128,12 +159,7 @@ int backend_select(backend *out, const backend_opts *o, backend_info *info)
         return err_set(ERR_INPUT, "--precision: unknown precision kind %d", (int)o->precision);
     if (o->mem_limit < 0) return err_set(ERR_INPUT, "--gpu-mem-limit: negative size");
 
-    if (o->device == DEVICE_CPU) {
-        if (o->precision != PREC_AUTO && o->precision != PREC_FP32)
-            return err_set(ERR_INPUT, "--precision %s needs the CUDA backend; the CPU backend computes in fp32",
-                           select_precision_name(o->precision));
-        return make_cpu(out, o, info);
-    }
+    if (o->device == DEVICE_CPU) return make_cpu(out, o, info, 1);
 
     char name[128] = "", why[768] = "";
     int major = 0, minor = 0;
@@ -150,10 +176,10 @@ int backend_select(backend *out, const backend_opts *o, backend_info *info)
             return err_set(ERR_RUNTIME, "--device cuda: no usable CUDA device: %s", why);
         }
         snprintf(info->fallback, sizeof info->fallback, "%.*s", (int)sizeof info->fallback - 1, why); /* may cut */
-        int rc = make_cpu(out, o, info);
+        int rc = make_cpu(out, o, info, 0);
         if (rc) return rc;
         if (!o->quiet) {
-            if (o->precision != PREC_AUTO && o->precision != PREC_FP32)
+            if (o->precision != PREC_AUTO && o->precision != info->precision)
                 log_warn("no usable CUDA device (%s): using the CPU backend in fp32, not %s", info->fallback,
                          select_precision_name(o->precision));
             else log_warn("no usable CUDA device (%s): using the CPU backend", info->fallback);

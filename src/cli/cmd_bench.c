@@ -214,7 +214,7 @@ static int bench_parse(int argc, char **argv, bench_opts *o)
          .required = 0},
         {"gpu", ARG_INT, &o->gpu, "N", "the CUDA device to use", .min = 0, .max = 1023},
         {"precision", ARG_STR, &precision, "P",
-         "auto|fp32|tf32|fp16|bf16 (auto: bf16 on compute capability 8.0+, fp16 on 7.x, fp32 on the CPU)",
+         "auto|fp32|tf32|fp16|bf16 (auto: bf16 on compute capability 8.0+, fp16 on 7.x, fp32 on the CPU; bf16 on a CPU with AVX512-BF16)",
          .required = 0},
         {"gpu-mem-limit", ARG_STR, &limit, "SIZE", "device memory bertc may use, e.g. 16GiB (a T4's card)",
          .required = 0},

@@ -79,7 +79,7 @@ static int train_main(int argc, char **argv)
         {"seed", ARG_I64, &seed, "N", "seed of shuffling, dropout and qa_outputs init", .min = 0, .max = 9.2e18},
         {"no-shuffle", ARG_FLAG_OFF, &o.shuffle, NULL, "keep the data order", .min = 0},
         {"device", ARG_STR, &device, "D", "auto|cpu|cuda (auto: the GPU when there is a usable one, else the CPU)", .min = 0},
-        {"precision", ARG_STR, &precision, "P", "auto|fp32|tf32|fp16|bf16 (auto: bf16 from compute 8.0, fp16 below, fp32 on the CPU)", .min = 0},
+        {"precision", ARG_STR, &precision, "P", "auto|fp32|tf32|fp16|bf16 (auto: bf16 from compute 8.0, fp16 below, fp32 on the CPU; bf16 on a CPU with AVX512-BF16 runs the linear layers in bf16)", .min = 0},
         {"gpu", ARG_INT, &o.gpu, "N", "the CUDA device to train on", .min = 0, .max = 1023},
         {"gpu-mem-limit", ARG_SIZE, &o.gpu_mem_limit, "SIZE", "most device memory to allocate, e.g. 15GiB (0 = no limit)", .min = 0},
         {"recompute", ARG_STR, &recompute, "MODE", "none|layer: layer keeps only each layer's input and recomputes the rest in backward (less memory, ~1/3 more compute, same results)", .min = 0},

@@ -51,7 +51,7 @@ typedef struct {
 #define CLI_DEVICE_DEFAULT {.device = "auto", .precision = "auto"}
 #define CLI_DEVICE_SPECS(d)                                                                                  \
     {"device", ARG_STR, &(d)->device, "D", "auto|cpu|cuda (auto: the GPU when there is a usable one)", .min = 0}, \
-    {"precision", ARG_STR, &(d)->precision, "P", "auto|fp32|tf32|fp16|bf16 (the CPU computes in fp32)", .min = 0}, \
+    {"precision", ARG_STR, &(d)->precision, "P", "auto|fp32|tf32|fp16|bf16 (answers on the CPU are computed in fp32)", .min = 0}, \
     {"gpu", ARG_INT, &(d)->gpu, "N", "the CUDA device to use", .min = 0, .max = 1023}
 /* The backend options of a command that answers questions: d's device,
  * precision and GPU, `threads` CPU threads, and batch-invariant products,

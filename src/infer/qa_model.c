@@ -47,7 +47,7 @@ int qa_model_select(qa_model *m, const backend_opts *bo)
      * older than the CUDA runtime, a GPU older than sm_75, a build without
      * CUDA), and so is fp16/bf16 asked for and not given. */
     int driver = access("/proc/driver/nvidia", F_OK) == 0;
-    int downgraded = bo->precision != PREC_AUTO && bo->precision != PREC_FP32;
+    int downgraded = bo->precision != PREC_AUTO && bo->precision != m->info.precision;
     m->notice_due = m->info.fallback[0] != 0 && !bo->quiet && (driver || downgraded);
     return 0;
 }
@@ -57,7 +57,7 @@ static void fallback_notice(qa_model *m)
 {
     if (!m->notice_due) return;
     m->notice_due = 0;
-    if (m->asked != PREC_AUTO && m->asked != PREC_FP32)
+    if (m->asked != PREC_AUTO && m->asked != m->info.precision)
         log_warn("no usable CUDA device (%s): using the CPU backend in fp32, not %s", m->info.fallback,
                  select_precision_name(m->asked));
     else log_warn("no usable CUDA device (%s): using the CPU backend", m->info.fallback);

@@ -1,5 +1,6 @@
 /* `bertc devices` and the hardware line (see devices.h). */
 #include "obs/devices.h"
+#include "backend/cpu_kernels.h"
 #include "backend/cuda_module.h"
 #include "obs/nvml_dl.h"
 #include "obs/sysinfo.h"
@@ -173,8 +174,12 @@ void devices_print(FILE *f)
         else if (first_ok_cc < 0) snprintf(why_cpu, sizeof why_cpu, "no GPU of compute capability 7.5 or newer");
         else if (!api) snprintf(why_cpu, sizeof why_cpu, "no CUDA backend: %s", cuda_module_why());
         else snprintf(why_cpu, sizeof why_cpu, "the CUDA backend finds no usable GPU: %s", cwhy);
-        fprintf(f, "bertc will use: the CPU backend (OpenBLAS + OpenMP), %d thread(s) (--threads or "
-                   "OMP_NUM_THREADS to change), precision fp32; reason: %s\n", threads, why_cpu);
+        int bf16 = cpu_kernels_bf16(NULL, 0) == 0;
+        if (!bf16) err_clear();
+        fprintf(f, "bertc will use: the CPU backend (%s + OpenMP), %d thread(s) (--threads or "
+                   "OMP_NUM_THREADS to change), precision fp32%s; reason: %s\n",
+                cpu_kernels_onednn_sgemm() ? "oneDNN" : "OpenBLAS", threads,
+                bf16 ? " (this CPU also trains with --precision bf16)" : "", why_cpu);
     }
     print_planner(f, first_mem, first_ok_cc);
     if (nv) nvml_close(nv);

@@ -20,7 +20,7 @@ for want in "GPU: none found" "cannot load /nonexistent/libnvidia-ml.so.1" "CPU:
     grep -qF -- "$want" "$cli_tmp/out" || cli_bad "stdout lacks '$want'"
 done
 # the thread count bertc reports follows OMP_NUM_THREADS
-OMP_NUM_THREADS=3 "$BERTC" devices | grep -qF "CPU backend (OpenBLAS + OpenMP), 3 thread(s)" ||
+OMP_NUM_THREADS=3 "$BERTC" devices | grep -qE "CPU backend \((oneDNN|OpenBLAS) \+ OpenMP\), 3 thread\(s\)" ||
     cli_bad "OMP_NUM_THREADS=3 not reflected"
 # the AVX2 line agrees with the kernel's flags
 if grep -qw avx2 /proc/cpuinfo; then

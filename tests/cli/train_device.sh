@@ -21,7 +21,7 @@ expect 2 "--precision tf32 needs the CUDA backend" -- train --model $M --train $
 [ -e "$O" ] && cli_bad "--device cpu --precision tf32 left $O behind"
 expect 2 "train --device: 'gpu' is not one of auto, cpu, cuda" -- train --model $M --train $D --out $O --device gpu
 expect 2 "train --gpu: -1 is out of range" -- train --model $M --train $D --out $O --gpu -1
-expect 2 "--precision bf16 needs the CUDA backend" -- predict --model $M --data $D --out $cli_tmp/p.json --device cpu --precision bf16
+expect 2 "--precision bf16 on the CPU is for training (train, bench): answers are computed in fp32" -- predict --model $M --data $D --out $cli_tmp/p.json --device cpu --precision bf16
 [ -e "$cli_tmp/p.json" ] && cli_bad "predict wrote $cli_tmp/p.json"
 expect 2 "predict --device: 'gpu' is not one of" -- predict --model $M --data $D --out $cli_tmp/p.json --device gpu
 expect 2 "ask --precision: 'fp8' is not one of" -- ask --model $M --context "Some text." --question "What?" --precision fp8
@@ -29,7 +29,7 @@ expect 2 "--precision fp16 needs the CUDA backend" -- ask --model $M --context "
 # bench takes the same --device/--precision (default --device cpu) and
 # --max-batch only on a GPU; its JSON names the backend and the peak memory.
 expect_help bench "usage: bertc bench" --device --precision --gpu-mem-limit --max-batch
-expect 2 "--precision bf16 needs the CUDA backend" -- bench --config tiny --seq 16 --batch 2 --precision bf16
+expect 2 "--precision fp16 needs the CUDA backend" -- bench --config tiny --seq 16 --batch 2 --precision fp16
 expect 2 "bench: --max-batch needs --device cuda" -- bench --config tiny --seq 16 --batch 2 --max-batch
 expect 2 "bench --device: 'gpu' is not one of" -- bench --config tiny --seq 16 --batch 2 --device gpu
 cli_n=$((cli_n + 1))
@@ -63,12 +63,12 @@ sed 's/^/    stderr: /' "$cli_tmp/err"
 [ "$(grep -c 'no usable CUDA device' "$cli_tmp/err")" -eq 1 ] || cli_bad "not exactly one fall-back notice"
 grep -q '^bertc: warning: no usable CUDA device (.*): using the CPU backend in fp32, not fp16$' "$cli_tmp/err" ||
     cli_bad "the notice does not say fp32, not fp16"
-grep -qx '  backend   cpu: OpenBLAS + OpenMP, 1 thread, fp32' "$cli_tmp/out" || cli_bad "start-up report: no cpu backend line"
+grep -qx '  backend   cpu: \(oneDNN\|OpenBLAS\) + OpenMP, 1 thread, fp32' "$cli_tmp/out" || cli_bad "start-up report: no cpu backend line"
 st=$O/checkpoints/step-00000002/state.json
 grep -q '"--precision": "fp32"' "$st" || cli_bad "fingerprint: $(grep -e '--precision' "$st")"
 grep -q '"loss_scale": 1.0,' "$st" || cli_bad "state.json loss_scale: $(grep '"loss_scale"' "$st")"
-grep -qx 'backend,"cpu: OpenBLAS + OpenMP, 1 thread, fp32"' "$O/info.csv" || cli_bad "info.csv: $(grep '^backend' "$O/info.csv")"
-grep -q '<th>backend</th><td>cpu: OpenBLAS + OpenMP, 1 thread, fp32</td>' "$O/report.html" || cli_bad "report.html lacks the backend"
+grep -qx 'backend,"cpu: \(oneDNN\|OpenBLAS\) + OpenMP, 1 thread, fp32"' "$O/info.csv" || cli_bad "info.csv: $(grep '^backend' "$O/info.csv")"
+grep -q '<th>backend</th><td>cpu: \(oneDNN\|OpenBLAS\) + OpenMP, 1 thread, fp32</td>' "$O/report.html" || cli_bad "report.html lacks the backend"
 awk -F, 'NR > 1 && $6 != 1 { bad = 1 } END { exit bad }' "$O/metrics.csv" || cli_bad "loss_scale is not 1 in metrics.csv"
 
 # The same run with --precision auto --device cpu: the same resolved

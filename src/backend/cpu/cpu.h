@@ -76,6 +76,12 @@ typedef struct {
     int batch_invariant;
     /* oneDNN's sgemm when it is the training GEMM (cpu_kernels_gemm_choose), else NULL: OpenBLAS. */
     onednn_sgemm_fn onednn_sgemm;
+    /* 1: the linear layers' products take bf16 operands (rounded from the
+     * fp32 arrays into bf16_buf) with fp32 accumulation and outputs, through
+     * oneDNN (--precision bf16; backend_cpu_set_bf16). batch_invariant wins. */
+    int bf16;
+    uint16_t *bf16_buf;
+    size_t bf16_cap; /* elements */
     /* Attention dropout masks drawn by forwards, for their backwards. */
     cpu_mask_slot masks[CPU_MASK_SLOTS];
     size_t mask_words; /* allocated in masks[], all slots */
@@ -91,6 +97,9 @@ void cpu_set_threads(cpu_ctx *ctx);
 /* Ensures each thread has two blocks of `floats` of scratch; 0, or -1 after recording the
  * failure in ctx->error. Called outside parallel regions only. */
 int cpu_scratch_reserve(cpu_ctx *ctx, size_t floats);
+/* ctx->bf16_buf with room for elems bf16 values (grown, contents lost), or
+ * NULL after recording the failure. Called outside parallel regions only. */
+uint16_t *cpu_bf16_reserve(cpu_ctx *ctx, size_t elems);
 /* Records a failure for backend sync to report. */
 void cpu_fail(cpu_ctx *ctx, const char *what);
 /* Around a parallel region whose threads each call cpu_gemm: a pthreads

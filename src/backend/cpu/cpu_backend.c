@@ -54,6 +54,21 @@ void cpu_gemm(const cpu_ctx *ctx, int transa, int transb, int M, int N, int K, f
                 alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+uint16_t *cpu_bf16_reserve(cpu_ctx *ctx, size_t elems)
+{
+    if (elems > ctx->bf16_cap) {
+        void *p = NULL;
+        if (elems > SIZE_MAX / sizeof(uint16_t) - 32 || posix_memalign(&p, 64, elems * sizeof(uint16_t) + 64) != 0) {
+            cpu_fail(ctx, "cpu backend: out of memory for the bf16 operands");
+            return NULL;
+        }
+        free(ctx->bf16_buf);
+        ctx->bf16_buf = p;
+        ctx->bf16_cap = elems;
+    }
+    return ctx->bf16_buf;
+}
+
 void cpu_fail(cpu_ctx *ctx, const char *what)
 {
     if (ctx->error) return; /* keep the first */
@@ -86,6 +101,7 @@ static void cpu_free(void *vctx)
     if (!ctx) return;
     cpu_mask_cache_free(ctx);
     free(ctx->scratch);
+    free(ctx->bf16_buf);
     free(ctx);
 }
 
@@ -189,6 +205,15 @@ int backend_set_batch_invariant(backend *b, int on)
     if (g && !strcmp(g, "openblas")) on = 0;
     ((cpu_ctx *)b->ctx)->batch_invariant = on != 0;
     return 1;
+}
+
+int backend_cpu_set_bf16(backend *b, int on, char *impl, size_t cap)
+{
+    if (!b || b->i != &cpu_backend_i) return err_set(ERR_INPUT, "backend_cpu_set_bf16: not a CPU backend");
+    int rc = on ? cpu_kernels_bf16(impl, cap) : 0;
+    if (rc) return rc;
+    ((cpu_ctx *)b->ctx)->bf16 = on != 0;
+    return 0;
 }
 
 int backend_cpu_create(backend *out, int nthreads)

@@ -294,6 +294,27 @@ int cpu_kernels_gemm_choose(void)
     return 0;
 }
 
+int cpu_kernels_bf16(char *impl, size_t cap)
+{
+    const cpu_kernels_state *s = cpu_kernels();
+    const char *pre = "--precision bf16 on the CPU";
+    if (!s->cpu.avx512_bf16 && !(s->cpu.amx_bf16 && s->cpu.os_amx))
+        return err_set(ERR_INPUT,
+                       "%s needs AVX512-BF16 or AMX-BF16, which this CPU (%s family %d model %d) lacks: without them "
+                       "bf16 products run no faster than fp32; use fp32",
+                       pre, s->cpu.vendor, s->cpu.family, s->cpu.model);
+    if (s->level < CPU_ISA_AVX512)
+        return err_set(ERR_INPUT, "%s needs the avx512 level; bertc's kernels are held to %s (%s)", pre,
+                       cpu_isa_name(s->level), s->level_from);
+    char why[200];
+    onednn_lib lib;
+    if (onednn_load(&lib, (int)s->level, why, sizeof why) != 0)
+        return err_set(ERR_INPUT, "%s computes with oneDNN: %s (Debian: apt-get install libdnnl2)", pre, why);
+    if (onednn_bf16_init(why, sizeof why) != 0) return err_set(ERR_INPUT, "%s: %s", pre, why);
+    if (impl && cap) snprintf(impl, cap, "oneDNN %s %s", lib.version, onednn_bf16_impl());
+    return 0;
+}
+
 onednn_sgemm_fn cpu_kernels_onednn_sgemm(void)
 {
     if (cpu_kernels_gemm_choose() != 0 || !cpu_kernels()->gemm_onednn) return NULL;

@@ -1,6 +1,8 @@
 /* oneDNN through dlopen (see onednn_dl.h). The declarations follow oneDNN's
- * C API reference (dnnl.h is not needed to build): only the calls bertc uses,
- * whose signatures and the ISA codes below are the same in oneDNN 2 and 3. */
+ * C API reference (dnnl.h is not needed to build): only the calls bertc uses.
+ * sgemm and the ISA calls are the same in oneDNN 2 and 3; the matmul
+ * primitive (bf16) is oneDNN 2's API, whose descriptors are structs the
+ * caller allocates (3 made them handles). */
 #define _GNU_SOURCE
 #include "backend/cpu/onednn_dl.h"
 
@@ -32,6 +34,7 @@ static const struct {
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+static void *g_dl;
 static onednn_lib g_lib;
 static int g_rc = -1;
 static char g_why[200];
@@ -95,6 +98,7 @@ static void load_once(void)
     snprintf(g_lib.isa, sizeof g_lib.isa, "isa code 0x%x", code);
     for (size_t i = 0; i < sizeof isa_names / sizeof isa_names[0]; i++)
         if (isa_names[i].code == code) snprintf(g_lib.isa, sizeof g_lib.isa, "%s", isa_names[i].name);
+    g_dl = dl;
     g_rc = 0; /* the library stays loaded for the life of the process */
 }
 
@@ -108,4 +112,191 @@ int onednn_load(onednn_lib *out, int max_level, char *why, size_t cap)
     }
     *out = g_lib;
     return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * bf16 products: oneDNN 2's matmul primitive. */
+
+/* oneDNN 2 (dnnl_types.h): data types, engine kind, stream flags, arguments,
+ * the query for the implementation's name, DNNL_RUNTIME_DIM_VAL. */
+enum { DT_BF16 = 2, DT_F32 = 3, ENGINE_CPU = 1, STREAM_DEFAULT = 1 };
+enum { ARG_SRC = 1, ARG_DST = 17, ARG_WEIGHTS = 33, QUERY_IMPL_INFO_STR = 8, TAG_AB = 3, TAG_BA = 22 };
+#define RUNTIME_DIM INT64_MIN
+#define MAX_NDIMS 12
+/* dnnl_memory_desc_t is 696 bytes and dnnl_matmul_desc_t 2800 in oneDNN 2.6:
+ * the library writes only its own size into these. */
+typedef struct {
+    _Alignas(16) unsigned char b[1024];
+} md_t;
+typedef struct {
+    _Alignas(16) unsigned char b[4096];
+} matmul_desc_t;
+typedef struct {
+    int arg;
+    void *memory;
+} exec_arg_t;
+
+static struct {
+    int (*engine_create)(void **, int, size_t);
+    int (*stream_create)(void **, void *, unsigned);
+    int (*stream_wait)(void *);
+    int (*md_init_by_tag)(md_t *, int, const int64_t *, int, int);
+    int (*matmul_desc_init)(matmul_desc_t *, const md_t *, const md_t *, const md_t *, const md_t *);
+    int (*attr_create)(void **);
+    int (*attr_destroy)(void *);
+    int (*attr_set_post_ops)(void *, const void *);
+    int (*post_ops_create)(void **);
+    int (*post_ops_append_sum)(void *, float);
+    int (*post_ops_destroy)(void *);
+    int (*pd_create)(void **, const void *, const void *, void *, const void *);
+    int (*pd_query)(const void *, int, int, void *);
+    int (*pd_destroy)(void *);
+    int (*prim_create)(void **, const void *);
+    int (*prim_execute)(const void *, void *, int, const exec_arg_t *);
+    int (*mem_create)(void **, const md_t *, void *, void *);
+    int (*mem_destroy)(void *);
+} dn;
+
+static pthread_once_t bf16_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t bf16_lock = PTHREAD_MUTEX_INITIALIZER;
+static int bf16_rc = -1;
+static char bf16_why[200];
+static char bf16_impl[64];
+static void *g_engine, *g_stream;
+static void *g_prim[2][2][2]; /* [transa][transb][beta 1] */
+
+/* A dense 2-D bf16 or f32 memory descriptor [rows, cols], row-major or
+ * (trans) its transpose; RUNTIME_DIM for both sizes in the primitive. (With
+ * run-time strides oneDNN 2.6 falls back to its reference loops; dense
+ * layouts by tag keep its JIT GEMM.) */
+static int md_2d(md_t *md, int64_t rows, int64_t cols, int trans, int dt)
+{
+    int64_t dims[MAX_NDIMS] = {rows, cols};
+    return dn.md_init_by_tag(md, 2, dims, dt, trans ? TAG_BA : TAG_AB);
+}
+
+/* The primitive for (ta, tb, beta), made on first use; NULL when oneDNN refuses. */
+static void *bf16_prim(int ta, int tb, int beta1)
+{
+    pthread_mutex_lock(&bf16_lock);
+    void *p = g_prim[ta][tb][beta1];
+    if (!p) {
+        md_t a, b, c;
+        matmul_desc_t d;
+        void *attr = NULL, *po = NULL, *pd = NULL;
+        const int64_t R = RUNTIME_DIM;
+        if (md_2d(&a, R, R, ta, DT_BF16) == 0 && md_2d(&b, R, R, tb, DT_BF16) == 0 && md_2d(&c, R, R, 0, DT_F32) == 0 && dn.matmul_desc_init(&d, &a, &b, NULL, &c) == 0 &&
+            dn.attr_create(&attr) == 0 && dn.post_ops_create(&po) == 0 &&
+            (!beta1 || dn.post_ops_append_sum(po, 1.0f) == 0) && dn.attr_set_post_ops(attr, po) == 0 &&
+            dn.pd_create(&pd, &d, attr, g_engine, NULL) == 0) {
+            const char *impl = NULL;
+            if (!bf16_impl[0] && dn.pd_query(pd, QUERY_IMPL_INFO_STR, 0, &impl) == 0 && impl)
+                snprintf(bf16_impl, sizeof bf16_impl, "%s", impl);
+            if (dn.prim_create(&p, pd) != 0) p = NULL;
+        }
+        if (pd) dn.pd_destroy(pd);
+        if (po) dn.post_ops_destroy(po);
+        if (attr) dn.attr_destroy(attr);
+        g_prim[ta][tb][beta1] = p;
+    }
+    pthread_mutex_unlock(&bf16_lock);
+    return p;
+}
+
+static void bf16_init_once(void)
+{
+    if (g_rc != 0 || !g_dl) {
+        snprintf(bf16_why, sizeof bf16_why, "oneDNN is not loaded: %.170s", g_why[0] ? g_why : "onednn_load was not called");
+        return;
+    }
+    if (strncmp(g_lib.version, "2.", 2) != 0) {
+        snprintf(bf16_why, sizeof bf16_why, "bertc's bf16 products use oneDNN 2's matmul API; this is oneDNN %s",
+                 g_lib.version);
+        return;
+    }
+    void *dl = g_dl;
+#define LOAD(fn, name)                      \
+    do {                                    \
+        void *p_ = dlsym(dl, name);         \
+        memcpy(&(fn), &p_, sizeof p_);      \
+        if (!p_) missing = name;            \
+    } while (0)
+    const char *missing = NULL;
+    LOAD(dn.engine_create, "dnnl_engine_create");
+    LOAD(dn.stream_create, "dnnl_stream_create");
+    LOAD(dn.stream_wait, "dnnl_stream_wait");
+    LOAD(dn.md_init_by_tag, "dnnl_memory_desc_init_by_tag");
+    LOAD(dn.matmul_desc_init, "dnnl_matmul_desc_init");
+    LOAD(dn.attr_create, "dnnl_primitive_attr_create");
+    LOAD(dn.attr_destroy, "dnnl_primitive_attr_destroy");
+    LOAD(dn.attr_set_post_ops, "dnnl_primitive_attr_set_post_ops");
+    LOAD(dn.post_ops_create, "dnnl_post_ops_create");
+    LOAD(dn.post_ops_append_sum, "dnnl_post_ops_append_sum");
+    LOAD(dn.post_ops_destroy, "dnnl_post_ops_destroy");
+    LOAD(dn.pd_create, "dnnl_primitive_desc_create");
+    LOAD(dn.pd_query, "dnnl_primitive_desc_query");
+    LOAD(dn.pd_destroy, "dnnl_primitive_desc_destroy");
+    LOAD(dn.prim_create, "dnnl_primitive_create");
+    LOAD(dn.prim_execute, "dnnl_primitive_execute");
+    LOAD(dn.mem_create, "dnnl_memory_create");
+    LOAD(dn.mem_destroy, "dnnl_memory_destroy");
+#undef LOAD
+    if (missing) {
+        snprintf(bf16_why, sizeof bf16_why, "oneDNN %s lacks %s", g_lib.version, missing);
+        return;
+    }
+    if (dn.engine_create(&g_engine, ENGINE_CPU, 0) != 0 || dn.stream_create(&g_stream, g_engine, STREAM_DEFAULT) != 0) {
+        snprintf(bf16_why, sizeof bf16_why, "oneDNN %s: cannot make a CPU engine and stream", g_lib.version);
+        return;
+    }
+    if (!bf16_prim(0, 1, 0)) {
+        snprintf(bf16_why, sizeof bf16_why, "oneDNN %s (%s) has no bf16 matmul for this CPU", g_lib.version, g_lib.isa);
+        return;
+    }
+    /* Its reference loops would make bf16 many times slower than fp32. */
+    if (!strncmp(bf16_impl, "ref", 3)) {
+        snprintf(bf16_why, sizeof bf16_why, "oneDNN %s (%s) would run bf16 products with its reference loops (%.40s)",
+                 g_lib.version, g_lib.isa, bf16_impl);
+        return;
+    }
+    bf16_rc = 0;
+}
+
+int onednn_bf16_init(char *why, size_t cap)
+{
+    pthread_once(&bf16_once, bf16_init_once);
+    if (bf16_rc != 0 && why && cap) snprintf(why, cap, "%s", bf16_why);
+    return bf16_rc;
+}
+
+const char *onednn_bf16_impl(void)
+{
+    return bf16_rc == 0 ? bf16_impl : "";
+}
+
+int onednn_gemm_bf16(int transa, int transb, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
+                     const uint16_t *B, int64_t ldb, float beta, float *C, int64_t ldc)
+{
+    if (bf16_rc != 0 || (beta != 0.0f && beta != 1.0f)) return -1;
+    if (lda != (transa ? M : K) || ldb != (transb ? K : N) || ldc != N) return -1; /* dense only */
+    if (M <= 0 || N <= 0) return 0;
+    if (K <= 0) {
+        for (int64_t i = 0; i < M && beta == 0.0f; i++) memset(C + i * ldc, 0, (size_t)N * sizeof(float));
+        return 0;
+    }
+    void *p = bf16_prim(transa != 0, transb != 0, beta != 0.0f);
+    if (!p) return -1;
+    md_t a, b, c;
+    void *ma = NULL, *mb = NULL, *mc = NULL;
+    int rc = -1;
+    if (md_2d(&a, M, K, transa, DT_BF16) == 0 && md_2d(&b, K, N, transb, DT_BF16) == 0 &&
+        md_2d(&c, M, N, 0, DT_F32) == 0 && dn.mem_create(&ma, &a, g_engine, (void *)A) == 0 &&
+        dn.mem_create(&mb, &b, g_engine, (void *)B) == 0 && dn.mem_create(&mc, &c, g_engine, C) == 0) {
+        exec_arg_t args[3] = {{ARG_SRC, ma}, {ARG_WEIGHTS, mb}, {ARG_DST, mc}};
+        rc = dn.prim_execute(p, g_stream, 3, args) == 0 && dn.stream_wait(g_stream) == 0 ? 0 : -1;
+    }
+    if (ma) dn.mem_destroy(ma);
+    if (mb) dn.mem_destroy(mb);
+    if (mc) dn.mem_destroy(mc);
+    return rc;
 }

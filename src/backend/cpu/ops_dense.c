@@ -5,6 +5,8 @@
 #include "backend/cpu/cpu_math.h"
 
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/bf16.h"
+#include "backend/cpu/onednn_dl.h"
 
 #include <math.h>
 #include <omp.h>
@@ -214,6 +216,50 @@ void cpu_layernorm_backward(void *vctx, float *dinp, float *dw, float *db, const
  * Matmul (nn.Linear): out = inp @ w^T + b, as torch's addmm: the bias is
  * copied into out and the GEMM accumulates onto it (beta = 1). */
 
+/* --precision bf16 (ctx->bf16): the operands are rounded to bf16 into
+ * ctx->bf16_buf and oneDNN multiplies them with fp32 accumulation onto the
+ * fp32 output (beta 1 accumulates, as the fp32 path). */
+static int use_bf16(const cpu_ctx *ctx)
+{
+    return ctx->bf16 && !ctx->batch_invariant;
+}
+
+static void bf16_gemm(cpu_ctx *ctx, int ta, int tb, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
+                      int ldb, float beta, float *C, int ldc)
+{
+    if (onednn_gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc) != 0)
+        cpu_fail(ctx, "cpu backend: oneDNN's bf16 matmul failed");
+}
+
+static void matmul_forward_bf16(cpu_ctx *ctx, float *out, const float *inp, const float *w, int N, int C, int OC,
+                                float beta)
+{
+    size_t ni = (size_t)N * C, nw = (size_t)OC * C;
+    uint16_t *buf = cpu_bf16_reserve(ctx, ni + nw);
+    if (!buf) return;
+    bf16_from_float(buf, inp, ni, ctx->nthreads);
+    bf16_from_float(buf + ni, w, nw, ctx->nthreads);
+    bf16_gemm(ctx, 0, 1, N, OC, C, buf, C, buf + ni, C, beta, out, OC);
+}
+
+static void matmul_backward_bf16(cpu_ctx *ctx, float *dinp, float *dw, const float *dout, const float *inp,
+                                 const float *w, int N, int C, int OC)
+{
+    size_t nd = (size_t)N * OC, nw = dinp ? (size_t)OC * C : 0, ni = dw ? (size_t)N * C : 0;
+    uint16_t *buf = cpu_bf16_reserve(ctx, nd + nw + ni);
+    if (!buf) return;
+    uint16_t *dout_b = buf, *w_b = buf + nd, *inp_b = buf + nd + nw;
+    bf16_from_float(dout_b, dout, nd, ctx->nthreads);
+    if (dinp) {
+        bf16_from_float(w_b, w, nw, ctx->nthreads);
+        bf16_gemm(ctx, 0, 0, N, C, OC, dout_b, OC, w_b, C, 1.0f, dinp, C);
+    }
+    if (dw) {
+        bf16_from_float(inp_b, inp, ni, ctx->nthreads);
+        bf16_gemm(ctx, 1, 0, OC, C, N, dout_b, OC, inp_b, C, 1.0f, dw, C);
+    }
+}
+
 // out is (N,OC); inp (N,C); w (OC,C); b (OC) or NULL
 void cpu_matmul_forward(void *vctx, float *out, const float *inp, const float *w, const float *b, int N, int C,
                         int OC)
@@ -229,7 +275,8 @@ void cpu_matmul_forward(void *vctx, float *out, const float *inp, const float *w
         return;
     }
     cpu_set_threads(ctx);
-    cpu_gemm(ctx, 0, 1, N, OC, C, 1.0f, inp, C, w, C, b ? 1.0f : 0.0f, out, OC);
+    if (use_bf16(ctx)) matmul_forward_bf16(ctx, out, inp, w, N, C, OC, b ? 1.0f : 0.0f);
+    else cpu_gemm(ctx, 0, 1, N, OC, C, 1.0f, inp, C, w, C, b ? 1.0f : 0.0f, out, OC);
 }
 
 void cpu_matmul_backward(void *vctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
@@ -238,7 +285,9 @@ void cpu_matmul_backward(void *vctx, float *dinp, float *dw, float *db, const fl
     cpu_ctx *ctx = vctx;
     if (N <= 0 || OC <= 0 || C < 0) return;
     cpu_set_threads(ctx);
-    if (C > 0) {
+    if (C > 0 && (dinp || dw) && use_bf16(ctx)) {
+        matmul_backward_bf16(ctx, dinp, dw, dout, inp, w, N, C, OC);
+    } else if (C > 0) {
         // dinp (N,C) += dout (N,OC) @ w (OC,C)
         if (dinp) cpu_gemm(ctx, 0, 0, N, C, OC, 1.0f, dout, OC, w, C, 1.0f, dinp, C);
         // dw (OC,C) += dout^T (OC,N) @ inp (N,C)
