@@ -115,9 +115,9 @@ static int make_cpu(backend *out, const backend_opts *o, backend_info *info, int
         if (!rc) info->precision = PREC_BF16;
         else err_clear();
     }
-    const char *gemm = o->batch_invariant                    ? "batch-invariant GEMM"
-                       : cpu_kernels_onednn_sgemm() || bf16 ? "oneDNN"
-                                                            : "OpenBLAS";
+    const char *gemm = o->batch_invariant                                          ? "batch-invariant GEMM"
+                       : info->precision == PREC_BF16 || cpu_kernels_onednn_sgemm() ? "oneDNN"
+                                                                                  : "OpenBLAS";
     char prec[128];
     if (info->precision == PREC_BF16) snprintf(prec, sizeof prec, "bf16 (linear layers, %s)", impl);
     else snprintf(prec, sizeof prec, "fp32");

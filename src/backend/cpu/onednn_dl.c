@@ -33,6 +33,16 @@ static const struct {
     {0xe7, "avx512_core_bf16"},
 };
 
+/* fn = the symbol name of the library dl; a missing one leaves fn NULL and
+ * its name in `missing`. POSIX lets dlsym's void * convert to a function
+ * pointer; memcpy keeps -Wpedantic quiet. */
+#define LOAD(fn, name)                 \
+    do {                               \
+        void *p_ = dlsym(dl, name);    \
+        memcpy(&(fn), &p_, sizeof p_); \
+        if (!p_) missing = name;       \
+    } while (0)
+
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static void *g_dl;
 static onednn_lib g_lib;
@@ -64,19 +74,13 @@ static void load_once(void)
     const dnnl_version_t *(*version)(void);
     int (*set_max)(unsigned);
     unsigned (*effective)(void);
-    /* POSIX lets dlsym's void * convert to a function pointer; memcpy keeps -Wpedantic quiet. */
-#define LOAD(fn, name)                      \
-    do {                                    \
-        void *p_ = dlsym(dl, name);         \
-        memcpy(&(fn), &p_, sizeof p_);      \
-    } while (0)
+    const char *missing = NULL;
     LOAD(g_lib.sgemm, "dnnl_sgemm");
     LOAD(version, "dnnl_version");
     LOAD(set_max, "dnnl_set_max_cpu_isa");
     LOAD(effective, "dnnl_get_effective_cpu_isa");
-#undef LOAD
-    if (!g_lib.sgemm || !version || !set_max || !effective) {
-        snprintf(g_why, sizeof g_why, "%s lacks dnnl_sgemm, dnnl_version or the ISA calls", lib_names());
+    if (missing) {
+        snprintf(g_why, sizeof g_why, "%s lacks %s", lib_names(), missing);
         g_lib.sgemm = NULL;
         dlclose(dl);
         return;
@@ -215,12 +219,6 @@ static void bf16_init_once(void)
         return;
     }
     void *dl = g_dl;
-#define LOAD(fn, name)                      \
-    do {                                    \
-        void *p_ = dlsym(dl, name);         \
-        memcpy(&(fn), &p_, sizeof p_);      \
-        if (!p_) missing = name;            \
-    } while (0)
     const char *missing = NULL;
     LOAD(dn.engine_create, "dnnl_engine_create");
     LOAD(dn.stream_create, "dnnl_stream_create");
@@ -240,7 +238,6 @@ static void bf16_init_once(void)
     LOAD(dn.prim_execute, "dnnl_primitive_execute");
     LOAD(dn.mem_create, "dnnl_memory_create");
     LOAD(dn.mem_destroy, "dnnl_memory_destroy");
-#undef LOAD
     if (missing) {
         snprintf(bf16_why, sizeof bf16_why, "oneDNN %s lacks %s", g_lib.version, missing);
         return;
