@@ -167,8 +167,19 @@ static void copy_str(char *dst, size_t cap, const char *src)
     snprintf(dst, cap, "%s", src ? src : "");
 }
 
+/* BERTC_CPU_ISA: 0 when unset or auto, 1 with *cap the level asked for, -1
+ * when it names no level (*raw: the value). */
+static int env_isa_cap(cpu_isa_level *cap, const char **raw)
+{
+    const char *want = getenv("BERTC_CPU_ISA");
+    *raw = want;
+    if (!want || !*want || !strcasecmp(want, "auto")) return 0;
+    return cpu_isa_parse(want, cap) == 0 ? 1 : -1;
+}
+
 /* The state without executing anything: for library users (tests) that never
- * called cpu_kernels_init, and the first half of it. */
+ * called cpu_kernels_init, and the first half of it. A bad or too high
+ * BERTC_CPU_ISA is ignored here; decide() refuses it. */
 static void fill_passive(cpu_kernels_state *s)
 {
     memset(s, 0, sizeof *s);
@@ -176,8 +187,8 @@ static void fill_passive(cpu_kernels_state *s)
     s->level = s->cpu.level;
     copy_str(s->level_from, sizeof s->level_from, "auto");
     cpu_isa_level cap;
-    const char *want = getenv("BERTC_CPU_ISA");
-    if (want && *want && strcasecmp(want, "auto") && cpu_isa_parse(want, &cap) == 0 && cap <= s->cpu.level) {
+    const char *want;
+    if (env_isa_cap(&cap, &want) == 1 && cap <= s->cpu.level) {
         s->level = cap;
         snprintf(s->level_from, sizeof s->level_from, "BERTC_CPU_ISA=%s", cpu_isa_name(cap));
     }
@@ -216,16 +227,14 @@ static int refuse_level(const cpu_kernels_state *s, const char *what, cpu_isa_le
 static int decide(cpu_kernels_state *s, const char **want_core)
 {
     *want_core = NULL;
-    const char *want = getenv("BERTC_CPU_ISA");
-    if (want && *want && strcasecmp(want, "auto")) {
-        cpu_isa_level cap;
-        if (cpu_isa_parse(want, &cap) != 0)
-            return err_set(ERR_INPUT, "BERTC_CPU_ISA=%.40s: not a level (auto, avx512, avx2, avx or sse)", want);
-        if (cap > s->cpu.level) {
-            char what[64];
-            snprintf(what, sizeof what, "BERTC_CPU_ISA=%s", cpu_isa_name(cap));
-            return refuse_level(s, what, cap);
-        }
+    cpu_isa_level cap;
+    const char *want;
+    int asked = env_isa_cap(&cap, &want);
+    if (asked < 0) return err_set(ERR_INPUT, "BERTC_CPU_ISA=%.40s: not a level (auto, avx512, avx2, avx or sse)", want);
+    if (asked && cap > s->cpu.level) {
+        char what[64];
+        snprintf(what, sizeof what, "BERTC_CPU_ISA=%s", cpu_isa_name(cap));
+        return refuse_level(s, what, cap);
     }
     const char *user = getenv("OPENBLAS_CORETYPE"), *ours = getenv(ENV_CORE);
     int user_core = user && *user && !(ours && !strcasecmp(ours, user));
