@@ -144,17 +144,18 @@ static void permute_in(cuda_ctx *ctx, void *dst, const float *src, int B, int T,
 {
     size_t n = (size_t)B * T * NH * HS;
     unsigned g = cuda_blocks(n, 256);
-    if (ctx->gtype == GEMM_F16) permute_in_kernel<__half><<<g, 256, 0, ctx->stream>>>((__half *)dst, src, T, NH, HS, n);
+    if (ctx->gtype == GEMM_F16) CUDA_LAUNCH(permute_in_kernel<__half>, g, 256, 0, ctx->stream,
+        (__half *)dst, src, T, NH, HS, n);
     else if (ctx->gtype == GEMM_BF16)
-        permute_in_kernel<__nv_bfloat16><<<g, 256, 0, ctx->stream>>>((__nv_bfloat16 *)dst, src, T, NH, HS, n);
-    else permute_in_kernel<float><<<g, 256, 0, ctx->stream>>>((float *)dst, src, T, NH, HS, n);
+        CUDA_LAUNCH(permute_in_kernel<__nv_bfloat16>, g, 256, 0, ctx->stream, (__nv_bfloat16 *)dst, src, T, NH, HS, n);
+    else CUDA_LAUNCH(permute_in_kernel<float>, g, 256, 0, ctx->stream, (float *)dst, src, T, NH, HS, n);
     CUDA_LAUNCHED(ctx);
 }
 
 static void permute_out(cuda_ctx *ctx, float *dst, const float *src, int B, int T, int NH, int HS, int acc)
 {
     size_t n = (size_t)B * T * NH * HS;
-    permute_out_kernel<<<cuda_blocks(n, 256), 256, 0, ctx->stream>>>(dst, src, T, NH, HS, n, acc);
+    CUDA_LAUNCH(permute_out_kernel, cuda_blocks(n, 256), 256, 0, ctx->stream, dst, src, T, NH, HS, n, acc);
     CUDA_LAUNCHED(ctx);
 }
 
@@ -166,10 +167,11 @@ static const void *dropped_probs(cuda_ctx *ctx, void *ph, const float *probs, si
     unsigned g = cuda_blocks((n + 3) / 4, 256);
     float sc = cuda_dropout_scale(p);
     if (ctx->gtype == GEMM_F16)
-        drop_convert_kernel<__half><<<g, 256, 0, ctx->stream>>>((__half *)ph, probs, n, p, sc, rng);
+        CUDA_LAUNCH(drop_convert_kernel<__half>, g, 256, 0, ctx->stream, (__half *)ph, probs, n, p, sc, rng);
     else if (ctx->gtype == GEMM_BF16)
-        drop_convert_kernel<__nv_bfloat16><<<g, 256, 0, ctx->stream>>>((__nv_bfloat16 *)ph, probs, n, p, sc, rng);
-    else drop_convert_kernel<float><<<g, 256, 0, ctx->stream>>>((float *)ph, probs, n, p, sc, rng);
+        CUDA_LAUNCH(drop_convert_kernel<__nv_bfloat16>, g, 256, 0, ctx->stream,
+            (__nv_bfloat16 *)ph, probs, n, p, sc, rng);
+    else CUDA_LAUNCH(drop_convert_kernel<float>, g, 256, 0, ctx->stream, (float *)ph, probs, n, p, sc, rng);
     if (cudaPeekAtLastError() != cudaSuccess) {
         cuda_fail_at(ctx, "drop_convert_kernel", __FILE__, __LINE__, __func__, cudaGetErrorString(cudaGetLastError()));
         return NULL;
@@ -193,7 +195,7 @@ static void attention_padded_forward(cuda_ctx *ctx, float *out, float *probs, co
     if (cuda_gemm(ctx, 1, 0, T, T, HS, w.kh, HS, sq, w.qh, HS, sq, probs, T, st, BH, backend_score_scale(HS), 0.0f,
                   ctx->gtype))
         return;
-    softmax_forward_kernel<<<(unsigned)((size_t)BH * T), ATT_THREADS, 0, ctx->stream>>>(probs, mask, T, NH);
+    CUDA_LAUNCH(softmax_forward_kernel, (unsigned)((size_t)BH * T), ATT_THREADS, 0, ctx->stream, probs, mask, T, NH);
     CUDA_LAUNCHED(ctx);
     const void *P = dropped_probs(ctx, w.ph, probs, (size_t)BH * T * T, p, rng);
     if (!P) return;
@@ -233,16 +235,16 @@ static void attention_padded_backward(cuda_ctx *ctx, float *dq, float *dk, float
     float sc = cuda_dropout_scale(p), scaling = backend_score_scale(HS);
     unsigned rows = (unsigned)((size_t)BH * T);
     if (ctx->gtype == GEMM_F16) {
-        softmax_backward_kernel<__half><<<rows, ATT_THREADS, 0, ctx->stream>>>((__half *)w.ph, scratch, probs, T, p, sc,
-                                                                               scaling, rng);
+        CUDA_LAUNCH(softmax_backward_kernel<__half>, rows, ATT_THREADS, 0, ctx->stream,
+            (__half *)w.ph, scratch, probs, T, p, sc, scaling, rng);
         dS = w.ph;
     } else if (ctx->gtype == GEMM_BF16) {
-        softmax_backward_kernel<__nv_bfloat16><<<rows, ATT_THREADS, 0, ctx->stream>>>((__nv_bfloat16 *)w.ph, scratch,
-                                                                                      probs, T, p, sc, scaling, rng);
+        CUDA_LAUNCH(softmax_backward_kernel<__nv_bfloat16>, rows, ATT_THREADS, 0, ctx->stream,
+            (__nv_bfloat16 *)w.ph, scratch, probs, T, p, sc, scaling, rng);
         dS = w.ph;
     } else {
-        softmax_backward_kernel<float><<<rows, ATT_THREADS, 0, ctx->stream>>>(scratch, scratch, probs, T, p, sc,
-                                                                              scaling, rng);
+        CUDA_LAUNCH(softmax_backward_kernel<float>, rows, ATT_THREADS, 0, ctx->stream,
+            scratch, scratch, probs, T, p, sc, scaling, rng);
         dS = scratch;
     }
     CUDA_LAUNCHED(ctx);

@@ -16,6 +16,7 @@
  * rather than accumulates, so neither fits the op table as it is. */
 #include "backend/cuda/cuda_internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------------
@@ -36,9 +37,10 @@ void cuda_convert(cuda_ctx *ctx, void *dst, const float *src, size_t n, gemm_typ
 {
     if (ctx->error || n == 0) return;
     unsigned g = cuda_blocks(n, 256);
-    if (t == GEMM_F16) convert_kernel<__half><<<g, 256, 0, ctx->stream>>>((__half *)dst, src, n);
-    else if (t == GEMM_BF16) convert_kernel<__nv_bfloat16><<<g, 256, 0, ctx->stream>>>((__nv_bfloat16 *)dst, src, n);
-    else convert_kernel<float><<<g, 256, 0, ctx->stream>>>((float *)dst, src, n);
+    if (t == GEMM_F16) CUDA_LAUNCH(convert_kernel<__half>, g, 256, 0, ctx->stream, (__half *)dst, src, n);
+    else if (t == GEMM_BF16) CUDA_LAUNCH(convert_kernel<__nv_bfloat16>, g, 256, 0, ctx->stream,
+        (__nv_bfloat16 *)dst, src, n);
+    else CUDA_LAUNCH(convert_kernel<float>, g, 256, 0, ctx->stream, (float *)dst, src, n);
     CUDA_LAUNCHED(ctx);
 }
 
@@ -79,9 +81,9 @@ void cuda_colsum_add(cuda_ctx *ctx, float *out, const float *x, int N, int C, fl
     if (ctx->error || N <= 0 || C <= 0) return;
     int nchunks = (int)cuda_ws_colsum_chunks((size_t)N);
     dim3 g1((unsigned)nchunks, (unsigned)((C + 127) / 128));
-    colsum_stage1<<<g1, 128, 0, ctx->stream>>>(part, x, N, C);
+    CUDA_LAUNCH(colsum_stage1, g1, 128, 0, ctx->stream, part, x, N, C);
     CUDA_LAUNCHED(ctx);
-    colsum_stage2<<<(unsigned)((C + 127) / 128), 128, 0, ctx->stream>>>(out, part, nchunks, C);
+    CUDA_LAUNCH(colsum_stage2, (unsigned)((C + 127) / 128), 128, 0, ctx->stream, out, part, nchunks, C);
     CUDA_LAUNCHED(ctx);
 }
 
@@ -223,7 +225,7 @@ void cuda_matmul_forward(void *vctx, float *out, const float *inp, const float *
     if (ctx->error || N <= 0 || OC <= 0) return;
     size_t nout = (size_t)N * OC;
     if (b) {
-        bias_fill_kernel<<<cuda_blocks(nout, 256), 256, 0, ctx->stream>>>(out, b, (size_t)N, OC);
+        CUDA_LAUNCH(bias_fill_kernel, cuda_blocks(nout, 256), 256, 0, ctx->stream, out, b, (size_t)N, OC);
         CUDA_LAUNCHED(ctx);
     }
     if (C <= 0) {

@@ -37,6 +37,21 @@ extern "C" {
 #include <stddef.h>
 #include <stdint.h>
 
+/* Every kernel launch: CUDA_LAUNCH(kernel, grid, block, shared bytes,
+ * stream, arguments...) is kernel<<<grid, block, shared, stream>>>(arguments)
+ * under nvcc. tests/cudaemu compiles these files with the host compiler, and
+ * there it is the CPU stand-in's launcher (CUDAEMU_LAUNCH), which checks the
+ * configuration and every pointer argument and runs the grid. Likewise
+ * CUDA_DYN_SHARED(type, name) declares the block's dynamic shared memory. */
+#ifdef CUDAEMU
+#define CUDA_LAUNCH(kernel, grid, block, shared, stream, ...)                                                  \
+    CUDAEMU_LAUNCH(kernel, grid, block, shared, stream, __VA_ARGS__)
+#define CUDA_DYN_SHARED(type, name) CUDAEMU_DYN_SHARED(type, name)
+#else
+#define CUDA_LAUNCH(kernel, grid, block, shared, stream, ...) kernel<<<grid, block, shared, stream>>>(__VA_ARGS__)
+#define CUDA_DYN_SHARED(type, name) extern __shared__ type name[]
+#endif
+
 /* The element type of GEMM inputs. */
 typedef enum { GEMM_F32 = 0, GEMM_F16, GEMM_BF16 } gemm_type;
 

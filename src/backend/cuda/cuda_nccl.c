@@ -53,6 +53,11 @@ static int nccl_fail(int r, const char *what)
 int cuda_nccl_load(void)
 {
     if (g.lib) return 0;
+#ifdef CUDAEMU
+    /* On the CPU stand-in (tests/cudaemu) a real libnccl would talk to a
+     * driver that is not there: ranks sum through the host instead. */
+    return err_set(ERR_RUNTIME, "NCCL is not emulated (cudaemu: the CUDA backend runs on the CPU)");
+#endif
     const char *names[] = {"libnccl.so.2", "libnccl.so"};
     for (int i = 0; i < 2 && !g.lib; i++) g.lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
     if (!g.lib)

@@ -35,8 +35,8 @@ void cuda_embedding_forward(void *vctx, float *out, const int32_t *ids, const in
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     size_t n = (size_t)N * C;
     if (ctx->error || n == 0) return;
-    embedding_forward_kernel<<<cuda_blocks(n, 256), 256, 0, ctx->stream>>>(out, ids, types, pos, wte, wpe, wtt, T, C,
-                                                                           n);
+    CUDA_LAUNCH(embedding_forward_kernel, cuda_blocks(n, 256), 256, 0, ctx->stream,
+        out, ids, types, pos, wte, wpe, wtt, T, C, n);
     CUDA_LAUNCHED(ctx);
 }
 
@@ -120,7 +120,7 @@ __global__ void type_grad_stage2(float *dwtt, const float *part, const int *pres
 static void sorted_grad(cuda_ctx *ctx, float *dtab, const float *dout, const int32_t *keys, int N, int C,
                         int32_t *keys_out, int32_t *vals_in, int32_t *vals_out, void *sort_ws, size_t temp)
 {
-    iota_kernel<<<(unsigned)((N + 255) / 256), 256, 0, ctx->stream>>>(vals_in, N);
+    CUDA_LAUNCH(iota_kernel, (unsigned)((N + 255) / 256), 256, 0, ctx->stream, vals_in, N);
     CUDA_LAUNCHED(ctx);
     size_t tb = temp;
     CUDA_TRY(ctx, cub::DeviceRadixSort::SortPairs(sort_ws, tb, keys, keys_out, vals_in, vals_out, N, 0, 32,
@@ -128,7 +128,7 @@ static void sorted_grad(cuda_ctx *ctx, float *dtab, const float *dout, const int
     /* A thread per column: a frequent key (padding, [CLS], position 0) is
      * one long serial sum, so it should not also loop over columns. */
     unsigned wt = (unsigned)(C < 1024 ? (C + 31) / 32 * 32 : 1024);
-    sorted_grad_kernel<<<(unsigned)N, wt, 0, ctx->stream>>>(dtab, dout, keys_out, vals_out, N, C);
+    CUDA_LAUNCH(sorted_grad_kernel, (unsigned)N, wt, 0, ctx->stream, dtab, dout, keys_out, vals_out, N, C);
     CUDA_LAUNCHED(ctx);
 }
 
@@ -160,19 +160,20 @@ void cuda_embedding_backward(void *vctx, float *dwte, float *dwpe, float *dwtt, 
         /* the workspace again: the stream runs the word sort's kernels first */
         sorted_grad(ctx, dwpe, dout, pos, N, C, keys_out, vals_in, vals_out, sort_ws, sort_temp);
     } else if (dwpe && !ctx->error) {
-        pos_grad_kernel<<<cuda_blocks((size_t)T * C, 256), 256, 0, ctx->stream>>>(dwpe, dout, N / T, T, C);
+        CUDA_LAUNCH(pos_grad_kernel, cuda_blocks((size_t)T * C, 256), 256, 0, ctx->stream, dwpe, dout, N / T, T, C);
         CUDA_LAUNCHED(ctx);
     }
     if (dwtt && !ctx->error) {
         CUDA_TRY(ctx, cudaMemsetAsync(present, 0, CUDA_WS_MAX_TYPES * 4, ctx->stream));
-        type_present_kernel<<<(unsigned)((N + 255) / 256), 256, 0, ctx->stream>>>(present, ctx->dev_err, types, N);
+        CUDA_LAUNCH(type_present_kernel, (unsigned)((N + 255) / 256), 256, 0, ctx->stream,
+            present, ctx->dev_err, types, N);
         CUDA_LAUNCHED(ctx);
         int nchunks = (int)cuda_ws_colsum_chunks((size_t)N);
         dim3 g1((unsigned)nchunks, (unsigned)((C + 127) / 128));
-        type_grad_stage1<<<g1, 128, 0, ctx->stream>>>(part, dout, types, N, C);
+        CUDA_LAUNCH(type_grad_stage1, g1, 128, 0, ctx->stream, part, dout, types, N, C);
         CUDA_LAUNCHED(ctx);
         dim3 g2((unsigned)((C + 127) / 128), (unsigned)CUDA_WS_MAX_TYPES);
-        type_grad_stage2<<<g2, 128, 0, ctx->stream>>>(dwtt, part, present, nchunks, C);
+        CUDA_LAUNCH(type_grad_stage2, g2, 128, 0, ctx->stream, dwtt, part, present, nchunks, C);
         CUDA_LAUNCHED(ctx);
     }
 }
@@ -217,7 +218,8 @@ void cuda_layernorm_forward(void *vctx, float *out, float *mean, float *rstd, co
 {
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || N <= 0 || C <= 0) return;
-    layernorm_forward_kernel<<<(unsigned)((N + 3) / 4), 128, 0, ctx->stream>>>(out, mean, rstd, inp, w, b, N, C, eps);
+    CUDA_LAUNCH(layernorm_forward_kernel, (unsigned)((N + 3) / 4), 128, 0, ctx->stream,
+        out, mean, rstd, inp, w, b, N, C, eps);
     CUDA_LAUNCHED(ctx);
 }
 
@@ -283,8 +285,8 @@ void cuda_layernorm_backward(void *vctx, float *dinp, float *dw, float *db, cons
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || N <= 0 || C <= 0) return;
     if (dinp) {
-        layernorm_backward_kernel<<<(unsigned)((N + 3) / 4), 128, 0, ctx->stream>>>(dinp, dout, inp, w, mean, rstd, N,
-                                                                                    C);
+        CUDA_LAUNCH(layernorm_backward_kernel, (unsigned)((N + 3) / 4), 128, 0, ctx->stream,
+            dinp, dout, inp, w, mean, rstd, N, C);
         CUDA_LAUNCHED(ctx);
     }
     if (!dw && !db) return;
@@ -294,9 +296,9 @@ void cuda_layernorm_backward(void *vctx, float *dinp, float *dw, float *db, cons
     float *pw = (float *)cuda_ws_take(&cur, (size_t)nchunks * C * 4);
     float *pb = (float *)cuda_ws_take(&cur, (size_t)nchunks * C * 4);
     dim3 g1((unsigned)nchunks, (unsigned)((C + 127) / 128));
-    layernorm_param_stage1<<<g1, 128, 0, ctx->stream>>>(pw, pb, dout, inp, mean, rstd, N, C);
+    CUDA_LAUNCH(layernorm_param_stage1, g1, 128, 0, ctx->stream, pw, pb, dout, inp, mean, rstd, N, C);
     CUDA_LAUNCHED(ctx);
-    layernorm_param_stage2<<<(unsigned)((C + 127) / 128), 128, 0, ctx->stream>>>(dw, db, pw, pb, nchunks, C);
+    CUDA_LAUNCH(layernorm_param_stage2, (unsigned)((C + 127) / 128), 128, 0, ctx->stream, dw, db, pw, pb, nchunks, C);
     CUDA_LAUNCHED(ctx);
 }
 
@@ -330,7 +332,7 @@ void cuda_gelu_forward(void *vctx, float *out, const float *inp, size_t n)
 {
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || n == 0) return;
-    gelu_forward_kernel<<<cuda_blocks(n, 256), 256, 0, ctx->stream>>>(out, inp, n);
+    CUDA_LAUNCH(gelu_forward_kernel, cuda_blocks(n, 256), 256, 0, ctx->stream, out, inp, n);
     CUDA_LAUNCHED(ctx);
 }
 
@@ -338,7 +340,7 @@ void cuda_gelu_backward(void *vctx, float *dinp, const float *inp, const float *
 {
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || n == 0 || !dinp) return;
-    gelu_backward_kernel<<<cuda_blocks(n, 256), 256, 0, ctx->stream>>>(dinp, inp, dout, n);
+    CUDA_LAUNCH(gelu_backward_kernel, cuda_blocks(n, 256), 256, 0, ctx->stream, dinp, inp, dout, n);
     CUDA_LAUNCHED(ctx);
 }
 
@@ -400,10 +402,11 @@ static void dropout_launch(cuda_ctx *ctx, float *out, const float *inp, const ba
     size_t n = (size_t)w->N * C;
     float scale = cuda_dropout_scale(p);
     if (w->cu_seqlens)
-        dropout_packed_kernel<<<cuda_blocks(n, 256), 256, 0, ctx->stream>>>(out, inp, w->cu_seqlens, w->B, w->T, C, p,
-                                                                            scale, rng, accumulate, n);
+        CUDA_LAUNCH(dropout_packed_kernel, cuda_blocks(n, 256), 256, 0, ctx->stream,
+            out, inp, w->cu_seqlens, w->B, w->T, C, p, scale, rng, accumulate, n);
     else
-        dropout_kernel<<<cuda_blocks((n + 3) / 4, 256), 256, 0, ctx->stream>>>(out, inp, n, p, scale, rng, accumulate);
+        CUDA_LAUNCH(dropout_kernel, cuda_blocks((n + 3) / 4, 256), 256, 0, ctx->stream,
+            out, inp, n, p, scale, rng, accumulate);
     CUDA_LAUNCHED(ctx);
 }
 
@@ -428,7 +431,7 @@ void cuda_dropout_backward(void *vctx, float *dinp, const float *dout, const bac
     size_t n = (size_t)w->N * C;
     if (ctx->error || n == 0 || !dinp) return;
     if (p <= 0.0f) {
-        add_kernel<<<cuda_blocks(n, 256), 256, 0, ctx->stream>>>(dinp, dinp, dout, n);
+        CUDA_LAUNCH(add_kernel, cuda_blocks(n, 256), 256, 0, ctx->stream, dinp, dinp, dout, n);
         CUDA_LAUNCHED(ctx);
         return;
     }
@@ -440,6 +443,6 @@ void cuda_add(void *vctx, float *out, const float *a, const float *b, size_t n)
 {
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || n == 0) return;
-    add_kernel<<<cuda_blocks(n, 256), 256, 0, ctx->stream>>>(out, a, b, n);
+    CUDA_LAUNCH(add_kernel, cuda_blocks(n, 256), 256, 0, ctx->stream, out, a, b, n);
     CUDA_LAUNCHED(ctx);
 }

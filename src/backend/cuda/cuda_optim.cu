@@ -96,8 +96,8 @@ void cuda_qa_loss(void *vctx, float *loss, float *dlogits, const float *logits, 
     double *rowloss = (double *)cuda_ws_get(ctx, cuda_ws_qa_loss((size_t)w->B));
     if (!rowloss) return;
     if (dlogits) CUDA_TRY(ctx, cudaMemsetAsync(dlogits, 0, (size_t)w->N * 2 * sizeof(float), ctx->stream));
-    qa_loss_kernel<<<1, QA_THREADS, 0, ctx->stream>>>(loss, dlogits, logits, start, end, w->cu_seqlens, w->mask,
-                                                      w->B, w->T, grad_scale, rowloss);
+    CUDA_LAUNCH(qa_loss_kernel, 1, QA_THREADS, 0, ctx->stream,
+        loss, dlogits, logits, start, end, w->cu_seqlens, w->mask, w->B, w->T, grad_scale, rowloss);
     CUDA_LAUNCHED(ctx);
 }
 
@@ -147,8 +147,8 @@ double cuda_sum_squares(void *vctx, const float *x, size_t n)
     if ((n + chunk - 1) / chunk > CUDA_WS_REDUCE_BLOCKS) chunk = (n + CUDA_WS_REDUCE_BLOCKS - 1) / CUDA_WS_REDUCE_BLOCKS;
     unsigned nparts = (unsigned)((n + chunk - 1) / chunk);
     double *result = ctx->red + CUDA_WS_REDUCE_BLOCKS;
-    sum_squares_stage1<<<nparts, SS_THREADS, 0, ctx->stream>>>(ctx->red, x, n, chunk);
-    sum_squares_stage2<<<1, SS_THREADS, 0, ctx->stream>>>(result, ctx->red, (int)nparts);
+    CUDA_LAUNCH(sum_squares_stage1, nparts, SS_THREADS, 0, ctx->stream, ctx->red, x, n, chunk);
+    CUDA_LAUNCH(sum_squares_stage2, 1, SS_THREADS, 0, ctx->stream, result, ctx->red, (int)nparts);
     double s = NAN;
     cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess) e = cudaMemcpyAsync(&s, result, sizeof s, cudaMemcpyDeviceToHost, ctx->stream);
@@ -171,7 +171,7 @@ void cuda_scale(void *vctx, float *x, size_t n, float s)
 {
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || n == 0) return;
-    scale_kernel<<<cuda_blocks(n, 256), 256, 0, ctx->stream>>>(x, n, s);
+    CUDA_LAUNCH(scale_kernel, cuda_blocks(n, 256), 256, 0, ctx->stream, x, n, s);
     CUDA_LAUNCHED(ctx);
 }
 
@@ -193,7 +193,7 @@ int cuda_all_finite(void *vctx, const float *x, size_t n)
     int bad = 1;
     cudaError_t e = cudaMemsetAsync(ctx->flag, 0, sizeof(int), ctx->stream);
     if (e == cudaSuccess) {
-        nonfinite_kernel<<<cuda_blocks(n, 256), 256, 0, ctx->stream>>>(ctx->flag, x, n);
+        CUDA_LAUNCH(nonfinite_kernel, cuda_blocks(n, 256), 256, 0, ctx->stream, ctx->flag, x, n);
         e = cudaGetLastError();
     }
     if (e == cudaSuccess) e = cudaMemcpyAsync(&bad, ctx->flag, sizeof bad, cudaMemcpyDeviceToHost, ctx->stream);
@@ -235,6 +235,6 @@ void cuda_adamw(void *vctx, float *p, const float *g, float *m, float *v, size_t
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || n == 0) return;
     adamw_consts k = adamw_consts_make(lr, b1, b2, eps, wd, t, grad_scale);
-    adamw_kernel<<<cuda_blocks(n, 256), 256, 0, ctx->stream>>>(p, g, m, v, n, k);
+    CUDA_LAUNCH(adamw_kernel, cuda_blocks(n, 256), 256, 0, ctx->stream, p, g, m, v, n, k);
     CUDA_LAUNCHED(ctx);
 }

@@ -61,7 +61,7 @@ __global__ void att_varlen_fwd_kernel(float *out, float *probs, const float *q, 
                                       const int32_t *cu, int NH, int HS, int Tp, float scaling, float p, float dscale,
                                       philox_stream rng)
 {
-    extern __shared__ float vl_sh[];
+    CUDA_DYN_SHARED(float, vl_sh);
     __shared__ float red[VL_THREADS / 32];
     int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     int r0 = cu[b], T = cu[b + 1] - r0;
@@ -93,7 +93,7 @@ __global__ void att_varlen_bwd_rows_kernel(float *dq, float *scratch, const floa
                                            const float *v, const float *probs, const int32_t *cu, int NH, int HS,
                                            int Tp, float scaling, float p, float dscale, philox_stream rng)
 {
-    extern __shared__ float vl_sh[];
+    CUDA_DYN_SHARED(float, vl_sh);
     int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     int r0 = cu[b], T = cu[b + 1] - r0, C = NH * HS;
     if (i >= T) return;
@@ -129,7 +129,7 @@ __global__ void att_varlen_bwd_cols_kernel(float *dk, float *dv, const float *sc
                                            const float *q, const float *probs, const int32_t *cu, int NH, int HS,
                                            int Tp, float p, float dscale, philox_stream rng)
 {
-    extern __shared__ float vl_sh[];
+    CUDA_DYN_SHARED(float, vl_sh);
     int j = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     int r0 = cu[b], T = cu[b + 1] - r0;
     if (j >= T) return;
@@ -176,9 +176,8 @@ void cuda_attention_packed_forward(cuda_ctx *ctx, float *out, float *probs, cons
     size_t shared = (size_t)(HS + max_len) * sizeof(float);
     if (!vl_launch_ok(ctx, B, max_len, NH, shared)) return;
     dim3 grid((unsigned)max_len, (unsigned)NH, (unsigned)B);
-    att_varlen_fwd_kernel<<<grid, VL_THREADS, shared, ctx->stream>>>(out, probs, q, k, v, w->cu_seqlens, NH, HS, w->T,
-                                                                     backend_score_scale(HS), p,
-                                                                     cuda_dropout_scale(p), rng);
+    CUDA_LAUNCH(att_varlen_fwd_kernel, grid, VL_THREADS, shared, ctx->stream,
+        out, probs, q, k, v, w->cu_seqlens, NH, HS, w->T, backend_score_scale(HS), p, cuda_dropout_scale(p), rng);
     CUDA_LAUNCHED(ctx);
 }
 
@@ -192,12 +191,11 @@ void cuda_attention_packed_backward(cuda_ctx *ctx, float *dq, float *dk, float *
     if (!vl_launch_ok(ctx, B, max_len, NH, shared1 > shared2 ? shared1 : shared2)) return;
     dim3 grid((unsigned)max_len, (unsigned)NH, (unsigned)B);
     float dscale = cuda_dropout_scale(p);
-    att_varlen_bwd_rows_kernel<<<grid, VL_THREADS, shared1, ctx->stream>>>(
+    CUDA_LAUNCH(att_varlen_bwd_rows_kernel, grid, VL_THREADS, shared1, ctx->stream,
         dq, scratch, dout, k, v, probs, w->cu_seqlens, NH, HS, w->T, backend_score_scale(HS), p, dscale, rng);
     CUDA_LAUNCHED(ctx);
     if (!dk && !dv) return;
-    att_varlen_bwd_cols_kernel<<<grid, VL_THREADS, shared2, ctx->stream>>>(dk, dv, scratch, dout, q, probs,
-                                                                           w->cu_seqlens, NH, HS, w->T, p, dscale,
-                                                                           rng);
+    CUDA_LAUNCH(att_varlen_bwd_cols_kernel, grid, VL_THREADS, shared2, ctx->stream,
+        dk, dv, scratch, dout, q, probs, w->cu_seqlens, NH, HS, w->T, p, dscale, rng);
     CUDA_LAUNCHED(ctx);
 }
