@@ -1,0 +1,39 @@
+/* cudaemu's __nv_bfloat16: the top 16 bits of an fp32, with CUDA's
+ * conversion (round to nearest even; NaN to the canonical 0x7fff). */
+#ifndef CUDAEMU_CUDA_BF16_H
+#define CUDAEMU_CUDA_BF16_H
+
+#include <stdint.h>
+#include <string.h>
+
+static inline uint16_t cudaemu_f2bf_bits(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return 0x7fff;
+    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+static inline float cudaemu_bf2f_bits(uint16_t b)
+{
+    uint32_t x = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+#ifdef __cplusplus
+struct __nv_bfloat16 {
+    unsigned short __x;
+};
+static inline __nv_bfloat16 __float2bfloat16_rn(float f)
+{
+    __nv_bfloat16 h;
+    h.__x = cudaemu_f2bf_bits(f);
+    return h;
+}
+static inline __nv_bfloat16 __float2bfloat16(float f) { return __float2bfloat16_rn(f); }
+static inline float __bfloat162float(__nv_bfloat16 h) { return cudaemu_bf2f_bits(h.__x); }
+#endif
+
+#endif

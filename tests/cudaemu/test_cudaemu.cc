@@ -1,0 +1,443 @@
+/* test_cudaemu: the CPU stand-in's own checks (tests/cudaemu).
+ *
+ * 1. What it emulates: fp16/bf16 conversions (round to nearest even,
+ *    overflow to inf, subnormals, NaN), the execution model (a barrier makes
+ *    shared-memory writes visible; warp shuffles; a block reduction as
+ *    bertc's kernels write it), the NaN fill of new device memory, the
+ *    memory cap, launch-configuration errors, the emulated card's name.
+ * 2. The self-test: copies of bertc's kernels with a bug planted, each run
+ *    in a child process; each must be caught: a barrier removed (the result
+ *    is wrong), an index off by one (a guard zone written: the run stops),
+ *    a shuffle in divergent code, a barrier in divergent code, a host
+ *    pointer and a freed pointer passed to a kernel (each stops the run
+ *    naming the kernel, and the block and thread or the argument).
+ * Prints every comparison; exits 1 when one fails. */
+#include "cuda_bf16.h"
+#include "cuda_fp16.h"
+#include "cuda_runtime.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+
+static int failures, passes;
+
+static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void check(int ok, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%s ", ok ? "PASS" : "FAIL");
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    if (!ok) failures++;
+    else passes++;
+}
+
+static float bits_f(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* ------------------------------------------------------------------------
+ * Conversions. */
+
+static void conversions(void)
+{
+    struct {
+        float in;
+        uint16_t want;
+    } h[] = {
+        {1.0f, 0x3c00},
+        {65504.0f, 0x7bff},
+        {65519.996f, 0x7bff}, /* below the halfway point to 65536: the largest half */
+        {65520.0f, 0x7c00},   /* the halfway point rounds to even: inf */
+        {1e6f, 0x7c00},
+        {-1e6f, 0xfc00},
+        {bits_f(0x7f800000u), 0x7c00},
+        {1.0f + 1.0f / 2048, 0x3c00},       /* a tie: to even (down) */
+        {1.0f + 3.0f / 2048, 0x3c02},       /* a tie: to even (up) */
+        {6.103515625e-05f, 0x0400},         /* 2^-14, the smallest normal */
+        {5.9604645e-08f, 0x0001},           /* 2^-24, the smallest subnormal */
+        {2.9802322e-08f, 0x0000},           /* 2^-25: a tie, to even (zero) */
+        {4.4703484e-08f, 0x0001},           /* 1.5 * 2^-25 rounds up */
+        {-0.0f, 0x8000},
+        {bits_f(0x7fc00001u), 0x7fff},      /* NaN */
+    };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof h / sizeof h[0]; i++) {
+        uint16_t got = __float2half_rn(h[i].in).__x;
+        if (got != h[i].want) {
+            bad++;
+            printf("  half(%.9g) = 0x%04x, want 0x%04x\n", h[i].in, got, h[i].want);
+        }
+    }
+    check(!bad, "fp16: %zu conversions (ties to even, 65520 -> inf, subnormals, NaN)", sizeof h / sizeof h[0]);
+    /* every half converts back to the float that converts to it */
+    int rt = 0;
+    for (uint32_t u = 0; u < 65536; u++) {
+        __half x;
+        x.__x = (uint16_t)u;
+        float f = __half2float(x);
+        if (isnan(f)) continue;
+        if (__float2half_rn(f).__x != u) rt++;
+    }
+    check(!rt, "fp16: all 65536 halves round-trip through float (%d differ)", rt);
+    struct {
+        float in;
+        uint16_t want;
+    } b[] = {
+        {1.0f, 0x3f80},
+        {bits_f(0x3f808000u), 0x3f80}, /* a tie: to even (down) */
+        {bits_f(0x3f818000u), 0x3f82}, /* a tie: to even (up) */
+        {bits_f(0x3f808001u), 0x3f81},
+        {bits_f(0x7f7fffffu), 0x7f80}, /* FLT_MAX rounds to inf */
+        {bits_f(0x7fc00000u), 0x7fff},
+    };
+    bad = 0;
+    for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) {
+        uint16_t got = __float2bfloat16_rn(b[i].in).__x;
+        if (got != b[i].want) {
+            bad++;
+            printf("  bf16(%a) = 0x%04x, want 0x%04x\n", b[i].in, got, b[i].want);
+        }
+    }
+    check(!bad, "bf16: %zu conversions (ties to even, overflow to inf, NaN)", sizeof b / sizeof b[0]);
+    check(cudaemu_round_tf32(bits_f(0x3f801000u)) == 1.0f && cudaemu_round_tf32(bits_f(0x3f803000u)) == bits_f(0x3f804000u),
+          "tf32: rounds to 10 mantissa bits, ties to even");
+}
+
+/* ------------------------------------------------------------------------
+ * Kernels: good ones, and copies with bugs. */
+
+#define NT 128
+
+/* bertc's cuda_block_sum (src/backend/cuda/cuda_internal.h). */
+template <int N> static float block_sum(float v, float *sh, int drop_barrier)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    __syncthreads();
+    if (lane == 0) sh[w] = v;
+    if (!drop_barrier) __syncthreads(); /* the planted bug drops this one */
+    float s = 0;
+    for (int i = 0; i < N / 32; i++) s += sh[i];
+    return s;
+}
+
+/* One block per row: out[row] = sum of the row (bertc's row reductions). */
+__global__ void row_sum_kernel(float *out, const float *x, int n, int drop_barrier)
+{
+    __shared__ float sh[NT / 32];
+    const float *r = x + (size_t)blockIdx.x * n;
+    float s = 0;
+    for (int j = threadIdx.x; j < n; j += NT) s += r[j];
+    s = block_sum<NT>(s, sh, drop_barrier);
+    if (threadIdx.x == 0) out[blockIdx.x] = s;
+}
+
+/* bertc's add_kernel (cuda_ops.cu); off_by_one runs i <= n. */
+__global__ void add_kernel(float *out, const float *a, const float *b, size_t n, int off_by_one)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n + (off_by_one ? 1 : 0);
+         i += (size_t)gridDim.x * blockDim.x)
+        out[i] = __fadd_rn(a[i], b[i]);
+}
+
+/* bertc's warp_sum (cuda_ops.cu's layernorm); divergent puts it under a lane test. */
+__global__ void warp_sum_kernel(float *out, const float *x, int divergent)
+{
+    float v = x[threadIdx.x];
+    int lane = threadIdx.x % 32;
+    if (!divergent || lane < 16)
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0) out[threadIdx.x / 32] = v;
+}
+
+/* A barrier inside an early return, as a kernel with `if (i >= n) return;`
+ * before its __syncthreads() would have. */
+__global__ void early_return_kernel(float *out, int n)
+{
+    __shared__ float sh[NT];
+    int i = threadIdx.x;
+    if (i >= n) return;
+    sh[i] = (float)i;
+    __syncthreads();
+    out[i] = sh[(i + 1) % n];
+}
+
+/* Shared memory through a barrier: each thread reads its neighbour's write. */
+__global__ void neighbour_kernel(float *out, int with_barrier)
+{
+    __shared__ float sh[NT];
+    sh[threadIdx.x] = -1.0f;
+    __syncthreads();
+    sh[threadIdx.x] = (float)threadIdx.x;
+    if (with_barrier) __syncthreads();
+    out[threadIdx.x] = sh[(threadIdx.x + 1) % NT];
+}
+
+__global__ void shfl_kinds_kernel(int *out)
+{
+    int l = threadIdx.x % 32;
+    out[threadIdx.x * 4 + 0] = __shfl_sync(0xffffffffu, l * 10, 3);
+    out[threadIdx.x * 4 + 1] = __shfl_up_sync(0xffffffffu, l * 10, 2);
+    out[threadIdx.x * 4 + 2] = __shfl_down_sync(0xffffffffu, l * 10, 5);
+    out[threadIdx.x * 4 + 3] = (int)__ballot_sync(0xffffffffu, l & 1);
+}
+
+/* ------------------------------------------------------------------------ */
+
+static float *dev(size_t n)
+{
+    void *p = NULL;
+    if (cudaMalloc(&p, n * sizeof(float)) != cudaSuccess) {
+        fprintf(stderr, "cudaMalloc failed\n");
+        exit(2);
+    }
+    return (float *)p;
+}
+
+static void up(float *d, const float *h, size_t n)
+{
+    cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice);
+}
+
+static void down(float *h, const float *d, size_t n)
+{
+    cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost);
+}
+
+/* The row sums of a rows x n matrix on the device; 0 when they match the host's. */
+static int row_sums(int drop_barrier, double *maxerr)
+{
+    const int rows = 64, n = 300;
+    float *h = (float *)malloc(sizeof(float) * rows * n), got[64];
+    double want[64];
+    uint64_t s = 1;
+    for (int r = 0; r < rows; r++) {
+        want[r] = 0;
+        for (int j = 0; j < n; j++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            h[r * n + j] = (float)((s >> 40) % 1000) / 1000.0f;
+            want[r] += h[r * n + j];
+        }
+    }
+    float *x = dev((size_t)rows * n), *o = dev(rows);
+    up(x, h, (size_t)rows * n);
+    CUDAEMU_LAUNCH(row_sum_kernel, rows, NT, 0, 0, o, x, n, drop_barrier);
+    down(got, o, rows);
+    *maxerr = 0;
+    for (int r = 0; r < rows; r++) {
+        double e = fabs(got[r] - want[r]) / want[r];
+        if (!(e <= *maxerr)) *maxerr = isnan(e) ? INFINITY : e;
+    }
+    cudaFree(x);
+    cudaFree(o);
+    free(h);
+    return *maxerr > 1e-5;
+}
+
+static void model(void)
+{
+    double err;
+    int bad = row_sums(0, &err);
+    check(!bad, "execution model: 64 block reductions (shuffles, two barriers) match the host, max rel err %.2g", err);
+
+    float *o = dev(NT), h[NT];
+    CUDAEMU_LAUNCH(neighbour_kernel, 1, NT, 0, 0, o, 1);
+    down(h, o, NT);
+    int ok = 1;
+    for (int i = 0; i < NT; i++) ok &= h[i] == (float)((i + 1) % NT);
+    check(ok, "execution model: after __syncthreads() every thread sees its neighbour's write");
+    CUDAEMU_LAUNCH(neighbour_kernel, 1, NT, 0, 0, o, 0);
+    down(h, o, NT);
+    int stale = 0;
+    for (int i = 0; i < NT; i++) stale += h[i] == -1.0f;
+    check(stale > 0, "execution model: without the barrier %d of %d threads read the value from before it", stale, NT);
+
+    int *io = NULL;
+    cudaMalloc((void **)&io, 64 * 4 * sizeof(int));
+    CUDAEMU_LAUNCH(shfl_kinds_kernel, 1, 64, 0, 0, io);
+    int hi[256];
+    cudaMemcpy(hi, io, sizeof hi, cudaMemcpyDeviceToHost);
+    ok = 1;
+    for (int t = 0; t < 64; t++) {
+        int l = t % 32;
+        ok &= hi[t * 4] == 30 && hi[t * 4 + 1] == (l >= 2 ? (l - 2) * 10 : l * 10) &&
+              hi[t * 4 + 2] == (l + 5 < 32 ? (l + 5) * 10 : l * 10) && (unsigned)hi[t * 4 + 3] == 0xaaaaaaaau;
+    }
+    check(ok, "warp intrinsics: __shfl_sync, __shfl_up_sync, __shfl_down_sync, __ballot_sync in two warps");
+    cudaFree(io);
+
+    /* new memory is the NaN pattern */
+    float *n = dev(16);
+    down(h, n, 16);
+    int nans = 0;
+    for (int i = 0; i < 16; i++) nans += isnan(h[i]);
+    check(nans == 16, "new device memory reads as NaN (%d of 16)", nans);
+    cudaFree(n);
+    cudaFree(o);
+
+    /* a launch the driver refuses runs nothing and sets the error */
+    cudaGetLastError();
+    float *a = dev(4);
+    CUDAEMU_LAUNCH(add_kernel, 1, 2048, 0, 0, a, a, a, (size_t)4, 0);
+    cudaError_t e1 = cudaGetLastError();
+    CUDAEMU_LAUNCH(add_kernel, 1, 32, 64 * 1024, 0, a, a, a, (size_t)4, 0);
+    cudaError_t e2 = cudaGetLastError();
+    check(e1 == cudaErrorInvalidConfiguration && e2 == cudaErrorInvalidConfiguration && cudaGetLastError() == cudaSuccess,
+          "launch checks: 2048 threads a block and 64 KiB of shared memory are refused (%s), the error clears",
+          cudaGetErrorString(e1));
+    cudaFree(a);
+
+    cudaDeviceProp prop;
+    cudaGetDeviceProperties(&prop, 0);
+    check(strstr(prop.name, "emulated") != NULL, "the card's name says it is emulated: \"%s\"", prop.name);
+}
+
+/* The memory cap: run in a child with CUDAEMU_MEM_LIMIT set. */
+static void mem_cap(void)
+{
+    size_t fr = 0, tot = 0;
+    cudaMemGetInfo(&fr, &tot);
+    void *p = NULL, *q = NULL;
+    cudaError_t e1 = cudaMalloc(&p, 600 << 10);
+    cudaError_t e2 = cudaMalloc(&q, 600 << 10);
+    cudaError_t last = cudaGetLastError();
+    cudaFree(p);
+    cudaError_t e3 = cudaMalloc(&q, 600 << 10);
+    printf("%s memory cap 1 MiB: total %zu, first 600 KiB %s, second %s, after a free %s\n",
+           tot == (1u << 20) && e1 == cudaSuccess && e2 == cudaErrorMemoryAllocation && last == e2 && e3 == cudaSuccess
+               ? "PASS"
+               : "FAIL",
+           tot, cudaGetErrorString(e1), cudaGetErrorString(e2), cudaGetErrorString(e3));
+    exit(tot == (1u << 20) && e2 == cudaErrorMemoryAllocation && e3 == cudaSuccess ? 0 : 1);
+}
+
+/* ------------------------------------------------------------------------
+ * The planted bugs, each in a child. */
+
+static void bug_barrier(void)
+{
+    double err;
+    int bad = row_sums(1, &err);
+    printf("row sums with a barrier removed: max rel err %.3g\n", err);
+    exit(bad ? 3 : 0); /* 3: wrong results, as the op tests would see */
+}
+
+static void bug_index(void)
+{
+    float *a = dev(1000), *b = dev(1000), *o = dev(1000);
+    CUDAEMU_LAUNCH(add_kernel, 4, 256, 0, 0, o, a, b, (size_t)1000, 1);
+    exit(0);
+}
+
+static void bug_shuffle(void)
+{
+    float *x = dev(64), *o = dev(2);
+    CUDAEMU_LAUNCH(warp_sum_kernel, 1, 64, 0, 0, o, x, 1);
+    exit(0);
+}
+
+static void bug_divergent_barrier(void)
+{
+    float *o = dev(NT);
+    CUDAEMU_LAUNCH(early_return_kernel, 1, NT, 0, 0, o, 100);
+    exit(0);
+}
+
+static void bug_host_pointer(void)
+{
+    float *a = dev(100), *o = dev(100);
+    static float host[100];
+    CUDAEMU_LAUNCH(add_kernel, 1, 128, 0, 0, o, a, host, (size_t)100, 0);
+    exit(0);
+}
+
+static void bug_freed_pointer(void)
+{
+    float *a = dev(100), *o = dev(100), *f = dev(100);
+    cudaFree(f);
+    CUDAEMU_LAUNCH(add_kernel, 1, 128, 0, 0, o, f, a, (size_t)100, 0);
+    exit(0);
+}
+
+static void bug_memcpy(void)
+{
+    float *a = dev(100), h[101];
+    memset(h, 0, sizeof h);
+    cudaMemcpy(a, h, sizeof h, cudaMemcpyHostToDevice);
+    exit(0);
+}
+
+/* Runs fn in a child; its exit status and what it wrote to stderr. */
+static int child(void (*fn)(void), std::string *err)
+{
+    int pfd[2];
+    if (pipe(pfd)) return -1;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(pfd[0]);
+        dup2(pfd[1], 2);
+        fn();
+        exit(0);
+    }
+    close(pfd[1]);
+    char buf[4096];
+    ssize_t k;
+    while ((k = read(pfd[0], buf, sizeof buf)) > 0) err->append(buf, (size_t)k);
+    close(pfd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void planted(const char *what, void (*fn)(void), int want_status, const char *want1, const char *want2)
+{
+    std::string err;
+    int st = child(fn, &err);
+    while (!err.empty() && err.back() == '\n') err.pop_back();
+    int ok = st == want_status && (!want1 || err.find(want1) != std::string::npos) &&
+             (!want2 || err.find(want2) != std::string::npos);
+    check(ok, "planted bug caught: %s (exit %d): %s", what, st, err.empty() ? "(wrong results)" : err.c_str());
+}
+
+int main(void)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    /* the children fork before this process runs any OpenMP region */
+    {
+        std::string err;
+        setenv("CUDAEMU_MEM_LIMIT", "1MiB", 1);
+        int st = child(mem_cap, &err);
+        unsetenv("CUDAEMU_MEM_LIMIT");
+        check(st == 0, "memory cap: cudaMalloc fails past CUDAEMU_MEM_LIMIT and succeeds after a free (exit %d) %s", st,
+              err.c_str());
+    }
+    planted("a barrier removed from a block reduction", bug_barrier, 3, NULL, NULL);
+    planted("an index off by one", bug_index, 70, "kernel add_kernel wrote outside the device allocation",
+            "argument 1 (o)");
+    planted("a shuffle in divergent code", bug_shuffle, 70, "kernel warp_sum_kernel, block (0,0,0), thread",
+            "never calls it");
+    planted("a barrier in divergent code", bug_divergent_barrier, 70, "kernel early_return_kernel, block (0,0,0)",
+            "not every thread of the block reaches");
+    planted("a host pointer passed to a kernel", bug_host_pointer, 70, "kernel add_kernel: argument 3 (host)",
+            "not device memory");
+    planted("a freed pointer passed to a kernel", bug_freed_pointer, 70, "kernel add_kernel: argument 2 (f)", "freed");
+    planted("a copy past the end of an allocation", bug_memcpy, 70, "cudaMemcpy: the destination", "past the end");
+    conversions();
+    model();
+    printf("%d passed, %d failed\n", passes, failures);
+    return failures ? 1 : 0;
+}
