@@ -26,6 +26,7 @@
 
 const char *gc_out_dir = ".";
 int gc_failures = 0;
+int gc_small = 0;
 
 void gc_result(int ok, const char *fmt, ...)
 {
@@ -517,11 +518,13 @@ int main(int argc, char **argv)
         {"varlen", gc_varlen}, {"nccl", gc_nccl},
     };
     if (argc < 2) {
-        fprintf(stderr, "usage: gpu_check ops|model|train|memory|oom|bench|maxbatch|varlen|nccl [--out DIR] [options]\n");
+        fprintf(stderr, "usage: gpu_check ops|model|train|memory|oom|bench|maxbatch|varlen|nccl [--out DIR] [--small] [options]\n");
         return 2;
     }
     for (int i = 2; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--out")) gc_out_dir = argv[i + 1];
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--small")) gc_small = 1;
     setvbuf(stdout, NULL, _IOLBF, 0);
     /* The CUDA backend is linked in here (bertc_cuda_objs): select.c's
      * calls (backend_mem_query, ...) use it instead of loading the module. */

@@ -13,7 +13,7 @@
  *   gpu_check varlen    --out DIR   packed micro-batches against the CPU and padded
  *   gpu_check nccl      --out DIR   the bucketed NCCL calls on a one-rank communicator
  *
- * Every check prints what it compared, the measured figure and the bound,
+ * Any check takes --small (gc_small). Every check prints what it compared, the measured figure and the bound,
  * and appends "PASS|FAIL check: ..." lines to DIR/results.txt; the exit
  * status is 1 when anything failed. */
 #ifndef BERTC_GPU_CHECK_H
@@ -31,6 +31,10 @@
 
 extern const char *gc_out_dir;
 extern int gc_failures;
+/* --small: the emulated card's sizes (tests/cudaemu runs the checks on the
+ * CPU): memory and oom use minilm at sequence length 128 instead of
+ * BERT-base at 384. */
+extern int gc_small;
 
 /* Records one result line (stdout and DIR/results.txt); ok = 0 counts a failure. */
 void gc_result(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -2,12 +2,14 @@
  *
  * memory: for a few (config, sequence, micro-batch, precision) cases, one
  *   full training step (forward with dropout, backward, AdamW) on a fresh
+ *   (--small: minilm-sized cases, a 4096-token vocabulary)
  *   CUDA backend; the planner's total against (a) the allocator's
  *   high-water mark and (b) the device's used memory (cudaMemGetInfo) after
  *   the step less before the backend existed. Both within 10 %. The CUDA
  *   context's size (what the device uses before bertc allocates) is
  *   printed next to the planner's reserve for it.
- * oom: BERT-base, T 384, --batch 32, a memory limit of 6 GiB: the planner's
+ * oom: BERT-base, T 384, --batch 32, a memory limit of 6 GiB (--small:
+ *   minilm with a 4096-token vocabulary, T 64, 448 MiB): the planner's
  *   honest choice must train without a back-off; a choice made with twice
  *   the budget must run out of memory, halve, and train. The limit is
  *   never passed.
@@ -202,10 +204,14 @@ int gc_memory(int argc, char **argv)
         const char *config;
         int T, micro;
         precision_kind prec;
-    } cases[] = {
+    } full[] = {
         {"base", 384, 8, PREC_AUTO},   {"base", 384, 24, PREC_AUTO}, {"base", 384, 8, PREC_FP32},
         {"minilm", 384, 32, PREC_FP16}, {"base", 128, 64, PREC_TF32},
-    };
+    }, small[] = {
+        {"minilm", 128, 4, PREC_AUTO}, {"minilm", 128, 8, PREC_FP32}, {"minilm", 64, 8, PREC_FP16},
+        {"minilm", 128, 4, PREC_TF32},
+    }, *cases = gc_small ? small : full;
+    size_t ncases = gc_small ? sizeof small / sizeof small[0] : sizeof full / sizeof full[0];
     cudaFree(0); /* the context exists before the first measurement */
     int64_t context = device_used();
     char b1[32], b2[32];
@@ -213,10 +219,10 @@ int gc_memory(int argc, char **argv)
            memory_fmt_bytes(b1, sizeof b1, context), memory_fmt_bytes(b2, sizeof b2, MEMORY_CONTEXT_RESERVE));
     FILE *f = gc_open("memory.csv");
     if (f) fprintf(f, "config,seq,micro,precision,planned,allocator_peak,device_delta,err_alloc,err_device\n");
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    for (size_t i = 0; i < ncases; i++) {
         rig r;
         int64_t before = device_used();
-        int rc = rig_open(&r, cases[i].config, 30522, cases[i].T, cases[i].prec, 0);
+        int rc = rig_open(&r, cases[i].config, gc_small ? 4096 : 30522, cases[i].T, cases[i].prec, 0);
         if (!rc) rc = rig_build(&r, cases[i].micro);
         if (!rc) rc = rig_step(&r);
         if (!rc) rc = r.be.i->sync(r.be.ctx);
@@ -255,10 +261,11 @@ int gc_memory(int argc, char **argv)
 
 /* ------------------------------------------------------------------------ */
 
-static int oom_case(const char *what, int64_t limit, int64_t budget_factor, int want_backoff)
+static int oom_case(const char *what, const char *config, int T, int64_t limit, int64_t budget_factor,
+                    int want_backoff)
 {
     rig r;
-    int rc = rig_open(&r, "base", 30522, 384, PREC_AUTO, limit);
+    int rc = rig_open(&r, config, gc_small ? 4096 : 30522, T, PREC_AUTO, limit);
     if (rc) {
         gc_result(0, "oom %s: %s", what, err_msg());
         rig_close(&r);
@@ -269,7 +276,7 @@ static int oom_case(const char *what, int64_t limit, int64_t budget_factor, int 
     int64_t budget = microbatch_budget(&m) * budget_factor;
     precision_kind prec = cuda_backend_precision(r.be.ctx);
     microbatch_plan mp;
-    rc = microbatch_choose(&mp, &r.cfg, 384, prec, RECOMPUTE_NONE, budget, 32);
+    rc = microbatch_choose(&mp, &r.cfg, T, prec, RECOMPUTE_NONE, budget, 32);
     int first = mp.micro;
     if (!rc) rc = microbatch_auto(&mp, &(microbatch_env){&r, rig_build, rig_trial});
     if (!rc) rc = rig_step(&r); /* a real step with what it settled on */
@@ -293,9 +300,13 @@ int gc_oom(int argc, char **argv)
 {
     (void)argc;
     (void)argv;
-    int64_t limit = (int64_t)6 << 30;
-    oom_case("planner's budget", limit, 1, 0);
-    oom_case("twice the budget", limit, 2, 1);
+    /* --small: minilm (vocabulary 4096) at T 64 under 448 MiB instead of
+     * BERT-base at 384 under 6 GiB. */
+    const char *config = gc_small ? "minilm" : "base";
+    int T = gc_small ? 64 : 384;
+    int64_t limit = gc_small ? (int64_t)448 << 20 : (int64_t)6 << 30;
+    oom_case("planner's budget", config, T, limit, 1, 0);
+    oom_case("twice the budget", config, T, limit, 2, 1);
     return gc_failures ? 1 : 0;
 }
 
