@@ -159,6 +159,20 @@ void devices_print(FILE *f)
     fprintf(f, "CUDA module: %s\n", cuda_module_describe(mod, sizeof mod, 1));
     const bertc_cuda_api *api = cuda_module_loaded();
     int cuda_ok = 0;
+    char mod_gpu[160] = "";
+    if (api && count == 0) {
+        /* No driver for NVML, but the module has a device: the CPU stand-in
+         * (tests/cudaemu), whose name says so. --device cuda uses it. */
+        char pname[128], pwhy[256];
+        int pma = 0, pmi = 0;
+        int64_t ptot = 0;
+        if (api->probe(0, pname, sizeof pname, &pma, &pmi, &ptot, pwhy, sizeof pwhy)) {
+            fprintf(f, "  GPU 0 of the CUDA module (no NVML): %s, compute %d.%d, %.1f GiB; --device cuda uses it\n",
+                    pname, pma, pmi, (double)ptot / GIB);
+            snprintf(mod_gpu, sizeof mod_gpu, " (--device cuda: %.120s)", pname);
+        }
+        err_clear();
+    }
     if (api && first_ok_cc >= 0) {
         char pname[128];
         int pma = 0, pmi = 0;
@@ -170,7 +184,7 @@ void devices_print(FILE *f)
                 devices_auto_precision(first_ok_cc, first_minor));
     } else {
         char why_cpu[1024];
-        if (count == 0) snprintf(why_cpu, sizeof why_cpu, "no GPU");
+        if (count == 0) snprintf(why_cpu, sizeof why_cpu, "no GPU%s", mod_gpu);
         else if (first_ok_cc < 0) snprintf(why_cpu, sizeof why_cpu, "no GPU of compute capability 7.5 or newer");
         else if (!api) snprintf(why_cpu, sizeof why_cpu, "no CUDA backend: %s", cuda_module_why());
         else snprintf(why_cpu, sizeof why_cpu, "the CUDA backend finds no usable GPU: %s", cwhy);
