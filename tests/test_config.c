@@ -6,6 +6,7 @@
 #include "model/config.h"
 #include "testutil.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,6 +188,24 @@ static void test_round_trip(void)
     CHECK(rc == ERR_INPUT && strstr(err_msg(), "num_attention_heads"), "config_save refuses an invalid config");
 }
 
+/* bert_flops: the closed form 6 (L (4C^2 + 2CI) + 2C) B T + 12 L B T^2 C on
+ * BERT-base at T 384 (a hand-computed figure), linear in B, and the layer
+ * and head terms adding up to it. */
+static void test_flops(void)
+{
+    bert_config c;
+    config_named("base", 30522, &c);
+    double want = 6.0 * (12.0 * (4.0 * 768 * 768 + 2.0 * 768 * 3072) + 2.0 * 768) * 384 +
+                  12.0 * 12 * 384.0 * 384 * 768; /* 2.12000440320e11 */
+    double got = bert_flops(&c, 1, 384);
+    CHECK(fabs(got - want) <= 1e-12 * want && want == 212000440320.0,
+          "bert_flops base T 384 B 1: %.6g, want %.6g", got, want);
+    CHECK(fabs(bert_flops(&c, 32, 384) - 32 * got) <= 1e-12 * 32 * got, "bert_flops is linear in B: %.6g",
+          bert_flops(&c, 32, 384));
+    double parts = 12 * bert_layer_flops(&c, 384) + bert_qa_head_flops(&c, 384);
+    CHECK(fabs(parts - got) <= 1e-12 * got, "12 layers + the head = bert_flops: %.6g vs %.6g", parts, got);
+}
+
 int main(void)
 {
     log_quiet(1);
@@ -195,5 +214,6 @@ int main(void)
     test_errors();
     test_named();
     test_round_trip();
+    test_flops();
     return tu_done();
 }

@@ -4,7 +4,7 @@
  * packing and loss code `bertc train` runs) on one micro-batch of --batch
  * windows, then optim_step.
  *
- * FLOPs per step (stated in the output as "flops_formula"):
+ * FLOPs per step (bert_flops, model/config.h; stated in the output as "flops_formula"):
  *   6 * P_mm * B * T            every weight matmul, forward (2) and backward (4),
  *                               P_mm = L (4 C^2 + 2 C I) + 2 C  (Q, K, V, output,
  *                               the FFN, qa_outputs; embeddings are lookups)
@@ -105,24 +105,6 @@ static int windows_init(features *w, int B, int T, int V, uint64_t seed)
     return 0;
 }
 
-/* FLOPs of a step of B windows of T tokens (the formula at the top). */
-static double step_flops(const bert_config *c, int B, int T)
-{
-    /* Not I: <complex.h>, which cblas.h may pull in, defines it. */
-    double C = c->hidden_size, FF = c->intermediate_size, L = c->num_hidden_layers;
-    double p_mm = L * (4 * C * C + 2 * C * FF) + 2 * C;
-    return 6.0 * p_mm * B * T + 12.0 * L * B * (double)T * T * C;
-}
-
-/* FLOPs of one window of len tokens (the work done for it: padded windows
- * count seq). */
-static double window_flops(const bert_config *c, int len)
-{
-    double C = c->hidden_size, FF = c->intermediate_size, L = c->num_hidden_layers;
-    double p_mm = L * (4 * C * C + 2 * C * FF) + 2 * C;
-    return 6.0 * p_mm * len + 12.0 * L * (double)len * len * C;
-}
-
 /* Step k of --lengths: the next --batch lengths of the shuffled list, each
  * window's mask (and labels) cut to its length; adds the step's real
  * tokens and FLOPs (padded windows count --seq) to *tokens and *flops. */
@@ -143,7 +125,7 @@ static void windows_set_lengths(features *w, const bench_opts *o, const bert_con
         if (*ep >= len) *ep = len - 1;
         if (*ep < *sp) *ep = *sp;
         *tokens += len;
-        *flops += window_flops(cfg, o->packing == PACKING_VARLEN ? len : T);
+        *flops += bert_flops(cfg, 1, o->packing == PACKING_VARLEN ? len : T); /* padded windows count seq */
     }
 }
 
@@ -390,7 +372,7 @@ static bench_figures bench_figures_of(const bench_opts *o, const bert_config *cf
     double n = o->steps, step_s = r->total_s / n;
     f.ms = 1e3 * step_s;
     f.ms_best = 1e3 * r->best_s;
-    f.flops = o->lens ? r->flops / n : step_flops(cfg, o->batch, o->seq);
+    f.flops = o->lens ? r->flops / n : bert_flops(cfg, o->batch, o->seq);
     f.examples_per_s = o->batch / step_s;
     f.gflops = f.flops / step_s * 1e-9;
     f.cpu_ms = 1e3 * r->cpu_s / n;

@@ -256,3 +256,20 @@ int config_named(const char *name, int vocab_size, bert_config *cfg)
     }
     return err_set(ERR_INPUT, "unknown config '%s' (named configs: tiny, mini, small, minilm, base, large)", name);
 }
+
+double bert_layer_flops(const bert_config *cfg, int T)
+{
+    /* Not I: <complex.h>, which cblas.h may pull in, defines it. */
+    double C = cfg->hidden_size, FF = cfg->intermediate_size, t = T;
+    return 6.0 * (4 * C * C + 2 * C * FF) * t + 12.0 * t * t * C;
+}
+
+double bert_qa_head_flops(const bert_config *cfg, int T)
+{
+    return 6.0 * 2 * (double)cfg->hidden_size * T;
+}
+
+double bert_flops(const bert_config *cfg, int B, int T)
+{
+    return (double)B * (cfg->num_hidden_layers * bert_layer_flops(cfg, T) + bert_qa_head_flops(cfg, T));
+}

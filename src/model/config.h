@@ -39,4 +39,21 @@ int config_is_named(const char *name);
 /* Checks the invariants; `source` names the file in the message. */
 int config_validate(const bert_config *cfg, const char *source);
 
+/* FLOPs of a training step (forward and backward: 2 per multiply-add
+ * forward, 4 backward), the one formula bertc bench, bertc plan's stage
+ * split and tests/gpu's benchmark use:
+ *   bert_layer_flops  one encoder layer over a window of T tokens:
+ *                     6 (4 C^2 + 2 C I) T   its weight products (Q, K, V,
+ *                                          output, the FFN)
+ *                   + 12 T^2 C             attention (Q K^T and P V, 2 T^2 C
+ *                                          each forward, twice that backward)
+ *   bert_qa_head_flops  the qa_outputs product: 6 (2 C) T
+ *   bert_flops        B windows: B (L bert_layer_flops + bert_qa_head_flops)
+ *                     = 6 (L (4 C^2 + 2 C I) + 2 C) B T + 12 L B T^2 C
+ * LayerNorm, softmax, GELU, dropout, the loss, AdamW and the embedding
+ * lookups are not counted; padded tokens are (the work is done for them). */
+double bert_layer_flops(const bert_config *cfg, int T);
+double bert_qa_head_flops(const bert_config *cfg, int T);
+double bert_flops(const bert_config *cfg, int B, int T);
+
 #endif

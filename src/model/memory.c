@@ -341,11 +341,9 @@ int memory_plan_stage(const bert_config *cfg, int micro, int T, precision_kind p
 
 double memory_stage_flops(const bert_config *cfg, int T, int first, int end, int embeddings, int qa_head)
 {
-    double C = cfg->hidden_size, FF = cfg->intermediate_size, t = T;
-    double layer = 6.0 * (4 * C * C + 2 * C * FF) * t + 12.0 * t * t * C;
-    double f = (double)(end - first) * layer;
-    if (embeddings) f += 30.0 * C * t;
-    if (qa_head) f += 6.0 * 2 * C * t;
+    double f = (double)(end - first) * bert_layer_flops(cfg, T);
+    if (embeddings) f += 30.0 * cfg->hidden_size * (double)T;
+    if (qa_head) f += bert_qa_head_flops(cfg, T);
     return f;
 }
 

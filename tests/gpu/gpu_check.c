@@ -140,13 +140,6 @@ bert_batch gc_bert_batch(const gc_batch *b)
     return x;
 }
 
-double gc_step_flops(const bert_config *c, int B, int T)
-{
-    double C = c->hidden_size, I = c->intermediate_size, L = c->num_hidden_layers;
-    double pmm = L * (4 * C * C + 2 * C * I) + 2 * C;
-    return 6 * pmm * B * T + 12 * L * (double)B * T * T * C;
-}
-
 /* ------------------------------------------------------------------------
  * The op check. Buffers exist on both backends; ops run on both; outputs
  * are downloaded and compared. */

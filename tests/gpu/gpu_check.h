@@ -61,9 +61,6 @@ void gc_batch_init(gc_batch *b, int B, int T, int V, uint64_t seed);
 void gc_batch_free(gc_batch *b);
 bert_batch gc_bert_batch(const gc_batch *b);
 
-/* FLOPs of one training step (cmd_bench's formula: matmuls 6 P B T,
- * attention 12 L B T^2 C). */
-double gc_step_flops(const bert_config *cfg, int B, int T);
 
 int gc_ops(int argc, char **argv);
 int gc_model(int argc, char **argv);

@@ -355,7 +355,7 @@ int gc_bench(int argc, char **argv)
     }
     backend_mem m;
     backend_mem_query(&r.be, &m);
-    double flops = gc_step_flops(&r.cfg, o.batch, o.seq);
+    double flops = bert_flops(&r.cfg, o.batch, o.seq);
     printf("{\"impl\": \"bertc\", \"gpu\": \"%s\", \"config\": \"%s\", \"seq\": %d, \"batch\": %d, \"precision\": "
            "\"%s\", \"recompute\": \"%s\", \"steps\": %d, \"step_ms\": %.3f, \"examples_per_s\": %.2f, "
            "\"peak_bytes\": %lld, \"flops_per_step\": %.6g, \"tflops\": %.2f, \"loss_scale\": %g, \"skipped\": %lld}\n",
