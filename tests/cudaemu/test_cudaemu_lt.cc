@@ -82,17 +82,6 @@ template <typename T> static std::vector<T> download(const T *d, size_t n)
 
 static cublasLtHandle_t lt;
 
-/* cuda_gemm's operand_align: the largest power of two up to 256 dividing
- * every address an operand reaches. */
-static uint32_t operand_align(const void *p, long long ld, long long stride, int batch, size_t elem)
-{
-    uintptr_t a = (uintptr_t)p | (uintptr_t)((size_t)ld * elem);
-    if (batch > 1) a |= (uintptr_t)((size_t)stride * elem);
-    uint32_t al = 256;
-    while (al > 1 && (a % al) != 0) al /= 2;
-    return al;
-}
-
 /* One matrix operand: its layout and where it lies. */
 struct operand {
     cudaDataType_t type;
@@ -130,10 +119,10 @@ static cublasStatus_t lt_gemm(cublasComputeType_t ct, int ta, int tb, const oper
     cublasLtMatmulHeuristicResult_t res;
     int nres = 0;
     size_t wsb = 1 << 20;
-    uint32_t ua = promise ? promise : operand_align(A, oa.ld, oa.stride, oa.batch, oa.esz());
-    uint32_t ub = promise ? promise : operand_align(B, ob.ld, ob.stride, ob.batch, ob.esz());
-    uint32_t uc = promise ? promise : operand_align(C, oc.ld, oc.stride, oc.batch, 4);
-    uint32_t ud = promise ? promise : operand_align(D, od.ld, od.stride, od.batch, 4);
+    uint32_t ua = promise ? promise : cuda_operand_align(A, oa.ld, oa.stride, oa.batch, oa.esz());
+    uint32_t ub = promise ? promise : cuda_operand_align(B, ob.ld, ob.stride, ob.batch, ob.esz());
+    uint32_t uc = promise ? promise : cuda_operand_align(C, oc.ld, oc.stride, oc.batch, 4);
+    uint32_t ud = promise ? promise : cuda_operand_align(D, od.ld, od.stride, od.batch, 4);
     static void *ws = NULL;
     if (!ws) cudaMalloc(&ws, wsb);
     cublasStatus_t s;

@@ -95,18 +95,6 @@ static cudaDataType_t lt_type(gemm_type t)
     return t == GEMM_F16 ? CUDA_R_16F : t == GEMM_BF16 ? CUDA_R_16BF : CUDA_R_32F;
 }
 
-/* The largest power of two (up to 256) that divides every address a GEMM
- * operand reaches: the base, each batch (stride) and each column (ld).
- * cuBLASLt must not pick a kernel that assumes more alignment than that. */
-static uint32_t operand_align(const void *p, long long ld, long long stride, int batch, size_t elem)
-{
-    uintptr_t a = (uintptr_t)p | (uintptr_t)((size_t)ld * elem);
-    if (batch > 1) a |= (uintptr_t)((size_t)stride * elem);
-    uint32_t al = 256;
-    while (al > 1 && (a % al) != 0) al /= 2;
-    return al;
-}
-
 #define LT_TRY(stmt)                                                                                         \
     do {                                                                                                     \
         cublasStatus_t s_ = (stmt);                                                                          \
@@ -140,8 +128,8 @@ int cuda_gemm(cuda_ctx *ctx, int ta, int tb, int m, int n, int k, const void *A,
     cublasComputeType_t ct = (t == GEMM_F32 && ctx->prec == PREC_TF32) ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     int ok = 0;
     size_t esz = t == GEMM_F32 ? 4 : 2;
-    uint32_t ua = operand_align(A, lda, sA, batch, esz), ub = operand_align(B, ldb, sB, batch, esz);
-    uint32_t ud = operand_align(D, ldd, sD, batch, 4);
+    uint32_t ua = cuda_operand_align(A, lda, sA, batch, esz), ub = cuda_operand_align(B, ldb, sB, batch, esz);
+    uint32_t ud = cuda_operand_align(D, ldd, sD, batch, 4);
     int key[20] = {ta, tb, m, n, k, lda, ldb, ldd, batch, (int)t, (int)ct, (int)ua, (int)ub, (int)ud, 0};
     long long strides[3] = {sA, sB, sD};
     size_t wsb = CUDA_WS_CUBLASLT;

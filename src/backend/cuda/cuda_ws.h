@@ -29,6 +29,19 @@
  * partials (doubles) and the result slots. */
 #define CUDA_WS_FIXED (CUDA_WS_CUBLASLT + CUDA_WS_REDUCE_BLOCKS * sizeof(double) + CUDA_WS_ALIGN)
 
+/* The largest power of two (up to 256) that divides every address a GEMM
+ * operand reaches: the base, each batch (stride) and each column (ld).
+ * cuBLASLt must not pick a kernel that assumes more alignment than that
+ * (cuda_gemm tells it through the preference; tests/cudaemu checks it). */
+static inline uint32_t cuda_operand_align(const void *p, long long ld, long long stride, int batch, size_t elem)
+{
+    uintptr_t a = (uintptr_t)p | (uintptr_t)((size_t)ld * elem);
+    if (batch > 1) a |= (uintptr_t)((size_t)stride * elem);
+    uint32_t al = 256;
+    while (al > 1 && (a % al) != 0) al /= 2;
+    return al;
+}
+
 static inline size_t cuda_ws_sat_add(size_t a, size_t b)
 {
     return a > SIZE_MAX - b ? SIZE_MAX : a + b;
