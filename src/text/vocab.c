@@ -11,7 +11,7 @@
  * and, for a "##" token, also under the text after "##" (kind 1), so WordPiece looks up continuation
  * pieces without building "##" strings. Short keys sit in the slot itself (vocab_internal.h). Hashes are FNV-1a 64, byte by byte, so that the tokenizer can hash
  * every prefix of a word in one pass (vocab_hash_byte). */
-#include "text/tokenizer.h"
+#include "text/vocab.h"
 #include "text/vocab_internal.h"
 
 #include "core/alloc.h"

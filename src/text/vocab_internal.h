@@ -2,8 +2,8 @@
 #ifndef BERTC_VOCAB_INTERNAL_H
 #define BERTC_VOCAB_INTERNAL_H
 
-#include "text/tokenizer.h"
 #include "text/unicode.h"
+#include "text/vocab.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The house rules that a script can check (docs/DESIGN.md, "Layers"):
+#  1. a layer of src/ includes only itself and the layers it may use;
+#  2. no two modules (a .c or .cu with its .h and its private X_impl.h or X_internal.h)
+#     include each other (a header with no .c of its own, such as train/run.h, is a
+#     shared declaration, not a module);
+#  3. no function in src/ or tests/ is longer than 120 lines.
+# Exits 1 naming every break; prints what it checked. Run from the source root.
+set -u
+cd "${1:-.}" || exit 2
+fail=0
+
+# The layers each layer of src/ may include (besides itself).
+declare -A may=(
+  [core]=""
+  [text]="core"
+  [backend]="core"
+  [dist]="core backend"
+  [data]="core text"
+  [model]="core backend"
+  [eval]="core data text"
+  [obs]="core backend model"
+  [infer]="core backend data eval model text"
+  [serve]="core backend data eval model text infer"
+  [train]="core backend data eval model text infer obs dist"
+  [cli]="core backend data eval model text infer obs dist train serve"
+)
+
+has_impl() { if [ -e "$1.c" ] || [ -e "$1.cu" ]; then echo 1; else echo 0; fi; }
+# A module is a .c or .cu with its .h; a private header X_impl.h or X_internal.h
+# belongs to module X where X exists.
+module() {
+  local m=${1%.*} base
+  base=${m%_impl}; base=${base%_internal}
+  if [ "$base" != "$m" ] && { [ -e "$base.c" ] || [ -e "$base.h" ] || [ -e "$base.cu" ]; }; then m=$base; fi
+  # A header whose .c sits in a folder below (backend/cpu_kernels.h, backend/cpu/cpu_kernels.c).
+  if [ "$(has_impl "$m")" = 0 ]; then
+    local impl
+    impl=$(find "$(dirname "$m")" -name "$(basename "$m").c" 2>/dev/null | head -1)
+    [ -n "$impl" ] && m=${impl%.c}
+  fi
+  echo "$m"
+}
+
+srcs=$(git ls-files 'src/*.c' 'src/*.h' 'src/*.cu' 2>/dev/null || find src -name '*.[ch]' -o -name '*.cu')
+nfiles=0 nincl=0
+edges=$(mktemp); trap 'rm -f "$edges"' EXIT
+for f in $srcs; do
+  nfiles=$((nfiles + 1))
+  layer=${f#src/}; layer=${layer%%/*}
+  dir=$(dirname "$f")
+  while IFS= read -r inc; do
+    [ -n "$inc" ] || continue
+    nincl=$((nincl + 1))
+    # "dir/x.h" is relative to src/, "x.h" to the including file's folder.
+    if [ -e "src/$inc" ]; then target="src/$inc"; elif [ -e "$dir/$inc" ]; then target="$dir/$inc"; else continue; fi
+    target=$(realpath --relative-to=. "$target")
+    a=$(module "$f") b=$(module "$target")
+    echo "$a $b $(has_impl "$a") $(has_impl "$b")" >>"$edges"
+    tl=${target#src/}; tl=${tl%%/*}
+    [ "$tl" = "$layer" ] && continue
+    case " ${may[$layer]-} " in
+      *" $tl "*) ;;
+      *) echo "house: $f includes $target: layer $layer may not include layer $tl"; fail=1 ;;
+    esac
+  done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
+done
+# Two modules (a .c and its .h are one) that include each other.
+circles=$(awk '$1 != $2 && $3 && $4 {e[$1" "$2]=1} END {for (k in e) {split(k, p, " "); if (p[1] < p[2] && ((p[2]" "p[1]) in e)) print p[1]" <-> "p[2]}}' "$edges")
+if [ -n "$circles" ]; then
+  echo "$circles" | sed 's/^/house: modules include each other: /'
+  fail=1
+fi
+echo "house: $nfiles files of src/, $nincl project includes: layers and circles checked"
+
+# Functions over 120 lines (C and CUDA in src/ and tests/): a body is a brace at
+# depth 0 after a parenthesised head; strings, characters and comments are removed first.
+long=$(git ls-files 'src/*.c' 'src/*.h' 'src/*.cu' 'tests/*.c' 'tests/*.h' 'tests/*.cc' 'bench/*.c' | xargs awk -v max=120 '
+  FNR == 1 { depth = 0; head = ""; start = 0; incomment = 0 }
+  {
+    s = $0
+    if (incomment) { if (sub(/^.*\*\//, "", s)) incomment = 0; else next }
+    gsub(/\/\*([^*]|\*+[^*\/])*\*+\//, "", s)
+    if (match(s, /\/\*/)) { s = substr(s, 1, RSTART - 1); incomment = 1 }
+    gsub(/"([^"\\]|\\.)*"/, "\"\"", s); gsub(/\047([^\047\\]|\\.)*\047/, "0", s); sub(/\/\/.*/, "", s)
+    if (s ~ /^[[:space:]]*#/) next
+    for (i = 1; i <= length(s); i++) {
+      ch = substr(s, i, 1)
+      if (ch == "{") {
+        if (depth == 0 && head ~ /\)[[:space:]]*(const)?[[:space:]]*$/ && head !~ /=[[:space:]]*$/ && head !~ /(struct|union|enum)[^(]*$/) { start = FNR; name = head; sub(/\(.*/, "", name); n = split(name, w, /[^A-Za-z0-9_]+/); name = w[n] != "" ? w[n] : w[n - 1] }
+        depth++; head = ""
+      } else if (ch == "}") {
+        depth--
+        if (depth == 0 && start) { len = FNR - start + 1; if (len > max) print FILENAME ":" start ": " name " is " len " lines"; start = 0 }
+        head = ""
+      } else if (ch == ";" && depth == 0) head = ""
+      else if (depth == 0) head = head ch
+    }
+    if (depth == 0) head = head " "
+  }')
+if [ -n "$long" ]; then
+  echo "$long" | sed 's/^/house: function over 120 lines: /'
+  fail=1
+fi
+echo "house: function lengths checked in src/, tests/ and bench/ (at most 120 lines)"
+[ $fail = 0 ] && echo "house: all rules hold"
+exit $fail
