@@ -110,6 +110,22 @@ extern "C" cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle)
     return CUBLAS_STATUS_SUCCESS;
 }
 
+/* Every handle's destroy: NULL refused, as the library refuses it. */
+template <class H> static cublasStatus_t destroy(H *h)
+{
+    if (!h) return CUBLAS_STATUS_INVALID_VALUE;
+    delete h;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* An attribute's value of exactly sizeof(T) bytes, or 0 (INVALID_VALUE). */
+template <class T> static int attr_value(const void *buf, size_t size, T *out)
+{
+    if (size != sizeof *out) return 0;
+    memcpy(out, buf, sizeof *out);
+    return 1;
+}
+
 extern "C" cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *desc, cublasComputeType_t computeType,
                                                    cudaDataType_t scaleType)
 {
@@ -124,9 +140,7 @@ extern "C" cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *desc, c
 
 extern "C" cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc)
 {
-    if (!desc) return CUBLAS_STATUS_INVALID_VALUE;
-    delete desc;
-    return CUBLAS_STATUS_SUCCESS;
+    return destroy(desc);
 }
 
 extern "C" cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
@@ -136,9 +150,7 @@ extern "C" cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t de
     if (!desc || !buf) return CUBLAS_STATUS_INVALID_VALUE;
     if (attr != CUBLASLT_MATMUL_DESC_TRANSA && attr != CUBLASLT_MATMUL_DESC_TRANSB) return CUBLAS_STATUS_INVALID_VALUE;
     int32_t op;
-    if (sizeInBytes != sizeof op) return CUBLAS_STATUS_INVALID_VALUE;
-    memcpy(&op, buf, sizeof op);
-    if (op != CUBLAS_OP_N && op != CUBLAS_OP_T) return CUBLAS_STATUS_INVALID_VALUE;
+    if (!attr_value(buf, sizeInBytes, &op) || (op != CUBLAS_OP_N && op != CUBLAS_OP_T)) return CUBLAS_STATUS_INVALID_VALUE;
     (attr == CUBLASLT_MATMUL_DESC_TRANSA ? desc->transa : desc->transb) = op;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -155,9 +167,7 @@ extern "C" cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *lay
 
 extern "C" cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout)
 {
-    if (!layout) return CUBLAS_STATUS_INVALID_VALUE;
-    delete layout;
-    return CUBLAS_STATUS_SUCCESS;
+    return destroy(layout);
 }
 
 extern "C" cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t layout,
@@ -167,17 +177,13 @@ extern "C" cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_
     if (!layout || !buf) return CUBLAS_STATUS_INVALID_VALUE;
     if (attr == CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT) {
         int32_t v;
-        if (sizeInBytes != sizeof v) return CUBLAS_STATUS_INVALID_VALUE;
-        memcpy(&v, buf, sizeof v);
-        if (v < 1) return CUBLAS_STATUS_INVALID_VALUE;
+        if (!attr_value(buf, sizeInBytes, &v) || v < 1) return CUBLAS_STATUS_INVALID_VALUE;
         layout->batch = v;
         return CUBLAS_STATUS_SUCCESS;
     }
     if (attr == CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET) {
         int64_t v;
-        if (sizeInBytes != sizeof v) return CUBLAS_STATUS_INVALID_VALUE;
-        memcpy(&v, buf, sizeof v);
-        if (v < 0) return CUBLAS_STATUS_INVALID_VALUE;
+        if (!attr_value(buf, sizeInBytes, &v) || v < 0) return CUBLAS_STATUS_INVALID_VALUE;
         layout->stride = v;
         return CUBLAS_STATUS_SUCCESS;
     }
@@ -193,9 +199,7 @@ extern "C" cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreferenc
 
 extern "C" cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref)
 {
-    if (!pref) return CUBLAS_STATUS_INVALID_VALUE;
-    delete pref;
-    return CUBLAS_STATUS_SUCCESS;
+    return destroy(pref);
 }
 
 extern "C" cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
@@ -204,15 +208,11 @@ extern "C" cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPre
 {
     if (!pref || !buf) return CUBLAS_STATUS_INVALID_VALUE;
     if (attr == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES) {
-        if (sizeInBytes != sizeof pref->max_workspace) return CUBLAS_STATUS_INVALID_VALUE;
-        memcpy(&pref->max_workspace, buf, sizeof pref->max_workspace);
-        return CUBLAS_STATUS_SUCCESS;
+        return attr_value(buf, sizeInBytes, &pref->max_workspace) ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
     }
     if (attr >= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES && attr <= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES) {
         uint32_t *a = &pref->align[attr - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES];
-        if (sizeInBytes != sizeof *a) return CUBLAS_STATUS_INVALID_VALUE;
-        memcpy(a, buf, sizeof *a);
-        return CUBLAS_STATUS_SUCCESS;
+        return attr_value(buf, sizeInBytes, a) ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
     }
     return CUBLAS_STATUS_INVALID_VALUE;
 }

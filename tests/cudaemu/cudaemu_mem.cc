@@ -423,11 +423,26 @@ extern "C" int cudaemu_valid_stream(cudaStream_t s)
     return !s || s->tag == STREAM_TAG;
 }
 
+/* Streams and events are tagged handles: a destroyed or foreign one is
+ * refused as the runtime refuses it. */
+template <class H> static cudaError_t handle_create(H **out, unsigned flags, unsigned allowed, unsigned tag)
+{
+    if (!out || (flags & ~allowed)) return fail(cudaErrorInvalidValue);
+    *out = new H{tag};
+    return cudaSuccess;
+}
+
+template <class H> static cudaError_t handle_destroy(H *h, unsigned tag)
+{
+    if (!h || h->tag != tag) return fail(cudaErrorInvalidResourceHandle);
+    h->tag = 0;
+    delete h;
+    return cudaSuccess;
+}
+
 extern "C" cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
 {
-    if (!s || (flags & ~1u)) return fail(cudaErrorInvalidValue);
-    *s = new CUstream_st{STREAM_TAG};
-    return cudaSuccess;
+    return handle_create(s, flags, 1u, STREAM_TAG);
 }
 
 extern "C" cudaError_t cudaStreamCreate(cudaStream_t *s)
@@ -437,10 +452,7 @@ extern "C" cudaError_t cudaStreamCreate(cudaStream_t *s)
 
 extern "C" cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
-    if (!s || s->tag != STREAM_TAG) return fail(cudaErrorInvalidResourceHandle);
-    s->tag = 0;
-    delete s;
-    return cudaSuccess;
+    return handle_destroy(s, STREAM_TAG);
 }
 
 extern "C" cudaError_t cudaStreamSynchronize(cudaStream_t s)
@@ -461,9 +473,7 @@ extern "C" cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsign
 
 extern "C" cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
 {
-    if (!e || (flags & ~0xfu)) return fail(cudaErrorInvalidValue);
-    *e = new CUevent_st{EVENT_TAG};
-    return cudaSuccess;
+    return handle_create(e, flags, 0xfu, EVENT_TAG);
 }
 
 extern "C" cudaError_t cudaEventCreate(cudaEvent_t *e)
@@ -473,10 +483,7 @@ extern "C" cudaError_t cudaEventCreate(cudaEvent_t *e)
 
 extern "C" cudaError_t cudaEventDestroy(cudaEvent_t e)
 {
-    if (!valid_event(e)) return fail(cudaErrorInvalidResourceHandle);
-    e->tag = 0;
-    delete e;
-    return cudaSuccess;
+    return handle_destroy(e, EVENT_TAG);
 }
 
 extern "C" cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)

@@ -15,6 +15,7 @@
 #include "cuda_bf16.h"
 #include "cuda_fp16.h"
 #include "cuda_runtime.h"
+#include "emu_check.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -26,21 +27,6 @@
 
 #include <string>
 
-static int failures, passes;
-
-static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(int ok, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s ", ok ? "PASS" : "FAIL");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    if (!ok) failures++;
-    else passes++;
-}
-
 static float bits_f(uint32_t u)
 {
     float f;
@@ -51,12 +37,28 @@ static float bits_f(uint32_t u)
 /* ------------------------------------------------------------------------
  * Conversions. */
 
+struct conversion {
+    float in;
+    uint16_t want;
+};
+
+/* The table's conversions that miss, each printed. */
+static int conversion_misses(const char *name, uint16_t (*f2bits)(float), const conversion *c, size_t n)
+{
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint16_t got = f2bits(c[i].in);
+        if (got != c[i].want) {
+            bad++;
+            printf("  %s(%.9g = %a) = 0x%04x, want 0x%04x\n", name, c[i].in, c[i].in, got, c[i].want);
+        }
+    }
+    return bad;
+}
+
 static void conversions(void)
 {
-    struct {
-        float in;
-        uint16_t want;
-    } h[] = {
+    const conversion h[] = {
         {1.0f, 0x3c00},
         {65504.0f, 0x7bff},
         {65519.996f, 0x7bff}, /* below the halfway point to 65536: the largest half */
@@ -73,15 +75,8 @@ static void conversions(void)
         {-0.0f, 0x8000},
         {bits_f(0x7fc00001u), 0x7fff},      /* NaN */
     };
-    int bad = 0;
-    for (size_t i = 0; i < sizeof h / sizeof h[0]; i++) {
-        uint16_t got = __float2half_rn(h[i].in).__x;
-        if (got != h[i].want) {
-            bad++;
-            printf("  half(%.9g) = 0x%04x, want 0x%04x\n", h[i].in, got, h[i].want);
-        }
-    }
-    check(!bad, "fp16: %zu conversions (ties to even, 65520 -> inf, subnormals, NaN)", sizeof h / sizeof h[0]);
+    check(!conversion_misses("half", [](float f) { return (uint16_t)__float2half_rn(f).__x; }, h, sizeof h / sizeof h[0]),
+          "fp16: %zu conversions (ties to even, 65520 -> inf, subnormals, NaN)", sizeof h / sizeof h[0]);
     /* every half converts back to the float that converts to it */
     int rt = 0;
     for (uint32_t u = 0; u < 65536; u++) {
@@ -92,10 +87,7 @@ static void conversions(void)
         if (__float2half_rn(f).__x != u) rt++;
     }
     check(!rt, "fp16: all 65536 halves round-trip through float (%d differ)", rt);
-    struct {
-        float in;
-        uint16_t want;
-    } b[] = {
+    const conversion b[] = {
         {1.0f, 0x3f80},
         {bits_f(0x3f808000u), 0x3f80}, /* a tie: to even (down) */
         {bits_f(0x3f818000u), 0x3f82}, /* a tie: to even (up) */
@@ -103,15 +95,8 @@ static void conversions(void)
         {bits_f(0x7f7fffffu), 0x7f80}, /* FLT_MAX rounds to inf */
         {bits_f(0x7fc00000u), 0x7fff},
     };
-    bad = 0;
-    for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) {
-        uint16_t got = __float2bfloat16_rn(b[i].in).__x;
-        if (got != b[i].want) {
-            bad++;
-            printf("  bf16(%a) = 0x%04x, want 0x%04x\n", b[i].in, got, b[i].want);
-        }
-    }
-    check(!bad, "bf16: %zu conversions (ties to even, overflow to inf, NaN)", sizeof b / sizeof b[0]);
+    check(!conversion_misses("bf16", [](float f) { return (uint16_t)__float2bfloat16_rn(f).__x; }, b, sizeof b / sizeof b[0]),
+          "bf16: %zu conversions (ties to even, overflow to inf, NaN)", sizeof b / sizeof b[0]);
     check(cudaemu_round_tf32(bits_f(0x3f801000u)) == 1.0f && cudaemu_round_tf32(bits_f(0x3f803000u)) == bits_f(0x3f804000u),
           "tf32: rounds to 10 mantissa bits, ties to even");
 }
@@ -438,6 +423,5 @@ int main(void)
     planted("a copy past the end of an allocation", bug_memcpy, 70, "cudaMemcpy: the destination", "past the end");
     conversions();
     model();
-    printf("%d passed, %d failed\n", passes, failures);
-    return failures ? 1 : 0;
+    return check_summary();
 }

@@ -23,6 +23,7 @@
 #include "cuda_bf16.h"
 #include "cuda_fp16.h"
 #include "cuda_runtime_api.h"
+#include "emu_check.h"
 
 #include "backend/cuda/cuda_ws.h"
 
@@ -38,19 +39,6 @@
 #include <cstring>
 #include <numeric>
 #include <vector>
-
-static int failures;
-
-static void check(bool ok, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s ", ok ? "ok  " : "FAIL");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    if (!ok) failures++;
-}
 
 static uint32_t rng = 12345;
 static float frand(void) /* in [-1, 1) */
@@ -401,33 +389,33 @@ static void test_refusals(void)
     const operand a43 = {CUDA_R_32F, 4, 3, 4, 1, 0}, b36 = {CUDA_R_32F, 3, 6, 3, 1, 0},
                   b56 = {CUDA_R_32F, 5, 6, 5, 1, 0}, d46 = {CUDA_R_32F, 4, 6, 4, 1, 0},
                   d56 = {CUDA_R_32F, 5, 6, 5, 1, 0};
-    check(lt_gemm(CUBLAS_COMPUTE_32F, 0, 0, a43, A, b36, B, d46, D, d46, D, 1, 0) == CUBLAS_STATUS_SUCCESS,
-          "A 4x3 B 3x6 D 4x6: accepted");
-    check(lt_gemm(CUBLAS_COMPUTE_32F, 0, 0, a43, A, b56, B, d46, D, d46, D, 1, 0) == INVALID,
-          "A 4x3 B 5x6 (k 3 vs 5): INVALID_VALUE");
-    check(lt_gemm(CUBLAS_COMPUTE_32F, 1, 0, a43, A, b36, B, d46, D, d46, D, 1, 0) == INVALID,
-          "A^T 3x4 B 3x6: INVALID_VALUE");
-    check(lt_gemm(CUBLAS_COMPUTE_32F, 0, 0, a43, A, b36, B, d56, D, d56, D, 1, 0) == INVALID,
-          "A 4x3 B 3x6 D 5x6: INVALID_VALUE");
-    check(lt_gemm(CUBLAS_COMPUTE_32F, 0, 0, a43, A, b36, B, d46, D, d56, D, 1, 0) == INVALID,
-          "C 4x6 but D 5x6: INVALID_VALUE");
     operand a43b2 = a43, d46b2 = d46;
     a43b2.batch = d46b2.batch = 2;
     a43b2.stride = 12;
     d46b2.stride = 24;
-    check(lt_gemm(CUBLAS_COMPUTE_32F, 0, 0, a43b2, A, b36, B, d46b2, D, d46b2, D, 1, 0) == INVALID,
-          "batch 2, 1, 2: INVALID_VALUE");
     operand h43 = a43, h36 = b36, bf36 = b36, d46h = d46;
     h43.type = h36.type = d46h.type = CUDA_R_16F;
     bf36.type = CUDA_R_16BF;
-    check(lt_gemm(CUBLAS_COMPUTE_32F_FAST_TF32, 0, 0, h43, A, h36, B, d46, D, d46, D, 1, 0) == UNSUPPORTED,
-          "fp16 inputs with compute FAST_TF32: NOT_SUPPORTED");
-    check(lt_gemm(CUBLAS_COMPUTE_32F_FAST_16F, 0, 0, a43, A, b36, B, d46, D, d46, D, 1, 0) == UNSUPPORTED,
-          "fp32 inputs with compute FAST_16F: NOT_SUPPORTED");
-    check(lt_gemm(CUBLAS_COMPUTE_32F, 0, 0, h43, A, bf36, B, d46, D, d46, D, 1, 0) == UNSUPPORTED,
-          "fp16 A with bf16 B: NOT_SUPPORTED");
-    check(lt_gemm(CUBLAS_COMPUTE_32F, 0, 0, h43, A, h36, B, d46h, D, d46h, D, 1, 0) == UNSUPPORTED,
-          "fp16 C/D: NOT_SUPPORTED");
+    const struct {
+        cublasComputeType_t compute;
+        int ta;
+        operand a, b, c, d;
+        cublasStatus_t want;
+        const char *what;
+    } shapes[] = {
+        {CUBLAS_COMPUTE_32F, 0, a43, b36, d46, d46, CUBLAS_STATUS_SUCCESS, "A 4x3 B 3x6 D 4x6: accepted"},
+        {CUBLAS_COMPUTE_32F, 0, a43, b56, d46, d46, INVALID, "A 4x3 B 5x6 (k 3 vs 5): INVALID_VALUE"},
+        {CUBLAS_COMPUTE_32F, 1, a43, b36, d46, d46, INVALID, "A^T 3x4 B 3x6: INVALID_VALUE"},
+        {CUBLAS_COMPUTE_32F, 0, a43, b36, d56, d56, INVALID, "A 4x3 B 3x6 D 5x6: INVALID_VALUE"},
+        {CUBLAS_COMPUTE_32F, 0, a43, b36, d46, d56, INVALID, "C 4x6 but D 5x6: INVALID_VALUE"},
+        {CUBLAS_COMPUTE_32F, 0, a43b2, b36, d46b2, d46b2, INVALID, "batch 2, 1, 2: INVALID_VALUE"},
+        {CUBLAS_COMPUTE_32F_FAST_TF32, 0, h43, h36, d46, d46, UNSUPPORTED, "fp16 inputs with compute FAST_TF32: NOT_SUPPORTED"},
+        {CUBLAS_COMPUTE_32F_FAST_16F, 0, a43, b36, d46, d46, UNSUPPORTED, "fp32 inputs with compute FAST_16F: NOT_SUPPORTED"},
+        {CUBLAS_COMPUTE_32F, 0, h43, bf36, d46, d46, UNSUPPORTED, "fp16 A with bf16 B: NOT_SUPPORTED"},
+        {CUBLAS_COMPUTE_32F, 0, h43, h36, d46h, d46h, UNSUPPORTED, "fp16 C/D: NOT_SUPPORTED"},
+    };
+    for (const auto &s : shapes)
+        check(lt_gemm(s.compute, s.ta, 0, s.a, A, s.b, B, s.c, D, s.d, D, 1, 0) == s.want, "%s", s.what);
     {
         cublasLtMatmulDesc_t o2 = NULL;
         check(cublasLtMatmulDescCreate(&o2, CUBLAS_COMPUTE_32F, CUDA_R_16F) == CUBLAS_STATUS_SUCCESS,
@@ -602,6 +590,5 @@ int main(void)
     test_memory_checks();
     test_sort();
     check(cublasLtDestroy(lt) == CUBLAS_STATUS_SUCCESS, "cublasLtDestroy");
-    printf("%s: %d failure(s)\n", failures ? "FAIL" : "ok", failures);
-    return failures ? 1 : 0;
+    return check_summary();
 }

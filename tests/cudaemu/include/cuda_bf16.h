@@ -3,6 +3,8 @@
 #ifndef CUDAEMU_CUDA_BF16_H
 #define CUDAEMU_CUDA_BF16_H
 
+#include "cudaemu_16bit.h"
+
 #include <stdint.h>
 #include <string.h>
 
@@ -23,17 +25,7 @@ static inline float cudaemu_bf2f_bits(uint16_t b)
 }
 
 #ifdef __cplusplus
-struct __nv_bfloat16 {
-    unsigned short __x;
-};
-static inline __nv_bfloat16 __float2bfloat16_rn(float f)
-{
-    __nv_bfloat16 h;
-    h.__x = cudaemu_f2bf_bits(f);
-    return h;
-}
-static inline __nv_bfloat16 __float2bfloat16(float f) { return __float2bfloat16_rn(f); }
-static inline float __bfloat162float(__nv_bfloat16 h) { return cudaemu_bf2f_bits(h.__x); }
+CUDAEMU_16BIT_TYPE(__nv_bfloat16, __float2bfloat16_rn, __float2bfloat16, __bfloat162float, cudaemu_f2bf_bits, cudaemu_bf2f_bits)
 #endif
 
 #endif

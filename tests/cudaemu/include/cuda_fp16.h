@@ -3,6 +3,8 @@
 #ifndef CUDAEMU_CUDA_FP16_H
 #define CUDAEMU_CUDA_FP16_H
 
+#include "cudaemu_16bit.h"
+
 #include <stdint.h>
 #include <string.h>
 
@@ -49,17 +51,7 @@ static inline float cudaemu_h2f_bits(uint16_t h)
 }
 
 #ifdef __cplusplus
-struct __half {
-    unsigned short __x;
-};
-static inline __half __float2half_rn(float f)
-{
-    __half h;
-    h.__x = cudaemu_f2h_bits(f);
-    return h;
-}
-static inline __half __float2half(float f) { return __float2half_rn(f); }
-static inline float __half2float(__half h) { return cudaemu_h2f_bits(h.__x); }
+CUDAEMU_16BIT_TYPE(__half, __float2half_rn, __float2half, __half2float, cudaemu_f2h_bits, cudaemu_h2f_bits)
 #endif
 
 #endif
