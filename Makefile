@@ -37,7 +37,7 @@ demo: build
 	./$(BUILD)/bertc demo
 
 bench: build
-	bash bench/compare.sh
+	bash bench/train_speed/step_vs_torch.sh
 
 # libFuzzer harnesses (clang, ASan+UBSan); make fuzz FUZZ_SECONDS=600 FUZZ_TARGET=squad
 FUZZ_SECONDS ?= 60

@@ -40,14 +40,3 @@ parse_opts() {
         fi
     done
 }
-
-# squad_slice_setup DIR DATA CONFIG: what the CPU training benches share:
-# DIR/model, `bertc init --config CONFIG` (BERTC), and DIR/train.json, SQuAD
-# dev's first 4 articles from DATA (jq slices them, so that every step is a
-# whole batch). Exits 2 without jq.
-squad_slice_setup() {
-    local dir=$1 data=$2 config=$3
-    command -v jq >/dev/null || { echo "jq is needed (scripts/ci_extras.sh installs it)" >&2; exit 2; }
-    "$BERTC" init --config "$config" --vocab "$data/vocab/bert-base-uncased-vocab.txt" --out "$dir/model" >/dev/null
-    jq '{version: .version, data: .data[0:4]}' "$data/squad-v1.1/dev-v1.1.json" >"$dir/train.json"
-}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The full load test of bertc serve (tests/cli/serve_load.sh runs a few hundred
 # requests): N requests (default 10,000) at each concurrency level (default
-# 1 8 32 64), 10 % malformed, over loopback with bench/serve_load; every valid
+# 1 8 32 64), 10 % malformed, over loopback with bench/serve/serve_load; every valid
 # request must get 200 and the answer it gets alone, every malformed one 400,
 # and the server must stay up and exit 0 on SIGTERM.
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference features for tests/test_features.c, made as run_qa.py makes them.
+"""Reference features for tests/data/test_features.c, made as run_qa.py makes them.
 
 prepare_train_features and prepare_validation_features below follow
 transformers' examples/pytorch/question-answering/run_qa.py (pad_on_right,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Per-op PyTorch reference tensors for tests/test_ops_torch.c.
+"""Per-op PyTorch reference tensors for tests/backend/test_ops_torch.c.
 
 Every op of src/backend/backend.h is run in PyTorch (float32, CPU, one
 thread) the way transformers' BertForQuestionAnswering and torch.optim.AdamW

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the PyTorch reference that tests/test_reference.c checks bertc against.
+"""Writes the PyTorch reference that tests/model/test_reference.c checks bertc against.
 
 A tiny BertForQuestionAnswering (L2 H64 A4 I128, vocab 100, 64 positions),
 random weights, one batch of 3 rows of T=32 tokens with padding, token types

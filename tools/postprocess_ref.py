@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference files for tests/test_postprocess.c.
+"""Reference files for tests/infer/test_postprocess.c.
 
 Takes every 50th question of SQuAD v1.1 dev (212 questions), builds the
 validation features as run_qa.py's prepare_validation_features does with the

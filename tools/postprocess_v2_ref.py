@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference file for tests/test_postprocess_squad2.c: SQuAD 2.0 post-processing.
+"""Reference file for tests/infer/test_postprocess_squad2.c: SQuAD 2.0 post-processing.
 
 Takes every 4th question of tests/data/squad2_dev_slice.json (SQuAD dev made
 v2 by tools/squad2_eval_ref.py: a third of the questions have no answer),

@@ -1,5 +1,5 @@
 """run_qa.py's labelling of training windows (prepare_train_features), shared by
-tools/train_reference.py and bench/minilm_squad_hf.py: for each window of a fast
+tools/train_reference.py and bench/accuracy/minilm_squad_hf.py: for each window of a fast
 tokenizer's encoding (return_overflowing_tokens, return_offsets_mapping), the
 token positions of the first answer's start and end, or the [CLS] position when
 the window does not hold the whole answer (or there is no answer)."""

@@ -9,7 +9,7 @@ digits: sum_py312 below ports it, for the "py3.12" cases).
         # prints what evaluate-v2.0.py prints
     python3 tools/squad2_eval_ref.py make [--data ../shared/data]
 
-v2 data from SQuAD v1.1 dev (to_v2 below; tests/test_eval_squad2.c applies the same
+v2 data from SQuAD v1.1 dev (to_v2 below; tests/eval/test_eval_squad2.c applies the same
 rule in C): questions are numbered 0, 1, ... in file order; question k with
 k % 3 == 1 loses its answers ("answers": [], "is_impossible": true), the
 others get "is_impossible": false.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference files for tests/test_eval.c, made with the official SQuAD v1.1
+"""Reference files for tests/eval/test_eval.c, made with the official SQuAD v1.1
 evaluation logic (evaluate-v1.1.py, reproduced below unchanged in behaviour)
 under this Python (3.11: Unicode 14.0).
 

@@ -7,7 +7,7 @@
                                          RUN/tb and compare what its HTTP API
                                          serves (the UI's data) with the files
     python3 tools/tb_check.py --golden   print the reference encodings that
-                                         tests/test_tb.c compares with
+                                         tests/obs/test_tb.c compares with
 
 What is checked:
   * every event file opens, its records pass TensorBoard's CRC checks, and

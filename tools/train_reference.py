@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch reference for tests/test_train_numerics.c: three optimizer steps of
+"""PyTorch reference for tests/train/test_train_numerics.c: three optimizer steps of
 `bertc train` on tests/data/train_small.json, done with transformers.
 
 The same recipe as the test's command line:

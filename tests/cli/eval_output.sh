@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bertc eval prints exactly what evaluate-v1.1.py prints (values worked out by
-# hand for tests/data/eval_hand_*.json, see tests/test_eval.c), counts the
+# hand for tests/data/eval_hand_*.json, see tests/eval/test_eval.c), counts the
 # unanswered questions on stderr and warns about a data version other than 1.1.
 source "$(dirname "$0")/lib/cli.sh"
 D=tests/data

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bertc serve under a bounded load (bench/serve_load, built with the project):
+# bertc serve under a bounded load (bench/serve/serve_load, built with the project):
 # 300 requests (100 in the sanitizer build) at concurrency 1, 8 and 32,
 # 10 % malformed; every valid request gets 200 and the answer it gets alone,
 # every malformed one 400, no connection fails, and the server is still

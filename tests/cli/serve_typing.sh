@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bertc serve's page with typed input: tests/cdp_drive (built with the
+# bertc serve's page with typed input: tests/lib/cdp_drive (built with the
 # project) drives headless Chromium over the DevTools pipe, clicks the
 # context and question boxes, types every character as key events, presses
 # Enter, then clears the question with End and Backspace, types a second one

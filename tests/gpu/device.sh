@@ -80,7 +80,7 @@ run() {
     echo "run.sh exit $? after $(($(date +%s) - t0)) s"
     if [ "${GRID:-1}" != 0 ]; then
         local left=$((budget - ($(date +%s) - t0)))
-        [ $left -gt 20 ] && timeout $left bash bench/gpu_grid.sh build-dev/stage/bertc/bertc "$res/grid" \
+        [ $left -gt 20 ] && timeout $left bash bench/gpu/gpu_grid.sh build-dev/stage/bertc/bertc "$res/grid" \
             >"$res/grid.log" 2>&1
         echo "grid exit $? after $(($(date +%s) - t0)) s"
     fi

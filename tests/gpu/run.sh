@@ -26,7 +26,7 @@
 #            process, and with --shard-optimizer (NCCL refuses two ranks on one GPU: the NCCL path
 #            needs 2 GPUs, not checked); 2 pipeline stages sharing the GPU (host copies over MPI)
 #            vs 1 process
-#   5 bench  bench/gpu_compare.sh (BENCH_BATCHES, default 32; BENCH_STEPS, default 10)
+#   5 bench  bench/gpu/gpu_vs_torch.sh (BENCH_BATCHES, default 32; BENCH_STEPS, default 10)
 # Exit status: 0 when every check passed, 1 otherwise (the summary says which).
 set -u -o pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -116,8 +116,8 @@ main() {
     check "6 cli: bertc train/predict --device cuda" bash tests/gpu/train_cli.sh "$bertc" "$RES"
     check "7 serve: bertc serve --device cuda vs predict --device cuda" bash tests/gpu/serve_cli.sh "$bertc" "$RES"
     check "8 dist: mpirun -np 1 and 2 ranks on one GPU (tests/gpu/dist_cli.sh)" bash tests/gpu/dist_cli.sh "$bertc" "$RES"
-    check "5 bench: bench/gpu_compare.sh" env BERTC_GPU_CHECK="$gc" BATCHES="${BENCH_BATCHES:-32}" \
-        STEPS="${BENCH_STEPS:-10}" bash bench/gpu_compare.sh "$RES/bench"
+    check "5 bench: bench/gpu/gpu_vs_torch.sh" env BERTC_GPU_CHECK="$gc" BATCHES="${BENCH_BATCHES:-32}" \
+        STEPS="${BENCH_STEPS:-10}" bash bench/gpu/gpu_vs_torch.sh "$RES/bench"
 
     echo
     if grep -q '^FAIL' "$RES/results.txt"; then
