@@ -175,30 +175,23 @@ int qa_model_logits(qa_model *m, const features *f, float *start, float *end, vo
     return 0;
 }
 
+int qa_model_logits_alloc(qa_model *m, const features *f, float **start, float **end, volatile sig_atomic_t *stop)
+{
+    size_t n = (size_t)f->n * (size_t)f->T;
+    *start = malloc((n ? n : 1) * sizeof **start);
+    *end = malloc((n ? n : 1) * sizeof **end);
+    if (!*start || !*end) return err_set(ERR_RUNTIME, "out of memory for the logits of %d windows", f->n);
+    return qa_model_logits(m, f, *start, *end, stop);
+}
+
 int qa_model_predict(qa_model *m, const squad_data *d, const features *f, const postprocess_opts *o,
                      qa_predictions *out, volatile sig_atomic_t *stop)
 {
     memset(out, 0, sizeof *out);
-    size_t n = (size_t)f->n * (size_t)f->T;
-    float *start = malloc((n ? n : 1) * sizeof *start), *end = malloc((n ? n : 1) * sizeof *end);
-    if (!start || !end) {
-        free(start);
-        free(end);
-        return err_set(ERR_RUNTIME, "out of memory for the logits of %d windows", f->n);
-    }
-    int rc = qa_model_logits(m, f, start, end, stop);
+    float *start, *end;
+    int rc = qa_model_logits_alloc(m, f, &start, &end, stop);
     if (!rc) rc = postprocess_predictions(d, f, start, end, o, out);
     free(start);
     free(end);
-    return rc;
-}
-
-int qa_predictions_eval(const squad_data *d, const qa_predictions *p, eval_result *r)
-{
-    const char **pred = malloc((size_t)(d->n ? d->n : 1) * sizeof *pred);
-    if (!pred) return err_set(ERR_RUNTIME, "out of memory");
-    for (int i = 0; i < d->n; i++) pred[i] = qa_prediction_text(p, i);
-    int rc = eval_examples(d, pred, EVAL_METRIC_SQUAD, r);
-    free(pred);
     return rc;
 }
