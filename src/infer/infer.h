@@ -49,7 +49,7 @@
 typedef int (*infer_predict_fn)(void *arg, const postprocess_opts *po, qa_predictions *out);
 
 typedef struct {
-    /* the model: one of */
+    /* the model: one of (neither when the logits or predict are given) */
     qa_model *model;
     const char *model_dir;
     /* with model_dir: the backend, the windows (qa_model_fit_window's
@@ -68,7 +68,8 @@ typedef struct {
     void *predict_arg;
     postprocess_opts post;
     /* files written when given: start_logits.npy and end_logits.npy in
-     * dump_dir, predictions.json, nbest_predictions.json, null_odds.json */
+     * dump_dir (not with predict: there are no logits here then),
+     * predictions.json, nbest_predictions.json, null_odds.json */
     const char *dump_dir, *pred_path, *nbest_path, *null_odds_path;
     int score;                  /* score the answers against the gold ones */
     const char *name;           /* the summary line's name; NULL: no line */
