@@ -5,7 +5,7 @@
 #include "core/err.h"
 #include "core/fileio.h"
 #include "infer/adhoc.h"
-#include "infer/qa_model.h"
+#include "infer/infer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,7 +64,7 @@ int cmd_ask(int argc, char **argv)
     qa_model m;
     features f;
     int have_f = 0;
-    qa_predictions p = {0};
+    infer_result r = {0};
     rc = qa_model_load(&m, model_dir, 42);
     if (rc) goto done;
     rc = qa_model_select(&m, &bo);
@@ -80,13 +80,15 @@ int cmd_ask(int argc, char **argv)
         goto done;
     }
     rc = qa_model_start(&m, &bo, f.n < 16 ? f.n : 16, T);
-    postprocess_opts po = {.n_best = PREDICT_N_BEST, .max_answer_length = max_ans};
-    if (!rc) rc = qa_model_predict(&m, &d, &f, &po, &p, NULL);
+    infer_params ip = {.model = &m, .data = &d, .f = &f,
+                       .post = {.n_best = PREDICT_N_BEST, .max_answer_length = max_ans}};
+    if (!rc) rc = infer_run(&ip, &r);
     if (rc) goto done;
+    const qa_predictions *p = &r.pred;
     const squad_context *c = &d.contexts[0];
-    int k = p.n_nbest[0] < nbest ? p.n_nbest[0] : nbest;
+    int k = p->n_nbest[0] < nbest ? p->n_nbest[0] : nbest;
     for (int i = 0; i < k; i++) {
-        const qa_answer *a = &p.nbest[0][i];
+        const qa_answer *a = &p->nbest[0][i];
         if (k > 1) printf("%d. ", i + 1);
         printf("answer: %s\n", a->text);
         printf("%sscore: %.4f (start %.4f + end %.4f), probability %.4f\n", k > 1 ? "   " : "", (double)a->score,
@@ -102,7 +104,7 @@ int cmd_ask(int argc, char **argv)
         }
     }
 done:
-    qa_predictions_free(&p);
+    infer_result_free(&r);
     if (have_f) features_free(&f);
     qa_model_free(&m);
     squad_free(&d);

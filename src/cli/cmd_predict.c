@@ -1,28 +1,11 @@
 /* bertc predict: answers for every question of a SQuAD-format file. */
 #include "cli/options.h"
 #include "core/args.h"
-#include "core/clock.h"
 #include "core/err.h"
 #include "core/fileio.h"
-#include "core/npy.h"
-#include "infer/qa_model.h"
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "infer/infer.h"
 
 const char cmd_predict_summary[] = "answer the questions of a SQuAD-format file (predictions.json)";
-
-static int dump_logits(const char *dir, const features *f, const float *start, const float *end)
-{
-    int rc = mkdir_p(dir);
-    if (rc) return rc;
-    int64_t shape[2] = {f->n, f->T};
-    char p[4096];
-    rc = npy_write_f32(path_join(p, sizeof p, dir, "start_logits.npy"), start, 2, shape);
-    if (!rc) rc = npy_write_f32(path_join(p, sizeof p, dir, "end_logits.npy"), end, 2, shape);
-    return rc;
-}
 
 int cmd_predict(int argc, char **argv)
 {
@@ -77,54 +60,15 @@ int cmd_predict(int argc, char **argv)
         return err_set(ERR_INPUT, "--null-odds %s: is a directory (give the file's path)", null_odds);
     backend_opts bo;
     if ((rc = cli_answer_backend_opts("predict", &dev, threads, &bo))) return rc;
-    double t0 = clock_now_s();
-    qa_model m;
-    squad_data d;
-    features f;
-    int have_d = 0, have_f = 0;
-    float *start = NULL, *end = NULL;
-    qa_predictions p = {0};
-    rc = qa_model_load(&m, model_dir, 42);
-    if (rc) return rc;
-    /* A --device/--precision the machine cannot honour fails before the data is read. */
-    rc = qa_model_select(&m, &bo);
-    if (rc) goto done;
-    if (m.qa_initialised) log_warn("%s has no qa_outputs: answers come from a random QA head", model_dir);
-    rc = squad_load(data_path, &d);
-    if (rc) goto done;
-    have_d = 1;
-    qa_model_fit_window(&m, &T, win.T_given, &stride, win.stride_given);
-    feature_opts fo = {T, stride, mql, v2};
-    rc = features_build(&d, m.tok, &fo, threads, &f);
-    if (rc) goto done;
-    have_f = 1;
-    m.packing = pack;
-    m.max_tokens = max_tokens_given ? max_tokens : 0;
-    rc = qa_model_start(&m, &bo, f.n < batch ? (f.n > 0 ? f.n : 1) : batch, T);
-    if (rc) goto done;
-    size_t n = (size_t)f.n * (size_t)T;
-    start = malloc((n ? n : 1) * sizeof *start);
-    end = malloc((n ? n : 1) * sizeof *end);
-    if (!start || !end) {
-        rc = err_set(ERR_RUNTIME, "out of memory for the logits of %d windows", f.n);
-        goto done;
-    }
-    rc = qa_model_logits(&m, &f, start, end, NULL);
-    if (!rc && dump) rc = dump_logits(dump, &f, start, end);
-    postprocess_opts po = {.n_best = n_best, .max_answer_length = max_ans, .version_2_with_negative = v2,
-                           .null_score_diff_threshold = null_thr};
-    if (!rc) rc = postprocess_predictions(&d, &f, start, end, &po, &p);
-    if (!rc) rc = predictions_write_json(out, &d, &p);
-    if (!rc && nbest) rc = nbest_write_json(nbest, &d, &p);
-    if (!rc && null_odds) rc = null_odds_write_json(null_odds, &d, &p);
-    if (!rc)
-        fprintf(stderr, "predict: %d questions, %d windows, %.1fs -> %s\n", d.n, f.n, clock_now_s() - t0, out);
-done:
-    qa_predictions_free(&p);
-    free(start);
-    free(end);
-    if (have_f) features_free(&f);
-    if (have_d) squad_free(&d);
-    qa_model_free(&m);
+    infer_params ip = {.model_dir = model_dir, .bo = &bo, .T = T, .T_given = win.T_given, .stride = stride,
+                       .stride_given = win.stride_given, .max_query_length = mql, .batch = batch, .threads = threads,
+                       .packing = pack, .max_tokens = max_tokens_given ? max_tokens : 0, .data_path = data_path,
+                       .post = {.n_best = n_best, .max_answer_length = max_ans, .version_2_with_negative = v2,
+                                .null_score_diff_threshold = null_thr},
+                       .dump_dir = dump, .pred_path = out, .nbest_path = nbest, .null_odds_path = null_odds,
+                       .name = "predict"};
+    infer_result r;
+    rc = infer_run(&ip, &r);
+    infer_result_free(&r);
     return rc;
 }

@@ -3,10 +3,11 @@
  * `bertc run_squad`. The flags keep their names, meanings and defaults; the
  * work is bertc's own: the init checkpoint is read without TensorFlow and
  * written once as a Hugging Face dir (OUTPUT_DIR/init_model), training is
- * trainer_run (train/trainer.h) and prediction is `bertc predict`
- * (cmd_predict), writing OUTPUT_DIR/predictions.json and
+ * trainer_run (train/trainer.h) and prediction is `bertc predict`'s
+ * (infer_run, infer/infer.h), writing OUTPUT_DIR/predictions.json and
  * nbest_predictions.json as run_squad.py does. README.md, "bertc
  * run_squad", has the table of flags. */
+#include "cli/options.h"
 #include "core/args.h"
 #include "core/err.h"
 #include "core/fileio.h"
@@ -16,6 +17,7 @@
 #include "model/params.h"
 #include "model/tf_bert.h"
 #include "text/tokenizer.h"
+#include "infer/infer.h"
 #include "train/trainer.h"
 
 #include <ctype.h>
@@ -26,8 +28,6 @@
 #include <strings.h>
 
 const char cmd_run_squad_summary[] = "google-research/bert's run_squad.py flags (TF checkpoints read directly)";
-
-int cmd_predict(int argc, char **argv);
 
 typedef enum { F_STR, F_BOOL, F_INT, F_FLOAT } flag_type;
 
@@ -232,6 +232,62 @@ static int check_flags(const squad_flags *s, const flag *flags)
     return 0;
 }
 
+/* The ranges `bertc predict` holds its options to, in its words, which
+ * run_squad's values met when it ran predict's command line. */
+static int check_predict_ranges(const squad_flags *s)
+{
+    const struct {
+        const char *name;
+        int v, lo, hi;
+    } r[] = {
+        {"max-seq-length", s->max_seq_length, 8, 8192},  {"doc-stride", s->doc_stride, 0, 8191},
+        {"max-query-length", s->max_query_length, 0, 8192}, {"batch", s->predict_batch_size, 1, 65536},
+        {"n-best", s->n_best_size, 1, 1000},             {"max-answer-length", s->max_answer_length, 1, 8192},
+    };
+    char what[64], v[32];
+    int64_t i;
+    for (size_t k = 0; k < sizeof r / sizeof r[0]; k++) {
+        snprintf(what, sizeof what, "predict --%s", r[k].name);
+        snprintf(v, sizeof v, "%d", r[k].v);
+        int rc = parse_int64(v, r[k].lo, r[k].hi, what, &i);
+        if (rc) return rc;
+    }
+    double d;
+    snprintf(v, sizeof v, "%.17g", s->null_score_diff_threshold);
+    return s->version_2_with_negative ? parse_double(v, -1e9, 1e9, "predict --null-score-diff-threshold", &d) : 0;
+}
+
+/* Prediction as `bertc predict` makes it from the same options, into
+ * OUTPUT_DIR/predictions.json and nbest_predictions.json (and, for SQuAD
+ * 2.0 as run_squad.py, null_odds.json beside them). */
+static int run_predict(const squad_flags *s, const char *model)
+{
+    char pred[PATH_MAX], nbest[PATH_MAX], odds[PATH_MAX];
+    path_join(pred, sizeof pred, s->output_dir, "predictions.json");
+    path_join(nbest, sizeof nbest, s->output_dir, "nbest_predictions.json");
+    path_join(odds, sizeof odds, s->output_dir, "null_odds.json");
+    int v2 = s->version_2_with_negative, rc = check_predict_ranges(s);
+    if (rc) return rc;
+    if (path_is_dir(pred)) return err_set(ERR_INPUT, "--out %s: is a directory (give the predictions file's path)", pred);
+    if (v2 && path_is_dir(odds)) return err_set(ERR_INPUT, "--null-odds %s: is a directory (give the file's path)", odds);
+    backend_opts bo;
+    if ((rc = cli_answer_backend_opts("predict", &(cli_device)CLI_DEVICE_DEFAULT, 0, &bo))) return rc;
+    infer_params ip = {.model_dir = model, .bo = &bo, .T = s->max_seq_length, .T_given = 1, .stride = s->doc_stride,
+                       .stride_given = 1, .max_query_length = s->max_query_length, .batch = s->predict_batch_size,
+                       .data_path = s->predict_file,
+                       .post = {.n_best = s->n_best_size, .max_answer_length = s->max_answer_length,
+                                .version_2_with_negative = v2,
+                                .null_score_diff_threshold = v2 ? s->null_score_diff_threshold : 0.0},
+                       .pred_path = pred, .nbest_path = nbest, .null_odds_path = v2 ? odds : NULL, .name = "predict"};
+    infer_result r;
+    rc = infer_run(&ip, &r);
+    infer_result_free(&r);
+    if (rc) return rc;
+    if (v2) printf("run_squad: wrote %s, %s and %s\n", pred, nbest, odds);
+    else printf("run_squad: wrote %s and %s\n", pred, nbest);
+    return 0;
+}
+
 int cmd_run_squad(int argc, char **argv)
 {
     squad_flags s = {
@@ -333,30 +389,5 @@ int cmd_run_squad(int argc, char **argv)
         path_join(final_dir, sizeof final_dir, s.output_dir, "final");
         model = final_dir;
     }
-    if (s.do_predict) {
-        char pred[PATH_MAX], nbest[PATH_MAX], odds[PATH_MAX], T[16], stride[16], mql[16], batch[16], nb[16], mal[16],
-            thr[32];
-        path_join(pred, sizeof pred, s.output_dir, "predictions.json");
-        path_join(nbest, sizeof nbest, s.output_dir, "nbest_predictions.json");
-        path_join(odds, sizeof odds, s.output_dir, "null_odds.json");
-        snprintf(T, sizeof T, "%d", s.max_seq_length);
-        snprintf(stride, sizeof stride, "%d", s.doc_stride);
-        snprintf(mql, sizeof mql, "%d", s.max_query_length);
-        snprintf(batch, sizeof batch, "%d", s.predict_batch_size);
-        snprintf(nb, sizeof nb, "%d", s.n_best_size);
-        snprintf(mal, sizeof mal, "%d", s.max_answer_length);
-        snprintf(thr, sizeof thr, "%.17g", s.null_score_diff_threshold);
-        char *pargv[] = {"predict", "--model", (char *)model, "--data", (char *)s.predict_file, "--out", pred,
-                         "--nbest", nbest, "--max-seq-length", T, "--doc-stride", stride, "--max-query-length", mql,
-                         "--batch", batch, "--n-best", nb, "--max-answer-length", mal,
-                         /* SQuAD 2.0, as run_squad.py: null_odds.json beside the predictions */
-                         "--version-2-with-negative", "--null-score-diff-threshold", thr, "--null-odds", odds, NULL};
-        int pargc = (int)(sizeof pargv / sizeof pargv[0]) - 1;
-        if (!s.version_2_with_negative) pargc -= 5; /* the five SQuAD 2.0 arguments */
-        pargv[pargc] = NULL;
-        if ((rc = cmd_predict(pargc, pargv))) return rc;
-        if (s.version_2_with_negative) printf("run_squad: wrote %s, %s and %s\n", pred, nbest, odds);
-        else         printf("run_squad: wrote %s and %s\n", pred, nbest);
-    }
-    return 0;
+    return s.do_predict ? run_predict(&s, model) : 0;
 }

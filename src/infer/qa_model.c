@@ -3,8 +3,8 @@
 #include "core/err.h"
 #include "core/fileio.h"
 #include "model/hf_dir.h"
+#include "model/pack.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -100,53 +100,41 @@ void qa_model_free(qa_model *m)
     memset(m, 0, sizeof *m);
 }
 
-/* Packed prediction: the windows sorted by length (stable), packed into
- * micro-batches of at most max_B windows and max_tokens tokens, so that no
+/* Packed prediction: the windows sorted by length and cut into pieces of
+ * at most max_B windows and max_tokens tokens (model/pack.h), so that no
  * padding is computed; the logits go back to each window's positions in
  * the original order, -inf at its padding. */
 static int logits_packed(qa_model *m, const features *f, float *start, float *end, volatile sig_atomic_t *stop)
 {
     int n = f->n, T = f->T, max_B = bert_model_max_batch(m->model);
     int64_t cap = bert_model_max_tokens(m->model);
-    int *len = malloc((size_t)(n ? n : 1) * sizeof *len), *order = malloc((size_t)(n ? n : 1) * sizeof *order);
-    int *count = calloc((size_t)T + 2, sizeof *count);
+    size_t nn = (size_t)(n ? n : 1);
+    int *len = malloc(nn * sizeof *len), *slen = malloc(nn * sizeof *slen);
+    int32_t *order = malloc(nn * sizeof *order);
     int32_t *ids = malloc((size_t)cap * sizeof *ids), *types = malloc((size_t)cap * sizeof *types);
     int32_t *cu = malloc(((size_t)max_B + 1) * sizeof *cu);
     float *sl = malloc((size_t)cap * sizeof *sl), *el = malloc((size_t)cap * sizeof *el);
     int rc = 0;
-    if (!len || !order || !count || !ids || !types || !cu || !sl || !el) {
+    if (!len || !slen || !order || !ids || !types || !cu || !sl || !el) {
         rc = err_set(ERR_RUNTIME, "qa_model_logits: out of memory for packing %d windows", n);
         goto out;
     }
-    for (int i = 0; i < n; i++) {
-        const int32_t *mk = f->attention_mask + (size_t)i * T;
-        int l = 0;
-        while (l < T && mk[l] == 1) l++;
-        if (l == 0) {
+    pack_lengths(f->attention_mask, T, NULL, n, len);
+    for (int i = 0; i < n; i++)
+        if (len[i] == 0) {
             rc = err_set(ERR_INPUT, "window %d has no tokens", i);
             goto out;
         }
-        len[i] = l;
-        count[l + 1]++;
-    }
-    /* counting sort by length: stable */
-    for (int l = 1; l <= T + 1; l++) count[l] += count[l - 1];
-    for (int i = 0; i < n; i++) order[count[len[i]]++] = i;
+    if ((rc = pack_sort_by_length(len, n, T, order))) goto out;
+    for (int i = 0; i < n; i++) slen[i] = len[order[i]];
     philox_stream rng = {0, 0, 0};
-    for (int i = 0; i < n;) {
+    for (int i = 0, B; i < n; i += B) {
         if (stop && *stop) {
             rc = ERR_STOPPED;
             goto out;
         }
-        int B = 0, N = 0;
-        cu[0] = 0;
-        while (i + B < n && B < max_B && N + len[order[i + B]] <= cap) {
-            int w = order[i + B], l = len[w];
-            memcpy(ids + N, f->input_ids + (size_t)w * T, (size_t)l * sizeof *ids);
-            memcpy(types + N, f->token_type_ids + (size_t)w * T, (size_t)l * sizeof *types);
-            N += l;
-            cu[++B] = N;
-        }
+        B = pack_cut(slen + i, n - i, max_B, cap, NULL);
+        pack_piece(f->input_ids, f->token_type_ids, NULL, T, order + i, slen + i, B, ids, types, cu);
         bert_batch b = {B, T, ids, types, NULL, NULL, NULL, cu, 0};
         rc = bert_forward(m->model, &b, 0.0f, 0.0f, rng, NULL, sl, el);
         if (rc) {
@@ -154,18 +142,15 @@ static int logits_packed(qa_model *m, const features *f, float *start, float *en
             goto out;
         }
         for (int j = 0; j < B; j++) {
-            int w = order[i + j], l = len[w];
-            float *s = start + (size_t)w * T, *e = end + (size_t)w * T;
-            memcpy(s, sl + cu[j], (size_t)l * sizeof *s);
-            memcpy(e, el + cu[j], (size_t)l * sizeof *e);
-            for (int t = l; t < T; t++) s[t] = e[t] = -INFINITY;
+            size_t w = (size_t)order[i + j] * (size_t)T;
+            pack_unpack_row(sl + cu[j], slen[i + j], T, start + w);
+            pack_unpack_row(el + cu[j], slen[i + j], T, end + w);
         }
-        i += B;
     }
 out:
     free(len);
+    free(slen);
     free(order);
-    free(count);
     free(ids);
     free(types);
     free(cu);
@@ -190,30 +175,23 @@ int qa_model_logits(qa_model *m, const features *f, float *start, float *end, vo
     return 0;
 }
 
+int qa_model_logits_alloc(qa_model *m, const features *f, float **start, float **end, volatile sig_atomic_t *stop)
+{
+    size_t n = (size_t)f->n * (size_t)f->T;
+    *start = malloc((n ? n : 1) * sizeof **start);
+    *end = malloc((n ? n : 1) * sizeof **end);
+    if (!*start || !*end) return err_set(ERR_RUNTIME, "out of memory for the logits of %d windows", f->n);
+    return qa_model_logits(m, f, *start, *end, stop);
+}
+
 int qa_model_predict(qa_model *m, const squad_data *d, const features *f, const postprocess_opts *o,
                      qa_predictions *out, volatile sig_atomic_t *stop)
 {
     memset(out, 0, sizeof *out);
-    size_t n = (size_t)f->n * (size_t)f->T;
-    float *start = malloc((n ? n : 1) * sizeof *start), *end = malloc((n ? n : 1) * sizeof *end);
-    if (!start || !end) {
-        free(start);
-        free(end);
-        return err_set(ERR_RUNTIME, "out of memory for the logits of %d windows", f->n);
-    }
-    int rc = qa_model_logits(m, f, start, end, stop);
+    float *start, *end;
+    int rc = qa_model_logits_alloc(m, f, &start, &end, stop);
     if (!rc) rc = postprocess_predictions(d, f, start, end, o, out);
     free(start);
     free(end);
-    return rc;
-}
-
-int qa_predictions_eval(const squad_data *d, const qa_predictions *p, eval_result *r)
-{
-    const char **pred = malloc((size_t)(d->n ? d->n : 1) * sizeof *pred);
-    if (!pred) return err_set(ERR_RUNTIME, "out of memory");
-    for (int i = 0; i < d->n; i++) pred[i] = qa_prediction_text(p, i);
-    int rc = eval_examples(d, pred, EVAL_METRIC_SQUAD, r);
-    free(pred);
     return rc;
 }

@@ -1,9 +1,10 @@
 /* A model dir opened on a backend and run for answers: its tokenizer, its
  * config and parameters, and a bert_model on the backend that --device and
  * --precision select (backend/select.h); running it over features
- * (logits, predictions, evaluation). `bertc predict`, `ask` and `serve` use
- * it as it is; the trainer (train/) opens its model dir with it too and
- * trains the bert_model it holds.
+ * (logits, predictions). infer_run (infer/infer.h) drives it for `bertc
+ * predict`, `run_squad`, `ask`, `serve` and the trainer's evaluation; the
+ * trainer (train/) opens its model dir with it too and trains the
+ * bert_model it holds.
  *
  *   qa_model m;
  *   backend_opts bo = backend_opts_default();
@@ -86,10 +87,12 @@ void qa_model_free(qa_model *m);
  * dropout off, in micro-batches of up to m->max_B. Stops early with
  * ERR_STOPPED when *stop becomes non-zero (stop may be NULL). */
 int qa_model_logits(qa_model *m, const features *f, float *start, float *end, volatile sig_atomic_t *stop);
-/* Logits -> predictions (postprocess_predictions with o). */
+/* qa_model_logits into arrays of its own (*start, *end: the caller frees
+ * them, also after an error). */
+int qa_model_logits_alloc(qa_model *m, const features *f, float **start, float **end, volatile sig_atomic_t *stop);
+/* Logits -> predictions (postprocess_predictions with o). infer/infer.h
+ * runs it all: the model, the files, the score. */
 int qa_model_predict(qa_model *m, const squad_data *d, const features *f, const postprocess_opts *o,
                      qa_predictions *out, volatile sig_atomic_t *stop);
-/* Predictions -> EM/F1 on d (SQuAD metric). */
-int qa_predictions_eval(const squad_data *d, const qa_predictions *p, eval_result *r);
 
 #endif

@@ -51,6 +51,7 @@
 
 #include "core/alloc.h"
 #include "core/err.h"
+#include "model/pack.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -490,15 +491,6 @@ const bert_config *bert_model_config(const bert_model *m) { return &m->cfg; }
 int bert_model_max_batch(const bert_model *m) { return m->max_B; }
 int64_t bert_model_max_tokens(const bert_model *m) { return (int64_t)m->max_rows; }
 
-int bert_pack_window(const int32_t *ids, const int32_t *types, const int32_t *mask, int T, int32_t *out_ids,
-                     int32_t *out_types)
-{
-    int len = 0;
-    while (len < T && mask[len] == 1) len++;
-    memcpy(out_ids, ids, (size_t)len * sizeof *out_ids);
-    memcpy(out_types, types, (size_t)len * sizeof *out_types);
-    return len;
-}
 int bert_model_seq_len(const bert_model *m) { return m->T; }
 recompute_kind bert_model_recompute(const bert_model *m) { return m->recompute; }
 const param_table *bert_model_table(const bert_model *m) { return &m->table; }
@@ -549,8 +541,7 @@ static int window_len(const bert_batch *b, int r)
 {
     if (b->cu_seqlens) return b->cu_seqlens[r + 1] - b->cu_seqlens[r];
     const int32_t *mk = b->attention_mask + (size_t)r * b->T;
-    int n = 0;
-    while (n < b->T && mk[n] == 1) n++;
+    int n = pack_window_len(mk, b->T);
     for (int t = n; t < b->T; t++)
         if (mk[t] != 0) return -1;
     return n;

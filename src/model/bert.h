@@ -63,7 +63,7 @@ typedef enum {
 } recompute_kind;
 
 /* How a micro-batch holds its windows: padded to T, or packed (real
- * tokens only, bert_pack_window; bert_batch's cu_seqlens). */
+ * tokens only, model/pack.h; bert_batch's cu_seqlens). */
 typedef enum {
     PACKING_NONE = 0,
     PACKING_VARLEN,
@@ -114,12 +114,6 @@ const bert_config *bert_model_config(const bert_model *m);
 int bert_model_max_batch(const bert_model *m);
 /* Rows (tokens) a micro-batch may hold: max_tokens, or max_B * T. */
 int64_t bert_model_max_tokens(const bert_model *m);
-/* Packing one padded window: its real tokens are the leading positions
- * whose mask is 1; copies their ids and token types to out_ids and
- * out_types (room for T each) and returns how many there are. Training,
- * prediction and serve build packed batches with it. */
-int bert_pack_window(const int32_t *ids, const int32_t *types, const int32_t *mask, int T, int32_t *out_ids,
-                     int32_t *out_types);
 int bert_model_seq_len(const bert_model *m);
 recompute_kind bert_model_recompute(const bert_model *m);
 const param_table *bert_model_table(const bert_model *m);

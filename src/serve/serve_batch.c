@@ -5,9 +5,9 @@
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/philox.h"
+#include "model/pack.h"
 
 #include <errno.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,14 +66,12 @@ static void finish(serve_job *j, int status, const char *msg)
  * its padding, as `bertc predict --packing varlen` has them. */
 static int forward_packed(serve_batcher *b, int nrow, philox_stream rng)
 {
-    int T = b->T, N = 0;
-    b->cu[0] = 0;
+    int T = b->T;
+    pack_rows p = pack_rows_begin(b->ids, b->tt, b->cu);
     for (int r = 0; r < nrow; r++) {
         const features *f = b->slot_job[r]->f;
         size_t src = (size_t)b->slot_win[r] * (size_t)T;
-        N += bert_pack_window(f->input_ids + src, f->token_type_ids + src, f->attention_mask + src, T, b->ids + N,
-                              b->tt + N);
-        b->cu[r + 1] = N;
+        pack_rows_add(&p, f->input_ids + src, f->token_type_ids + src, pack_window_len(f->attention_mask + src, T));
     }
     bert_batch bb = {nrow, T, b->ids, b->tt, NULL, NULL, NULL, b->cu, 0};
     int rc = bert_forward(b->m->model, &bb, 0.0f, 0.0f, rng, NULL, b->st, b->en);
@@ -85,9 +83,8 @@ static int forward_packed(serve_batcher *b, int nrow, philox_stream rng)
             j->status = 500;
             continue;
         }
-        memcpy(j->start + dst, b->st + b->cu[r], (size_t)l * sizeof *j->start);
-        memcpy(j->end + dst, b->en + b->cu[r], (size_t)l * sizeof *j->end);
-        for (int t = l; t < T; t++) j->start[dst + t] = j->end[dst + t] = -INFINITY;
+        pack_unpack_row(b->st + b->cu[r], l, T, j->start + dst);
+        pack_unpack_row(b->en + b->cu[r], l, T, j->end + dst);
     }
     return rc;
 }

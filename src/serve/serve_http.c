@@ -6,6 +6,7 @@
 #include "core/err.h"
 #include "core/sbuf.h"
 #include "infer/adhoc.h"
+#include "infer/infer.h"
 #include "infer/predict.h"
 #include "infer/pyjson.h"
 
@@ -129,26 +130,31 @@ static void put_answers(sbuf *b, const qa_predictions *p, const features *f, int
 
 static enum MHD_Result send_answers(req_ctx *c)
 {
-    qa_predictions p = {0};
-    postprocess_opts po = {.n_best = PREDICT_N_BEST, .max_answer_length = c->s->o.max_answer_length};
-    int rc = postprocess_predictions(&c->d, &c->f, c->job.start, c->job.end, &po, &p);
-    if (rc) return send_error(c, 500, err_msg(), NULL, 0);
+    infer_params ip = {.data = &c->d, .f = &c->f, .start_logits = c->job.start, .end_logits = c->job.end,
+                       .post = {.n_best = PREDICT_N_BEST, .max_answer_length = c->s->o.max_answer_length}};
+    infer_result r;
+    int rc = infer_run(&ip, &r);
+    const qa_predictions *p = &r.pred;
+    if (rc) {
+        infer_result_free(&r);
+        return send_error(c, 500, err_msg(), NULL, 0);
+    }
     sbuf b = {0};
     if (c->req.is_list) {
         sb_puts(&b, "{\"results\": [");
         for (int i = 0; i < c->req.n; i++) {
             if (i) sb_puts(&b, ", ");
-            put_answers(&b, &p, &c->f, i, c->req.nbest);
+            put_answers(&b, p, &c->f, i, c->req.nbest);
         }
         sb_puts(&b, "]}\n");
     } else {
-        put_answers(&b, &p, &c->f, 0, c->req.nbest);
+        put_answers(&b, p, &c->f, 0, c->req.nbest);
         sb_puts(&b, "\n");
     }
-    qa_predictions_free(&p);
-    enum MHD_Result r = reply(c, 200, "application/json", b.p, b.n, NULL, 0);
+    infer_result_free(&r);
+    enum MHD_Result res = reply(c, 200, "application/json", b.p, b.n, NULL, 0);
     sb_free(&b);
-    return r;
+    return res;
 }
 
 static enum MHD_Result send_metrics(req_ctx *c)

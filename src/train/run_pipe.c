@@ -36,6 +36,7 @@
 #include "dist/dist.h"
 #include "dist/p2p.h"
 #include "model/memory.h"
+#include "model/pack.h"
 #include "train/microbatch.h"
 #include "train/pipeline.h"
 #include "train/step.h"
@@ -241,15 +242,6 @@ void run_pipe_free(run_ctx *c)
     c->pipe = NULL;
 }
 
-/* A window's real tokens: the leading ones of its mask (bert_pack_window's count). */
-static int window_len(const features *f, int32_t i)
-{
-    const int32_t *mk = f->attention_mask + (size_t)i * (size_t)f->T;
-    int n = 0;
-    while (n < f->T && mk[n] == 1) n++;
-    return n;
-}
-
 static int add_unit(struct pipe_run *p, pipe_unit u)
 {
     if (p->nunits == p->cap) {
@@ -272,6 +264,8 @@ static int plan_units(run_ctx *c, const int32_t *idx, int count)
     dist_share(count, c->micro, c->replicas, c->replica, &first, &len);
     p->nunits = 0;
     int64_t cap = bert_model_max_tokens(c->qm.model);
+    int *wlen = malloc((size_t)c->micro * sizeof *wlen);
+    if (!wlen) return err_set(ERR_RUNTIME, "out of memory");
     for (int at = first; at < first + len && !rc; at += c->micro) {
         int B = first + len - at < c->micro ? first + len - at : c->micro;
         int k = at / c->micro;
@@ -279,18 +273,14 @@ static int plan_units(run_ctx *c, const int32_t *idx, int count)
             rc = add_unit(p, (pipe_unit){k, at, B, 0, B * c->T});
             continue;
         }
-        for (int r0 = 0, piece = 0; r0 < B && !rc; piece++) {
-            int n = 0, N = 0;
-            while (r0 + n < B) {
-                int l = window_len(&c->tf, idx[at + r0 + n]);
-                if (n > 0 && N + l > cap) break;
-                N += l;
-                n++;
-            }
-            rc = add_unit(p, (pipe_unit){k, at + r0, n, piece, N});
-            r0 += n;
+        pack_lengths(c->tf.attention_mask, c->tf.T, idx + at, B, wlen);
+        for (int r0 = 0, piece = 0, n; r0 < B && !rc; piece++, r0 += n) {
+            int64_t N;
+            n = pack_cut(wlen + r0, B - r0, 0, cap, &N);
+            rc = add_unit(p, (pipe_unit){k, at + r0, n, piece, (int)N});
         }
     }
+    free(wlen);
     return rc;
 }
 
@@ -306,14 +296,7 @@ static void unit_batch(run_ctx *c, const int32_t *idx, const pipe_unit *u, bert_
                           mb->end_positions, NULL, 0};
         return;
     }
-    int N = 0;
-    p->cu[0] = 0;
-    for (int j = 0; j < u->n; j++) {
-        size_t at = (size_t)j * T;
-        N += bert_pack_window(mb->input_ids + at, mb->token_type_ids + at, mb->attention_mask + at, T, p->ids + N,
-                              p->types + N);
-        p->cu[j + 1] = N;
-    }
+    pack_piece(mb->input_ids, mb->token_type_ids, mb->attention_mask, T, NULL, NULL, u->n, p->ids, p->types, p->cu);
     *b = (bert_batch){u->n, T, p->ids, p->types, NULL, mb->start_positions, mb->end_positions, p->cu, 0};
 }
 

@@ -3,6 +3,7 @@
 
 #include "core/clock.h"
 #include "core/err.h"
+#include "model/pack.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,20 +51,14 @@ static int run_packed(const train_step_opts *o, int B, int count, philox_stream 
     int64_t cap = bert_model_max_tokens(o->model);
     int32_t *ids = malloc((size_t)B * T * sizeof *ids), *types = malloc((size_t)B * T * sizeof *types);
     int32_t *cu = malloc(((size_t)B + 1) * sizeof *cu);
+    int *len = malloc((size_t)B * sizeof *len);
     int rc = 0;
-    if (!ids || !types || !cu) rc = err_set(ERR_RUNTIME, "packing a micro-batch of %d windows: out of memory", B);
-    for (int r0 = 0, piece = 0; !rc && r0 < B; piece++) {
-        int n = 0, N = 0;
-        cu[0] = 0;
-        while (r0 + n < B) {
-            size_t at = (size_t)(r0 + n) * T;
-            /* ids has room for B * T tokens, so a window that does not fit the piece is copied and dropped */
-            int len = bert_pack_window(mb->input_ids + at, mb->token_type_ids + at, mb->attention_mask + at, T,
-                                       ids + N, types + N);
-            if (n > 0 && N + len > cap) break;
-            N += len;
-            cu[++n] = N;
-        }
+    if (!ids || !types || !cu || !len) rc = err_set(ERR_RUNTIME, "packing a micro-batch of %d windows: out of memory", B);
+    else pack_lengths(mb->attention_mask, T, NULL, B, len);
+    for (int r0 = 0, piece = 0, n; !rc && r0 < B; piece++, r0 += n) {
+        n = pack_cut(len + r0, B - r0, 0, cap, NULL);
+        size_t at = (size_t)r0 * T;
+        pack_piece(mb->input_ids + at, mb->token_type_ids + at, NULL, T, NULL, len + r0, n, ids, types, cu);
         bert_batch b = {n, T, ids, types, NULL, mb->start_positions + r0, mb->end_positions + r0, cu, 0};
         philox_stream r = rng;
         r.seed += (uint64_t)piece;
@@ -71,12 +66,12 @@ static int run_packed(const train_step_opts *o, int B, int count, philox_stream 
         float w = (float)n / (float)count;
         rc = forward_backward(o, &b, r, w * o->scale, last && r0 + n == B, t0, &l);
         if (!rc) *loss += (double)w * (double)l;
-        r0 += n;
         if (o->timing) t0 = clock_now_s();
     }
     free(ids);
     free(types);
     free(cu);
+    free(len);
     return rc;
 }
 

@@ -1,6 +1,6 @@
 /* The forward and backward passes of one optimizer step: the step's rows
  * (windows of a features table) in micro-batches with gradient
- * accumulation, each micro-batch padded or packed (bert_pack_window), into
+ * accumulation, each micro-batch padded or packed (model/pack.h), into
  * freshly zeroed gradients. `bertc train` runs it every step (run_step.c
  * adds the loader, data parallel, the out-of-memory back-off, the loss
  * scaler and AdamW) and `bertc bench` times it, so that the benchmark

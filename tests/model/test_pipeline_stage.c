@@ -14,6 +14,7 @@
 #include "backend/backend.h"
 #include "core/err.h"
 #include "model/bert.h"
+#include "model/pack.h"
 #include "testutil.h"
 
 #include <stdlib.h>
@@ -34,18 +35,16 @@ static void make_batches(void)
 {
     for (int k = 0; k < K; k++) {
         micro *u = &mb[k];
-        int rows = k == K - 1 ? 2 : B, N = 0, lens[B];
+        int rows = k == K - 1 ? 2 : B, lens[B];
         for (int b = 0; b < rows; b++) lens[b] = T - 5 * b - k;
         tu_make_batch(&(tu_batch_spec){.B = rows, .T = T, .lens = lens, .vocab = 60, .row_mul = 11, .tok_mul = 17,
                                        .offset = 5 * k, .seg_start = 6},
                       u->ids, u->types, u->mask);
-        u->cu[0] = 0;
         for (int b = 0; b < rows; b++) {
             u->sp[b] = 3 + b + k;
             u->ep[b] = 6 + 2 * b + k;
-            N += bert_pack_window(u->ids + b * T, u->types + b * T, u->mask + b * T, T, u->pids + N, u->ptypes + N);
-            u->cu[b + 1] = N;
         }
+        pack_piece(u->ids, u->types, u->mask, T, NULL, NULL, rows, u->pids, u->ptypes, u->cu);
         bert_batch p = {rows, T, u->ids, u->types, u->mask, u->sp, u->ep, NULL, 0};
         bert_batch q = {rows, T, u->pids, u->ptypes, NULL, u->sp, u->ep, u->cu, 0};
         u->padded = p;
