@@ -231,7 +231,8 @@ char *cpu_kernel_describe(cpu_kernel_family f, char *buf, size_t cap)
     if (l < s->level && !(families[f].levels >> s->level & 1))
         snprintf(note, sizeof note, "; %s has no %s code", families[f].name, cpu_isa_name(s->level));
     if (l < CPU_ISA_AVX2 && s->level >= CPU_ISA_AVX2 && f != CPU_K_GEMM_FIXED && !has_v3(&s->cpu))
-        snprintf(note, sizeof note, "; its avx2 code needs x86-64-v3 (BMI1, BMI2, LZCNT, MOVBE, F16C), the CPU lacks one");
+        snprintf(note, sizeof note,
+                 "; its avx2 code needs x86-64-v3 (BMI1, BMI2, LZCNT, MOVBE, F16C), the CPU lacks one");
     snprintf(buf, cap, "%s (%s%s)", l == CPU_ISA_SSE ? families[f].sse_name : cpu_isa_name(l), lvl, note);
     return buf;
 }

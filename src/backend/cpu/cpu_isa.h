@@ -61,10 +61,11 @@ typedef enum {
     CPU_K_GEMM_FIXED,  /* gemm_fixed.c: the batch-invariant SGEMM (scalar, avx2, avx512) */
     CPU_K_GELU,        /* ops_dense.c: GELU forward and backward */
     CPU_K_SOFTMAX,     /* ops_attention.c: the attention softmax and its backward */
-    CPU_K_LAYERNORM,   /* ops_dense.c: layernorm rows, their gradients, bias sums */
-    CPU_K_DROPOUT,     /* dropout_mask.c: Philox masks and their application */
-    CPU_K_ADAM,        /* ops_loss.c: AdamW, the gradient norm and clipping */
-    CPU_K_ELEMENTWISE, /* ops_dense.c: add and multiply of whole tensors */
+    CPU_K_LAYERNORM,   /* ops_dense.c: layernorm rows and their gradients */
+    CPU_K_DROPOUT,     /* dropout_mask.c: Philox masks, their application, the probabilities' store; ops_dense.c's
+                        * multiplies by a mask */
+    CPU_K_ADAM,        /* ops_loss.c: AdamW, the gradient norm, scaling and the finite check */
+    CPU_K_ELEMENTWISE, /* ops_dense.c: the add of whole tensors and the bias gradients' column sums */
     CPU_K_COUNT
 } cpu_kernel_family;
 
