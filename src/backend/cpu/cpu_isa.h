@@ -76,8 +76,7 @@ cpu_isa_level cpu_kernel_level(cpu_kernel_family f);
 /* "gelu", "softmax", ... */
 const char *cpu_kernel_family_name(cpu_kernel_family f);
 /* The variant in words ("avx2", or "scalar" for gemm_fixed's sse level) and
- * why: "avx2 (the level is avx512: the CPU's, no cap; avx2 is gelu's widest
- * code)". */
+ * why: "avx2 (level avx512: the CPU's, no cap; gelu has no avx512 code)". */
 char *cpu_kernel_describe(cpu_kernel_family f, char *buf, size_t cap);
 
 #endif
