@@ -155,7 +155,7 @@ static void call_sgemm(void *vs)
 /* ------------------------------------------------------------------------
  * bertc's GELU (the CPU backend's loop: cpu_erff, exact form), in place. */
 
-CPU_CLONES static void gelu_rows(float *x, size_t n)
+CPU_INLINE void gelu_rows_code(float *x, size_t n)
 {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) {
@@ -163,6 +163,7 @@ CPU_CLONES static void gelu_rows(float *x, size_t n)
         x[i] = v * 0.5f * (1.0f + cpu_erff(v * 0.70710678118654752440f));
     }
 }
+CPU_VARIANTS(CPU_K_GELU, gelu_rows, (float *x, size_t n), (x, n))
 
 static void gelu_inplace(float *x, size_t n)
 {

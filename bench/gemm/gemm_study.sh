@@ -45,13 +45,15 @@ if [ -d "$obdir/pkgconfig" ]; then
 fi
 ob_flags="$(pkg-config --cflags --libs openblas) -Wl,-rpath,$(pkg-config --variable=libdir openblas)"
 cflags="-O2 -fno-fast-math -fopenmp -Wall -Isrc"
-gcc $cflags -DSTUDY_OPENBLAS bench/gemm/gemm_study.c -o "$tmp/openblas" $ob_flags -lm
-gcc $cflags -DSTUDY_FIXED bench/gemm/gemm_study.c src/backend/cpu/gemm_fixed.c -o "$tmp/fixed" -lm
+# bertc's kernel decision (BERTC_CPU_ISA), which the GELU and gemm_fixed follow
+kern_src="src/backend/cpu/cpu_isa.c src/core/err.c"
+gcc $cflags -DSTUDY_OPENBLAS bench/gemm/gemm_study.c $kern_src -o "$tmp/openblas" $ob_flags -lm
+gcc $cflags -DSTUDY_FIXED bench/gemm/gemm_study.c src/backend/cpu/gemm_fixed.c $kern_src -o "$tmp/fixed" -lm
 have_dnnl=0
-if gcc $cflags -DSTUDY_DNNL bench/gemm/gemm_study.c -o "$tmp/dnnl" -ldnnl -lm 2>"$tmp/dnnl.err"; then have_dnnl=1; fi
+if gcc $cflags -DSTUDY_DNNL bench/gemm/gemm_study.c $kern_src -o "$tmp/dnnl" -ldnnl -lm 2>"$tmp/dnnl.err"; then have_dnnl=1; fi
 have_blis=0
 blis_inc=$(dirname "$(find /usr/include -name blis.h -path '*blis*' 2>/dev/null | head -1)" 2>/dev/null || true)
-if gcc $cflags -I"$blis_inc" -DSTUDY_BLIS bench/gemm/gemm_study.c -o "$tmp/blis" -lblis -lm 2>"$tmp/blis.err"; then
+if gcc $cflags -I"$blis_inc" -DSTUDY_BLIS bench/gemm/gemm_study.c $kern_src -o "$tmp/blis" -lblis -lm 2>"$tmp/blis.err"; then
     have_blis=1
 fi
 

@@ -1,9 +1,10 @@
 /* Which CPU kernels bertc runs, decided from what the CPU can do.
  *
- * The level comes from CPUID feature bits and the register state the OS
- * saves (XCR0), never from a table of model numbers: a library that does not
- * know a new CPU model (OpenBLAS 0.3.21 and Emerald Rapids, say) falls back to
- * generic SSE kernels, 3-6x slower. OpenBLAS picks its kernels in a
+ * The level and the variant of each of bertc's own kernel families are
+ * cpu/cpu_isa.h's decision; here are the libraries that follow it. A library
+ * that picks its kernels from a table of CPU models and does not know a new
+ * one (OpenBLAS 0.3.21 and Emerald Rapids, say) falls back to generic SSE
+ * kernels, 3-6x slower. OpenBLAS picks its kernels in a
  * constructor that runs when the library is loaded, before main(), and reads
  * OPENBLAS_CORETYPE then; so cpu_kernels_init() sets that variable and
  * executes the program again (once) when OpenBLAS's own pick is below the
@@ -21,33 +22,10 @@
 #ifndef BERTC_BACKEND_CPU_KERNELS_H
 #define BERTC_BACKEND_CPU_KERNELS_H
 
+#include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/onednn_dl.h"
 
 #include <stddef.h>
-
-typedef enum { CPU_ISA_SSE = 0, CPU_ISA_AVX = 1, CPU_ISA_AVX2 = 2, CPU_ISA_AVX512 = 3 } cpu_isa_level;
-
-typedef struct {
-    char vendor[13];
-    int family, model;
-    /* CPUID feature bits */
-    int sse3, ssse3, sse41, sse42, avx, fma, f16c, avx2, bmi2;
-    int avx512f, avx512dq, avx512cd, avx512bw, avx512vl, avx512_vnni, avx512_bf16, avx512_fp16;
-    int amx_tile, amx_bf16;
-    /* register state the OS saves (XCR0): xmm+ymm, opmask+zmm, amx tiles */
-    int os_ymm, os_zmm, os_amx;
-    cpu_isa_level level; /* the highest level both the CPU and the OS support */
-} cpu_isa_info;
-
-/* Reads CPUID and XGETBV (on x86-64; elsewhere everything is 0 and level SSE). */
-void cpu_isa_detect(cpu_isa_info *out);
-
-/* "sse", "avx", "avx2", "avx512" */
-const char *cpu_isa_name(cpu_isa_level level);
-/* 0 and *out on a known name; -1 otherwise. "auto" is not a level: the caller handles it. */
-int cpu_isa_parse(const char *s, cpu_isa_level *out);
-/* What a level needs, in words: "AVX-512 (F, DQ, CD, BW, VL) with the OS saving the ZMM state". */
-const char *cpu_isa_needs(cpu_isa_level level);
 
 /* The level an OpenBLAS core's kernels use ("SkylakeX" -> AVX512), -1 for a name it does not know. */
 int cpu_blas_core_level(const char *core);
@@ -82,6 +60,10 @@ const cpu_kernels_state *cpu_kernels(void);
 
 /* One line: "avx2 (auto; AVX2 FMA, no AVX-512), OpenBLAS 0.3.21 core Zen (OpenBLAS's own choice)". */
 char *cpu_kernels_describe(char *buf, size_t cap);
+/* One line per kernel family, each "kernel FAMILY: VARIANT (why)\n": gemm
+ * (the training GEMM's library and its kernels), then cpu_isa.h's families.
+ * Loads oneDNN the first time. */
+char *cpu_kernels_lines(char *buf, size_t cap);
 /* The training GEMM library, for reports: "oneDNN 2.6.3 (avx512_core_bf16)" or
  * "OpenBLAS 0.3.21 (core Zen)". Loads oneDNN the first time. */
 char *cpu_kernels_gemm(char *buf, size_t cap);

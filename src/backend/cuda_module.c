@@ -2,9 +2,9 @@
 #define _GNU_SOURCE
 #include "backend/cuda_module.h"
 
+#include "core/dynlib.h"
 #include "core/err.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -103,28 +103,25 @@ static int check_file(const char *path, char *why, size_t cap)
 static const bertc_cuda_api *load_locked(const char *path)
 {
     if (check_file(path, mod_why, sizeof mod_why)) return NULL;
-    dlerror();
-    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!dl) {
-        const char *e = dlerror();
+    dynlib dl;
+    if (dynlib_open(&dl, &path, 1) != 0) {
+        const char *e = dl.reason;
         size_t n = strlen(path);
-        if (e && !strncmp(e, path, n) && !strncmp(e + n, ": ", 2)) e += n + 2; /* the path once is enough */
-        snprintf(mod_why, sizeof mod_why, "cannot load %s: %s", path, e ? e : "unknown dlopen error");
-        return NULL;
-    }
-    void *sym = dlsym(dl, BERTC_CUDA_ENTRY);
-    if (!sym) {
-        snprintf(mod_why, sizeof mod_why, "%s has no %s (not a bertc CUDA module)", path, BERTC_CUDA_ENTRY);
-        dlclose(dl);
+        if (!strncmp(e, path, n) && !strncmp(e + n, ": ", 2)) e += n + 2; /* the path once is enough */
+        snprintf(mod_why, sizeof mod_why, "cannot load %s: %s", path, e);
         return NULL;
     }
     bertc_cuda_entry_fn entry;
-    /* POSIX allows converting dlsym's void * to a function pointer. */
-    memcpy(&entry, &sym, sizeof entry);
+    const dynlib_sym sym = {&entry, BERTC_CUDA_ENTRY, NULL, 0};
+    if (dynlib_resolve(&dl, &sym, 1) != 0) {
+        snprintf(mod_why, sizeof mod_why, "%s (not a bertc CUDA module)", dl.why);
+        dynlib_close(&dl);
+        return NULL;
+    }
     const bertc_cuda_api *api = entry(BERTC_CUDA_ABI, &host);
     if (!api) {
         snprintf(mod_why, sizeof mod_why, "%s: %s returned nothing", path, BERTC_CUDA_ENTRY);
-        dlclose(dl);
+        dynlib_close(&dl);
         return NULL;
     }
     if (api->abi != BERTC_CUDA_ABI) {
@@ -132,7 +129,7 @@ static const bertc_cuda_api *load_locked(const char *path)
                  "%s: ABI mismatch: the module has ABI %d, this bertc %s has ABI %d (use the module built with "
                  "this bertc)",
                  path, api->abi, BERTC_VERSION, BERTC_CUDA_ABI);
-        dlclose(dl);
+        dynlib_close(&dl);
         return NULL;
     }
     if (api->size != sizeof(bertc_cuda_api) || api->backend_i_size != sizeof(backend_i) ||
@@ -142,7 +139,7 @@ static const bertc_cuda_api *load_locked(const char *path)
                  "other sources: rebuild the module)",
                  path, api->size, api->backend_i_size, api->backend_mem_size, sizeof(bertc_cuda_api), sizeof(backend_i),
                  sizeof(backend_mem));
-        dlclose(dl);
+        dynlib_close(&dl);
         return NULL;
     }
     /* Never closed: the CUDA runtime inside keeps threads and exit handlers. */

@@ -20,6 +20,8 @@ int cmd_version(int argc, char **argv)
     printf("cpu: %s family %d model %d, level %s (%s)\n", k->cpu.vendor, k->cpu.family, k->cpu.model,
            cpu_isa_name(k->cpu.level), cpu_isa_needs(k->cpu.level));
     printf("kernels: %s\n", cpu_kernels_describe(line, sizeof line));
+    char families[4096];
+    fputs(cpu_kernels_lines(families, sizeof families), stdout);
     printf("blas: OpenBLAS (%s, core %s)\n", openblas_get_config(), openblas_get_corename());
     /* Loads the CUDA module only where a driver is present: on a CPU
      * machine this stays a cheap look for the file. */

@@ -3,9 +3,9 @@
 #define _GNU_SOURCE
 #include "obs/nvml_dl.h"
 #include "core/alloc.h"
+#include "core/dynlib.h"
 #include "core/err.h"
 
-#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +25,7 @@ enum { NVML_TEMPERATURE_GPU = 0 };
 enum { NVML_CLOCK_SM = 1, NVML_CLOCK_MEM = 2 };
 
 struct nvml_lib {
-    void *dl;
+    dynlib dl;
     nvmlReturn_t (*init)(void);
     nvmlReturn_t (*shutdown)(void);
     const char *(*error_string)(nvmlReturn_t);
@@ -59,62 +59,50 @@ static const char *nv_errstr(nvml_lib *nv, nvmlReturn_t r, char *buf, size_t cap
     return buf;
 }
 
-/* Newer drivers export the _v2 names; old ones only the plain names. */
-static void *sym2(void *dl, const char *a, const char *b)
-{
-    void *p = dlsym(dl, a);
-    return p || !b ? p : dlsym(dl, b);
-}
-
 int nvml_open(nvml_lib **out)
 {
     *out = NULL;
     const char *path = nvml_lib_path();
-    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!dl) {
-        const char *e = dlerror();
-        return err_set(ERR_RUNTIME, "nvml_open: cannot load %s (%s)", path, e ? e : "unknown reason");
-    }
     nvml_lib *nv = xcalloc(1, sizeof *nv);
-    nv->dl = dl;
-    /* POSIX allows converting dlsym's void * to a function pointer; memcpy keeps -Wpedantic quiet. */
-#define LOAD(field, a, b)                       \
-    do {                                        \
-        void *p_ = sym2(dl, a, b);              \
-        memcpy(&nv->field, &p_, sizeof p_);     \
-    } while (0)
-    LOAD(init, "nvmlInit_v2", "nvmlInit");
-    LOAD(shutdown, "nvmlShutdown", NULL);
-    LOAD(error_string, "nvmlErrorString", NULL);
-    LOAD(get_count, "nvmlDeviceGetCount_v2", "nvmlDeviceGetCount");
-    LOAD(get_handle, "nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex");
-    LOAD(get_name, "nvmlDeviceGetName", NULL);
-    LOAD(get_uuid, "nvmlDeviceGetUUID", NULL);
-    LOAD(get_memory, "nvmlDeviceGetMemoryInfo", NULL);
-    LOAD(get_util, "nvmlDeviceGetUtilizationRates", NULL);
-    LOAD(get_temp, "nvmlDeviceGetTemperature", NULL);
-    LOAD(get_clock, "nvmlDeviceGetClockInfo", NULL);
-    LOAD(get_power, "nvmlDeviceGetPowerUsage", NULL);
-    LOAD(get_power_limit, "nvmlDeviceGetEnforcedPowerLimit", NULL);
-    /* renamed "clocks event reasons" in 12.x drivers; the old name stays exported */
-    LOAD(get_throttle, "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons");
-    LOAD(get_cc, "nvmlDeviceGetCudaComputeCapability", NULL);
-    LOAD(get_driver, "nvmlSystemGetDriverVersion", NULL);
-    LOAD(get_cuda, "nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion");
-#undef LOAD
-    const char *missing = !nv->init ? "nvmlInit_v2" : !nv->shutdown ? "nvmlShutdown"
-                        : !nv->get_count ? "nvmlDeviceGetCount_v2" : !nv->get_handle ? "nvmlDeviceGetHandleByIndex_v2"
-                        : NULL;
-    if (missing) {
-        dlclose(dl);
+    if (dynlib_open(&nv->dl, &path, 1) != 0) {
+        err_set(ERR_RUNTIME, "nvml_open: cannot load %s (%s)", path, nv->dl.reason);
         free(nv);
-        return err_set(ERR_RUNTIME, "nvml_open: %s has no %s (not an NVML library?)", path, missing);
+        return ERR_RUNTIME;
+    }
+    /* Newer drivers export the _v2 names, old ones only the plain names;
+     * the optional calls read as "not supported" when missing. The
+     * throttle reasons were renamed "clocks event reasons" in 12.x drivers;
+     * the old name stays exported. */
+    const dynlib_sym syms[] = {
+        {&nv->init, "nvmlInit_v2", "nvmlInit", 0},
+        {&nv->shutdown, "nvmlShutdown", NULL, 0},
+        {&nv->get_count, "nvmlDeviceGetCount_v2", "nvmlDeviceGetCount", 0},
+        {&nv->get_handle, "nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex", 0},
+        {&nv->error_string, "nvmlErrorString", NULL, 1},
+        {&nv->get_name, "nvmlDeviceGetName", NULL, 1},
+        {&nv->get_uuid, "nvmlDeviceGetUUID", NULL, 1},
+        {&nv->get_memory, "nvmlDeviceGetMemoryInfo", NULL, 1},
+        {&nv->get_util, "nvmlDeviceGetUtilizationRates", NULL, 1},
+        {&nv->get_temp, "nvmlDeviceGetTemperature", NULL, 1},
+        {&nv->get_clock, "nvmlDeviceGetClockInfo", NULL, 1},
+        {&nv->get_power, "nvmlDeviceGetPowerUsage", NULL, 1},
+        {&nv->get_power_limit, "nvmlDeviceGetEnforcedPowerLimit", NULL, 1},
+        {&nv->get_throttle, "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons", 1},
+        {&nv->get_cc, "nvmlDeviceGetCudaComputeCapability", NULL, 1},
+        {&nv->get_driver, "nvmlSystemGetDriverVersion", NULL, 1},
+        {&nv->get_cuda, "nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion", 1},
+    };
+    if (dynlib_resolve(&nv->dl, syms, sizeof syms / sizeof syms[0]) != 0) {
+        err_set(ERR_RUNTIME, "nvml_open: %s (not an NVML library?)", nv->dl.why);
+        dynlib_close(&nv->dl);
+        free(nv);
+        return ERR_RUNTIME;
     }
     nvmlReturn_t r = nv->init();
     if (r != NVML_SUCCESS) {
         char eb[128];
         nv_errstr(nv, r, eb, sizeof eb);
-        dlclose(dl);
+        dynlib_close(&nv->dl);
         free(nv);
         return err_set(ERR_RUNTIME, "nvml_open: nvmlInit failed: %s", eb);
     }
@@ -126,7 +114,7 @@ void nvml_close(nvml_lib *nv)
 {
     if (!nv) return;
     nv->shutdown();
-    dlclose(nv->dl);
+    dynlib_close(&nv->dl);
     free(nv);
 }
 

@@ -17,6 +17,7 @@
  * (gemm_fixed_kernel.inc), so that shape's blocking and tails are checked
  * here on any CPU; the AVX-512 instructions themselves run only where the
  * CPU has AVX-512F, and the output says whether they ran. */
+#include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/gemm_fixed.h"
 #include "testutil.h"
 
@@ -305,14 +306,24 @@ static void test_isa_cap(void)
     CHECK(gemm_fixed_isa() <= GEMM_ISA_AVX2, "cap avx2 gives %s", gemm_isa_name(gemm_fixed_isa()));
     gemm_fixed_set_isa(GEMM_ISA_AVX512);
     CHECK(gemm_fixed_isa() == isa_best, "cap removed gives %s", gemm_isa_name(gemm_fixed_isa()));
+    /* without a cap of its own, the kernel is the one the level decided (BERTC_CPU_ISA included) */
+    cpu_isa_level l = cpu_kernel_level(CPU_K_GEMM_FIXED);
+    enum gemm_isa want = l >= CPU_ISA_AVX512 ? GEMM_ISA_AVX512 : l >= CPU_ISA_AVX2 ? GEMM_ISA_AVX2 : GEMM_ISA_SCALAR;
+#if !defined(__x86_64__)
+    want = GEMM_ISA_SCALAR;
+#endif
+    CHECK(isa_best == want, "level %s gives kernel %s, want %s", cpu_isa_name(l), gemm_isa_name(isa_best),
+          gemm_isa_name(want));
 }
 
 int main(void)
 {
     gemm_fixed_set_isa(GEMM_ISA_AVX512);
     isa_best = gemm_fixed_isa();
-    printf("kernels on this CPU: scalar..%s; the AVX-512 kernel %s\n", gemm_isa_name(isa_best),
-           isa_best == GEMM_ISA_AVX512 ? "runs here" : "does NOT run here (no AVX-512F): only its tile shape, as the scalar kernel");
+    printf("kernels at level %s (%s): scalar..%s; the AVX-512 kernel %s\n", cpu_isa_name(cpu_isa()->level),
+           cpu_isa()->level_from, gemm_isa_name(isa_best),
+           isa_best == GEMM_ISA_AVX512 ? "runs here"
+                                       : "does NOT run here (not at this level): only its tile shape, as the scalar kernel");
     test_isa_cap();
     test_against_fma_loop();
     test_row_invariance();

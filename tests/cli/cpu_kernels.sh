@@ -8,6 +8,10 @@
 # start-up report, info.csv, `bertc bench --json` and the test programs name
 # the kernels. The training GEMM is oneDNN's sgemm where libdnnl loads (capped
 # at bertc's level), else OpenBLAS's, and says why; BERTC_GEMM picks one.
+# `bertc version` names each kernel family's variant (`kernel FAMILY:
+# VARIANT (why)`): under BERTC_CPU_ISA=sse none is an AVX one, under avx2
+# none is an AVX-512 one, and training at sse gives the default's losses
+# within rounding (other kernels round differently).
 source "$(dirname "$0")/lib/cli.sh"
 unset OPENBLAS_CORETYPE BERTC_BLAS_CORE BERTC_BLAS_FALLBACK BERTC_CPU_ISA BERTC_ONEDNN_LIB
 # The sanitizer build's tests set BERTC_GEMM=openblas (LeakSanitizer cannot
@@ -71,6 +75,70 @@ if [ $native = avx2 ] || [ $native = avx512 ]; then
     echo "case $cli_n: a test program under BERTC_CPU_ISA=avx: $out"
     [[ "$out" == *"core Sandybridge"* ]] || cli_bad "the test program did not take the cap"
 fi
+
+# The kernel families: one line each, every variant within the level.
+families="gemm gemm_fixed gelu softmax layernorm dropout adam"
+variant() { sed -n "s/^kernel $1: \([^(]*\) (.*/\1/p" "$cli_tmp/v" | sed 's/ *$//'; }
+check_families() { # check_families LEVEL: each family's variant is one a CPU of LEVEL runs
+    local f v
+    for f in $families; do
+        v=$(variant $f)
+        [ -n "$v" ] || { cli_bad "$1: no 'kernel $f:' line"; continue; }
+        case $1 in
+        sse) [[ "${v,,}" == *avx* ]] && cli_bad "sse: kernel $f runs $v" ;;
+        avx2) [[ "${v,,}" == *avx512* || "${v,,}" == *avx-512* ]] && cli_bad "avx2: kernel $f runs $v" ;;
+        esac
+        if [[ "$v" == openblas* ]]; then
+            local lvl
+            lvl=$(core_level "${v#openblas }")
+            case $1:$lvl in sse:sse | avx2:sse | avx2:avx | avx2:avx2 | avx512:*) ;; *) cli_bad "$1: gemm runs $v ($lvl)" ;; esac
+        fi
+    done
+}
+cli_n=$((cli_n + 1))
+version
+echo "case $cli_n: kernel families at the default level $native:"
+grep '^kernel ' "$cli_tmp/v" | sed 's/^/    /'
+check_families $native
+[ "$(variant gelu)" = "$([ $native = avx2 ] || [ $native = avx512 ] && echo avx2 || echo sse)" ] ||
+    cli_bad "gelu runs $(variant gelu) at $native"
+cli_n=$((cli_n + 1))
+version BERTC_CPU_ISA=sse
+echo "case $cli_n: kernel families under BERTC_CPU_ISA=sse:"
+grep '^kernel ' "$cli_tmp/v" | sed 's/^/    /'
+check_families sse
+if [ $native = avx2 ] || [ $native = avx512 ]; then
+    cli_n=$((cli_n + 1))
+    version BERTC_CPU_ISA=avx2
+    echo "case $cli_n: kernel families under BERTC_CPU_ISA=avx2: $(grep '^kernel ' "$cli_tmp/v" | sed 's/ (.*//' | tr '\n' ';')"
+    check_families avx2
+fi
+
+# What the sse level computes is what the default computes, to rounding: 3
+# training steps, the losses and gradient norms within a relative 1e-4.
+cli_n=$((cli_n + 1))
+train3() { # train3 DIR VAR=VALUE...
+    local out=$1
+    shift
+    env "$@" "$BERTC" train --model tests/ref/train3/init --train tests/data/train_small.json --max-seq-length 64 \
+        --doc-stride 16 --max-steps 3 --batch 2 --threads 2 --monitor-interval 0 --out "$out" >"$out.log" 2>&1
+}
+train3 "$cli_tmp/t_def"
+rc_def=$?
+train3 "$cli_tmp/t_sse" BERTC_CPU_ISA=sse
+rc_sse=$?
+echo "case $cli_n: 3 steps at $native -> exit $rc_def, at sse -> exit $rc_sse:" \
+    "$(cut -d, -f1,3,5 "$cli_tmp/t_def/metrics.csv" 2>/dev/null | tail -n +2 | tr '\n' ' ')|" \
+    "$(cut -d, -f1,3,5 "$cli_tmp/t_sse/metrics.csv" 2>/dev/null | tail -n +2 | tr '\n' ' ')"
+[ $rc_def -eq 0 ] && [ $rc_sse -eq 0 ] || cli_bad "train exit $rc_def / $rc_sse"
+paste -d, "$cli_tmp/t_def/metrics.csv" "$cli_tmp/t_sse/metrics.csv" 2>/dev/null | awk -F, '
+    function off(a, b) { d = a - b; if (d < 0) d = -d; m = a < 0 ? -a : a; return d > 1e-4 * m + 1e-7 }
+    NR == 1 { n = NF / 2; for (i = 1; i <= n; i++) col[$i] = i; next }
+    { rows++; if ($1 != $(1 + n)) bad = 1
+      for (c in want) if (off($(col[c]), $(col[c] + n))) { bad = 1; print "    step " $1 ": " c " " $(col[c]) " vs " $(col[c] + n) } }
+    BEGIN { want["loss"]; want["grad_norm"] }
+    END { exit !(rows == 3 && !bad) }' || cli_bad "the sse level's losses are not the default's within 1e-4"
+grep -q "^  kernels   isa sse" "$cli_tmp/t_sse.log" || cli_bad "the sse run did not run at sse"
 
 export BERTC_CPU_ISA=bogus
 expect 2 "BERTC_CPU_ISA=bogus: not a level" -- version

@@ -11,9 +11,6 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
 
 /* Environment variables bertc sets for the program it executes again. */
 #define ENV_CORE "BERTC_BLAS_CORE"         /* the core bertc put in OPENBLAS_CORETYPE */
@@ -21,102 +18,6 @@
 #define ENV_REEXEC "BERTC_KERNELS_REEXEC"  /* set for the one re-execution */
 
 static cpu_kernels_state g_state;
-
-#if defined(__x86_64__) || defined(__i386__)
-static unsigned long long xcr0(void)
-{
-    unsigned lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    return ((unsigned long long)hi << 32) | lo;
-}
-#endif
-
-void cpu_isa_detect(cpu_isa_info *c)
-{
-    memset(c, 0, sizeof *c);
-    c->level = CPU_ISA_SSE;
-#if defined(__x86_64__) || defined(__i386__)
-    unsigned a, b, cc, d, maxleaf;
-    if (!__get_cpuid(0, &maxleaf, &b, &cc, &d)) return;
-    memcpy(c->vendor, &b, 4);
-    memcpy(c->vendor + 4, &d, 4);
-    memcpy(c->vendor + 8, &cc, 4);
-    c->vendor[12] = 0;
-    if (!__get_cpuid(1, &a, &b, &cc, &d)) return;
-    int base_family = (int)((a >> 8) & 0xf), base_model = (int)((a >> 4) & 0xf);
-    c->family = base_family == 0xf ? base_family + (int)((a >> 20) & 0xff) : base_family;
-    c->model = (base_family == 6 || base_family == 0xf) ? base_model | (int)(((a >> 16) & 0xf) << 4) : base_model;
-    c->sse3 = cc & 1;
-    c->ssse3 = (cc >> 9) & 1;
-    c->fma = (cc >> 12) & 1;
-    c->sse41 = (cc >> 19) & 1;
-    c->sse42 = (cc >> 20) & 1;
-    int osxsave = (cc >> 27) & 1;
-    c->avx = (cc >> 28) & 1;
-    c->f16c = (cc >> 29) & 1;
-    if (maxleaf >= 7) {
-        __get_cpuid_count(7, 0, &a, &b, &cc, &d);
-        c->avx2 = (b >> 5) & 1;
-        c->bmi2 = (b >> 8) & 1;
-        c->avx512f = (b >> 16) & 1;
-        c->avx512dq = (b >> 17) & 1;
-        c->avx512cd = (b >> 28) & 1;
-        c->avx512bw = (b >> 30) & 1;
-        c->avx512vl = (b >> 31) & 1;
-        c->avx512_vnni = (cc >> 11) & 1;
-        c->amx_bf16 = (d >> 22) & 1;
-        c->avx512_fp16 = (d >> 23) & 1;
-        c->amx_tile = (d >> 24) & 1;
-        unsigned sub = a;
-        if (sub >= 1) {
-            __get_cpuid_count(7, 1, &a, &b, &cc, &d);
-            c->avx512_bf16 = (a >> 5) & 1;
-        }
-    }
-    if (osxsave) {
-        unsigned long long x = xcr0();
-        c->os_ymm = (x & 0x6) == 0x6;
-        c->os_zmm = c->os_ymm && (x & 0xe0) == 0xe0;
-        c->os_amx = (x & 0x60000) == 0x60000;
-    }
-    if (c->avx && c->os_ymm) c->level = CPU_ISA_AVX;
-    if (c->level == CPU_ISA_AVX && c->avx2 && c->fma) c->level = CPU_ISA_AVX2;
-    if (c->level == CPU_ISA_AVX2 && c->os_zmm && c->avx512f && c->avx512dq && c->avx512cd && c->avx512bw &&
-        c->avx512vl)
-        c->level = CPU_ISA_AVX512;
-#endif
-}
-
-static const char *const level_names[] = {"sse", "avx", "avx2", "avx512"};
-
-const char *cpu_isa_name(cpu_isa_level level)
-{
-    return level >= CPU_ISA_SSE && level <= CPU_ISA_AVX512 ? level_names[level] : "?";
-}
-
-int cpu_isa_parse(const char *s, cpu_isa_level *out)
-{
-    for (int i = 0; i <= CPU_ISA_AVX512; i++)
-        if (s && !strcasecmp(s, level_names[i])) {
-            *out = (cpu_isa_level)i;
-            return 0;
-        }
-    if (s && (!strcasecmp(s, "avx-512") || !strcasecmp(s, "avx512f"))) {
-        *out = CPU_ISA_AVX512;
-        return 0;
-    }
-    return -1;
-}
-
-const char *cpu_isa_needs(cpu_isa_level level)
-{
-    switch (level) {
-    case CPU_ISA_AVX512: return "AVX-512 (F, DQ, CD, BW, VL) with the OS saving the ZMM state";
-    case CPU_ISA_AVX2: return "AVX2 and FMA with the OS saving the YMM state";
-    case CPU_ISA_AVX: return "AVX with the OS saving the YMM state";
-    default: return "SSE3";
-    }
-}
 
 /* OpenBLAS's x86-64 core names (its DYNAMIC_ARCH targets) and the widest
  * vectors their kernels use. A table of the library's names, not of CPUs. */
@@ -167,33 +68,16 @@ static void copy_str(char *dst, size_t cap, const char *src)
     snprintf(dst, cap, "%s", src ? src : "");
 }
 
-/* BERTC_CPU_ISA: 0 when unset or auto, 1 with *cap the level asked for, -1
- * when it names no level (*raw: the value). */
-static int env_isa_cap(cpu_isa_level *cap, const char **raw)
-{
-    const char *want = getenv("BERTC_CPU_ISA");
-    *raw = want;
-    if (!want || !*want || !strcasecmp(want, "auto")) return 0;
-    return cpu_isa_parse(want, cap) == 0 ? 1 : -1;
-}
-
 /* The state without executing anything: for library users (tests) that never
  * called cpu_kernels_init, and the first half of it. A bad or too high
  * BERTC_CPU_ISA is ignored here; decide() refuses it. */
 static void fill_passive(cpu_kernels_state *s)
 {
     memset(s, 0, sizeof *s);
-    cpu_isa_detect(&s->cpu);
-    s->level = s->cpu.level;
-    copy_str(s->level_from, sizeof s->level_from, "auto");
-    cpu_isa_level cap;
-    const char *want;
-    if (env_isa_cap(&cap, &want) == 1 && cap <= s->cpu.level) {
-        s->level = cap;
-        snprintf(s->level_from, sizeof s->level_from, "BERTC_CPU_ISA=%s", cpu_isa_name(cap));
-    }
-    /* bertc's own kernels follow the level (the cap changes speed only). */
-    gemm_fixed_set_isa(s->level >= CPU_ISA_AVX512 ? GEMM_ISA_AVX512 : s->level >= CPU_ISA_AVX2 ? GEMM_ISA_AVX2 : GEMM_ISA_SCALAR);
+    const cpu_isa_state *isa = cpu_isa();
+    s->cpu = isa->cpu;
+    s->level = isa->level;
+    copy_str(s->level_from, sizeof s->level_from, isa->level_from);
     copy_str(s->blas_core, sizeof s->blas_core, openblas_get_corename());
     const char *user = getenv("OPENBLAS_CORETYPE"), *ours = getenv(ENV_CORE);
     if (user && *user && !(ours && !strcasecmp(ours, user)))
@@ -215,27 +99,13 @@ const cpu_kernels_state *cpu_kernels(void)
     return &g_state;
 }
 
-static int refuse_level(const cpu_kernels_state *s, const char *what, cpu_isa_level asked)
-{
-    return err_set(ERR_INPUT, "%s: this CPU (%s family %d model %d) cannot run it: %s needs %s; the highest level here is %s",
-                   what, s->cpu.vendor, s->cpu.family, s->cpu.model, cpu_isa_name(asked), cpu_isa_needs(asked),
-                   cpu_isa_name(s->cpu.level));
-}
-
 /* Checks what the user asked for; fills *want_core with the core bertc wants
  * (NULL: keep what OpenBLAS runs). */
 static int decide(cpu_kernels_state *s, const char **want_core)
 {
     *want_core = NULL;
-    cpu_isa_level cap;
-    const char *want;
-    int asked = env_isa_cap(&cap, &want);
-    if (asked < 0) return err_set(ERR_INPUT, "BERTC_CPU_ISA=%.40s: not a level (auto, avx512, avx2, avx or sse)", want);
-    if (asked && cap > s->cpu.level) {
-        char what[64];
-        snprintf(what, sizeof what, "BERTC_CPU_ISA=%s", cpu_isa_name(cap));
-        return refuse_level(s, what, cap);
-    }
+    int rc = cpu_isa_check_cap();
+    if (rc) return rc;
     const char *user = getenv("OPENBLAS_CORETYPE"), *ours = getenv(ENV_CORE);
     int user_core = user && *user && !(ours && !strcasecmp(ours, user));
     if (user_core) {
@@ -246,7 +116,7 @@ static int decide(cpu_kernels_state *s, const char **want_core)
         if (lvl > (int)s->cpu.level) {
             char what[80];
             snprintf(what, sizeof what, "OPENBLAS_CORETYPE=%.40s", user);
-            return refuse_level(s, what, (cpu_isa_level)lvl);
+            return cpu_isa_refuse(what, (cpu_isa_level)lvl);
         }
         if (lvl > (int)s->level)
             return err_set(ERR_INPUT, "OPENBLAS_CORETYPE=%.40s uses %s, above %s: unset one of them", user,
@@ -422,5 +292,33 @@ char *cpu_kernels_describe(char *buf, size_t cap)
     snprintf(buf, cap, "isa %s (%s; the CPU has %s), gemm %s, %s; batch-invariant gemm_fixed %s%s%s",
              cpu_isa_name(s->level), s->level_from, cpu_isa_name(s->cpu.level), which, from,
              gemm_isa_name(gemm_fixed_isa()), s->warning[0] ? "; warning: " : "", s->warning);
+    return buf;
+}
+
+/* "openblas SkylakeX (BERTC_GEMM unset; core set by bertc)" */
+static char *gemm_line(char *buf, size_t cap)
+{
+    (void)cpu_kernels_gemm_choose();
+    const cpu_kernels_state *s = cpu_kernels();
+    const char *from = strcmp(s->gemm_from, "auto") ? s->gemm_from : "BERTC_GEMM unset";
+    if (s->gemm_onednn)
+        snprintf(buf, cap, "onednn %.31s %.47s (%.39s; level %s)", s->onednn_version, s->onednn_isa, from,
+                 cpu_isa_name(s->level));
+    else if (s->onednn_missing[0])
+        snprintf(buf, cap, "openblas %.31s (%.39s, oneDNN not used: %.200s; core: %.100s)", s->blas_core, from,
+                 s->onednn_missing, s->blas_fallback[0] ? "set by bertc" : s->blas_from);
+    else
+        snprintf(buf, cap, "openblas %.31s (%.39s; core: %.100s)", s->blas_core, from,
+                 s->blas_fallback[0] ? "set by bertc" : s->blas_from);
+    return buf;
+}
+
+char *cpu_kernels_lines(char *buf, size_t cap)
+{
+    char v[640];
+    size_t n = (size_t)snprintf(buf, cap, "kernel gemm: %.600s\n", gemm_line(v, sizeof v));
+    for (int f = 0; f < CPU_K_COUNT && n < cap; f++)
+        n += (size_t)snprintf(buf + n, cap - n, "kernel %s: %.600s\n", cpu_kernel_family_name((cpu_kernel_family)f),
+                              cpu_kernel_describe((cpu_kernel_family)f, v, sizeof v));
     return buf;
 }

@@ -6,14 +6,17 @@
  * ulp, as torch's own vectorized exp (SLEEF) is; neither is bit-exact with
  * the other.
  *
- * CPU_CLONES compiles a function twice, for x86-64-v3 (AVX2 + FMA) and the
- * baseline, and picks one when the program loads. Every file that uses it
- * turns floating-point contraction off, so both clones compute the same
- * rounded operations and results do not depend on the machine: a fused
- * multiply-add happens only where the code calls fmaf (as torch does in
- * the same place). */
+ * CPU_VARIANTS compiles a loop twice, for x86-64-v3 (AVX2 + FMA) and the
+ * baseline, and runs the one cpu_kernel_level() decided for its family
+ * (cpu_isa.h), so a BERTC_CPU_ISA cap runs the baseline code an older CPU
+ * runs. Every file that uses it turns floating-point contraction off, so
+ * both variants compute the same rounded operations and results do not
+ * depend on the machine: a fused multiply-add happens only where the code
+ * calls fmaf (as torch does in the same place). */
 #ifndef BERTC_BACKEND_CPU_MATH_H
 #define BERTC_BACKEND_CPU_MATH_H
+
+#include "backend/cpu/cpu_isa.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -31,12 +34,6 @@
 #pragma GCC optimize("fp-contract=off", "no-trapping-math")
 #endif
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(BERTC_NO_CLONES)
-#define CPU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define CPU_CLONES
-#endif
-
 /* The vector loops need these inlined, and GCC would not inline erff
  * (too big) on its own. */
 #if defined(__GNUC__)
@@ -44,6 +41,38 @@
 #else
 #define CPU_INLINE static inline
 #endif
+
+/* CPU_VARIANTS(FAMILY, name, (params), (args)) after `CPU_INLINE void
+ * name_code(params)`: name_avx2 (x86-64-v3) and name_sse (the baseline)
+ * with that code inlined, and name(), which runs the one FAMILY's level
+ * asks for. CPU_VARIANTS_RET is the same for a function returning TYPE.
+ * A caller that dispatches on the level itself (an intrinsics loop first,
+ * then the rest) calls name_avx2 or name_sse directly. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(BERTC_NO_CLONES)
+#define CPU_TARGET_AVX2 __attribute__((target("arch=x86-64-v3")))
+#else
+#define CPU_TARGET_AVX2
+#endif
+#if defined(__GNUC__)
+#define CPU_MAYBE_UNUSED __attribute__((unused))
+#else
+#define CPU_MAYBE_UNUSED
+#endif
+#define CPU_VARIANTS(family, name, params, args)                   \
+    CPU_TARGET_AVX2 CPU_MAYBE_UNUSED static void name##_avx2 params { name##_code args; } \
+    CPU_MAYBE_UNUSED static void name##_sse params { name##_code args; }              \
+    CPU_MAYBE_UNUSED static void name params                                          \
+    {                                                                \
+        if (cpu_kernel_level(family) >= CPU_ISA_AVX2) name##_avx2 args; \
+        else name##_sse args;                                        \
+    }
+#define CPU_VARIANTS_RET(family, type, name, params, args)                           \
+    CPU_TARGET_AVX2 CPU_MAYBE_UNUSED static type name##_avx2 params { return name##_code args; } \
+    CPU_MAYBE_UNUSED static type name##_sse params { return name##_code args; }                  \
+    CPU_MAYBE_UNUSED static type name params                                                     \
+    {                                                                               \
+        return cpu_kernel_level(family) >= CPU_ISA_AVX2 ? name##_avx2 args : name##_sse args; \
+    }
 
 static inline float cpu_bits_to_float(int32_t i)
 {
@@ -133,17 +162,10 @@ CPU_INLINE float cpu_erff(float x)
  * min and max, x / 2 as the shift GCC makes of it): equal bit for bit to
  * cpu_expf and cpu_erff for all 2^32 inputs (tools/check_vector_math.c
  * checks every one), and a fifth faster than GCC's vectorization of the C.
- * Used where cpu_has_avx2(). */
+ * Used by a family's avx2 variant. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(BERTC_NO_CLONES)
 #define CPU_HAVE_AVX2_MATH 1
 #include <immintrin.h>
-
-static inline int cpu_has_avx2(void)
-{
-    static int known = -1;
-    if (known < 0) known = __builtin_cpu_supports("avx2") ? 1 : 0;
-    return known;
-}
 
 #define CPU_SET8(v) _mm256_set1_ps(v)
 

@@ -5,9 +5,9 @@
  * element).
  *
  * One Philox block gives the 4 elements 4 blk .. 4 blk + 3. The blocks are
- * computed 8 at a time: with AVX2 intrinsics where the CPU has AVX2 (about
- * 1 ns per element, 25x philox_keep), otherwise with a loop written for
- * GCC's vectorizer. */
+ * computed 8 at a time: with AVX2 intrinsics at the dropout family's avx2
+ * level (about 1 ns per element, 25x philox_keep), otherwise with a loop
+ * written for GCC's vectorizer. */
 #include "backend/cpu/cpu_math.h"
 
 #include "backend/cpu/cpu.h"
@@ -18,8 +18,8 @@
 #endif
 
 /* Portable: the rounds of philox4x32 (PHILOX_ROUND) inline, for the vectorizer. */
-CPU_CLONES static void mask_blocks_c(float *restrict mul, uint64_t blk0, size_t nb, philox_stream s, float p,
-                                     float scale)
+CPU_INLINE void mask_blocks_c_code(float *restrict mul, uint64_t blk0, size_t nb, philox_stream s, float p,
+                                   float scale)
 {
     const uint32_t key0 = (uint32_t)s.seed, key1 = (uint32_t)(s.seed >> 32);
 #pragma omp simd
@@ -36,6 +36,8 @@ CPU_CLONES static void mask_blocks_c(float *restrict mul, uint64_t blk0, size_t 
         mul[4 * j + 3] = PHILOX_UNIT(c3) >= p ? scale : 0.0f;
     }
 }
+CPU_VARIANTS(CPU_K_DROPOUT, mask_blocks_c, (float *restrict mul, uint64_t blk0, size_t nb, philox_stream s, float p,
+             float scale), (mul, blk0, nb, s, p, scale))
 
 #ifdef HAVE_AVX2_PATH
 /* What the AVX2 kernels need of a stream: the round keys, the counter words
@@ -147,9 +149,7 @@ __attribute__((target("avx2"))) static void bits_blocks_avx2(uint32_t *g, uint64
 
 static int have_avx2(void)
 {
-    static int known = -1;
-    if (known < 0) known = __builtin_cpu_supports("avx2") ? 1 : 0;
-    return known;
+    return cpu_kernel_level(CPU_K_DROPOUT) >= CPU_ISA_AVX2;
 }
 #endif
 
@@ -288,14 +288,16 @@ static inline float bit_mul(const uint64_t *bits, size_t i, float scale)
     return (bits[i >> 6] >> (i & 63)) & 1 ? scale : 0.0f;
 }
 
-CPU_CLONES static void apply_c(float *out, const float *x, const uint64_t *bits, size_t i0, size_t n, float scale)
+CPU_INLINE void apply_c_code(float *out, const float *x, const uint64_t *bits, size_t i0, size_t n, float scale)
 {
 #pragma omp simd
     for (size_t i = i0; i < n; i++) out[i] = x[i] * bit_mul(bits, i, scale);
 }
+CPU_VARIANTS(CPU_K_DROPOUT, apply_c, (float *out, const float *x, const uint64_t *bits, size_t i0, size_t n,
+             float scale), (out, x, bits, i0, n, scale))
 
-CPU_CLONES static void apply2_c(float *dx, float *out, const float *x, const uint64_t *bits, size_t i0, size_t n,
-                                float scale)
+CPU_INLINE void apply2_c_code(float *dx, float *out, const float *x, const uint64_t *bits, size_t i0, size_t n,
+                              float scale)
 {
 #pragma omp simd
     for (size_t i = i0; i < n; i++) {
@@ -304,13 +306,17 @@ CPU_CLONES static void apply2_c(float *dx, float *out, const float *x, const uin
         out[i] = x[i] * m;
     }
 }
+CPU_VARIANTS(CPU_K_DROPOUT, apply2_c, (float *dx, float *out, const float *x, const uint64_t *bits, size_t i0, size_t n,
+             float scale), (dx, out, x, bits, i0, n, scale))
 
-CPU_CLONES static void apply_acc_c(float *out, const float *x, const uint64_t *bits, size_t i0, size_t n,
-                                   float scale)
+CPU_INLINE void apply_acc_c_code(float *out, const float *x, const uint64_t *bits, size_t i0, size_t n,
+                                 float scale)
 {
 #pragma omp simd
     for (size_t i = i0; i < n; i++) out[i] += x[i] * bit_mul(bits, i, scale);
 }
+CPU_VARIANTS(CPU_K_DROPOUT, apply_acc_c, (float *out, const float *x, const uint64_t *bits, size_t i0, size_t n,
+             float scale), (out, x, bits, i0, n, scale))
 
 void cpu_dropout_apply_bits_acc(float *out, const float *x, const uint64_t *bits, size_t n, float scale)
 {
@@ -371,8 +377,8 @@ __attribute__((target("avx2"))) static void probs_store_avx2(float *probs, float
 }
 #endif
 
-CPU_CLONES static void probs_store_c(float *probs, float *x, float inv, size_t i0, size_t n, float *out,
-                                     const uint64_t *bits, float scale)
+CPU_INLINE void probs_store_c_code(float *probs, float *x, float inv, size_t i0, size_t n, float *out,
+                                   const uint64_t *bits, float scale)
 {
     if (out) {
 #pragma omp simd
@@ -390,6 +396,8 @@ CPU_CLONES static void probs_store_c(float *probs, float *x, float inv, size_t i
         x[i] = y;
     }
 }
+CPU_VARIANTS(CPU_K_DROPOUT, probs_store_c, (float *probs, float *x, float inv, size_t i0, size_t n, float *out,
+             const uint64_t *bits, float scale), (probs, x, inv, i0, n, out, bits, scale))
 
 void cpu_probs_store(float *probs, float *x, float inv, size_t n, float *out, const uint64_t *bits, float scale)
 {

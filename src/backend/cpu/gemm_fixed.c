@@ -20,6 +20,8 @@
  * partial sums run on every machine. */
 #include "backend/cpu/gemm_fixed.h"
 
+#include "backend/cpu/cpu_isa.h"
+
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
@@ -203,14 +205,13 @@ static const struct gemm_kern kern_avx512 = {tile_avx512_12x32, 12, 32, 144, 768
 
 static atomic_int isa_cap = GEMM_ISA_AVX512;
 
+/* The kernel cpu_isa.h decided (the level's, after BERTC_CPU_ISA). */
 static enum gemm_isa isa_detect(void)
 {
 #if GEMM_X86
-    /* GCC's checks include the OS's XSAVE state (XGETBV) for AVX and AVX-512. */
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        return GEMM_ISA_AVX512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return GEMM_ISA_AVX2;
+    cpu_isa_level l = cpu_kernel_level(CPU_K_GEMM_FIXED);
+    if (l >= CPU_ISA_AVX512) return GEMM_ISA_AVX512;
+    if (l >= CPU_ISA_AVX2) return GEMM_ISA_AVX2;
 #endif
     return GEMM_ISA_SCALAR;
 }

@@ -29,11 +29,11 @@ void gemm_fixed(int transa, int transb, int M, int N, int K, float alpha, const 
  * AVX512 needs AVX-512F with the OS saving its registers. */
 enum gemm_isa { GEMM_ISA_SCALAR, GEMM_ISA_AVX2, GEMM_ISA_AVX512 };
 
-/* Caps the kernel used by calls from now on (default: the best the CPU and
- * OS support). Every kernel gives the same bits, so this changes speed only;
- * a call already running keeps its kernel. */
+/* Caps the kernel used by calls from now on (default: no cap beyond the
+ * one cpu_isa.h decided). Every kernel gives the same bits, so this changes
+ * speed only; a call already running keeps its kernel. */
 void gemm_fixed_set_isa(enum gemm_isa max);
-/* The kernel that runs now: the cap, lowered to what the CPU supports. */
+/* The kernel that runs now: the cap, lowered to cpu_kernel_level(CPU_K_GEMM_FIXED). */
 enum gemm_isa gemm_fixed_isa(void);
 /* "scalar", "avx2" or "avx512". */
 const char *gemm_isa_name(enum gemm_isa isa);

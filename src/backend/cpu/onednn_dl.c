@@ -6,9 +6,9 @@
 #define _GNU_SOURCE
 #include "backend/cpu/onednn_dl.h"
 
-#include "backend/cpu_kernels.h"
+#include "backend/cpu/cpu_isa.h"
+#include "core/dynlib.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,56 +33,33 @@ static const struct {
     {0xe7, "avx512_core_bf16"},
 };
 
-/* fn = the symbol name of the library dl; a missing one leaves fn NULL and
- * its name in `missing`. POSIX lets dlsym's void * convert to a function
- * pointer; memcpy keeps -Wpedantic quiet. */
-#define LOAD(fn, name)                 \
-    do {                               \
-        void *p_ = dlsym(dl, name);    \
-        memcpy(&(fn), &p_, sizeof p_); \
-        if (!p_) missing = name;       \
-    } while (0)
-
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static void *g_dl;
+static dynlib g_dl;
 static onednn_lib g_lib;
 static int g_rc = -1;
 static char g_why[200];
 static int g_max_level;
 
-/* The library file tried: BERTC_ONEDNN_LIB, else libdnnl.so.3, then libdnnl.so.2. */
-static const char *lib_names(void)
-{
-    const char *p = getenv("BERTC_ONEDNN_LIB");
-    return p && *p ? p : "libdnnl.so.3 or libdnnl.so.2";
-}
-
 static void load_once(void)
 {
     const char *env = getenv("BERTC_ONEDNN_LIB");
-    const char *names[] = {env && *env ? env : "libdnnl.so.3", env && *env ? NULL : "libdnnl.so.2"};
-    void *dl = NULL;
-    const char *err = NULL;
-    for (int i = 0; i < 2 && !dl && names[i]; i++) {
-        dl = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-        if (!dl) err = dlerror();
-    }
-    if (!dl) {
-        snprintf(g_why, sizeof g_why, "cannot load %s (%.120s)", lib_names(), err ? err : "unknown reason");
+    const char *names[] = {env && *env ? env : "libdnnl.so.3", "libdnnl.so.2"};
+    if (dynlib_open(&g_dl, names, env && *env ? 1 : 2) != 0) {
+        snprintf(g_why, sizeof g_why, "%.199s", g_dl.why);
         return;
     }
     const dnnl_version_t *(*version)(void);
     int (*set_max)(unsigned);
     unsigned (*effective)(void);
-    const char *missing = NULL;
-    LOAD(g_lib.sgemm, "dnnl_sgemm");
-    LOAD(version, "dnnl_version");
-    LOAD(set_max, "dnnl_set_max_cpu_isa");
-    LOAD(effective, "dnnl_get_effective_cpu_isa");
-    if (missing) {
-        snprintf(g_why, sizeof g_why, "%s lacks %s", lib_names(), missing);
+    const dynlib_sym syms[] = {{&g_lib.sgemm, "dnnl_sgemm", NULL, 0},
+                               {&version, "dnnl_version", NULL, 0},
+                               {&set_max, "dnnl_set_max_cpu_isa", NULL, 0},
+                               {&effective, "dnnl_get_effective_cpu_isa", NULL, 0}};
+    if (dynlib_resolve(&g_dl, syms, sizeof syms / sizeof syms[0]) != 0) {
+        snprintf(g_why, sizeof g_why, "%s lacks %s", env && *env ? env : "libdnnl.so.3 or libdnnl.so.2",
+                 g_dl.missing);
         g_lib.sgemm = NULL;
-        dlclose(dl);
+        dynlib_close(&g_dl);
         return;
     }
     /* The cap goes in before any other call: oneDNN fixes its ISA at first use. */
@@ -93,7 +70,7 @@ static void load_once(void)
     if (cap != ISA_ALL && set_max(cap) != 0) {
         snprintf(g_why, sizeof g_why, "oneDNN refused the ISA cap %s", cpu_isa_name((cpu_isa_level)g_max_level));
         g_lib.sgemm = NULL;
-        dlclose(dl);
+        dynlib_close(&g_dl);
         return;
     }
     const dnnl_version_t *v = version();
@@ -102,7 +79,6 @@ static void load_once(void)
     snprintf(g_lib.isa, sizeof g_lib.isa, "isa code 0x%x", code);
     for (size_t i = 0; i < sizeof isa_names / sizeof isa_names[0]; i++)
         if (isa_names[i].code == code) snprintf(g_lib.isa, sizeof g_lib.isa, "%s", isa_names[i].name);
-    g_dl = dl;
     g_rc = 0; /* the library stays loaded for the life of the process */
 }
 
@@ -209,7 +185,7 @@ static void *bf16_prim(int ta, int tb, int beta1)
 
 static void bf16_init_once(void)
 {
-    if (g_rc != 0 || !g_dl) {
+    if (g_rc != 0 || !g_dl.handle) {
         snprintf(bf16_why, sizeof bf16_why, "oneDNN is not loaded: %.170s", g_why[0] ? g_why : "onednn_load was not called");
         return;
     }
@@ -218,28 +194,28 @@ static void bf16_init_once(void)
                  g_lib.version);
         return;
     }
-    void *dl = g_dl;
-    const char *missing = NULL;
-    LOAD(dn.engine_create, "dnnl_engine_create");
-    LOAD(dn.stream_create, "dnnl_stream_create");
-    LOAD(dn.stream_wait, "dnnl_stream_wait");
-    LOAD(dn.md_init_by_tag, "dnnl_memory_desc_init_by_tag");
-    LOAD(dn.matmul_desc_init, "dnnl_matmul_desc_init");
-    LOAD(dn.attr_create, "dnnl_primitive_attr_create");
-    LOAD(dn.attr_destroy, "dnnl_primitive_attr_destroy");
-    LOAD(dn.attr_set_post_ops, "dnnl_primitive_attr_set_post_ops");
-    LOAD(dn.post_ops_create, "dnnl_post_ops_create");
-    LOAD(dn.post_ops_append_sum, "dnnl_post_ops_append_sum");
-    LOAD(dn.post_ops_destroy, "dnnl_post_ops_destroy");
-    LOAD(dn.pd_create, "dnnl_primitive_desc_create");
-    LOAD(dn.pd_query, "dnnl_primitive_desc_query");
-    LOAD(dn.pd_destroy, "dnnl_primitive_desc_destroy");
-    LOAD(dn.prim_create, "dnnl_primitive_create");
-    LOAD(dn.prim_execute, "dnnl_primitive_execute");
-    LOAD(dn.mem_create, "dnnl_memory_create");
-    LOAD(dn.mem_destroy, "dnnl_memory_destroy");
-    if (missing) {
-        snprintf(bf16_why, sizeof bf16_why, "oneDNN %s lacks %s", g_lib.version, missing);
+    const dynlib_sym syms[] = {
+        {&dn.engine_create, "dnnl_engine_create", NULL, 0},
+        {&dn.stream_create, "dnnl_stream_create", NULL, 0},
+        {&dn.stream_wait, "dnnl_stream_wait", NULL, 0},
+        {&dn.md_init_by_tag, "dnnl_memory_desc_init_by_tag", NULL, 0},
+        {&dn.matmul_desc_init, "dnnl_matmul_desc_init", NULL, 0},
+        {&dn.attr_create, "dnnl_primitive_attr_create", NULL, 0},
+        {&dn.attr_destroy, "dnnl_primitive_attr_destroy", NULL, 0},
+        {&dn.attr_set_post_ops, "dnnl_primitive_attr_set_post_ops", NULL, 0},
+        {&dn.post_ops_create, "dnnl_post_ops_create", NULL, 0},
+        {&dn.post_ops_append_sum, "dnnl_post_ops_append_sum", NULL, 0},
+        {&dn.post_ops_destroy, "dnnl_post_ops_destroy", NULL, 0},
+        {&dn.pd_create, "dnnl_primitive_desc_create", NULL, 0},
+        {&dn.pd_query, "dnnl_primitive_desc_query", NULL, 0},
+        {&dn.pd_destroy, "dnnl_primitive_desc_destroy", NULL, 0},
+        {&dn.prim_create, "dnnl_primitive_create", NULL, 0},
+        {&dn.prim_execute, "dnnl_primitive_execute", NULL, 0},
+        {&dn.mem_create, "dnnl_memory_create", NULL, 0},
+        {&dn.mem_destroy, "dnnl_memory_destroy", NULL, 0},
+    };
+    if (dynlib_resolve(&g_dl, syms, sizeof syms / sizeof syms[0]) != 0) {
+        snprintf(bf16_why, sizeof bf16_why, "oneDNN %s lacks %s", g_lib.version, g_dl.missing);
         return;
     }
     if (dn.engine_create(&g_engine, ENGINE_CPU, 0) != 0 || dn.stream_create(&g_stream, g_engine, STREAM_DEFAULT) != 0) {

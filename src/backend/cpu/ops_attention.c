@@ -59,7 +59,7 @@ __attribute__((target("avx2"))) static int exp_sum_avx2(float *x, float m, int T
 /* Adds the mask, then softmax in place as torch's vectorized kernel: max,
  * exp(x - max), a sum in 8 lanes combined pairwise; returns 1/sum, by which
  * cpu_probs_store multiplies. */
-CPU_CLONES static float softmax_row_exp(float *x, const int32_t *mask, int T)
+CPU_INLINE float softmax_row_exp_code(float *x, const int32_t *mask, int T, int avx2)
 {
     if (mask) {
 #pragma omp simd
@@ -77,7 +77,9 @@ CPU_CLONES static float softmax_row_exp(float *x, const int32_t *mask, int T)
     float acc[8] = {0};
     s = 0;
 #ifdef CPU_HAVE_AVX2_MATH
-    if (cpu_has_avx2()) s = exp_sum_avx2(x, m, T, acc);
+    if (avx2) s = exp_sum_avx2(x, m, T, acc);
+#else
+    (void)avx2;
 #endif
     /* the rest (all without AVX2): exp, then the sum */
     int s0 = s;
@@ -89,10 +91,24 @@ CPU_CLONES static float softmax_row_exp(float *x, const int32_t *mask, int T)
     float sum = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
     return 1.0f / sum;
 }
+/* The avx2 variant computes the exponentials with exp_sum_avx2. */
+CPU_TARGET_AVX2 static float softmax_row_exp_avx2(float *x, const int32_t *mask, int T)
+{
+    return softmax_row_exp_code(x, mask, T, 1);
+}
+static float softmax_row_exp_sse(float *x, const int32_t *mask, int T)
+{
+    return softmax_row_exp_code(x, mask, T, 0);
+}
+static float softmax_row_exp(float *x, const int32_t *mask, int T)
+{
+    return cpu_kernel_level(CPU_K_SOFTMAX) >= CPU_ISA_AVX2 ? softmax_row_exp_avx2(x, mask, T)
+                                                          : softmax_row_exp_sse(x, mask, T);
+}
 
 /* Softmax backward in place, as torch: dot = sum(dp * p) (8 lanes);
  * ds = (dp - dot) * p; then times the score scale. */
-CPU_CLONES static void softmax_row_backward(float *ds, const float *p, int T, float scaling)
+CPU_INLINE void softmax_row_backward_code(float *ds, const float *p, int T, float scaling)
 {
     float acc[8] = {0};
     int s = 0;
@@ -103,6 +119,8 @@ CPU_CLONES static void softmax_row_backward(float *ds, const float *p, int T, fl
 #pragma omp simd
     for (int j = 0; j < T; j++) ds[j] = ((ds[j] - dot) * p[j]) * scaling;
 }
+CPU_VARIANTS(CPU_K_SOFTMAX, softmax_row_backward, (float *ds, const float *p, int T, float scaling), (ds, p, T,
+             scaling))
 
 /* Rows per block of a window of len rows: a block of scores (rows x len)
  * stays in the thread's scratch-sized share of L2 between the GEMM that

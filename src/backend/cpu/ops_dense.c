@@ -87,8 +87,8 @@ void cpu_embedding_backward(void *vctx, float *dwte, float *dwpe, float *dwtt, c
 
 /* Row sums in 4 double lanes (a fixed order, and 4 additions in flight
  * instead of one chain), lanes combined pairwise. */
-CPU_CLONES static void layernorm_row(float *out, float *mean, float *rstd, const float *x, const float *w,
-                                     const float *b, int C, float eps)
+CPU_INLINE void layernorm_row_code(float *out, float *mean, float *rstd, const float *x, const float *w,
+                                   const float *b, int C, float eps)
 {
     double s[4] = {0, 0, 0, 0}, v[4] = {0, 0, 0, 0};
     int c4 = C & ~3;
@@ -112,6 +112,8 @@ CPU_CLONES static void layernorm_row(float *out, float *mean, float *rstd, const
     *mean = m;
     *rstd = rs;
 }
+CPU_VARIANTS(CPU_K_LAYERNORM, layernorm_row, (float *out, float *mean, float *rstd, const float *x, const float *w,
+             const float *b, int C, float eps), (out, mean, rstd, x, w, b, C, eps))
 
 // out is (N,C); mean, rstd (N); inp (N,C); w, b (C)
 void cpu_layernorm_forward(void *vctx, float *out, float *mean, float *rstd, const float *inp, const float *w,
@@ -125,8 +127,8 @@ void cpu_layernorm_forward(void *vctx, float *out, float *mean, float *rstd, con
 
 /* dinp = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout * w, with
  * the two row means in double. */
-CPU_CLONES static void layernorm_row_backward(float *dinp, const float *dout, const float *x, const float *w,
-                                              float mean, float rstd, int C)
+CPU_INLINE void layernorm_row_backward_code(float *dinp, const float *dout, const float *x, const float *w,
+                                            float mean, float rstd, int C)
 {
     double sg[4] = {0, 0, 0, 0}, sgx[4] = {0, 0, 0, 0};
     int c4 = C & ~3;
@@ -149,13 +151,15 @@ CPU_CLONES static void layernorm_row_backward(float *dinp, const float *dout, co
         dinp[c] += rstd * (dout[c] * w[c] - mg - xhat * mgx);
     }
 }
+CPU_VARIANTS(CPU_K_LAYERNORM, layernorm_row_backward, (float *dinp, const float *dout, const float *x, const float *w,
+             float mean, float rstd, int C), (dinp, dout, x, w, mean, rstd, C))
 
 /* Column block [0, nc) of dw += sum_n dout * xhat and db += sum_n dout,
  * rows in order, accumulated in double. */
 #define COL_BLOCK 256
 
-CPU_CLONES static void layernorm_param_grads(float *dw, float *db, const float *dout, const float *x,
-                                             const float *mean, const float *rstd, int N, int C, int nc)
+CPU_INLINE void layernorm_param_grads_code(float *dw, float *db, const float *dout, const float *x,
+                                           const float *mean, const float *rstd, int N, int C, int nc)
 {
     double aw[COL_BLOCK], ab[COL_BLOCK];
     for (int j = 0; j < nc; j++) aw[j] = ab[j] = 0;
@@ -173,9 +177,11 @@ CPU_CLONES static void layernorm_param_grads(float *dw, float *db, const float *
         if (db) db[j] += (float)ab[j];
     }
 }
+CPU_VARIANTS(CPU_K_LAYERNORM, layernorm_param_grads, (float *dw, float *db, const float *dout, const float *x,
+             const float *mean, const float *rstd, int N, int C, int nc), (dw, db, dout, x, mean, rstd, N, C, nc))
 
 /* Column block [0, nc) of db += sum_n dout, rows in order, in double. */
-CPU_CLONES static void column_sums(float *db, const float *dout, int N, int OC, int nc)
+CPU_INLINE void column_sums_code(float *db, const float *dout, int N, int OC, int nc)
 {
     double acc[COL_BLOCK];
     for (int j = 0; j < nc; j++) acc[j] = 0;
@@ -186,6 +192,8 @@ CPU_CLONES static void column_sums(float *db, const float *dout, int N, int OC, 
     }
     for (int j = 0; j < nc; j++) db[j] += (float)acc[j];
 }
+CPU_VARIANTS(CPU_K_ELEMENTWISE, column_sums, (float *db, const float *dout, int N, int OC, int nc), (db, dout, N, OC,
+             nc))
 
 void cpu_layernorm_backward(void *vctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                             const float *w, const float *mean, const float *rstd, int N, int C)
@@ -315,7 +323,7 @@ void cpu_matmul_backward(void *vctx, float *dinp, float *dw, float *db, const fl
 #define GELU_ALPHA 0.70710678118654752440f /* M_SQRT1_2 */
 #define GELU_BETA 0.39894228040143267794f  /* M_2_SQRTPI * M_SQRT1_2 * 0.5 */
 
-CPU_CLONES static void gelu_chunk(float *out, const float *inp, size_t n)
+CPU_INLINE void gelu_chunk_code(float *out, const float *inp, size_t n)
 {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) {
@@ -323,8 +331,9 @@ CPU_CLONES static void gelu_chunk(float *out, const float *inp, size_t n)
         out[i] = x * 0.5f * (1.0f + cpu_erff(x * GELU_ALPHA));
     }
 }
+CPU_VARIANTS(CPU_K_GELU, gelu_chunk, (float *out, const float *inp, size_t n), (out, inp, n))
 
-CPU_CLONES static void gelu_backward_chunk(float *dinp, const float *inp, const float *dout, size_t n)
+CPU_INLINE void gelu_backward_chunk_code(float *dinp, const float *inp, const float *dout, size_t n)
 {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) {
@@ -334,6 +343,8 @@ CPU_CLONES static void gelu_backward_chunk(float *dinp, const float *inp, const 
         dinp[i] += dout[i] * (cdf + x * pdf);
     }
 }
+CPU_VARIANTS(CPU_K_GELU, gelu_backward_chunk, (float *dinp, const float *inp, const float *dout, size_t n), (dinp, inp,
+             dout, n))
 
 #ifdef CPU_HAVE_AVX2_MATH
 /* The same with cpu_erff8 and cpu_expf8 on whole vectors: the same
@@ -365,23 +376,31 @@ __attribute__((target("avx2"))) static size_t gelu_backward_avx2(float *dinp, co
 }
 #endif
 
-/* The AVX2 functions where the CPU has AVX2, the C for the rest. */
+/* The avx2 variant: the intrinsics for the whole vectors, the C for the rest. */
 static void gelu_run(float *out, const float *inp, size_t n)
 {
+    if (cpu_kernel_level(CPU_K_GELU) < CPU_ISA_AVX2) {
+        gelu_chunk_sse(out, inp, n);
+        return;
+    }
     size_t i = 0;
 #ifdef CPU_HAVE_AVX2_MATH
-    if (cpu_has_avx2()) i = gelu_avx2(out, inp, n);
+    i = gelu_avx2(out, inp, n);
 #endif
-    gelu_chunk(out + i, inp + i, n - i);
+    gelu_chunk_avx2(out + i, inp + i, n - i);
 }
 
 static void gelu_backward_run(float *dinp, const float *inp, const float *dout, size_t n)
 {
+    if (cpu_kernel_level(CPU_K_GELU) < CPU_ISA_AVX2) {
+        gelu_backward_chunk_sse(dinp, inp, dout, n);
+        return;
+    }
     size_t i = 0;
 #ifdef CPU_HAVE_AVX2_MATH
-    if (cpu_has_avx2()) i = gelu_backward_avx2(dinp, inp, dout, n);
+    i = gelu_backward_avx2(dinp, inp, dout, n);
 #endif
-    gelu_backward_chunk(dinp + i, inp + i, dout + i, n - i);
+    gelu_backward_chunk_avx2(dinp + i, inp + i, dout + i, n - i);
 }
 
 #define CHUNK 256
@@ -419,17 +438,19 @@ float cpu_dropout_scale(float p)
 }
 
 /* `omp simd`: out may be a (same index), which carries no dependence. */
-CPU_CLONES static void mul_chunk(float *out, const float *a, const float *m, size_t n)
+CPU_INLINE void mul_chunk_code(float *out, const float *a, const float *m, size_t n)
 {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) out[i] = a[i] * m[i];
 }
+CPU_VARIANTS(CPU_K_DROPOUT, mul_chunk, (float *out, const float *a, const float *m, size_t n), (out, a, m, n))
 
-CPU_CLONES static void mul_acc_chunk(float *out, const float *a, const float *m, size_t n)
+CPU_INLINE void mul_acc_chunk_code(float *out, const float *a, const float *m, size_t n)
 {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) out[i] += a[i] * m[i];
 }
+CPU_VARIANTS(CPU_K_DROPOUT, mul_acc_chunk, (float *out, const float *a, const float *m, size_t n), (out, a, m, n))
 
 #define DROP_CHUNK 1024
 
@@ -577,11 +598,12 @@ void cpu_dropout_backward(void *vctx, float *dinp, const float *dout, const back
 
 /* ------------------------------------------------------------------------ */
 
-CPU_CLONES static void add_chunk(float *out, const float *a, const float *b, size_t n)
+CPU_INLINE void add_chunk_code(float *out, const float *a, const float *b, size_t n)
 {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
+CPU_VARIANTS(CPU_K_ELEMENTWISE, add_chunk, (float *out, const float *a, const float *b, size_t n), (out, a, b, n))
 
 // out = a + b over n; out may alias a or b
 void cpu_add(void *vctx, float *out, const float *a, const float *b, size_t n)

@@ -81,7 +81,7 @@ void cpu_qa_loss(void *vctx, float *loss, float *dlogits, const float *logits, c
 #define SS_CHUNK 65536
 #define SS_MAX_CHUNKS 1024
 
-CPU_CLONES static double chunk_sum_squares(const float *x, size_t n)
+CPU_INLINE double chunk_sum_squares_code(const float *x, size_t n)
 {
     double a[4] = {0, 0, 0, 0};
     size_t i = 0;
@@ -90,6 +90,7 @@ CPU_CLONES static double chunk_sum_squares(const float *x, size_t n)
     for (int l = 0; i + l < n; l++) a[l] += (double)x[i + l] * x[i + l];
     return (a[0] + a[2]) + (a[1] + a[3]);
 }
+CPU_VARIANTS_RET(CPU_K_ADAM, double, chunk_sum_squares, (const float *x, size_t n), (x, n))
 
 double cpu_sum_squares(void *vctx, const float *x, size_t n)
 {
@@ -113,11 +114,12 @@ double cpu_sum_squares(void *vctx, const float *x, size_t n)
 
 #define EW_CHUNK 16384
 
-CPU_CLONES static void scale_chunk(float *x, size_t n, float s)
+CPU_INLINE void scale_chunk_code(float *x, size_t n, float s)
 {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) x[i] = x[i] * s;
 }
+CPU_VARIANTS(CPU_K_ADAM, scale_chunk, (float *x, size_t n, float s), (x, n, s))
 
 void cpu_scale(void *vctx, float *x, size_t n, float s)
 {
@@ -130,7 +132,7 @@ void cpu_scale(void *vctx, float *x, size_t n, float s)
     }
 }
 
-CPU_CLONES static int chunk_all_finite(const float *x, size_t n)
+CPU_INLINE int chunk_all_finite_code(const float *x, size_t n)
 {
     uint32_t bad = 0;
     for (size_t i = 0; i < n; i++) {
@@ -140,6 +142,7 @@ CPU_CLONES static int chunk_all_finite(const float *x, size_t n)
     }
     return !bad;
 }
+CPU_VARIANTS_RET(CPU_K_ADAM, int, chunk_all_finite, (const float *x, size_t n), (x, n))
 
 int cpu_all_finite(void *vctx, const float *x, size_t n)
 {
@@ -165,7 +168,7 @@ int cpu_all_finite(void *vctx, const float *x, size_t n)
  *   denom = (exp_avg_sq.sqrt() / sqrt(1 - b2^t)).add_(eps)
  *   param.addcdiv_(exp_avg, denom, value=-lr / (1 - b1^t))                */
 
-CPU_CLONES static void adamw_chunk(float *p, const float *g, float *m, float *v, size_t n, adamw_consts k)
+CPU_INLINE void adamw_chunk_code(float *p, const float *g, float *m, float *v, size_t n, adamw_consts k)
 {
     /* lerp: fma(w, g - m, m) for a small weight, else fma(w - 1, g - m, g) */
     float coeff = fabsf(k.w1) < 0.5f ? k.w1 : k.w1 - 1.0f;
@@ -191,6 +194,8 @@ CPU_CLONES static void adamw_chunk(float *p, const float *g, float *m, float *v,
         for (size_t i = 0; i < len; i++) pb[i] = pb[i] + k.neg_step * mb[i] / (root[i] / k.bc2_sqrt + k.eps);
     }
 }
+CPU_VARIANTS(CPU_K_ADAM, adamw_chunk, (float *p, const float *g, float *m, float *v, size_t n, adamw_consts k),
+             (p, g, m, v, n, k))
 
 void cpu_adamw(void *vctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
                float eps, float wd, int64_t t, float grad_scale)

@@ -3,10 +3,10 @@
  * 7, ncclSum is 0, ncclSuccess is 0), so no nccl.h is needed at build time. */
 #include "backend/cuda/cuda_nccl.h"
 
+#include "core/dynlib.h"
 #include "core/err.h"
 
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 #include <string.h>
 
 typedef struct {
@@ -16,7 +16,7 @@ typedef void *nccl_comm;
 enum { NCCL_SUCCESS = 0, NCCL_FLOAT32 = 7, NCCL_SUM = 0 };
 
 static struct {
-    void *lib;
+    dynlib lib;
     int (*get_unique_id)(nccl_id *);
     int (*comm_init_rank)(nccl_comm *, int, nccl_id, int);
     int (*all_reduce)(const void *, void *, size_t, int, int, nccl_comm, cudaStream_t);
@@ -52,33 +52,33 @@ static int nccl_fail(int r, const char *what)
 
 int cuda_nccl_load(void)
 {
-    if (g.lib) return 0;
+    if (g.lib.handle) return 0;
 #ifdef CUDAEMU
     /* On the CPU stand-in (tests/cudaemu) a real libnccl would talk to a
      * driver that is not there: ranks sum through the host instead. */
     return err_set(ERR_RUNTIME, "NCCL is not emulated (cudaemu: the CUDA backend runs on the CPU)");
 #endif
     const char *names[] = {"libnccl.so.2", "libnccl.so"};
-    for (int i = 0; i < 2 && !g.lib; i++) g.lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-    if (!g.lib)
+    if (dynlib_open(&g.lib, names, 2) != 0)
         return err_set(ERR_RUNTIME, "NCCL not found (libnccl.so.2: install libnccl2, or pip install "
                                     "nvidia-nccl-cu12 and add its nvidia/nccl/lib to LD_LIBRARY_PATH)");
-    *(void **)&g.get_unique_id = dlsym(g.lib, "ncclGetUniqueId");
-    *(void **)&g.comm_init_rank = dlsym(g.lib, "ncclCommInitRank");
-    *(void **)&g.all_reduce = dlsym(g.lib, "ncclAllReduce");
-    *(void **)&g.reduce_scatter = dlsym(g.lib, "ncclReduceScatter");
-    *(void **)&g.all_gather = dlsym(g.lib, "ncclAllGather");
-    *(void **)&g.broadcast = dlsym(g.lib, "ncclBroadcast");
-    *(void **)&g.comm_destroy = dlsym(g.lib, "ncclCommDestroy");
-    *(void **)&g.error_string = dlsym(g.lib, "ncclGetErrorString");
-    *(void **)&g.send = dlsym(g.lib, "ncclSend");
-    *(void **)&g.recv = dlsym(g.lib, "ncclRecv");
-    if (!g.get_unique_id || !g.comm_init_rank || !g.all_reduce || !g.reduce_scatter || !g.all_gather ||
-        !g.broadcast || !g.comm_destroy) {
-        dlclose(g.lib);
+    const dynlib_sym syms[] = {
+        {&g.get_unique_id, "ncclGetUniqueId", NULL, 0},
+        {&g.comm_init_rank, "ncclCommInitRank", NULL, 0},
+        {&g.all_reduce, "ncclAllReduce", NULL, 0},
+        {&g.reduce_scatter, "ncclReduceScatter", NULL, 0},
+        {&g.all_gather, "ncclAllGather", NULL, 0},
+        {&g.broadcast, "ncclBroadcast", NULL, 0},
+        {&g.comm_destroy, "ncclCommDestroy", NULL, 0},
+        {&g.error_string, "ncclGetErrorString", NULL, 1},
+        {&g.send, "ncclSend", NULL, 1},
+        {&g.recv, "ncclRecv", NULL, 1},
+    };
+    if (dynlib_resolve(&g.lib, syms, sizeof syms / sizeof syms[0]) != 0) {
+        err_set(ERR_RUNTIME, "%s", g.lib.why);
+        dynlib_close(&g.lib);
         memset(&g, 0, sizeof g);
-        return err_set(ERR_RUNTIME, "libnccl.so.2 lacks one of ncclGetUniqueId, ncclCommInitRank, ncclAllReduce, "
-                                    "ncclReduceScatter, ncclAllGather, ncclBroadcast");
+        return ERR_RUNTIME;
     }
     return 0;
 }
@@ -181,7 +181,7 @@ void cuda_nccl_free(void)
         cudaEventDestroy(g.grads_done);
         cudaStreamDestroy(g.stream);
     }
-    if (g.lib) dlclose(g.lib);
+    dynlib_close(&g.lib);
     memset(&g, 0, sizeof g);
 }
 
