@@ -166,7 +166,7 @@ typedef struct {
      * and wd are read as the shortest decimals that round to these floats
      * (0.999f is 0.999), because torch computes 1 - b2, b2^t and lr * wd
      * from Python doubles; so the CPU op is bit-for-bit torch's single-tensor
-     * AdamW (tests/test_ops_torch.c). */
+     * AdamW (tests/backend/test_ops_torch.c). */
     void (*adamw)(void *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
                   float eps, float wd, int64_t t, float grad_scale);
 } backend_i;
@@ -198,5 +198,29 @@ int backend_cpu_set_bf16(backend *b, int on, char *impl, size_t cap);
  * module or a usable GPU is missing. */
 int backend_cuda_create(backend *out, int device, int64_t mem_limit);
 void backend_free(backend *b);
+
+/* The GEMM precision a backend runs (select.c parses and chooses it; the
+ * CUDA module's table carries it, so it lives with the contract). */
+typedef enum {
+    PREC_AUTO = 0,
+    PREC_FP32, /* fp32 GEMMs (no Tensor Cores) */
+    PREC_TF32, /* fp32 storage, TF32 Tensor Core GEMMs */
+    PREC_FP16, /* fp16 GEMM inputs, fp32 accumulation; needs loss scaling */
+    PREC_BF16, /* bf16 GEMM inputs, fp32 accumulation */
+} precision_kind;
+/* --precision auto for a GPU of this compute capability: bf16 from 8.0,
+ * fp16 below (7.5 is the oldest the CUDA backend is built for). Defined in
+ * backend/select.c; the CUDA module gets it through its host table. */
+precision_kind select_auto_precision(int cc_major, int cc_minor);
+
+/* Memory of a backend, for --micro-batch auto and the memory checks:
+ * free = what bertc may still allocate (the device's free memory, capped by
+ * mem_limit minus what bertc holds), used = what bertc's allocations hold
+ * now, peak = the high-water mark of used since creation or the last reset.
+ * Returns 0 on the CUDA backend; ERR_INPUT on others (nothing to measure:
+ * the CPU backend's memory is the host's). */
+typedef struct {
+    int64_t free, used, peak, limit, device_total, device_free;
+} backend_mem;
 
 #endif

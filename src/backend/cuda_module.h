@@ -26,7 +26,6 @@
 #define BERTC_CUDA_MODULE_H
 
 #include "backend/backend.h"
-#include "backend/select.h"
 
 #include <stddef.h>
 #include <stdint.h>

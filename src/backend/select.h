@@ -36,7 +36,7 @@
 #ifndef BERTC_BACKEND_SELECT_H
 #define BERTC_BACKEND_SELECT_H
 
-#include "backend/backend.h"
+#include "backend/backend.h" /* precision_kind, backend_mem */
 
 #include <stdint.h>
 
@@ -46,14 +46,6 @@ typedef enum {
     DEVICE_CUDA,
 } device_kind;
 
-typedef enum {
-    PREC_AUTO = 0,
-    PREC_FP32, /* fp32 GEMMs (no Tensor Cores) */
-    PREC_TF32, /* fp32 storage, TF32 Tensor Core GEMMs */
-    PREC_FP16, /* fp16 GEMM inputs, fp32 accumulation; needs loss scaling */
-    PREC_BF16, /* bf16 GEMM inputs, fp32 accumulation */
-} precision_kind;
-
 /* "cpu", "cuda", "auto" / "auto", "fp32", "tf32", "fp16", "bf16"; ERR_INPUT
  * naming the option and the choices otherwise. */
 int select_parse_device(const char *s, device_kind *out);
@@ -62,9 +54,6 @@ const char *select_device_name(device_kind d);
 const char *select_precision_name(precision_kind p);
 /* 1 for fp16 (gradients can overflow its range). */
 int precision_needs_loss_scaling(precision_kind p);
-/* --precision auto for a GPU of this compute capability: bf16 from 8.0,
- * fp16 below (7.5 is the oldest the CUDA backend is built for). */
-precision_kind select_auto_precision(int cc_major, int cc_minor);
 
 typedef struct {
     device_kind device;
@@ -97,16 +86,6 @@ int backend_select(backend *out, const backend_opts *o, backend_info *info);
  * reason in why (never an error: no driver is an answer, not a failure). */
 int select_probe_cuda(int gpu, char *name, size_t name_cap, int *cc_major, int *cc_minor, int64_t *total,
                       char *why, size_t why_cap);
-
-/* Memory of a backend, for --micro-batch auto and the memory checks:
- * free = what bertc may still allocate (the device's free memory, capped by
- * mem_limit minus what bertc holds), used = what bertc's allocations hold
- * now, peak = the high-water mark of used since creation or the last reset.
- * Returns 0 on the CUDA backend; ERR_INPUT on others (nothing to measure:
- * the CPU backend's memory is the host's). */
-typedef struct {
-    int64_t free, used, peak, limit, device_total, device_free;
-} backend_mem;
 
 int backend_mem_query(backend *b, backend_mem *out);
 void backend_mem_reset_peak(backend *b);

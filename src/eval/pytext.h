@@ -5,7 +5,7 @@
  * utf8proc supplies categories and simple case mappings, and the few places
  * where Python differs from them (full lower-casing of U+0130, the final
  * sigma rule, code points utf8proc knows from a newer Unicode) are handled
- * here. Checked against Python over every code point by tests/test_eval.c.
+ * here. Checked against Python over every code point by tests/eval/test_eval.c.
  *
  * Strings are UTF-8 with an explicit length (they may hold NUL). A byte that
  * is not valid UTF-8 decodes as U+FFFD; JSON loaded by Jansson never has one. */

@@ -11,7 +11,7 @@
  * `bertc predict` pads it: the padding positions' logits take part in
  * postprocess_predictions' n-best selection, so cutting the padding would
  * change answers. A row's logits do not depend on the other rows of the
- * batch beyond float rounding (tests/test_serve.c checks that the answers
+ * batch beyond float rounding (tests/serve/test_serve.c checks that the answers
  * are identical and the logits agree).
  *
  * A job that waited in the queue past its deadline is not run: it comes

@@ -187,7 +187,7 @@ static void test_shapes(backend *be, const bert_config *cfg, const float *p0)
 }
 
 /* bertc bench: one small step prints one JSON object with the fields
- * bench/compare.sh reads; bad usage exits 2. */
+ * bench/train_speed/step_vs_torch.sh reads; bad usage exits 2. */
 static void test_bench_cli(void)
 {
     const char *bin = getenv("BERTC");

@@ -200,7 +200,7 @@ int backend_set_batch_invariant(backend *b, int on)
 {
     if (!b || b->i != &cpu_backend_i) return 0;
     /* BERTC_INFER_GEMM=openblas: the library's GEMM all the same, to measure what invariance costs
-     * (bench/predict_gemm.sh). */
+     * (bench/gemm/predict_gemm.sh). */
     const char *g = getenv("BERTC_INFER_GEMM");
     if (g && !strcmp(g, "openblas")) on = 0;
     ((cpu_ctx *)b->ctx)->batch_invariant = on != 0;

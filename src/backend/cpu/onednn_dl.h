@@ -1,6 +1,6 @@
 /* oneDNN's sgemm, loaded with dlopen: the training GEMM at AVX2 and above where
  * the library is installed (Debian's libdnnl2), OpenBLAS's otherwise. The GEMM study
- * (bench/gemm_study.sh, bench/RESULTS.md) measured dnnl_sgemm at bertc's
+ * (bench/gemm/gemm_study.sh, bench/RESULTS.md) measured dnnl_sgemm at bertc's
  * shapes 8 % faster than OpenBLAS's best core on an AVX-512 CPU and as fast
  * or 3-4 % faster at the AVX2 level; no header or link-time dependency, so one
  * binary runs with or without it. */
