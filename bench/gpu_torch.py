@@ -23,7 +23,7 @@ import json
 import sys
 import time
 
-from bert_configs import CONFIGS
+from bert_configs import CONFIGS, step_flops
 
 # Dense (no sparsity) bf16/fp16 Tensor Core peaks in TFLOPS, from NVIDIA's
 # data sheets; matched in order against the device name.
@@ -45,11 +45,6 @@ def peak_tflops(name):
         if key in name:
             return peak
     return None
-
-
-def step_flops(layers, hidden, inter, batch, seq):
-    pmm = layers * (4 * hidden * hidden + 2 * hidden * inter) + 2 * hidden
-    return 6 * pmm * batch * seq + 12 * layers * batch * seq * seq * hidden
 
 
 def parse_size(s):
