@@ -302,7 +302,8 @@ static void check_reshard(const opt_rig *g, const buckets *k, int64_t t_full, co
     optim_get_state(re, pm, pv, &tt, &sk);
     int ok = tt == t_full && sk == 1;
     for (int i = 0; i < k->nb; i++) {
-        ok &= memcmp(pm + at, gm + po[i], pl[i] * sizeof *pm) == 0 && memcmp(pv + at, gv + po[i], pl[i] * sizeof *pv) == 0;
+        ok &= memcmp(pm + at, gm + po[i], pl[i] * sizeof *pm) == 0 &&
+              memcmp(pv + at, gv + po[i], pl[i] * sizeof *pv) == 0;
         at += pl[i];
     }
     CHECK(ok, "the whole block's state into the last shard and out again: its pieces, t and skipped");
