@@ -140,31 +140,21 @@ static void check_damaged(const char *path, const char *saved, const setup *s)
 static void check_stale(const char *path, const char *saved, const setup *s, const tokenizer *tz_lower,
                         const tokenizer *tu, squad_data *dx)
 {
-    copy_file(saved, path);
-    setup s2 = *s;
-    s2.o.doc_stride = 64;
-    s2.ref = NULL;
-    expect_miss("other doc_stride", path, &s2, "other feature options");
-    copy_file(saved, path);
-    s2 = *s;
-    s2.o.max_query_length = 16;
-    s2.ref = NULL;
-    expect_miss("other max_query_length", path, &s2, "other feature options");
-    copy_file(saved, path);
-    s2 = *s;
-    s2.tok = tz_lower;
-    s2.ref = NULL;
-    expect_miss("lower_case", path, &s2, "another vocabulary or casing");
-    copy_file(saved, path);
-    s2 = *s;
-    s2.tok = tu;
-    s2.ref = NULL;
-    expect_miss("other vocabulary", path, &s2, "another vocabulary or casing");
-    copy_file(saved, path);
-    s2 = *s;
-    s2.d = dx;
-    s2.ref = NULL;
-    expect_miss("other data", path, &s2, "other data");
+    static const char *const names[5] = {"other doc_stride", "other max_query_length", "lower_case",
+                                          "other vocabulary", "other data"};
+    static const char *const whys[5] = {"other feature options", "other feature options",
+                                         "another vocabulary or casing", "another vocabulary or casing", "other data"};
+    setup v[5];
+    for (int i = 0; i < 5; i++) v[i] = *s, v[i].ref = NULL;
+    v[0].o.doc_stride = 64;
+    v[1].o.max_query_length = 16;
+    v[2].tok = tz_lower;
+    v[3].tok = tu;
+    v[4].d = dx;
+    for (int i = 0; i < 5; i++) {
+        copy_file(saved, path);
+        expect_miss(names[i], path, &v[i], whys[i]);
+    }
 }
 
 /* Well-formed (right CRC) but a token id outside the vocabulary: not trusted. */

@@ -502,10 +502,6 @@ static void check_save_load(const bert_config *c, const param_table *t, const fl
  * model_init_random draws it for the same seed (bias 0). */
 static void check_bare_names(const bert_config *c, const param_table *t, const float *block)
 {
-    bert_config got;
-    param_table lt;
-    float *loaded = NULL;
-    int qa = -1;
     float *ref = malloc(t->total * 4);
     model_init_random(c, t, ref, 5);
     const param_info *qw = &t->info[param_table_find(t, "qa_outputs.weight")];
@@ -520,6 +516,10 @@ static void check_bare_names(const bert_config *c, const param_table *t, const f
         param_table no_qa = *t;
         no_qa.n = t->n - 2;
         write_model_file(dir, &no_qa, block, 1, dtypes[d], NULL, 1);
+        bert_config got;
+        param_table lt;
+        float *loaded = NULL;
+        int qa = -1;
         log_quiet(0);
         printf("(expect one info line about ignoring cls.predictions.bias)\n");
         fflush(stdout);
