@@ -25,7 +25,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from bert_configs import CONFIGS  # noqa: E402
+from bert_configs import CONFIGS, step_flops  # noqa: E402
 
 # Dense (no sparsity) bf16/fp16 Tensor Core peaks in TFLOPS, from NVIDIA's
 # data sheets; matched in order against the device name.
@@ -47,11 +47,6 @@ def peak_tflops(name):
         if key in name:
             return peak
     return None
-
-
-def step_flops(layers, hidden, inter, batch, seq):
-    pmm = layers * (4 * hidden * hidden + 2 * hidden * inter) + 2 * hidden
-    return 6 * pmm * batch * seq + 12 * layers * batch * seq * seq * hidden
 
 
 def parse_size(s):

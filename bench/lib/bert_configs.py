@@ -8,3 +8,9 @@ CONFIGS = {  # layers, hidden, heads, intermediate
     "base": (12, 768, 12, 3072),
     "large": (24, 1024, 16, 4096),
 }
+
+
+def step_flops(layers, hidden, inter, batch, seq):
+    """FLOPs of a training step by bertc's formula (bert_flops, src/model/config.h), exact in integers."""
+    pmm = layers * (4 * hidden * hidden + 2 * hidden * inter) + 2 * hidden
+    return 6 * pmm * batch * seq + 12 * layers * batch * seq * seq * hidden

@@ -19,7 +19,7 @@ from transformers import BertConfig, BertForQuestionAnswering
 from transformers.optimization import get_linear_schedule_with_warmup
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from bert_configs import CONFIGS  # noqa: E402
+from bert_configs import CONFIGS, step_flops  # noqa: E402
 
 
 def random_batch(B, T, V, gen):
@@ -37,10 +37,6 @@ def random_batch(B, T, V, gen):
         start[b] = int(torch.randint(0, n, (1,), generator=gen))
         end[b] = min(n - 1, int(start[b]) + int(torch.randint(0, 8, (1,), generator=gen)))
     return ids, types, mask, start, end
-
-
-def step_flops(L, C, I, B, T):
-    return 6.0 * (L * (4 * C * C + 2 * C * I) + 2 * C) * B * T + 12.0 * L * B * T * T * C
 
 
 def run(args, attn):
@@ -79,7 +75,7 @@ def run(args, attn):
             times.append(dt)
             cpu += time.process_time() - c0
     mean = sum(times) / len(times)
-    flops = step_flops(L, C, I, args.batch, args.seq)
+    flops = float(step_flops(L, C, I, args.batch, args.seq))
     return {
         "impl": f"torch-{attn}" + ("-bf16" if args.autocast == "bf16" else ""),
         "backend": "cpu",

@@ -509,8 +509,8 @@ static int bench_max_batch(const bench_opts *o, const bert_config *cfg, const fl
             prec = select_auto_precision(info.cc_major, info.cc_minor);
     }
     int64_t budget = o->mem_limit ? o->mem_limit : info.gpu_total;
-    *planned = budget > 0 && prec != PREC_AUTO ? memory_largest_micro(cfg, o->seq, prec, o->recompute, budget, 1 << 16)
-                                                : 0;
+    memory_query q = {.cfg = cfg, .T = o->seq, .prec = prec, .recompute = o->recompute};
+    *planned = budget > 0 && prec != PREC_AUTO ? (int)memory_largest(&q, MEMORY_FIT_MICRO, budget, 1 << 16) : 0;
     int lo = 0, hi = *planned > 0 ? *planned : o->batch, r;
     while ((r = bench_fits(o, cfg, host, hi, &rc)) == 1) {
         lo = hi;

@@ -40,7 +40,7 @@ static int load_config(const char *model, const char *name, int vocab_size, int 
     return config_load(file, cfg);
 }
 
-static void print_row(int micro, const memory_plan *p)
+static void print_row(int micro, const memory_answer *p)
 {
     char a[32], w[32], t[32];
     printf("  %11d  %15lld B %11s  %13lld B %11s  %15lld B %11s\n", micro, (long long)p->activations,
@@ -51,28 +51,33 @@ static void print_row(int micro, const memory_plan *p)
 /* --packing varlen: the plan of packed micro-batches of `batch` windows, by
  * real tokens (--max-tokens, default batch x seq), and with a card the
  * largest --max-tokens that fits. */
-static int plan_packed(const bert_config *cfg, int batch, int seq, int64_t max_tokens, precision_kind eff,
-                       recompute_kind rec, int64_t card)
+static int plan_packed(const memory_query *one, int batch, int64_t max_tokens, int64_t card)
 {
     char b1[32], b2[32];
-    int64_t mt = max_tokens > 0 ? max_tokens : (int64_t)batch * seq;
-    memory_plan p;
-    int rc = memory_plan_compute_tokens(cfg, batch, seq, mt, eff, rec, &p);
+    int seq = one->T;
+    memory_query q = *one;
+    q.micro = batch;
+    q.max_tokens = max_tokens > 0 ? max_tokens : (int64_t)batch * seq;
+    int64_t mt = q.max_tokens;
+    memory_answer p;
+    int rc = memory_plan(&q, &p);
     if (rc) return err_wrap(rc, "plan");
     printf("packed (--packing varlen): micro-batches of up to %d windows and %lld real tokens\n", batch,
            (long long)mt);
     printf("  max tokens       activations (fp32)                workspace                        total\n");
-    for (int64_t t = seq; t < mt; t *= 2)
-        if (memory_plan_compute_tokens(cfg, batch, seq, t, eff, rec, &p) == 0) print_row((int)t, &p);
-    memory_plan_compute_tokens(cfg, batch, seq, mt, eff, rec, &p);
+    for (q.max_tokens = seq; q.max_tokens < mt; q.max_tokens *= 2)
+        if (memory_plan(&q, &p) == 0) print_row((int)q.max_tokens, &p);
+    q.max_tokens = mt;
+    memory_plan(&q, &p);
     print_row((int)mt, &p);
     err_clear();
     if (card <= 0) return 0;
     int64_t budget = memory_budget_for_card(card);
-    int64_t best = memory_largest_tokens(cfg, batch, seq, eff, rec, budget, (int64_t)batch * seq);
+    int64_t best = memory_largest(&q, MEMORY_FIT_TOKENS, budget, (int64_t)batch * seq);
     if (best < 1) printf("largest --max-tokens for %s: none fits\n", memory_fmt_bytes(b1, sizeof b1, card));
     else {
-        memory_plan_compute_tokens(cfg, batch, seq, best, eff, rec, &p);
+        q.max_tokens = best;
+        memory_plan(&q, &p);
         printf("largest --max-tokens for %s and %d windows: %lld (peak %s)\n", memory_fmt_bytes(b1, sizeof b1, card),
                batch, (long long)best, memory_fmt_bytes(b2, sizeof b2, p.total));
     }
@@ -80,34 +85,34 @@ static int plan_packed(const bert_config *cfg, int batch, int seq, int64_t max_t
 }
 
 /* "emb + 0-5", "6-11 + qa": what a stage holds. */
-static void stage_desc(char *buf, size_t cap, const memory_stage *st)
+static void stage_desc(char *buf, size_t cap, const memory_answer *st)
 {
     snprintf(buf, cap, "%s%d-%d%s", st->embeddings ? "emb + " : "", st->layer_first, st->layer_end - 1,
              st->qa_head ? " + qa" : "");
 }
 
 /* "2 stages, sharded /4, recompute" (or "1 GPU"): the layout in a table row. */
-static void layout_desc(char *buf, size_t cap, const memory_layout *lay, recompute_kind rec)
+static void layout_desc(char *buf, size_t cap, const memory_query *lay)
 {
     size_t n = 0;
     buf[0] = 0;
     if (lay->stages > 1) n += (size_t)snprintf(buf + n, cap - n, "%d stages", lay->stages);
     if (lay->shard_ranks > 1 && n < cap)
         n += (size_t)snprintf(buf + n, cap - n, "%ssharded /%d", n ? ", " : "", lay->shard_ranks);
-    if (rec == RECOMPUTE_LAYER && n < cap) n += (size_t)snprintf(buf + n, cap - n, "%srecompute", n ? ", " : "");
+    if (lay->recompute == RECOMPUTE_LAYER && n < cap)
+        n += (size_t)snprintf(buf + n, cap - n, "%srecompute", n ? ", " : "");
     if (!n) snprintf(buf, cap, "1 GPU");
 }
 
 /* --pipeline-stages S: the split given (--pipeline-split) or the one
- * bertc train would choose at micro-batches of `micro` (memory_stage_split). */
-static int plan_split(const bert_config *cfg, int seq, int micro, precision_kind eff, recompute_kind rec, int S,
-                      const char *given, int *split)
+ * bertc train would choose at micro-batches of q's (memory_split). */
+static int plan_split(const memory_query *q, const char *given, int *split)
 {
-    int n, rc;
+    int n, rc, S = q->stages;
     if (given && ((rc = cli_parse_pipeline_split("plan", given, S, split, &n)) ||
-                  (rc = pipe_split_check(split, S, cfg->num_hidden_layers, "plan --pipeline-split"))))
+                  (rc = pipe_split_check(split, S, q->cfg->num_hidden_layers, "plan --pipeline-split"))))
         return rc;
-    if (!given && (rc = memory_stage_split(cfg, micro, seq, eff, rec, S, split))) return err_wrap(rc, "plan");
+    if (!given && (rc = memory_split(q, split))) return err_wrap(rc, "plan");
     return 0;
 }
 
@@ -115,7 +120,7 @@ static int plan_split(const bert_config *cfg, int seq, int micro, precision_kind
  * stage's share of a window's FLOPs. */
 static void print_split(const bert_config *cfg, int seq, int micro, int S, const int *split, int given)
 {
-    double all = memory_stage_flops(cfg, seq, 0, cfg->num_hidden_layers, 1, 1);
+    double all = bert_stage_flops(cfg, seq, 0, cfg->num_hidden_layers, 1, 1);
     printf("split: ");
     for (int s = 0; s <= S; s++) printf("%s%d", s ? "," : "", split[s]);
     if (given) printf(" (--pipeline-split)");
@@ -123,19 +128,25 @@ static void print_split(const bert_config *cfg, int seq, int micro, int S, const
                 "the smallest largest stage peak)", S, micro);
     printf("; FLOPs per stage:");
     for (int s = 0; s < S; s++)
-        printf(" %.1f %%", 100.0 * memory_stage_flops(cfg, seq, split[s], split[s + 1], s == 0, s == S - 1) / all);
+        printf(" %.1f %%", 100.0 * bert_stage_flops(cfg, seq, split[s], split[s + 1], s == 0, s == S - 1) / all);
     printf("\n");
 }
 
-/* --pipeline-stages / --shard-optimizer: the plan of each stage, per
- * micro-batch, and the largest micro-batch every stage fits. */
-static void plan_layout_text(const bert_config *cfg, int seq, int batch, precision_kind eff, recompute_kind rec,
-                             const memory_layout *lay, int64_t card, const char *where)
+/* Stage s of lay at micro-batches of `micro`: 0, or the planner's error. */
+static int plan_stage(const memory_query *lay, int micro, int s, memory_answer *st)
+{
+    memory_query q = *lay;
+    q.micro = micro;
+    q.stage = s;
+    return memory_plan(&q, st);
+}
+
+/* The head of the layout's text: what the layout is, and per stage what it
+ * holds and its parameters, gradients and Adam state. */
+static void print_layout_stages(const memory_query *lay)
 {
     char b1[32], b2[32], b3[32];
     int S = lay->stages, D = lay->shard_ranks;
-    memory_plan whole;
-    memory_plan_compute(cfg, 1, seq, eff, rec, &whole);
     if (S > 1)
         printf("layout: %d pipeline stages (the 1F1B schedule: stage s keeps the activations of %d - s micro-batches "
                "in flight)%s", S, S, D > 1 ? "; " : "\n");
@@ -146,28 +157,38 @@ static void plan_layout_text(const bert_config *cfg, int seq, int batch, precisi
     printf("predicted peak of what bertc allocates on the CUDA backend, per stage and rank (the CUDA context comes on "
            "top):\n");
     for (int s = 0; s < S; s++) {
-        memory_stage st;
-        memory_plan_stage(cfg, 1, seq, eff, rec, lay, s, &st);
+        memory_answer st;
+        plan_stage(lay, 1, s, &st);
         printf("  stage %d: %slayers %d-%d%s, %d micro-batch%s in flight\n", s, st.embeddings ? "embeddings + " : "",
                st.layer_first, st.layer_end - 1, st.qa_head ? " + QA head" : "", st.in_flight,
                st.in_flight > 1 ? "es" : "");
-        printf("    parameters   %lld elements\n", (long long)st.plan.n_params);
-        printf("    weights      %15lld B %11s  fp32 master copy\n", (long long)st.plan.params,
-               memory_fmt_bytes(b1, sizeof b1, st.plan.params));
-        printf("    gradients    %15lld B %11s  fp32\n", (long long)st.plan.grads,
-               memory_fmt_bytes(b2, sizeof b2, st.plan.grads));
+        printf("    parameters   %lld elements\n", (long long)st.n_params);
+        printf("    weights      %15lld B %11s  fp32 master copy\n", (long long)st.params,
+               memory_fmt_bytes(b1, sizeof b1, st.params));
+        printf("    gradients    %15lld B %11s  fp32\n", (long long)st.grads,
+               memory_fmt_bytes(b2, sizeof b2, st.grads));
         if (D > 1) {
-            memory_layout unsharded = {S, 1, lay->split};
-            memory_stage su;
-            memory_plan_stage(cfg, 1, seq, eff, rec, &unsharded, s, &su);
+            memory_query unsharded = *lay;
+            unsharded.shard_ranks = 1;
+            memory_answer su;
+            plan_stage(&unsharded, 1, s, &su);
             printf("    optimizer    %15lld B %11s  AdamW m and v, fp32: the most one of %d ranks keeps (unsharded %s)\n",
-                   (long long)st.plan.optimizer, memory_fmt_bytes(b3, sizeof b3, st.plan.optimizer), D,
-                   memory_fmt_bytes(b1, sizeof b1, su.plan.optimizer));
+                   (long long)st.optimizer, memory_fmt_bytes(b3, sizeof b3, st.optimizer), D,
+                   memory_fmt_bytes(b1, sizeof b1, su.optimizer));
         } else {
-            printf("    optimizer    %15lld B %11s  AdamW m and v, fp32\n", (long long)st.plan.optimizer,
-                   memory_fmt_bytes(b3, sizeof b3, st.plan.optimizer));
+            printf("    optimizer    %15lld B %11s  AdamW m and v, fp32\n", (long long)st.optimizer,
+                   memory_fmt_bytes(b3, sizeof b3, st.optimizer));
         }
     }
+}
+
+/* --pipeline-stages / --shard-optimizer: the plan of each stage, per
+ * micro-batch, and the largest micro-batch every stage fits. */
+static void plan_layout_text(const memory_query *lay, int batch, int64_t card, const char *where)
+{
+    char b1[32], b2[32];
+    int S = lay->stages;
+    print_layout_stages(lay);
     printf("  micro-batch");
     for (int s = 0; s < S; s++) printf("  stage %d activations     stage %d total", s, s);
     printf("\n");
@@ -175,15 +196,15 @@ static void plan_layout_text(const bert_config *cfg, int seq, int batch, precisi
         int mb = m < batch ? m : batch;
         printf("  %11d", mb);
         for (int s = 0; s < S; s++) {
-            memory_stage st;
-            if (memory_plan_stage(cfg, mb, seq, eff, rec, lay, s, &st) != 0) {
+            memory_answer st;
+            if (plan_stage(lay, mb, s, &st) != 0) {
                 printf("  too large (%s)", err_msg());
                 err_clear();
                 m = batch; /* ends the loop */
                 break;
             }
-            printf("  %20s  %15s", memory_fmt_bytes(b1, sizeof b1, st.plan.activations),
-                   memory_fmt_bytes(b2, sizeof b2, st.plan.total));
+            printf("  %20s  %15s", memory_fmt_bytes(b1, sizeof b1, st.activations),
+                   memory_fmt_bytes(b2, sizeof b2, st.total));
         }
         printf("\n");
         if (mb >= batch) break;
@@ -193,7 +214,7 @@ static void plan_layout_text(const bert_config *cfg, int seq, int batch, precisi
         return;
     }
     int64_t budget = memory_budget_for_card(card);
-    int best = memory_largest_micro_layout(cfg, seq, eff, rec, lay, budget, PLAN_MAX_MICRO);
+    int best = (int)memory_largest(lay, MEMORY_FIT_MICRO, budget, PLAN_MAX_MICRO);
     if (best < 1) {
         printf("largest micro-batch for %s: none fits (the budget is %s)\n", where,
                memory_fmt_bytes(b1, sizeof b1, budget));
@@ -201,39 +222,36 @@ static void plan_layout_text(const bert_config *cfg, int seq, int batch, precisi
     }
     printf("largest micro-batch for %s: %d (peak", where, best);
     for (int s = 0; s < S; s++) {
-        memory_stage st;
-        memory_plan_stage(cfg, best, seq, eff, rec, lay, s, &st);
-        printf("%s stage %d %s", s ? "," : "", s, memory_fmt_bytes(b1, sizeof b1, st.plan.total));
+        memory_answer st;
+        plan_stage(lay, best, s, &st);
+        printf("%s stage %d %s", s ? "," : "", s, memory_fmt_bytes(b1, sizeof b1, st.total));
     }
     printf(" of a %s budget)\n", memory_fmt_bytes(b1, sizeof b1, budget));
 }
 
 /* --format markdown: one table row per stage at the largest micro-batch
  * that fits the card (at micro-batch 1, and "-", without one). */
-static void plan_markdown(const char *model, const bert_config *cfg, int seq, precision_kind eff, recompute_kind rec,
-                          const memory_layout *lay, int64_t card)
+static void plan_markdown(const char *model, const memory_query *lay, int64_t card)
 {
     char b[6][32], lay_s[64], d[64];
-    int best = card > 0 ? memory_largest_micro_layout(cfg, seq, eff, rec, lay, memory_budget_for_card(card),
-                                                      PLAN_MAX_MICRO)
+    int best = card > 0 ? (int)memory_largest(lay, MEMORY_FIT_MICRO, memory_budget_for_card(card), PLAN_MAX_MICRO)
                         : 0;
-    layout_desc(lay_s, sizeof lay_s, lay, rec);
+    layout_desc(lay_s, sizeof lay_s, lay);
     printf("| model | T | layout | stage: layers | parameters | weights + gradients | Adam m, v (per rank) | "
            "activations | workspace | peak | largest micro-batch |\n");
     printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int s = 0; s < lay->stages; s++) {
-        memory_stage st;
-        memory_plan_stage(cfg, best > 0 ? best : 1, seq, eff, rec, lay, s, &st);
+        memory_answer st;
+        plan_stage(lay, best > 0 ? best : 1, s, &st);
         stage_desc(d, sizeof d, &st);
         char best_s[32];
         if (card <= 0) snprintf(best_s, sizeof best_s, "- (at 1: no --gpu-mem)");
         else if (best < 1) snprintf(best_s, sizeof best_s, "none fits");
         else snprintf(best_s, sizeof best_s, "%d", best);
-        printf("| %s | %d | %s | %d: %s | %.1f M | %s | %s | %s | %s | %s | %s |\n", model, seq, lay_s, s, d,
-               (double)st.plan.n_params / 1e6, memory_fmt_bytes(b[0], sizeof b[0], st.plan.params + st.plan.grads),
-               memory_fmt_bytes(b[1], sizeof b[1], st.plan.optimizer),
-               memory_fmt_bytes(b[2], sizeof b[2], st.plan.activations),
-               memory_fmt_bytes(b[3], sizeof b[3], st.plan.workspace), memory_fmt_bytes(b[4], sizeof b[4], st.plan.total),
+        printf("| %s | %d | %s | %d: %s | %.1f M | %s | %s | %s | %s | %s | %s |\n", model, lay->T, lay_s, s, d,
+               (double)st.n_params / 1e6, memory_fmt_bytes(b[0], sizeof b[0], st.params + st.grads),
+               memory_fmt_bytes(b[1], sizeof b[1], st.optimizer), memory_fmt_bytes(b[2], sizeof b[2], st.activations),
+               memory_fmt_bytes(b[3], sizeof b[3], st.workspace), memory_fmt_bytes(b[4], sizeof b[4], st.total),
                best_s);
     }
 }
@@ -263,9 +281,8 @@ static int check_layout(const char *format, int shard, int ranks_seen, int ranks
 
 /* One GPU: the plan per micro-batch, packed micro-batches, and the
  * largest micro-batch that fits the card (p1: micro-batch 1's plan). */
-static int plan_single_text(const bert_config *cfg, int seq, int batch, precision_kind eff, recompute_kind rec,
-                            const memory_plan *p1, int packed, int max_tokens, int64_t card, const char *where,
-                            const char *why)
+static int plan_single_text(const memory_query *one, int batch, const memory_answer *p1, int packed, int max_tokens,
+                            int64_t card, const char *where, const char *why)
 {
     char b1[32], b2[32], b3[32];
     int rc;
@@ -277,29 +294,32 @@ static int plan_single_text(const bert_config *cfg, int seq, int batch, precisio
     printf("  optimizer    %15lld B %11s  AdamW m and v, fp32\n", (long long)p1->optimizer,
            memory_fmt_bytes(b3, sizeof b3, p1->optimizer));
     printf("  micro-batch      activations (fp32)                workspace                        total\n");
+    memory_query q = *one;
     for (int m = 1;; m *= 2) {
         int mb = m < batch ? m : batch;
-        memory_plan p;
-        if (memory_plan_compute(cfg, mb, seq, eff, rec, &p) != 0) {
+        memory_answer p;
+        q.micro = mb;
+        if (memory_plan(&q, &p) != 0) {
             printf("  %11d  too large for the model core (%s)\n", mb, err_msg());
             err_clear();
             break;
         }
         print_row(mb, &p);
         if (mb == batch || m > batch / 2) {
-            if (mb != batch && memory_plan_compute(cfg, batch, seq, eff, rec, &p) == 0) print_row(batch, &p);
+            q.micro = batch;
+            if (mb != batch && memory_plan(&q, &p) == 0) print_row(batch, &p);
             err_clear();
             break;
         }
     }
 
-    if (packed && (rc = plan_packed(cfg, batch, seq, max_tokens, eff, rec, card))) return rc;
+    if (packed && (rc = plan_packed(one, batch, max_tokens, card))) return rc;
     if (card <= 0) {
         printf("largest micro-batch: no GPU to size it for (%s); give --gpu-mem SIZE\n", why);
         return 0;
     }
     int64_t budget = memory_budget_for_card(card);
-    int best = memory_largest_micro(cfg, seq, eff, rec, budget, PLAN_MAX_MICRO);
+    int best = (int)memory_largest(one, MEMORY_FIT_MICRO, budget, PLAN_MAX_MICRO);
     char reserve[32];
     memory_fmt_bytes(reserve, sizeof reserve, MEMORY_CONTEXT_RESERVE);
     if (best < 1) {
@@ -308,8 +328,9 @@ static int plan_single_text(const bert_config *cfg, int seq, int batch, precisio
                where, memory_fmt_bytes(b2, sizeof b2, p1->total), memory_fmt_bytes(b3, sizeof b3, budget), reserve);
         return 0;
     }
-    memory_plan pb;
-    memory_plan_compute(cfg, best, seq, eff, rec, &pb);
+    memory_answer pb;
+    q.micro = best;
+    memory_plan(&q, &pb);
     printf("largest micro-batch for %s: %d (peak %s of a %s budget: %s kept for the CUDA context)\n", where, best,
            memory_fmt_bytes(b2, sizeof b2, pb.total), memory_fmt_bytes(b3, sizeof b3, budget), reserve);
     return 0;
@@ -379,7 +400,6 @@ int cmd_plan(int argc, char **argv)
     int packed = pack == PACKING_VARLEN;
     int markdown = !strcmp(format, "markdown");
     if ((rc = check_layout(format, shard, ranks_seen, ranks, stages, &cfg, packed))) return rc;
-    memory_layout lay = {stages, shard ? ranks : 1, NULL};
     int layered = stages > 1 || shard;
     if (max_tokens_seen && (max_tokens < seq || (int64_t)max_tokens > (int64_t)batch * seq))
         return err_set(ERR_INPUT, "plan: --max-tokens %d must be in %d..%lld (--seq .. --batch x --seq)", max_tokens,
@@ -403,17 +423,20 @@ int cmd_plan(int argc, char **argv)
         snprintf(prec_desc, sizeof prec_desc, "%s", select_precision_name(prec));
     }
 
-    memory_plan p1;
-    if ((rc = memory_plan_compute(&cfg, 1, seq, eff, rec, &p1))) return rc;
+    memory_query lay = {.cfg = &cfg, .micro = 1, .T = seq, .prec = eff, .recompute = rec, .stages = stages,
+                        .shard_ranks = shard ? ranks : 1};
+    memory_answer p1;
+    if ((rc = memory_plan(&lay, &p1))) return rc;
     char b1[32];
     int64_t card = gpu_mem_seen ? gpu_mem : have_gpu ? total : 0;
     char where[192];
     if (gpu_mem_seen) snprintf(where, sizeof where, "%s", memory_fmt_bytes(b1, sizeof b1, card));
     else snprintf(where, sizeof where, "GPU %d (%s, %s)", gpu, name, memory_fmt_bytes(b1, sizeof b1, card));
-    if ((stages > 1 || split_s) && (rc = plan_split(&cfg, seq, batch, eff, rec, stages, split_s, split))) return rc;
+    lay.micro = batch; /* the default split is chosen for --batch */
+    if ((stages > 1 || split_s) && (rc = plan_split(&lay, split_s, split))) return rc;
     if (stages > 1) lay.split = split;
     if (markdown) {
-        plan_markdown(config ? config : model, &cfg, seq, eff, rec, &lay, card);
+        plan_markdown(config ? config : model, &lay, card);
         return 0;
     }
     printf("bertc plan: %s%s (L%d H%d A%d I%d, vocab %d), sequence %d, precision %s, recompute %s\n",
@@ -421,8 +444,8 @@ int cmd_plan(int argc, char **argv)
            cfg.num_attention_heads, cfg.intermediate_size, cfg.vocab_size, seq, prec_desc, memory_recompute_name(rec));
     if (stages > 1) print_split(&cfg, seq, batch, stages, split, split_s != NULL);
     if (layered) {
-        plan_layout_text(&cfg, seq, batch, eff, rec, &lay, card, where);
+        plan_layout_text(&lay, batch, card, where);
         return 0;
     }
-    return plan_single_text(&cfg, seq, batch, eff, rec, &p1, packed, max_tokens, card, where, why);
+    return plan_single_text(&lay, batch, &p1, packed, max_tokens, card, where, why);
 }

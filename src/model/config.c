@@ -269,7 +269,15 @@ double bert_qa_head_flops(const bert_config *cfg, int T)
     return 6.0 * 2 * (double)cfg->hidden_size * T;
 }
 
+double bert_stage_flops(const bert_config *cfg, int T, int first, int end, int embeddings, int qa_head)
+{
+    double f = (double)(end - first) * bert_layer_flops(cfg, T);
+    if (embeddings) f += 30.0 * cfg->hidden_size * (double)T;
+    if (qa_head) f += bert_qa_head_flops(cfg, T);
+    return f;
+}
+
 double bert_flops(const bert_config *cfg, int B, int T)
 {
-    return (double)B * (cfg->num_hidden_layers * bert_layer_flops(cfg, T) + bert_qa_head_flops(cfg, T));
+    return (double)B * bert_stage_flops(cfg, T, 0, cfg->num_hidden_layers, 0, 1);
 }

@@ -48,12 +48,20 @@ int config_validate(const bert_config *cfg, const char *source);
  *                   + 12 T^2 C             attention (Q K^T and P V, 2 T^2 C
  *                                          each forward, twice that backward)
  *   bert_qa_head_flops  the qa_outputs product: 6 (2 C) T
+ *   bert_stage_flops  a pipeline stage over one window: its layers
+ *                     [first, end), the QA head when it holds it, and when
+ *                     it holds the embeddings their three-row sum and
+ *                     LayerNorm, 30 C T (10 forward, 20 backward), which
+ *                     weigh in choosing a split (model/memory.h's
+ *                     memory_split) but not in bertc bench's count
  *   bert_flops        B windows: B (L bert_layer_flops + bert_qa_head_flops)
  *                     = 6 (L (4 C^2 + 2 C I) + 2 C) B T + 12 L B T^2 C
  * LayerNorm, softmax, GELU, dropout, the loss, AdamW and the embedding
- * lookups are not counted; padded tokens are (the work is done for them). */
+ * lookups are not counted (but for a stage's embeddings); padded tokens
+ * are (the work is done for them). */
 double bert_layer_flops(const bert_config *cfg, int T);
 double bert_qa_head_flops(const bert_config *cfg, int T);
+double bert_stage_flops(const bert_config *cfg, int T, int first, int end, int embeddings, int qa_head);
 double bert_flops(const bert_config *cfg, int B, int T);
 
 #endif

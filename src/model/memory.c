@@ -43,10 +43,10 @@ static size_t max_size(size_t a, size_t b)
 }
 
 /* The CUDA backend's workspace: the fixed buffers plus the largest need
- * of any op one training step runs. */
-static size_t workspace_bytes(const bert_config *cfg, int micro, int T, int low)
+ * of any op one training step runs on N token rows; attention's for
+ * micro-batches of `micro` x T (T 0: packed, the varlen kernel needs none). */
+static size_t workspace_bytes(const bert_config *cfg, int micro, size_t N, int T, int low)
 {
-    size_t N = cuda_ws_sat_mul((size_t)micro, (size_t)T);
     size_t C = (size_t)cfg->hidden_size, I = (size_t)cfg->intermediate_size;
     size_t NH = (size_t)cfg->num_attention_heads, HS = C / NH;
     size_t need = 0;
@@ -57,17 +57,33 @@ static size_t workspace_bytes(const bert_config *cfg, int micro, int T, int low)
         need = max_size(need, cuda_ws_matmul_forward(low, N, shapes[i][0], shapes[i][1]));
         need = max_size(need, cuda_ws_matmul_backward(low, N, shapes[i][0], shapes[i][1]));
     }
-    need = max_size(need, cuda_ws_attention(low, (size_t)micro, (size_t)T, NH, HS));
+    if (T) need = max_size(need, cuda_ws_attention(low, (size_t)micro, (size_t)T, NH, HS));
     need = max_size(need, cuda_ws_layernorm_backward(N, C));
     need = max_size(need, cuda_ws_embedding_backward(N, C, cuda_ws_sort_temp_bound(N)));
     need = max_size(need, cuda_ws_qa_loss((size_t)micro));
     return cuda_ws_sat_add(need, CUDA_WS_FIXED);
 }
 
-int memory_plan_compute(const bert_config *cfg, int micro, int T, precision_kind prec, recompute_kind rc,
-                        memory_plan *out)
+static void sum_total(memory_answer *a)
 {
-    memset(out, 0, sizeof *out);
+    int64_t total = add64(a->params, a->grads);
+    total = add64(total, a->optimizer);
+    total = add64(total, a->activations);
+    a->total = add64(total, a->workspace);
+}
+
+static int low_precision(precision_kind prec)
+{
+    return prec == PREC_AUTO || prec == PREC_FP16 || prec == PREC_BF16;
+}
+
+/* The whole model's padded plan: the checks of every query's sizes. */
+static int plan_padded(const memory_query *q, memory_answer *out)
+{
+    const bert_config *cfg = q->cfg;
+    int micro = q->micro, T = q->T;
+    precision_kind prec = q->prec;
+    recompute_kind rc = q->recompute;
     int r = config_validate(cfg, "memory plan");
     if (r) return r;
     if (micro < 1 || T < 1)
@@ -94,88 +110,20 @@ int memory_plan_compute(const bert_config *cfg, int micro, int T, precision_kind
     out->optimizer = add64(block, block);
     bert_model_opts mo = {.cfg = cfg, .max_B = micro, .T = T, .recompute = rc};
     out->activations = to_i64(bert_activation_bytes(&mo));
-    int low = prec == PREC_AUTO || prec == PREC_FP16 || prec == PREC_BF16;
-    out->workspace = to_i64(workspace_bytes(cfg, micro, T, low));
-    int64_t total = add64(out->params, out->grads);
-    total = add64(total, out->optimizer);
-    total = add64(total, out->activations);
-    out->total = add64(total, out->workspace);
+    size_t N = cuda_ws_sat_mul((size_t)micro, (size_t)T);
+    out->workspace = to_i64(workspace_bytes(cfg, micro, N, T, low_precision(prec)));
+    sum_total(out);
     return 0;
 }
 
-/* The workspace of a packed step: every row op on N = max_tokens rows. */
-static size_t workspace_bytes_packed(const bert_config *cfg, int micro, size_t N, int low)
+/* The padded plan turned into the packed one (the sizes checked). */
+static void plan_packed(const memory_query *q, memory_answer *out)
 {
-    size_t C = (size_t)cfg->hidden_size, I = (size_t)cfg->intermediate_size;
-    size_t need = 0;
-    const size_t shapes[4][2] = {{C, C}, {C, I}, {I, C}, {C, 2}};
-    for (int i = 0; i < 4; i++) {
-        need = max_size(need, cuda_ws_matmul_forward(low, N, shapes[i][0], shapes[i][1]));
-        need = max_size(need, cuda_ws_matmul_backward(low, N, shapes[i][0], shapes[i][1]));
-    }
-    need = max_size(need, cuda_ws_layernorm_backward(N, C));
-    need = max_size(need, cuda_ws_embedding_backward(N, C, cuda_ws_sort_temp_bound(N)));
-    need = max_size(need, cuda_ws_qa_loss((size_t)micro));
-    return cuda_ws_sat_add(need, CUDA_WS_FIXED);
-}
-
-int memory_plan_compute_tokens(const bert_config *cfg, int micro, int T, int64_t max_tokens, precision_kind prec,
-                               recompute_kind rc, memory_plan *out)
-{
-    if (max_tokens < T || max_tokens > (int64_t)micro * T)
-        return err_set(ERR_INPUT, "memory plan: --max-tokens %lld must be in %d..%lld (the sequence length .. "
-                                  "micro-batch x sequence length)",
-                       (long long)max_tokens, T, (long long)micro * T);
-    /* the padded plan of the same windows checks the config and the sizes */
-    int r = memory_plan_compute(cfg, micro, T, prec, rc, out);
-    if (r) return r;
-    int low = prec == PREC_AUTO || prec == PREC_FP16 || prec == PREC_BF16;
-    bert_model_opts mo = {.cfg = cfg, .max_B = micro, .T = T, .max_tokens = max_tokens, .recompute = rc};
+    bert_model_opts mo = {.cfg = q->cfg, .max_B = q->micro, .T = q->T, .max_tokens = q->max_tokens,
+                          .recompute = q->recompute};
     out->activations = to_i64(bert_activation_bytes(&mo));
-    out->workspace = to_i64(workspace_bytes_packed(cfg, micro, (size_t)max_tokens, low));
-    int64_t total = add64(out->params, out->grads);
-    total = add64(total, out->optimizer);
-    total = add64(total, out->activations);
-    out->total = add64(total, out->workspace);
-    return 0;
-}
-
-int64_t memory_largest_tokens(const bert_config *cfg, int micro, int T, precision_kind prec, recompute_kind rc,
-                              int64_t budget, int64_t max_tokens_cap)
-{
-    memory_plan p;
-    if (max_tokens_cap < T || memory_plan_compute_tokens(cfg, micro, T, T, prec, rc, &p) != 0 || p.total > budget) {
-        err_clear();
-        return 0;
-    }
-    int64_t lo = T, hi = max_tokens_cap;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo + 1) / 2;
-        if (memory_plan_compute_tokens(cfg, micro, T, mid, prec, rc, &p) == 0 && p.total <= budget) lo = mid;
-        else hi = mid - 1;
-    }
-    err_clear();
-    return lo;
-}
-
-int memory_largest_micro(const bert_config *cfg, int T, precision_kind prec, recompute_kind rc, int64_t budget,
-                         int max_micro)
-{
-    memory_plan p;
-    if (max_micro < 1 || memory_plan_compute(cfg, 1, T, prec, rc, &p) != 0) {
-        err_clear();
-        return 0;
-    }
-    if (p.total > budget) return 0;
-    /* The total grows with the micro-batch: bisect for the last that fits. */
-    int lo = 1, hi = max_micro;
-    while (lo < hi) {
-        int mid = lo + (hi - lo + 1) / 2;
-        if (memory_plan_compute(cfg, mid, T, prec, rc, &p) == 0 && p.total <= budget) lo = mid;
-        else hi = mid - 1;
-    }
-    err_clear();
-    return lo;
+    out->workspace = to_i64(workspace_bytes(q->cfg, q->micro, (size_t)q->max_tokens, 0, low_precision(q->prec)));
+    sum_total(out);
 }
 
 int64_t memory_budget_for_card(int64_t gpu_mem)
@@ -241,16 +189,10 @@ static void activation_parts(const bert_config *cfg, int micro, int T, act_parts
     p->ints = sat_add(sat_add(sat_mul(4, N), sat_mul(3, (size_t)micro)), 1);
 }
 
-void memory_stage_layers(int L, int stages, int stage, int *first, int *end)
-{
-    *first = (int)((int64_t)L * stage / stages);
-    *end = (int)((int64_t)L * (stage + 1) / stages);
-}
-
 /* The floats of the stage's parameters, and of the most Adam state one of
  * D ranks holds: per gradient bucket (the embeddings, each layer, the QA
  * head) the last rank's piece (dist_piece: n/D, plus the n mod D left). */
-static void stage_params(const bert_config *cfg, const memory_stage *st, int D, size_t *params, size_t *adam)
+static void stage_params(const bert_config *cfg, const memory_answer *st, int D, size_t *params, size_t *adam)
 {
     param_table t;
     param_table_init(&t, cfg);
@@ -276,85 +218,90 @@ static void stage_params(const bert_config *cfg, const memory_stage *st, int D, 
     param_table_free(&t);
 }
 
-/* The plan of stage `stage` of S holding layers [first, end), its
- * optimizer sharded over D ranks (the sizes checked by the caller). */
-static int plan_stage_range(const bert_config *cfg, int micro, int T, precision_kind prec, recompute_kind rc, int S,
-                            int D, int stage, int first, int end, memory_stage *out)
+/* The whole model's plan (in *out) turned into that of stage `stage` of S
+ * holding layers [first, end), its optimizer sharded over D ranks. */
+static void plan_stage_range(const memory_query *q, int S, int D, int stage, int first, int end, memory_answer *out)
 {
-    memset(out, 0, sizeof *out);
-    /* the whole model's plan checks the config and the sizes */
-    int r = memory_plan_compute(cfg, micro, T, prec, rc, &out->plan);
-    if (r) return r;
     out->layer_first = first;
     out->layer_end = end;
     out->embeddings = stage == 0;
     out->qa_head = stage == S - 1;
     out->in_flight = S - stage;
     size_t np, adam;
-    stage_params(cfg, out, D, &np, &adam);
-    memory_plan *p = &out->plan;
-    p->n_params = to_i64(np);
-    p->params = p->grads = to_i64(cuda_ws_sat_mul(np, sizeof(float)));
-    p->optimizer = to_i64(cuda_ws_sat_mul(sat_mul(2, adam), sizeof(float)));
+    stage_params(q->cfg, out, D, &np, &adam);
+    out->n_params = to_i64(np);
+    out->params = out->grads = to_i64(cuda_ws_sat_mul(np, sizeof(float)));
+    out->optimizer = to_i64(cuda_ws_sat_mul(sat_mul(2, adam), sizeof(float)));
     act_parts a;
-    activation_parts(cfg, micro, T, &a);
-    size_t n = (size_t)(end - first), rec = rc == RECOMPUTE_LAYER;
+    activation_parts(q->cfg, q->micro, q->T, &a);
+    size_t n = (size_t)(end - first), rec = q->recompute == RECOMPUTE_LAYER;
     size_t saved = sat_add(sat_mul(n + 1, a.x), rec ? 0 : sat_mul(n, a.layer));
     if (out->embeddings) saved = sat_add(saved, a.emb);
     if (out->qa_head) saved = sat_add(saved, a.head);
     size_t work = sat_add(a.work, rec ? a.layer : 0);
     if (out->qa_head) work = sat_add(work, a.head_work);
     size_t floats = sat_add(sat_mul((size_t)out->in_flight, saved), work);
-    p->activations = to_i64(sat_add(sat_mul(floats, sizeof(float)), sat_mul(a.ints, sizeof(int32_t))));
+    out->activations = to_i64(sat_add(sat_mul(floats, sizeof(float)), sat_mul(a.ints, sizeof(int32_t))));
     /* the workspace: the whole model's (the largest need of an op either stage runs) */
-    int64_t total = add64(p->params, p->grads);
-    total = add64(total, p->optimizer);
-    total = add64(total, p->activations);
-    p->total = add64(total, p->workspace);
-    return 0;
+    sum_total(out);
 }
 
-int memory_plan_stage(const bert_config *cfg, int micro, int T, precision_kind prec, recompute_kind rc,
-                      const memory_layout *lay, int stage, memory_stage *out)
+/* The layout's checks; *first, *end: the stage's layers. */
+static int stage_layers(const memory_query *q, int S, int D, int *first, int *end)
 {
-    memset(out, 0, sizeof *out);
-    int L = cfg->num_hidden_layers;
-    int r = memory_plan_compute(cfg, micro, T, prec, rc, &out->plan);
-    if (r) return r;
-    int S = lay->stages, D = lay->shard_ranks;
+    int L = q->cfg->num_hidden_layers, stage = q->stage;
     if (S < 1 || S > L)
         return err_set(ERR_INPUT, "memory plan: %d pipeline stages for %d layers (1 to %d: each stage at least a layer)",
                        S, L, L);
     if (D < 1) return err_set(ERR_INPUT, "memory plan: %d ranks sharding the optimizer", D);
     if (stage < 0 || stage >= S) return err_set(ERR_INPUT, "memory plan: stage %d of %d", stage, S);
-    const int *sp = lay->split;
+    const int *sp = q->split;
     if (sp && (sp[0] != 0 || sp[S] != L))
         return err_set(ERR_INPUT, "memory plan: the split runs from %d to %d, not 0 to %d", sp[0], sp[S], L);
     for (int s = 0; sp && s < S; s++)
         if (sp[s + 1] <= sp[s])
             return err_set(ERR_INPUT, "memory plan: stage %d of the split holds no layer (%d, %d)", s, sp[s], sp[s + 1]);
-    int first, end;
-    if (sp) first = sp[stage], end = sp[stage + 1];
-    else memory_stage_layers(L, S, stage, &first, &end);
-    return plan_stage_range(cfg, micro, T, prec, rc, S, D, stage, first, end, out);
+    *first = sp ? sp[stage] : (int)((int64_t)L * stage / S);
+    *end = sp ? sp[stage + 1] : (int)((int64_t)L * (stage + 1) / S);
+    return 0;
 }
 
-double memory_stage_flops(const bert_config *cfg, int T, int first, int end, int embeddings, int qa_head)
+int memory_plan(const memory_query *q, memory_answer *out)
 {
-    double f = (double)(end - first) * bert_layer_flops(cfg, T);
-    if (embeddings) f += 30.0 * cfg->hidden_size * (double)T;
-    if (qa_head) f += bert_qa_head_flops(cfg, T);
-    return f;
+    memset(out, 0, sizeof *out);
+    int S = q->stages ? q->stages : 1, D = q->shard_ranks ? q->shard_ranks : 1, first = 0, end = 0;
+    if (q->max_tokens && (q->max_tokens < q->T || q->max_tokens > (int64_t)q->micro * q->T))
+        return err_set(ERR_INPUT, "memory plan: --max-tokens %lld must be in %d..%lld (the sequence length .. "
+                                  "micro-batch x sequence length)",
+                       (long long)q->max_tokens, q->T, (long long)q->micro * q->T);
+    /* the padded plan of the whole model checks the config and the sizes */
+    int r = plan_padded(q, out);
+    if (!r) r = stage_layers(q, S, D, &first, &end);
+    if (r) return r;
+    if (q->max_tokens && S > 1)
+        return err_set(ERR_INPUT, "memory plan: packed micro-batches are planned for the whole model, not %d stages",
+                       S);
+    if (S > 1) {
+        plan_stage_range(q, S, D, q->stage, first, end, out);
+        return 0;
+    }
+    out->layer_end = q->cfg->num_hidden_layers;
+    out->embeddings = out->qa_head = out->in_flight = 1;
+    if (q->max_tokens) plan_packed(q, out);
+    if (D > 1) {
+        out->optimizer = memory_optimizer_bytes_per_rank(q->cfg, D);
+        sum_total(out);
+    }
+    return 0;
 }
 
 /* The split chooser's dynamic programme: cell s * (L + 1) + j for the
  * first s stages holding layers [0, j); best, the least largest stage cost
  * of such a prefix (-1: none), from, that prefix's last boundary. */
 typedef struct {
-    const bert_config *cfg;
-    int L, S, T, micro;
-    precision_kind prec;
-    recompute_kind rc;
+    const memory_query *q;
+    const memory_answer *whole;
+    int L, S;
     double *best;
     int *from;
 } split_dp;
@@ -371,13 +318,12 @@ static int split_pass(split_dp *d, double tmax)
         for (int j = s; j <= d->L; j++)
             for (int i = s - 1; i < j; i++) {
                 double prev = d->best[(s - 1) * W + i];
-                double cost = memory_stage_flops(d->cfg, d->T, i, j, s == 1, s == d->S);
+                double cost = bert_stage_flops(d->q->cfg, d->q->T, i, j, s == 1, s == d->S);
                 if (prev < 0 || (tmax >= 0 && cost > tmax)) continue;
                 if (tmax >= 0) {
-                    memory_stage st;
-                    int r = plan_stage_range(d->cfg, d->micro, d->T, d->prec, d->rc, d->S, 1, s - 1, i, j, &st);
-                    if (r) return r;
-                    cost = (double)st.plan.total;
+                    memory_answer st = *d->whole;
+                    plan_stage_range(d->q, d->S, 1, s - 1, i, j, &st);
+                    cost = (double)st.total;
                 }
                 double m = cost > prev ? cost : prev, *cur = &d->best[s * W + j];
                 if (*cur < 0 || m < *cur) {
@@ -385,20 +331,20 @@ static int split_pass(split_dp *d, double tmax)
                     d->from[s * W + j] = i;
                 }
             }
-    return d->best[d->S * W + d->L] < 0 ? err_set(ERR_RUNTIME, "memory_stage_split: no split within the time") : 0;
+    return d->best[d->S * W + d->L] < 0 ? err_set(ERR_RUNTIME, "memory_split: no split within the time") : 0;
 }
 
-int memory_stage_split(const bert_config *cfg, int micro, int T, precision_kind prec, recompute_kind rc, int stages,
-                       int *split)
+int memory_split(const memory_query *q, int *split)
 {
-    int L = cfg->num_hidden_layers, S = stages;
-    memory_plan whole;
-    int r = memory_plan_compute(cfg, micro, T, prec, rc, &whole);
+    int L = q->cfg->num_hidden_layers, S = q->stages;
+    memory_query whole_q = {.cfg = q->cfg, .micro = q->micro, .T = q->T, .prec = q->prec, .recompute = q->recompute};
+    memory_answer whole;
+    int r = plan_padded(&whole_q, &whole);
     if (r) return r;
     if (S < 1 || S > L)
         return err_set(ERR_INPUT, "%d pipeline stages for %d layers (1 to %d: each stage at least a layer)", S, L, L);
     size_t cells = (size_t)(S + 1) * (size_t)(L + 1);
-    split_dp d = {cfg, L, S, T, micro, prec, rc, xcalloc(cells, sizeof(double)), xcalloc(cells, sizeof(int))};
+    split_dp d = {&whole_q, &whole, L, S, xcalloc(cells, sizeof(double)), xcalloc(cells, sizeof(int))};
     /* the least largest stage time, then the least largest peak within it */
     r = split_pass(&d, -1);
     if (!r) r = split_pass(&d, d.best[S * (L + 1) + L]);
@@ -411,28 +357,39 @@ int memory_stage_split(const bert_config *cfg, int micro, int T, precision_kind 
     return r;
 }
 
-int memory_largest_micro_layout(const bert_config *cfg, int T, precision_kind prec, recompute_kind rc,
-                                const memory_layout *lay, int64_t budget, int max_micro)
+/* Every stage of q's layout fits in budget. */
+static int fits(const memory_query *q, int64_t budget)
 {
-    int lo = 0, hi = max_micro;
-    /* the largest stage peak grows with the micro-batch: bisect for the last that fits */
+    memory_query t = *q;
+    int S = q->stages ? q->stages : 1;
+    for (t.stage = 0; t.stage < S; t.stage++) {
+        memory_answer a;
+        if (memory_plan(&t, &a) != 0 || a.total > budget) return 0;
+    }
+    return 1;
+}
+
+int64_t memory_largest(const memory_query *q, memory_fit what, int64_t budget, int64_t cap)
+{
+    memory_query t = *q;
+    int64_t none = what == MEMORY_FIT_TOKENS ? (int64_t)q->T - 1 : 0, lo = none, hi = cap;
+    if (what == MEMORY_FIT_MICRO && hi > INT32_MAX) hi = INT32_MAX;
+    /* every stage's peak grows with the micro-batch and with the tokens: bisect for the last that fits */
     while (lo < hi) {
-        int mid = lo + (hi - lo + 1) / 2, fits = 1;
-        for (int s = 0; s < lay->stages && fits; s++) {
-            memory_stage st;
-            fits = memory_plan_stage(cfg, mid, T, prec, rc, lay, s, &st) == 0 && st.plan.total <= budget;
-        }
-        if (fits) lo = mid;
+        int64_t mid = lo + (hi - lo + 1) / 2;
+        if (what == MEMORY_FIT_TOKENS) t.max_tokens = mid;
+        else t.micro = (int)mid;
+        if (fits(&t, budget)) lo = mid;
         else hi = mid - 1;
     }
     err_clear();
-    return lo;
+    return lo > none ? lo : 0;
 }
 
 int64_t memory_optimizer_bytes_per_rank(const bert_config *cfg, int ranks)
 {
     size_t np, adam;
-    memory_stage whole = {.layer_first = 0, .layer_end = cfg->num_hidden_layers, .embeddings = 1, .qa_head = 1};
+    memory_answer whole = {.layer_first = 0, .layer_end = cfg->num_hidden_layers, .embeddings = 1, .qa_head = 1};
     stage_params(cfg, &whole, ranks > 1 ? ranks : 1, &np, &adam);
     return to_i64(cuda_ws_sat_mul(sat_mul(2, adam), sizeof(float)));
 }

@@ -89,7 +89,8 @@ static void print_planner(FILE *f, double mem_total, int cc_major)
     int have_gpu = isfinite(mem_total) && mem_total > 0;
     int64_t mem = have_gpu ? (int64_t)mem_total : (int64_t)16 << 30;
     precision_kind prec = (have_gpu && cc_major >= 8) ? PREC_BF16 : PREC_FP16;
-    int mb = memory_largest_micro(&cfg, 384, prec, RECOMPUTE_NONE, memory_budget_for_card(mem), 512);
+    memory_query q = {.cfg = &cfg, .T = 384, .prec = prec};
+    int mb = (int)memory_largest(&q, MEMORY_FIT_MICRO, memory_budget_for_card(mem), 512);
     char gib[32];
     memory_fmt_bytes(gib, sizeof gib, mem);
     fprintf(f, "planner: BERT-base at sequence length 384, %s, on %s%s: largest micro-batch %d (predicted; "

@@ -28,10 +28,11 @@ int microbatch_choose(microbatch_plan *p, const bert_config *cfg, int T, precisi
 {
     memset(p, 0, sizeof *p);
     if (batch < 1) return err_set(ERR_INPUT, "--batch %d: must be at least 1", batch);
-    memory_plan one;
-    int r = memory_plan_compute(cfg, 1, T, prec, rc, &one);
+    memory_query q = {.cfg = cfg, .micro = 1, .T = T, .prec = prec, .recompute = rc};
+    memory_answer one;
+    int r = memory_plan(&q, &one);
     if (r) return err_wrap(r, "--micro-batch auto");
-    int micro = memory_largest_micro(cfg, T, prec, rc, budget, batch);
+    int micro = (int)memory_largest(&q, MEMORY_FIT_MICRO, budget, batch);
     if (micro < 1) {
         char need[32], have[32];
         return err_set(ERR_RUNTIME,

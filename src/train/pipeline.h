@@ -34,7 +34,7 @@ pipe_op pipe_op_at(int S, int s, int M, int i);
 
 /* The even split: stage s gets layers [s L / S, (s+1) L / S) (floors),
  * so stage sizes differ by one layer at most. (bertc train's default is
- * memory_stage_split's, model/memory.h: by FLOPs, then peak memory.) */
+ * memory_split's, model/memory.h: by FLOPs, then peak memory.) */
 void pipe_split_even(int L, int S, int *split);
 /* 0, or ERR_INPUT naming what is wrong with split[0..S] for L layers
  * (opt: the option's name for the message). */

@@ -120,7 +120,9 @@ int run_pipe_start(run_ctx *c)
      * then the smallest largest stage peak) at this run's micro-batch,
      * which every rank has alike. */
     if (c->o->pipeline_split_n == 0) {
-        int rc = memory_stage_split(&c->qm.cfg, c->micro, c->T, c->qm.info.precision, c->qm.recompute, S, c->split);
+        memory_query q = {.cfg = &c->qm.cfg, .micro = c->micro, .T = c->T, .prec = c->qm.info.precision,
+                          .recompute = c->qm.recompute, .stages = S};
+        int rc = memory_split(&q, c->split);
         if (rc) return err_wrap(rc, "--pipeline-stages %d", S);
     }
     struct pipe_run *p = calloc(1, sizeof *p);

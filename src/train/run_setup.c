@@ -98,12 +98,13 @@ static int choose_micro(run_ctx *c)
          * and as many tokens as fit (or --max-tokens, checked) */
         recompute_kind rk = c->qm.recompute;
         int64_t budget = microbatch_budget(&mem) + sharded, cap = (int64_t)o->batch * c->T;
+        memory_query q = {.cfg = &c->qm.cfg, .micro = o->batch, .T = c->T, .prec = c->qm.info.precision,
+                          .recompute = rk};
         int64_t mt = o->max_tokens > 0 ? (o->max_tokens < cap ? o->max_tokens : cap)
-                                       : memory_largest_tokens(&c->qm.cfg, o->batch, c->T, c->qm.info.precision, rk,
-                                                               budget, cap);
-        memory_plan p;
-        if (mt < c->T || memory_plan_compute_tokens(&c->qm.cfg, o->batch, c->T, mt, c->qm.info.precision, rk, &p) ||
-            p.total > budget) {
+                                       : memory_largest(&q, MEMORY_FIT_TOKENS, budget, cap);
+        memory_answer p;
+        q.max_tokens = mt;
+        if (mt < c->T || memory_plan(&q, &p) || p.total > budget) {
             char b1[32];
             return err_set(ERR_RUNTIME, "--packing varlen: micro-batches of %lld tokens do not fit the %s this device "
                                         "has for bertc; try a smaller --max-tokens, --recompute layer or --batch",

@@ -110,7 +110,7 @@ typedef struct {
      * --pipeline-stages S (1: none) splits the encoder layers into S
      * stages, one per rank, the ranks S x D (D data-parallel replicas of
      * the pipeline); --pipeline-split the S + 1 layer boundaries
-     * (pipeline_split_n of them; 0: memory_stage_split's, bertc plan's). */
+     * (pipeline_split_n of them; 0: memory_split's, bertc plan's). */
     int pipeline_stages;
     int pipeline_split[PIPE_MAX_STAGES + 1];
     int pipeline_split_n;

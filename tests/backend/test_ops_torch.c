@@ -124,27 +124,22 @@ static size_t compare(const char *what, const float *got, const char *name, size
 
 static backend be;
 
-int main(void)
+/* The reference's sizes, and the output and gradient buffers every check
+ * writes into (sized for the largest op). */
+typedef struct {
+    int B, T, NH, HS, C, I, V, P, TV, N, QB;
+    float *out, *g1, *g2, *g3;
+} ops;
+
+static void check_embedding(const ops *z)
 {
-    if (ref_load("tests/ref/ops") != 0) return 1;
-    if (backend_cpu_create(&be, 2) != 0) {
-        fprintf(stderr, "%s\n", err_msg());
-        return 1;
-    }
     const backend_i *o = be.i;
     void *c = be.ctx;
-    const int B = (int)param("B"), T = (int)param("T"), NH = (int)param("NH"), HS = (int)param("HS");
-    const int C = NH * HS, I = 4 * C, V = (int)param("V"), P = (int)param("P"), TV = (int)param("TV");
-    const int N = B * T, QB = (int)param("QB");
-    const float p_attn = (float)param("p_attn"), p_hidden = (float)param("p_hidden");
-
-    /* embedding */
+    int N = z->N, T = z->T, C = z->C, V = z->V, P = z->P, TV = z->TV;
+    float *out = z->out, *g1 = z->g1, *g2 = z->g2, *g3 = z->g3;
     int32_t *ids = tensor("emb.ids", N), *types = tensor("emb.types", N);
     float *wte = tensor("emb.wte", (size_t)V * C), *wpe = tensor("emb.wpe", (size_t)P * C),
           *wtt = tensor("emb.wtt", (size_t)TV * C), *dout = tensor("emb.dout", (size_t)N * C);
-    float *out = calloc((size_t)N * I * 4, sizeof *out);
-    float *g1 = calloc((size_t)V * I * 2, sizeof *g1), *g2 = calloc((size_t)P * I * 2, sizeof *g2),
-          *g3 = calloc((size_t)N * I * 2, sizeof *g3);
     o->embedding_forward(c, out, ids, types, NULL, wte, wpe, wtt, N, T, C);
     compare("embedding forward", out, "emb.out", (size_t)N * C);
     o->embedding_backward(c, g1, g2, g3, dout, ids, types, NULL, N, T, C);
@@ -152,25 +147,36 @@ int main(void)
     compare("embedding backward", g2, "emb.dwpe", (size_t)P * C);
     compare("embedding backward", g3, "emb.dwtt", (size_t)TV * C);
     free(ids), free(types), free(wte), free(wpe), free(wtt), free(dout);
+}
 
-    /* layernorm */
-    {
-        float *x = tensor("ln.inp", (size_t)N * C), *w = tensor("ln.w", C), *b = tensor("ln.b", C),
-              *d = tensor("ln.dout", (size_t)N * C);
-        float mean[4096], rstd[4096];
-        o->layernorm_forward(c, out, mean, rstd, x, w, b, N, C, (float)param("ln_eps"));
-        compare("layernorm forward", out, "ln.out", (size_t)N * C);
-        compare("layernorm forward", mean, "ln.mean", N);
-        compare("layernorm forward", rstd, "ln.rstd", N);
-        memset(g1, 0, (size_t)N * C * 4), memset(g2, 0, C * 4), memset(g3, 0, C * 4);
-        o->layernorm_backward(c, g1, g2, g3, d, x, w, mean, rstd, N, C);
-        compare("layernorm backward", g1, "ln.dinp", (size_t)N * C);
-        compare("layernorm backward", g2, "ln.dw", C);
-        compare("layernorm backward", g3, "ln.db", C);
-        free(x), free(w), free(b), free(d);
-    }
+static void check_layernorm(const ops *z)
+{
+    const backend_i *o = be.i;
+    void *c = be.ctx;
+    int N = z->N, C = z->C;
+    float *out = z->out, *g1 = z->g1, *g2 = z->g2, *g3 = z->g3;
+    float *x = tensor("ln.inp", (size_t)N * C), *w = tensor("ln.w", C), *b = tensor("ln.b", C),
+          *d = tensor("ln.dout", (size_t)N * C);
+    float mean[4096], rstd[4096];
+    o->layernorm_forward(c, out, mean, rstd, x, w, b, N, C, (float)param("ln_eps"));
+    compare("layernorm forward", out, "ln.out", (size_t)N * C);
+    compare("layernorm forward", mean, "ln.mean", N);
+    compare("layernorm forward", rstd, "ln.rstd", N);
+    memset(g1, 0, (size_t)N * C * 4), memset(g2, 0, C * 4), memset(g3, 0, C * 4);
+    o->layernorm_backward(c, g1, g2, g3, d, x, w, mean, rstd, N, C);
+    compare("layernorm backward", g1, "ln.dinp", (size_t)N * C);
+    compare("layernorm backward", g2, "ln.dw", C);
+    compare("layernorm backward", g3, "ln.db", C);
+    free(x), free(w), free(b), free(d);
+}
 
-    /* nn.Linear, with and without bias */
+/* nn.Linear, with and without bias; GELU. */
+static void check_matmul_gelu(const ops *z)
+{
+    const backend_i *o = be.i;
+    void *c = be.ctx;
+    int N = z->N, C = z->C, I = z->I;
+    float *out = z->out, *g1 = z->g1, *g2 = z->g2, *g3 = z->g3;
     for (int k = 0; k < 2; k++) {
         int cin = k ? I : C, cout = k ? C : I;
         char nm[64];
@@ -188,98 +194,126 @@ int main(void)
         free(x), free(w), free(b), free(d);
     }
 
-    /* GELU */
-    {
-        float *x = tensor("gelu.inp", (size_t)N * I), *d = tensor("gelu.dout", (size_t)N * I);
-        o->gelu_forward(c, out, x, (size_t)N * I);
-        compare("gelu forward", out, "gelu.out", (size_t)N * I);
-        memset(g1, 0, (size_t)N * I * 4);
-        o->gelu_backward(c, g1, x, d, (size_t)N * I);
-        compare("gelu backward", g1, "gelu.dinp", (size_t)N * I);
-        free(x), free(d);
-    }
+    float *x = tensor("gelu.inp", (size_t)N * I), *d = tensor("gelu.dout", (size_t)N * I);
+    o->gelu_forward(c, out, x, (size_t)N * I);
+    compare("gelu forward", out, "gelu.out", (size_t)N * I);
+    memset(g1, 0, (size_t)N * I * 4);
+    o->gelu_backward(c, g1, x, d, (size_t)N * I);
+    compare("gelu backward", g1, "gelu.dinp", (size_t)N * I);
+    free(x), free(d);
+}
 
-    /* attention, without and with dropout on the probabilities */
-    {
-        int32_t *mask = tensor("att.mask", N);
-        float *q = tensor("att.q", (size_t)N * C), *k = tensor("att.k", (size_t)N * C),
-              *v = tensor("att.v", (size_t)N * C), *d = tensor("att.dout", (size_t)N * C);
-        size_t np = (size_t)B * NH * T * T;
-        float *probs = malloc(np * 4), *scratch = malloc(np * 4);
-        philox_stream rng = {(uint64_t)param("att_seed"), (uint32_t)param("att_step"), (uint32_t)param("att_stream")};
-        backend_windows w = backend_windows_padded(B, T, mask);
-        for (int pass = 0; pass < 2; pass++) {
-            float p = pass ? p_attn : 0.0f;
-            char nm[64], what[64];
-            snprintf(what, sizeof what, "attention p=%.1f", p);
+/* attention, without and with dropout on the probabilities */
+static void check_attention(const ops *z)
+{
+    const backend_i *o = be.i;
+    void *c = be.ctx;
+    int B = z->B, T = z->T, NH = z->NH, HS = z->HS, N = z->N, C = z->C;
+    float *out = z->out, *g1 = z->g1, *g2 = z->g2, *g3 = z->g3;
+    int32_t *mask = tensor("att.mask", N);
+    float *q = tensor("att.q", (size_t)N * C), *k = tensor("att.k", (size_t)N * C), *v = tensor("att.v", (size_t)N * C),
+          *d = tensor("att.dout", (size_t)N * C);
+    size_t np = (size_t)B * NH * T * T;
+    float *probs = malloc(np * 4), *scratch = malloc(np * 4);
+    philox_stream rng = {(uint64_t)param("att_seed"), (uint32_t)param("att_step"), (uint32_t)param("att_stream")};
+    backend_windows w = backend_windows_padded(B, T, mask);
+    for (int pass = 0; pass < 2; pass++) {
+        float p = pass ? (float)param("p_attn") : 0.0f;
+        char nm[64], what[64];
+        snprintf(what, sizeof what, "attention p=%.1f", p);
 #define REF(s) (snprintf(nm, sizeof nm, "att%d.%s", pass, s), nm)
-            o->attention_forward(c, out, probs, q, k, v, &w, NH, HS, p, rng);
-            compare(what, out, REF("out"), (size_t)N * C);
-            compare(what, probs, REF("probs"), np);
-            memset(g1, 0, (size_t)N * C * 4), memset(g2, 0, (size_t)N * C * 4), memset(g3, 0, (size_t)N * C * 4);
-            o->attention_backward(c, g1, g2, g3, scratch, d, q, k, v, probs, &w, NH, HS, p, rng);
-            compare(what, g1, REF("dq"), (size_t)N * C);
-            compare(what, g2, REF("dk"), (size_t)N * C);
-            compare(what, g3, REF("dv"), (size_t)N * C);
+        o->attention_forward(c, out, probs, q, k, v, &w, NH, HS, p, rng);
+        compare(what, out, REF("out"), (size_t)N * C);
+        compare(what, probs, REF("probs"), np);
+        memset(g1, 0, (size_t)N * C * 4), memset(g2, 0, (size_t)N * C * 4), memset(g3, 0, (size_t)N * C * 4);
+        o->attention_backward(c, g1, g2, g3, scratch, d, q, k, v, probs, &w, NH, HS, p, rng);
+        compare(what, g1, REF("dq"), (size_t)N * C);
+        compare(what, g2, REF("dk"), (size_t)N * C);
+        compare(what, g3, REF("dv"), (size_t)N * C);
 #undef REF
-        }
-        free(mask), free(q), free(k), free(v), free(d), free(probs), free(scratch);
     }
+    free(mask), free(q), free(k), free(v), free(d), free(probs), free(scratch);
+}
 
-    /* hidden dropout */
-    {
-        size_t n = (size_t)N * C;
-        float *x = tensor("drop.inp", n), *d = tensor("drop.dout", n);
-        philox_stream rng = {(uint64_t)param("drop_seed"), (uint32_t)param("drop_step"),
-                             (uint32_t)param("drop_stream")};
-        backend_windows w = backend_windows_padded(B, T, NULL);
-        o->dropout_forward(c, out, x, &w, C, p_hidden, rng);
-        compare("dropout forward", out, "drop.out", n);
-        memset(g1, 0, n * 4);
-        o->dropout_backward(c, g1, d, &w, C, p_hidden, rng);
-        compare("dropout backward", g1, "drop.dinp", n);
-        free(x), free(d);
+/* hidden dropout; the QA loss */
+static void check_dropout_qa(const ops *z)
+{
+    const backend_i *o = be.i;
+    void *c = be.ctx;
+    int B = z->B, T = z->T, N = z->N, C = z->C, QB = z->QB;
+    float *out = z->out, *g1 = z->g1;
+    size_t n = (size_t)N * C;
+    float *x = tensor("drop.inp", n), *d = tensor("drop.dout", n);
+    philox_stream rng = {(uint64_t)param("drop_seed"), (uint32_t)param("drop_step"), (uint32_t)param("drop_stream")};
+    backend_windows w = backend_windows_padded(B, T, NULL);
+    float p_hidden = (float)param("p_hidden");
+    o->dropout_forward(c, out, x, &w, C, p_hidden, rng);
+    compare("dropout forward", out, "drop.out", n);
+    memset(g1, 0, n * 4);
+    o->dropout_backward(c, g1, d, &w, C, p_hidden, rng);
+    compare("dropout backward", g1, "drop.dinp", n);
+    free(x), free(d);
+
+    float *logits = tensor("qa.logits", (size_t)QB * T * 2);
+    int32_t *st = tensor("qa.start", QB), *en = tensor("qa.end", QB);
+    float loss;
+    backend_windows wq = backend_windows_padded(QB, T, NULL);
+    o->qa_loss(c, &loss, g1, logits, st, en, &wq, 1.0f);
+    compare("qa_loss", &loss, "qa.loss", 1);
+    compare("qa_loss", g1, "qa.dlogits", (size_t)QB * T * 2);
+    free(logits), free(st), free(en);
+}
+
+/* AdamW, three steps from zero moments */
+static void check_adamw(void)
+{
+    size_t n = 0;
+    for (int i = 0; i < ref.n; i++)
+        if (strcmp(ref.e[i].name, "adamw.p0") == 0) n = ref.e[i].count;
+    float *p = tensor("adamw.p0", n), *m = calloc(n, 4), *v = calloc(n, 4);
+    float lr = (float)param("adamw_lr"), wd = (float)param("adamw_wd");
+    for (int t = 1; t <= 3; t++) {
+        char nm[32], what[32];
+        snprintf(nm, sizeof nm, "adamw.g%d", t);
+        float *g = tensor(nm, n);
+        be.i->adamw(be.ctx, p, g, m, v, n, lr, 0.9f, 0.999f, 1e-8f, wd, t, 1.0f);
+        snprintf(what, sizeof what, "adamw step %d", t);
+        /* every rounding follows torch's kernels (fma where they fuse),
+         * so AdamW is required to be bit-for-bit torch's */
+        snprintf(nm, sizeof nm, "adamw.p%d", t);
+        CHECK(compare(what, p, nm, n) == n, "adamw step %d: p not bit-exact", t);
+        snprintf(nm, sizeof nm, "adamw.m%d", t);
+        CHECK(compare(what, m, nm, n) == n, "adamw step %d: m not bit-exact", t);
+        snprintf(nm, sizeof nm, "adamw.v%d", t);
+        CHECK(compare(what, v, nm, n) == n, "adamw step %d: v not bit-exact", t);
+        free(g);
     }
+    free(p), free(m), free(v);
+}
 
-    /* QA loss */
-    {
-        float *logits = tensor("qa.logits", (size_t)QB * T * 2);
-        int32_t *st = tensor("qa.start", QB), *en = tensor("qa.end", QB);
-        float loss;
-        backend_windows w = backend_windows_padded(QB, T, NULL);
-        o->qa_loss(c, &loss, g1, logits, st, en, &w, 1.0f);
-        compare("qa_loss", &loss, "qa.loss", 1);
-        compare("qa_loss", g1, "qa.dlogits", (size_t)QB * T * 2);
-        free(logits), free(st), free(en);
+int main(void)
+{
+    if (ref_load("tests/ref/ops") != 0) return 1;
+    if (backend_cpu_create(&be, 2) != 0) {
+        fprintf(stderr, "%s\n", err_msg());
+        return 1;
     }
-
-    /* AdamW, three steps from zero moments */
-    {
-        size_t n = 0;
-        for (int i = 0; i < ref.n; i++)
-            if (strcmp(ref.e[i].name, "adamw.p0") == 0) n = ref.e[i].count;
-        float *p = tensor("adamw.p0", n), *m = calloc(n, 4), *v = calloc(n, 4);
-        float lr = (float)param("adamw_lr"), wd = (float)param("adamw_wd");
-        for (int t = 1; t <= 3; t++) {
-            char nm[32], what[32];
-            snprintf(nm, sizeof nm, "adamw.g%d", t);
-            float *g = tensor(nm, n);
-            o->adamw(c, p, g, m, v, n, lr, 0.9f, 0.999f, 1e-8f, wd, t, 1.0f);
-            snprintf(what, sizeof what, "adamw step %d", t);
-            /* every rounding follows torch's kernels (fma where they fuse),
-             * so AdamW is required to be bit-for-bit torch's */
-            snprintf(nm, sizeof nm, "adamw.p%d", t);
-            CHECK(compare(what, p, nm, n) == n, "adamw step %d: p not bit-exact", t);
-            snprintf(nm, sizeof nm, "adamw.m%d", t);
-            CHECK(compare(what, m, nm, n) == n, "adamw step %d: m not bit-exact", t);
-            snprintf(nm, sizeof nm, "adamw.v%d", t);
-            CHECK(compare(what, v, nm, n) == n, "adamw step %d: v not bit-exact", t);
-            free(g);
-        }
-        free(p), free(m), free(v);
-    }
-
-    free(out), free(g1), free(g2), free(g3);
+    ops z = {.B = (int)param("B"), .T = (int)param("T"), .NH = (int)param("NH"), .HS = (int)param("HS"),
+             .V = (int)param("V"), .P = (int)param("P"), .TV = (int)param("TV"), .QB = (int)param("QB")};
+    z.C = z.NH * z.HS;
+    z.I = 4 * z.C;
+    z.N = z.B * z.T;
+    z.out = calloc((size_t)z.N * z.I * 4, sizeof *z.out);
+    z.g1 = calloc((size_t)z.V * z.I * 2, sizeof *z.g1);
+    z.g2 = calloc((size_t)z.P * z.I * 2, sizeof *z.g2);
+    z.g3 = calloc((size_t)z.N * z.I * 2, sizeof *z.g3);
+    check_embedding(&z);
+    check_layernorm(&z);
+    check_matmul_gelu(&z);
+    check_attention(&z);
+    check_dropout_qa(&z);
+    check_adamw();
+    free(z.out), free(z.g1), free(z.g2), free(z.g3);
     free(ref.bin);
     backend_free(&be);
     return tu_done();

@@ -70,6 +70,111 @@ static void mutate(const char *path, long at, int flip, size_t truncate_to)
     free(b);
 }
 
+/* A save/load round trip gives the same features, and saving them again
+ * the same file. */
+static void check_round_trip(const char *path, const setup *s)
+{
+    features got;
+    int rc = features_cache_save(path, s->d, s->tok, &s->o, s->ref);
+    CHECK(rc == 0, "save: %s", err_msg());
+    rc = features_cache_load(path, s->d, s->tok, &s->o, &got);
+    CHECK(rc == 0, "load after save: rc %d %s", rc, err_msg());
+    if (rc == 0) {
+        CHECK(features_equal(&got, s->ref), "loaded features differ from the built ones");
+        /* What was loaded can be saved again, byte for byte the same file. */
+        char p2[600];
+        snprintf(p2, sizeof p2, "%s.again", path);
+        rc = features_cache_save(p2, s->d, s->tok, &s->o, &got);
+        char *a, *b;
+        size_t na, nb;
+        int same = rc == 0 && file_read_all(path, &a, &na) == 0 && file_read_all(p2, &b, &nb) == 0 && na == nb &&
+                   !memcmp(a, b, na);
+        CHECK(same, "re-saved cache differs");
+        if (rc == 0) {
+            free(a);
+            free(b);
+        }
+        printf("round trip: %d features of %d, cache %zu bytes\n", got.n, got.T, na);
+        features_free(&got);
+    }
+}
+
+/* Misses: a missing file, a flipped byte, a truncated file, a foreign one
+ * (saved: a good cache to damage at path). */
+static void check_damaged(const char *path, const char *saved, const setup *s)
+{
+    char missing[600];
+    snprintf(missing, sizeof missing, "%s/none.features", tu_tmpdir());
+    expect_miss("missing", missing, s, "not found");
+
+    /* A flipped byte anywhere: in the data, in the header counts, in the CRC. */
+    char *buf;
+    size_t len = 0;
+    if (file_read_all(saved, &buf, &len) == 0) free(buf);
+    long spots[] = {(long)len / 2, (long)len - 2, 8, 76, 100};
+    const char *whys[] = {"CRC", "CRC", "version", "header says", "CRC"};
+    for (int i = 0; i < 5; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "flipped byte %ld", spots[i]);
+        copy_file(saved, path);
+        mutate(path, spots[i], 0x10, 0);
+        expect_miss(name, path, s, whys[i]);
+    }
+    /* Truncated: mid-file, inside the header, empty. */
+    size_t cuts[] = {len - 1, len / 3, 40, 0};
+    for (int i = 0; i < 4; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "truncated to %zu", cuts[i]);
+        copy_file(saved, path);
+        if (cuts[i]) mutate(path, -1, 0, cuts[i]);
+        else file_write_atomic(path, "", 0);
+        expect_miss(name, path, s, "truncated");
+    }
+    /* Something else entirely. */
+    file_write_atomic(path, "{\"not\": \"a cache\", \"padding\": \"..................................................................................................\"}", 120);
+    expect_miss("foreign file", path, s, "bad magic");
+}
+
+/* Stale: other options, other casing (tz_lower), other vocabulary (tu),
+ * other data (dx). */
+static void check_stale(const char *path, const char *saved, const setup *s, const tokenizer *tz_lower,
+                        const tokenizer *tu, squad_data *dx)
+{
+    static const char *const names[5] = {"other doc_stride", "other max_query_length", "lower_case",
+                                          "other vocabulary", "other data"};
+    static const char *const whys[5] = {"other feature options", "other feature options",
+                                         "another vocabulary or casing", "another vocabulary or casing", "other data"};
+    setup v[5];
+    for (int i = 0; i < 5; i++) v[i] = *s, v[i].ref = NULL;
+    v[0].o.doc_stride = 64;
+    v[1].o.max_query_length = 16;
+    v[2].tok = tz_lower;
+    v[3].tok = tu;
+    v[4].d = dx;
+    for (int i = 0; i < 5; i++) {
+        copy_file(saved, path);
+        expect_miss(names[i], path, &v[i], whys[i]);
+    }
+}
+
+/* Well-formed (right CRC) but a token id outside the vocabulary: not trusted. */
+static void check_bad_token(const char *path, const char *saved, const setup *s)
+{
+    char *buf;
+    size_t len = 0;
+    copy_file(saved, path);
+    if (file_read_all(path, &buf, &len) == 0) {
+        size_t at = 80 + 8 * ((size_t)s->d->ncontexts + 1) + 4 * 5; /* the sixth context token id */
+        int32_t bad = 1 << 30;
+        memcpy(buf + at, &bad, 4);
+        uint32_t crc = crc32c(buf, len - 4);
+        memcpy(buf + len - 4, &crc, 4);
+        file_write_atomic(path, buf, len);
+        free(buf);
+        expect_miss("bad token id", path, s, "outside the vocabulary");
+    }
+}
+
 int main(void)
 {
     vocab *vz = NULL, *vu = NULL;
@@ -94,104 +199,13 @@ int main(void)
     char path[512], saved[512];
     snprintf(path, sizeof path, "%s/cmrc.features", tu_tmpdir());
     snprintf(saved, sizeof saved, "%s/cmrc.features.good", tu_tmpdir());
-
-    /* Round trip. */
-    rc = features_cache_save(path, &d, tz, &o, &ref);
-    CHECK(rc == 0, "save: %s", err_msg());
-    rc = features_cache_load(path, &d, tz, &o, &got);
-    CHECK(rc == 0, "load after save: rc %d %s", rc, err_msg());
-    if (rc == 0) {
-        CHECK(features_equal(&got, &ref), "loaded features differ from the built ones");
-        /* What was loaded can be saved again, byte for byte the same file. */
-        char p2[600];
-        snprintf(p2, sizeof p2, "%s.again", path);
-        rc = features_cache_save(p2, &d, tz, &o, &got);
-        char *a, *b;
-        size_t na, nb;
-        int same = rc == 0 && file_read_all(path, &a, &na) == 0 && file_read_all(p2, &b, &nb) == 0 && na == nb &&
-                   !memcmp(a, b, na);
-        CHECK(same, "re-saved cache differs");
-        if (rc == 0) {
-            free(a);
-            free(b);
-        }
-        printf("round trip: %d features of %d, cache %zu bytes\n", got.n, got.T, na);
-        features_free(&got);
-    }
-    copy_file(path, saved);
     setup s = {&d, tz, o, &ref};
 
-    /* Missing file. */
-    char missing[600];
-    snprintf(missing, sizeof missing, "%s/none.features", tu_tmpdir());
-    expect_miss("missing", missing, &s, "not found");
-
-    /* A flipped byte anywhere: in the data, in the header counts, in the CRC. */
-    char *buf;
-    size_t len = 0;
-    if (file_read_all(saved, &buf, &len) == 0) free(buf);
-    long spots[] = {(long)len / 2, (long)len - 2, 8, 76, 100};
-    const char *whys[] = {"CRC", "CRC", "version", "header says", "CRC"};
-    for (int i = 0; i < 5; i++) {
-        char name[64];
-        snprintf(name, sizeof name, "flipped byte %ld", spots[i]);
-        copy_file(saved, path);
-        mutate(path, spots[i], 0x10, 0);
-        expect_miss(name, path, &s, whys[i]);
-    }
-    /* Truncated: mid-file, inside the header, empty. */
-    size_t cuts[] = {len - 1, len / 3, 40, 0};
-    for (int i = 0; i < 4; i++) {
-        char name[64];
-        snprintf(name, sizeof name, "truncated to %zu", cuts[i]);
-        copy_file(saved, path);
-        if (cuts[i]) mutate(path, -1, 0, cuts[i]);
-        else file_write_atomic(path, "", 0);
-        expect_miss(name, path, &s, "truncated");
-    }
-    /* Something else entirely. */
-    file_write_atomic(path, "{\"not\": \"a cache\", \"padding\": \"..................................................................................................\"}", 120);
-    expect_miss("foreign file", path, &s, "bad magic");
-
-    /* Stale: other options, other casing, other vocabulary, other data. */
-    copy_file(saved, path);
-    setup s2 = s;
-    s2.o.doc_stride = 64;
-    s2.ref = NULL;
-    expect_miss("other doc_stride", path, &s2, "other feature options");
-    copy_file(saved, path);
-    s2 = s;
-    s2.o.max_query_length = 16;
-    s2.ref = NULL;
-    expect_miss("other max_query_length", path, &s2, "other feature options");
-    copy_file(saved, path);
-    s2 = s;
-    s2.tok = tz_lower;
-    s2.ref = NULL;
-    expect_miss("lower_case", path, &s2, "another vocabulary or casing");
-    copy_file(saved, path);
-    s2 = s;
-    s2.tok = tu;
-    s2.ref = NULL;
-    expect_miss("other vocabulary", path, &s2, "another vocabulary or casing");
-    copy_file(saved, path);
-    s2 = s;
-    s2.d = &dx;
-    s2.ref = NULL;
-    expect_miss("other data", path, &s2, "other data");
-
-    /* Well-formed (right CRC) but a token id outside the vocabulary: not trusted. */
-    copy_file(saved, path);
-    if (file_read_all(path, &buf, &len) == 0) {
-        size_t at = 80 + 8 * ((size_t)d.ncontexts + 1) + 4 * 5; /* the sixth context token id */
-        int32_t bad = 1 << 30;
-        memcpy(buf + at, &bad, 4);
-        uint32_t crc = crc32c(buf, len - 4);
-        memcpy(buf + len - 4, &crc, 4);
-        file_write_atomic(path, buf, len);
-        free(buf);
-        expect_miss("bad token id", path, &s, "outside the vocabulary");
-    }
+    check_round_trip(path, &s);
+    copy_file(path, saved);
+    check_damaged(path, saved, &s);
+    check_stale(path, saved, &s, tz_lower, tu, &dx);
+    check_bad_token(path, saved, &s);
 
     /* A cache that cannot be written is not an error: the features are built. */
     int hit = -1;

@@ -277,32 +277,32 @@ static void ops_attention_both(int B, int T, int NH, int HS, const int32_t *mask
     free(cu);
 }
 
-static void ops_one(precision_kind prec)
+/* ops_one's shapes: 2 windows of 37 tokens (the GEMMs' unaligned path), 3
+ * heads of 32, matmuls to 160 outputs, a vocabulary of 50. */
+enum { OPS_B = 2, OPS_T = 37, OPS_NH = 3, OPS_HS = 32, OPS_CH = OPS_NH * OPS_HS, OPS_OC = 160, OPS_V = 50 };
+
+/* Embedding forward and backward, padded and packed; returns the output
+ * gradient it used (the next pieces' too). */
+static buf2 ops_embedding(uint64_t *s)
 {
     const backend_i *C = g_cpu.i, *G = g_gpu.i;
     void *cc = g_cpu.ctx, *gg = g_gpu.ctx;
-    uint64_t s = 1234;
-    enum { B = 2, T = 37, NH = 3, HS = 32, CH = NH * HS, OC = 160, V = 50, I = 4 * CH };
+    enum { B = OPS_B, T = OPS_T, CH = OPS_CH, V = OPS_V };
     int N = B * T;
-    double gt = gemm_tol(prec);
-    philox_stream rng = {7, 3, 17};
-
-    /* embedding */
-    int32_t ids[B * T], types[B * T], mask[B * T];
+    int32_t ids[B * T], types[B * T];
     for (int i = 0; i < N; i++) {
         ids[i] = (int32_t)((i * 7 + i / 5) % V);
         types[i] = i % 3 == 0;
-        mask[i] = !(i >= T && i % T > 30); /* row 1 padded after 30 */
     }
-    buf2 bid = b2_ints(ids, N), bty = b2_ints(types, N), bmask = b2_ints(mask, N);
-    buf2 wte = b2_rand((size_t)V * CH, &s, -1, 1), wpe = b2_rand((size_t)T * CH, &s, -1, 1);
-    buf2 wtt = b2_rand(2 * CH, &s, -1, 1), emb = b2_new((size_t)N * CH, NULL);
+    buf2 bid = b2_ints(ids, N), bty = b2_ints(types, N);
+    buf2 wte = b2_rand((size_t)V * CH, s, -1, 1), wpe = b2_rand((size_t)T * CH, s, -1, 1);
+    buf2 wtt = b2_rand(2 * CH, s, -1, 1), emb = b2_new((size_t)N * CH, NULL);
     BOTH(C->embedding_forward(cc, emb.c, (int32_t *)bid.c, (int32_t *)bty.c, NULL, wte.c, wpe.c, wtt.c, N, T, CH),
          G->embedding_forward(gg, emb.g, (int32_t *)bid.g, (int32_t *)bty.g, NULL, wte.g, wpe.g, wtt.g, N, T, CH));
     b2_cmp("embedding_forward", "out", emb, 1e-6);
-    buf2 dout = b2_rand((size_t)N * CH, &s, -1, 1);
-    buf2 dwte = b2_rand((size_t)V * CH, &s, -1, 1), dwpe = b2_rand((size_t)T * CH, &s, -1, 1);
-    buf2 dwtt = b2_rand(2 * CH, &s, -1, 1);
+    buf2 dout = b2_rand((size_t)N * CH, s, -1, 1);
+    buf2 dwte = b2_rand((size_t)V * CH, s, -1, 1), dwpe = b2_rand((size_t)T * CH, s, -1, 1);
+    buf2 dwtt = b2_rand(2 * CH, s, -1, 1);
     BOTH(C->embedding_backward(cc, dwte.c, dwpe.c, dwtt.c, dout.c, (int32_t *)bid.c, (int32_t *)bty.c, NULL, N, T,
                                CH),
          G->embedding_backward(gg, dwte.g, dwpe.g, dwtt.g, dout.g, (int32_t *)bid.g, (int32_t *)bty.g, NULL, N, T,
@@ -311,46 +311,64 @@ static void ops_one(precision_kind prec)
     b2_cmp("embedding_backward", "dwpe", dwpe, 1e-6);
     b2_cmp("embedding_backward", "dwtt", dwtt, 1e-6);
     /* packed rows: positions given, repeated and out of order */
-    {
-        int32_t pos[B * T];
-        for (int i = 0; i < N; i++) pos[i] = (int32_t)((i * 11) % T);
-        buf2 bpos = b2_ints(pos, N);
-        BOTH(C->embedding_forward(cc, emb.c, (int32_t *)bid.c, (int32_t *)bty.c, (int32_t *)bpos.c, wte.c, wpe.c,
-                                  wtt.c, N, T, CH),
-             G->embedding_forward(gg, emb.g, (int32_t *)bid.g, (int32_t *)bty.g, (int32_t *)bpos.g, wte.g, wpe.g,
-                                  wtt.g, N, T, CH));
-        b2_cmp("embedding_forward packed", "out", emb, 1e-6);
-        BOTH(C->embedding_backward(cc, dwte.c, dwpe.c, dwtt.c, dout.c, (int32_t *)bid.c, (int32_t *)bty.c,
-                                   (int32_t *)bpos.c, N, T, CH),
-             G->embedding_backward(gg, dwte.g, dwpe.g, dwtt.g, dout.g, (int32_t *)bid.g, (int32_t *)bty.g,
-                                   (int32_t *)bpos.g, N, T, CH));
-        b2_cmp("embedding_backward packed", "dwte", dwte, 1e-6);
-        b2_cmp("embedding_backward packed", "dwpe", dwpe, 1e-6);
-        b2_cmp("embedding_backward packed", "dwtt", dwtt, 1e-6);
-        b2_free(bpos);
-    }
+    int32_t pos[B * T];
+    for (int i = 0; i < N; i++) pos[i] = (int32_t)((i * 11) % T);
+    buf2 bpos = b2_ints(pos, N);
+    BOTH(C->embedding_forward(cc, emb.c, (int32_t *)bid.c, (int32_t *)bty.c, (int32_t *)bpos.c, wte.c, wpe.c, wtt.c,
+                              N, T, CH),
+         G->embedding_forward(gg, emb.g, (int32_t *)bid.g, (int32_t *)bty.g, (int32_t *)bpos.g, wte.g, wpe.g, wtt.g,
+                              N, T, CH));
+    b2_cmp("embedding_forward packed", "out", emb, 1e-6);
+    BOTH(C->embedding_backward(cc, dwte.c, dwpe.c, dwtt.c, dout.c, (int32_t *)bid.c, (int32_t *)bty.c,
+                               (int32_t *)bpos.c, N, T, CH),
+         G->embedding_backward(gg, dwte.g, dwpe.g, dwtt.g, dout.g, (int32_t *)bid.g, (int32_t *)bty.g,
+                               (int32_t *)bpos.g, N, T, CH));
+    b2_cmp("embedding_backward packed", "dwte", dwte, 1e-6);
+    b2_cmp("embedding_backward packed", "dwpe", dwpe, 1e-6);
+    b2_cmp("embedding_backward packed", "dwtt", dwtt, 1e-6);
+    b2_free(bpos), b2_free(bid), b2_free(bty), b2_free(wte), b2_free(wpe), b2_free(wtt), b2_free(emb);
+    b2_free(dwte), b2_free(dwpe), b2_free(dwtt);
+    return dout;
+}
 
-    /* layernorm */
-    buf2 x = b2_rand((size_t)N * CH, &s, -2, 3), lw = b2_rand(CH, &s, 0.5f, 1.5f), lb = b2_rand(CH, &s, -1, 1);
+/* LayerNorm forward and backward (dout: the output gradient); returns its
+ * input (the matmuls'). */
+static buf2 ops_layernorm(buf2 dout, uint64_t *s)
+{
+    const backend_i *C = g_cpu.i, *G = g_gpu.i;
+    void *cc = g_cpu.ctx, *gg = g_gpu.ctx;
+    enum { CH = OPS_CH };
+    int N = OPS_B * OPS_T;
+    buf2 x = b2_rand((size_t)N * CH, s, -2, 3), lw = b2_rand(CH, s, 0.5f, 1.5f), lb = b2_rand(CH, s, -1, 1);
     buf2 y = b2_new((size_t)N * CH, NULL), mean = b2_new(N, NULL), rstd = b2_new(N, NULL);
     BOTH(C->layernorm_forward(cc, y.c, mean.c, rstd.c, x.c, lw.c, lb.c, N, CH, 1e-12f),
          G->layernorm_forward(gg, y.g, mean.g, rstd.g, x.g, lw.g, lb.g, N, CH, 1e-12f));
     b2_cmp("layernorm_forward", "out", y, 1e-5);
     b2_cmp("layernorm_forward", "rstd", rstd, 1e-5);
-    buf2 dx = b2_rand((size_t)N * CH, &s, -1, 1), dlw = b2_rand(CH, &s, -1, 1), dlb = b2_rand(CH, &s, -1, 1);
+    buf2 dx = b2_rand((size_t)N * CH, s, -1, 1), dlw = b2_rand(CH, s, -1, 1), dlb = b2_rand(CH, s, -1, 1);
     BOTH(C->layernorm_backward(cc, dx.c, dlw.c, dlb.c, dout.c, x.c, lw.c, mean.c, rstd.c, N, CH),
          G->layernorm_backward(gg, dx.g, dlw.g, dlb.g, dout.g, x.g, lw.g, mean.g, rstd.g, N, CH));
     b2_cmp("layernorm_backward", "dinp", dx, 1e-5);
     b2_cmp("layernorm_backward", "dw", dlw, 1e-5);
     b2_cmp("layernorm_backward", "db", dlb, 1e-5);
+    b2_free(lw), b2_free(lb), b2_free(y), b2_free(mean), b2_free(rstd), b2_free(dx), b2_free(dlw), b2_free(dlb);
+    return x;
+}
 
-    /* matmul, with and without bias, OC = 160 and OC = 2 (the QA head) */
-    int ocs[2] = {OC, 2};
+/* matmul on input x, with and without bias, OC = 160 and OC = 2 (the QA
+ * head); GELU. */
+static void ops_matmul_gelu(buf2 x, double gt, uint64_t *s)
+{
+    const backend_i *C = g_cpu.i, *G = g_gpu.i;
+    void *cc = g_cpu.ctx, *gg = g_gpu.ctx;
+    enum { CH = OPS_CH, I = 4 * OPS_CH };
+    int N = OPS_B * OPS_T;
+    int ocs[2] = {OPS_OC, 2};
     for (int k = 0; k < 2; k++) {
         int oc = ocs[k];
         char name[32];
         snprintf(name, sizeof name, "matmul OC=%d", oc);
-        buf2 w = b2_rand((size_t)oc * CH, &s, -0.2f, 0.2f), bias = b2_rand(oc, &s, -1, 1);
+        buf2 w = b2_rand((size_t)oc * CH, s, -0.2f, 0.2f), bias = b2_rand(oc, s, -1, 1);
         buf2 out = b2_new((size_t)N * oc, NULL);
         BOTH(C->matmul_forward(cc, out.c, x.c, w.c, bias.c, N, CH, oc),
              G->matmul_forward(gg, out.g, x.g, w.g, bias.g, N, CH, oc));
@@ -358,8 +376,8 @@ static void ops_one(precision_kind prec)
         BOTH(C->matmul_forward(cc, out.c, x.c, w.c, NULL, N, CH, oc),
              G->matmul_forward(gg, out.g, x.g, w.g, NULL, N, CH, oc));
         b2_cmp(name, "out (no bias)", out, gt);
-        buf2 d = b2_rand((size_t)N * oc, &s, -1, 1), di = b2_rand((size_t)N * CH, &s, -1, 1);
-        buf2 dw = b2_rand((size_t)oc * CH, &s, -1, 1), db = b2_rand(oc, &s, -1, 1);
+        buf2 d = b2_rand((size_t)N * oc, s, -1, 1), di = b2_rand((size_t)N * CH, s, -1, 1);
+        buf2 dw = b2_rand((size_t)oc * CH, s, -1, 1), db = b2_rand(oc, s, -1, 1);
         BOTH(C->matmul_backward(cc, di.c, dw.c, db.c, d.c, x.c, w.c, N, CH, oc),
              G->matmul_backward(gg, di.g, dw.g, db.g, d.g, x.g, w.g, N, CH, oc));
         b2_cmp(name, "dinp", di, gt);
@@ -368,58 +386,57 @@ static void ops_one(precision_kind prec)
         b2_free(w), b2_free(bias), b2_free(out), b2_free(d), b2_free(di), b2_free(dw), b2_free(db);
     }
 
-    /* gelu */
-    buf2 h = b2_rand((size_t)N * I, &s, -5, 5), gy = b2_new((size_t)N * I, NULL);
+    buf2 h = b2_rand((size_t)N * I, s, -5, 5), gy = b2_new((size_t)N * I, NULL);
     BOTH(C->gelu_forward(cc, gy.c, h.c, (size_t)N * I), G->gelu_forward(gg, gy.g, h.g, (size_t)N * I));
     b2_cmp("gelu_forward", "out", gy, 1e-6);
-    buf2 gd = b2_rand((size_t)N * I, &s, -1, 1), gdi = b2_rand((size_t)N * I, &s, -1, 1);
+    buf2 gd = b2_rand((size_t)N * I, s, -1, 1), gdi = b2_rand((size_t)N * I, s, -1, 1);
     BOTH(C->gelu_backward(cc, gdi.c, h.c, gd.c, (size_t)N * I), G->gelu_backward(gg, gdi.g, h.g, gd.g, (size_t)N * I));
     b2_cmp("gelu_backward", "dinp", gdi, 1e-5);
+    b2_free(h), b2_free(gy), b2_free(gd), b2_free(gdi);
+}
 
-    /* attention, without and with dropout: the odd shape above (T 37, the
-     * GEMMs' unaligned path) and a BERT-like one (T 128, HS 64, Tensor Cores) */
-    ops_attention_both(B, T, NH, HS, mask, gt, rng, &s);
-    {
-        enum { B2 = 2, T2 = 128 };
-        int32_t m2[B2 * T2];
-        for (int i = 0; i < B2 * T2; i++) m2[i] = !(i >= T2 && i % T2 >= 100);
-        ops_attention_both(B2, T2, 4, 64, m2, gt, rng, &s);
-    }
-
-    /* dropout: flat (one window of n rows of 1), and packed rows of CH
-     * (window 1 cut at 31 tokens, as the mask); add */
-    size_t n = (size_t)N * CH + 3; /* not a multiple of 4 */
-    buf2 a = b2_rand(n, &s, -2, 2), a2 = b2_rand(n, &s, -2, 2), r = b2_new(n, NULL);
+/* dropout: flat (one window of n rows of 1), and on the packed rows of CH
+ * of windows cu; add; scale. */
+static void ops_dropout_add(const int32_t *cu, buf2 bcu, philox_stream rng, uint64_t *s)
+{
+    const backend_i *C = g_cpu.i, *G = g_gpu.i;
+    void *cc = g_cpu.ctx, *gg = g_gpu.ctx;
+    enum { B = OPS_B, T = OPS_T, CH = OPS_CH };
+    size_t n = (size_t)B * T * CH + 3; /* not a multiple of 4 */
+    buf2 a = b2_rand(n, s, -2, 2), a2 = b2_rand(n, s, -2, 2), r = b2_new(n, NULL);
     backend_windows wf = backend_windows_padded(1, (int)n, NULL);
     BOTH(C->dropout_forward(cc, r.c, a.c, &wf, 1, 0.1f, rng), G->dropout_forward(gg, r.g, a.g, &wf, 1, 0.1f, rng));
     b2_cmp("dropout_forward", "out", r, 1e-6);
     BOTH(C->dropout_backward(cc, r.c, a2.c, &wf, 1, 0.1f, rng), G->dropout_backward(gg, r.g, a2.g, &wf, 1, 0.1f, rng));
     b2_cmp("dropout_backward", "dinp", r, 1e-6);
-    int32_t cu[B + 1] = {0, T, T + 31};
-    buf2 bcu = b2_ints(cu, B + 1);
-    {
-        backend_windows wc = backend_windows_packed((int32_t *)bcu.c, B, T, cu[B], T);
-        backend_windows wg = backend_windows_packed((int32_t *)bcu.g, B, T, cu[B], T);
-        buf2 rk = b2_new((size_t)cu[B] * CH, NULL);
-        BOTH(C->dropout_forward(cc, rk.c, a.c, &wc, CH, 0.1f, rng),
-             G->dropout_forward(gg, rk.g, a.g, &wg, CH, 0.1f, rng));
-        b2_cmp("dropout_forward packed", "out", rk, 1e-6);
-        BOTH(C->dropout_backward(cc, rk.c, a2.c, &wc, CH, 0.1f, rng),
-             G->dropout_backward(gg, rk.g, a2.g, &wg, CH, 0.1f, rng));
-        b2_cmp("dropout_backward packed", "dinp", rk, 1e-6);
-        b2_free(rk);
-    }
+    backend_windows wc = backend_windows_packed((int32_t *)bcu.c, B, T, cu[B], T);
+    backend_windows wg = backend_windows_packed((int32_t *)bcu.g, B, T, cu[B], T);
+    buf2 rk = b2_new((size_t)cu[B] * CH, NULL);
+    BOTH(C->dropout_forward(cc, rk.c, a.c, &wc, CH, 0.1f, rng), G->dropout_forward(gg, rk.g, a.g, &wg, CH, 0.1f, rng));
+    b2_cmp("dropout_forward packed", "out", rk, 1e-6);
+    BOTH(C->dropout_backward(cc, rk.c, a2.c, &wc, CH, 0.1f, rng),
+         G->dropout_backward(gg, rk.g, a2.g, &wg, CH, 0.1f, rng));
+    b2_cmp("dropout_backward packed", "dinp", rk, 1e-6);
+    b2_free(rk);
     BOTH(C->add(cc, r.c, a.c, a2.c, n), G->add(gg, r.g, a.g, a2.g, n));
     b2_cmp("add", "out", r, 1e-6);
     BOTH(C->scale(cc, r.c, n, 0.37f), G->scale(gg, r.g, n, 0.37f));
     b2_cmp("scale", "x", r, 1e-6);
+    b2_free(a), b2_free(a2), b2_free(r);
+}
 
-    /* QA loss: row 0 normal, row 1 start past T (ignored), end negative
-     * (clamped to 0); padded, padded with the mask (row 1 over 31
-     * positions), packed */
+/* QA loss: row 0 normal, row 1 start past T (ignored), end negative
+ * (clamped to 0); padded, padded with the mask (row 1 over 31 positions),
+ * packed (windows cu). */
+static void ops_qa_loss(const int32_t *mask, const int32_t *cu, buf2 bcu, uint64_t *s)
+{
+    const backend_i *C = g_cpu.i, *G = g_gpu.i;
+    void *cc = g_cpu.ctx, *gg = g_gpu.ctx;
+    enum { B = OPS_B, T = OPS_T };
+    int N = B * T;
     int32_t st[B] = {5, T + 3}, en[B] = {-2, 9};
-    buf2 bst = b2_ints(st, B), ben = b2_ints(en, B);
-    buf2 lg = b2_rand((size_t)N * 2, &s, -3, 3), dl = b2_new((size_t)N * 2, NULL), ls = b2_new(1, NULL);
+    buf2 bst = b2_ints(st, B), ben = b2_ints(en, B), bmask = b2_ints(mask, N);
+    buf2 lg = b2_rand((size_t)N * 2, s, -3, 3), dl = b2_new((size_t)N * 2, NULL), ls = b2_new(1, NULL);
     for (int k = 0; k < 3; k++) {
         static const char *const kinds[3] = {"qa_loss", "qa_loss masked", "qa_loss packed"};
         backend_windows wc = backend_windows_padded(B, T, NULL), wg = wc;
@@ -435,11 +452,16 @@ static void ops_one(precision_kind prec)
         b2_cmp(kinds[k], "loss", ls, 1e-5);
         b2_cmp(kinds[k], "dlogits", dl, 1e-5);
     }
-    b2_free(bcu);
+    b2_free(bst), b2_free(ben), b2_free(bmask), b2_free(lg), b2_free(dl), b2_free(ls);
+}
 
-    /* sum_squares, all_finite */
+/* sum_squares, all_finite; AdamW on 1000 elements with decay, and without. */
+static void ops_sums_adamw(uint64_t *s)
+{
+    const backend_i *C = g_cpu.i, *G = g_gpu.i;
+    void *cc = g_cpu.ctx, *gg = g_gpu.ctx;
     size_t big = 1000003;
-    buf2 sq = b2_rand(big, &s, -1, 1);
+    buf2 sq = b2_rand(big, s, -1, 1);
     double sc = C->sum_squares(cc, sq.c, big), sg = G->sum_squares(gg, sq.g, big);
     gc_result(fabs(sc - sg) <= 1e-12 * sc, "ops %-5s sum_squares n=%zu: cuda %.17g cpu %.17g", g_prec, big, sg, sc);
     double sg2 = G->sum_squares(gg, sq.g, big);
@@ -454,10 +476,9 @@ static void ops_one(precision_kind prec)
     gc_result(f1 == 1 && f_inf == 0 && f_nan == 0, "ops %-5s all_finite: finite %d, with inf %d, with NaN %d", g_prec,
               f1, f_inf, f_nan);
 
-    /* AdamW on 1000 elements with decay, and without */
     size_t na = 1000;
-    buf2 pp = b2_rand(na, &s, -1, 1), pg = b2_rand(na, &s, -1, 1), pm = b2_rand(na, &s, -0.1f, 0.1f);
-    buf2 pv = b2_rand(na, &s, 0, 0.01f);
+    buf2 pp = b2_rand(na, s, -1, 1), pg = b2_rand(na, s, -1, 1), pm = b2_rand(na, s, -0.1f, 0.1f);
+    buf2 pv = b2_rand(na, s, 0, 0.01f);
     BOTH(C->adamw(cc, pp.c, pg.c, pm.c, pv.c, na, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 3, 0.5f),
          G->adamw(gg, pp.g, pg.g, pm.g, pv.g, na, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 3, 0.5f));
     BOTH(C->adamw(cc, pp.c, pg.c, pm.c, pv.c, na, 2e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 4, 1.0f),
@@ -465,12 +486,42 @@ static void ops_one(precision_kind prec)
     b2_cmp("adamw", "p", pp, 1e-6);
     b2_cmp("adamw", "m", pm, 1e-6);
     b2_cmp("adamw", "v", pv, 1e-6);
+    b2_free(sq), b2_free(pp), b2_free(pg), b2_free(pm), b2_free(pv);
+}
 
-    b2_free(bid), b2_free(bty), b2_free(bmask), b2_free(wte), b2_free(wpe), b2_free(wtt), b2_free(emb);
-    b2_free(dout), b2_free(dwte), b2_free(dwpe), b2_free(dwtt), b2_free(x), b2_free(lw), b2_free(lb), b2_free(y);
-    b2_free(mean), b2_free(rstd), b2_free(dx), b2_free(dlw), b2_free(dlb), b2_free(h), b2_free(gy), b2_free(gd);
-    b2_free(gdi), b2_free(a), b2_free(a2), b2_free(r), b2_free(bst), b2_free(ben), b2_free(lg), b2_free(dl);
-    b2_free(ls), b2_free(sq), b2_free(pp), b2_free(pg), b2_free(pm), b2_free(pv);
+/* Every op once on both backends, the pieces in the order they draw their
+ * inputs from one stream. */
+static void ops_one(precision_kind prec)
+{
+    enum { B = OPS_B, T = OPS_T };
+    uint64_t s = 1234;
+    double gt = gemm_tol(prec);
+    philox_stream rng = {7, 3, 17};
+    int32_t mask[B * T];
+    for (int i = 0; i < B * T; i++) mask[i] = !(i >= T && i % T > 30); /* row 1 padded after 30 */
+
+    buf2 dout = ops_embedding(&s);
+    buf2 x = ops_layernorm(dout, &s);
+    ops_matmul_gelu(x, gt, &s);
+
+    /* attention, without and with dropout: the odd shape above (T 37, the
+     * GEMMs' unaligned path) and a BERT-like one (T 128, HS 64, Tensor Cores) */
+    ops_attention_both(B, T, OPS_NH, OPS_HS, mask, gt, rng, &s);
+    {
+        enum { B2 = 2, T2 = 128 };
+        int32_t m2[B2 * T2];
+        for (int i = 0; i < B2 * T2; i++) m2[i] = !(i >= T2 && i % T2 >= 100);
+        ops_attention_both(B2, T2, 4, 64, m2, gt, rng, &s);
+    }
+
+    /* window 1 cut at 31 tokens, as the mask */
+    int32_t cu[B + 1] = {0, T, T + 31};
+    buf2 bcu = b2_ints(cu, B + 1);
+    ops_dropout_add(cu, bcu, rng, &s);
+    ops_qa_loss(mask, cu, bcu, &s);
+    b2_free(bcu);
+    ops_sums_adamw(&s);
+    b2_free(dout), b2_free(x);
 }
 
 int gc_ops(int argc, char **argv)

@@ -230,8 +230,9 @@ int gc_memory(int argc, char **argv)
         precision_kind prec = r.have_be ? cuda_backend_precision(r.be.ctx) : cases[i].prec;
         if (!rc) rc = backend_mem_query(&r.be, &m);
         int64_t after = device_used();
-        memory_plan p;
-        if (!rc) rc = memory_plan_compute(&r.cfg, cases[i].micro, cases[i].T, prec, RECOMPUTE_NONE, &p);
+        memory_answer p;
+        memory_query q = {.cfg = &r.cfg, .micro = cases[i].micro, .T = cases[i].T, .prec = prec};
+        if (!rc) rc = memory_plan(&q, &p);
         if (rc) {
             gc_result(0, "memory %s T%d micro %d: %s", cases[i].config, cases[i].T, cases[i].micro, err_msg());
             rig_close(&r);
@@ -403,7 +404,8 @@ int gc_maxbatch(int argc, char **argv)
     int64_t tot = 0;
     if (prec == PREC_AUTO && cuda_probe(0, pn, sizeof pn, &ma, &mi, &tot, why, sizeof why))
         prec = select_auto_precision(ma, mi);
-    int planned = memory_largest_micro(&cfg, o.seq, prec, o.rc, o.limit, 1 << 16);
+    memory_query q = {.cfg = &cfg, .T = o.seq, .prec = prec, .recompute = o.rc};
+    int planned = (int)memory_largest(&q, MEMORY_FIT_MICRO, o.limit, 1 << 16);
     /* Bisection between a size that trains and one that does not. */
     int lo = 0, hi = planned > 0 ? planned + 1 : 2, r;
     while ((r = fits(&o, hi)) == 1) {

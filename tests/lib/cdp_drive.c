@@ -600,47 +600,36 @@ static void usage(void) {
     exit(2);
 }
 
-int main(int argc, char **argv) {
-    const char *browser = NULL, *url = NULL, *dir = NULL, *out = NULL, *context = NULL, *shot = NULL;
+typedef struct {
+    const char *browser, *url, *dir, *out, *context, *shot;
     const char *questions[MAX_QUESTIONS];
-    int nq = 0;
-    double timeout = 45;
+    int nq;
+    double timeout;
+} opts;
+
+static void parse_args(int argc, char **argv, opts *o) {
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc) usage();
         const char *a = argv[i], *v = argv[++i];
-        if (!strcmp(a, "--browser")) browser = v;
-        else if (!strcmp(a, "--url")) url = v;
-        else if (!strcmp(a, "--dir")) dir = v;
-        else if (!strcmp(a, "--out")) out = v;
-        else if (!strcmp(a, "--context")) context = v;
-        else if (!strcmp(a, "--screenshot")) shot = v;
+        if (!strcmp(a, "--browser")) o->browser = v;
+        else if (!strcmp(a, "--url")) o->url = v;
+        else if (!strcmp(a, "--dir")) o->dir = v;
+        else if (!strcmp(a, "--out")) o->out = v;
+        else if (!strcmp(a, "--context")) o->context = v;
+        else if (!strcmp(a, "--screenshot")) o->shot = v;
         else if (!strcmp(a, "--timeout")) {
             char *end;
-            timeout = strtod(v, &end);
-            if (*end || !(timeout >= 1 && timeout <= 600)) usage();
-        } else if (!strcmp(a, "--question") && nq < MAX_QUESTIONS) questions[nq++] = v;
+            o->timeout = strtod(v, &end);
+            if (*end || !(o->timeout >= 1 && o->timeout <= 600)) usage();
+        } else if (!strcmp(a, "--question") && o->nq < MAX_QUESTIONS) o->questions[o->nq++] = v;
         else usage();
     }
-    if (!browser || !url || !dir || !out || !context || !nq) usage();
+    if (!o->browser || !o->url || !o->dir || !o->out || !o->context || !o->nq) usage();
+}
 
-    cdp cx = {.pid = -1, .wfd = -1, .rfd = -1, .errors = json_array(), .rounds = json_array()}, *c = &cx;
-    c->deadline = now_s() + timeout;
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGALRM, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN); /* a write to a dead chromium is an EPIPE we report */
-    alarm((unsigned)timeout + 5);
-    setvbuf(stdout, NULL, _IOLBF, 0);
-
-    static char profile[4096], log[4096];
-    snprintf(profile, sizeof profile, "%s/profile", dir);
-    snprintf(log, sizeof log, "%s/chromium.log", dir);
-    c->log = log;
-    double t0 = now_s();
-    browser_start(c, browser, profile);
-
+/* A tab attached with a flat session, the page at url loaded, and the
+ * listeners counting its trusted events in place. */
+static void open_page(cdp *c, const char *url, double t0) {
     json_t *r = cdp_call(c, "Target.createTarget", json_pack("{s:s}", "url", "about:blank"), 0);
     char target[128];
     snprintf(target, sizeof target, "%s", json_string_value(json_object_get(r, "targetId")) ? json_string_value(json_object_get(r, "targetId")) : "");
@@ -672,62 +661,71 @@ int main(int argc, char **argv) {
                "waiting for the page to load", 15);
     char *ok = page_eval(c, k_count_events);
     free(ok);
+}
 
-    int keys = 0, inserts = 0, backspaces = 0;
-    for (int q = 0; q < nq; q++) {
-        double tq = now_s();
-        if (q == 0) {
-            click(c, "context");
-            int k0 = keys, i0 = inserts;
-            type_text(c, context, &keys, &inserts);
-            printf("step: typed the context: %d key presses, %d inserted characters\n", keys - k0, inserts - i0);
-            check_value(c, "context", context);
-            click(c, "question");
-        } else {
-            free(page_eval(c, "(()=>{delete document.body.dataset.state;return 'ok'})()"));
-            click(c, "question");
-            key(c, "End", "End", 35, NULL);
-            size_t n = code_points(questions[q - 1]);
-            for (size_t i = 0; i < n; i++) key(c, "Backspace", "Backspace", 8, NULL);
-            backspaces += (int)n;
-            printf("step: End, then %zu x Backspace\n", n);
-            check_value(c, "question", "");
-        }
-        int k0 = keys, i0 = inserts;
-        type_text(c, questions[q], &keys, &inserts);
-        printf("step: typed question %d: %d key presses, %d inserted characters\n", q + 1, keys - k0, inserts - i0);
-        check_value(c, "question", questions[q]);
-        if (q == 0) {
-            key(c, "Enter", "Enter", 13, "\r");
-            printf("step: pressed Enter in the question box\n");
-        } else {
-            click(c, "ask");
-        }
-        wait_until(c, k_answered, "waiting for the answer", 20);
-        char *page = page_eval(c, k_read_page);
-        json_error_t je;
-        json_t *shown = json_loads(page, 0, &je);
-        free(page);
-        if (!shown) fail(c, "the page's state is not JSON: %s", je.text);
-        json_object_set_new(shown, "question", json_string(questions[q]));
-        json_object_set_new(shown, "seconds", json_real(now_s() - tq));
-        printf("page: question \"%s\" -> answer \"%s\", mark \"%s\", %zu n-best rows\n", questions[q],
-               json_string_value(json_object_get(shown, "answer")),
-               json_string_value(json_object_get(shown, "mark")) ? json_string_value(json_object_get(shown, "mark")) : "(none)",
-               json_array_size(json_object_get(shown, "rows")));
-        json_array_append_new(c->rounds, shown);
+/* What was typed: the page's input events must come to their sum. */
+typedef struct {
+    int keys, inserts, backspaces;
+} typed;
+
+/* Question q: typed (after the context, for the first; after clearing the
+ * previous one, for the others), sent, and what the page then shows
+ * appended to c->rounds. */
+static void ask(cdp *c, const opts *o, int q, typed *t) {
+    double tq = now_s();
+    if (q == 0) {
+        click(c, "context");
+        int k0 = t->keys, i0 = t->inserts;
+        type_text(c, o->context, &t->keys, &t->inserts);
+        printf("step: typed the context: %d key presses, %d inserted characters\n", t->keys - k0, t->inserts - i0);
+        check_value(c, "context", o->context);
+        click(c, "question");
+    } else {
+        free(page_eval(c, "(()=>{delete document.body.dataset.state;return 'ok'})()"));
+        click(c, "question");
+        key(c, "End", "End", 35, NULL);
+        size_t n = code_points(o->questions[q - 1]);
+        for (size_t i = 0; i < n; i++) key(c, "Backspace", "Backspace", 8, NULL);
+        t->backspaces += (int)n;
+        printf("step: End, then %zu x Backspace\n", n);
+        check_value(c, "question", "");
     }
-    if (shot) screenshot(c, shot);
+    int k0 = t->keys, i0 = t->inserts;
+    type_text(c, o->questions[q], &t->keys, &t->inserts);
+    printf("step: typed question %d: %d key presses, %d inserted characters\n", q + 1, t->keys - k0, t->inserts - i0);
+    check_value(c, "question", o->questions[q]);
+    if (q == 0) {
+        key(c, "Enter", "Enter", 13, "\r");
+        printf("step: pressed Enter in the question box\n");
+    } else {
+        click(c, "ask");
+    }
+    wait_until(c, k_answered, "waiting for the answer", 20);
+    char *page = page_eval(c, k_read_page);
+    json_error_t je;
+    json_t *shown = json_loads(page, 0, &je);
+    free(page);
+    if (!shown) fail(c, "the page's state is not JSON: %s", je.text);
+    json_object_set_new(shown, "question", json_string(o->questions[q]));
+    json_object_set_new(shown, "seconds", json_real(now_s() - tq));
+    printf("page: question \"%s\" -> answer \"%s\", mark \"%s\", %zu n-best rows\n", o->questions[q],
+           json_string_value(json_object_get(shown, "answer")),
+           json_string_value(json_object_get(shown, "mark")) ? json_string_value(json_object_get(shown, "mark")) : "(none)",
+           json_array_size(json_object_get(shown, "rows")));
+    json_array_append_new(c->rounds, shown);
+}
 
+/* The page's count of trusted events against what was sent, and its
+ * errors; writes the JSON, closes chromium; returns the exit status. */
+static int judge(cdp *c, const opts *o, const typed *t, double t0) {
     /* Events still on the pipe (a late console error) before judging. */
     call_drop(c, "Runtime.evaluate", json_pack("{s:s}", "expression", "0"));
 
-    /* The page's count of trusted events against what was sent. */
     char *counts_s = page_eval(c, "JSON.stringify(window.__cdp)");
     json_t *counts = json_loads(counts_s, 0, NULL);
     free(counts_s);
     if (!counts) fail(c, "no event counts");
-    int want_keys = g_keys, want_input = keys + inserts + backspaces;
+    int nq = o->nq, want_keys = g_keys, want_input = t->keys + t->inserts + t->backspaces;
     long got_keydown = (long)json_integer_value(json_object_get(counts, "keydown"));
     long got_keyup = (long)json_integer_value(json_object_get(counts, "keyup"));
     long got_input = (long)json_integer_value(json_object_get(counts, "input"));
@@ -744,9 +742,9 @@ int main(int argc, char **argv) {
 
     json_t *result = json_pack("{s:O, s:o, s:O, s:f}", "rounds", c->rounds, "events", counts, "errors", c->errors,
                                "seconds", now_s() - t0);
-    if (json_dump_file(result, out, JSON_INDENT(1)) != 0) {
+    if (json_dump_file(result, o->out, JSON_INDENT(1)) != 0) {
         json_decref(result);
-        fail(c, "cannot write %s", out);
+        fail(c, "cannot write %s", o->out);
     }
     json_decref(result);
     int errors = (int)json_array_size(c->errors);
@@ -756,4 +754,32 @@ int main(int argc, char **argv) {
     if (bad) fprintf(stderr, "cdp_drive: FAIL: the page did not receive the input events that were sent\n");
     if (errors) fprintf(stderr, "cdp_drive: FAIL: the page logged %d errors\n", errors);
     return bad || errors ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+    opts o = {.timeout = 45};
+    parse_args(argc, argv, &o);
+
+    cdp cx = {.pid = -1, .wfd = -1, .rfd = -1, .errors = json_array(), .rounds = json_array()}, *c = &cx;
+    c->deadline = now_s() + o.timeout;
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN); /* a write to a dead chromium is an EPIPE we report */
+    alarm((unsigned)o.timeout + 5);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+
+    static char profile[4096], log[4096];
+    snprintf(profile, sizeof profile, "%s/profile", o.dir);
+    snprintf(log, sizeof log, "%s/chromium.log", o.dir);
+    c->log = log;
+    double t0 = now_s();
+    browser_start(c, o.browser, profile);
+    open_page(c, o.url, t0);
+    typed t = {0};
+    for (int q = 0; q < o.nq; q++) ask(c, &o, q, &t);
+    if (o.shot) screenshot(c, o.shot);
+    return judge(c, &o, &t, t0);
 }

@@ -29,8 +29,8 @@ static void check_config(const char *name, int vocab, int T)
 {
     bert_config cfg;
     CHECK(config_named(name, vocab, &cfg) == 0, "%s", err_msg());
-    memory_plan p;
-    int rc = memory_plan_compute(&cfg, 4, T, PREC_BF16, RECOMPUTE_NONE, &p);
+    memory_answer p;
+    int rc = memory_plan(&(memory_query){.cfg = &cfg, .micro = 4, .T = T, .prec = PREC_BF16}, &p);
     CHECK(rc == 0, "%s: %s", name, err_msg());
     int64_t n = param_formula(&cfg);
     bert_model_opts mo = {.cfg = &cfg, .max_B = 4, .T = T};
@@ -52,10 +52,13 @@ static void check_base_workspace(void)
 {
     bert_config cfg;
     config_named("base", 30522, &cfg);
-    memory_plan p32, p16, pt;
-    CHECK(memory_plan_compute(&cfg, 32, 384, PREC_FP32, RECOMPUTE_NONE, &p32) == 0, "%s", err_msg());
-    CHECK(memory_plan_compute(&cfg, 32, 384, PREC_BF16, RECOMPUTE_NONE, &p16) == 0, "%s", err_msg());
-    CHECK(memory_plan_compute(&cfg, 32, 384, PREC_TF32, RECOMPUTE_NONE, &pt) == 0, "%s", err_msg());
+    memory_answer p32, p16, pt;
+    memory_query q = {.cfg = &cfg, .micro = 32, .T = 384, .prec = PREC_FP32};
+    CHECK(memory_plan(&q, &p32) == 0, "%s", err_msg());
+    q.prec = PREC_BF16;
+    CHECK(memory_plan(&q, &p16) == 0, "%s", err_msg());
+    q.prec = PREC_TF32;
+    CHECK(memory_plan(&q, &pt) == 0, "%s", err_msg());
     int64_t fixed = (32 << 20) + 1024 * 8 + 256;
     int64_t want32 = fixed + 188743680 + 226492416, want16 = fixed + 226492416;
     printf("base 32x384 workspace: fp32 %lld (want %lld), bf16 %lld (want %lld), tf32 %lld\n", (long long)p32.workspace,
@@ -63,9 +66,11 @@ static void check_base_workspace(void)
     CHECK(p32.workspace == want32, "fp32 workspace");
     CHECK(p16.workspace == want16, "bf16 workspace");
     CHECK(pt.workspace == p32.workspace, "tf32 takes fp32's memory");
-    memory_plan pa, pf;
-    memory_plan_compute(&cfg, 32, 384, PREC_AUTO, RECOMPUTE_NONE, &pa);
-    memory_plan_compute(&cfg, 32, 384, PREC_FP16, RECOMPUTE_NONE, &pf);
+    memory_answer pa, pf;
+    q.prec = PREC_AUTO;
+    memory_plan(&q, &pa);
+    q.prec = PREC_FP16;
+    memory_plan(&q, &pf);
     CHECK(pa.total == p16.total && pf.total == p16.total, "auto, fp16 and bf16 take the same memory");
     /* 108,893,186 parameters: bert-base-uncased's 109,482,240 less the
      * pooler (768*768 + 768) plus qa_outputs (768*2 + 2). */
@@ -76,9 +81,11 @@ static void check_recompute(void)
 {
     bert_config cfg;
     config_named("base", 30522, &cfg);
-    memory_plan none, layer;
-    memory_plan_compute(&cfg, 8, 384, PREC_BF16, RECOMPUTE_NONE, &none);
-    memory_plan_compute(&cfg, 8, 384, PREC_BF16, RECOMPUTE_LAYER, &layer);
+    memory_answer none, layer;
+    memory_query q = {.cfg = &cfg, .micro = 8, .T = 384, .prec = PREC_BF16};
+    memory_plan(&q, &none);
+    q.recompute = RECOMPUTE_LAYER;
+    memory_plan(&q, &layer);
     printf("base 8x384 activations: none %lld, layer %lld (%.1f%%)\n", (long long)none.activations,
            (long long)layer.activations, 100.0 * (double)layer.activations / (double)none.activations);
     CHECK(layer.activations < none.activations / 4, "recompute should keep well under a quarter for 12 layers");
@@ -90,9 +97,11 @@ static void check_recompute(void)
     CHECK(layer.activations == want, "recompute layer activations %lld, want %lld", (long long)layer.activations,
           (long long)want);
     /* A one-layer model has nothing to recompute. */
-    memory_plan n1, l1;
-    memory_plan_compute(&one, 8, 384, PREC_BF16, RECOMPUTE_NONE, &n1);
-    memory_plan_compute(&one, 8, 384, PREC_BF16, RECOMPUTE_LAYER, &l1);
+    memory_answer n1, l1;
+    q.cfg = &one;
+    memory_plan(&q, &l1);
+    q.recompute = RECOMPUTE_NONE;
+    memory_plan(&q, &n1);
     CHECK(n1.activations == l1.activations, "one layer: %lld vs %lld", (long long)n1.activations,
           (long long)l1.activations);
 }
@@ -101,31 +110,36 @@ static void check_largest(void)
 {
     bert_config cfg;
     config_named("base", 30522, &cfg);
+    memory_query q = {.cfg = &cfg, .T = 384, .prec = PREC_BF16};
     int64_t prev = 0;
-    for (int m = 1; m <= 64; m++) {
-        memory_plan p;
-        memory_plan_compute(&cfg, m, 384, PREC_BF16, RECOMPUTE_NONE, &p);
+    for (q.micro = 1; q.micro <= 64; q.micro++) {
+        int m = q.micro;
+        memory_answer p;
+        memory_plan(&q, &p);
         CHECK(p.total > prev, "total must grow with the micro-batch (m %d)", m);
         prev = p.total;
     }
     int64_t budgets[] = {(int64_t)16 << 30, (int64_t)40 << 30, (int64_t)3 << 30, (int64_t)80 << 30};
     for (int i = 0; i < 4; i++) {
         int64_t budget = memory_budget_for_card(budgets[i]);
-        int best = memory_largest_micro(&cfg, 384, PREC_BF16, RECOMPUTE_NONE, budget, 100000);
-        memory_plan a, b;
-        memory_plan_compute(&cfg, best, 384, PREC_BF16, RECOMPUTE_NONE, &a);
-        memory_plan_compute(&cfg, best + 1, 384, PREC_BF16, RECOMPUTE_NONE, &b);
+        int best = (int)memory_largest(&q, MEMORY_FIT_MICRO, budget, 100000);
+        memory_answer a, b;
+        q.micro = best;
+        memory_plan(&q, &a);
+        q.micro = best + 1;
+        memory_plan(&q, &b);
         printf("card %lld GiB: budget %lld, largest micro-batch %d (%lld B; %d takes %lld B)\n",
                (long long)(budgets[i] >> 30), (long long)budget, best, (long long)a.total, best + 1, (long long)b.total);
         CHECK(best >= 1, "something fits %lld GiB", (long long)(budgets[i] >> 30));
         CHECK(a.total <= budget && b.total > budget, "largest micro-batch %d is not the boundary", best);
     }
     int64_t b16 = memory_budget_for_card((int64_t)16 << 30);
-    CHECK(memory_largest_micro(&cfg, 384, PREC_BF16, RECOMPUTE_NONE, b16, 12) == 12, "capped at max_micro");
-    CHECK(memory_largest_micro(&cfg, 384, PREC_BF16, RECOMPUTE_NONE, 1000, 64) == 0, "1000 bytes fit nothing");
-    CHECK(memory_largest_micro(&cfg, 384, PREC_BF16, RECOMPUTE_NONE, b16, 0) == 0, "max_micro 0");
-    int lr = memory_largest_micro(&cfg, 384, PREC_BF16, RECOMPUTE_LAYER, b16, 100000);
-    int ln = memory_largest_micro(&cfg, 384, PREC_BF16, RECOMPUTE_NONE, b16, 100000);
+    CHECK(memory_largest(&q, MEMORY_FIT_MICRO, b16, 12) == 12, "capped at max_micro");
+    CHECK(memory_largest(&q, MEMORY_FIT_MICRO, 1000, 64) == 0, "1000 bytes fit nothing");
+    CHECK(memory_largest(&q, MEMORY_FIT_MICRO, b16, 0) == 0, "max_micro 0");
+    int ln = (int)memory_largest(&q, MEMORY_FIT_MICRO, b16, 100000);
+    q.recompute = RECOMPUTE_LAYER;
+    int lr = (int)memory_largest(&q, MEMORY_FIT_MICRO, b16, 100000);
     printf("16 GiB card, base, T 384: largest micro-batch %d without recompute, %d with\n", ln, lr);
     CHECK(lr >= 3 * ln, "recompute should fit several times more (%d vs %d)", lr, ln);
     CHECK(memory_budget_for_card(MEMORY_CONTEXT_RESERVE / 2) == 0, "budget of a tiny card");
@@ -136,25 +150,38 @@ static void check_bad(void)
 {
     bert_config cfg;
     config_named("tiny", 1000, &cfg);
-    memory_plan p;
-    CHECK(memory_plan_compute(&cfg, 0, 64, PREC_BF16, RECOMPUTE_NONE, &p) == ERR_INPUT, "micro 0");
-    CHECK(memory_plan_compute(&cfg, 1, 0, PREC_BF16, RECOMPUTE_NONE, &p) == ERR_INPUT, "T 0");
-    CHECK(memory_plan_compute(&cfg, 1, 513, PREC_BF16, RECOMPUTE_NONE, &p) == ERR_INPUT, "T past positions");
+    memory_answer p;
+    memory_query q = {.cfg = &cfg, .micro = 0, .T = 64, .prec = PREC_BF16};
+    CHECK(memory_plan(&q, &p) == ERR_INPUT, "micro 0");
+    q.micro = 1;
+    q.T = 0;
+    CHECK(memory_plan(&q, &p) == ERR_INPUT, "T 0");
+    q.T = 513;
+    CHECK(memory_plan(&q, &p) == ERR_INPUT, "T past positions");
     CHECK(strstr(err_msg(), "max_position_embeddings") != NULL, "message: %s", err_msg());
-    CHECK(memory_plan_compute(&cfg, 1, 64, (precision_kind)9, RECOMPUTE_NONE, &p) == ERR_INPUT, "precision 9");
-    CHECK(memory_plan_compute(&cfg, 1, 64, PREC_BF16, (recompute_kind)5, &p) == ERR_INPUT, "recompute 5");
-    CHECK(memory_plan_compute(&cfg, 10000000, 512, PREC_BF16, RECOMPUTE_NONE, &p) == ERR_INPUT, "huge micro-batch");
+    q.T = 64;
+    q.prec = (precision_kind)9;
+    CHECK(memory_plan(&q, &p) == ERR_INPUT, "precision 9");
+    q.prec = PREC_BF16;
+    q.recompute = (recompute_kind)5;
+    CHECK(memory_plan(&q, &p) == ERR_INPUT, "recompute 5");
+    q.recompute = RECOMPUTE_NONE;
+    q.micro = 10000000;
+    q.T = 512;
+    CHECK(memory_plan(&q, &p) == ERR_INPUT, "huge micro-batch");
     CHECK(strstr(err_msg(), "too large") != NULL, "message: %s", err_msg());
     bert_config bad = cfg;
     bad.num_attention_heads = 3; /* does not divide 128 */
-    CHECK(memory_plan_compute(&bad, 1, 64, PREC_BF16, RECOMPUTE_NONE, &p) == ERR_INPUT, "heads not dividing hidden");
+    q = (memory_query){.cfg = &bad, .micro = 1, .T = 64, .prec = PREC_BF16};
+    CHECK(memory_plan(&q, &p) == ERR_INPUT, "heads not dividing hidden");
     /* Sizes whose byte counts pass 2^32 many times over: no wrap. */
     CHECK(config_named("large", 1 << 24, &cfg) == 0, "%s", err_msg());
     cfg.hidden_size = 16384;
     cfg.num_attention_heads = 128;
     cfg.intermediate_size = 65536;
     cfg.num_hidden_layers = 96;
-    CHECK(memory_plan_compute(&cfg, 1, 128, PREC_FP32, RECOMPUTE_NONE, &p) == 0, "%s", err_msg());
+    q = (memory_query){.cfg = &cfg, .micro = 1, .T = 128, .prec = PREC_FP32};
+    CHECK(memory_plan(&q, &p) == 0, "%s", err_msg());
     int64_t want_params = param_formula(&cfg);
     printf("L96 H16384 with a 2^24 vocabulary: %lld parameters, %lld B total\n", (long long)p.n_params,
            (long long)p.total);
@@ -171,14 +198,14 @@ static void check_bad(void)
 
 static int64_t r16(int64_t n) { return (n + 15) & ~(int64_t)15; }
 
-static int plans_equal(const memory_plan *a, const memory_plan *b)
+static int plans_equal(const memory_answer *a, const memory_answer *b)
 {
     return a->n_params == b->n_params && a->params == b->params && a->grads == b->grads &&
            a->optimizer == b->optimizer && a->activations == b->activations && a->workspace == b->workspace &&
            a->total == b->total;
 }
 
-/* Pipeline stages and the sharded optimizer (memory_plan_stage): one stage
+/* Pipeline stages and the sharded optimizer (memory_plan's layouts): one stage
  * is the whole model's plan; stages' parameters, gradients and Adam state
  * sum to the whole; sharding over D ranks divides Adam's m and v by D up to
  * the pieces' remainders; stage activations against bert.c's table for a
@@ -194,27 +221,30 @@ static void check_layouts(void)
         for (int rc = 0; rc < 2; rc++) {
             recompute_kind rk = rc ? RECOMPUTE_LAYER : RECOMPUTE_NONE;
             int micro = 4, T = 384;
-            memory_plan whole;
-            memory_plan_compute(&cfg, micro, T, PREC_BF16, rk, &whole);
-            memory_layout one = {1, 1, NULL};
-            memory_stage st;
-            CHECK(memory_plan_stage(&cfg, micro, T, PREC_BF16, rk, &one, 0, &st) == 0, "%s", err_msg());
-            CHECK(plans_equal(&st.plan, &whole) && st.in_flight == 1 && st.layer_first == 0 && st.layer_end == L &&
+            memory_query q = {.cfg = &cfg, .micro = micro, .T = T, .prec = PREC_BF16, .recompute = rk};
+            memory_answer whole;
+            memory_plan(&q, &whole);
+            memory_query one = q;
+            one.stages = one.shard_ranks = 1;
+            memory_answer st;
+            CHECK(memory_plan(&one, &st) == 0, "%s", err_msg());
+            CHECK(plans_equal(&st, &whole) && st.in_flight == 1 && st.layer_first == 0 && st.layer_end == L &&
                       st.embeddings && st.qa_head,
                   "%s recompute %d: one stage is the whole model's plan", names[ci], rc);
             /* 2 stages */
-            memory_layout two = {2, 1, NULL};
-            memory_stage s0, s1;
-            CHECK(memory_plan_stage(&cfg, micro, T, PREC_BF16, rk, &two, 0, &s0) == 0 &&
-                      memory_plan_stage(&cfg, micro, T, PREC_BF16, rk, &two, 1, &s1) == 0, "%s", err_msg());
+            memory_query two = q;
+            two.stages = 2;
+            memory_answer s0, s1;
+            int r0 = memory_plan(&two, &s0);
+            two.stage = 1;
+            CHECK(r0 == 0 && memory_plan(&two, &s1) == 0, "%s", err_msg());
             CHECK(s0.layer_first == 0 && s0.layer_end == L / 2 && s1.layer_first == L / 2 && s1.layer_end == L &&
                       s0.embeddings && !s0.qa_head && !s1.embeddings && s1.qa_head && s0.in_flight == 2 &&
                       s1.in_flight == 1, "%s: the stages' layers and in-flight counts", names[ci]);
-            CHECK(s0.plan.n_params + s1.plan.n_params == whole.n_params && s0.plan.params + s1.plan.params == whole.params &&
-                      s0.plan.grads + s1.plan.grads == whole.grads &&
-                      s0.plan.optimizer + s1.plan.optimizer == whole.optimizer,
+            CHECK(s0.n_params + s1.n_params == whole.n_params && s0.params + s1.params == whole.params &&
+                      s0.grads + s1.grads == whole.grads && s0.optimizer + s1.optimizer == whole.optimizer,
                   "%s: 2 stages' parameters %lld + %lld, gradients and Adam state sum to the whole's %lld", names[ci],
-                  (long long)s0.plan.n_params, (long long)s1.plan.n_params, (long long)whole.n_params);
+                  (long long)s0.n_params, (long long)s1.n_params, (long long)whole.n_params);
             /* activations against bert.c for a model of L/2 layers: stage 1
              * is it without the embeddings; stage 0 keeps 2 micro-batches of
              * it without the QA head and the working buffers, and those once */
@@ -228,79 +258,91 @@ static void check_layouts(void)
             int64_t work = 4 * (7 * nc + 2 * ni + att) + (rc ? layer : 0), ints = 4 * (4 * N + 3 * micro + 1);
             int64_t want1 = A - emb, want0 = 2 * (A - head - head_work - work - ints) + work + ints;
             printf("%s recompute %d, 2 stages, micro 4 x 384: activations stage 0 %lld (want %lld), stage 1 %lld (want "
-                   "%lld); one stage %lld\n", names[ci], rc, (long long)s0.plan.activations, (long long)want0,
-                   (long long)s1.plan.activations, (long long)want1, (long long)whole.activations);
-            CHECK(s1.plan.activations == want1 && s0.plan.activations == want0, "%s: stage activations", names[ci]);
+                   "%lld); one stage %lld\n", names[ci], rc, (long long)s0.activations, (long long)want0,
+                   (long long)s1.activations, (long long)want1, (long long)whole.activations);
+            CHECK(s1.activations == want1 && s0.activations == want0, "%s: stage activations", names[ci]);
             /* sharding */
             for (int D = 2; D <= 8; D *= 2) {
-                memory_layout sh = {1, D, NULL}, sh2 = {2, D, NULL};
-                memory_stage a, b0, b1;
-                memory_plan_stage(&cfg, micro, T, PREC_BF16, rk, &sh, 0, &a);
-                memory_plan_stage(&cfg, micro, T, PREC_BF16, rk, &sh2, 0, &b0);
-                memory_plan_stage(&cfg, micro, T, PREC_BF16, rk, &sh2, 1, &b1);
-                int64_t over = (int64_t)D * a.plan.optimizer - whole.optimizer;
+                memory_query sh = q, sh2 = q;
+                sh.shard_ranks = sh2.shard_ranks = D;
+                sh2.stages = 2;
+                memory_answer a, b0, b1;
+                memory_plan(&sh, &a);
+                memory_plan(&sh2, &b0);
+                sh2.stage = 1;
+                memory_plan(&sh2, &b1);
+                int64_t over = (int64_t)D * a.optimizer - whole.optimizer;
                 CHECK(over >= 0 && over < 8LL * D * (D - 1) * (L + 2),
                       "%s: Adam state over %d ranks %lld B per rank, whole %lld B (D x per rank - whole = %lld)",
-                      names[ci], D, (long long)a.plan.optimizer, (long long)whole.optimizer, (long long)over);
-                CHECK(a.plan.params == whole.params && a.plan.grads == whole.grads &&
-                          a.plan.activations == whole.activations &&
-                          a.plan.total == whole.total - whole.optimizer + a.plan.optimizer,
+                      names[ci], D, (long long)a.optimizer, (long long)whole.optimizer, (long long)over);
+                CHECK(a.params == whole.params && a.grads == whole.grads && a.activations == whole.activations &&
+                          a.total == whole.total - whole.optimizer + a.optimizer,
                       "%s: sharding over %d changes the Adam state alone", names[ci], D);
-                CHECK(memory_optimizer_bytes_per_rank(&cfg, D) == a.plan.optimizer, "optimizer bytes per rank");
-                int64_t over2 = (int64_t)D * (b0.plan.optimizer + b1.plan.optimizer) - whole.optimizer;
+                CHECK(memory_optimizer_bytes_per_rank(&cfg, D) == a.optimizer, "optimizer bytes per rank");
+                int64_t over2 = (int64_t)D * (b0.optimizer + b1.optimizer) - whole.optimizer;
                 CHECK(over2 >= 0 && over2 < 8LL * D * (D - 1) * (L + 2), "%s: 2 stages over %d ranks: Adam %lld + %lld",
-                      names[ci], D, (long long)b0.plan.optimizer, (long long)b1.plan.optimizer);
+                      names[ci], D, (long long)b0.optimizer, (long long)b1.optimizer);
                 if (rc == 0 && D == 2)
                     printf("%s: Adam m and v %lld B whole, %lld B per rank over 2 ranks\n", names[ci],
-                           (long long)whole.optimizer, (long long)a.plan.optimizer);
+                           (long long)whole.optimizer, (long long)a.optimizer);
             }
             /* the largest micro-batch of a layout: the boundary */
             int64_t budget = memory_budget_for_card((int64_t)16 << 30);
-            memory_layout lays[3] = {{1, 1, NULL}, {2, 1, NULL}, {2, 4, NULL}};
+            const int lays[3][2] = {{1, 1}, {2, 1}, {2, 4}};
             for (int li = 0; li < 3; li++) {
-                int best = memory_largest_micro_layout(&cfg, T, PREC_BF16, rk, &lays[li], budget, 4096);
+                memory_query lay = q;
+                lay.stages = lays[li][0];
+                lay.shard_ranks = lays[li][1];
+                int best = (int)memory_largest(&lay, MEMORY_FIT_MICRO, budget, 4096);
                 int64_t peak_best = 0, peak_next = 0;
-                for (int s = 0; s < lays[li].stages; s++) {
-                    memory_stage x, y;
-                    memory_plan_stage(&cfg, best > 0 ? best : 1, T, PREC_BF16, rk, &lays[li], s, &x);
-                    memory_plan_stage(&cfg, best + 1, T, PREC_BF16, rk, &lays[li], s, &y);
-                    if (x.plan.total > peak_best) peak_best = x.plan.total;
-                    if (y.plan.total > peak_next) peak_next = y.plan.total;
+                for (lay.stage = 0; lay.stage < lay.stages; lay.stage++) {
+                    memory_answer x, y;
+                    lay.micro = best > 0 ? best : 1;
+                    memory_plan(&lay, &x);
+                    lay.micro = best + 1;
+                    memory_plan(&lay, &y);
+                    if (x.total > peak_best) peak_best = x.total;
+                    if (y.total > peak_next) peak_next = y.total;
                 }
                 CHECK((best == 0 || peak_best <= budget) && peak_next > budget,
                       "%s recompute %d, %d stages, %d ranks: largest micro-batch %d is not the boundary", names[ci], rc,
-                      lays[li].stages, lays[li].shard_ranks, best);
+                      lay.stages, lay.shard_ranks, best);
                 if (li == 0)
-                    CHECK(best == memory_largest_micro(&cfg, T, PREC_BF16, rk, budget, 4096),
-                          "one stage: memory_largest_micro's answer");
+                    CHECK(best == memory_largest(&q, MEMORY_FIT_MICRO, budget, 4096),
+                          "one stage: the whole model's answer");
             }
         }
     }
     bert_config cfg;
     config_named("base", 30522, &cfg);
-    memory_stage st;
-    memory_layout bad[] = {{0, 1, NULL}, {13, 1, NULL}, {2, 0, NULL}};
-    for (int i = 0; i < 3; i++)
-        CHECK(memory_plan_stage(&cfg, 1, 384, PREC_BF16, RECOMPUTE_NONE, &bad[i], 0, &st) == ERR_INPUT,
-              "layout %d stages %d ranks refused", bad[i].stages, bad[i].shard_ranks);
-    memory_layout two = {2, 1, NULL};
-    CHECK(memory_plan_stage(&cfg, 1, 384, PREC_BF16, RECOMPUTE_NONE, &two, 2, &st) == ERR_INPUT, "stage 2 of 2");
+    memory_answer st;
+    const int bad[3][2] = {{-1, 1}, {13, 1}, {2, -1}};
+    for (int i = 0; i < 3; i++) {
+        memory_query q = {.cfg = &cfg, .micro = 1, .T = 384, .prec = PREC_BF16, .stages = bad[i][0],
+                          .shard_ranks = bad[i][1]};
+        CHECK(memory_plan(&q, &st) == ERR_INPUT, "layout %d stages %d ranks refused", bad[i][0], bad[i][1]);
+    }
+    memory_query two = {.cfg = &cfg, .micro = 1, .T = 384, .prec = PREC_BF16, .stages = 2, .stage = 2};
+    CHECK(memory_plan(&two, &st) == ERR_INPUT, "stage 2 of 2");
+    two = (memory_query){.cfg = &cfg, .micro = 8, .T = 384, .max_tokens = 2000, .prec = PREC_BF16, .stages = 2};
+    CHECK(memory_plan(&two, &st) == ERR_INPUT, "packed micro-batches on 2 stages");
     err_clear();
 }
 
-/* The largest stage time and peak of a split, by memory_plan_stage and
- * memory_stage_flops. */
+/* The largest stage time and peak of a split, by memory_plan and
+ * bert_stage_flops. */
 static void split_cost(const bert_config *cfg, int micro, int T, int S, const int *sp, double *time, int64_t *peak)
 {
-    memory_layout lay = {S, 1, sp};
+    memory_query lay = {.cfg = cfg, .micro = micro, .T = T, .prec = PREC_BF16, .stages = S, .split = sp};
     *time = 0;
     *peak = 0;
     for (int s = 0; s < S; s++) {
-        memory_stage st;
-        CHECK(memory_plan_stage(cfg, micro, T, PREC_BF16, RECOMPUTE_NONE, &lay, s, &st) == 0, "%s", err_msg());
-        double t = memory_stage_flops(cfg, T, sp[s], sp[s + 1], s == 0, s == S - 1);
+        memory_answer st;
+        lay.stage = s;
+        CHECK(memory_plan(&lay, &st) == 0, "%s", err_msg());
+        double t = bert_stage_flops(cfg, T, sp[s], sp[s + 1], s == 0, s == S - 1);
         if (t > *time) *time = t;
-        if (st.plan.total > *peak) *peak = st.plan.total;
+        if (st.total > *peak) *peak = st.total;
     }
 }
 
@@ -331,7 +373,7 @@ static int split_is(const int *sp, int S, const char *want)
     return !strcmp(got, want);
 }
 
-/* memory_stage_split (the default pipeline split): hand-worked cases, and
+/* memory_split (the default pipeline split): hand-worked cases, and
  * against every split of small models (the smallest largest stage time,
  * then the smallest largest stage peak). */
 static void check_stage_split(void)
@@ -339,29 +381,32 @@ static void check_stage_split(void)
     bert_config cfg;
     config_named("base", 30522, &cfg);
     int sp[32];
-    CHECK(memory_stage_split(&cfg, 8, 384, PREC_BF16, RECOMPUTE_NONE, 1, sp) == 0 && split_is(sp, 1, "0,12"), "S = 1");
-    CHECK(memory_stage_split(&cfg, 8, 384, PREC_BF16, RECOMPUTE_NONE, 2, sp) == 0 && split_is(sp, 2, "0,6,12"),
-          "12 layers in 2 stages");
-    CHECK(memory_stage_split(&cfg, 8, 384, PREC_BF16, RECOMPUTE_NONE, 12, sp) == 0 &&
-              split_is(sp, 12, "0,1,2,3,4,5,6,7,8,9,10,11,12"), "S = L");
+    memory_query q = {.cfg = &cfg, .micro = 8, .T = 384, .prec = PREC_BF16, .stages = 1};
+    CHECK(memory_split(&q, sp) == 0 && split_is(sp, 1, "0,12"), "S = 1");
+    q.stages = 2;
+    CHECK(memory_split(&q, sp) == 0 && split_is(sp, 2, "0,6,12"), "12 layers in 2 stages");
+    q.stages = 12;
+    CHECK(memory_split(&q, sp) == 0 && split_is(sp, 12, "0,1,2,3,4,5,6,7,8,9,10,11,12"), "S = L");
     /* 12 in 5: 3 layers is the least the largest stage can have; the
      * 3-layer stages go where the embeddings' and the head's FLOPs are not;
      * of those splits the smallest largest peak: at 8 x 384 stage 0 (5
      * micro-batches in flight) takes 2 layers, at 1 x 384 the embeddings'
      * weights weigh more and it takes 1 */
-    CHECK(memory_stage_split(&cfg, 8, 384, PREC_BF16, RECOMPUTE_NONE, 5, sp) == 0 && split_is(sp, 5, "0,2,4,7,10,12"),
-          "12 layers in 5 stages, micro-batch 8");
-    CHECK(memory_stage_split(&cfg, 1, 384, PREC_BF16, RECOMPUTE_NONE, 5, sp) == 0 && split_is(sp, 5, "0,1,4,7,10,12"),
-          "12 layers in 5 stages, micro-batch 1");
+    q.stages = 5;
+    CHECK(memory_split(&q, sp) == 0 && split_is(sp, 5, "0,2,4,7,10,12"), "12 layers in 5 stages, micro-batch 8");
+    q.micro = 1;
+    CHECK(memory_split(&q, sp) == 0 && split_is(sp, 5, "0,1,4,7,10,12"), "12 layers in 5 stages, micro-batch 1");
     /* 3 layers in 2 stages: the embeddings (30 C a token) cost more than
      * the QA head (12 C), so stage 0 takes the single layer */
     bert_config three = cfg;
     three.num_hidden_layers = 3;
-    CHECK(memory_stage_split(&three, 8, 384, PREC_BF16, RECOMPUTE_NONE, 2, sp) == 0 && split_is(sp, 2, "0,1,3"),
-          "3 layers in 2 stages");
-    CHECK(memory_stage_split(&cfg, 8, 384, PREC_BF16, RECOMPUTE_NONE, 13, sp) == ERR_INPUT &&
-              memory_stage_split(&cfg, 8, 384, PREC_BF16, RECOMPUTE_NONE, 0, sp) == ERR_INPUT,
-          "more stages than layers, no stage: refused");
+    memory_query q3 = {.cfg = &three, .micro = 8, .T = 384, .prec = PREC_BF16, .stages = 2};
+    CHECK(memory_split(&q3, sp) == 0 && split_is(sp, 2, "0,1,3"), "3 layers in 2 stages");
+    q.micro = 8;
+    q.stages = 13;
+    int r13 = memory_split(&q, sp);
+    q.stages = 0;
+    CHECK(r13 == ERR_INPUT && memory_split(&q, sp) == ERR_INPUT, "more stages than layers, no stage: refused");
     err_clear();
     /* against every split */
     const char *names[] = {"mini", "base"};
@@ -375,7 +420,8 @@ static void check_stage_split(void)
                 int all[32] = {0};
                 all[S] = cfg.num_hidden_layers;
                 split_all(&cfg, micro, 128, S, all, 1, &want_t, &want_p);
-                CHECK(memory_stage_split(&cfg, micro, 128, PREC_BF16, RECOMPUTE_NONE, S, sp) == 0, "%s", err_msg());
+                q = (memory_query){.cfg = &cfg, .micro = micro, .T = 128, .prec = PREC_BF16, .stages = S};
+                CHECK(memory_split(&q, sp) == 0, "%s", err_msg());
                 split_cost(&cfg, micro, 128, S, sp, &got_t, &got_p);
                 CHECK(got_t == want_t && got_p == want_p,
                       "%s, %d stages, micro-batch %d: the split's time %.6g and peak %lld, the best %.6g and %lld",
@@ -385,16 +431,17 @@ static void check_stage_split(void)
     /* a layout's split: refused when it does not run from 0 to L in increasing boundaries */
     config_named("base", 30522, &cfg);
     const int bad[3][3] = {{0, 6, 11}, {1, 6, 12}, {0, 0, 12}};
+    memory_query lay = {.cfg = &cfg, .micro = 1, .T = 384, .prec = PREC_BF16, .stages = 2};
+    memory_answer st;
     for (int i = 0; i < 3; i++) {
-        memory_layout lay = {2, 1, bad[i]};
-        memory_stage st;
-        CHECK(memory_plan_stage(&cfg, 1, 384, PREC_BF16, RECOMPUTE_NONE, &lay, 0, &st) == ERR_INPUT, "bad split %d", i);
+        lay.split = bad[i];
+        CHECK(memory_plan(&lay, &st) == ERR_INPUT, "bad split %d", i);
     }
     const int given[3] = {0, 5, 12};
-    memory_layout lay = {2, 1, given};
-    memory_stage st;
-    CHECK(memory_plan_stage(&cfg, 1, 384, PREC_BF16, RECOMPUTE_NONE, &lay, 1, &st) == 0 && st.layer_first == 5 &&
-              st.layer_end == 12 && st.qa_head && !st.embeddings, "a given split's stage 1");
+    lay.split = given;
+    lay.stage = 1;
+    CHECK(memory_plan(&lay, &st) == 0 && st.layer_first == 5 && st.layer_end == 12 && st.qa_head && !st.embeddings,
+          "a given split's stage 1");
     err_clear();
 }
 

@@ -355,11 +355,14 @@ static void planner(void)
 {
     bert_config base;
     CHECK(config_named("base", 30522, &base) == 0, "%s", err_msg());
-    memory_plan pad, full, real;
-    int rc = memory_plan_compute(&base, 8, 384, PREC_BF16, RECOMPUTE_NONE, &pad);
-    if (!rc) rc = memory_plan_compute_tokens(&base, 8, 384, 8 * 384, PREC_BF16, RECOMPUTE_NONE, &full);
+    memory_answer pad, full, real;
+    memory_query q = {.cfg = &base, .micro = 8, .T = 384, .prec = PREC_BF16};
+    int rc = memory_plan(&q, &pad);
+    q.max_tokens = 8 * 384;
+    if (!rc) rc = memory_plan(&q, &full);
     /* 8 windows of SQuAD dev's mean length (176 tokens) */
-    if (!rc) rc = memory_plan_compute_tokens(&base, 8, 384, 8 * 176, PREC_BF16, RECOMPUTE_NONE, &real);
+    q.max_tokens = 8 * 176;
+    if (!rc) rc = memory_plan(&q, &real);
     CHECK(rc == 0, "plans: %s", err_msg());
     printf("BERT-base, 8 windows at T 384: padded %.1f MiB activations; packed by tokens: 3072 tokens %.1f MiB, "
            "1408 tokens %.1f MiB; totals %.1f / %.1f / %.1f MiB\n",
@@ -372,10 +375,11 @@ static void planner(void)
                                                                          "padded activations");
     CHECK(full.activations <= pad.activations + 65536, "all 3072 tokens take no more than padded (%lld vs %lld)",
           (long long)full.activations, (long long)pad.activations);
-    int64_t best = memory_largest_tokens(&base, 8, 384, PREC_BF16, RECOMPUTE_NONE, real.total, 8 * 384);
+    int64_t best = memory_largest(&q, MEMORY_FIT_TOKENS, real.total, 8 * 384);
     CHECK(best >= 8 * 176 && best < 8 * 176 + 64, "the largest --max-tokens in the 1408-token plan's budget: %lld",
           (long long)best);
-    CHECK(memory_plan_compute_tokens(&base, 8, 384, 100, PREC_BF16, RECOMPUTE_NONE, &real) == ERR_INPUT,
+    q.max_tokens = 100;
+    CHECK(memory_plan(&q, &real) == ERR_INPUT,
           "--max-tokens below T refused: %s", err_msg());
     err_clear();
 }

@@ -110,8 +110,9 @@ static void check_memory(void)
     CHECK(none == bert_activation_bytes(&(bert_model_opts){.cfg = &base, .max_B = 8, .T = 384}),
           "mode 0 is bert_activation_bytes");
     CHECK(layer < none / 4, "recompute keeps under a quarter for 12 layers");
-    memory_plan p;
-    CHECK(memory_plan_compute(&base, 8, 384, PREC_BF16, RECOMPUTE_LAYER, &p) == 0 && p.activations == (int64_t)layer,
+    memory_answer p;
+    memory_query q = {.cfg = &base, .micro = 8, .T = 384, .prec = PREC_BF16, .recompute = RECOMPUTE_LAYER};
+    CHECK(memory_plan(&q, &p) == 0 && p.activations == (int64_t)layer,
           "the planner's recompute activations are bert.c's (%lld vs %zu)", (long long)p.activations, layer);
 }
 

@@ -60,6 +60,100 @@ static void compare_params(const st_file *ref, const param_table *t, const float
     }
 }
 
+/* Step 0: forward and backward on the batch, the logits, the loss and
+ * every gradient against the reference's; its loss into *loss. Returns,
+ * per tensor of the model's table, 1 where the gradient is zero in exact
+ * arithmetic. */
+static float *check_step0(const st_file *ref, bert_model *m, backend *be, const bert_batch *batch, float *loss)
+{
+    const param_table *mt = bert_model_table(m);
+    size_t BT = (size_t)batch->B * batch->T;
+    philox_stream rng = {.seed = 42, .step = 0};
+    float *sl = malloc(BT * sizeof *sl), *el = malloc(BT * sizeof *el);
+    int rc = bert_forward(m, batch, 0, 0, rng, loss, sl, el);
+    CHECK(rc == 0, "forward: %s", err_msg());
+    float *want = tu_st_f32(ref, "start_logits", BT);
+    if (want) tu_close("start_logits", sl, want, BT, 1e-5, 1e-6), free(want);
+    want = tu_st_f32(ref, "end_logits", BT);
+    if (want) tu_close("end_logits", el, want, BT, 1e-5, 1e-6), free(want);
+    want = tu_st_f32(ref, "loss", 1);
+    if (want) tu_close("loss", loss, want, 1, 1e-5, 1e-6), free(want);
+
+    bert_zero_grad(m);
+    rc = bert_backward(m, 1.0f);
+    CHECK(rc == 0, "backward: %s", err_msg());
+    float *grads = malloc(mt->total * sizeof *grads);
+    rc = be->i->download(be->ctx, grads, bert_model_grads(m), mt->total * sizeof *grads);
+    CHECK(rc == 0, "download grads");
+    compare_params(ref, mt, grads, "grad.", 1e-5, 1e-7, 1e-6, NULL, 0);
+
+    /* Which tensors have a zero gradient in exact arithmetic. */
+    float *zero_grad = calloc((size_t)mt->n, sizeof *zero_grad);
+    int nzero = 0;
+    for (int i = 0; i < mt->n; i++) {
+        char name[128];
+        snprintf(name, sizeof name, "grad.%s", mt->info[i].name);
+        float *g = tu_st_f32(ref, name, mt->info[i].numel);
+        if (!g) continue;
+        double mx = 0;
+        for (size_t j = 0; j < mt->info[i].numel; j++) mx = fmax(mx, fabs(g[j]));
+        if (mx < 1e-12) zero_grad[i] = 1, nzero++;
+        free(g);
+    }
+    int L = bert_model_config(m)->num_hidden_layers;
+    printf("%d tensors have a zero gradient in exact arithmetic\n", nzero);
+    CHECK(nzero == L + 2, "expected the %d key biases, the last LayerNorm bias and qa_outputs.bias, found %d", L,
+          nzero);
+    free(grads);
+    free(sl);
+    free(el);
+    return zero_grad;
+}
+
+/* 3 AdamW updates with the reference's hyperparameters (hp), the first on
+ * step 0's gradients (loss: step 0's); the gradient norms against the
+ * reference's. Returns the sum of the 3 learning rates. */
+static double check_updates(const st_file *ref, bert_model *m, optim *opt, const bert_batch *batch, const float *hp,
+                            float loss)
+{
+    optim_config oc = optim_config_default();
+    oc.lr = hp[0];
+    oc.weight_decay = hp[1];
+    oc.max_grad_norm = hp[2];
+    oc.warmup_steps = (int64_t)hp[3];
+    oc.total_steps = (int64_t)hp[4];
+    oc.eps = hp[5];
+    oc.beta1 = hp[6];
+    oc.beta2 = hp[7];
+    printf("AdamW lr %g wd %g eps %g betas %g %g, clip at %g, warm-up %lld of %lld\n", oc.lr, oc.weight_decay, oc.eps,
+           oc.beta1, oc.beta2, oc.max_grad_norm, (long long)oc.warmup_steps, (long long)oc.total_steps);
+    float *norms_ref = tu_st_f32(ref, "grad_norm", 3);
+    float norms[3] = {0};
+    double lr_sum = 0;
+    philox_stream rng = {.seed = 42, .step = 0};
+    for (int k = 0; k < 3; k++) {
+        int rc = 0;
+        if (k > 0) {
+            bert_zero_grad(m);
+            rng.step = (uint32_t)k;
+            rc = bert_forward(m, batch, 0, 0, rng, &loss, NULL, NULL);
+            if (!rc) rc = bert_backward(m, 1.0f);
+            CHECK(rc == 0, "step %d: %s", k, err_msg());
+        }
+        optim_result r;
+        rc = optim_step(opt, bert_model_params(m), bert_model_grads(m), &oc, k, 1.0f, &r);
+        CHECK(rc == 0, "optim_step %d: %s", k, err_msg());
+        printf("update %d: loss %.6f grad norm %.6f clip coef %.6f lr %g\n", k, loss, r.grad_norm, r.clip_coef, r.lr);
+        CHECK(r.clip_coef < 1 && !r.skipped, "update %d: clipping triggers (coef %g) and nothing is skipped", k,
+              r.clip_coef);
+        norms[k] = (float)r.grad_norm;
+        lr_sum += r.lr;
+    }
+    if (norms_ref) tu_close("grad_norm (3 updates)", norms, norms_ref, 3, 1e-5, 0), free(norms_ref);
+    CHECK(optim_t(opt) == 3, "3 Adam steps taken (%lld)", (long long)optim_t(opt));
+    return lr_sum;
+}
+
 int main(void)
 {
     log_quiet(1);
@@ -110,82 +204,14 @@ int main(void)
     const param_table *mt = bert_model_table(m);
     CHECK(mt->total == t.total, "model_load's table (%zu) and the model's (%zu) agree", t.total, mt->total);
 
-    /* Step 0: forward and backward, compared tensor by tensor. */
-    philox_stream rng = {.seed = 42, .step = 0};
+    /* Step 0: forward and backward, compared tensor by tensor; then 3
+     * updates on the same batch, as the script runs them. */
     float loss = 0;
-    float *sl = malloc(BT * sizeof *sl), *el = malloc(BT * sizeof *el);
-    int rc = bert_forward(m, &batch, 0, 0, rng, &loss, sl, el);
-    CHECK(rc == 0, "forward: %s", err_msg());
-    float *want = tu_st_f32(&ref, "start_logits", BT);
-    if (want) tu_close("start_logits", sl, want, BT, 1e-5, 1e-6), free(want);
-    want = tu_st_f32(&ref, "end_logits", BT);
-    if (want) tu_close("end_logits", el, want, BT, 1e-5, 1e-6), free(want);
-    want = tu_st_f32(&ref, "loss", 1);
-    if (want) tu_close("loss", &loss, want, 1, 1e-5, 1e-6), free(want);
-
-    bert_zero_grad(m);
-    rc = bert_backward(m, 1.0f);
-    CHECK(rc == 0, "backward: %s", err_msg());
-    float *grads = malloc(t.total * sizeof *grads);
-    rc = be.i->download(be.ctx, grads, bert_model_grads(m), t.total * sizeof *grads);
-    CHECK(rc == 0, "download grads");
-    compare_params(&ref, mt, grads, "grad.", 1e-5, 1e-7, 1e-6, NULL, 0);
-
-    /* Which tensors have a zero gradient in exact arithmetic. */
-    float *zero_grad = calloc((size_t)mt->n, sizeof *zero_grad);
-    int nzero = 0;
-    for (int i = 0; i < mt->n; i++) {
-        char name[128];
-        snprintf(name, sizeof name, "grad.%s", mt->info[i].name);
-        float *g = tu_st_f32(&ref, name, mt->info[i].numel);
-        if (!g) continue;
-        double mx = 0;
-        for (size_t j = 0; j < mt->info[i].numel; j++) mx = fmax(mx, fabs(g[j]));
-        if (mx < 1e-12) zero_grad[i] = 1, nzero++;
-        free(g);
-    }
-    printf("%d tensors have a zero gradient in exact arithmetic\n", nzero);
-    CHECK(nzero == cfg.num_hidden_layers + 2,
-          "expected the %d key biases, the last LayerNorm bias and qa_outputs.bias, found %d",
-          cfg.num_hidden_layers, nzero);
-
-    /* 3 updates on the same batch, as the script runs them. */
-    optim_config oc = optim_config_default();
-    oc.lr = hp[0];
-    oc.weight_decay = hp[1];
-    oc.max_grad_norm = hp[2];
-    oc.warmup_steps = (int64_t)hp[3];
-    oc.total_steps = (int64_t)hp[4];
-    oc.eps = hp[5];
-    oc.beta1 = hp[6];
-    oc.beta2 = hp[7];
-    printf("AdamW lr %g wd %g eps %g betas %g %g, clip at %g, warm-up %lld of %lld\n", oc.lr, oc.weight_decay, oc.eps,
-           oc.beta1, oc.beta2, oc.max_grad_norm, (long long)oc.warmup_steps, (long long)oc.total_steps);
-    float *norms_ref = tu_st_f32(&ref, "grad_norm", 3);
-    float norms[3] = {0};
-    double lr_sum = 0;
-    for (int k = 0; k < 3; k++) {
-        if (k > 0) {
-            bert_zero_grad(m);
-            rng.step = (uint32_t)k;
-            rc = bert_forward(m, &batch, 0, 0, rng, &loss, NULL, NULL);
-            if (!rc) rc = bert_backward(m, 1.0f);
-            CHECK(rc == 0, "step %d: %s", k, err_msg());
-        }
-        optim_result r;
-        rc = optim_step(opt, bert_model_params(m), bert_model_grads(m), &oc, k, 1.0f, &r);
-        CHECK(rc == 0, "optim_step %d: %s", k, err_msg());
-        printf("update %d: loss %.6f grad norm %.6f clip coef %.6f lr %g\n", k, loss, r.grad_norm, r.clip_coef, r.lr);
-        CHECK(r.clip_coef < 1 && !r.skipped, "update %d: clipping triggers (coef %g) and nothing is skipped", k,
-              r.clip_coef);
-        norms[k] = (float)r.grad_norm;
-        lr_sum += r.lr;
-    }
-    if (norms_ref) tu_close("grad_norm (3 updates)", norms, norms_ref, 3, 1e-5, 0), free(norms_ref);
-    CHECK(optim_t(opt) == 3, "3 Adam steps taken (%lld)", (long long)optim_t(opt));
+    float *zero_grad = check_step0(&ref, m, &be, &batch, &loss);
+    double lr_sum = check_updates(&ref, m, opt, &batch, hp, loss);
 
     float *params = malloc(t.total * sizeof *params);
-    rc = bert_model_get_params(m, params);
+    int rc = bert_model_get_params(m, params);
     CHECK(rc == 0, "get params");
     printf("tolerance for zero-gradient tensors after 3 updates: atol %.3g (2 x sum of lr)\n", 2 * lr_sum);
     compare_params(&ref, mt, params, "step3.", 1e-5, 2e-6, 0, zero_grad, 2 * lr_sum);
@@ -195,9 +221,6 @@ int main(void)
 
     free(params);
     free(zero_grad);
-    free(grads);
-    free(sl);
-    free(el);
     free(ids), free(types), free(mask), free(sp), free(ep), free(shape), free(hp);
     optim_free(opt);
     bert_model_free(m);

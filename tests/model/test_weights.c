@@ -471,27 +471,18 @@ static void test_init_random(void)
     param_table_free(&t);
 }
 
-static void test_model_dirs(void)
+/* model_save, then model_load: the same config and bytes. */
+static void check_save_load(const bert_config *c, const param_table *t, const float *block)
 {
-    /* two layers, every table tensor, smaller still than tu_small_config's: quick under ASan */
-    bert_config c = tu_small_config(40, 2, 2), got;
-    c.hidden_size = 8;
-    c.intermediate_size = 16;
-    c.max_position_embeddings = 12;
-    c.pad_token_id = 1;
-    param_table t, lt;
-    param_table_init(&t, &c);
-    float *block = malloc(t.total * 4), *loaded = NULL;
-    /* Values exact in F16 and BF16 (k/8, |k| <= 8), so every dtype loads to the same floats. */
-    for (size_t i = 0; i < t.total; i++) block[i] = (float)((int)(i % 17) - 8) * 0.125f;
+    bert_config got;
+    param_table lt;
+    float *loaded = NULL;
     int qa = -1;
-
-    /* model_save, then model_load: the same config and bytes. */
     const char *src = make_dir("src_model");
     tu_write_tmp_bytes("src_model/vocab.txt", "[PAD]\n[UNK]\n", 12);
     tu_write_tmp_bytes("src_model/tokenizer_config.json", "{\"do_lower_case\": false}", 24);
     const char *saved = tu_tmp_path("saved_model");
-    int rc = model_save(saved, &c, &t, block, src);
+    int rc = model_save(saved, c, t, block, src);
     CHECK(rc == 0, "model_save: %s", err_msg());
     CHECK(path_exists(tu_tmp_path("saved_model/vocab.txt")) &&
               path_exists(tu_tmp_path("saved_model/tokenizer_config.json")),
@@ -499,33 +490,40 @@ static void test_model_dirs(void)
     rc = model_load(saved, 1, &got, &lt, &loaded, &qa);
     CHECK(rc == 0, "model_load of model_save: %s", err_msg());
     if (!rc) {
-        CHECK(!memcmp(&got, &c, sizeof c) && lt.total == t.total && qa == 0, "config, table size, qa flag");
-        CHECK(!memcmp(loaded, block, t.total * 4), "model_save/model_load round trip differs");
+        CHECK(!memcmp(&got, c, sizeof *c) && lt.total == t->total && qa == 0, "config, table size, qa flag");
+        CHECK(!memcmp(loaded, block, t->total * 4), "model_save/model_load round trip differs");
         free(loaded);
         param_table_free(&lt);
     }
+}
 
-    /* Bare names (a sentence-transformers BertModel), F16 and BF16, extra
-     * tensors, no qa_outputs: loads, and qa_outputs is initialised as
-     * model_init_random draws it for the same seed (bias 0). */
-    float *ref = malloc(t.total * 4);
-    model_init_random(&c, &t, ref, 5);
-    const param_info *qw = &t.info[param_table_find(&t, "qa_outputs.weight")];
-    const param_info *qb = &t.info[param_table_find(&t, "qa_outputs.bias")];
+/* Bare names (a sentence-transformers BertModel), F16 and BF16, extra
+ * tensors, no qa_outputs: loads, and qa_outputs is initialised as
+ * model_init_random draws it for the same seed (bias 0). */
+static void check_bare_names(const bert_config *c, const param_table *t, const float *block)
+{
+    float *ref = malloc(t->total * 4);
+    model_init_random(c, t, ref, 5);
+    const param_info *qw = &t->info[param_table_find(t, "qa_outputs.weight")];
+    const param_info *qb = &t->info[param_table_find(t, "qa_outputs.bias")];
     const char *dtypes[] = {"F32", "F16", "BF16"};
     for (int d = 0; d < 3; d++) {
         char name[64];
         snprintf(name, sizeof name, "bare_%s", dtypes[d]);
         const char *dir = make_dir(name);
-        write_config(dir, &c);
+        write_config(dir, c);
         /* The table less its last two entries (qa_outputs.weight and .bias). */
-        param_table no_qa = t;
-        no_qa.n = t.n - 2;
+        param_table no_qa = *t;
+        no_qa.n = t->n - 2;
         write_model_file(dir, &no_qa, block, 1, dtypes[d], NULL, 1);
+        bert_config got;
+        param_table lt;
+        float *loaded = NULL;
+        int qa = -1;
         log_quiet(0);
         printf("(expect one info line about ignoring cls.predictions.bias)\n");
         fflush(stdout);
-        rc = model_load(dir, 5, &got, &lt, &loaded, &qa);
+        int rc = model_load(dir, 5, &got, &lt, &loaded, &qa);
         log_quiet(1);
         CHECK(rc == 0, "%s: %s", name, err_msg());
         if (rc) continue;
@@ -541,36 +539,41 @@ static void test_model_dirs(void)
         free(loaded);
         param_table_free(&lt);
     }
+    free(ref);
+}
 
-    /* Errors of model dirs. */
+/* Errors of model dirs: tensors that disagree with config.json, are
+ * missing, not finite or not floats; other formats; no or a bad config. */
+static void check_dir_errors(const bert_config *c, const param_table *t, float *block)
+{
     const char *dir = make_dir("bad_shape");
-    bert_config wide = c;
+    bert_config wide = *c;
     wide.intermediate_size = 32; /* config.json disagrees with the file's [16, 8] */
     write_config(dir, &wide);
-    write_model_file(dir, &t, block, 0, "F32", NULL, 0);
+    write_model_file(dir, t, block, 0, "F32", NULL, 0);
     expect_load_error("shape vs config.json", dir, "tensor bert.encoder.layer.0.intermediate.dense.weight",
                       "shape [16, 8] disagrees with config.json, which implies [32, 8]");
     dir = make_dir("missing_tensor");
-    write_config(dir, &c);
-    write_model_file(dir, &t, block, 0, "F32", "bert.encoder.layer.1.attention.self.key.bias", 0);
+    write_config(dir, c);
+    write_model_file(dir, t, block, 0, "F32", "bert.encoder.layer.1.attention.self.key.bias", 0);
     expect_load_error("missing tensor", dir, "tensor bert.encoder.layer.1.attention.self.key.bias", "missing");
     dir = make_dir("missing_qa_bias");
-    write_config(dir, &c);
-    write_model_file(dir, &t, block, 0, "F32", "qa_outputs.bias", 0);
+    write_config(dir, c);
+    write_model_file(dir, t, block, 0, "F32", "qa_outputs.bias", 0);
     expect_load_error("half of qa_outputs", dir, "tensor qa_outputs.bias", "missing");
     dir = make_dir("nan_value");
-    write_config(dir, &c);
-    block[t.info[3].offset + 2] = NAN;
-    write_model_file(dir, &t, block, 0, "F32", NULL, 0);
-    block[t.info[3].offset + 2] = 0.25f;
+    write_config(dir, c);
+    block[t->info[3].offset + 2] = NAN;
+    write_model_file(dir, t, block, 0, "F32", NULL, 0);
+    block[t->info[3].offset + 2] = 0.25f;
     expect_load_error("NaN in a tensor", dir, "tensor bert.embeddings.LayerNorm.weight", "not finite");
     dir = make_dir("int_tensor");
-    write_config(dir, &c);
+    write_config(dir, c);
     st_entry ints[] = {{"bert.embeddings.word_embeddings.weight", ST_I32, 2, {40, 8}, block}};
     st_write(tu_tmp_path("int_tensor/model.safetensors"), ints, 1, 0);
     expect_load_error("I32 where floats belong", dir, "tensor bert.embeddings.word_embeddings.weight", "not a float");
     dir = make_dir("bad_dtype");
-    write_config(dir, &c);
+    write_config(dir, c);
     tu_write_tmp_bytes("bad_dtype/model.safetensors", "", 0);
     st_with_header("bad_dtype/model.safetensors", "{\"bert.embeddings.word_embeddings.weight\":{\"dtype\":\"F64\","
                    "\"shape\":[40,8],\"data_offsets\":[0,2560]}}", 2560);
@@ -578,7 +581,7 @@ static void test_model_dirs(void)
 
     dir = make_dir("torch_only");
     tu_write_tmp_bytes("torch_only/pytorch_model.bin", "PK", 2);
-    write_config(dir, &c);
+    write_config(dir, c);
     expect_load_error("only pytorch_model.bin", dir, "pytorch_model.bin", "save_pretrained(");
     expect_load_error("only pytorch_model.bin", dir, "safe_serialization=True", "from_pretrained('");
     dir = make_dir("tf_only");
@@ -589,15 +592,32 @@ static void test_model_dirs(void)
     /* A TF checkpoint is read now (src/model/tf_bert.c), given its config. */
     expect_load_error("only model.ckpt.index", dir, "a TensorFlow checkpoint", "no bert_config.json");
     dir = make_dir("no_config");
-    write_model_file(dir, &t, block, 0, "F32", NULL, 0);
+    write_model_file(dir, t, block, 0, "F32", NULL, 0);
     expect_load_error("no config.json", dir, "no config.json", NULL);
     dir = make_dir("bad_config");
-    write_model_file(dir, &t, block, 0, "F32", NULL, 0);
+    write_model_file(dir, t, block, 0, "F32", NULL, 0);
     tu_write_tmp_bytes("bad_config/config.json", "{\"hidden_act\": \"relu\"}", 22);
     expect_load_error("relu config", dir, "config.json: field hidden_act", "relu");
     expect_load_error("empty dir", make_dir("empty_dir"), "no model.safetensors", NULL);
     expect_load_error("no such dir", tu_tmp_path("nowhere"), "no such model directory", NULL);
-    free(ref);
+}
+
+static void test_model_dirs(void)
+{
+    /* two layers, every table tensor, smaller still than tu_small_config's: quick under ASan */
+    bert_config c = tu_small_config(40, 2, 2);
+    c.hidden_size = 8;
+    c.intermediate_size = 16;
+    c.max_position_embeddings = 12;
+    c.pad_token_id = 1;
+    param_table t;
+    param_table_init(&t, &c);
+    float *block = malloc(t.total * 4);
+    /* Values exact in F16 and BF16 (k/8, |k| <= 8), so every dtype loads to the same floats. */
+    for (size_t i = 0; i < t.total; i++) block[i] = (float)((int)(i % 17) - 8) * 0.125f;
+    check_save_load(&c, &t, block);
+    check_bare_names(&c, &t, block);
+    check_dir_errors(&c, &t, block);
     free(block);
     param_table_free(&t);
 }

@@ -254,9 +254,10 @@ static uint64_t metric(int port, const char *name)
     return v;
 }
 
-int main(void)
+/* Contexts (every third long enough for several 64-token windows) and
+ * questions into g_ctx, g_q. */
+static void make_pairs(void)
 {
-    log_quiet(1);
     static const char *names[] = {"Kopa Labs", "Vima Tesa", "the Orun river", "Dire Pogu", "Lake Semba", "Tarn Hall"};
     for (int i = 0; i < NPAIRS; i++) {
         char buf[4096];
@@ -269,20 +270,40 @@ int main(void)
         snprintf(buf, sizeof buf, "Who founded %s?", names[i % 6]);
         g_q[i] = xstrdup(buf);
     }
-    make_reference();
+}
 
-    qa_model m;
-    backend_opts bo = backend_opts_default();
-    bo.threads = 1;
-    bo.quiet = 1;
-    int rc = qa_model_load(&m, MODEL, 42);
-    if (!rc) rc = qa_model_start(&m, &bo, 8, 64);
-    CHECK(rc == 0, "model: %s", err_msg());
-    if (rc) return tu_done();
+/* A list request: each item's answers equal its own alone. */
+static void check_list(int port)
+{
+    json_t *arr = json_array();
+    for (int i = 0; i < 4; i++)
+        json_array_append_new(arr, json_pack("{s:s, s:s}", "context", g_ctx[i], "question", g_q[i]));
+    char *b = json_dumps(arr, JSON_COMPACT);
+    json_decref(arr);
+    http_resp h;
+    int r2 = http_do(port, "POST", "/v1/answer", b, strlen(b), &h);
+    free(b);
+    json_t *j = r2 == 0 ? json_loads(h.body, 0, NULL) : NULL;
+    json_t *res = json_object_get(j, "results");
+    int same = json_array_size(res) == 4;
+    for (int i = 0; i < 4 && same; i++) {
+        char *a = json_dumps(json_object_get(json_array_get(res, (size_t)i), "answers"), JSON_COMPACT);
+        same = a && answers_diff(a, g_want[i]) >= 0 && answers_diff(a, g_want[i]) <= 1e-4;
+        free(a);
+    }
+    printf("list of 4 items -> %d, each item's answers as alone: %s\n", h.status, same ? "yes" : "no");
+    CHECK(h.status == 200 && same, "list request: %s", h.body);
+    json_decref(j);
+    free(h.body);
+}
 
-    /* 1. Concurrent load: requests batched with each other; answers equal the ones alone. */
-    serve_server *s = start(&m, 10, 4096, 0, 8);
-    if (!s) return tu_done();
+/* 1. Concurrent load: requests batched with each other; answers equal the
+ * ones alone; the metrics count them; a list request. 0, or -1 when the
+ * server does not start. */
+static int check_load(qa_model *m)
+{
+    serve_server *s = start(m, 10, 4096, 0, 8);
+    if (!s) return -1;
     int port = serve_port(s);
     int nclients = 6, per = tu_sanitized() ? 25 : 100;
     client cl[8] = {{0}};
@@ -312,41 +333,23 @@ int main(void)
     printf("metrics: %llu answered 200 (plus the /metrics calls), %llu answered 400\n", (unsigned long long)n200,
            (unsigned long long)n400);
     CHECK(n400 == (uint64_t)bad && n200 >= (uint64_t)ok, "metrics disagree");
-    /* A list request: each item's answers equal its own alone. */
-    {
-        json_t *arr = json_array();
-        for (int i = 0; i < 4; i++)
-            json_array_append_new(arr, json_pack("{s:s, s:s}", "context", g_ctx[i], "question", g_q[i]));
-        char *b = json_dumps(arr, JSON_COMPACT);
-        json_decref(arr);
-        http_resp h;
-        int r2 = http_do(port, "POST", "/v1/answer", b, strlen(b), &h);
-        free(b);
-        json_t *j = r2 == 0 ? json_loads(h.body, 0, NULL) : NULL;
-        json_t *res = json_object_get(j, "results");
-        int same = json_array_size(res) == 4;
-        for (int i = 0; i < 4 && same; i++) {
-            char *a = json_dumps(json_object_get(json_array_get(res, (size_t)i), "answers"), JSON_COMPACT);
-            same = a && answers_diff(a, g_want[i]) >= 0 && answers_diff(a, g_want[i]) <= 1e-4;
-            free(a);
-        }
-        printf("list of 4 items -> %d, each item's answers as alone: %s\n", h.status, same ? "yes" : "no");
-        CHECK(h.status == 200 && same, "list request: %s", h.body);
-        json_decref(j);
-        free(h.body);
-    }
+    check_list(port);
     serve_stop(s, 10);
+    return 0;
+}
 
-    /* 2. A full queue: 503 with Retry-After; the queued request still answered. 3. Timeout: 504. */
-    s = start(&m, 1500, 1, 0, 8);
-    port = serve_port(s);
-    char *b0 = item_json(0);
+/* 2. A full queue: 503 with Retry-After; the queued request still answered
+ * (b0: a request's body). */
+static void check_queue_full(qa_model *m, char *b0)
+{
+    serve_server *s = start(m, 1500, 1, 0, 8);
+    int port = serve_port(s);
     bg_req a = {port, {0}, b0};
     pthread_t t;
     pthread_create(&t, NULL, bg_main, &a);
     usleep(300 * 1000);
     http_resp h;
-    rc = http_do(port, "POST", "/v1/answer", b0, strlen(b0), &h);
+    int rc = http_do(port, "POST", "/v1/answer", b0, strlen(b0), &h);
     printf("queue full (--queue-limit 1, one request waiting) -> %d, Retry-After %d: %s", h.status, h.retry_after,
            h.body ? h.body : "\n");
     CHECK(rc == 0 && h.status == 503 && h.retry_after >= 1, "want 503 with Retry-After");
@@ -358,17 +361,23 @@ int main(void)
     free(got);
     free(a.r.body);
     serve_stop(s, 10);
+}
 
-    s = start(&m, 1500, 64, 200, 8);
-    port = serve_port(s);
-    rc = http_do(port, "POST", "/v1/answer", b0, strlen(b0), &h);
+/* 3. Timeout: 504. 4. Graceful stop: a request in flight when serve_stop
+ * starts is answered. */
+static void check_timeout_stop(qa_model *m, char *b0)
+{
+    serve_server *s = start(m, 1500, 64, 200, 8);
+    int port = serve_port(s);
+    http_resp h;
+    int rc = http_do(port, "POST", "/v1/answer", b0, strlen(b0), &h);
     printf("waited 1.5 s with --timeout-ms 200 -> %d: %s", h.status, h.body ? h.body : "\n");
     CHECK(rc == 0 && h.status == 504, "want 504");
     free(h.body);
-    /* 4. Graceful stop: a request in flight when serve_stop starts is answered. */
-    a = (bg_req){port, {0}, b0};
-    serve_server *s2 = start(&m, 800, 64, 0, 8);
+    bg_req a = {port, {0}, b0};
+    serve_server *s2 = start(m, 800, 64, 0, 8);
     a.port = serve_port(s2);
+    pthread_t t;
     pthread_create(&t, NULL, bg_main, &a);
     usleep(200 * 1000);
     serve_stop(s2, 10);
@@ -377,6 +386,26 @@ int main(void)
     CHECK(a.r.status == 200, "in-flight request lost at stop: %d", a.r.status);
     free(a.r.body);
     serve_stop(s, 10);
+}
+
+int main(void)
+{
+    log_quiet(1);
+    make_pairs();
+    make_reference();
+
+    qa_model m;
+    backend_opts bo = backend_opts_default();
+    bo.threads = 1;
+    bo.quiet = 1;
+    int rc = qa_model_load(&m, MODEL, 42);
+    if (!rc) rc = qa_model_start(&m, &bo, 8, 64);
+    CHECK(rc == 0, "model: %s", err_msg());
+    if (rc) return tu_done();
+    if (check_load(&m)) return tu_done();
+    char *b0 = item_json(0);
+    check_queue_full(&m, b0);
+    check_timeout_stop(&m, b0);
     free(b0);
     qa_model_free(&m);
     for (int i = 0; i < NPAIRS; i++) free(g_ctx[i]), free(g_q[i]), free(g_want[i]);

@@ -256,9 +256,9 @@ static void check_halving(void)
 static void check_choose(void)
 {
     bert_config cfg = test_config();
-    memory_plan p5, p1;
-    memory_plan_compute(&cfg, 5, T, PREC_BF16, RECOMPUTE_NONE, &p5);
-    memory_plan_compute(&cfg, 1, T, PREC_BF16, RECOMPUTE_NONE, &p1);
+    memory_answer p5, p1;
+    memory_plan(&(memory_query){.cfg = &cfg, .micro = 5, .T = T, .prec = PREC_BF16}, &p5);
+    memory_plan(&(memory_query){.cfg = &cfg, .micro = 1, .T = T, .prec = PREC_BF16}, &p1);
     microbatch_plan mp;
     CHECK(microbatch_choose(&mp, &cfg, T, PREC_BF16, RECOMPUTE_NONE, p5.total, BATCH) == 0 && mp.micro == 5 &&
               mp.accum == 3,

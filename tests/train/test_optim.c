@@ -84,6 +84,96 @@ static void host_adamw(const param_table *t, double *p, double *m, double *v, co
         }
 }
 
+/* What a test's checks share: the table, the host and device buffers,
+ * the settings, and the stream the gradients are drawn from (in order). */
+typedef struct {
+    backend *be;
+    const param_table *t;
+    size_t n, bytes;
+    float *hp, *hg; /* host: the starting parameters, a step's gradients */
+    float *dp, *dg; /* device: parameters, gradients */
+    optim_config c;
+    uint64_t *s;
+} opt_rig;
+
+/* Restoring the state saved before step 2 (saved_*) and replaying steps 2
+ * and 3 (gradients gk) gives the same bytes as got. */
+static void check_replay(const opt_rig *g, const float *saved_m, const float *saved_v, int64_t saved_t,
+                         const float *saved_p, float *const *gk, const float *got)
+{
+    backend *be = g->be;
+    optim *o2 = NULL;
+    if (optim_create(&o2, be, g->t)) return;
+    CHECK(optim_set_state(o2, saved_m, saved_v, saved_t, 0) == 0, "set_state");
+    CHECK(optim_t(o2) == 2, "restored t = %lld", (long long)optim_t(o2));
+    be->i->upload(be->ctx, g->dp, saved_p, g->bytes);
+    for (int k = 2; k < 4; k++) {
+        be->i->upload(be->ctx, g->dg, gk[k], g->bytes);
+        CHECK(optim_step(o2, g->dp, g->dg, &g->c, k, 1.0f, NULL) == 0, "replay step %d: %s", k, err_msg());
+    }
+    float *replay = malloc(g->bytes);
+    be->i->download(be->ctx, replay, g->dp, g->bytes);
+    CHECK(memcmp(replay, got, g->bytes) == 0, "state save/restore: replayed steps give identical parameters");
+    free(replay);
+    optim_free(o2);
+}
+
+/* Gradients scaled by 4 with grad_unscale 1/4 give the same bytes (powers of 2 are exact). */
+static void check_unscale(const opt_rig *g)
+{
+    backend *be = g->be;
+    size_t n = g->n, bytes = g->bytes;
+    float *hg = g->hg;
+    optim *o3 = NULL, *o4 = NULL;
+    if (!optim_create(&o3, be, g->t) && !optim_create(&o4, be, g->t)) {
+        float *dp2 = be->i->alloc(be->ctx, bytes);
+        be->i->upload(be->ctx, g->dp, g->hp, bytes);
+        be->i->upload(be->ctx, dp2, g->hp, bytes);
+        for (size_t j = 0; j < n; j++) hg[j] = 0.05f * frand(g->s);
+        be->i->upload(be->ctx, g->dg, hg, bytes);
+        optim_result r1, r2;
+        optim_step(o3, g->dp, g->dg, &g->c, 1, 1.0f, &r1);
+        for (size_t j = 0; j < n; j++) hg[j] *= 4;
+        be->i->upload(be->ctx, g->dg, hg, bytes);
+        optim_step(o4, dp2, g->dg, &g->c, 1, 0.25f, &r2);
+        float *a = malloc(bytes), *b = malloc(bytes);
+        be->i->download(be->ctx, a, g->dp, bytes);
+        be->i->download(be->ctx, b, dp2, bytes);
+        CHECK(r1.grad_norm == r2.grad_norm && memcmp(a, b, bytes) == 0,
+              "grad_unscale: norms %.17g %.17g, parameters identical", r1.grad_norm, r2.grad_norm);
+        free(a), free(b);
+        be->i->release(be->ctx, dp2);
+    }
+    optim_free(o3);
+    optim_free(o4);
+}
+
+/* A NaN, then an infinity, in the gradients: o's step is skipped and
+ * counted, nothing changes (got: scratch for the parameters). */
+static void check_nonfinite(const opt_rig *g, optim *o, float *got)
+{
+    backend *be = g->be;
+    size_t n = g->n, bytes = g->bytes;
+    float *hg = g->hg;
+    for (int trial = 0; trial < 2; trial++) {
+        be->i->download(be->ctx, got, g->dp, bytes);
+        int64_t t0 = optim_t(o), sk0 = optim_skipped(o);
+        for (size_t j = 0; j < n; j++) hg[j] = 0.05f * frand(g->s);
+        hg[n / 3] = trial ? INFINITY : NAN;
+        be->i->upload(be->ctx, g->dg, hg, bytes);
+        optim_result r;
+        int rc = optim_step(o, g->dp, g->dg, &g->c, 4, 1.0f, &r);
+        float *after = malloc(bytes);
+        be->i->download(be->ctx, after, g->dp, bytes);
+        CHECK(rc == 0 && r.skipped == 1, "%s gradient: skipped (%d)", trial ? "inf" : "NaN", r.skipped);
+        CHECK(optim_t(o) == t0 && optim_skipped(o) == sk0 + 1, "t stays %lld (%lld), skipped counts %lld",
+              (long long)t0, (long long)optim_t(o), (long long)optim_skipped(o));
+        CHECK(memcmp(after, got, bytes) == 0, "parameters unchanged after a skipped step");
+        free(after);
+    }
+    printf("non-finite gradients: 2 steps skipped, %lld counted\n", (long long)optim_skipped(o));
+}
+
 static void test_adamw(backend *be)
 {
     bert_config cfg = tu_small_config(50, 2, 2);
@@ -145,65 +235,10 @@ static void test_adamw(backend *be)
     tu_close("AdamW, 4 steps, clipping and decay exclusions, vs float64 host (rtol 1e-6 atol 1e-8)", got, want, n,
              1e-6, 1e-8);
 
-    /* Restoring the state saved before step 2 and replaying steps 2 and 3 gives the same bytes. */
-    optim *o2 = NULL;
-    if (!optim_create(&o2, be, &t)) {
-        CHECK(optim_set_state(o2, saved_m, saved_v, saved_t, 0) == 0, "set_state");
-        CHECK(optim_t(o2) == 2, "restored t = %lld", (long long)optim_t(o2));
-        be->i->upload(be->ctx, dp, saved_p, bytes);
-        for (int k = 2; k < 4; k++) {
-            be->i->upload(be->ctx, dg, gk[k], bytes);
-            CHECK(optim_step(o2, dp, dg, &c, k, 1.0f, NULL) == 0, "replay step %d: %s", k, err_msg());
-        }
-        float *replay = malloc(bytes);
-        be->i->download(be->ctx, replay, dp, bytes);
-        CHECK(memcmp(replay, got, bytes) == 0, "state save/restore: replayed steps give identical parameters");
-        free(replay);
-        optim_free(o2);
-    }
-
-    /* Gradients scaled by 4 with grad_unscale 1/4 give the same bytes (powers of 2 are exact). */
-    optim *o3 = NULL, *o4 = NULL;
-    if (!optim_create(&o3, be, &t) && !optim_create(&o4, be, &t)) {
-        float *dp2 = be->i->alloc(be->ctx, bytes);
-        be->i->upload(be->ctx, dp, hp, bytes);
-        be->i->upload(be->ctx, dp2, hp, bytes);
-        for (size_t j = 0; j < n; j++) hg[j] = 0.05f * frand(&s);
-        be->i->upload(be->ctx, dg, hg, bytes);
-        optim_result r1, r2;
-        optim_step(o3, dp, dg, &c, 1, 1.0f, &r1);
-        for (size_t j = 0; j < n; j++) hg[j] *= 4;
-        be->i->upload(be->ctx, dg, hg, bytes);
-        optim_step(o4, dp2, dg, &c, 1, 0.25f, &r2);
-        float *a = malloc(bytes), *b = malloc(bytes);
-        be->i->download(be->ctx, a, dp, bytes);
-        be->i->download(be->ctx, b, dp2, bytes);
-        CHECK(r1.grad_norm == r2.grad_norm && memcmp(a, b, bytes) == 0,
-              "grad_unscale: norms %.17g %.17g, parameters identical", r1.grad_norm, r2.grad_norm);
-        free(a), free(b);
-        be->i->release(be->ctx, dp2);
-    }
-    optim_free(o3);
-    optim_free(o4);
-
-    /* A NaN, then an infinity, in the gradients: the step is skipped and counted, nothing changes. */
-    for (int trial = 0; trial < 2; trial++) {
-        be->i->download(be->ctx, got, dp, bytes);
-        int64_t t0 = optim_t(o), sk0 = optim_skipped(o);
-        for (size_t j = 0; j < n; j++) hg[j] = 0.05f * frand(&s);
-        hg[n / 3] = trial ? INFINITY : NAN;
-        be->i->upload(be->ctx, dg, hg, bytes);
-        optim_result r;
-        int rc = optim_step(o, dp, dg, &c, 4, 1.0f, &r);
-        float *after = malloc(bytes);
-        be->i->download(be->ctx, after, dp, bytes);
-        CHECK(rc == 0 && r.skipped == 1, "%s gradient: skipped (%d)", trial ? "inf" : "NaN", r.skipped);
-        CHECK(optim_t(o) == t0 && optim_skipped(o) == sk0 + 1, "t stays %lld (%lld), skipped counts %lld",
-              (long long)t0, (long long)optim_t(o), (long long)optim_skipped(o));
-        CHECK(memcmp(after, got, bytes) == 0, "parameters unchanged after a skipped step");
-        free(after);
-    }
-    printf("non-finite gradients: 2 steps skipped, %lld counted\n", (long long)optim_skipped(o));
+    opt_rig g = {be, &t, n, bytes, hp, hg, dp, dg, c, &s};
+    check_replay(&g, saved_m, saved_v, saved_t, saved_p, gk, got);
+    check_unscale(&g);
+    check_nonfinite(&g, o, got);
 
     free(saved_m), free(saved_v), free(saved_p), free(want);
     for (int k = 0; k < 4; k++) free(gk[k]);
@@ -212,6 +247,87 @@ static void test_adamw(backend *be)
     be->i->release(be->ctx, dg);
     free(hp), free(hg), free(got), free(ep), free(em), free(ev);
     param_table_free(&t);
+}
+
+/* The gradient buckets test_sharded cuts the block into, over D ranks:
+ * [0, layer 0), each layer, the QA head. */
+typedef struct {
+    int nb, D;
+    size_t bo[8], bl[8];
+} buckets;
+
+/* Rank r's pieces (dist_piece) of every bucket, as offsets in the block. */
+static void rank_pieces(const buckets *k, int r, size_t *po, size_t *pl)
+{
+    for (int i = 0; i < k->nb; i++) dist_piece(k->bl[i], k->D, r, &po[i], &pl[i]), po[i] += k->bo[i];
+}
+
+/* The moments gathered from the shards' packed state into gm, gv, against
+ * the whole optimizer's. */
+static void check_gathered(const buckets *k, size_t n, optim *full, optim *const *sh, float *gm, float *gv)
+{
+    float *fm = malloc(n * sizeof *fm), *fv = malloc(n * sizeof *fv);
+    optim_get_state(full, fm, fv, NULL, NULL);
+    for (int r = 0; r < k->D; r++) {
+        size_t k_floats = optim_state_floats(sh[r]), at = 0, po[8], pl[8];
+        float *pm = malloc((k_floats + 1) * sizeof *pm), *pv = malloc((k_floats + 1) * sizeof *pv);
+        optim_get_state(sh[r], pm, pv, NULL, NULL);
+        rank_pieces(k, r, po, pl);
+        for (int i = 0; i < k->nb; i++) {
+            memcpy(gm + po[i], pm + at, pl[i] * sizeof *gm);
+            memcpy(gv + po[i], pv + at, pl[i] * sizeof *gv);
+            at += pl[i];
+        }
+        free(pm), free(pv);
+    }
+    tu_close("sharded Adam m gathered vs whole", gm, fm, n, 1e-6, 1e-12);
+    tu_close("sharded Adam v gathered vs whole", gv, fv, n, 1e-6, 1e-16);
+    free(fm), free(fv);
+}
+
+/* The whole block's state (gm, gv, the whole optimizer's t) into a fresh
+ * last shard, then back out: its pieces, t and skipped; that shard alone
+ * changes only its pieces. */
+static void check_reshard(const opt_rig *g, const buckets *k, int64_t t_full, const float *gm, const float *gv)
+{
+    backend *be = g->be;
+    size_t n = g->n, po[8], pl[8], at = 0;
+    optim *re = NULL;
+    rank_pieces(k, k->D - 1, po, pl);
+    if (optim_create_pieces(&re, be, g->t, po, pl, k->nb) != 0) return;
+    CHECK(optim_set_state_block(re, gm, gv, t_full, 1) == 0, "set_state_block: %s", err_msg());
+    size_t kf = optim_state_floats(re);
+    float *pm = malloc((kf + 1) * sizeof *pm), *pv = malloc((kf + 1) * sizeof *pv);
+    int64_t tt = 0, sk = 0;
+    optim_get_state(re, pm, pv, &tt, &sk);
+    int ok = tt == t_full && sk == 1;
+    for (int i = 0; i < k->nb; i++) {
+        ok &= memcmp(pm + at, gm + po[i], pl[i] * sizeof *pm) == 0 &&
+              memcmp(pv + at, gv + po[i], pl[i] * sizeof *pv) == 0;
+        at += pl[i];
+    }
+    CHECK(ok, "the whole block's state into the last shard and out again: its pieces, t and skipped");
+    free(pm), free(pv);
+    /* this shard alone changes only its pieces */
+    float *b = malloc(g->bytes);
+    be->i->upload(be->ctx, g->dp, g->hp, g->bytes);
+    for (size_t j = 0; j < n; j++) g->hg[j] = 0.05f * frand(g->s);
+    be->i->upload(be->ctx, g->dg, g->hg, g->bytes);
+    optim_apply(re, g->dp, g->dg, &g->c, 4, 1.0f, 1.0, NULL);
+    be->i->download(be->ctx, b, g->dp, g->bytes);
+    size_t changed_out = 0, changed_in = 0;
+    for (size_t j = 0; j < n; j++) {
+        int in = 0;
+        for (int i = 0; i < k->nb; i++) in |= j >= po[i] && j < po[i] + pl[i];
+        if (b[j] != g->hp[j]) {
+            if (in) changed_in++;
+            else changed_out++;
+        }
+    }
+    CHECK(changed_out == 0 && changed_in > 0, "one shard's step changed %zu of its parameters and %zu others",
+          changed_in, changed_out);
+    free(b);
+    optim_free(re);
 }
 
 /* --shard-optimizer's arithmetic in one process: D optimizers, each with
@@ -228,22 +344,22 @@ static void test_sharded(backend *be, int D)
     param_table t;
     param_table_init(&t, &cfg);
     size_t n = t.total, bytes = n * sizeof(float);
-    /* ranges: [0, layer 0), each layer, the QA head */
-    int L = cfg.num_hidden_layers, nb = L + 2;
-    size_t bo[8], bl[8];
+    int L = cfg.num_hidden_layers;
+    buckets bk = {.nb = L + 2, .D = D};
     for (int k = 0; k <= L; k++) {
         int first = k == 0 ? 0 : 5 + 16 * (k - 1), end = 5 + 16 * k;
-        bo[k] = t.info[first].offset;
-        bl[k] = t.info[end - 1].offset + t.info[end - 1].numel - bo[k];
+        bk.bo[k] = t.info[first].offset;
+        bk.bl[k] = t.info[end - 1].offset + t.info[end - 1].numel - bk.bo[k];
     }
-    bo[L + 1] = bo[L] + bl[L];
-    bl[L + 1] = n - bo[L + 1];
+    bk.bo[L + 1] = bk.bo[L] + bk.bl[L];
+    bk.bl[L + 1] = n - bk.bo[L + 1];
+    int nb = bk.nb;
     optim *full = NULL, *sh[4] = {NULL};
     size_t owned = 0, most = 0;
     int rc = optim_create(&full, be, &t);
     for (int r = 0; r < D && !rc; r++) {
         size_t po[8], pl[8];
-        for (int k = 0; k < nb; k++) dist_piece(bl[k], D, r, &po[k], &pl[k]), po[k] += bo[k];
+        rank_pieces(&bk, r, po, pl);
         rc = optim_create_pieces(&sh[r], be, &t, po, pl, nb);
         if (!rc) owned += optim_state_floats(sh[r]);
         if (!rc && optim_state_floats(sh[r]) > most) most = optim_state_floats(sh[r]);
@@ -293,61 +409,11 @@ static void test_sharded(backend *be, int D)
     CHECK(optim_t(sh[0]) == optim_t(full) && optim_skipped(sh[D - 1]) == optim_skipped(full), "t %lld, skipped %lld",
           (long long)optim_t(sh[0]), (long long)optim_skipped(sh[D - 1]));
 
-    /* the moments gathered from the shards' packed state against the whole one's */
-    float *fm = malloc(bytes), *fv = malloc(bytes), *gm = calloc(n, sizeof *gm), *gv = calloc(n, sizeof *gv);
-    optim_get_state(full, fm, fv, NULL, NULL);
-    for (int r = 0; r < D; r++) {
-        size_t k_floats = optim_state_floats(sh[r]), at = 0;
-        float *pm = malloc((k_floats + 1) * sizeof *pm), *pv = malloc((k_floats + 1) * sizeof *pv);
-        optim_get_state(sh[r], pm, pv, NULL, NULL);
-        for (int k = 0; k < nb; k++) {
-            size_t po, pl;
-            dist_piece(bl[k], D, r, &po, &pl);
-            memcpy(gm + bo[k] + po, pm + at, pl * sizeof *gm);
-            memcpy(gv + bo[k] + po, pv + at, pl * sizeof *gv);
-            at += pl;
-        }
-        free(pm), free(pv);
-    }
-    tu_close("sharded Adam m gathered vs whole", gm, fm, n, 1e-6, 1e-12);
-    tu_close("sharded Adam v gathered vs whole", gv, fv, n, 1e-6, 1e-16);
-    /* the whole block's state into a fresh shard, then back out */
-    optim *re = NULL;
-    size_t po[8], pl[8], at = 0;
-    for (int k = 0; k < nb; k++) dist_piece(bl[k], D, D - 1, &po[k], &pl[k]), po[k] += bo[k];
-    if (optim_create_pieces(&re, be, &t, po, pl, nb) == 0) {
-        CHECK(optim_set_state_block(re, gm, gv, optim_t(full), 1) == 0, "set_state_block: %s", err_msg());
-        size_t kf = optim_state_floats(re);
-        float *pm = malloc((kf + 1) * sizeof *pm), *pv = malloc((kf + 1) * sizeof *pv);
-        int64_t tt = 0, sk = 0;
-        optim_get_state(re, pm, pv, &tt, &sk);
-        int ok = tt == optim_t(full) && sk == 1;
-        for (int k = 0; k < nb; k++) {
-            ok &= memcmp(pm + at, gm + po[k], pl[k] * sizeof *pm) == 0 && memcmp(pv + at, gv + po[k], pl[k] * sizeof *pv) == 0;
-            at += pl[k];
-        }
-        CHECK(ok, "the whole block's state into the last shard and out again: its pieces, t and skipped");
-        free(pm), free(pv);
-        /* this shard alone changes only its pieces */
-        be->i->upload(be->ctx, ps, hp, bytes);
-        for (size_t j = 0; j < n; j++) hg[j] = 0.05f * frand(&s);
-        be->i->upload(be->ctx, dg, hg, bytes);
-        optim_apply(re, ps, dg, &c, 4, 1.0f, 1.0, NULL);
-        be->i->download(be->ctx, b, ps, bytes);
-        size_t changed_out = 0, changed_in = 0;
-        for (size_t j = 0; j < n; j++) {
-            int in = 0;
-            for (int k = 0; k < nb; k++) in |= j >= po[k] && j < po[k] + pl[k];
-            if (b[j] != hp[j]) {
-                if (in) changed_in++;
-                else changed_out++;
-            }
-        }
-        CHECK(changed_out == 0 && changed_in > 0, "one shard's step changed %zu of its parameters and %zu others",
-              changed_in, changed_out);
-        optim_free(re);
-    }
-    free(fm), free(fv), free(gm), free(gv);
+    float *gm = calloc(n, sizeof *gm), *gv = calloc(n, sizeof *gv);
+    check_gathered(&bk, n, full, sh, gm, gv);
+    opt_rig g = {be, &t, n, bytes, hp, hg, ps, dg, c, &s};
+    check_reshard(&g, &bk, optim_t(full), gm, gv);
+    free(gm), free(gv);
     for (int r = 0; r < D; r++) optim_free(sh[r]);
     optim_free(full);
     be->i->release(be->ctx, pf);
