@@ -131,7 +131,8 @@ void run_log_startup(const run_ctx *c, int train_hit, int dev_hit)
         size_t total = c->qm.table.total;
         printf("  sharded   --shard-optimizer: AdamW m and v of %zu of the %zu parameters on each rank (%s instead "
                "of %s; rank %d's), gradients reduce-scattered, parameters all-gathered\n",
-               c->sh.owned, total, memory_fmt_bytes(b1, sizeof b1, (int64_t)(2 * c->sh.owned * sizeof(float))),
+               run_shard_owned(c), total,
+               memory_fmt_bytes(b1, sizeof b1, (int64_t)(2 * run_shard_owned(c) * sizeof(float))),
                memory_fmt_bytes(b2, sizeof b2, (int64_t)(2 * total * sizeof(float))), c->rank);
     }
     if (o->version_2_with_negative) {
@@ -225,10 +226,11 @@ void run_log_progress(run_ctx *c, double loss, double lr, int force)
              lr, rate, etas, mon[0] ? " | " : "", mon);
     if (c->stages > 1) {
         /* Pipeline: each stage's time waiting for its neighbours (the bubble and any imbalance). */
+        const double *idle = run_pipe_times(c);
         size_t l = strlen(line);
         l += (size_t)snprintf(line + l, sizeof line - l, " | %d stages, idle", c->stages);
         for (int r = 0; r < c->ranks && r < 8 && l < sizeof line; r++)
-            l += (size_t)snprintf(line + l, sizeof line - l, " %.1fs", c->pipe_idle_all[r]);
+            l += (size_t)snprintf(line + l, sizeof line - l, " %.1fs", idle[r]);
     } else if (c->ranks > 1) {
         /* Data parallel: the ranks, and the share of the training time this
          * rank spent in the all-reduces (communication and waiting). */
@@ -271,16 +273,17 @@ static void dist_info(run_ctx *c)
     obs_set_info(c->obs, "comm_s", v);
     snprintf(v, sizeof v, "%.3f", c->wait_s);
     obs_set_info(c->obs, "comm_wait_s", v);
-    if (c->stages > 1 && c->pipe_idle_all) {
+    const double *times = c->stages > 1 ? run_pipe_times(c) : NULL;
+    if (times) {
         /* per rank (stage-major): seconds waiting for a neighbour, seconds computing */
         char split[256], idle[512], busy[512];
         size_t a = 0, b = 0;
         idle[0] = busy[0] = 0;
         for (int r = 0; r < c->ranks; r++) {
             a += (size_t)snprintf(idle + a, a < sizeof idle ? sizeof idle - a : 0, "%s%.3f", r ? " " : "",
-                                  c->pipe_idle_all[r]);
+                                  times[r]);
             b += (size_t)snprintf(busy + b, b < sizeof busy ? sizeof busy - b : 0, "%s%.3f", r ? " " : "",
-                                  c->pipe_idle_all[c->ranks + r]);
+                                  times[c->ranks + r]);
         }
         pipe_split_text(c, split, sizeof split);
         snprintf(v, sizeof v, "%d", c->stages);

@@ -23,25 +23,23 @@
  * so stages that disagree about a step (other data, another cut) stop with
  * an error instead of computing on misplaced rows.
  *
- * On GPUs the activations and gradients go by NCCL's send/recv from and to
- * the device buffers when every rank can load NCCL (backend/cuda/
- * cuda_nccl.h: four channels, so that each stream carries one kind of
- * message to one neighbour in unit order); else through host copies over
- * MPI (the staging buffers below). The headers always go over MPI. */
+ * On GPUs the activations and gradients go from and to the device buffers
+ * when the communicator takes device memory (dist/comm.h: NCCL's
+ * send/recv, four channels, so that each stream carries one kind of message
+ * to one neighbour in unit order); else through host copies (the staging
+ * buffers below). The headers always go over MPI. */
 #define _GNU_SOURCE
 #include "train/run.h"
 
 #include "core/clock.h"
 #include "core/err.h"
+#include "dist/comm.h"
 #include "dist/dist.h"
 #include "dist/p2p.h"
 #include "model/memory.h"
 #include "train/microbatch.h"
 #include "train/pipeline.h"
 #include "train/step.h"
-#ifdef BERTC_HAVE_CUDA
-#include "backend/cuda_module.h"
-#endif
 
 #include <math.h>
 #include <signal.h>
@@ -65,14 +63,19 @@ struct pipe_run {
     int sets;
     pipe_unit *units;
     int nunits, cap;
-    dist_req **req[PBUFS]; /* per set: receive of x_in, send of x_out, receive of d_out, send of d_in */
-    float **host[PBUFS];   /* per set: host copies (GPU backends only; NULL: the backend's memory is the host's) */
+    dist_req **hreq[2];    /* per set: the header's receive (PH_IN) and send (PH_OUT) */
+    float **host[PH_IN];   /* per set: host copies (GPU backends without a device communicator; NULL: none) */
     int32_t **hdr[2];      /* per set: the header received (PH_IN) and sent (PH_OUT) */
     int32_t *want;         /* this stage's header of the unit it checks */
     int32_t *ids, *types, *cu;
     int *group;            /* the ranks of this stage's replicas, in replica order */
-    int nccl;              /* the float buffers go by NCCL (GPUs), not MPI */
+    size_t pn;             /* the floats of this stage's slice of the parameter block (at c->poff) */
+    double busy_s, idle_s; /* this rank: computing, waiting for a neighbour */
+    double *times;         /* every rank's idle_s, then busy_s (2 x ranks), after each step */
 };
+
+/* Buffer b's (b < PH_IN) message slot of set k in the communicator. */
+static int slot_of(int b, int k) { return b * PIPE_MAX_STAGES + k; }
 
 
 /* The message tag of unit u's activations (kind 0), gradients (kind 1) or
@@ -112,7 +115,9 @@ int run_pipe_configure(run_ctx *c)
     return pipe_split_check(c->split, S, L, o->pipeline_split_n > 0 ? "--pipeline-split" : "--pipeline-stages");
 }
 
-int run_pipe_start(run_ctx *c)
+/* This stage's model and optimizer with the host parameters' slice (and
+ * the Adam state's, resumed), and the buffers of its messages. */
+static int pipe_start(run_ctx *c)
 {
     int S = c->stages, s = c->stage, D = c->replicas;
     /* The default split: bertc plan's (the smallest largest stage time,
@@ -148,23 +153,23 @@ int run_pipe_start(run_ctx *c)
     c->qm.max_B = c->micro;
     c->qm.T = c->T;
     bert_model_stage(c->qm.model, NULL, NULL, &c->poff);
-    c->pn = bert_model_stage_table(c->qm.model)->total;
+    p->pn = bert_model_stage_table(c->qm.model)->total;
     rc = bert_model_set_params(c->qm.model, c->host_params);
     if (rc) return rc;
     size_t rows = (size_t)bert_model_max_tokens(c->qm.model), C = (size_t)c->qm.cfg.hidden_size;
-    for (int b = 0; b < PBUFS; b++) {
-        p->req[b] = calloc((size_t)p->sets, sizeof *p->req[b]);
+    for (int b = 0; b < PH_IN; b++) {
         p->host[b] = calloc((size_t)p->sets, sizeof *p->host[b]);
-        if (!p->req[b] || !p->host[b]) return err_set(ERR_RUNTIME, "out of memory");
-        for (int k = 0; c->qm.info.is_cuda && b < PH_IN && k < p->sets; k++) {
+        if (!p->host[b]) return err_set(ERR_RUNTIME, "out of memory");
+        for (int k = 0; c->qm.info.is_cuda && k < p->sets; k++) {
             p->host[b][k] = malloc(rows * C * sizeof(float));
             if (!p->host[b][k])
                 return err_set(ERR_RUNTIME, "out of memory for the pipeline's host buffers (%zu floats)", rows * C);
         }
     }
     for (int h = 0; h < 2; h++) {
+        p->hreq[h] = calloc((size_t)p->sets, sizeof *p->hreq[h]);
         p->hdr[h] = calloc((size_t)p->sets, sizeof *p->hdr[h]);
-        if (!p->hdr[h]) return err_set(ERR_RUNTIME, "out of memory");
+        if (!p->hreq[h] || !p->hdr[h]) return err_set(ERR_RUNTIME, "out of memory");
         for (int k = 0; k < p->sets; k++)
             if (!(p->hdr[h][k] = malloc((HDR_FIXED + (size_t)c->micro + 1) * sizeof(int32_t))))
                 return err_set(ERR_RUNTIME, "out of memory");
@@ -176,59 +181,46 @@ int run_pipe_start(run_ctx *c)
     p->group = malloc((size_t)D * sizeof *p->group);
     if (!p->want || !p->ids || !p->types || !p->cu || !p->group) return err_set(ERR_RUNTIME, "out of memory");
     for (int d = 0; d < D; d++) p->group[d] = s * D + d;
-    c->pipe_idle_all = calloc(2 * (size_t)c->ranks, sizeof *c->pipe_idle_all);
-    if (!c->pipe_idle_all) return err_set(ERR_RUNTIME, "out of memory");
-    return 0;
+    p->times = calloc(2 * (size_t)c->ranks, sizeof *p->times);
+    if (!p->times) return err_set(ERR_RUNTIME, "out of memory");
+    return run_optim_start(c, bert_model_stage_table(c->qm.model));
 }
 
-int run_pipe_connect(run_ctx *c)
-{
-    if (c->stages == 1) return 0;
-#ifdef BERTC_HAVE_CUDA
-    /* GPUs: NCCL's send/recv when every rank loads it and each has its own
-     * GPU (BERTC_DEBUG_DIST_ONE_GPU: ranks sharing one go through the host). */
-    const char *one = getenv("BERTC_DEBUG_DIST_ONE_GPU");
-    const bertc_cuda_api *api = cuda_module_loaded();
-    if (c->qm.info.is_cuda && !(one && !strcmp(one, "1"))) {
-        int lrc = api && api->nccl_p2p_init ? api->nccl_load()
-                                            : err_set(ERR_RUNTIME, "the CUDA module has no NCCL send/recv");
-        lrc = dist_agree(lrc);
-        if (lrc) {
-            log_warn("%s: the pipeline's messages go through the host over MPI instead", err_msg());
-            err_clear();
-            return 0;
-        }
-        int rc = dist_agree(api->nccl_p2p_init(c->rank, c->ranks, c->bo.gpu, dist_bcast));
-        c->pipe->nccl = !rc;
-        for (int b = 0; !rc && b < PH_IN; b++)
-            for (int k = 0; k < c->pipe->sets; k++) {
-                free(c->pipe->host[b][k]); /* no host copies */
-                c->pipe->host[b][k] = NULL;
-            }
-        return rc;
-    }
-#endif
-    return 0;
-}
-
-void run_pipe_free(run_ctx *c)
+/* After every rank's set-up (collective). GPUs: NCCL's send/recv when
+ * every rank loads it and each has its own GPU (BERTC_DEBUG_DIST_ONE_GPU:
+ * ranks sharing one go through the host). */
+static int pipe_connect(run_ctx *c)
 {
     struct pipe_run *p = c->pipe;
-#ifdef BERTC_HAVE_CUDA
-    const bertc_cuda_api *api = cuda_module_loaded();
-    if (p && p->nccl && api) api->nccl_p2p_free();
-#endif
-    free(c->pipe_idle_all);
-    c->pipe_idle_all = NULL;
+    int rc = comm_open(&c->cm, &(comm_opts){.rank = c->rank,
+                                            .ranks = c->ranks,
+                                            .gpu = c->bo.gpu,
+                                            .dev_ctx = c->qm.info.is_cuda ? c->qm.be.ctx : NULL,
+                                            .p2p = 1,
+                                            .slots = PH_IN * PIPE_MAX_STAGES,
+                                            .fallback = "the pipeline's messages go through the host over MPI instead"});
+    for (int b = 0; !rc && comm_on_device(c->cm) && b < PH_IN; b++)
+        for (int k = 0; k < p->sets; k++) {
+            free(p->host[b][k]); /* no host copies */
+            p->host[b][k] = NULL;
+        }
+    return rc;
+}
+
+static void pipe_free(run_ctx *c)
+{
+    struct pipe_run *p = c->pipe;
+    comm_close(c->cm);
+    c->cm = NULL;
     if (!p) return;
-    for (int b = 0; b < PBUFS; b++) {
-        for (int k = 0; p->req[b] && k < p->sets; k++) dist_cancel(&p->req[b][k]);
+    for (int b = 0; b < PH_IN; b++) {
         for (int k = 0; p->host[b] && k < p->sets; k++) free(p->host[b][k]);
-        free(p->req[b]);
         free(p->host[b]);
     }
     for (int h = 0; h < 2; h++) {
+        for (int k = 0; p->hreq[h] && k < p->sets; k++) dist_cancel(&p->hreq[h][k]);
         for (int k = 0; p->hdr[h] && k < p->sets; k++) free(p->hdr[h][k]);
+        free(p->hreq[h]);
         free(p->hdr[h]);
     }
     free(p->units);
@@ -237,9 +229,12 @@ void run_pipe_free(run_ctx *c)
     free(p->types);
     free(p->cu);
     free(p->group);
+    free(p->times);
     free(p);
     c->pipe = NULL;
 }
+
+const double *run_pipe_times(const run_ctx *c) { return c->pipe ? c->pipe->times : NULL; }
 
 /* A window's real tokens: the leading ones of its mask (bert_pack_window's count). */
 static int window_len(const features *f, int32_t i)
@@ -329,8 +324,8 @@ static float *stage_buf(run_ctx *c, int b, int k)
     }
 }
 
-#ifdef BERTC_HAVE_CUDA
-/* NCCL's channel for buffer b of stage s (cuda_nccl.h): 2 * direction + boundary % 2. */
+/* The device communicator's channel for buffer b of stage s (cuda_nccl.h):
+ * 2 * direction + boundary % 2. */
 static int nccl_channel(int b, int s)
 {
     switch (b) {
@@ -340,16 +335,9 @@ static int nccl_channel(int b, int s)
     default: return 2 + s % 2;           /* PG_OUT: over boundary s */
     }
 }
-#endif
 
 /* Buffer b's message of set k is done (b < PH_IN). */
-static int wait_buf(run_ctx *c, int b, int k)
-{
-#ifdef BERTC_HAVE_CUDA
-    if (c->pipe->nccl) return cuda_module_loaded()->nccl_p2p_wait(b * PIPE_MAX_STAGES + k);
-#endif
-    return dist_wait(&c->pipe->req[b][k]);
-}
+static int wait_buf(run_ctx *c, int b, int k) { return comm_p2p_wait(c->cm, slot_of(b, k)); }
 
 /* Unit u's header: its place in the step and its layout (cu: the packed
  * batch's cu_seqlens, as unit_batch left them). Returns its length. */
@@ -377,14 +365,10 @@ static int post_recv(run_ctx *c, int b, int k, int u)
     struct pipe_run *p = c->pipe;
     size_t bytes = (size_t)p->units[u].rows * (size_t)c->qm.cfg.hidden_size * sizeof(float);
     float *dst = p->host[b][k] ? p->host[b][k] : stage_buf(c, b, k);
-    int rc = b == PX_IN ? dist_irecv(p->hdr[0][k], header_bytes(c, u), p->prev, tag_of(u, 2), &p->req[PH_IN][k]) : 0;
+    int rc = b == PX_IN ? dist_irecv(p->hdr[0][k], header_bytes(c, u), p->prev, tag_of(u, 2), &p->hreq[0][k]) : 0;
     int peer = b == PX_IN ? p->prev : p->next;
-#ifdef BERTC_HAVE_CUDA
-    if (!rc && p->nccl)
-        return cuda_module_loaded()->nccl_p2p_recv(c->qm.be.ctx, nccl_channel(b, c->stage), stage_buf(c, b, k),
-                                                   bytes / sizeof(float), peer, b * PIPE_MAX_STAGES + k);
-#endif
-    return rc ? rc : dist_irecv(dst, bytes, peer, tag_of(u, b == PG_OUT), &p->req[b][k]);
+    return rc ? rc : comm_p2p_recv(c->cm, nccl_channel(b, c->stage), tag_of(u, b == PG_OUT), dst,
+                                   bytes / sizeof(float), peer, slot_of(b, k));
 }
 
 /* Waits for buffer b (PX_IN with its header, PG_OUT) of set k (unit u),
@@ -393,9 +377,9 @@ static int wait_recv(run_ctx *c, int b, int k, int u)
 {
     struct pipe_run *p = c->pipe;
     double t = clock_now_s();
-    int rc = b == PX_IN ? dist_wait(&p->req[PH_IN][k]) : 0;
+    int rc = b == PX_IN ? dist_wait(&p->hreq[0][k]) : 0;
     if (!rc) rc = wait_buf(c, b, k);
-    c->pipe_idle_s += clock_now_s() - t;
+    p->idle_s += clock_now_s() - t;
     if (!rc && p->host[b][k]) {
         backend *be = &c->qm.be;
         size_t bytes = (size_t)p->units[u].rows * (size_t)c->qm.cfg.hidden_size * sizeof(float);
@@ -415,21 +399,17 @@ static int post_send(run_ctx *c, int b, int k, int u)
         /* BERTC_DEBUG_PIPE_HEADER=S (a test hook): step S's headers on this rank name one row too many */
         const char *dbg = getenv("BERTC_DEBUG_PIPE_HEADER");
         if (dbg && atoll(dbg) == c->st.step + 1) p->hdr[1][k][4]++;
-        int rc = dist_isend(p->hdr[1][k], (size_t)n * sizeof(int32_t), p->next, tag_of(u, 2), &p->req[PH_OUT][k]);
+        int rc = dist_isend(p->hdr[1][k], (size_t)n * sizeof(int32_t), p->next, tag_of(u, 2), &p->hreq[1][k]);
         if (rc) return rc;
     }
-#ifdef BERTC_HAVE_CUDA
-    if (p->nccl)
-        return cuda_module_loaded()->nccl_p2p_send(c->qm.be.ctx, nccl_channel(b, c->stage), src, bytes / sizeof(float),
-                                                   b == PX_OUT ? p->next : p->prev, b * PIPE_MAX_STAGES + k);
-#endif
     if (p->host[b][k]) {
         backend *be = &c->qm.be;
         int rc = be->i->download(be->ctx, p->host[b][k], src, bytes);
         if (rc) return rc;
         src = p->host[b][k];
     }
-    return dist_isend(src, bytes, b == PX_OUT ? p->next : p->prev, tag_of(u, b == PG_IN), &p->req[b][k]);
+    return comm_p2p_send(c->cm, nccl_channel(b, c->stage), tag_of(u, b == PG_IN), src, bytes / sizeof(float),
+                         b == PX_OUT ? p->next : p->prev, slot_of(b, k));
 }
 
 /* The previous stage's header of unit u against this stage's own cut. */
@@ -454,16 +434,19 @@ static int finish_requests(run_ctx *c, int failed)
     int rc = 0;
     for (int b = 0; b < PBUFS; b++)
         for (int k = 0; k < p->sets; k++) {
-            if (failed || rc) {
-                dist_cancel(&p->req[b][k]);
-                continue;
-            }
-            rc = b < PH_IN ? wait_buf(c, b, k) : dist_wait(&p->req[b][k]);
+            dist_req **hr = b < PH_IN ? NULL : &p->hreq[b - PH_IN][k];
+            if ((failed || rc) && hr) dist_cancel(hr);
+            else if (failed || rc) comm_p2p_cancel(c->cm, slot_of(b, k));
+            else rc = hr ? dist_wait(hr) : wait_buf(c, b, k);
         }
     return rc;
 }
 
-int run_pipe_pass(run_ctx *c, const int32_t *idx, int count, float scale, double *loss_out)
+/* The step's forward and backward passes, 1F1B over the stages, into
+ * freshly zeroed gradients; a rank whose compute failed keeps sending so
+ * that no neighbour waits forever; the failure is agreed on at the end,
+ * naming the stage. */
+static int pipe_pass(run_ctx *c, const int32_t *idx, int count, float scale, double *loss_out)
 {
     struct pipe_run *p = c->pipe;
     bert_model *m = c->qm.model;
@@ -481,7 +464,7 @@ int run_pipe_pass(run_ctx *c, const int32_t *idx, int count, float scale, double
         if (op.kind == PIPE_FORWARD) {
             if (!first) rc = wait_recv(c, PX_IN, k, op.micro);
             if (!rc) rc = wait_buf(c, PX_OUT, k); /* x_out is written again */
-            if (!rc) rc = dist_wait(&p->req[PH_OUT][k]);
+            if (!rc) rc = dist_wait(&p->hreq[1][k]);
             bert_batch b;
             if (!rc) unit_batch(c, idx, u, &b);
             if (!rc && !first && !crc) crc = check_header(c, op.micro, p->hdr[0][k]);
@@ -492,7 +475,7 @@ int run_pipe_pass(run_ctx *c, const int32_t *idx, int count, float scale, double
                 double t = clock_now_s();
                 crc = train_step_debug_oom(c->st.step + 1, u->n);
                 if (!crc) crc = bert_stage_forward(m, k, &b, c->drop_hidden, c->drop_attn, rng, &l, NULL, NULL);
-                c->pipe_busy_s += clock_now_s() - t;
+                p->busy_s += clock_now_s() - t;
                 if (!crc && last) loss += (double)w * (double)l;
             }
             if (!rc && !last) rc = post_send(c, PX_OUT, k, op.micro);
@@ -504,13 +487,13 @@ int run_pipe_pass(run_ctx *c, const int32_t *idx, int count, float scale, double
             if (!rc && !crc) {
                 double t = clock_now_s();
                 crc = bert_stage_backward(m, k, w * scale);
-                c->pipe_busy_s += clock_now_s() - t;
+                p->busy_s += clock_now_s() - t;
             }
             if (!rc && !first) rc = post_send(c, PG_IN, k, op.micro);
             if (!rc && !first && op.micro + sets < M) rc = post_recv(c, PX_IN, k, op.micro + sets);
         }
-        dist_progress(p->req[PX_OUT], sets);
-        dist_progress(p->req[PG_IN], sets);
+        comm_p2p_progress(c->cm, slot_of(PX_OUT, 0), sets);
+        comm_p2p_progress(c->cm, slot_of(PG_IN, 0), sets);
     }
     int frc = finish_requests(c, rc != 0);
     if (!rc) rc = frc;
@@ -523,71 +506,64 @@ int run_pipe_pass(run_ctx *c, const int32_t *idx, int count, float scale, double
                                               "layer or more stages)" : "");
     }
     /* A failure anywhere ends every rank, with its message. */
-    rc = dist_agree(rc);
+    rc = comm_agree(c->cm, rc);
     *loss_out = loss;
     return rc;
 }
 
-int run_pipe_reduce(run_ctx *c, double *loss, double *sum_squares)
+/* The stage's gradients summed over its replicas (in replica order). */
+static int pipe_reduce(run_ctx *c)
 {
     struct pipe_run *p = c->pipe;
-    bert_model *m = c->qm.model;
+    if (c->replicas == 1) return 0;
     backend *be = &c->qm.be;
-    int rc = 0;
-    if (c->replicas > 1) {
-        float *g = bert_model_grads(m);
-        float *h = c->qm.info.is_cuda ? malloc(c->pn * sizeof *h) : g;
-        if (!h) return err_set(ERR_RUNTIME, "out of memory for the gradient sum (%zu floats)", c->pn);
-        if (h != g) rc = be->i->download(be->ctx, h, g, c->pn * sizeof *h);
-        if (!rc) rc = dist_sum_fixed_among(h, c->pn, p->group, c->replicas);
-        if (!rc && h != g) rc = be->i->upload(be->ctx, g, h, c->pn * sizeof *h);
-        if (h != g) free(h);
-        if (rc) return rc;
-    }
-    /* Every rank's loss (the last stage's), signal, squared norm (replica
-     * 0 of each stage), the writer's save clock, idle and busy times: one
-     * fixed-order sum in rank order, so the stages' squares add stage 0
-     * first, and the zeros the others add change nothing. */
-    int N = c->ranks;
-    double *red = calloc(4 + 2 * (size_t)N, sizeof *red);
-    if (!red) return err_set(ERR_RUNTIME, "out of memory");
-    red[0] = c->stage == c->stages - 1 ? *loss : 0.0;
-    red[1] = c->sig && *c->sig ? 1.0 : 0.0;
-    red[2] = c->replica == 0 ? be->i->sum_squares(be->ctx, bert_model_grads(m), c->pn) : 0.0;
-    red[3] = c->writer && c->o->save_every_minutes > 0 && clock_now_s() - c->last_save_time >= 60 * c->o->save_every_minutes;
-    red[4 + c->rank] = c->pipe_idle_s;
-    red[4 + N + c->rank] = c->pipe_busy_s;
-    rc = dist_allreduce_sum_f64(red, 4 + 2 * N);
-    if (!rc) {
-        *loss = red[0];
-        *sum_squares = red[2];
-        c->save_due = red[3] > 0;
-        memcpy(c->pipe_idle_all, red + 4, 2 * (size_t)N * sizeof *red);
-        if (red[1] > 0 && !*c->stop) *c->stop = c->sig && *c->sig ? *c->sig : SIGTERM;
-    }
-    free(red);
+    float *g = bert_model_grads(c->qm.model);
+    float *h = c->qm.info.is_cuda ? malloc(p->pn * sizeof *h) : g;
+    if (!h) return err_set(ERR_RUNTIME, "out of memory for the gradient sum (%zu floats)", p->pn);
+    int rc = h != g ? be->i->download(be->ctx, h, g, p->pn * sizeof *h) : 0;
+    if (!rc) rc = comm_sum_among(c->cm, h, p->pn, p->group, c->replicas);
+    if (!rc && h != g) rc = be->i->upload(be->ctx, g, h, p->pn * sizeof *h);
+    if (h != g) free(h);
     return rc;
 }
 
-int run_pipe_gather(run_ctx *c, int optimizer)
+/* The loss is the last stage's; the squared norm replica 0's of each stage
+ * (summed in rank order, so the stages' squares add stage 0 first, and the
+ * zeros the others add change nothing); every rank's idle and busy times. */
+static void pipe_terms(run_ctx *c, run_terms *t)
 {
-    /* replica 0 of each stage sends its slice; the others send nothing */
-    size_t n = c->replica == 0 ? c->pn : 0;
+    struct pipe_run *p = c->pipe;
+    backend *be = &c->qm.be;
+    int N = c->ranks;
+    if (c->stage != c->stages - 1) t->loss = 0.0;
+    t->sumsq = c->replica == 0 ? be->i->sum_squares(be->ctx, bert_model_grads(c->qm.model), p->pn) : 0.0;
+    t->norm_summed = 1;
+    memset(p->times, 0, 2 * (size_t)N * sizeof *p->times);
+    p->times[c->rank] = p->idle_s;
+    p->times[N + c->rank] = p->busy_s;
+    t->extra = p->times;
+    t->nextra = 2 * N;
+}
+
+/* Replica 0 of each stage sends its slice; the others send nothing. */
+static int gather_parts(run_ctx *c, int optimizer)
+{
+    size_t n = c->replica == 0 ? c->pipe->pn : 0;
     int rc = bert_model_get_params(c->qm.model, c->host_params);
-    if (!rc && optimizer) {
-        int64_t t, skipped;
-        rc = optim_get_state(c->opt, c->host_m + c->poff, c->host_v + c->poff, &t, &skipped);
-    }
-    if (!rc) rc = dist_gather_ranges(c->host_params, c->poff, n, 0);
-    if (!rc && optimizer) rc = dist_gather_ranges(c->host_m, c->poff, n, 0);
-    if (!rc && optimizer) rc = dist_gather_ranges(c->host_v, c->poff, n, 0);
+    if (!rc && optimizer) rc = optim_get_state(c->opt, c->host_m + c->poff, c->host_v + c->poff, &c->st.adam_t,
+                                               &c->st.skipped_steps);
+    if (!rc) rc = comm_gather_ranges(c->cm, c->host_params, c->poff, n, 0);
+    if (!rc && optimizer) rc = comm_gather_ranges(c->cm, c->host_m, c->poff, n, 0);
+    if (!rc && optimizer) rc = comm_gather_ranges(c->cm, c->host_v, c->poff, n, 0);
     return rc;
 }
+
+static int pipe_gather(run_ctx *c, int optimizer) { return comm_agree(c->cm, gather_parts(c, optimizer)); }
 
 int run_pipe_predict(run_ctx *c, const postprocess_opts *po, qa_predictions *out)
 {
     memset(out, 0, sizeof *out);
-    int rc = run_pipe_gather(c, 0);
+    int rc = gather_parts(c, 0);
     if (!rc && c->writer) {
         /* the whole model, for as long as the evaluation takes */
         bert_model *stage = c->qm.model, *whole = NULL;
@@ -607,5 +583,17 @@ int run_pipe_predict(run_ctx *c, const postprocess_opts *po, qa_predictions *out
         bert_model_free(whole);
         if (rc) err_wrap(rc, "evaluating on rank 0 with the whole model");
     }
-    return dist_agree(rc);
+    return comm_agree(c->cm, rc);
 }
+
+const run_strategy run_strategy_pipeline = {
+    .name = "pipeline 1F1B",
+    .start = pipe_start,
+    .connect = pipe_connect,
+    .pass = pipe_pass,
+    .reduce = pipe_reduce,
+    .terms = pipe_terms,
+    .gather = pipe_gather,
+    .free = pipe_free,
+    .agree_saves = 1,
+};
