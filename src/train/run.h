@@ -93,13 +93,11 @@ typedef struct run_ctx {
     struct mirror *mir;
     /* Pipeline (run_pipe.c): this rank is stage `stage` of `stages` (1, 0
      * without one) in data-parallel replica `replica` of `replicas`
-     * (rank = stage * replicas + replica), holding encoder layers
-     * [split[stage], split[stage + 1]) and the floats from poff of the
-     * parameter block. The run dir, checkpoints and evaluation stay the
-     * writer's (rank 0, stage 0), which gathers the stages' parts. */
+     * (rank = stage * replicas + replica); its layers and its slice of the
+     * parameter block are the pipeline's own state. The run dir,
+     * checkpoints and evaluation stay the writer's (rank 0, stage 0), which
+     * gathers the stages' parts. */
     int stages, stage, replicas, replica;
-    int split[PIPE_MAX_STAGES + 1];
-    size_t poff;
     struct pipe_run *pipe; /* the pipeline's own state */
 } run_ctx;
 
@@ -108,17 +106,14 @@ typedef struct run_ctx {
  * run_setup made, also after a failure half-way. */
 int run_setup(run_ctx *c);
 void run_cleanup(run_ctx *c);
-/* The optimizer of the parameters in t (the whole table, or a stage's at
- * c->poff), with a resumed run's moments. */
-int run_optim_start(run_ctx *c, const param_table *t);
+/* The optimizer of the parameters in t (the whole table, or a stage's
+ * from float off of the block), with a resumed run's moments. */
+int run_optim_start(run_ctx *c, const param_table *t, size_t off);
 
 /* run_step.c: one optimizer step on the loader's next batch (idx: room for
  * --batch indices); *loss_out the step's mean loss, *scale_out the loss
  * scale it used, *res what AdamW did. */
 int run_step(run_ctx *c, int32_t *idx, double *loss_out, float *scale_out, optim_result *res);
-
-/* run_shard.c: the floats of Adam's m (and of v) this rank holds. */
-size_t run_shard_owned(const run_ctx *c);
 
 /* run_eval.c: predictions on --dev and EM/F1, an eval.csv row; pred_path
  * NULL: no predictions file; print: the result line even when quiet.
@@ -137,12 +132,9 @@ void run_mirror_stop(run_ctx *c);
 /* run_pipe.c: pipeline stages (--pipeline-stages; train/pipeline.h).
  * configure: the split and this rank's place, checked (ERR_INPUT) before
  * the run dir is touched; predict: --dev evaluated by the writer with the
- * whole model built from the gathered parameters (collective); times:
- * every rank's idle seconds, then its busy ones (2 x ranks, as of the last
- * step; NULL before one). */
+ * whole model built from the gathered parameters (collective). */
 int run_pipe_configure(run_ctx *c);
 int run_pipe_predict(run_ctx *c, const postprocess_opts *po, qa_predictions *p);
-const double *run_pipe_times(const run_ctx *c);
 
 /* run_log.c */
 void run_fmt_duration(char *buf, size_t cap, double s);
@@ -162,8 +154,6 @@ void run_log_skipped(run_ctx *c);
 void run_log_info(run_ctx *c, const char *key, const char *value);
 /* fsync of the CSV files, before a checkpoint names their rows as saved. */
 int run_log_sync(run_ctx *c);
-/* "0-1 | 2-3": each pipeline stage's layers. */
-void pipe_split_text(const run_ctx *c, char *buf, size_t cap);
 /* The report, rebuilt (after checkpoints and at the end). */
 void run_log_report(run_ctx *c);
 void run_log_close(run_ctx *c);

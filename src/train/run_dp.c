@@ -140,7 +140,7 @@ int run_dp_init(run_ctx *c, int (*bucket)(comm *cm, float *x, size_t n))
 static int dp_start(run_ctx *c)
 {
     int rc = run_dp_init(c, comm_allreduce_begin);
-    return rc ? rc : run_optim_start(c, &c->qm.table);
+    return rc ? rc : run_optim_start(c, &c->qm.table, 0);
 }
 
 /* GPUs: the gradients are summed by NCCL on the devices when every rank
@@ -240,6 +240,22 @@ void run_dp_free(run_ctx *c)
     c->strat_state = NULL;
 }
 
+void run_dp_describe(const run_ctx *c)
+{
+    if (c->ranks > 1)
+        printf("  ranks     %d data-parallel ranks (MPI): each step's %d examples split in fixed shares of whole "
+               "micro-batches, gradients summed in rank order\n", c->ranks, c->o->batch);
+}
+
+/* The ranks, and the share of the training time this rank spent in the
+ * all-reduces (communication and waiting). */
+void run_dp_progress(const run_ctx *c, char *buf, size_t cap)
+{
+    if (c->ranks > 1)
+        snprintf(buf, cap, " | %d ranks, comm %.1fs (%.0f%%, waiting %.1fs)", c->ranks, c->comm_s,
+                 c->train_time > 0 ? 100 * c->comm_s / c->train_time : 0, c->wait_s);
+}
+
 const run_strategy run_strategy_data_parallel = {
     .name = "data parallel",
     .start = dp_start,
@@ -248,4 +264,6 @@ const run_strategy run_strategy_data_parallel = {
     .reduce = dp_reduce,
     .gather = dp_gather,
     .free = run_dp_free,
+    .describe = run_dp_describe,
+    .progress = run_dp_progress,
 };

@@ -60,6 +60,8 @@ enum { HDR_FIXED = 5 }; /* unit, micro-batch, piece, windows, rows; then cu_seql
 
 struct pipe_run {
     int prev, next;       /* the ranks of this replica's neighbouring stages (-1: none) */
+    int split[PIPE_MAX_STAGES + 1]; /* stage s holds encoder layers [split[s], split[s + 1]) */
+    size_t poff, pn;       /* this stage's slice of the parameter block: floats [poff, poff + pn) */
     int sets;
     pipe_unit *units;
     int nunits, cap;
@@ -69,7 +71,6 @@ struct pipe_run {
     int32_t *want;         /* this stage's header of the unit it checks */
     int32_t *ids, *types, *cu;
     int *group;            /* the ranks of this stage's replicas, in replica order */
-    size_t pn;             /* the floats of this stage's slice of the parameter block (at c->poff) */
     double busy_s, idle_s; /* this rank: computing, waiting for a neighbour */
     double *times;         /* every rank's idle_s, then busy_s (2 x ranks), after each step */
 };
@@ -85,8 +86,18 @@ static int tag_of(int u, int kind) { return 3 * (u % 8000) + kind; }
 /* "pipeline stage s (layers a-b)" for messages. */
 static void stage_name(const run_ctx *c, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "pipeline stage %d of %d (layers %d-%d)", c->stage, c->stages, c->split[c->stage],
-             c->split[c->stage + 1] - 1);
+    const int *split = c->pipe->split;
+    snprintf(buf, cap, "pipeline stage %d of %d (layers %d-%d)", c->stage, c->stages, split[c->stage],
+             split[c->stage + 1] - 1);
+}
+
+/* "0-1 | 2-3": each stage's layers. */
+static void pipe_split_text(const run_ctx *c, char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    for (int s = 0; c->pipe && s < c->stages && n < cap; s++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%d-%d", s ? " | " : "", c->pipe->split[s], c->pipe->split[s + 1] - 1);
 }
 
 int run_pipe_configure(run_ctx *c)
@@ -98,6 +109,9 @@ int run_pipe_configure(run_ctx *c)
     c->replica = c->rank;
     if (c->stages == 1) return 0;
     int S = c->stages, L = c->qm.cfg.num_hidden_layers;
+    struct pipe_run *p = calloc(1, sizeof *p);
+    if (!p) return err_set(ERR_RUNTIME, "out of memory");
+    c->pipe = p;
     if (c->ranks % S != 0)
         return err_set(ERR_INPUT, "--pipeline-stages %d: %d ranks are not a multiple of the stages", S, c->ranks);
     c->replicas = c->ranks / S;
@@ -107,29 +121,27 @@ int run_pipe_configure(run_ctx *c)
         if (o->pipeline_split_n != S + 1)
             return err_set(ERR_INPUT, "--pipeline-split: %d boundaries for %d stages (give %d: 0, ..., %d)",
                            o->pipeline_split_n, S, S + 1, L);
-        memcpy(c->split, o->pipeline_split, (size_t)(S + 1) * sizeof *c->split);
+        memcpy(p->split, o->pipeline_split, (size_t)(S + 1) * sizeof *p->split);
     } else {
-        /* checked even; the default split is chosen in run_pipe_start, once the micro-batch is known */
-        pipe_split_even(L, S, c->split);
+        /* checked even; the default split is chosen in pipe_start, once the micro-batch is known */
+        pipe_split_even(L, S, p->split);
     }
-    return pipe_split_check(c->split, S, L, o->pipeline_split_n > 0 ? "--pipeline-split" : "--pipeline-stages");
+    return pipe_split_check(p->split, S, L, o->pipeline_split_n > 0 ? "--pipeline-split" : "--pipeline-stages");
 }
 
 /* This stage's model and optimizer with the host parameters' slice (and
  * the Adam state's, resumed), and the buffers of its messages. */
 static int pipe_start(run_ctx *c)
 {
+    struct pipe_run *p = c->pipe;
     int S = c->stages, s = c->stage, D = c->replicas;
     /* The default split: bertc plan's (the smallest largest stage time,
      * then the smallest largest stage peak) at this run's micro-batch,
      * which every rank has alike. */
     if (c->o->pipeline_split_n == 0) {
-        int rc = memory_stage_split(&c->qm.cfg, c->micro, c->T, c->qm.info.precision, c->qm.recompute, S, c->split);
+        int rc = memory_stage_split(&c->qm.cfg, c->micro, c->T, c->qm.info.precision, c->qm.recompute, S, p->split);
         if (rc) return err_wrap(rc, "--pipeline-stages %d", S);
     }
-    struct pipe_run *p = calloc(1, sizeof *p);
-    if (!p) return err_set(ERR_RUNTIME, "out of memory");
-    c->pipe = p;
     p->prev = s > 0 ? c->rank - D : -1;
     p->next = s < S - 1 ? c->rank + D : -1;
     /* Units per step on this replica: its share of the micro-batches, or
@@ -146,13 +158,13 @@ static int pipe_start(run_ctx *c)
                                                   .T = c->T,
                                                   .max_tokens = c->qm.packing == PACKING_VARLEN ? c->qm.max_tokens : 0,
                                                   .recompute = c->qm.recompute,
-                                                  .stage_lo = c->split[s],
-                                                  .stage_hi = c->split[s + 1],
+                                                  .stage_lo = p->split[s],
+                                                  .stage_hi = p->split[s + 1],
                                                   .sets = p->sets});
     if (rc) return err_wrap(rc, "rank %d of %d: %s", c->rank, c->ranks, name);
     c->qm.max_B = c->micro;
     c->qm.T = c->T;
-    bert_model_stage(c->qm.model, NULL, NULL, &c->poff);
+    bert_model_stage(c->qm.model, NULL, NULL, &p->poff);
     p->pn = bert_model_stage_table(c->qm.model)->total;
     rc = bert_model_set_params(c->qm.model, c->host_params);
     if (rc) return rc;
@@ -183,7 +195,7 @@ static int pipe_start(run_ctx *c)
     for (int d = 0; d < D; d++) p->group[d] = s * D + d;
     p->times = calloc(2 * (size_t)c->ranks, sizeof *p->times);
     if (!p->times) return err_set(ERR_RUNTIME, "out of memory");
-    return run_optim_start(c, bert_model_stage_table(c->qm.model));
+    return run_optim_start(c, bert_model_stage_table(c->qm.model), p->poff);
 }
 
 /* After every rank's set-up (collective). GPUs: NCCL's send/recv when
@@ -234,7 +246,6 @@ static void pipe_free(run_ctx *c)
     c->pipe = NULL;
 }
 
-const double *run_pipe_times(const run_ctx *c) { return c->pipe ? c->pipe->times : NULL; }
 
 /* A window's real tokens: the leading ones of its mask (bert_pack_window's count). */
 static int window_len(const features *f, int32_t i)
@@ -550,11 +561,11 @@ static int gather_parts(run_ctx *c, int optimizer)
 {
     size_t n = c->replica == 0 ? c->pipe->pn : 0;
     int rc = bert_model_get_params(c->qm.model, c->host_params);
-    if (!rc && optimizer) rc = optim_get_state(c->opt, c->host_m + c->poff, c->host_v + c->poff, &c->st.adam_t,
+    if (!rc && optimizer) rc = optim_get_state(c->opt, c->host_m + c->pipe->poff, c->host_v + c->pipe->poff, &c->st.adam_t,
                                                &c->st.skipped_steps);
-    if (!rc) rc = comm_gather_ranges(c->cm, c->host_params, c->poff, n, 0);
-    if (!rc && optimizer) rc = comm_gather_ranges(c->cm, c->host_m, c->poff, n, 0);
-    if (!rc && optimizer) rc = comm_gather_ranges(c->cm, c->host_v, c->poff, n, 0);
+    if (!rc) rc = comm_gather_ranges(c->cm, c->host_params, c->pipe->poff, n, 0);
+    if (!rc && optimizer) rc = comm_gather_ranges(c->cm, c->host_m, c->pipe->poff, n, 0);
+    if (!rc && optimizer) rc = comm_gather_ranges(c->cm, c->host_v, c->pipe->poff, n, 0);
     return rc;
 }
 
@@ -586,6 +597,44 @@ int run_pipe_predict(run_ctx *c, const postprocess_opts *po, qa_predictions *out
     return comm_agree(c->cm, rc);
 }
 
+static void pipe_describe(const run_ctx *c)
+{
+    char split[256], dp[96] = "";
+    pipe_split_text(c, split, sizeof split);
+    if (c->replicas > 1)
+        snprintf(dp, sizeof dp, " x %d data-parallel copies (each a share of the micro-batches)", c->replicas);
+    printf("  pipeline  %d stages (MPI)%s, layers %s; 1F1B over each step's micro-batches; rank 0 gathers the "
+           "stages' parts for checkpoints and evaluation\n", c->stages, dp, split);
+}
+
+/* Each stage's time waiting for its neighbours (the bubble and any imbalance). */
+static void pipe_progress(const run_ctx *c, char *buf, size_t cap)
+{
+    const double *idle = c->pipe->times;
+    size_t l = (size_t)snprintf(buf, cap, " | %d stages, idle", c->stages);
+    for (int r = 0; r < c->ranks && r < 8 && l < cap; r++) l += (size_t)snprintf(buf + l, cap - l, " %.1fs", idle[r]);
+}
+
+/* Per rank (stage-major): seconds waiting for a neighbour, seconds computing. */
+static void pipe_info(run_ctx *c)
+{
+    const double *times = c->pipe->times;
+    char v[64], split[256], idle[512], busy[512];
+    size_t a = 0, b = 0;
+    idle[0] = busy[0] = 0;
+    for (int r = 0; r < c->ranks; r++) {
+        a += (size_t)snprintf(idle + a, a < sizeof idle ? sizeof idle - a : 0, "%s%.3f", r ? " " : "", times[r]);
+        b += (size_t)snprintf(busy + b, b < sizeof busy ? sizeof busy - b : 0, "%s%.3f", r ? " " : "",
+                              times[c->ranks + r]);
+    }
+    pipe_split_text(c, split, sizeof split);
+    snprintf(v, sizeof v, "%d", c->stages);
+    run_log_info(c, "pipeline_stages", v);
+    run_log_info(c, "pipeline_layers", split);
+    run_log_info(c, "pipeline_idle_s", idle);
+    run_log_info(c, "pipeline_busy_s", busy);
+}
+
 const run_strategy run_strategy_pipeline = {
     .name = "pipeline 1F1B",
     .start = pipe_start,
@@ -595,5 +644,8 @@ const run_strategy run_strategy_pipeline = {
     .terms = pipe_terms,
     .gather = pipe_gather,
     .free = pipe_free,
+    .describe = pipe_describe,
+    .progress = pipe_progress,
+    .info = pipe_info,
     .agree_saves = 1,
 };

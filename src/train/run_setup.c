@@ -309,7 +309,7 @@ static void resume_notes(const run_ctx *c)
 /* The parallel mode: a new one is a new file (strategy.h) and a line here. */
 static const run_strategy *strategy_pick(const run_ctx *c)
 {
-    if (c->stages > 1) return &run_strategy_pipeline;
+    if (c->o->pipeline_stages > 1) return &run_strategy_pipeline;
     if (c->shard) return &run_strategy_sharded;
     return &run_strategy_data_parallel;
 }
@@ -329,7 +329,6 @@ static int setup_body(run_ctx *c)
     rc = fit_window(c);
     if (!rc) rc = run_pipe_configure(c);
     if (rc) return rc;
-    c->strat = strategy_pick(c);
     if (o->resume == RESUME_PATH) {
         if (!path_is_dir(o->resume_path))
             return err_set(ERR_INPUT, "--resume %s: not a checkpoint dir (use auto, never or RUN/checkpoints/step-N)",
@@ -451,11 +450,11 @@ static int start_state(run_ctx *c)
     return 0;
 }
 
-int run_optim_start(run_ctx *c, const param_table *t)
+int run_optim_start(run_ctx *c, const param_table *t, size_t off)
 {
     int rc = optim_create(&c->opt, &c->qm.be, t);
     if (!rc && c->resumed)
-        rc = optim_set_state(c->opt, c->host_m + c->poff, c->host_v + c->poff, c->st.adam_t, c->st.skipped_steps);
+        rc = optim_set_state(c->opt, c->host_m + off, c->host_v + off, c->st.adam_t, c->st.skipped_steps);
     return rc;
 }
 
@@ -477,6 +476,7 @@ int run_setup(run_ctx *c)
     c->ranks = dist_size();
     c->writer = c->rank == 0;
     c->shard = c->o->shard_optimizer && c->ranks > 1;
+    c->strat = strategy_pick(c);
     c->stages = 1;
     c->replicas = c->ranks;
     c->replica = c->rank;

@@ -30,6 +30,7 @@
 #include "core/err.h"
 #include "dist/comm.h"
 #include "dist/dist.h"
+#include "model/memory.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,7 +123,16 @@ static void shard_free(run_ctx *c)
     run_dp_free(c);
 }
 
-size_t run_shard_owned(const run_ctx *c) { return pieces(c)->owned; }
+static void shard_describe(const run_ctx *c)
+{
+    char b1[32], b2[32];
+    size_t total = c->qm.table.total, owned = pieces(c)->owned;
+    run_dp_describe(c);
+    printf("  sharded   --shard-optimizer: AdamW m and v of %zu of the %zu parameters on each rank (%s instead "
+           "of %s; rank %d's), gradients reduce-scattered, parameters all-gathered\n",
+           owned, total, memory_fmt_bytes(b1, sizeof b1, (int64_t)(2 * owned * sizeof(float))),
+           memory_fmt_bytes(b2, sizeof b2, (int64_t)(2 * total * sizeof(float))), c->rank);
+}
 
 /* GPUs without NCCL: every bucket of the host copy reduce-scattered. */
 static int shard_reduce(run_ctx *c)
@@ -209,4 +219,6 @@ const run_strategy run_strategy_sharded = {
     .updated = shard_updated,
     .gather = shard_gather,
     .free = shard_free,
+    .describe = shard_describe,
+    .progress = run_dp_progress,
 };

@@ -19,7 +19,10 @@
  * host blocks hold the initial or resumed parameters and moments), connect
  * (after every rank's set-up, collective: the communicator), gather (the
  * parameters, and the Adam state with optimizer, into the writer's host
- * blocks for a checkpoint or the export; collective, agreed), free.
+ * blocks for a checkpoint or the export; collective, agreed), free; and
+ * what the run tells of the mode (run_log.c): describe (its start-up
+ * lines), progress (what it adds to the progress line at buf, cap bytes
+ * left), info (its keys of RUN/info.csv; NULL: none).
  *
  * A new mode is a new file defining a run_strategy, and one line in
  * run_strategy_pick (run_setup.c). Each keeps its state in c->strat_state;
@@ -55,6 +58,9 @@ typedef struct run_strategy {
     int (*updated)(struct run_ctx *c, int rc, const optim_result *res);
     int (*gather)(struct run_ctx *c, int optimizer);
     void (*free)(struct run_ctx *c);
+    void (*describe)(const struct run_ctx *c);
+    void (*progress)(const struct run_ctx *c, char *buf, size_t cap);
+    void (*info)(struct run_ctx *c);
     int agree_saves; /* the writer's checkpoint is agreed on by every rank (the stages' parts were gathered) */
 } run_strategy;
 
@@ -84,5 +90,7 @@ int run_dp_pass(struct run_ctx *c, const int32_t *idx, int count, float scale, d
  * bucket (off[k], len[k]; nb 0: the whole block) summed, back. */
 int run_dp_reduce_host(struct run_ctx *c, const size_t *off, const size_t *len, int nb);
 void run_dp_free(struct run_ctx *c);
+void run_dp_describe(const struct run_ctx *c);
+void run_dp_progress(const struct run_ctx *c, char *buf, size_t cap);
 
 #endif
