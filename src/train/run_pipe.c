@@ -4,7 +4,7 @@
  * rank reads the data and cuts the step alike: replica d takes its
  * dist_share of the step's micro-batches, and each micro-batch is one unit
  * of the pipeline (packed: one unit per piece that fits --max-tokens, as
- * run_step.c cuts them). Units flow through the replica's stages in the
+ * step.c cuts them). Units flow through the replica's stages in the
  * 1F1B order of pipe_op_at; unit u's activations x[hi] go to the next
  * stage, with a header naming the unit and its layout (micro-batch,
  * piece, windows, rows and, packed, the cu_seqlens), and their gradient
