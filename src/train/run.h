@@ -93,11 +93,12 @@ typedef struct run_ctx {
     struct mirror *mir;
     /* Pipeline (run_pipe.c): this rank is stage `stage` of `stages` (1, 0
      * without one) in data-parallel replica `replica` of `replicas`
-     * (rank = stage * replicas + replica); its layers and its slice of the
-     * parameter block are the pipeline's own state. The run dir,
-     * checkpoints and evaluation stay the writer's (rank 0, stage 0), which
-     * gathers the stages' parts. */
+     * (rank = stage * replicas + replica), holding encoder layers
+     * [split[stage], split[stage + 1]); its slice of the parameter block is
+     * the pipeline's own state. The run dir, checkpoints and evaluation
+     * stay the writer's (rank 0, stage 0), which gathers the stages' parts. */
     int stages, stage, replicas, replica;
+    int split[PIPE_MAX_STAGES + 1];
     struct pipe_run *pipe; /* the pipeline's own state */
 } run_ctx;
 

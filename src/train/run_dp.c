@@ -107,7 +107,7 @@ static int back_off(run_ctx *c, int64_t step)
 
 /* The model on the backend; when building it runs out of memory, halve
  * the micro-batch as a step would (back_off). */
-int run_dp_start_model(run_ctx *c)
+static int start_model(run_ctx *c)
 {
     for (;;) {
         int rc = qa_model_start(&c->qm, &c->bo, c->micro, c->T);
@@ -130,7 +130,7 @@ int run_dp_init(run_ctx *c, int (*bucket)(comm *cm, float *x, size_t n))
     if (!s) return err_set(ERR_RUNTIME, "out of memory");
     s->bucket = bucket;
     c->strat_state = s;
-    int rc = run_dp_start_model(c);
+    int rc = start_model(c);
     if (rc || c->ranks == 1 || !c->qm.info.is_cuda) return rc;
     size_t nf = c->qm.table.total;
     s->host_grads = malloc(nf * sizeof *s->host_grads);

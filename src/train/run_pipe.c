@@ -60,7 +60,6 @@ enum { HDR_FIXED = 5 }; /* unit, micro-batch, piece, windows, rows; then cu_seql
 
 struct pipe_run {
     int prev, next;       /* the ranks of this replica's neighbouring stages (-1: none) */
-    int split[PIPE_MAX_STAGES + 1]; /* stage s holds encoder layers [split[s], split[s + 1]) */
     size_t poff, pn;       /* this stage's slice of the parameter block: floats [poff, poff + pn) */
     int sets;
     pipe_unit *units;
@@ -86,9 +85,8 @@ static int tag_of(int u, int kind) { return 3 * (u % 8000) + kind; }
 /* "pipeline stage s (layers a-b)" for messages. */
 static void stage_name(const run_ctx *c, char *buf, size_t cap)
 {
-    const int *split = c->pipe->split;
-    snprintf(buf, cap, "pipeline stage %d of %d (layers %d-%d)", c->stage, c->stages, split[c->stage],
-             split[c->stage + 1] - 1);
+    snprintf(buf, cap, "pipeline stage %d of %d (layers %d-%d)", c->stage, c->stages, c->split[c->stage],
+             c->split[c->stage + 1] - 1);
 }
 
 /* "0-1 | 2-3": each stage's layers. */
@@ -96,8 +94,8 @@ static void pipe_split_text(const run_ctx *c, char *buf, size_t cap)
 {
     size_t n = 0;
     buf[0] = 0;
-    for (int s = 0; c->pipe && s < c->stages && n < cap; s++)
-        n += (size_t)snprintf(buf + n, cap - n, "%s%d-%d", s ? " | " : "", c->pipe->split[s], c->pipe->split[s + 1] - 1);
+    for (int s = 0; s < c->stages && n < cap; s++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%d-%d", s ? " | " : "", c->split[s], c->split[s + 1] - 1);
 }
 
 int run_pipe_configure(run_ctx *c)
@@ -121,12 +119,12 @@ int run_pipe_configure(run_ctx *c)
         if (o->pipeline_split_n != S + 1)
             return err_set(ERR_INPUT, "--pipeline-split: %d boundaries for %d stages (give %d: 0, ..., %d)",
                            o->pipeline_split_n, S, S + 1, L);
-        memcpy(p->split, o->pipeline_split, (size_t)(S + 1) * sizeof *p->split);
+        memcpy(c->split, o->pipeline_split, (size_t)(S + 1) * sizeof *c->split);
     } else {
         /* checked even; the default split is chosen in pipe_start, once the micro-batch is known */
-        pipe_split_even(L, S, p->split);
+        pipe_split_even(L, S, c->split);
     }
-    return pipe_split_check(p->split, S, L, o->pipeline_split_n > 0 ? "--pipeline-split" : "--pipeline-stages");
+    return pipe_split_check(c->split, S, L, o->pipeline_split_n > 0 ? "--pipeline-split" : "--pipeline-stages");
 }
 
 /* This stage's model and optimizer with the host parameters' slice (and
@@ -139,7 +137,7 @@ static int pipe_start(run_ctx *c)
      * then the smallest largest stage peak) at this run's micro-batch,
      * which every rank has alike. */
     if (c->o->pipeline_split_n == 0) {
-        int rc = memory_stage_split(&c->qm.cfg, c->micro, c->T, c->qm.info.precision, c->qm.recompute, S, p->split);
+        int rc = memory_stage_split(&c->qm.cfg, c->micro, c->T, c->qm.info.precision, c->qm.recompute, S, c->split);
         if (rc) return err_wrap(rc, "--pipeline-stages %d", S);
     }
     p->prev = s > 0 ? c->rank - D : -1;
@@ -158,8 +156,8 @@ static int pipe_start(run_ctx *c)
                                                   .T = c->T,
                                                   .max_tokens = c->qm.packing == PACKING_VARLEN ? c->qm.max_tokens : 0,
                                                   .recompute = c->qm.recompute,
-                                                  .stage_lo = p->split[s],
-                                                  .stage_hi = p->split[s + 1],
+                                                  .stage_lo = c->split[s],
+                                                  .stage_hi = c->split[s + 1],
                                                   .sets = p->sets});
     if (rc) return err_wrap(rc, "rank %d of %d: %s", c->rank, c->ranks, name);
     c->qm.max_B = c->micro;

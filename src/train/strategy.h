@@ -25,8 +25,8 @@
  * left), info (its keys of RUN/info.csv; NULL: none).
  *
  * A new mode is a new file defining a run_strategy, and one line in
- * run_strategy_pick (run_setup.c). Each keeps its state in c->strat_state;
- * its communicator (dist/comm.h) is c->cm. */
+ * strategy_pick (run_setup.c). Each keeps its state in c->strat_state (the
+ * pipeline in c->pipe); its communicator (dist/comm.h) is c->cm. */
 #ifndef BERTC_TRAIN_STRATEGY_H
 #define BERTC_TRAIN_STRATEGY_H
 
@@ -72,8 +72,7 @@ extern const run_strategy run_strategy_pipeline;      /* run_pipe.c: --pipeline-
  * parallel with another bucket collective): the model, this rank's share of
  * the step, and the host staging of a GPU's gradients. bucket: the
  * collective that sums a bucket (comm_allreduce_begin or
- * comm_reduce_scatter_begin); pieces: the host fallback's buckets (NULL:
- * the whole block). */
+ * comm_reduce_scatter_begin). run_dp_init: the state and the model. */
 typedef struct {
     int (*bucket)(struct comm *cm, float *x, size_t n);
     float *host_grads;   /* GPUs whose communicator is the host's: the gradients' host copy */
@@ -82,7 +81,6 @@ typedef struct {
     void *mode;          /* the mode's own (run_shard.c's pieces) */
 } run_dp_state;
 
-int run_dp_start_model(struct run_ctx *c);
 int run_dp_init(struct run_ctx *c, int (*bucket)(struct comm *cm, float *x, size_t n));
 int run_dp_connect(struct run_ctx *c);
 int run_dp_pass(struct run_ctx *c, const int32_t *idx, int count, float scale, double *loss);
