@@ -177,7 +177,7 @@ const float *bert_stage_dx_in(bert_model *m, int set);
 int bert_model_sets(const bert_model *m);
 
 /* Gradient buckets, for data-parallel training that sums gradients across
- * processes while backward still runs (train/run_step.c): the gradient block
+ * processes while backward still runs (train/run_dp.c): the gradient block
  * is cut into L + 2 contiguous ranges in the order backward finishes them:
  * the QA head, encoder layer L-1, ..., layer 0, the embeddings. With a hook
  * set, bert_backward calls fn(arg, offset, count) (in floats, into the

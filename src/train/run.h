@@ -4,9 +4,15 @@
  *
  *   trainer.c   options, signals, the step loop, the end of the run
  *     -> run_setup.c  model, backend, data, features, resume, micro-batch size
- *     -> run_step.c   one optimizer step: the loader's rows through step.c (micro-batches,
- *                     padded or packed), out-of-memory back-off, AdamW
- *          -> run_shard.c  --shard-optimizer's pieces and collectives
+ *     -> run_step.c   one optimizer step, the same for every parallel mode: the
+ *                     loader's rows, the strategy's passes and sums, the step's one
+ *                     reduce, the loss scale, AdamW
+ *          -> the strategy (train/strategy.h), one file per mode:
+ *             run_dp.c     data parallel (one process, or N ranks): step.c's
+ *                          micro-batches, the out-of-memory back-off
+ *             run_shard.c  --shard-optimizer's pieces and collectives
+ *             run_pipe.c   --pipeline-stages: 1F1B over the stages
+ *             each over its communicator (dist/comm.h: the host's or NCCL)
  *     -> run_eval.c   predictions and EM/F1 on --dev
  *     -> run_save.c   checkpoints and the exported final/ model dir
  *          -> run_log.c  what the run tells: metrics.csv, eval.csv, the
@@ -25,22 +31,14 @@
 #include "train/optim.h"
 #include "train/runlog.h"
 #include "train/state.h"
+#include "train/strategy.h"
 #include "train/trainer.h"
 
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
-/* --shard-optimizer: the gradient buckets and this rank's piece of each
- * (run_shard.c). */
-typedef struct {
-    int nb;              /* buckets (bert_grad_bucket_count) */
-    size_t *off, *len;   /* bucket k: [off[k], off[k] + len[k]) of the block, in backward's order */
-    size_t *poff, *plen; /* this rank's piece of bucket k (dist_piece) */
-    size_t owned;        /* the sum of plen: the floats of Adam's m (and of v) this rank holds */
-} run_shard;
-
-typedef struct {
+typedef struct run_ctx {
     const trainer_opts *o;
     volatile sig_atomic_t *stop; /* non-zero once SIGINT/SIGTERM asked for a clean stop */
     qa_model qm;
@@ -74,40 +72,34 @@ typedef struct {
     int tty;
     int log_warned;     /* a CSV write failed (reported once) */
     double last_progress;
-    /* Data parallel (src/dist): this process is rank `rank` of
-     * `ranks` (1 without mpirun); only the writer (rank 0) touches the run
-     * dir. sig: the signal this rank received, which the ranks agree on at
-     * the end of each step before *stop is set (on every rank at once). */
+    /* The ranks (src/dist): this process is rank `rank` of `ranks` (1
+     * without mpirun); only the writer (rank 0) touches the run dir. sig:
+     * the signal this rank received, which the ranks agree on at the end of
+     * each step before *stop is set (on every rank at once). */
     int rank, ranks, writer;
     volatile sig_atomic_t *sig;
-    float *host_grads;  /* the gradients on the host for the all-reduce (GPU backends) */
+    const run_strategy *strat; /* the parallel mode (strategy.h) */
+    void *strat_state;         /* its own state (data parallel, sharded) */
+    struct comm *cm;           /* its communicator, after connect */
     int dist_micro;     /* rank 0's micro-batch, broadcast to the others */
     int64_t prev_ranks; /* the rank count of the checkpoint resumed from */
     int64_t prev_stages; /* its pipeline stages */
-    int nccl;           /* GPUs: gradients summed by NCCL on the devices (backend/cuda/cuda_nccl.h) */
     double comm_s;      /* seconds in the steps' collectives (all-reduces, agreement; waits included) */
     double wait_s;      /* of which: waiting at the end of the forward/backward passes for the slowest rank */
-    int bucketed;       /* gradients summed bucket by bucket during backward (run_step.c) */
-    int buckets_sent;   /* this step's buckets sent so far */
-    int save_due;       /* N ranks: rank 0's clock says --save-every-minutes is due (agreed in run_step or run_pipe_reduce) */
-    /* --shard-optimizer with N ranks (run_shard.c) */
-    int shard;
-    run_shard sh;
+    int save_due;       /* N ranks: rank 0's clock says --save-every-minutes is due (agreed in run_step) */
+    int shard;          /* --shard-optimizer with N ranks (run_shard.c) */
     int prev_shard;     /* the checkpoint resumed from was saved by a sharded run */
     /* run_save.c's: the --mirror copier (NULL: none) */
     struct mirror *mir;
     /* Pipeline (run_pipe.c): this rank is stage `stage` of `stages` (1, 0
      * without one) in data-parallel replica `replica` of `replicas`
      * (rank = stage * replicas + replica), holding encoder layers
-     * [split[stage], split[stage + 1]) and the floats [poff, poff + pn)
-     * of the parameter block. The run dir, checkpoints and evaluation stay
-     * the writer's (rank 0, stage 0), which gathers the stages' parts. */
+     * [split[stage], split[stage + 1]); its slice of the parameter block is
+     * the pipeline's own state. The run dir, checkpoints and evaluation
+     * stay the writer's (rank 0, stage 0), which gathers the stages' parts. */
     int stages, stage, replicas, replica;
     int split[PIPE_MAX_STAGES + 1];
-    size_t poff, pn;
-    double pipe_busy_s, pipe_idle_s; /* this rank: computing, waiting for a neighbour */
-    double *pipe_idle_all;           /* every rank's pipe_idle_s, then pipe_busy_s (2 x ranks), after each step */
-    struct pipe_run *pipe;
+    struct pipe_run *pipe; /* the pipeline's own state */
 } run_ctx;
 
 /* run_setup.c: everything before the first step; ERR_INPUT for bad input
@@ -115,26 +107,14 @@ typedef struct {
  * run_setup made, also after a failure half-way. */
 int run_setup(run_ctx *c);
 void run_cleanup(run_ctx *c);
+/* The optimizer of the parameters in t (the whole table, or a stage's
+ * from float off of the block), with a resumed run's moments. */
+int run_optim_start(run_ctx *c, const param_table *t, size_t off);
 
 /* run_step.c: one optimizer step on the loader's next batch (idx: room for
  * --batch indices); *loss_out the step's mean loss, *scale_out the loss
  * scale it used, *res what AdamW did. */
 int run_step(run_ctx *c, int32_t *idx, double *loss_out, float *scale_out, optim_result *res);
-
-/* run_shard.c (--shard-optimizer, c->shard): run_shard_start cuts the
- * pieces and makes the optimizer of this rank's pieces (instead of
- * optim_create), with a resumed run's moments; reduce_bucket is the hook's
- * reduce-scatter of one gradient bucket (NCCL's on GPUs), reduce_host that
- * of every bucket of a host copy (GPUs without NCCL); allgather_params
- * sends each rank's updated pieces to all after AdamW; gather_state
- * (collective) puts the whole moments into the writer's host_m and host_v
- * for a checkpoint. */
-int run_shard_start(run_ctx *c);
-void run_shard_free(run_ctx *c);
-int run_shard_reduce_bucket(run_ctx *c, float *x, size_t n);
-int run_shard_reduce_host(run_ctx *c, float *h);
-int run_shard_allgather_params(run_ctx *c);
-int run_shard_gather_state(run_ctx *c);
 
 /* run_eval.c: predictions on --dev and EM/F1, an eval.csv row; pred_path
  * NULL: no predictions file; print: the result line even when quiet.
@@ -152,25 +132,8 @@ void run_mirror_stop(run_ctx *c);
 
 /* run_pipe.c: pipeline stages (--pipeline-stages; train/pipeline.h).
  * configure: the split and this rank's place, checked (ERR_INPUT) before
- * the run dir is touched; start: this stage's model and optimizer with
- * the host parameters' slice (and the Adam state's, resumed); pass: the
- * step's forward and backward passes, 1F1B over the stages, into freshly
- * zeroed gradients (a rank whose compute failed keeps sending so that no
- * neighbour waits forever; the failure is agreed on at the end, naming the
- * stage); reduce: the stage's gradients summed over its replicas, the
- * loss, the global squared norm in stage order, signals, the writer's save
- * clock and the idle times shared; gather: every stage's parameters (and
- * Adam state) into the writer's host blocks; predict: --dev evaluated by
- * the writer with the whole model built from the gathered parameters. */
+ * the run dir is touched. */
 int run_pipe_configure(run_ctx *c);
-int run_pipe_start(run_ctx *c);
-/* After every rank's set-up (collective): NCCL's channels on GPUs. */
-int run_pipe_connect(run_ctx *c);
-int run_pipe_pass(run_ctx *c, const int32_t *idx, int count, float scale, double *loss);
-int run_pipe_reduce(run_ctx *c, double *loss, double *sum_squares);
-int run_pipe_gather(run_ctx *c, int optimizer);
-int run_pipe_predict(run_ctx *c, const postprocess_opts *po, qa_predictions *p);
-void run_pipe_free(run_ctx *c);
 
 /* run_log.c */
 void run_fmt_duration(char *buf, size_t cap, double s);
@@ -190,8 +153,6 @@ void run_log_skipped(run_ctx *c);
 void run_log_info(run_ctx *c, const char *key, const char *value);
 /* fsync of the CSV files, before a checkpoint names their rows as saved. */
 int run_log_sync(run_ctx *c);
-/* "0-1 | 2-3": each pipeline stage's layers. */
-void pipe_split_text(const run_ctx *c, char *buf, size_t cap);
 /* The report, rebuilt (after checkpoints and at the end). */
 void run_log_report(run_ctx *c);
 void run_log_close(run_ctx *c);

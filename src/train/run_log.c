@@ -5,12 +5,10 @@
 #include "train/run.h"
 
 #include "backend/cpu_kernels.h"
-#include "dist/dist.h"
 
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/fileio.h"
-#include "model/memory.h"
 #include "obs/devices.h"
 
 #include <math.h>
@@ -115,25 +113,7 @@ void run_log_startup(const run_ctx *c, int train_hit, int dev_hit)
     if (c->have_dev)
         printf("  dev       %s: %d questions -> %d windows (features %s)\n", o->dev_path, c->dev.n, c->df.n,
                dev_hit ? "from cache" : "built");
-    if (c->stages > 1) {
-        char split[256], dp[96] = "";
-        pipe_split_text(c, split, sizeof split);
-        if (c->replicas > 1)
-            snprintf(dp, sizeof dp, " x %d data-parallel copies (each a share of the micro-batches)", c->replicas);
-        printf("  pipeline  %d stages (MPI)%s, layers %s; 1F1B over each step's micro-batches; rank 0 gathers the "
-               "stages' parts for checkpoints and evaluation\n", c->stages, dp, split);
-    } else if (c->ranks > 1) {
-        printf("  ranks     %d data-parallel ranks (MPI): each step's %d examples split in fixed shares of whole "
-               "micro-batches, gradients summed in rank order\n", c->ranks, o->batch);
-    }
-    if (c->shard) {
-        char b1[32], b2[32];
-        size_t total = c->qm.table.total;
-        printf("  sharded   --shard-optimizer: AdamW m and v of %zu of the %zu parameters on each rank (%s instead "
-               "of %s; rank %d's), gradients reduce-scattered, parameters all-gathered\n",
-               c->sh.owned, total, memory_fmt_bytes(b1, sizeof b1, (int64_t)(2 * c->sh.owned * sizeof(float))),
-               memory_fmt_bytes(b2, sizeof b2, (int64_t)(2 * total * sizeof(float))), c->rank);
-    }
+    c->strat->describe(c);
     if (o->version_2_with_negative) {
         int nimp = 0;
         for (int i = 0; i < c->train.n; i++) nimp += c->train.ex[i].is_impossible || c->train.ex[i].n_answers == 0;
@@ -223,19 +203,8 @@ void run_log_progress(run_ctx *c, double loss, double lr, int force)
     snprintf(line, sizeof line, "epoch %.2f | step %lld/%lld | loss %.4f (avg %.4f) | lr %.3g | %.1f ex/s | ETA %s%s%s",
              (double)step / (double)c->steps_per_epoch, (long long)step, (long long)c->total, loss, c->st.smoothed_loss,
              lr, rate, etas, mon[0] ? " | " : "", mon);
-    if (c->stages > 1) {
-        /* Pipeline: each stage's time waiting for its neighbours (the bubble and any imbalance). */
-        size_t l = strlen(line);
-        l += (size_t)snprintf(line + l, sizeof line - l, " | %d stages, idle", c->stages);
-        for (int r = 0; r < c->ranks && r < 8 && l < sizeof line; r++)
-            l += (size_t)snprintf(line + l, sizeof line - l, " %.1fs", c->pipe_idle_all[r]);
-    } else if (c->ranks > 1) {
-        /* Data parallel: the ranks, and the share of the training time this
-         * rank spent in the all-reduces (communication and waiting). */
-        size_t l = strlen(line);
-        snprintf(line + l, sizeof line - l, " | %d ranks, comm %.1fs (%.0f%%, waiting %.1fs)", c->ranks, c->comm_s,
-                 c->train_time > 0 ? 100 * c->comm_s / c->train_time : 0, c->wait_s);
-    }
+    size_t l = strlen(line);
+    c->strat->progress(c, line + l, sizeof line - l);
     if (c->tty) printf("\r%-120s", line);
     else printf("%s\n", line);
     fflush(stdout);
@@ -259,7 +228,8 @@ int run_log_sync(run_ctx *c)
     return rc;
 }
 
-/* RUN/info.csv's ranks and comm_s (the report's summary), data parallel. */
+/* RUN/info.csv's ranks and comm_s (the report's summary), and the
+ * parallel mode's own keys. */
 static void dist_info(run_ctx *c)
 {
     if (!c->obs) return;
@@ -271,32 +241,7 @@ static void dist_info(run_ctx *c)
     obs_set_info(c->obs, "comm_s", v);
     snprintf(v, sizeof v, "%.3f", c->wait_s);
     obs_set_info(c->obs, "comm_wait_s", v);
-    if (c->stages > 1 && c->pipe_idle_all) {
-        /* per rank (stage-major): seconds waiting for a neighbour, seconds computing */
-        char split[256], idle[512], busy[512];
-        size_t a = 0, b = 0;
-        idle[0] = busy[0] = 0;
-        for (int r = 0; r < c->ranks; r++) {
-            a += (size_t)snprintf(idle + a, a < sizeof idle ? sizeof idle - a : 0, "%s%.3f", r ? " " : "",
-                                  c->pipe_idle_all[r]);
-            b += (size_t)snprintf(busy + b, b < sizeof busy ? sizeof busy - b : 0, "%s%.3f", r ? " " : "",
-                                  c->pipe_idle_all[c->ranks + r]);
-        }
-        pipe_split_text(c, split, sizeof split);
-        snprintf(v, sizeof v, "%d", c->stages);
-        obs_set_info(c->obs, "pipeline_stages", v);
-        obs_set_info(c->obs, "pipeline_layers", split);
-        obs_set_info(c->obs, "pipeline_idle_s", idle);
-        obs_set_info(c->obs, "pipeline_busy_s", busy);
-    }
-}
-
-void pipe_split_text(const run_ctx *c, char *buf, size_t cap)
-{
-    size_t n = 0;
-    buf[0] = 0;
-    for (int s = 0; s < c->stages && n < cap; s++)
-        n += (size_t)snprintf(buf + n, cap - n, "%s%d-%d", s ? " | " : "", c->split[s], c->split[s + 1] - 1);
+    if (c->strat->info) c->strat->info(c);
 }
 
 void run_log_report(run_ctx *c)

@@ -4,7 +4,7 @@
  * rank reads the data and cuts the step alike: replica d takes its
  * dist_share of the step's micro-batches, and each micro-batch is one unit
  * of the pipeline (packed: one unit per piece that fits --max-tokens, as
- * run_step.c cuts them). Units flow through the replica's stages in the
+ * step.c cuts them). Units flow through the replica's stages in the
  * 1F1B order of pipe_op_at; unit u's activations x[hi] go to the next
  * stage, with a header naming the unit and its layout (micro-batch,
  * piece, windows, rows and, packed, the cu_seqlens), and their gradient
@@ -23,16 +23,17 @@
  * so stages that disagree about a step (other data, another cut) stop with
  * an error instead of computing on misplaced rows.
  *
- * On GPUs the activations and gradients go by NCCL's send/recv from and to
- * the device buffers when every rank can load NCCL (backend/cuda/
- * cuda_nccl.h: four channels, so that each stream carries one kind of
- * message to one neighbour in unit order); else through host copies over
- * MPI (the staging buffers below). The headers always go over MPI. */
+ * On GPUs the activations and gradients go from and to the device buffers
+ * when the communicator takes device memory (dist/comm.h: NCCL's
+ * send/recv, four channels, so that each stream carries one kind of message
+ * to one neighbour in unit order); else through host copies (the staging
+ * buffers below). The headers always go over MPI. */
 #define _GNU_SOURCE
 #include "train/run.h"
 
 #include "core/clock.h"
 #include "core/err.h"
+#include "dist/comm.h"
 #include "dist/dist.h"
 #include "dist/p2p.h"
 #include "model/memory.h"
@@ -40,9 +41,6 @@
 #include "train/microbatch.h"
 #include "train/pipeline.h"
 #include "train/step.h"
-#ifdef BERTC_HAVE_CUDA
-#include "backend/cuda_module.h"
-#endif
 
 #include <math.h>
 #include <signal.h>
@@ -63,17 +61,22 @@ enum { HDR_FIXED = 5 }; /* unit, micro-batch, piece, windows, rows; then cu_seql
 
 struct pipe_run {
     int prev, next;       /* the ranks of this replica's neighbouring stages (-1: none) */
+    size_t poff, pn;       /* this stage's slice of the parameter block: floats [poff, poff + pn) */
     int sets;
     pipe_unit *units;
     int nunits, cap;
-    dist_req **req[PBUFS]; /* per set: receive of x_in, send of x_out, receive of d_out, send of d_in */
-    float **host[PBUFS];   /* per set: host copies (GPU backends only; NULL: the backend's memory is the host's) */
+    dist_req **hreq[2];    /* per set: the header's receive (PH_IN) and send (PH_OUT) */
+    float **host[PH_IN];   /* per set: host copies (GPU backends without a device communicator; NULL: none) */
     int32_t **hdr[2];      /* per set: the header received (PH_IN) and sent (PH_OUT) */
     int32_t *want;         /* this stage's header of the unit it checks */
     int32_t *ids, *types, *cu;
     int *group;            /* the ranks of this stage's replicas, in replica order */
-    int nccl;              /* the float buffers go by NCCL (GPUs), not MPI */
+    double busy_s, idle_s; /* this rank: computing, waiting for a neighbour */
+    double *times;         /* every rank's idle_s, then busy_s (2 x ranks), after each step */
 };
+
+/* Buffer b's (b < PH_IN) message slot of set k in the communicator. */
+static int slot_of(int b, int k) { return b * PIPE_MAX_STAGES + k; }
 
 
 /* The message tag of unit u's activations (kind 0), gradients (kind 1) or
@@ -87,6 +90,15 @@ static void stage_name(const run_ctx *c, char *buf, size_t cap)
              c->split[c->stage + 1] - 1);
 }
 
+/* "0-1 | 2-3": each stage's layers. */
+static void pipe_split_text(const run_ctx *c, char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    for (int s = 0; s < c->stages && n < cap; s++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%d-%d", s ? " | " : "", c->split[s], c->split[s + 1] - 1);
+}
+
 int run_pipe_configure(run_ctx *c)
 {
     const trainer_opts *o = c->o;
@@ -96,6 +108,9 @@ int run_pipe_configure(run_ctx *c)
     c->replica = c->rank;
     if (c->stages == 1) return 0;
     int S = c->stages, L = c->qm.cfg.num_hidden_layers;
+    struct pipe_run *p = calloc(1, sizeof *p);
+    if (!p) return err_set(ERR_RUNTIME, "out of memory");
+    c->pipe = p;
     if (c->ranks % S != 0)
         return err_set(ERR_INPUT, "--pipeline-stages %d: %d ranks are not a multiple of the stages", S, c->ranks);
     c->replicas = c->ranks / S;
@@ -107,14 +122,17 @@ int run_pipe_configure(run_ctx *c)
                            o->pipeline_split_n, S, S + 1, L);
         memcpy(c->split, o->pipeline_split, (size_t)(S + 1) * sizeof *c->split);
     } else {
-        /* checked even; the default split is chosen in run_pipe_start, once the micro-batch is known */
+        /* checked even; the default split is chosen in pipe_start, once the micro-batch is known */
         pipe_split_even(L, S, c->split);
     }
     return pipe_split_check(c->split, S, L, o->pipeline_split_n > 0 ? "--pipeline-split" : "--pipeline-stages");
 }
 
-int run_pipe_start(run_ctx *c)
+/* This stage's model and optimizer with the host parameters' slice (and
+ * the Adam state's, resumed), and the buffers of its messages. */
+static int pipe_start(run_ctx *c)
 {
+    struct pipe_run *p = c->pipe;
     int S = c->stages, s = c->stage, D = c->replicas;
     /* The default split: bertc plan's (the smallest largest stage time,
      * then the smallest largest stage peak) at this run's micro-batch,
@@ -125,9 +143,6 @@ int run_pipe_start(run_ctx *c)
         int rc = memory_split(&q, c->split);
         if (rc) return err_wrap(rc, "--pipeline-stages %d", S);
     }
-    struct pipe_run *p = calloc(1, sizeof *p);
-    if (!p) return err_set(ERR_RUNTIME, "out of memory");
-    c->pipe = p;
     p->prev = s > 0 ? c->rank - D : -1;
     p->next = s < S - 1 ? c->rank + D : -1;
     /* Units per step on this replica: its share of the micro-batches, or
@@ -150,24 +165,24 @@ int run_pipe_start(run_ctx *c)
     if (rc) return err_wrap(rc, "rank %d of %d: %s", c->rank, c->ranks, name);
     c->qm.max_B = c->micro;
     c->qm.T = c->T;
-    bert_model_stage(c->qm.model, NULL, NULL, &c->poff);
-    c->pn = bert_model_stage_table(c->qm.model)->total;
+    bert_model_stage(c->qm.model, NULL, NULL, &p->poff);
+    p->pn = bert_model_stage_table(c->qm.model)->total;
     rc = bert_model_set_params(c->qm.model, c->host_params);
     if (rc) return rc;
     size_t rows = (size_t)bert_model_max_tokens(c->qm.model), C = (size_t)c->qm.cfg.hidden_size;
-    for (int b = 0; b < PBUFS; b++) {
-        p->req[b] = calloc((size_t)p->sets, sizeof *p->req[b]);
+    for (int b = 0; b < PH_IN; b++) {
         p->host[b] = calloc((size_t)p->sets, sizeof *p->host[b]);
-        if (!p->req[b] || !p->host[b]) return err_set(ERR_RUNTIME, "out of memory");
-        for (int k = 0; c->qm.info.is_cuda && b < PH_IN && k < p->sets; k++) {
+        if (!p->host[b]) return err_set(ERR_RUNTIME, "out of memory");
+        for (int k = 0; c->qm.info.is_cuda && k < p->sets; k++) {
             p->host[b][k] = malloc(rows * C * sizeof(float));
             if (!p->host[b][k])
                 return err_set(ERR_RUNTIME, "out of memory for the pipeline's host buffers (%zu floats)", rows * C);
         }
     }
     for (int h = 0; h < 2; h++) {
+        p->hreq[h] = calloc((size_t)p->sets, sizeof *p->hreq[h]);
         p->hdr[h] = calloc((size_t)p->sets, sizeof *p->hdr[h]);
-        if (!p->hdr[h]) return err_set(ERR_RUNTIME, "out of memory");
+        if (!p->hreq[h] || !p->hdr[h]) return err_set(ERR_RUNTIME, "out of memory");
         for (int k = 0; k < p->sets; k++)
             if (!(p->hdr[h][k] = malloc((HDR_FIXED + (size_t)c->micro + 1) * sizeof(int32_t))))
                 return err_set(ERR_RUNTIME, "out of memory");
@@ -179,59 +194,46 @@ int run_pipe_start(run_ctx *c)
     p->group = malloc((size_t)D * sizeof *p->group);
     if (!p->want || !p->ids || !p->types || !p->cu || !p->group) return err_set(ERR_RUNTIME, "out of memory");
     for (int d = 0; d < D; d++) p->group[d] = s * D + d;
-    c->pipe_idle_all = calloc(2 * (size_t)c->ranks, sizeof *c->pipe_idle_all);
-    if (!c->pipe_idle_all) return err_set(ERR_RUNTIME, "out of memory");
-    return 0;
+    p->times = calloc(2 * (size_t)c->ranks, sizeof *p->times);
+    if (!p->times) return err_set(ERR_RUNTIME, "out of memory");
+    return run_optim_start(c, bert_model_stage_table(c->qm.model), p->poff);
 }
 
-int run_pipe_connect(run_ctx *c)
-{
-    if (c->stages == 1) return 0;
-#ifdef BERTC_HAVE_CUDA
-    /* GPUs: NCCL's send/recv when every rank loads it and each has its own
-     * GPU (BERTC_DEBUG_DIST_ONE_GPU: ranks sharing one go through the host). */
-    const char *one = getenv("BERTC_DEBUG_DIST_ONE_GPU");
-    const bertc_cuda_api *api = cuda_module_loaded();
-    if (c->qm.info.is_cuda && !(one && !strcmp(one, "1"))) {
-        int lrc = api && api->nccl_p2p_init ? api->nccl_load()
-                                            : err_set(ERR_RUNTIME, "the CUDA module has no NCCL send/recv");
-        lrc = dist_agree(lrc);
-        if (lrc) {
-            log_warn("%s: the pipeline's messages go through the host over MPI instead", err_msg());
-            err_clear();
-            return 0;
-        }
-        int rc = dist_agree(api->nccl_p2p_init(c->rank, c->ranks, c->bo.gpu, dist_bcast));
-        c->pipe->nccl = !rc;
-        for (int b = 0; !rc && b < PH_IN; b++)
-            for (int k = 0; k < c->pipe->sets; k++) {
-                free(c->pipe->host[b][k]); /* no host copies */
-                c->pipe->host[b][k] = NULL;
-            }
-        return rc;
-    }
-#endif
-    return 0;
-}
-
-void run_pipe_free(run_ctx *c)
+/* After every rank's set-up (collective). GPUs: NCCL's send/recv when
+ * every rank loads it and each has its own GPU (BERTC_DEBUG_DIST_ONE_GPU:
+ * ranks sharing one go through the host). */
+static int pipe_connect(run_ctx *c)
 {
     struct pipe_run *p = c->pipe;
-#ifdef BERTC_HAVE_CUDA
-    const bertc_cuda_api *api = cuda_module_loaded();
-    if (p && p->nccl && api) api->nccl_p2p_free();
-#endif
-    free(c->pipe_idle_all);
-    c->pipe_idle_all = NULL;
+    int rc = comm_open(&c->cm, &(comm_opts){.rank = c->rank,
+                                            .ranks = c->ranks,
+                                            .gpu = c->bo.gpu,
+                                            .dev_ctx = c->qm.info.is_cuda ? c->qm.be.ctx : NULL,
+                                            .p2p = 1,
+                                            .slots = PH_IN * PIPE_MAX_STAGES,
+                                            .fallback = "the pipeline's messages go through the host over MPI instead"});
+    for (int b = 0; !rc && comm_on_device(c->cm) && b < PH_IN; b++)
+        for (int k = 0; k < p->sets; k++) {
+            free(p->host[b][k]); /* no host copies */
+            p->host[b][k] = NULL;
+        }
+    return rc;
+}
+
+static void pipe_free(run_ctx *c)
+{
+    struct pipe_run *p = c->pipe;
+    comm_close(c->cm);
+    c->cm = NULL;
     if (!p) return;
-    for (int b = 0; b < PBUFS; b++) {
-        for (int k = 0; p->req[b] && k < p->sets; k++) dist_cancel(&p->req[b][k]);
+    for (int b = 0; b < PH_IN; b++) {
         for (int k = 0; p->host[b] && k < p->sets; k++) free(p->host[b][k]);
-        free(p->req[b]);
         free(p->host[b]);
     }
     for (int h = 0; h < 2; h++) {
+        for (int k = 0; p->hreq[h] && k < p->sets; k++) dist_cancel(&p->hreq[h][k]);
         for (int k = 0; p->hdr[h] && k < p->sets; k++) free(p->hdr[h][k]);
+        free(p->hreq[h]);
         free(p->hdr[h]);
     }
     free(p->units);
@@ -240,6 +242,7 @@ void run_pipe_free(run_ctx *c)
     free(p->types);
     free(p->cu);
     free(p->group);
+    free(p->times);
     free(p);
     c->pipe = NULL;
 }
@@ -314,8 +317,8 @@ static float *stage_buf(run_ctx *c, int b, int k)
     }
 }
 
-#ifdef BERTC_HAVE_CUDA
-/* NCCL's channel for buffer b of stage s (cuda_nccl.h): 2 * direction + boundary % 2. */
+/* The device communicator's channel for buffer b of stage s (cuda_nccl.h):
+ * 2 * direction + boundary % 2. */
 static int nccl_channel(int b, int s)
 {
     switch (b) {
@@ -325,16 +328,9 @@ static int nccl_channel(int b, int s)
     default: return 2 + s % 2;           /* PG_OUT: over boundary s */
     }
 }
-#endif
 
 /* Buffer b's message of set k is done (b < PH_IN). */
-static int wait_buf(run_ctx *c, int b, int k)
-{
-#ifdef BERTC_HAVE_CUDA
-    if (c->pipe->nccl) return cuda_module_loaded()->nccl_p2p_wait(b * PIPE_MAX_STAGES + k);
-#endif
-    return dist_wait(&c->pipe->req[b][k]);
-}
+static int wait_buf(run_ctx *c, int b, int k) { return comm_p2p_wait(c->cm, slot_of(b, k)); }
 
 /* Unit u's header: its place in the step and its layout (cu: the packed
  * batch's cu_seqlens, as unit_batch left them). Returns its length. */
@@ -362,14 +358,10 @@ static int post_recv(run_ctx *c, int b, int k, int u)
     struct pipe_run *p = c->pipe;
     size_t bytes = (size_t)p->units[u].rows * (size_t)c->qm.cfg.hidden_size * sizeof(float);
     float *dst = p->host[b][k] ? p->host[b][k] : stage_buf(c, b, k);
-    int rc = b == PX_IN ? dist_irecv(p->hdr[0][k], header_bytes(c, u), p->prev, tag_of(u, 2), &p->req[PH_IN][k]) : 0;
+    int rc = b == PX_IN ? dist_irecv(p->hdr[0][k], header_bytes(c, u), p->prev, tag_of(u, 2), &p->hreq[0][k]) : 0;
     int peer = b == PX_IN ? p->prev : p->next;
-#ifdef BERTC_HAVE_CUDA
-    if (!rc && p->nccl)
-        return cuda_module_loaded()->nccl_p2p_recv(c->qm.be.ctx, nccl_channel(b, c->stage), stage_buf(c, b, k),
-                                                   bytes / sizeof(float), peer, b * PIPE_MAX_STAGES + k);
-#endif
-    return rc ? rc : dist_irecv(dst, bytes, peer, tag_of(u, b == PG_OUT), &p->req[b][k]);
+    return rc ? rc : comm_p2p_recv(c->cm, nccl_channel(b, c->stage), tag_of(u, b == PG_OUT), dst,
+                                   bytes / sizeof(float), peer, slot_of(b, k));
 }
 
 /* Waits for buffer b (PX_IN with its header, PG_OUT) of set k (unit u),
@@ -378,9 +370,9 @@ static int wait_recv(run_ctx *c, int b, int k, int u)
 {
     struct pipe_run *p = c->pipe;
     double t = clock_now_s();
-    int rc = b == PX_IN ? dist_wait(&p->req[PH_IN][k]) : 0;
+    int rc = b == PX_IN ? dist_wait(&p->hreq[0][k]) : 0;
     if (!rc) rc = wait_buf(c, b, k);
-    c->pipe_idle_s += clock_now_s() - t;
+    p->idle_s += clock_now_s() - t;
     if (!rc && p->host[b][k]) {
         backend *be = &c->qm.be;
         size_t bytes = (size_t)p->units[u].rows * (size_t)c->qm.cfg.hidden_size * sizeof(float);
@@ -400,21 +392,17 @@ static int post_send(run_ctx *c, int b, int k, int u)
         /* BERTC_DEBUG_PIPE_HEADER=S (a test hook): step S's headers on this rank name one row too many */
         const char *dbg = getenv("BERTC_DEBUG_PIPE_HEADER");
         if (dbg && atoll(dbg) == c->st.step + 1) p->hdr[1][k][4]++;
-        int rc = dist_isend(p->hdr[1][k], (size_t)n * sizeof(int32_t), p->next, tag_of(u, 2), &p->req[PH_OUT][k]);
+        int rc = dist_isend(p->hdr[1][k], (size_t)n * sizeof(int32_t), p->next, tag_of(u, 2), &p->hreq[1][k]);
         if (rc) return rc;
     }
-#ifdef BERTC_HAVE_CUDA
-    if (p->nccl)
-        return cuda_module_loaded()->nccl_p2p_send(c->qm.be.ctx, nccl_channel(b, c->stage), src, bytes / sizeof(float),
-                                                   b == PX_OUT ? p->next : p->prev, b * PIPE_MAX_STAGES + k);
-#endif
     if (p->host[b][k]) {
         backend *be = &c->qm.be;
         int rc = be->i->download(be->ctx, p->host[b][k], src, bytes);
         if (rc) return rc;
         src = p->host[b][k];
     }
-    return dist_isend(src, bytes, b == PX_OUT ? p->next : p->prev, tag_of(u, b == PG_IN), &p->req[b][k]);
+    return comm_p2p_send(c->cm, nccl_channel(b, c->stage), tag_of(u, b == PG_IN), src, bytes / sizeof(float),
+                         b == PX_OUT ? p->next : p->prev, slot_of(b, k));
 }
 
 /* The previous stage's header of unit u against this stage's own cut. */
@@ -439,16 +427,19 @@ static int finish_requests(run_ctx *c, int failed)
     int rc = 0;
     for (int b = 0; b < PBUFS; b++)
         for (int k = 0; k < p->sets; k++) {
-            if (failed || rc) {
-                dist_cancel(&p->req[b][k]);
-                continue;
-            }
-            rc = b < PH_IN ? wait_buf(c, b, k) : dist_wait(&p->req[b][k]);
+            dist_req **hr = b < PH_IN ? NULL : &p->hreq[b - PH_IN][k];
+            if ((failed || rc) && hr) dist_cancel(hr);
+            else if (failed || rc) comm_p2p_cancel(c->cm, slot_of(b, k));
+            else rc = hr ? dist_wait(hr) : wait_buf(c, b, k);
         }
     return rc;
 }
 
-int run_pipe_pass(run_ctx *c, const int32_t *idx, int count, float scale, double *loss_out)
+/* The step's forward and backward passes, 1F1B over the stages, into
+ * freshly zeroed gradients; a rank whose compute failed keeps sending so
+ * that no neighbour waits forever; the failure is agreed on at the end,
+ * naming the stage. */
+static int pipe_pass(run_ctx *c, const int32_t *idx, int count, float scale, double *loss_out)
 {
     struct pipe_run *p = c->pipe;
     bert_model *m = c->qm.model;
@@ -466,7 +457,7 @@ int run_pipe_pass(run_ctx *c, const int32_t *idx, int count, float scale, double
         if (op.kind == PIPE_FORWARD) {
             if (!first) rc = wait_recv(c, PX_IN, k, op.micro);
             if (!rc) rc = wait_buf(c, PX_OUT, k); /* x_out is written again */
-            if (!rc) rc = dist_wait(&p->req[PH_OUT][k]);
+            if (!rc) rc = dist_wait(&p->hreq[1][k]);
             bert_batch b;
             if (!rc) unit_batch(c, idx, u, &b);
             if (!rc && !first && !crc) crc = check_header(c, op.micro, p->hdr[0][k]);
@@ -477,7 +468,7 @@ int run_pipe_pass(run_ctx *c, const int32_t *idx, int count, float scale, double
                 double t = clock_now_s();
                 crc = train_step_debug_oom(c->st.step + 1, u->n);
                 if (!crc) crc = bert_stage_forward(m, k, &b, c->drop_hidden, c->drop_attn, rng, &l, NULL, NULL);
-                c->pipe_busy_s += clock_now_s() - t;
+                p->busy_s += clock_now_s() - t;
                 if (!crc && last) loss += (double)w * (double)l;
             }
             if (!rc && !last) rc = post_send(c, PX_OUT, k, op.micro);
@@ -489,13 +480,13 @@ int run_pipe_pass(run_ctx *c, const int32_t *idx, int count, float scale, double
             if (!rc && !crc) {
                 double t = clock_now_s();
                 crc = bert_stage_backward(m, k, w * scale);
-                c->pipe_busy_s += clock_now_s() - t;
+                p->busy_s += clock_now_s() - t;
             }
             if (!rc && !first) rc = post_send(c, PG_IN, k, op.micro);
             if (!rc && !first && op.micro + sets < M) rc = post_recv(c, PX_IN, k, op.micro + sets);
         }
-        dist_progress(p->req[PX_OUT], sets);
-        dist_progress(p->req[PG_IN], sets);
+        comm_p2p_progress(c->cm, slot_of(PX_OUT, 0), sets);
+        comm_p2p_progress(c->cm, slot_of(PG_IN, 0), sets);
     }
     int frc = finish_requests(c, rc != 0);
     if (!rc) rc = frc;
@@ -508,71 +499,67 @@ int run_pipe_pass(run_ctx *c, const int32_t *idx, int count, float scale, double
                                               "layer or more stages)" : "");
     }
     /* A failure anywhere ends every rank, with its message. */
-    rc = dist_agree(rc);
+    rc = comm_agree(c->cm, rc);
     *loss_out = loss;
     return rc;
 }
 
-int run_pipe_reduce(run_ctx *c, double *loss, double *sum_squares)
+/* The stage's gradients summed over its replicas (in replica order). */
+static int pipe_reduce(run_ctx *c)
 {
     struct pipe_run *p = c->pipe;
-    bert_model *m = c->qm.model;
+    if (c->replicas == 1) return 0;
     backend *be = &c->qm.be;
-    int rc = 0;
-    if (c->replicas > 1) {
-        float *g = bert_model_grads(m);
-        float *h = c->qm.info.is_cuda ? malloc(c->pn * sizeof *h) : g;
-        if (!h) return err_set(ERR_RUNTIME, "out of memory for the gradient sum (%zu floats)", c->pn);
-        if (h != g) rc = be->i->download(be->ctx, h, g, c->pn * sizeof *h);
-        if (!rc) rc = dist_sum_fixed_among(h, c->pn, p->group, c->replicas);
-        if (!rc && h != g) rc = be->i->upload(be->ctx, g, h, c->pn * sizeof *h);
-        if (h != g) free(h);
-        if (rc) return rc;
-    }
-    /* Every rank's loss (the last stage's), signal, squared norm (replica
-     * 0 of each stage), the writer's save clock, idle and busy times: one
-     * fixed-order sum in rank order, so the stages' squares add stage 0
-     * first, and the zeros the others add change nothing. */
+    float *g = bert_model_grads(c->qm.model);
+    float *h = c->qm.info.is_cuda ? malloc(p->pn * sizeof *h) : g;
+    if (!h) return err_set(ERR_RUNTIME, "out of memory for the gradient sum (%zu floats)", p->pn);
+    int rc = h != g ? be->i->download(be->ctx, h, g, p->pn * sizeof *h) : 0;
+    if (!rc) rc = comm_sum_among(c->cm, h, p->pn, p->group, c->replicas);
+    if (!rc && h != g) rc = be->i->upload(be->ctx, g, h, p->pn * sizeof *h);
+    if (h != g) free(h);
+    return rc;
+}
+
+/* The loss is the last stage's; the squared norm replica 0's of each stage
+ * (summed in rank order, so the stages' squares add stage 0 first, and the
+ * zeros the others add change nothing); every rank's idle and busy times. */
+static void pipe_terms(run_ctx *c, run_terms *t)
+{
+    struct pipe_run *p = c->pipe;
+    backend *be = &c->qm.be;
     int N = c->ranks;
-    double *red = calloc(4 + 2 * (size_t)N, sizeof *red);
-    if (!red) return err_set(ERR_RUNTIME, "out of memory");
-    red[0] = c->stage == c->stages - 1 ? *loss : 0.0;
-    red[1] = c->sig && *c->sig ? 1.0 : 0.0;
-    red[2] = c->replica == 0 ? be->i->sum_squares(be->ctx, bert_model_grads(m), c->pn) : 0.0;
-    red[3] = c->writer && c->o->save_every_minutes > 0 && clock_now_s() - c->last_save_time >= 60 * c->o->save_every_minutes;
-    red[4 + c->rank] = c->pipe_idle_s;
-    red[4 + N + c->rank] = c->pipe_busy_s;
-    rc = dist_allreduce_sum_f64(red, 4 + 2 * N);
-    if (!rc) {
-        *loss = red[0];
-        *sum_squares = red[2];
-        c->save_due = red[3] > 0;
-        memcpy(c->pipe_idle_all, red + 4, 2 * (size_t)N * sizeof *red);
-        if (red[1] > 0 && !*c->stop) *c->stop = c->sig && *c->sig ? *c->sig : SIGTERM;
-    }
-    free(red);
-    return rc;
+    if (c->stage != c->stages - 1) t->loss = 0.0;
+    t->sumsq = c->replica == 0 ? be->i->sum_squares(be->ctx, bert_model_grads(c->qm.model), p->pn) : 0.0;
+    t->norm_summed = 1;
+    memset(p->times, 0, 2 * (size_t)N * sizeof *p->times);
+    p->times[c->rank] = p->idle_s;
+    p->times[N + c->rank] = p->busy_s;
+    t->extra = p->times;
+    t->nextra = 2 * N;
 }
 
-int run_pipe_gather(run_ctx *c, int optimizer)
+/* Replica 0 of each stage sends its slice; the others send nothing. */
+static int gather_parts(run_ctx *c, int optimizer)
 {
-    /* replica 0 of each stage sends its slice; the others send nothing */
-    size_t n = c->replica == 0 ? c->pn : 0;
+    size_t n = c->replica == 0 ? c->pipe->pn : 0;
     int rc = bert_model_get_params(c->qm.model, c->host_params);
-    if (!rc && optimizer) {
-        int64_t t, skipped;
-        rc = optim_get_state(c->opt, c->host_m + c->poff, c->host_v + c->poff, &t, &skipped);
-    }
-    if (!rc) rc = dist_gather_ranges(c->host_params, c->poff, n, 0);
-    if (!rc && optimizer) rc = dist_gather_ranges(c->host_m, c->poff, n, 0);
-    if (!rc && optimizer) rc = dist_gather_ranges(c->host_v, c->poff, n, 0);
+    if (!rc && optimizer) rc = optim_get_state(c->opt, c->host_m + c->pipe->poff, c->host_v + c->pipe->poff, &c->st.adam_t,
+                                               &c->st.skipped_steps);
+    if (!rc) rc = comm_gather_ranges(c->cm, c->host_params, c->pipe->poff, n, 0);
+    if (!rc && optimizer) rc = comm_gather_ranges(c->cm, c->host_m, c->pipe->poff, n, 0);
+    if (!rc && optimizer) rc = comm_gather_ranges(c->cm, c->host_v, c->pipe->poff, n, 0);
     return rc;
 }
 
-int run_pipe_predict(run_ctx *c, const postprocess_opts *po, qa_predictions *out)
+static int pipe_gather(run_ctx *c, int optimizer) { return comm_agree(c->cm, gather_parts(c, optimizer)); }
+
+/* --dev with the whole model on the writer, built from every stage's
+ * gathered parameters (collective; strategy.h's predict). */
+static int pipe_predict(void *arg, const postprocess_opts *po, qa_predictions *out)
 {
+    run_ctx *c = arg;
     memset(out, 0, sizeof *out);
-    int rc = run_pipe_gather(c, 0);
+    int rc = gather_parts(c, 0);
     if (!rc && c->writer) {
         /* the whole model, for as long as the evaluation takes */
         bert_model *stage = c->qm.model, *whole = NULL;
@@ -592,5 +579,59 @@ int run_pipe_predict(run_ctx *c, const postprocess_opts *po, qa_predictions *out
         bert_model_free(whole);
         if (rc) err_wrap(rc, "evaluating on rank 0 with the whole model");
     }
-    return dist_agree(rc);
+    return comm_agree(c->cm, rc);
 }
+
+static void pipe_describe(const run_ctx *c)
+{
+    char split[256], dp[96] = "";
+    pipe_split_text(c, split, sizeof split);
+    if (c->replicas > 1)
+        snprintf(dp, sizeof dp, " x %d data-parallel copies (each a share of the micro-batches)", c->replicas);
+    printf("  pipeline  %d stages (MPI)%s, layers %s; 1F1B over each step's micro-batches; rank 0 gathers the "
+           "stages' parts for checkpoints and evaluation\n", c->stages, dp, split);
+}
+
+/* Each stage's time waiting for its neighbours (the bubble and any imbalance). */
+static void pipe_progress(const run_ctx *c, char *buf, size_t cap)
+{
+    const double *idle = c->pipe->times;
+    size_t l = (size_t)snprintf(buf, cap, " | %d stages, idle", c->stages);
+    for (int r = 0; r < c->ranks && r < 8 && l < cap; r++) l += (size_t)snprintf(buf + l, cap - l, " %.1fs", idle[r]);
+}
+
+/* Per rank (stage-major): seconds waiting for a neighbour, seconds computing. */
+static void pipe_info(run_ctx *c)
+{
+    const double *times = c->pipe->times;
+    char v[64], split[256], idle[512], busy[512];
+    size_t a = 0, b = 0;
+    idle[0] = busy[0] = 0;
+    for (int r = 0; r < c->ranks; r++) {
+        a += (size_t)snprintf(idle + a, a < sizeof idle ? sizeof idle - a : 0, "%s%.3f", r ? " " : "", times[r]);
+        b += (size_t)snprintf(busy + b, b < sizeof busy ? sizeof busy - b : 0, "%s%.3f", r ? " " : "",
+                              times[c->ranks + r]);
+    }
+    pipe_split_text(c, split, sizeof split);
+    snprintf(v, sizeof v, "%d", c->stages);
+    run_log_info(c, "pipeline_stages", v);
+    run_log_info(c, "pipeline_layers", split);
+    run_log_info(c, "pipeline_idle_s", idle);
+    run_log_info(c, "pipeline_busy_s", busy);
+}
+
+const run_strategy run_strategy_pipeline = {
+    .name = "pipeline 1F1B",
+    .start = pipe_start,
+    .connect = pipe_connect,
+    .pass = pipe_pass,
+    .reduce = pipe_reduce,
+    .terms = pipe_terms,
+    .gather = pipe_gather,
+    .free = pipe_free,
+    .describe = pipe_describe,
+    .progress = pipe_progress,
+    .info = pipe_info,
+    .predict = pipe_predict,
+    .agree_saves = 1,
+};

@@ -6,7 +6,7 @@
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/fileio.h"
-#include "dist/dist.h"
+#include "dist/comm.h"
 #include "model/hf_dir.h"
 #include "train/ckpt.h"
 #include "train/mirror.h"
@@ -16,19 +16,15 @@
 
 static int save_checkpoint(run_ctx *c);
 
-/* Pipeline stages: every stage's parameters and Adam state gathered into
- * the writer's host blocks, the writer saves, and all learn whether it
- * could (the saves stay collective). Sharded: the moments' pieces gathered
- * into the writer's first. */
+/* The strategy gathers the parameters and the Adam state into the
+ * writer's host blocks (pipeline stages: every stage's parts; sharded: the
+ * moments' pieces), the writer saves, and, where the strategy says so, all
+ * learn whether it could (the saves stay collective). */
 int run_save_checkpoint(run_ctx *c)
 {
-    if (c->shard) {
-        int rc = run_shard_gather_state(c);
-        return rc ? rc : save_checkpoint(c);
-    }
-    if (c->stages == 1) return save_checkpoint(c);
-    int rc = dist_agree(run_pipe_gather(c, 1));
-    return rc ? rc : dist_agree(save_checkpoint(c));
+    int rc = c->strat->gather(c, 1);
+    if (!rc) rc = save_checkpoint(c);
+    return c->strat->agree_saves ? comm_agree(c->cm, rc) : rc;
 }
 
 static int save_checkpoint(run_ctx *c)
@@ -44,11 +40,9 @@ static int save_checkpoint(run_ctx *c)
     train_ckpt_put_scaler(&c->st, &c->ls);
     c->st.elapsed_s += clock_now_s() - c->t0;
     c->t0 = clock_now_s();
-    /* a pipeline stage fills its slice (run_pipe_gather brought the
-     * others'); sharded, run_shard_gather_state brought the moments */
+    /* the strategy's gather brought the moments (and the other stages'
+     * parameters); this rank's parameters are its own */
     int rc = bert_model_get_params(c->qm.model, c->host_params);
-    if (!rc && !c->shard)
-        rc = optim_get_state(c->opt, c->host_m + c->poff, c->host_v + c->poff, &c->st.adam_t, &c->st.skipped_steps);
     if (!rc) rc = run_log_sync(c);
     if (!rc)
         rc = train_ckpt_save(c->o->out_dir, c->o->model_dir, &c->qm.cfg, &c->qm.table, c->host_params, c->host_m,
@@ -90,11 +84,11 @@ static int export_final(run_ctx *c, char *final, size_t cap);
  * evaluation after it is collective). */
 int run_export_final(run_ctx *c, char *final, size_t cap)
 {
-    int rc = c->stages > 1 ? dist_agree(run_pipe_gather(c, 0)) : 0;
+    int rc = c->strat->gather(c, 0);
     if (rc) return rc;
     if (c->writer) rc = export_final(c, final, cap);
     else path_join(final, cap, c->o->out_dir, "final");
-    return c->ranks > 1 ? dist_agree(rc) : rc;
+    return comm_agree(c->cm, rc);
 }
 
 static int export_final(run_ctx *c, char *final, size_t cap)

@@ -10,9 +10,6 @@
 #include "core/err.h"
 #include "core/fileio.h"
 #include "dist/dist.h"
-#ifdef BERTC_HAVE_CUDA
-#include "backend/cuda_module.h"
-#endif
 #include "train/ckpt.h"
 #include "train/microbatch.h"
 #include "train/mirror.h"
@@ -138,25 +135,6 @@ static int choose_micro(run_ctx *c)
     }
     c->micro_batches = (o->batch + c->micro - 1) / c->micro;
     return 0;
-}
-
-/* The model on the backend; when building it runs out of memory, halve
- * the micro-batch as a step would (run_step.c's back-off). */
-static int start_model(run_ctx *c)
-{
-    for (;;) {
-        int rc = qa_model_start(&c->qm, &c->bo, c->micro, c->T);
-        if (!rc || !microbatch_is_oom(rc)) return rc;
-        char why[256];
-        snprintf(why, sizeof why, "%s", err_msg());
-        microbatch_plan mp = {c->o->batch, c->micro, c->micro_batches, c->backoffs};
-        if ((rc = microbatch_halve(&mp))) return err_wrap(rc, "%s", why);
-        log_warn("out of memory building the model for micro-batch %d (%s): trying %d", c->micro, why, mp.micro);
-        err_clear();
-        c->micro = mp.micro;
-        c->micro_batches = mp.accum;
-        c->backoffs = mp.backoffs;
-    }
 }
 
 /* Loss scaling: fp16 needs it. BERTC_DEBUG_LOSS_SCALE=1 turns it on in
@@ -329,6 +307,16 @@ static void resume_notes(const run_ctx *c)
                c->shard ? "each rank takes its pieces of them" : "loaded whole");
 }
 
+/* The parallel mode: a new one is a new file (strategy.h) and a line here. */
+static const run_strategy *strategy_pick(const run_ctx *c)
+{
+    if (c->o->pipeline_stages > 1) return &run_strategy_pipeline;
+    if (c->shard) return &run_strategy_sharded;
+    return &run_strategy_data_parallel;
+}
+
+static int start_state(run_ctx *c);
+
 static int setup_body(run_ctx *c)
 {
     const trainer_opts *o = c->o;
@@ -398,9 +386,30 @@ static int setup_body(run_ctx *c)
     c->drop_hidden = o->dropout >= 0 ? (float)o->dropout : c->qm.cfg.hidden_dropout_prob;
     c->drop_attn = o->dropout >= 0 ? (float)o->dropout : c->qm.cfg.attention_probs_dropout_prob;
 
+    rc = start_state(c);
+    if (!rc) rc = c->strat->start(c);
+    if (!rc) rc = loader_batch_init(&c->mb, c->micro, c->T);
+    if (!rc && c->writer) rc = run_log_open(c);
+    if (rc) return rc;
+    if (c->writer) run_mirror_start(c); /* rank 0 alone writes (data parallel) */
+    c->last_saved_step = c->resumed ? c->st.step : -1;
+    if (!o->quiet && c->writer) run_log_startup(c, train_hit, dev_hit);
+    if (c->resumed && c->writer) resume_notes(c);
+    if (c->resumed && c->st.step == c->total && !o->quiet && c->writer)
+        printf("the run is already complete: exporting and evaluating again\n");
+    fflush(stdout);
+    return 0;
+}
+
+/* The run's state, the host blocks of the parameters and the Adam
+ * moments: a resumed checkpoint's (its fingerprint checked against this
+ * run's settings), or a fresh start's. */
+static int start_state(run_ctx *c)
+{
+    const trainer_opts *o = c->o;
     train_state now;
     memset(&now, 0, sizeof now);
-    rc = fingerprint(&now, o, c->T, &c->train, c->total, c->qm.info.precision);
+    int rc = fingerprint(&now, o, c->T, &c->train, c->total, c->qm.info.precision);
     if (rc) return rc;
     size_t nf = c->qm.table.total;
     c->host_params = c->qm.host_params;
@@ -439,28 +448,15 @@ static int setup_body(run_ctx *c)
         c->st.stages = c->stages;
         snprintf(c->st.version, sizeof c->st.version, "%s", BERTC_VERSION);
     }
-    /* a pipeline stage: its model and optimizer hold its slice (c->poff) */
-    rc = c->stages > 1 ? run_pipe_start(c) : start_model(c);
-    if (!rc && c->shard) rc = run_shard_start(c);
-    else if (!rc)
-        rc = optim_create(&c->opt, &c->qm.be, c->stages > 1 ? bert_model_stage_table(c->qm.model) : &c->qm.table);
-    if (!rc && c->resumed && !c->shard)
-        rc = optim_set_state(c->opt, c->host_m + c->poff, c->host_v + c->poff, c->st.adam_t, c->st.skipped_steps);
-    if (!rc) rc = loader_batch_init(&c->mb, c->micro, c->T);
-    if (!rc && c->ranks > 1 && c->stages == 1 && c->qm.info.is_cuda) {
-        c->host_grads = malloc(nf * sizeof *c->host_grads);
-        if (!c->host_grads) rc = err_set(ERR_RUNTIME, "out of memory for the gradient all-reduce (%zu floats)", nf);
-    }
-    if (!rc && c->writer) rc = run_log_open(c);
-    if (rc) return rc;
-    if (c->writer) run_mirror_start(c); /* rank 0 alone writes (data parallel) */
-    c->last_saved_step = c->resumed ? c->st.step : -1;
-    if (!o->quiet && c->writer) run_log_startup(c, train_hit, dev_hit);
-    if (c->resumed && c->writer) resume_notes(c);
-    if (c->resumed && c->st.step == c->total && !o->quiet && c->writer)
-        printf("the run is already complete: exporting and evaluating again\n");
-    fflush(stdout);
     return 0;
+}
+
+int run_optim_start(run_ctx *c, const param_table *t, size_t off)
+{
+    int rc = optim_create(&c->opt, &c->qm.be, t);
+    if (!rc && c->resumed)
+        rc = optim_set_state(c->opt, c->host_m + off, c->host_v + off, c->st.adam_t, c->st.skipped_steps);
+    return rc;
 }
 
 /* What rank 0 tells the others after its set-up. */
@@ -473,16 +469,26 @@ typedef struct {
  * prepares the run dir, builds the feature cache, chooses the checkpoint
  * and the micro-batch), then the others, reading what it made; every rank
  * ends with the same error line when one of them failed. */
+static int setup_ranks(run_ctx *c);
+
 int run_setup(run_ctx *c)
 {
     c->rank = dist_rank();
     c->ranks = dist_size();
     c->writer = c->rank == 0;
     c->shard = c->o->shard_optimizer && c->ranks > 1;
+    c->strat = strategy_pick(c);
     c->stages = 1;
     c->replicas = c->ranks;
     c->replica = c->rank;
-    if (c->ranks == 1) return setup_body(c);
+    int rc = c->ranks == 1 ? setup_body(c) : setup_ranks(c);
+    /* after every rank's set-up: the communicator */
+    return rc ? rc : c->strat->connect(c);
+}
+
+/* N ranks: rank 0's set-up, then the others'. */
+static int setup_ranks(run_ctx *c)
+{
     int rc = c->writer ? setup_body(c) : 0;
     rc = dist_agree(rc);
     if (rc) return rc;
@@ -499,29 +505,7 @@ int run_setup(run_ctx *c)
         snprintf(c->resumed_from, sizeof c->resumed_from, "%s", sh.resumed_from);
         rc = setup_body(c);
     }
-    rc = dist_agree(rc);
-#ifdef BERTC_HAVE_CUDA
-    /* GPUs: the gradients are summed by NCCL on the devices when every
-     * rank can load it; else through the host over MPI (one warning). */
-    const char *one = getenv("BERTC_DEBUG_DIST_ONE_GPU");
-    const bertc_cuda_api *api = cuda_module_loaded();
-    if (!rc && c->qm.info.is_cuda && c->stages == 1 && !(one && !strcmp(one, "1"))) {
-        int lrc = api && api->nccl_load ? api->nccl_load() : err_set(ERR_RUNTIME, "the CUDA module has no NCCL calls");
-        lrc = dist_agree(lrc);
-        if (lrc) {
-            log_warn("%s: summing the gradients through the host over MPI instead", err_msg());
-            err_clear();
-        } else {
-            rc = dist_agree(api->nccl_init(c->rank, c->ranks, c->bo.gpu, dist_bcast));
-            c->nccl = !rc;
-        }
-    }
-#endif
-    if (!rc) rc = run_pipe_connect(c);
-    /* Gradient buckets summed during backward (run_step.c): on the CPU and
-     * with NCCL; GPUs without NCCL sum the whole block through the host. */
-    c->bucketed = !c->host_grads || c->nccl;
-    return rc;
+    return dist_agree(rc);
 }
 
 void run_cleanup(run_ctx *c)
@@ -532,15 +516,9 @@ void run_cleanup(run_ctx *c)
     loader_batch_free(&c->mb);
     loader_free(&c->ld);
     if (c->opt) optim_free(c->opt);
-    run_shard_free(c);
+    if (c->strat) c->strat->free(c);
     free(c->host_m);
     free(c->host_v);
-    free(c->host_grads);
-    run_pipe_free(c);
-#ifdef BERTC_HAVE_CUDA
-    const bertc_cuda_api *api = cuda_module_loaded();
-    if (c->nccl && api) api->nccl_free();
-#endif
     free(c->trainable);
     if (c->have_tf) features_free(&c->tf);
     if (c->have_df) features_free(&c->df);

@@ -4,11 +4,11 @@
  * QA head, layer L-1, ..., layer 0, the embeddings) that dist_piece gives
  * it. A step:
  *
- *   backward     each bucket reduce-scattered as it is final (run_step.c's
+ *   backward     each bucket reduce-scattered as it is final (run_dp.c's
  *                hook): this rank's piece holds the sum over the ranks in
  *                rank order, the same bytes the all-reduce gives there
  *   norm         the squared norm of this rank's pieces, summed over the
- *                ranks in rank order with the step's loss (run_step.c)
+ *                ranks in rank order with the step's loss (run_step.c's reduce)
  *   AdamW        optim_apply on this rank's pieces, with the global norm:
  *                every rank clips, skips (loss scaling) and decides alike
  *   all-gather   each bucket's pieces to every rank (skipped with the step)
@@ -26,19 +26,29 @@
 #include "train/run.h"
 
 #include "core/alloc.h"
+#include "core/clock.h"
 #include "core/err.h"
+#include "dist/comm.h"
 #include "dist/dist.h"
-#ifdef BERTC_HAVE_CUDA
-#include "backend/cuda_module.h"
-#endif
+#include "model/memory.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* The gradient buckets and this rank's piece of each. */
+typedef struct {
+    int nb;              /* buckets (bert_grad_bucket_count) */
+    size_t *off, *len;   /* bucket k: [off[k], off[k] + len[k]) of the block, in backward's order */
+    size_t *poff, *plen; /* this rank's piece of bucket k (dist_piece) */
+    size_t owned;        /* the sum of plen: the floats of Adam's m (and of v) this rank holds */
+} shard_pieces;
+
+static shard_pieces *pieces(const run_ctx *c) { return ((run_dp_state *)c->strat_state)->mode; }
+
 static int record_bucket(void *arg, size_t off, size_t n)
 {
-    run_shard *s = arg;
+    shard_pieces *s = arg;
     s->off[s->nb] = off;
     s->len[s->nb] = n;
     s->nb++;
@@ -47,9 +57,8 @@ static int record_bucket(void *arg, size_t off, size_t n)
 
 /* The buckets as bert_backward reports them (without a backward: emitted
  * once into a recorder), and this rank's piece of each. */
-static int make_pieces(run_ctx *c)
+static int make_pieces(run_ctx *c, shard_pieces *s)
 {
-    run_shard *s = &c->sh;
     int nb = bert_grad_bucket_count(c->qm.model);
     s->off = xcalloc((size_t)nb, sizeof *s->off);
     s->len = xcalloc((size_t)nb, sizeof *s->len);
@@ -76,10 +85,17 @@ static int make_pieces(run_ctx *c)
     return 0;
 }
 
-int run_shard_start(run_ctx *c)
+/* Cuts the pieces and makes the optimizer of this rank's pieces, with a
+ * resumed run's moments. */
+static int shard_start(run_ctx *c)
 {
-    int rc = make_pieces(c);
-    if (!rc) rc = optim_create_pieces(&c->opt, &c->qm.be, &c->qm.table, c->sh.poff, c->sh.plen, c->sh.nb);
+    int rc = run_dp_init(c, comm_reduce_scatter_begin);
+    if (rc) return rc;
+    shard_pieces *s = calloc(1, sizeof *s);
+    if (!s) return err_set(ERR_RUNTIME, "out of memory");
+    ((run_dp_state *)c->strat_state)->mode = s;
+    rc = make_pieces(c, s);
+    if (!rc) rc = optim_create_pieces(&c->opt, &c->qm.be, &c->qm.table, s->poff, s->plen, s->nb);
     /* a checkpoint's moments are the whole block's: this rank's pieces of them */
     if (!rc && c->resumed)
         rc = optim_set_state_block(c->opt, c->host_m, c->host_v, c->st.adam_t, c->st.skipped_steps);
@@ -93,62 +109,75 @@ int run_shard_start(run_ctx *c)
     return 0;
 }
 
-void run_shard_free(run_ctx *c)
+static void shard_free(run_ctx *c)
 {
-    run_shard *s = &c->sh;
-    free(s->off);
-    free(s->len);
-    free(s->poff);
-    free(s->plen);
-    memset(s, 0, sizeof *s);
+    run_dp_state *d = c->strat_state;
+    shard_pieces *s = d ? d->mode : NULL;
+    if (s) {
+        free(s->off);
+        free(s->len);
+        free(s->poff);
+        free(s->plen);
+        free(s);
+    }
+    run_dp_free(c);
 }
 
-int run_shard_reduce_bucket(run_ctx *c, float *x, size_t n)
+static void shard_describe(const run_ctx *c)
 {
-#ifdef BERTC_HAVE_CUDA
-    if (c->nccl) return cuda_module_loaded()->nccl_reduce_scatter_begin(bert_model_backend(c->qm.model)->ctx, x, n);
-#else
-    (void)c;
-#endif
-    return dist_reduce_scatter_sum_fixed(x, n);
+    char b1[32], b2[32];
+    size_t total = c->qm.table.total, owned = pieces(c)->owned;
+    run_dp_describe(c);
+    printf("  sharded   --shard-optimizer: AdamW m and v of %zu of the %zu parameters on each rank (%s instead "
+           "of %s; rank %d's), gradients reduce-scattered, parameters all-gathered\n",
+           owned, total, memory_fmt_bytes(b1, sizeof b1, (int64_t)(2 * owned * sizeof(float))),
+           memory_fmt_bytes(b2, sizeof b2, (int64_t)(2 * total * sizeof(float))), c->rank);
 }
 
-int run_shard_reduce_host(run_ctx *c, float *h)
+/* GPUs without NCCL: every bucket of the host copy reduce-scattered. */
+static int shard_reduce(run_ctx *c)
 {
-    int rc = 0;
-    for (int k = 0; k < c->sh.nb && !rc; k++) rc = dist_reduce_scatter_sum_fixed(h + c->sh.off[k], c->sh.len[k]);
-    return rc;
+    const shard_pieces *s = pieces(c);
+    return run_dp_reduce_host(c, s->off, s->len, s->nb);
 }
 
-int run_shard_allgather_params(run_ctx *c)
+/* The squared norm of this rank's pieces, summed over the ranks. */
+static void shard_terms(run_ctx *c, run_terms *t)
 {
-    const run_shard *s = &c->sh;
-    float *p = bert_model_params(c->qm.model);
-    int rc = 0;
-#ifdef BERTC_HAVE_CUDA
-    if (c->nccl) {
-        void *ctx = bert_model_backend(c->qm.model)->ctx;
-        const bertc_cuda_api *api = cuda_module_loaded();
-        for (int k = 0; k < s->nb && !rc; k++) rc = api->nccl_allgather_begin(ctx, p + s->off[k], s->len[k]);
+    t->sumsq = optim_sum_squares(c->opt, bert_model_grads(c->qm.model));
+    t->norm_summed = 1;
+}
+
+/* After AdamW, every rank's pieces to all (skipped with the step); a rank
+ * whose update failed (a device error) must not leave the others in the
+ * all-gather. GPUs without NCCL go through the host. */
+static int shard_updated(run_ctx *c, int rc, const optim_result *res)
+{
+    const shard_pieces *s = pieces(c);
+    double c0 = comm_seconds(c->cm);
+    rc = comm_agree(c->cm, rc);
+    if (!rc && !res->skipped) {
+        float *p = bert_model_params(c->qm.model);
+        int staged = c->qm.info.is_cuda && !comm_on_device(c->cm);
+        if (staged) {
+            rc = bert_model_get_params(c->qm.model, c->host_params);
+            p = c->host_params;
+        }
+        for (int k = 0; k < s->nb && !rc; k++) rc = comm_allgather_begin(c->cm, p + s->off[k], s->len[k]);
         /* the next forward reads them: wait here */
-        int wrc = api->nccl_allreduce_wait();
-        return rc ? rc : wrc;
+        int wrc = comm_wait(c->cm);
+        if (!rc) rc = wrc;
+        if (!rc && staged) rc = bert_model_set_params(c->qm.model, c->host_params);
     }
-#endif
-    if (c->qm.info.is_cuda) {
-        /* GPUs without NCCL: through the host */
-        rc = bert_model_get_params(c->qm.model, c->host_params);
-        for (int k = 0; k < s->nb && !rc; k++) rc = dist_allgather(c->host_params + s->off[k], s->len[k]);
-        if (!rc) rc = bert_model_set_params(c->qm.model, c->host_params);
-        return rc;
-    }
-    for (int k = 0; k < s->nb && !rc; k++) rc = dist_allgather(p + s->off[k], s->len[k]);
-    return rc;
+    c->comm_s += comm_seconds(c->cm) - c0;
+    return rc ? err_wrap(rc, "step %lld", (long long)c->st.step + 1) : 0;
 }
 
-int run_shard_gather_state(run_ctx *c)
+/* (collective) The whole moments into the writer's host_m and host_v. */
+static int shard_gather(run_ctx *c, int optimizer)
 {
-    const run_shard *s = &c->sh;
+    if (!optimizer) return 0;
+    const shard_pieces *s = pieces(c);
     size_t owned = s->owned;
     const float *m = NULL, *v = NULL;
     float *hm = NULL, *hv = NULL;
@@ -168,11 +197,11 @@ int run_shard_gather_state(run_ctx *c)
         v = hv;
     }
     /* the gathers below only when every rank can take part */
-    rc = dist_agree(rc);
+    rc = comm_agree(c->cm, rc);
     size_t at = 0;
     for (int k = 0; k < s->nb && !rc; k++) {
-        rc = dist_gather_pieces(m + at, c->writer ? c->host_m + s->off[k] : NULL, s->len[k], 0);
-        if (!rc) rc = dist_gather_pieces(v + at, c->writer ? c->host_v + s->off[k] : NULL, s->len[k], 0);
+        rc = comm_gather_pieces(c->cm, m + at, c->writer ? c->host_m + s->off[k] : NULL, s->len[k], 0);
+        if (!rc) rc = comm_gather_pieces(c->cm, v + at, c->writer ? c->host_v + s->off[k] : NULL, s->len[k], 0);
         at += s->plen[k];
     }
     free(hm);
@@ -180,3 +209,17 @@ int run_shard_gather_state(run_ctx *c)
     return rc ? err_wrap(rc, "gathering the sharded optimizer state") : 0;
 }
 
+const run_strategy run_strategy_sharded = {
+    .name = "sharded optimizer",
+    .start = shard_start,
+    .connect = run_dp_connect,
+    .pass = run_dp_pass,
+    .reduce = shard_reduce,
+    .terms = shard_terms,
+    .updated = shard_updated,
+    .gather = shard_gather,
+    .free = shard_free,
+    .describe = shard_describe,
+    .progress = run_dp_progress,
+    .predict = run_dp_predict,
+};

@@ -1,10 +1,10 @@
 /* The forward and backward passes of one optimizer step: the step's rows
  * (windows of a features table) in micro-batches with gradient
  * accumulation, each micro-batch padded or packed (model/pack.h), into
- * freshly zeroed gradients. `bertc train` runs it every step (run_step.c
- * adds the loader, data parallel, the out-of-memory back-off, the loss
- * scaler and AdamW) and `bertc bench` times it, so that the benchmark
- * measures what training runs.
+ * freshly zeroed gradients. `bertc train` runs it every step (run_dp.c
+ * adds data parallel's shares and sums and the out-of-memory back-off,
+ * run_step.c the loader, the loss scaler and AdamW) and `bertc bench`
+ * times it, so that the benchmark measures what training runs.
  *
  *   train_step_opts so = {.model = m, .f = &f, .mb = &mb, .micro = 8, .micro_batches = 2,
  *                         .packing = PACKING_NONE, .drop_hidden = 0.1f, .drop_attn = 0.1f,

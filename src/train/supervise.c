@@ -316,21 +316,14 @@ static int backoff_sleep(double s)
     return 1;
 }
 
-int supervise_run(int max_restarts, int argc, char **argv, const char *run_dir)
+/* Installs the handlers with the signals blocked (*block, the mask before
+ * in *old_mask); a signal that was ignored when we started (nohup, a
+ * background job) stays ignored. */
+static void install_handlers(sigset_t *block, sigset_t *old_mask, struct sigaction *old_sa)
 {
-    if (max_restarts < 0 || max_restarts > SUPERVISE_MAX_RESTARTS)
-        return err_set(ERR_INPUT, "--supervise %d: must be 0..%d", max_restarts, SUPERVISE_MAX_RESTARTS);
-    double base = backoff_base();
-    g_child = 0;
-    g_stop_sig = 0;
-
-    /* Install the handlers with the signals blocked; a signal that was
-     * ignored when we started (nohup, a background job) stays ignored. */
-    sigset_t block, old_mask;
-    sigemptyset(&block);
-    for (int i = 0; i < N_SIGNALS; i++) sigaddset(&block, k_signals[i]);
-    sigprocmask(SIG_BLOCK, &block, &old_mask);
-    struct sigaction old_sa[N_SIGNALS];
+    sigemptyset(block);
+    for (int i = 0; i < N_SIGNALS; i++) sigaddset(block, k_signals[i]);
+    sigprocmask(SIG_BLOCK, block, old_mask);
     for (int i = 0; i < N_SIGNALS; i++) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
@@ -340,6 +333,70 @@ int supervise_run(int max_restarts, int argc, char **argv, const char *run_dir)
         sigaction(k_signals[i], NULL, &old_sa[i]);
         if (old_sa[i].sa_handler != SIG_IGN) sigaction(k_signals[i], &sa, NULL);
     }
+}
+
+/* One attempt, from the start of the child to its end: *pid, its wait
+ * status, its run time and the error line it sent back (msg). ERR_RUNTIME
+ * when it could not start or be waited for. */
+static int run_attempt(int attempt, int argc, char **argv, const sigset_t *block, const sigset_t *old_mask,
+                       pid_t *pid_out, int *status_out, double *runtime, char *msg, size_t cap)
+{
+    int cargc;
+    char slot[64], fd_slot[64];
+    /* The child's error line comes back through this pipe (both ends
+     * non-blocking: a child never waits on it). Without one, repeats go
+     * unseen and every failure is restarted, as before. */
+    int efd[2] = {-1, -1};
+    if (pipe2(efd, O_CLOEXEC | O_NONBLOCK) != 0) efd[0] = efd[1] = -1;
+    char **cargv = supervise_child_argv(program_invocation_name, argc, argv, attempt > 1, &cargc);
+    char **cenv = child_env(attempt, slot, sizeof slot, efd[1], fd_slot, sizeof fd_slot);
+    double t0 = clock_now_s();
+    pid_t pid = start_child(cargv, cenv, old_mask, efd[1]);
+    free(cargv);
+    free(cenv);
+    if (efd[1] >= 0) close(efd[1]);
+    *pid_out = pid;
+    if (pid < 0) {
+        if (efd[0] >= 0) close(efd[0]);
+        return ERR_RUNTIME;
+    }
+    /* A stop signal that came since the block is pending: its handler
+     * runs on the unblock and passes it on to this child. */
+    g_child = (sig_atomic_t)pid;
+    sigprocmask(SIG_SETMASK, old_mask, NULL);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno == EINTR) continue;
+        status = -1;
+        break;
+    }
+    sigprocmask(SIG_BLOCK, block, NULL);
+    g_child = 0;
+    *runtime = clock_now_s() - t0;
+    *status_out = status;
+    if (status == -1) {
+        if (efd[0] >= 0) close(efd[0]);
+        return err_set(ERR_RUNTIME, "supervise: waitpid: %s", strerror(errno));
+    }
+    msg[0] = 0;
+    if (efd[0] >= 0) {
+        read_error_line(efd[0], msg, cap);
+        close(efd[0]);
+    }
+    return 0;
+}
+
+int supervise_run(int max_restarts, int argc, char **argv, const char *run_dir)
+{
+    if (max_restarts < 0 || max_restarts > SUPERVISE_MAX_RESTARTS)
+        return err_set(ERR_INPUT, "--supervise %d: must be 0..%d", max_restarts, SUPERVISE_MAX_RESTARTS);
+    double base = backoff_base();
+    g_child = 0;
+    g_stop_sig = 0;
+
+    sigset_t block, old_mask;
+    struct sigaction old_sa[N_SIGNALS];
+    install_handlers(&block, &old_mask, old_sa);
 
     int rc = 0, restarts = 0;
     /* the previous failed attempt, to see a failure repeat */
@@ -347,48 +404,11 @@ int supervise_run(int max_restarts, int argc, char **argv, const char *run_dir)
     long long prev_ckpt = -1;
     char prev_msg[ERROR_LINE_MAX + 1] = "", msg[ERROR_LINE_MAX + 1];
     for (int attempt = 1;; attempt++) {
-        int cargc;
-        char slot[64], fd_slot[64];
-        /* The child's error line comes back through this pipe (both ends
-         * non-blocking: a child never waits on it). Without one, repeats
-         * go unseen and every failure is restarted, as before. */
-        int efd[2] = {-1, -1};
-        if (pipe2(efd, O_CLOEXEC | O_NONBLOCK) != 0) efd[0] = efd[1] = -1;
-        char **cargv = supervise_child_argv(program_invocation_name, argc, argv, attempt > 1, &cargc);
-        char **cenv = child_env(attempt, slot, sizeof slot, efd[1], fd_slot, sizeof fd_slot);
-        double t0 = clock_now_s();
-        pid_t pid = start_child(cargv, cenv, &old_mask, efd[1]);
-        free(cargv);
-        free(cenv);
-        if (efd[1] >= 0) close(efd[1]);
-        if (pid < 0) {
-            if (efd[0] >= 0) close(efd[0]);
-            rc = ERR_RUNTIME;
-            break;
-        }
-        /* A stop signal that came since the block is pending: its handler
-         * runs on the unblock and passes it on to this child. */
-        g_child = (sig_atomic_t)pid;
-        sigprocmask(SIG_SETMASK, &old_mask, NULL);
-
+        pid_t pid;
         int status = 0;
-        while (waitpid(pid, &status, 0) < 0) {
-            if (errno == EINTR) continue;
-            status = -1;
-            break;
-        }
-        sigprocmask(SIG_BLOCK, &block, NULL);
-        g_child = 0;
-        double runtime = clock_now_s() - t0;
-        if (status == -1) {
-            rc = err_set(ERR_RUNTIME, "supervise: waitpid: %s", strerror(errno));
-            break;
-        }
-        msg[0] = 0;
-        if (efd[0] >= 0) {
-            read_error_line(efd[0], msg, sizeof msg);
-            close(efd[0]);
-        }
+        double runtime = 0;
+        rc = run_attempt(attempt, argc, argv, &block, &old_mask, &pid, &status, &runtime, msg, sizeof msg);
+        if (rc) break;
         rc = supervise_exit_code(status);
         char what[96];
         describe(what, sizeof what, status);

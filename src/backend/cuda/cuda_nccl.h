@@ -2,7 +2,7 @@
  * all ranks, the gradient all-reduce on the device. libnccl.so.2 (Debian's
  * libnccl2, or PyPI's nvidia-nccl-cu12 with its lib dir on
  * LD_LIBRARY_PATH) is opened at run time, so the build needs no NCCL and a
- * machine without it falls back to the host path (train/run_step.c).
+ * machine without it falls back to the host path (dist/comm.c).
  *
  * Compiled into the CUDA module (libbertc_cuda.so) and reached by bertc
  * through the module's table (backend/cuda_module.h: nccl_load, nccl_init,
