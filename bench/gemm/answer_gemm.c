@@ -1,5 +1,5 @@
-/* The linear layers of answers on the CPU, timed: bertc's int8 (gemm_int8)
- * and bf16 (gemm_bf16) kernels of inference against the fp32 products bertc
+/* The linear layers of answers on the CPU, timed: bertc's int8 and bf16
+ * kernels of inference (backend/cpu/gemm_lowp.h) against the fp32 products bertc
  * has (gemm_fixed, the batch-invariant one that predict and serve use;
  * OpenBLAS's cblas_sgemm; oneDNN's dnnl_sgemm where bertc loads it), at the
  * layer shapes of minilm and base, out[N][OC] = in[N][C] @ W[OC][C]^T (+ b).
@@ -14,9 +14,8 @@
  * all of them alike). The int8 and bf16 times include quantising or rounding
  * the activations (every call does); preparing the weights is done once,
  * before. */
-#include "backend/cpu/gemm_bf16.h"
 #include "backend/cpu/gemm_fixed.h"
-#include "backend/cpu/gemm_int8.h"
+#include "backend/cpu/gemm_lowp.h"
 #include "backend/cpu_kernels.h"
 #include "core/err.h"
 
@@ -32,8 +31,7 @@ static const char *const pname[P_COUNT] = {"int8", "bf16", "fp32_gemm_fixed", "f
 struct shape {
     int N, C, OC, th;
     float *in, *W, *b, *out;
-    gemm_int8_weights *w8;
-    gemm_bf16_weights *w16;
+    gemm_lowp_layer *w8, *w16;
     onednn_sgemm_fn dnnl;
 };
 
@@ -42,8 +40,8 @@ static double call(const struct shape *s, int p)
 {
     double t0 = omp_get_wtime();
     switch (p) {
-    case P_INT8: gemm_int8(s->w8, s->N, s->in, s->C, s->out, s->OC, s->th); break;
-    case P_BF16: gemm_bf16(s->w16, s->N, s->in, s->C, s->out, s->OC, s->th); break;
+    case P_INT8: gemm_lowp(s->w8, s->N, s->in, s->C, s->out, s->OC, s->th); break;
+    case P_BF16: gemm_lowp(s->w16, s->N, s->in, s->C, s->out, s->OC, s->th); break;
     case P_FIXED: gemm_fixed(0, 1, s->N, s->OC, s->C, 1.0f, s->in, s->C, s->W, s->C, 0.0f, s->out, s->OC, s->th); break;
     case P_OPENBLAS:
         openblas_set_num_threads(s->th);
@@ -104,7 +102,7 @@ int main(int argc, char **argv)
     static const char *const dflt[] = {"384:384", "384:1536", "1536:384", "768:768", "768:3072", "3072:768"};
     int nsh = argc > 4 ? argc - 4 : 6;
     (void)cpu_kernels_gemm_choose();
-    printf("# int8 kernel %s, bf16 kernel %s, gemm_fixed %s, oneDNN sgemm %s\n", gemm_int8_kernel(), gemm_bf16_kernel(),
+    printf("# int8 kernel %s, bf16 kernel %s, gemm_fixed %s, oneDNN sgemm %s\n", gemm_lowp_kernel(GEMM_LOWP_INT8), gemm_lowp_kernel(GEMM_LOWP_BF16),
            gemm_isa_name(gemm_fixed_isa()), cpu_kernels_onednn_sgemm() ? "loaded" : "not loaded");
     for (int i = 0; i < nsh; i++) {
         struct shape s = {N, 0, 0, th, NULL, NULL, NULL, NULL, NULL, NULL, cpu_kernels_onednn_sgemm()};
@@ -113,12 +111,12 @@ int main(int argc, char **argv)
         s.W = fill((size_t)s.OC * s.C, 0.05f);
         s.b = fill((size_t)s.OC, 0.02f);
         s.out = fill((size_t)N * s.OC, 0.0f);
-        s.w8 = gemm_int8_prepare(s.W, s.C, s.b, s.OC, s.C);
-        s.w16 = gemm_bf16_prepare(s.W, s.C, s.b, s.OC, s.C);
+        s.w8 = gemm_lowp_prepare(GEMM_LOWP_INT8, s.W, s.C, s.b, s.OC, s.C);
+        s.w16 = gemm_lowp_prepare(GEMM_LOWP_BF16, s.W, s.C, s.b, s.OC, s.C);
         if (!s.w8 || !s.w16) return 2;
         run_shape(&s, reps);
-        gemm_int8_free(s.w8);
-        gemm_bf16_free(s.w16);
+        gemm_lowp_free(s.w8);
+        gemm_lowp_free(s.w16);
         free(s.in);
         free(s.W);
         free(s.b);

@@ -1,10 +1,10 @@
-/* gemm_bf16 (backend/cpu/gemm_bf16.h), the batch-invariant bf16 linear layer
+/* gemm_lowp's bf16 kind (backend/cpu/gemm_bf16.h, gemm_lowp.h), the bf16 linear layer
  * of inference:
  *   - gemm_bf16_step against the VDPBF16PS instruction itself (where the CPU
  *     has AVX512-BF16), bit for bit, over operands of every exponent (so
  *     products that overflow, underflow or are subnormal) and accumulators
  *     of every size;
- *   - the CPU's kernel and the scalar one against gemm_bf16_ref, bit for bit,
+ *   - the CPU's kernel and the scalar one against gemm_lowp_ref, bit for bit,
  *     over many shapes and thread counts;
  *   - against double over the rounded operands: |out - exact| <= (C + 3) *
  *     2^-24 * (sum_k |a w| + |b|);
@@ -14,7 +14,6 @@
  *   - under BERTC_CPU_ISA=sse (test_gemm_bf16_sse) the scalar kernel runs.
  * Prints which kernel ran and what each check compared. */
 #include "backend/cpu/bf16.h"
-#include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/gemm_bf16.h"
 #include "linear_check.h"
 #include "testutil.h"
@@ -27,25 +26,6 @@
 #include <immintrin.h>
 #define HAVE_X86 1
 #endif
-
-static void *prep(const float *W, long ldw, const float *bias, int OC, int C)
-{
-    return gemm_bf16_prepare(W, ldw, bias, OC, C);
-}
-static void fr(void *w)
-{
-    gemm_bf16_free(w);
-}
-static void run(const void *w, int N, const float *in, long ldin, float *out, long ldout, int nthreads)
-{
-    gemm_bf16(w, N, in, ldin, out, ldout, nthreads);
-}
-static void ref(const void *w, int N, const float *in, long ldin, float *out, long ldout)
-{
-    gemm_bf16_ref(w, N, in, ldin, out, ldout);
-}
-
-static const lc_layer layer = {"bf16", prep, fr, run, ref, gemm_bf16_force_scalar, gemm_bf16_kernel};
 
 /* A bf16 of exponent 127 +- spread (clamped to the finite ones), random sign and significand. */
 static uint16_t rand_bf16(int spread)
@@ -104,15 +84,10 @@ static void check_step(void)
 static void check_double(void)
 {
     int N = 20, C = 1001, OC = 70;
-    float *in = lc_alloc(sizeof(float) * (size_t)N * C), *W = lc_alloc(sizeof(float) * (size_t)OC * C);
-    float *b = lc_alloc(sizeof(float) * OC), *out = lc_alloc(sizeof(float) * (size_t)N * OC);
-    for (size_t j = 0; j < (size_t)N * C; j++) in[j] = (float)lc_gauss();
-    for (size_t j = 0; j < (size_t)OC * C; j++) W[j] = (float)(0.05 * lc_gauss());
-    for (int o = 0; o < OC; o++) b[o] = (float)(0.1 * lc_gauss());
-    gemm_bf16_weights *w = gemm_bf16_prepare(W, C, b, OC, C);
-    CHECK(w != NULL, "prepare");
-    if (!w) return;
-    gemm_bf16(w, N, in, C, out, OC, 2);
+    lc_case t;
+    if (lc_case_run(&t, GEMM_LOWP_BF16, N, C, OC) != 0) return;
+    const float *in = t.in, *W = t.W, *b = t.b, *out = t.out;
+    const gemm_lowp_layer *w = t.w;
     double worst = 0;
     int wbad = 0;
     for (int o = 0; o < OC; o++)
@@ -132,29 +107,14 @@ static void check_double(void)
     CHECK(wbad == 0 && worst <= 1.0, "%d weights not bf16_round's; error %.3f of the bound", wbad, worst);
     printf("against double over the rounded operands (N %d C %d OC %d): worst %.4f of (C + 3) 2^-24 (sum |a w| + |b|)\n",
            N, C, OC, worst);
-    gemm_bf16_free(w);
-    free(in);
-    free(W);
-    free(b);
-    free(out);
+    lc_case_free(&t);
 }
 
 int main(void)
 {
     tu_rng_state = 0x5eed5eed12345678ULL;
-    char d[512], why[256] = "";
-    int fast = cpu_kernel_fast(CPU_K_GEMM_BF16, why, sizeof why);
-    printf("kernel gemm_bf16: %s; runs now: %s; fast here: %s%s\n", cpu_kernel_describe(CPU_K_GEMM_BF16, d, sizeof d),
-           gemm_bf16_kernel(), fast ? "yes" : "no: ", why);
-    const char *isa = getenv("BERTC_CPU_ISA");
-    if (isa && !strcmp(isa, "sse"))
-        CHECK(!strcmp(gemm_bf16_kernel(), "scalar") && !fast, "BERTC_CPU_ISA=sse runs %s", gemm_bf16_kernel());
-    CHECK(fast == !strcmp(gemm_bf16_kernel(), "avx512bf16"), "cpu_kernel_fast %d, kernel %s", fast, gemm_bf16_kernel());
+    lc_header(GEMM_LOWP_BF16, CPU_K_GEMM_BF16, "avx512bf16");
     check_step();
     check_double();
-    lc_check_bits(&layer);
-    lc_check_invariance(&layer);
-    double e = lc_bert_error(&layer);
-    CHECK(e < 0.01, "bf16 relative error %.3e against fp32 (bound 1e-2)", e);
-    return tu_done();
+    return lc_finish(GEMM_LOWP_BF16, 0.01);
 }

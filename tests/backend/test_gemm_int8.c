@@ -1,4 +1,5 @@
-/* gemm_int8 (backend/cpu/gemm_int8.h), the int8 linear layer of inference:
+/* gemm_lowp's int8 kind (backend/cpu/gemm_int8.h, gemm_lowp.h), the int8
+ * linear layer of inference:
  *   - the quantisation: q = x * 127 / max |x| to nearest, within 0.5 of the
  *     real quotient, in [-127, 127], a zero row giving scale 0; the prepared
  *     weights are the rows' quantisation;
@@ -7,14 +8,13 @@
  *   - the dequantisation against double: out within 4 roundings of
  *     acc * r_i * s_o + b computed from the exact integer sum;
  *   - the CPU's kernel (AVX512-VNNI where the CPU has it) and the scalar one
- *     against gemm_int8_ref, bit for bit, over many shapes and thread counts;
+ *     against gemm_lowp_ref, bit for bit, over many shapes and thread counts;
  *   - batch invariance (tests/lib/linear_check.h);
  *   - the error of the whole layer against fp32 on BERT-like data: printed,
  *     and held under a bound;
  *   - under BERTC_CPU_ISA=sse (ctest's test_gemm_int8_sse) the scalar kernel
  *     is the one that runs.
  * Prints which kernel ran and what each check compared. */
-#include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/gemm_int8.h"
 #include "linear_check.h"
 #include "testutil.h"
@@ -22,25 +22,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-static void *prep(const float *W, long ldw, const float *bias, int OC, int C)
-{
-    return gemm_int8_prepare(W, ldw, bias, OC, C);
-}
-static void fr(void *w)
-{
-    gemm_int8_free(w);
-}
-static void run(const void *w, int N, const float *in, long ldin, float *out, long ldout, int nthreads)
-{
-    gemm_int8(w, N, in, ldin, out, ldout, nthreads);
-}
-static void ref(const void *w, int N, const float *in, long ldin, float *out, long ldout)
-{
-    gemm_int8_ref(w, N, in, ldin, out, ldout);
-}
-
-static const lc_layer layer = {"int8", prep, fr, run, ref, gemm_int8_force_scalar, gemm_int8_kernel};
 
 static void check_quantize(void)
 {
@@ -84,7 +65,7 @@ static void check_exact(void)
     for (size_t j = 0; j < (size_t)OC * C; j++) W[j] = (float)((int)(tu_urand() * 255) - 127);
     for (int i = 0; i < N; i++) in[(size_t)i * C + i] = 127.0f;
     for (int o = 0; o < OC; o++) W[(size_t)o * C + (o * 3) % C] = -127.0f;
-    gemm_int8_weights *w = gemm_int8_prepare(W, C, NULL, OC, C);
+    gemm_lowp_layer *w = gemm_lowp_prepare(GEMM_LOWP_INT8, W, C, NULL, OC, C);
     CHECK(w != NULL, "prepare");
     if (!w) return;
     int qbad = 0;
@@ -95,8 +76,8 @@ static void check_exact(void)
     CHECK(qbad == 0, "%d prepared weights or scales are not the integers given", qbad);
     size_t bad = 0;
     for (int scalar = 0; scalar < 2; scalar++) {
-        gemm_int8_force_scalar(scalar);
-        gemm_int8(w, N, in, C, out, OC, 2);
+        gemm_lowp_force_scalar(GEMM_LOWP_INT8, scalar);
+        gemm_lowp(w, N, in, C, out, OC, 2);
         for (int i = 0; i < N; i++)
             for (int o = 0; o < OC; o++) {
                 long long s = 0;
@@ -104,11 +85,11 @@ static void check_exact(void)
                 bad += out[(size_t)i * OC + o] != (float)s;
             }
     }
-    gemm_int8_force_scalar(0);
+    gemm_lowp_force_scalar(GEMM_LOWP_INT8, 0);
     CHECK(bad == 0, "%zu sums differ from the exact integer sum", bad);
     printf("exact int32 sums: N %d C %d OC %d integer operands, scales 1: %s on both kernels\n", N, C, OC,
            bad ? "DIFFER" : "out = the exact sum");
-    gemm_int8_free(w);
+    gemm_lowp_free(w);
     free(in);
     free(W);
     free(out);
@@ -119,55 +100,35 @@ static void check_exact(void)
 static void check_dequant(void)
 {
     int N = 20, C = 777, OC = 50;
-    float *in = lc_alloc(sizeof(float) * (size_t)N * C), *W = lc_alloc(sizeof(float) * (size_t)OC * C);
-    float *b = lc_alloc(sizeof(float) * OC), *out = lc_alloc(sizeof(float) * (size_t)N * OC);
+    lc_case t;
+    if (lc_case_run(&t, GEMM_LOWP_INT8, N, C, OC) != 0) return;
+    const float *in = t.in, *b = t.b, *out = t.out;
+    const gemm_lowp_layer *w = t.w;
     int8_t *q = lc_alloc((size_t)C);
-    for (size_t j = 0; j < (size_t)N * C; j++) in[j] = (float)lc_gauss();
-    for (size_t j = 0; j < (size_t)OC * C; j++) W[j] = (float)(0.05 * lc_gauss());
-    for (int o = 0; o < OC; o++) b[o] = (float)(0.1 * lc_gauss());
-    gemm_int8_weights *w = gemm_int8_prepare(W, C, b, OC, C);
-    CHECK(w != NULL, "prepare");
-    if (!w) return;
-    gemm_int8(w, N, in, C, out, OC, 2);
     double worst = 0;
     for (int i = 0; i < N; i++) {
         float r = gemm_int8_quantize(in + (size_t)i * C, C, q);
         for (int o = 0; o < OC; o++) {
             long long acc = 0;
             for (int k = 0; k < C; k++) acc += (long long)q[k] * gemm_int8_weight(w, o, k);
-            double t = (double)acc * r * gemm_int8_weight_scale(w, o);
-            double d = fabs(out[(size_t)i * OC + o] - (t + b[o])) / ((fabs(t) + fabs(b[o])) * 0x1p-24);
+            double prod = (double)acc * r * gemm_int8_weight_scale(w, o);
+            double d = fabs(out[(size_t)i * OC + o] - (prod + b[o])) / ((fabs(prod) + fabs(b[o])) * 0x1p-24);
             if (d > worst) worst = d;
         }
     }
     CHECK(worst <= 4.0, "dequantisation off by %.2f roundings", worst);
     printf("dequantisation against double from the exact sums: within %.2f roundings of (|acc r s| + |b|) (bound 4)\n",
            worst);
-    gemm_int8_free(w);
-    free(in);
-    free(W);
-    free(b);
-    free(out);
+    lc_case_free(&t);
     free(q);
 }
 
 int main(void)
 {
     tu_rng_state = 0x1a2b3c4d5e6f7788ULL;
-    char d[512], why[256] = "";
-    int fast = cpu_kernel_fast(CPU_K_GEMM_INT8, why, sizeof why);
-    printf("kernel gemm_int8: %s; runs now: %s; fast here: %s%s\n", cpu_kernel_describe(CPU_K_GEMM_INT8, d, sizeof d),
-           gemm_int8_kernel(), fast ? "yes" : "no: ", why);
-    const char *isa = getenv("BERTC_CPU_ISA");
-    if (isa && !strcmp(isa, "sse"))
-        CHECK(!strcmp(gemm_int8_kernel(), "scalar") && !fast, "BERTC_CPU_ISA=sse runs %s", gemm_int8_kernel());
-    CHECK(fast == !strcmp(gemm_int8_kernel(), "avx512vnni"), "cpu_kernel_fast %d, kernel %s", fast, gemm_int8_kernel());
+    lc_header(GEMM_LOWP_INT8, CPU_K_GEMM_INT8, "avx512vnni");
     check_quantize();
     check_exact();
     check_dequant();
-    lc_check_bits(&layer);
-    lc_check_invariance(&layer);
-    double e = lc_bert_error(&layer);
-    CHECK(e < 0.05, "int8 relative error %.3e against fp32 (bound 5e-2)", e);
-    return tu_done();
+    return lc_finish(GEMM_LOWP_INT8, 0.05);
 }

@@ -57,6 +57,7 @@ size_t dot_weights_bytes(const struct dot_weights *w)
 }
 
 struct dot_run {
+    const struct dot_kind *k;
     const struct dot_kern *kr;
     const struct dot_weights *w;
     int N, nap; /* rows, row panels */
@@ -69,11 +70,20 @@ struct dot_run {
     float *rs;    /* their scales, nap * MR (NULL: none) */
 };
 
+/* Row panel ip: each row by the kernel's packer, the rows past N as pad. */
 static void pack_panel(const struct dot_run *r, int ip)
 {
-    int r0 = ip * DOT_MR, nrows = r->N - r0 < DOT_MR ? r->N - r0 : DOT_MR;
-    r->kr->pack(r->ap + (size_t)ip * r->w->kg * DOT_MR, r->rs ? r->rs + (size_t)r0 : NULL,
-                r->in + (size_t)r0 * r->ldin, r->ldin, nrows, r->w->k, r->w->kg);
+    int kg = r->w->kg, r0 = ip * DOT_MR;
+    uint32_t *a = r->ap + (size_t)ip * kg * DOT_MR;
+    for (int i = 0; i < DOT_MR; i++) {
+        float *rs = r->rs ? r->rs + r0 + i : NULL;
+        if (r0 + i < r->N) {
+            r->kr->pack(a + i, rs, r->in + (size_t)(r0 + i) * r->ldin, r->w->k, kg);
+            continue;
+        }
+        for (int g = 0; g < kg; g++) a[(size_t)g * DOT_MR + i] = r->k->pad_word;
+        if (rs) *rs = 0.0f;
+    }
 }
 
 /* Task t: row panels of block t / cb by column panels of block t % cb.
@@ -115,11 +125,12 @@ static void plan(struct dot_run *r, int nthr)
     r->cb = (r->w->npan + r->cpt - 1) / r->cpt;
 }
 
-int dot_gemm(const struct dot_kern *kr, int with_rs, const struct dot_weights *w, int N, const float *in, long ldin,
-             float *out, long ldout, int nthreads)
+int dot_gemm(const struct dot_kind *k, const struct dot_kern *kr, const struct dot_weights *w, int N, const float *in,
+             long ldin, float *out, long ldout, int nthreads)
 {
     if (N <= 0 || w->oc <= 0) return 0;
-    struct dot_run r = {kr, w, N, 0, 0, 0, 0, in, ldin, ldout, out, NULL, NULL};
+    int with_rs = k->with_scales;
+    struct dot_run r = {k, kr, w, N, 0, 0, 0, 0, in, ldin, ldout, out, NULL, NULL};
     /* Below this many multiply-adds a parallel region costs more than it saves. */
     int nthr = nthreads > 1 && (double)N * w->oc * w->k >= 1 << 18 ? nthreads : 1;
     plan(&r, nthr);

@@ -15,6 +15,8 @@
 #ifndef BERTC_BACKEND_CPU_GEMM_DOT_H
 #define BERTC_BACKEND_CPU_GEMM_DOT_H
 
+#include "backend/cpu/cpu_isa.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,10 +37,10 @@ struct dot_epi {
  * + j] column j's; out has row stride ldo. */
 typedef void (*dot_tile_fn)(int kg, const uint32_t *a, const uint32_t *b, float *out, long ldo,
                             const struct dot_epi *e);
-/* Packs rows 0 .. nrows-1 of in (nrows <= MR) over k columns into a (kg
- * words per row, a[g * MR + i]) and their scales into rs (NULL when the
- * product has none); rows nrows .. MR-1 become words that add nothing. */
-typedef void (*dot_pack_fn)(uint32_t *a, float *rs, const float *in, long ldin, int nrows, int k, int kg);
+/* Packs one row x (k floats) into its column of a panel: a[g * MR] is its
+ * word g (kg words), *rs its scale (rs NULL when the product has none). The
+ * driver fills the rows past N with the kind's pad word and scale 0. */
+typedef void (*dot_pack_fn)(uint32_t *a, float *rs, const float *x, int k, int kg);
 
 struct dot_kern {
     dot_tile_fn tile;
@@ -69,12 +71,53 @@ static inline uint32_t *dot_word(const struct dot_weights *w, int o, int g)
 /* Bytes w holds. */
 size_t dot_weights_bytes(const struct dot_weights *w);
 
-/* The product, on up to nthreads threads (nthreads <= 1, or a product too
- * small to share: the calling thread alone, no OpenMP region, so it may be
- * called from inside one). with_rs: the packer writes row scales. 0, or -1
+/* 16 words as an array, and a word in every lane or 16 loaded: the scalar
+ * kernels' operands. */
+typedef struct {
+    uint32_t v[DOT_LANES];
+} dot_w16;
+static inline dot_w16 dot_w16_bcast(const uint32_t *p)
+{
+    dot_w16 r;
+    for (int l = 0; l < DOT_LANES; l++) r.v[l] = *p;
+    return r;
+}
+static inline dot_w16 dot_w16_load(const uint32_t *p)
+{
+    dot_w16 r;
+    for (int l = 0; l < DOT_LANES; l++) r.v[l] = p[l];
+    return r;
+}
+
+struct dot_kind;
+/* The product with kernel kr of kind k, on up to nthreads threads
+ * (nthreads <= 1, or a product too small to share: the calling thread
+ * alone, no OpenMP region, so it may be called from inside one). 0, or -1
  * when the working memory cannot be allocated (nothing written; the caller
  * computes its reference loop, the same bits). */
-int dot_gemm(const struct dot_kern *kr, int with_rs, const struct dot_weights *w, int N, const float *in, long ldin,
-             float *out, long ldout, int nthreads);
+int dot_gemm(const struct dot_kind *k, const struct dot_kern *kr, const struct dot_weights *w, int N, const float *in,
+             long ldin, float *out, long ldout, int nthreads);
+
+/* A product kind (gemm_lowp.h): its kernels and the hooks of gemm_lowp.c.
+ * fast.tile is NULL where the fast kernel is not compiled (not x86-64). */
+struct dot_kind {
+    cpu_kernel_family family; /* which cpu_isa.h decides between its kernels */
+    const char *fast_name;    /* "avx512vnni" */
+    struct dot_kern scalar, fast;
+    int k_per_word, with_scales; /* with_scales: cs, comp and row scales */
+    uint32_t pad_word;           /* a word of a row past N: adds nothing */
+    /* Packs W (OC rows, stride ldw) into w's words, scales and comp: 0, or
+     * -1 on out of memory. */
+    int (*fill)(struct dot_weights *w, const float *W, long ldw);
+    /* The reference loops (gemm_lowp_ref). */
+    void (*ref)(const struct dot_weights *w, int N, const float *in, long ldin, float *out, long ldout);
+};
+extern const struct dot_kind dot_kind_int8, dot_kind_bf16;
+
+/* gemm_lowp.h's prepared layer. */
+struct gemm_lowp_layer {
+    int kind; /* gemm_lowp_kind */
+    struct dot_weights d;
+};
 
 #endif

@@ -5,11 +5,9 @@
  * q_o[k]. */
 #include "backend/cpu/gemm_int8.h"
 
-#include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/gemm_dot.h"
 
 #include <math.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,10 +15,6 @@
 #define INT8_X86 1
 #include <immintrin.h>
 #endif
-
-struct gemm_int8_weights {
-    struct dot_weights d;
-};
 
 /* A row whose largest magnitude is below this counts as zero: 127 / max
  * would overflow a float near 2^-126, and nothing BERT computes is that small
@@ -56,64 +50,45 @@ float gemm_int8_quantize(const float *x, int n, int8_t *q)
 }
 
 /* ------------------------------------------------------------------------
- * Packing the rows: word g of row i is (q_i[4g + t] + 128) in byte t. */
+ * Packing a row: word g is (q[4g + t] + 128) in byte t (q = 0 past k). */
 
-enum { PAD_WORD = 0x80808080u }; /* four q = 0: adds nothing */
-
-static void pack_scalar(uint32_t *a, float *rs, const float *in, long ldin, int nrows, int k, int kg)
+static void pack_scalar(uint32_t *a, float *rs, const float *x, int k, int kg)
 {
-    for (int i = 0; i < DOT_MR; i++) {
-        if (i >= nrows) {
-            for (int g = 0; g < kg; g++) a[(size_t)g * DOT_MR + i] = PAD_WORD;
-            rs[i] = 0.0f;
-            continue;
+    float amax, inv = quant_inv(x, k, &amax);
+    *rs = amax / 127.0f;
+    for (int g = 0; g < kg; g++) {
+        uint32_t word = 0;
+        for (int t = 0; t < 4; t++) {
+            int kk = 4 * g + t, q = kk < k ? quant_one(x[kk], inv) : 0;
+            word |= (uint32_t)(q + 128) << (8 * t);
         }
-        const float *x = in + (size_t)i * ldin;
-        float amax, inv = quant_inv(x, k, &amax);
-        rs[i] = amax / 127.0f;
-        for (int g = 0; g < kg; g++) {
-            uint32_t word = 0;
-            for (int t = 0; t < 4; t++) {
-                int kk = 4 * g + t, q = kk < k ? quant_one(x[kk], inv) : 0;
-                word |= (uint32_t)(q + 128) << (8 * t);
-            }
-            a[(size_t)g * DOT_MR + i] = word;
-        }
+        a[(size_t)g * DOT_MR] = word;
     }
 }
 
 #if INT8_X86
 /* The same bits 16 floats at a time: max is exact in any order, and the
  * multiply and VCVTPS2DQ round as quant_one does. */
-__attribute__((target("avx512f,avx512bw,avx512vl"))) static void pack_avx512(uint32_t *a, float *rs,
-                                                                              const float *in, long ldin,
-                                                                              int nrows, int k, int kg)
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static void pack_avx512(uint32_t *a, float *rs, const float *x,
+                                                                              int k, int kg)
 {
-    for (int i = 0; i < DOT_MR; i++) {
-        if (i >= nrows) {
-            for (int g = 0; g < kg; g++) a[(size_t)g * DOT_MR + i] = PAD_WORD;
-            rs[i] = 0.0f;
-            continue;
-        }
-        const float *x = in + (size_t)i * ldin;
-        __m512 m = _mm512_setzero_ps();
-        for (int c = 0; c < k; c += 16) {
-            __mmask16 msk = k - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (k - c)) - 1u);
-            m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_maskz_loadu_ps(msk, x + c)));
-        }
-        float amax = _mm512_reduce_max_ps(m);
-        if (!(amax >= QUANT_MIN)) amax = 0.0f;
-        rs[i] = amax / 127.0f;
-        __m512 inv = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
-        const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127), off = _mm512_set1_epi32(128);
-        for (int c = 0; c < k; c += 16) {
-            __mmask16 msk = k - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (k - c)) - 1u);
-            __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(msk, x + c), inv));
-            q = _mm512_add_epi32(_mm512_max_epi32(_mm512_min_epi32(q, hi), lo), off);
-            uint32_t w[4];
-            _mm_storeu_si128((__m128i *)w, _mm512_cvtepi32_epi8(q));
-            for (int t = 0, g = c / 4; t < 4 && g < kg; t++, g++) a[(size_t)g * DOT_MR + i] = w[t];
-        }
+    __m512 m = _mm512_setzero_ps();
+    for (int c = 0; c < k; c += 16) {
+        __mmask16 msk = k - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (k - c)) - 1u);
+        m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_maskz_loadu_ps(msk, x + c)));
+    }
+    float amax = _mm512_reduce_max_ps(m);
+    if (!(amax >= QUANT_MIN)) amax = 0.0f;
+    *rs = amax / 127.0f;
+    __m512 inv = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+    const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127), off = _mm512_set1_epi32(128);
+    for (int c = 0; c < k; c += 16) {
+        __mmask16 msk = k - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (k - c)) - 1u);
+        __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(msk, x + c), inv));
+        q = _mm512_add_epi32(_mm512_max_epi32(_mm512_min_epi32(q, hi), lo), off);
+        uint32_t w[4];
+        _mm_storeu_si128((__m128i *)w, _mm512_cvtepi32_epi8(q));
+        for (int t = 0, g = c / 4; t < 4 && g < kg; t++, g++) a[(size_t)g * DOT_MR] = w[t];
     }
 }
 #endif
@@ -125,9 +100,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static void pack_avx512(uin
 typedef struct {
     int32_t v[DOT_LANES];
 } i32x16;
-typedef struct {
-    uint32_t v[DOT_LANES];
-} u32x16;
 
 static inline i32x16 s_init(const int32_t *p)
 {
@@ -135,21 +107,9 @@ static inline i32x16 s_init(const int32_t *p)
     memcpy(r.v, p, sizeof r.v);
     return r;
 }
-static inline u32x16 s_bcast(const uint32_t *p)
-{
-    u32x16 r;
-    for (int l = 0; l < DOT_LANES; l++) r.v[l] = *p;
-    return r;
-}
-static inline u32x16 s_load(const uint32_t *p)
-{
-    u32x16 r;
-    memcpy(r.v, p, sizeof r.v);
-    return r;
-}
 /* Unsigned bytes of a times signed bytes of b, four per lane, added to c
  * (wrapping, as the instruction; the sums of gemm_int8 never wrap). */
-static inline i32x16 s_dpbusd(i32x16 c, u32x16 a, u32x16 b)
+static inline i32x16 s_dpbusd(i32x16 c, dot_w16 a, dot_w16 b)
 {
     for (int l = 0; l < DOT_LANES; l++) {
         uint32_t s = (uint32_t)c.v[l];
@@ -170,10 +130,10 @@ static inline void s_epi(float *o, i32x16 c, const struct dot_epi *e, int i, int
 #define GD_NAME tile_scalar
 #define GD_ATTR
 #define GD_V i32x16
-#define GD_VB u32x16
+#define GD_VB dot_w16
 #define GD_INIT(v) s_init(e->comp + (v) * DOT_LANES)
-#define GD_BCAST(p) s_bcast(p)
-#define GD_LOADB(p) s_load(p)
+#define GD_BCAST(p) dot_w16_bcast(p)
+#define GD_LOADB(p) dot_w16_load(p)
 #define GD_DOT(c, a, b) s_dpbusd(c, a, b)
 #define GD_EPI(o, c, i, v) s_epi(o, c, e, i, v)
 #include "backend/cpu/gemm_dot_kernel.inc"
@@ -209,98 +169,71 @@ VNNI_TARGET static inline __m512i vnni_dot(__m512i c, __m512i a, __m512i b)
 #include "backend/cpu/gemm_dot_kernel.inc"
 #endif
 
-static const struct dot_kern kern_scalar = {tile_scalar, pack_scalar};
-#if INT8_X86
-static const struct dot_kern kern_vnni = {tile_vnni, pack_avx512};
-#endif
-
-static atomic_int force_scalar;
-
-void gemm_int8_force_scalar(int on)
-{
-    atomic_store(&force_scalar, on != 0);
-}
-
-static const struct dot_kern *kern(void)
-{
-#if INT8_X86
-    if (!atomic_load(&force_scalar) && cpu_kernel_level(CPU_K_GEMM_INT8) == CPU_ISA_AVX512) return &kern_vnni;
-#endif
-    return &kern_scalar;
-}
-
-const char *gemm_int8_kernel(void)
-{
-    return kern() == &kern_scalar ? "scalar" : "avx512vnni";
-}
-
 /* ------------------------------------------------------------------------
- * Weights, the product and the reference. */
+ * Weights and the reference. */
 
-gemm_int8_weights *gemm_int8_prepare(const float *W, long ldw, const float *bias, int OC, int C)
+static int fill(struct dot_weights *d, const float *W, long ldw)
 {
-    gemm_int8_weights *w = calloc(1, sizeof *w);
-    int8_t *q = malloc(C > 0 ? (size_t)C : 1);
-    if (!w || !q || dot_weights_alloc(&w->d, OC, C, 4, bias, 1) != 0) {
-        free(w);
-        free(q);
-        return NULL;
-    }
-    for (int o = 0; o < OC; o++) {
-        w->d.cs[o] = gemm_int8_quantize(W + (size_t)o * ldw, C, q);
+    int8_t *q = malloc(d->k > 0 ? (size_t)d->k : 1);
+    if (!q) return -1;
+    for (int o = 0; o < d->oc; o++) {
+        d->cs[o] = gemm_int8_quantize(W + (size_t)o * ldw, d->k, q);
         int32_t sum = 0;
-        for (int k = 0; k < C; k++) {
+        for (int k = 0; k < d->k; k++) {
             sum += q[k];
-            *dot_word(&w->d, o, k / 4) |= (uint32_t)(uint8_t)q[k] << (8 * (k % 4));
+            *dot_word(d, o, k / 4) |= (uint32_t)(uint8_t)q[k] << (8 * (k % 4));
         }
-        w->d.comp[o] = -128 * sum;
+        d->comp[o] = -128 * sum;
     }
     free(q);
-    return w;
+    return 0;
 }
 
-void gemm_int8_free(gemm_int8_weights *w)
+static int weight(const struct dot_weights *d, int o, int k)
 {
-    if (!w) return;
-    dot_weights_free(&w->d);
-    free(w);
+    return (int8_t)(uint8_t)(*dot_word(d, o, k / 4) >> (8 * (k % 4)));
 }
 
-size_t gemm_int8_bytes(const gemm_int8_weights *w)
+int gemm_int8_weight(const gemm_lowp_layer *w, int o, int k)
 {
-    return sizeof *w + dot_weights_bytes(&w->d);
+    return weight(&w->d, o, k);
 }
 
-int gemm_int8_weight(const gemm_int8_weights *w, int o, int k)
-{
-    return (int8_t)(uint8_t)(*dot_word(&w->d, o, k / 4) >> (8 * (k % 4)));
-}
-
-float gemm_int8_weight_scale(const gemm_int8_weights *w, int o)
+float gemm_int8_weight_scale(const gemm_lowp_layer *w, int o)
 {
     return w->d.cs[o];
 }
 
-void gemm_int8(const gemm_int8_weights *w, int N, const float *in, long ldin, float *out, long ldout, int nthreads)
+static void ref(const struct dot_weights *d, int N, const float *in, long ldin, float *out, long ldout)
 {
-    if (dot_gemm(kern(), 1, &w->d, N, in, ldin, out, ldout, nthreads) != 0)
-        gemm_int8_ref(w, N, in, ldin, out, ldout);
-}
-
-void gemm_int8_ref(const gemm_int8_weights *w, int N, const float *in, long ldin, float *out, long ldout)
-{
-    int C = w->d.k;
+    int C = d->k;
     /* The row's q once (recomputed per term when even this cannot be had). */
     int8_t *q = malloc(C > 0 ? (size_t)C : 1);
     for (int i = 0; i < N; i++) {
         const float *x = in + (size_t)i * ldin;
         float amax, inv = quant_inv(x, C, &amax), r = amax / 127.0f;
         for (int k = 0; q && k < C; k++) q[k] = (int8_t)quant_one(x[k], inv);
-        for (int o = 0; o < w->d.oc; o++) {
+        for (int o = 0; o < d->oc; o++) {
             int32_t acc = 0;
-            for (int k = 0; k < C; k++) acc += (q ? q[k] : quant_one(x[k], inv)) * gemm_int8_weight(w, o, k);
-            out[(size_t)i * ldout + o] = fmaf((float)acc, r * w->d.cs[o], w->d.bias[o]);
+            for (int k = 0; k < C; k++) acc += (q ? q[k] : quant_one(x[k], inv)) * weight(d, o, k);
+            out[(size_t)i * ldout + o] = fmaf((float)acc, r * d->cs[o], d->bias[o]);
         }
     }
     free(q);
 }
+
+const struct dot_kind dot_kind_int8 = {
+    CPU_K_GEMM_INT8,
+    "avx512vnni",
+    {tile_scalar, pack_scalar},
+#if INT8_X86
+    {tile_vnni, pack_avx512},
+#else
+    {NULL, NULL},
+#endif
+    4,
+    1,
+    0x80808080u, /* four q = 0 */
+    fill,
+    ref,
+};
