@@ -40,12 +40,15 @@ static inline uint32_t pair(float lo, float hi)
 }
 
 /* ------------------------------------------------------------------------
- * Packing a row: word g holds x[2g] and x[2g+1] (0 past k). */
+ * Packing a row: word g holds x[2g] and x[2g+1] (0 past k). The vector
+ * packer's 16 floats make 8 words, two runs of four; kg (a multiple of 4)
+ * may end after the first. */
 
 static void pack_scalar(uint32_t *a, float *rs, const float *x, int k, int kg)
 {
     (void)rs;
-    for (int g = 0; g < kg; g++) a[(size_t)g * DOT_MR] = pair(x[2 * g], 2 * g + 1 < k ? x[2 * g + 1] : 0.0f);
+    for (int g = 0; g < kg; g++)
+        a[dot_a_index(g)] = pair(2 * g < k ? x[2 * g] : 0.0f, 2 * g + 1 < k ? x[2 * g + 1] : 0.0f);
 }
 
 #if BF16_X86
@@ -54,11 +57,12 @@ static void pack_scalar(uint32_t *a, float *rs, const float *x, int k, int kg)
 BF16_TARGET static void pack_avx512(uint32_t *a, float *rs, const float *x, int k, int kg)
 {
     (void)rs;
-    for (int c = 0; c < k; c += 16) {
-        __mmask16 msk = k - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (k - c)) - 1u);
-        uint32_t w[8];
-        _mm256_storeu_si256((__m256i *)w, (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(msk, x + c)));
-        for (int t = 0, g = c / 2; t < 8 && g < kg; t++, g++) a[(size_t)g * DOT_MR] = w[t];
+    for (int c = 0; c < kg * 2; c += 16) {
+        __mmask16 msk = k - c >= 16 ? (__mmask16)0xffff : k - c > 0 ? (__mmask16)((1u << (k - c)) - 1u) : 0;
+        __m256i h = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(msk, x + c));
+        int g = c / 2; /* words g .. g+7: two runs of four, the second only where kg has it */
+        _mm_storeu_si128((__m128i *)(a + dot_a_index(g)), _mm256_castsi256_si128(h));
+        if (g + 4 < kg) _mm_storeu_si128((__m128i *)(a + dot_a_index(g + 4)), _mm256_extracti128_si256(h, 1));
     }
 }
 #endif
@@ -121,7 +125,7 @@ static int fill(struct dot_weights *d, const float *W, long ldw)
 {
     for (int o = 0; o < d->oc; o++) {
         const float *x = W + (size_t)o * ldw;
-        for (int g = 0; g < d->kg; g++) *dot_word(d, o, g) = pair(x[2 * g], 2 * g + 1 < d->k ? x[2 * g + 1] : 0.0f);
+        for (int g = 0; 2 * g < d->k; g++) *dot_word(d, o, g) = pair(x[2 * g], 2 * g + 1 < d->k ? x[2 * g + 1] : 0.0f);
     }
     return 0;
 }

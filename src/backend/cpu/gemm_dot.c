@@ -23,7 +23,7 @@ int dot_weights_alloc(struct dot_weights *w, int oc, int k, int k_per_word, cons
     memset(w, 0, sizeof *w);
     w->oc = oc;
     w->k = k;
-    w->kg = (k + k_per_word - 1) / k_per_word;
+    w->kg = ((k + k_per_word - 1) / k_per_word + 3) / 4 * 4;
     w->npan = (oc + DOT_NR - 1) / DOT_NR;
     size_t cols = (size_t)w->npan * DOT_NR;
     w->b = calloc(cols * (size_t)(w->kg > 0 ? w->kg : 1), sizeof *w->b);
@@ -78,10 +78,10 @@ static void pack_panel(const struct dot_run *r, int ip)
     for (int i = 0; i < DOT_MR; i++) {
         float *rs = r->rs ? r->rs + r0 + i : NULL;
         if (r0 + i < r->N) {
-            r->kr->pack(a + i, rs, r->in + (size_t)(r0 + i) * r->ldin, r->w->k, kg);
+            r->kr->pack(a + 4 * i, rs, r->in + (size_t)(r0 + i) * r->ldin, r->w->k, kg);
             continue;
         }
-        for (int g = 0; g < kg; g++) a[(size_t)g * DOT_MR + i] = r->k->pad_word;
+        for (int g = 0; g < kg; g++) a[dot_a_index(g) + 4 * (size_t)i] = r->k->pad_word;
         if (rs) *rs = 0.0f;
     }
 }

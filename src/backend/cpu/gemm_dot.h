@@ -33,12 +33,20 @@ struct dot_epi {
     const int32_t *comp;
 };
 
-/* One MR x NR tile over kg words: a[g * MR + i] is row i's word g, b[g * NR
- * + j] column j's; out has row stride ldo. */
+/* The packed rows keep each row's words in runs of four (16 bytes: one
+ * store of the packer's vector): word g of row i of a panel is at
+ * dot_a_index(g) + 4 i. kg is always a multiple of 4. */
+static inline size_t dot_a_index(int g)
+{
+    return (size_t)(g / 4) * DOT_MR * 4 + (size_t)(g % 4);
+}
+
+/* One MR x NR tile over kg words: a[dot_a_index(g) + 4 i] is row i's word
+ * g, b[g * NR + j] column j's; out has row stride ldo. */
 typedef void (*dot_tile_fn)(int kg, const uint32_t *a, const uint32_t *b, float *out, long ldo,
                             const struct dot_epi *e);
-/* Packs one row x (k floats) into its column of a panel: a[g * MR] is its
- * word g (kg words), *rs its scale (rs NULL when the product has none). The
+/* Packs one row x (k floats) into its place in a panel: a[dot_a_index(g)]
+ * is its word g (kg words, those past k adding nothing), *rs its scale (rs NULL when the product has none). The
  * driver fills the rows past N with the kind's pad word and scale 0. */
 typedef void (*dot_pack_fn)(uint32_t *a, float *rs, const float *x, int k, int kg);
 
@@ -48,7 +56,8 @@ struct dot_kern {
 };
 
 /* A prepared W: npan panels of NR columns, b[(p * kg + g) * NR + j] the word
- * g of channel p * NR + j (zero words past OC), and per channel (padded to
+ * g of channel p * NR + j (kg: the words K takes, rounded up to a multiple of
+ * 4; zero words past K and past OC), and per channel (padded to
  * npan * NR with zeros): cs the scale, bias, comp the starting accumulator
  * (cs and comp NULL where the product has none). */
 struct dot_weights {

@@ -50,7 +50,9 @@ float gemm_int8_quantize(const float *x, int n, int8_t *q)
 }
 
 /* ------------------------------------------------------------------------
- * Packing a row: word g is (q[4g + t] + 128) in byte t (q = 0 past k). */
+ * Packing a row: word g is (q[4g + t] + 128) in byte t (q = 0 past k). The
+ * vector packer's 16 floats make the run of four words at c / 4, which
+ * covers the kg words exactly (kg = ceil(k / 16) * 4). */
 
 static void pack_scalar(uint32_t *a, float *rs, const float *x, int k, int kg)
 {
@@ -62,7 +64,7 @@ static void pack_scalar(uint32_t *a, float *rs, const float *x, int k, int kg)
             int kk = 4 * g + t, q = kk < k ? quant_one(x[kk], inv) : 0;
             word |= (uint32_t)(q + 128) << (8 * t);
         }
-        a[(size_t)g * DOT_MR] = word;
+        a[dot_a_index(g)] = word;
     }
 }
 
@@ -86,9 +88,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static void pack_avx512(uin
         __mmask16 msk = k - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (k - c)) - 1u);
         __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(msk, x + c), inv));
         q = _mm512_add_epi32(_mm512_max_epi32(_mm512_min_epi32(q, hi), lo), off);
-        uint32_t w[4];
-        _mm_storeu_si128((__m128i *)w, _mm512_cvtepi32_epi8(q));
-        for (int t = 0, g = c / 4; t < 4 && g < kg; t++, g++) a[(size_t)g * DOT_MR] = w[t];
+        _mm_storeu_si128((__m128i *)(a + dot_a_index(c / 4)), _mm512_cvtepi32_epi8(q)); /* words c/4 .. c/4+3 */
     }
 }
 #endif
