@@ -3,7 +3,7 @@
  * All rows of the input are packed first (each MR-row panel by one thread),
  * then the output is cut into tasks of up to ROWP row panels by a run of
  * column panels, handed to threads dynamically. Inside a task the column
- * panel is the outer loop, so its K words (at most 12 KiB per 384 k of int8,
+ * panel is the outer loop, so its K words (12 KiB per 384 of K in int8,
  * 24 KiB of bf16) stay in L1/L2 while the task's row panels pass under them.
  * Where the tiles run changes none of their arithmetic (gemm_dot.h). */
 #include "backend/cpu/gemm_dot.h"

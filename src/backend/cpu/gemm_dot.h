@@ -1,4 +1,5 @@
-/* The driver that gemm_int8 and gemm_bf16 share (private to them): products
+/* The driver that gemm_int8 and gemm_bf16 share (private to them and to
+ * gemm_lowp.c, their entry points): products
  * out[N][OC] = in[N][K] @ W[OC][K]^T whose operands come in 32-bit words,
  * each word a short dot product along k (4 int8 for VPDPBUSD, 2 bf16 for
  * VDPBF16PS), so that one instruction adds one word's products into each of
