@@ -4,15 +4,18 @@
  *
  * W is rounded once (gemm_lowp_prepare), the rows of in in every call. Each
  * output element is one fp32 chain over the pairs of k ascending, as
- * AVX512-BF16's VDPBF16PS computes a lane (Intel's definition, which Zen 4
- * follows bit for bit):
+ * AVX512-BF16's VDPBF16PS computes a lane (Intel's definition, which the Zen 5
+ * of bench/RESULTS.md follows bit for bit: test_gemm_bf16 checks it wherever
+ * it runs):
  *   s = +0
  *   for each pair p = 0, 1, ...:  s = s + a[2p+1] * w[2p+1]   (the odd one first)
  *                                 s = s + a[2p] * w[2p]
  *   out = s + b[o]                 (plain fp32 add; b = 0 without bias)
  * where each product is exact (two 8-bit significands), each add rounds to
  * nearest even with subnormal inputs read as zero and a subnormal result
- * flushed to zero (gemm_bf16_step), and a[C] = w[C] = 0 when C is odd. So a
+ * flushed to zero (gemm_bf16_step), and a[C] = w[C] = 0 when C is odd (the
+ * kernels add more +0 products past C, to whole runs of words: s + 0 = s,
+ * since s is never -0 nor subnormal). So a
  * row's bits depend only on that row, W and b: not on N, the other rows,
  * the thread count or the kernel.
  *
