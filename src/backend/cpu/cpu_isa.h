@@ -78,8 +78,8 @@ cpu_isa_level cpu_kernel_level(cpu_kernel_family f);
 /* 1 when the family runs the fastest code it has on this CPU (gemm_int8:
  * its AVX512-VNNI kernel, gemm_bf16: its AVX512-BF16 kernel, gelu: avx2).
  * Otherwise 0, with why (when not NULL) saying what stands in the way, for
- * a refusal such as "--precision int8: this CPU (AuthenticAMD family 23
- * model 49) lacks AVX512-VNNI": "this CPU (...) lacks X" for an instruction
+ * a refusal such as "--precision int8: this CPU (GenuineIntel family 6
+ * model 85) lacks AVX512-VNNI": "this CPU (...) lacks X" for an instruction
  * set the CPU lacks, "BERTC_CPU_ISA=avx2 holds bertc below avx512" for a
  * cap. */
 int cpu_kernel_fast(cpu_kernel_family f, char *why, size_t cap);
