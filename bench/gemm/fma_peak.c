@@ -7,8 +7,9 @@
  *
  * Prints one line: "<isa> <threads> <GFLOP/s>" (the best of 5 rounds).
  * isa is avx2 (256-bit FMA) or avx512 (512-bit); exit 2 when the CPU lacks it. */
+#include "peak_time.h"
+
 #include <immintrin.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,19 +55,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "fma_peak: this CPU lacks %s\n", argv[1]);
         return 2;
     }
-    double best = 0, flops = 2.0 * ITERS * CHAINS * (wide ? 16 : 8) * threads;
-    volatile float sink = 0;
-    for (int round = 0; round < 5; round++) {
-        double t0 = omp_get_wtime();
-#pragma omp parallel num_threads(threads)
-        {
-            float s = wide ? run_avx512() : run_avx2();
-#pragma omp atomic
-            sink += s;
-        }
-        double g = flops / (omp_get_wtime() - t0) * 1e-9;
-        if (g > best) best = g;
-    }
+    double flops = 2.0 * ITERS * CHAINS * (wide ? 16 : 8) * threads;
+    double best = peak_best(threads, flops, wide ? run_avx512 : run_avx2);
     printf("%s %d %.1f\n", argv[1], threads, best);
     return 0;
 }

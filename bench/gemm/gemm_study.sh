@@ -48,7 +48,7 @@ cflags="-O2 -fno-fast-math -fopenmp -Wall -Isrc"
 # bertc's kernel decision (BERTC_CPU_ISA), which the GELU and gemm_fixed follow
 kern_src="src/backend/cpu/cpu_isa.c src/core/err.c"
 gcc $cflags -DSTUDY_OPENBLAS bench/gemm/gemm_study.c $kern_src -o "$tmp/openblas" $ob_flags -lm
-gcc $cflags -DSTUDY_FIXED bench/gemm/gemm_study.c src/backend/cpu/gemm_fixed.c $kern_src -o "$tmp/fixed" -lm
+gcc $cflags -DSTUDY_FIXED bench/gemm/gemm_study.c src/backend/cpu/gemm_fixed.c src/backend/cpu/gemm_ws.c $kern_src -o "$tmp/fixed" -lm
 have_dnnl=0
 if gcc $cflags -DSTUDY_DNNL bench/gemm/gemm_study.c $kern_src -o "$tmp/dnnl" -ldnnl -lm 2>"$tmp/dnnl.err"; then have_dnnl=1; fi
 have_blis=0

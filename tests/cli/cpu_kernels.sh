@@ -77,7 +77,7 @@ if [ $native = avx2 ] || [ $native = avx512 ]; then
 fi
 
 # The kernel families: one line each, every variant within the level.
-families="gemm gemm_fixed gelu softmax layernorm dropout adam"
+families="gemm gemm_fixed gelu softmax layernorm dropout adam gemm_int8 gemm_bf16"
 variant() { sed -n "s/^kernel $1: \([^(]*\) (.*/\1/p" "$cli_tmp/v" | sed 's/ *$//'; }
 check_families() { # check_families LEVEL: each family's variant is one a CPU of LEVEL runs
     local f v

@@ -126,11 +126,25 @@ static int env_isa_cap(cpu_isa_level *cap, const char **raw)
     return cpu_isa_parse(want, cap) == 0 ? 1 : -1;
 }
 
-/* Each family's code: the levels it has, and its name for the sse level. */
+static int has_vnni(const cpu_isa_info *c)
+{
+    return c->avx512_vnni;
+}
+
+static int has_avx512bf16(const cpu_isa_info *c)
+{
+    return c->avx512_bf16;
+}
+
+/* Each family's code: the levels it has, its name for the sse level, and
+ * where its avx512 code needs more than the level (an instruction set
+ * beside AVX-512 F/DQ/CD/BW/VL): the test, that set's name and the code's. */
 static const struct {
     const char *name;
     unsigned levels; /* bit per cpu_isa_level */
     const char *sse_name;
+    int (*avx512_has)(const cpu_isa_info *);
+    const char *avx512_needs, *avx512_name;
 } families[CPU_K_COUNT] = {
     [CPU_K_GEMM_FIXED] = {"gemm_fixed", 1u << CPU_ISA_SSE | 1u << CPU_ISA_AVX2 | 1u << CPU_ISA_AVX512, "scalar"},
     [CPU_K_GELU] = {"gelu", 1u << CPU_ISA_SSE | 1u << CPU_ISA_AVX2, "sse"},
@@ -139,6 +153,10 @@ static const struct {
     [CPU_K_DROPOUT] = {"dropout", 1u << CPU_ISA_SSE | 1u << CPU_ISA_AVX2, "sse"},
     [CPU_K_ADAM] = {"adam", 1u << CPU_ISA_SSE | 1u << CPU_ISA_AVX2, "sse"},
     [CPU_K_ELEMENTWISE] = {"elementwise", 1u << CPU_ISA_SSE | 1u << CPU_ISA_AVX2, "sse"},
+    [CPU_K_GEMM_INT8] = {"gemm_int8", 1u << CPU_ISA_SSE | 1u << CPU_ISA_AVX512, "scalar", has_vnni, "AVX512-VNNI",
+                         "avx512vnni"},
+    [CPU_K_GEMM_BF16] = {"gemm_bf16", 1u << CPU_ISA_SSE | 1u << CPU_ISA_AVX512, "scalar", has_avx512bf16,
+                         "AVX512-BF16", "avx512bf16"},
 };
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -153,13 +171,18 @@ static int has_v3(const cpu_isa_info *c)
     return c->bmi1 && c->bmi2 && c->lzcnt && c->movbe && c->f16c;
 }
 
+/* 1 when the CPU has what family f's code of level l needs beyond the level. */
+static int family_cpu_ok(cpu_kernel_family f, int l, const cpu_isa_info *c)
+{
+    if (f != CPU_K_GEMM_FIXED && l == CPU_ISA_AVX2 && !has_v3(c)) return 0;
+    if (l == CPU_ISA_AVX512 && families[f].avx512_has && !families[f].avx512_has(c)) return 0;
+    return 1;
+}
+
 static cpu_isa_level family_level(cpu_kernel_family f, const cpu_isa_state *s)
 {
-    for (int l = (int)s->level; l > CPU_ISA_SSE; l--) {
-        if (!(families[f].levels >> l & 1)) continue;
-        if (f != CPU_K_GEMM_FIXED && l == CPU_ISA_AVX2 && !has_v3(&s->cpu)) continue;
-        return (cpu_isa_level)l;
-    }
+    for (int l = (int)s->level; l > CPU_ISA_SSE; l--)
+        if (families[f].levels >> l & 1 && family_cpu_ok(f, l, &s->cpu)) return (cpu_isa_level)l;
     return CPU_ISA_SSE;
 }
 
@@ -218,6 +241,14 @@ const char *cpu_kernel_family_name(cpu_kernel_family f)
     return f >= 0 && f < CPU_K_COUNT ? families[f].name : "?";
 }
 
+/* The name of family f's code of level l. */
+static const char *variant_name(cpu_kernel_family f, cpu_isa_level l)
+{
+    if (l == CPU_ISA_SSE) return families[f].sse_name;
+    if (l == CPU_ISA_AVX512 && families[f].avx512_name) return families[f].avx512_name;
+    return cpu_isa_name(l);
+}
+
 char *cpu_kernel_describe(cpu_kernel_family f, char *buf, size_t cap)
 {
     const cpu_isa_state *s = cpu_isa();
@@ -233,6 +264,30 @@ char *cpu_kernel_describe(cpu_kernel_family f, char *buf, size_t cap)
     if (l < CPU_ISA_AVX2 && s->level >= CPU_ISA_AVX2 && f != CPU_K_GEMM_FIXED && !has_v3(&s->cpu))
         snprintf(note, sizeof note,
                  "; its avx2 code needs x86-64-v3 (BMI1, BMI2, LZCNT, MOVBE, F16C), the CPU lacks one");
-    snprintf(buf, cap, "%s (%s%s)", l == CPU_ISA_SSE ? families[f].sse_name : cpu_isa_name(l), lvl, note);
+    if (l < CPU_ISA_AVX512 && s->level == CPU_ISA_AVX512 && !family_cpu_ok(f, CPU_ISA_AVX512, &s->cpu))
+        snprintf(note, sizeof note, "; the CPU lacks %s", families[f].avx512_needs);
+    snprintf(buf, cap, "%s (%s%s)", variant_name(f, l), lvl, note);
     return buf;
+}
+
+int cpu_kernel_fast(cpu_kernel_family f, char *why, size_t cap)
+{
+    const cpu_isa_state *s = cpu_isa();
+    int top = CPU_ISA_AVX512;
+    while (top > CPU_ISA_SSE && !(families[f].levels >> top & 1)) top--;
+    if ((int)cpu_kernel_level(f) == top) return 1;
+    if (!why) return 0;
+    char lacks[160] = "";
+    const char *extra = top == CPU_ISA_AVX512 ? families[f].avx512_needs : NULL;
+    if ((int)s->cpu.level < top)
+        snprintf(lacks, sizeof lacks, "%s%s%s", cpu_isa_needs((cpu_isa_level)top), extra ? " and " : "",
+                 extra ? extra : "");
+    else if (!family_cpu_ok(f, top, &s->cpu))
+        snprintf(lacks, sizeof lacks, "%s", extra ? extra : "x86-64-v3 (BMI1, BMI2, LZCNT, MOVBE, F16C)");
+    if (lacks[0])
+        snprintf(why, cap, "this CPU (%s family %d model %d) lacks %s", s->cpu.vendor, s->cpu.family, s->cpu.model,
+                 lacks);
+    else
+        snprintf(why, cap, "%s holds bertc below %s", s->level_from, cpu_isa_name((cpu_isa_level)top));
+    return 0;
 }

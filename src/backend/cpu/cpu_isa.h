@@ -66,6 +66,8 @@ typedef enum {
                         * multiplies by a mask */
     CPU_K_ADAM,        /* ops_loss.c: AdamW, the gradient norm, scaling and the finite check */
     CPU_K_ELEMENTWISE, /* ops_dense.c: the add of whole tensors and the bias gradients' column sums */
+    CPU_K_GEMM_INT8,   /* gemm_int8.c: the int8 linear layer of inference (scalar, avx512vnni: AVX512-VNNI) */
+    CPU_K_GEMM_BF16,   /* gemm_bf16.c: the batch-invariant bf16 linear layer (scalar, avx512bf16: AVX512-BF16) */
     CPU_K_COUNT
 } cpu_kernel_family;
 
@@ -73,10 +75,20 @@ typedef enum {
  * that is at most the decided level and whose instructions the CPU has
  * (the sse code is x86-64's baseline, also below SSE3). */
 cpu_isa_level cpu_kernel_level(cpu_kernel_family f);
+/* 1 when the family runs the fastest code it has on this CPU (gemm_int8:
+ * its AVX512-VNNI kernel, gemm_bf16: its AVX512-BF16 kernel, gelu: avx2).
+ * Otherwise 0, with why (when not NULL) saying what stands in the way, for
+ * a refusal such as "--precision int8: this CPU (GenuineIntel family 6
+ * model 85) lacks AVX512-VNNI": "this CPU (...) lacks X" for an instruction
+ * set the CPU lacks, "BERTC_CPU_ISA=avx2 holds bertc below avx512" for a
+ * cap. */
+int cpu_kernel_fast(cpu_kernel_family f, char *why, size_t cap);
 /* "gelu", "softmax", ... */
 const char *cpu_kernel_family_name(cpu_kernel_family f);
-/* The variant in words ("avx2", or "scalar" for gemm_fixed's sse level) and
- * why: "avx2 (level avx512: the CPU's, no cap; gelu has no avx512 code)". */
+/* The variant in words ("avx2", "scalar" for gemm_fixed's sse level,
+ * "avx512vnni" for gemm_int8's avx512 one) and why: "avx2 (level avx512: the
+ * CPU's, no cap; gelu has no avx512 code)", "scalar (level avx512: the CPU's,
+ * no cap; the CPU lacks AVX512-VNNI)". */
 char *cpu_kernel_describe(cpu_kernel_family f, char *buf, size_t cap);
 
 #endif

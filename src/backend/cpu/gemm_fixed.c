@@ -21,10 +21,10 @@
 #include "backend/cpu/gemm_fixed.h"
 
 #include "backend/cpu/cpu_isa.h"
+#include "backend/cpu/gemm_ws.h"
 
 #include <math.h>
 #include <omp.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -363,54 +363,6 @@ static void pack_a_block(float *restrict dst, const struct gemm_args *g, const s
 }
 
 /* ------------------------------------------------------------------------
- * Working memory: one buffer per calling thread, kept between calls (a fresh
- * multi-megabyte allocation would page-fault in every call) and freed when
- * the thread exits. */
-
-struct gemm_ws {
-    float *p;
-    size_t floats;
-};
-
-static pthread_key_t ws_key;
-static pthread_once_t ws_once = PTHREAD_ONCE_INIT;
-static int ws_key_ok;
-
-static void ws_free(void *v)
-{
-    struct gemm_ws *w = v;
-    free(w->p);
-    free(w);
-}
-
-static void ws_init(void)
-{
-    ws_key_ok = pthread_key_create(&ws_key, ws_free) == 0;
-}
-
-/* floats (a multiple of 16) of 64-byte aligned memory, or NULL. */
-static float *ws_get(size_t floats)
-{
-    pthread_once(&ws_once, ws_init);
-    if (!ws_key_ok) return NULL;
-    struct gemm_ws *w = pthread_getspecific(ws_key);
-    if (!w) {
-        w = calloc(1, sizeof *w);
-        if (!w) return NULL;
-        if (pthread_setspecific(ws_key, w) != 0) {
-            free(w);
-            return NULL;
-        }
-    }
-    if (w->floats < floats) {
-        free(w->p);
-        w->p = aligned_alloc(64, floats * sizeof(float));
-        w->floats = w->p ? floats : 0;
-    }
-    return w->p;
-}
-
-/* ------------------------------------------------------------------------
  * The blocked product. */
 
 struct gemm_plan {
@@ -516,7 +468,7 @@ void gemm_fixed(int transa, int transb, int M, int N, int K, float alpha, const 
 
     size_t per_thr = pl.a_floats + pl.p_floats + TILE_MAX;
     size_t total = pl.b_floats + (size_t)nthr * per_thr;
-    float *mem = ws_get(total);
+    float *mem = gemm_ws_get(total * sizeof(float));
     if (!mem) {
         gemm_plain(&g);
         return;

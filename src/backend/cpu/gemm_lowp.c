@@ -1,0 +1,76 @@
+/* The low-precision linear layers' entry points (see gemm_lowp.h): the kind's
+ * hooks (gemm_dot.h's struct dot_kind, in gemm_int8.c and gemm_bf16.c) on
+ * gemm_dot.h's driver. */
+#include "backend/cpu/gemm_lowp.h"
+
+#include "backend/cpu/gemm_dot.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+
+static const struct dot_kind *const kinds[] = {[GEMM_LOWP_INT8] = &dot_kind_int8, [GEMM_LOWP_BF16] = &dot_kind_bf16};
+static atomic_int force_scalar[2];
+
+static const struct dot_kern *kern_of(gemm_lowp_kind kind)
+{
+    const struct dot_kind *k = kinds[kind];
+    if (k->fast.tile && !atomic_load(&force_scalar[kind]) && cpu_kernel_level(k->family) == CPU_ISA_AVX512)
+        return &k->fast;
+    return &k->scalar;
+}
+
+gemm_lowp_layer *gemm_lowp_prepare(gemm_lowp_kind kind, const float *W, long ldw, const float *bias, int OC, int C)
+{
+    const struct dot_kind *k = kinds[kind];
+    gemm_lowp_layer *w = calloc(1, sizeof *w);
+    if (!w) return NULL;
+    w->kind = kind;
+    if (dot_weights_alloc(&w->d, OC, C, k->k_per_word, bias, k->with_scales) != 0) {
+        free(w);
+        return NULL;
+    }
+    if (k->fill(&w->d, W, ldw) != 0) {
+        gemm_lowp_free(w);
+        return NULL;
+    }
+    return w;
+}
+
+void gemm_lowp_free(gemm_lowp_layer *w)
+{
+    if (!w) return;
+    dot_weights_free(&w->d);
+    free(w);
+}
+
+size_t gemm_lowp_bytes(const gemm_lowp_layer *w)
+{
+    return sizeof *w + dot_weights_bytes(&w->d);
+}
+
+void gemm_lowp(const gemm_lowp_layer *w, int N, const float *in, long ldin, float *out, long ldout, int nthreads)
+{
+    const struct dot_kind *k = kinds[w->kind];
+    if (dot_gemm(k, kern_of((gemm_lowp_kind)w->kind), &w->d, N, in, ldin, out, ldout, nthreads) != 0)
+        k->ref(&w->d, N, in, ldin, out, ldout);
+}
+
+void gemm_lowp_ref(const gemm_lowp_layer *w, int N, const float *in, long ldin, float *out, long ldout)
+{
+    kinds[w->kind]->ref(&w->d, N, in, ldin, out, ldout);
+}
+
+void gemm_lowp_force_scalar(gemm_lowp_kind kind, int on)
+{
+    atomic_store(&force_scalar[kind], on != 0);
+}
+
+const char *gemm_lowp_kernel(gemm_lowp_kind kind)
+{
+    return kern_of(kind) == &kinds[kind]->scalar ? "scalar" : kinds[kind]->fast_name;
+}
+
+const char *gemm_lowp_name(gemm_lowp_kind kind)
+{
+    return kind == GEMM_LOWP_INT8 ? "int8" : "bf16";
+}
