@@ -82,6 +82,18 @@ evals_equal() {
     cmp -s "$1/predictions.json" "$2/predictions.json" || cli_bad "predictions.json differ"
 }
 
+# killed_checks RC RUN STOPPED: the case of a 2-rank job into RUN whose rank 1 killed itself after
+# step 23 (BERTC_DEBUG_KILL), exit RC: it failed, said why, rank 0 said STOPPED, no final model.
+killed_checks() {
+    local rc=$1 K=$2
+    echo "case $cli_n: killed run -> exit $rc; checkpoints: $(ls "$K/checkpoints" | tr '\n' ' ')"
+    [ "$rc" -ne 0 ] || cli_bad "the job did not fail"
+    grep -aq "killing myself at step 23" "$K.log" || cli_bad "no kill message"
+    grep -aq "$3" "$K.log" || cli_bad "rank 0 did not say it was stopped: $(tail -5 "$K.log")"
+    [ -e "$K/final" ] && cli_bad "a final model after the kill"
+    return 0
+}
+
 # mpi_bad NP MESSAGE -- CMD...: refused under mpirun -np NP with exit 2 and
 # NP lines on stderr, each "bertc: ...MESSAGE...", stdout empty, $T/bad
 # (the run dir the callers give) not made.
