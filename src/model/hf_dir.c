@@ -147,14 +147,7 @@ int model_load(const char *dir, uint64_t seed, bert_config *cfg, param_table *t,
         rc = load_tensors(p, &f, &c, t, b, seed, qa_initialised);
     }
     st_close(&f);
-    if (rc) {
-        free(b);
-        param_table_free(t);
-        return rc;
-    }
-    *cfg = c;
-    *block = b;
-    return 0;
+    return load_finish(rc, &c, b, t, cfg, block);
 }
 
 static int copy_file(const char *src, const char *dst)

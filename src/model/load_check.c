@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int load_check_finite(const char *path, const char *name, const float *x, size_t n)
@@ -28,4 +29,16 @@ void load_log_unused(const char *path, int n, const unsigned char *used, int (*i
     if (unknown)
         log_info("%s: ignoring %d tensor%s bertc does not use (%s%s)", path, unknown, unknown == 1 ? "" : "s", list,
                  unknown > 3 ? ", ..." : "");
+}
+
+int load_finish(int rc, const bert_config *c, float *b, param_table *t, bert_config *cfg, float **block)
+{
+    if (rc) {
+        free(b);
+        param_table_free(t);
+        return rc;
+    }
+    *cfg = *c;
+    *block = b;
+    return 0;
 }

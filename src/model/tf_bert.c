@@ -225,14 +225,7 @@ int tf_bert_load(const char *config_path, const char *prefix, uint64_t seed, ber
     if (!blk) rc = err_set(ERR_RUNTIME, "%s: out of memory for %zu parameters", prefix, t->total);
     else rc = load_tensors(&b, &c, base ? base + 1 : config_path, t, blk, seed, qa_initialised);
     tfb_close(&b);
-    if (rc) {
-        free(blk);
-        param_table_free(t);
-        return rc;
-    }
-    *cfg = c;
-    *block = blk;
-    return 0;
+    return load_finish(rc, &c, blk, t, cfg, block);
 }
 
 int tf_bert_export(const char *config_path, const char *prefix, const char *vocab_path, const char *src_dir,
