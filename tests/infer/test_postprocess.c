@@ -117,28 +117,15 @@ static void test_hand(void)
     CHECK(rc == 0 && p.n_nbest[1] == 2 && strcmp(p.nbest[1][0].text, "é") == 0 && strcmp(p.nbest[1][1].text, "ab cd é") == 0 &&
               p.nbest[1][0].probability == 0.5,
           "ties: '%s' '%s'", rc ? "" : p.nbest[1][0].text, rc || p.n_nbest[1] < 2 ? "" : p.nbest[1][1].text);
-    char path[512];
-    snprintf(path, sizeof path, "%s/hand.json", tu_tmpdir());
-    CHECK(predictions_write_json(path, &d, &p) == 0, "write");
-    char *s;
-    size_t n;
-    const char *want = "{\n    \"x\": \"empty\",\n    \"y\\\"\\n\\u0001\": \"é\"\n}\n";
-    if (file_read_all(path, &s, &n) == 0) {
-        CHECK(strcmp(s, want) == 0, "predictions.json:\n%s", s);
-        free(s);
-    }
-    snprintf(path, sizeof path, "%s/hand_nbest.json", tu_tmpdir());
-    CHECK(nbest_write_json(path, &d, &p) == 0, "write");
-    want = "{\n    \"x\": [\n        {\n            \"text\": \"empty\",\n            \"start_logit\": 0.0,\n"
+    ppref_check_written(predictions_write_json, "hand.json", "predictions.json", &d, &p,
+                        "{\n    \"x\": \"empty\",\n    \"y\\\"\\n\\u0001\": \"é\"\n}\n");
+    const char *want = "{\n    \"x\": [\n        {\n            \"text\": \"empty\",\n            \"start_logit\": 0.0,\n"
            "            \"end_logit\": 0.0,\n            \"probability\": 1.0\n        }\n    ],\n"
            "    \"y\\\"\\n\\u0001\": [\n        {\n            \"start_logit\": 2.0,\n            \"end_logit\": 1.0,\n"
            "            \"text\": \"é\",\n            \"probability\": 0.5\n        },\n        {\n"
            "            \"start_logit\": 2.0,\n            \"end_logit\": 1.0,\n            \"text\": \"ab cd é\",\n"
            "            \"probability\": 0.5\n        }\n    ]\n}\n";
-    if (file_read_all(path, &s, &n) == 0) {
-        CHECK(strcmp(s, want) == 0, "nbest_predictions.json:\n%s", s);
-        free(s);
-    }
+    ppref_check_written(nbest_write_json, "hand_nbest.json", "nbest_predictions.json", &d, &p, want);
     qa_predictions_free(&p);
 
     /* only one valid span and its text is empty: "empty" goes first, and the

@@ -146,21 +146,10 @@ static void test_hand(void)
     /* y's n-best (n_best 2): "ab" (2), then the null (3) sorts first: ["", "ab"], or the null first */
     CHECK(p.n_nbest[1] >= 2 && p.nbest[1][0].text[0] == 0 && p.nbest[1][0].start_logit == 1.5f && !strcmp(p.nbest[1][1].text, "ab"),
           "y n-best: '%s' (%g) '%s'", p.nbest[1][0].text, p.nbest[1][0].start_logit, p.n_nbest[1] > 1 ? p.nbest[1][1].text : "");
-    char path[512];
-    snprintf(path, sizeof path, "%s/hand_odds.json", tu_tmpdir());
-    CHECK(null_odds_write_json(path, &d, &p) == 0, "write");
-    char *s;
-    size_t n;
-    if (file_read_all(path, &s, &n) == 0) {
-        CHECK(!strcmp(s, "{\n    \"x\": -1.0,\n    \"y\": 1.0\n}\n"), "null_odds.json:\n%s", s);
-        free(s);
-    }
-    snprintf(path, sizeof path, "%s/hand_pred.json", tu_tmpdir());
-    CHECK(predictions_write_json(path, &d, &p) == 0, "write");
-    if (file_read_all(path, &s, &n) == 0) {
-        CHECK(!strcmp(s, "{\n    \"x\": \"cd\",\n    \"y\": \"\"\n}\n"), "predictions.json:\n%s", s);
-        free(s);
-    }
+    ppref_check_written(null_odds_write_json, "hand_odds.json", "null_odds.json", &d, &p,
+                        "{\n    \"x\": -1.0,\n    \"y\": 1.0\n}\n");
+    ppref_check_written(predictions_write_json, "hand_pred.json", "predictions.json", &d, &p,
+                        "{\n    \"x\": \"cd\",\n    \"y\": \"\"\n}\n");
     qa_predictions_free(&p);
     po.null_score_diff_threshold = 1.0;
     rc = postprocess_predictions(&d, &f, sl, el, &po, &p);
@@ -183,6 +172,8 @@ static void test_hand(void)
     /* v1 predictions have no null odds */
     po.version_2_with_negative = 0;
     rc = postprocess_predictions(&d, &f1, s1, e1, &po, &p);
+    char path[512];
+    snprintf(path, sizeof path, "%s/hand_pred.json", tu_tmpdir());
     CHECK(rc == 0 && null_odds_write_json(path, &d, &p) == ERR_INPUT, "null odds of v1 predictions");
     if (!rc) qa_predictions_free(&p);
     free(c.text);

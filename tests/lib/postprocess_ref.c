@@ -185,3 +185,17 @@ void ppref_compare_nbest(ppref_reader *r, const char *name, const qa_predictions
                     a->start_logit, a->end_logit, s, e);
     }
 }
+
+void ppref_check_written(ppref_writer write, const char *name, const char *what, const squad_data *d,
+                         const qa_predictions *p, const char *want)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", tu_tmpdir(), name);
+    CHECK(write(path, d, p) == 0, "write");
+    char *s;
+    size_t n;
+    if (file_read_all(path, &s, &n) == 0) {
+        CHECK(strcmp(s, want) == 0, "%s:\n%s", what, s);
+        free(s);
+    }
+}

@@ -69,4 +69,11 @@ typedef struct {
  * under name. */
 void ppref_compare_nbest(ppref_reader *r, const char *name, const qa_predictions *p, int i, ppref_nbest_diff *diff);
 
+typedef int (*ppref_writer)(const char *path, const squad_data *d, const qa_predictions *p);
+/* Writes p with write (predictions_write_json and its kin) to NAME in the
+ * test's temp dir and checks that the file holds want to the byte, one
+ * counted check each; what names the file in the message. */
+void ppref_check_written(ppref_writer write, const char *name, const char *what, const squad_data *d,
+                         const qa_predictions *p, const char *want);
+
 #endif
