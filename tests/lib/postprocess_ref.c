@@ -61,6 +61,15 @@ void ppref_set_context(squad_context *c, const char *text)
     c->ncp = n;
 }
 
+void ppref_hand_init(ppref_hand *h, const char *y_id)
+{
+    h->c = (squad_context){0};
+    ppref_set_context(&h->c, "ab cd é f");
+    h->ex[0] = (squad_example){.id = "x", .context = 0};
+    h->ex[1] = (squad_example){.id = (char *)y_id, .context = 0};
+    h->d = (squad_data){.ex = h->ex, .n = 2, .contexts = &h->c, .ncontexts = 1};
+}
+
 json_t *ppref_contexts(const char *squad_path)
 {
     json_error_t je;

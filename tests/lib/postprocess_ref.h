@@ -33,6 +33,15 @@ char *rd_str(ppref_reader *r);
 
 /* Fills a context from its text (the code point offsets included). */
 void ppref_set_context(squad_context *c, const char *text);
+/* The hand cases' data: the context "ab cd é f" and the examples "x" and
+ * y_id on it (d points into the struct: keep it where it is; free c's
+ * text and cp_byte). */
+typedef struct {
+    squad_context c;
+    squad_example ex[2];
+    squad_data d;
+} ppref_hand;
+void ppref_hand_init(ppref_hand *h, const char *y_id);
 /* Question id -> context string of every question in a SQuAD file (a new
  * reference); a counted failure when the file does not load. */
 json_t *ppref_contexts(const char *squad_path);
