@@ -11,20 +11,21 @@ cd "${1:-.}" || exit 2
 fail=0
 
 # The layers each layer of src/ may include (besides itself).
-declare -A may=(
-  [core]=""
-  [text]="core"
-  [backend]="core"
-  [dist]="core backend"
-  [data]="core text"
-  [model]="core backend"
-  [eval]="core data text"
-  [obs]="core backend model"
-  [infer]="core backend data eval model text"
-  [serve]="core backend data eval model text infer"
-  [train]="core backend data eval model text infer obs dist"
-  [cli]="core backend data eval model text infer obs dist train serve"
-)
+declare -A may=()
+while IFS=: read -r layer uses; do may[$layer]=${uses# }; done <<'LAYERS'
+core:
+text: core
+backend: core
+dist: core backend
+data: core text
+model: core backend
+eval: core data text
+obs: core backend model
+infer: core backend data eval model text
+serve: core backend data eval model text infer
+train: core backend data eval model text infer obs dist
+cli: core backend data eval model text infer obs dist train serve
+LAYERS
 
 has_impl() { if [ -e "$1.c" ] || [ -e "$1.cu" ]; then echo 1; else echo 0; fi; }
 # A module is a .c or .cu with its .h; a private header X_impl.h or X_internal.h

@@ -172,19 +172,28 @@ def pack_feature(b, f, T):
     b += struct.pack('<i', f['example']) + struct.pack('<%dH' % T, *ob) + struct.pack('<%dH' % T, *oe)
 
 
-def write_ref(path, examples, feats, T, start, end, preds, nbest, scores):
-    b = bytearray(b'BQAPP001')
-    b += struct.pack('<5I', len(examples), len(feats), T, N_BEST, MAX_ANSWER_LENGTH)
+def pack_inputs(b, examples, feats, T, start, end):
+    """The example ids, then each feature with its start and end logits (float32)."""
     pack_ids(b, examples)
     for i, f in enumerate(feats):
         pack_feature(b, f, T)
         b += start[i].astype('<f4').tobytes() + end[i].astype('<f4').tobytes()
+
+
+def pack_nbest(b, nbest, scores):
+    """An example's n best: score, logits, probability and the text's FNV-1a hash each."""
+    for p, sc in zip(nbest, scores):
+        b += struct.pack('<fffdQ', sc, p['start_logit'], p['end_logit'], p['probability'], fnv1a(p['text'].encode()))
+
+
+def write_ref(path, examples, feats, T, start, end, preds, nbest, scores):
+    b = bytearray(b'BQAPP001')
+    b += struct.pack('<5I', len(examples), len(feats), T, N_BEST, MAX_ANSWER_LENGTH)
+    pack_inputs(b, examples, feats, T, start, end)
     for ex in examples:
         s = preds[ex['id']].encode()
         b += struct.pack('<H', len(s)) + s + struct.pack('<H', len(nbest[ex['id']]))
-        for p, sc in zip(nbest[ex['id']], scores[ex['id']]):
-            b += struct.pack('<fffdQ', sc, p['start_logit'], p['end_logit'], p['probability'],
-                             fnv1a(p['text'].encode()))
+        pack_nbest(b, nbest[ex['id']], scores[ex['id']])
     b += struct.pack('<Q', fnv1a((json.dumps(preds, indent=4, ensure_ascii=False) + '\n').encode()))
     b += struct.pack('<Q', fnv1a((json.dumps(nbest, indent=4, ensure_ascii=False) + '\n').encode()))
     with open(path, 'wb') as f:

@@ -39,7 +39,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from postprocess_ref import (draw_logits, finish_nbest, fnv1a, load_slice, nbest_to_json, pack_feature, pack_ids,  # noqa: E402
+from postprocess_ref import (draw_logits, finish_nbest, fnv1a, load_slice, nbest_to_json, pack_inputs, pack_nbest,  # noqa: E402
                              uncased_tokenizer, validation_features)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -160,15 +160,11 @@ def main():
     b = bytearray(b'BQAPP2v1')
     b += struct.pack('<6I', len(examples), len(feats), T, N_BEST, MAX_ANSWER_LENGTH, len(THRESHOLDS))
     b += struct.pack('<%dd' % len(THRESHOLDS), *THRESHOLDS)
-    pack_ids(b, examples)
-    for i, f in enumerate(feats):
-        pack_feature(b, f, T)
-        b += start[i].astype('<f4').tobytes() + end[i].astype('<f4').tobytes()
+    pack_inputs(b, examples, feats, T, start, end)
     for ex in examples:
         s = preds[ex['id']].encode()
         b += struct.pack('<H', len(s)) + s + struct.pack('<dH', diffs[ex['id']], len(nbest[ex['id']]))
-        for p, sc in zip(nbest[ex['id']], scores[ex['id']]):
-            b += struct.pack('<fffdQ', sc, p['start_logit'], p['end_logit'], p['probability'], fnv1a(p['text'].encode()))
+        pack_nbest(b, nbest[ex['id']], scores[ex['id']])
     for r in runs:
         b += struct.pack('<Q', fnv1a(dumps(r[0])))
     b += struct.pack('<Q', fnv1a(dumps(nbest)))

@@ -15,20 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *json_kind(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "object";
-    case JSON_ARRAY: return "array";
-    case JSON_STRING: return "string";
-    case JSON_INTEGER: return "integer";
-    case JSON_REAL: return "number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "boolean";
-    case JSON_NULL: return "null";
-    }
-    return "?";
-}
+/* A JSON value's type, as the messages about a SQuAD file name it. */
+static const char *const type_names[] = {
+    [JSON_OBJECT] = "object", [JSON_ARRAY] = "array", [JSON_STRING] = "string", [JSON_INTEGER] = "integer",
+    [JSON_REAL] = "number", [JSON_TRUE] = "boolean", [JSON_FALSE] = "boolean", [JSON_NULL] = "null"};
+static const char *json_kind(const json_t *v) { return type_names[json_typeof(v)]; }
 
 /* Where we are in the file, for messages. */
 typedef struct {

@@ -39,19 +39,11 @@ void config_defaults(bert_config *cfg)
     cfg->pad_token_id = 0;
 }
 
-static const char *json_type_name(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a real number";
-    case JSON_TRUE: case JSON_FALSE: return "a boolean";
-    case JSON_NULL: return "null";
-    }
-    return "?";
-}
+/* A JSON value's type, as the messages about config.json name it. */
+static const char *const type_names[] = {
+    [JSON_OBJECT] = "an object", [JSON_ARRAY] = "an array", [JSON_STRING] = "a string", [JSON_INTEGER] = "an integer",
+    [JSON_REAL] = "a real number", [JSON_TRUE] = "a boolean", [JSON_FALSE] = "a boolean", [JSON_NULL] = "null"};
+static const char *json_type_name(const json_t *v) { return type_names[json_typeof(v)]; }
 
 /* Integer field in [min, max]; absent keeps *out. */
 static int get_int(const json_t *root, const char *path, const char *key, int min, int max, int *out)

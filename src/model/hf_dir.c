@@ -6,6 +6,7 @@
 #include "core/fileio.h"
 #include "core/shape.h"
 #include "model/init.h"
+#include "model/load_check.h"
 #include "model/safetensors.h"
 #include "model/tf_bert.h"
 
@@ -64,6 +65,8 @@ static int silently_ignored(const char *name)
            !strcmp(name, "embeddings.token_type_ids");
 }
 
+static const char *tensor_name(const void *f, int i) { return ((const st_file *)f)->tensors[i].name; }
+
 static int load_tensors(const char *path, const st_file *f, const bert_config *cfg, const param_table *t,
                         float *block, uint64_t seed, int *qa_init)
 {
@@ -97,26 +100,9 @@ static int load_tensors(const char *path, const st_file *f, const bert_config *c
         }
         float *x = block + p->offset;
         if ((rc = st_read_f32(f, s, x, p->numel))) break;
-        for (size_t k = 0; k < p->numel; k++)
-            if (!isfinite(x[k])) {
-                rc = err_set(ERR_INPUT, "%s: tensor %s: element %zu is %g (not finite)", path, s->name, k,
-                             (double)x[k]);
-                break;
-            }
+        if ((rc = load_check_finite(path, s->name, x, p->numel))) break;
     }
-    if (!rc) {
-        int unknown = 0;
-        char list[256] = "";
-        for (int i = 0; i < f->n; i++) {
-            if (used[i] || silently_ignored(f->tensors[i].name)) continue;
-            if (unknown++ < 3) {
-                size_t l = strlen(list);
-                snprintf(list + l, sizeof list - l, "%s%.60s", l ? ", " : "", f->tensors[i].name);
-            }
-        }
-        if (unknown) log_info("%s: ignoring %d tensor%s bertc does not use (%s%s)", path, unknown,
-                              unknown == 1 ? "" : "s", list, unknown > 3 ? ", ..." : "");
-    }
+    if (!rc) load_log_unused(path, f->n, used, silently_ignored, tensor_name, f);
     if (!rc && qa_init) *qa_init = qa_missing;
     free(used);
     return rc;
@@ -161,14 +147,7 @@ int model_load(const char *dir, uint64_t seed, bert_config *cfg, param_table *t,
         rc = load_tensors(p, &f, &c, t, b, seed, qa_initialised);
     }
     st_close(&f);
-    if (rc) {
-        free(b);
-        param_table_free(t);
-        return rc;
-    }
-    *cfg = c;
-    *block = b;
-    return 0;
+    return load_finish(rc, &c, b, t, cfg, block);
 }
 
 static int copy_file(const char *src, const char *dst)

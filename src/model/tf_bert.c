@@ -6,6 +6,7 @@
 #include "core/fileio.h"
 #include "core/shape.h"
 #include "model/init.h"
+#include "model/load_check.h"
 #include "model/safetensors.h"
 #include "model/tf_bundle.h"
 
@@ -133,6 +134,8 @@ int tf_find_checkpoint(const char *dir, char *prefix, size_t cap, int *found)
     return 0;
 }
 
+static const char *entry_name(const void *b, int i) { return ((const tfb_bundle *)b)->entries[i].name; }
+
 static int load_tensors(const tfb_bundle *b, const bert_config *cfg, const char *cfg_name, const param_table *t,
                         float *block, uint64_t seed, int *qa_init)
 {
@@ -192,25 +195,10 @@ static int load_tensors(const tfb_bundle *b, const bert_config *cfg, const char 
         } else if ((rc = tfb_read_f32(b, e, x, p->numel))) {
             break;
         }
-        for (size_t k = 0; k < p->numel; k++)
-            if (!isfinite(x[k])) {
-                rc = err_set(ERR_INPUT, "%s: tensor %s: element %zu is %g (not finite)", path, name, k, (double)x[k]);
-                break;
-            }
+        if ((rc = load_check_finite(path, name, x, p->numel))) break;
     }
     if (!rc) {
-        int unknown = 0;
-        char list[256] = "";
-        for (int i = 0; i < b->n; i++) {
-            if (used[i] || skipped(b->entries[i].name)) continue;
-            if (unknown++ < 3) {
-                size_t l = strlen(list);
-                snprintf(list + l, sizeof list - l, "%s%.60s", l ? ", " : "", b->entries[i].name);
-            }
-        }
-        if (unknown)
-            log_info("%s: ignoring %d tensor%s bertc does not use (%s%s)", path, unknown, unknown == 1 ? "" : "s",
-                     list, unknown > 3 ? ", ..." : "");
+        load_log_unused(path, b->n, used, skipped, entry_name, b);
         if (qa_missing) log_info("%s: no cls/squad/output_weights (a pre-trained checkpoint): qa_outputs initialised",
                                  path);
         if (qa_init) *qa_init = qa_missing;
@@ -237,14 +225,7 @@ int tf_bert_load(const char *config_path, const char *prefix, uint64_t seed, ber
     if (!blk) rc = err_set(ERR_RUNTIME, "%s: out of memory for %zu parameters", prefix, t->total);
     else rc = load_tensors(&b, &c, base ? base + 1 : config_path, t, blk, seed, qa_initialised);
     tfb_close(&b);
-    if (rc) {
-        free(blk);
-        param_table_free(t);
-        return rc;
-    }
-    *cfg = c;
-    *block = blk;
-    return 0;
+    return load_finish(rc, &c, blk, t, cfg, block);
 }
 
 int tf_bert_export(const char *config_path, const char *prefix, const char *vocab_path, const char *src_dir,

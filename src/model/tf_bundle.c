@@ -259,39 +259,27 @@ static int parse_entry(const ctx *c, const unsigned char *v, size_t len, int num
     pb_field f;
     const char *what = NULL;
     int r, rc;
-    uint64_t dtype = 0, shard = 0, offset = 0, size = 0;
+    /* BundleEntryProto's fields 1 to 6: wire type and name; 7 (slices) is refused. */
+    static const struct {
+        int wire;
+        const char *name;
+    } fields[7] = {[1] = {0, "dtype"},  [2] = {2, "shape"}, [3] = {0, "shard_id"},
+                   [4] = {0, "offset"}, [5] = {0, "size"},  [6] = {5, "crc32c"}};
+    uint64_t num[7] = {0}; /* the varints: dtype, shard_id, offset, size by field number */
     while ((r = pb_next(&m, &f, &what)) == 1) {
-        switch (f.field) {
-        case 1:
-            if ((rc = wire_is(c, &f, 0, "dtype"))) return rc;
-            dtype = f.v;
-            break;
-        case 2:
-            if ((rc = wire_is(c, &f, 2, "shape")) || (rc = parse_shape(c, f.data, f.len, e))) return rc;
-            break;
-        case 3:
-            if ((rc = wire_is(c, &f, 0, "shard_id"))) return rc;
-            shard = f.v;
-            break;
-        case 4:
-            if ((rc = wire_is(c, &f, 0, "offset"))) return rc;
-            offset = f.v;
-            break;
-        case 5:
-            if ((rc = wire_is(c, &f, 0, "size"))) return rc;
-            size = f.v;
-            break;
-        case 6:
-            if ((rc = wire_is(c, &f, 5, "crc32c"))) return rc;
+        if (f.field == 7) return entry_err(c, "saved in slices (a partitioned variable), which bertc does not read");
+        if (f.field < 1 || f.field > 6) continue; /* unknown fields are skipped, as protobuf does */
+        if ((rc = wire_is(c, &f, fields[f.field].wire, fields[f.field].name))) return rc;
+        if (f.field == 2) {
+            if ((rc = parse_shape(c, f.data, f.len, e))) return rc;
+        } else if (f.field == 6) {
             e->crc32c = crc_unmask((uint32_t)f.v);
             e->has_crc = 1;
-            break;
-        case 7:
-            return entry_err(c, "saved in slices (a partitioned variable), which bertc does not read");
-        default:
-            break; /* unknown fields are skipped, as protobuf does */
+        } else {
+            num[f.field] = f.v;
         }
     }
+    uint64_t dtype = num[1], shard = num[3], offset = num[4], size = num[5];
     if (r < 0) return entry_err(c, "%s", what);
     char dn[32];
     if (dtype == 0 || dtype > 1000) return entry_err(c, "dtype %llu is not a TensorFlow data type", (unsigned long long)dtype);

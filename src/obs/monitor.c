@@ -224,11 +224,7 @@ int monitor_start(monitor **out, const monitor_options *o)
     m->t0 = clock_unix_s();
     pthread_mutex_init(&m->lock, NULL);
     pthread_mutex_init(&m->sample_lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&m->wake, &ca);
-    pthread_condattr_destroy(&ca);
+    clock_cond_init(&m->wake);
     proc_sample p;
     proc_sample_read(&m->pst, &p); /* primes the CPU-use rate */
 

@@ -198,11 +198,7 @@ int serve_batcher_create(serve_batcher **out, qa_model *m, const serve_batch_opt
     b->slot_win = xcalloc((size_t)b->rows, sizeof *b->slot_win);
     b->cu = xmalloc(((size_t)b->rows + 1) * sizeof *b->cu);
     pthread_mutex_init(&b->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&b->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    clock_cond_init(&b->cv);
     int e = pthread_create(&b->th, NULL, worker, b);
     if (e) {
         pthread_cond_destroy(&b->cv);

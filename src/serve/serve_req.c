@@ -27,19 +27,11 @@ static int fail(char *msg, size_t msgsz, int status, const char *fmt, ...)
     return status;
 }
 
-static const char *kind(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "a list";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    default: return "null";
-    }
-}
+/* A JSON value's type, in the words a client reads (a list, not an array). */
+static const char *const type_names[] = {
+    [JSON_OBJECT] = "an object", [JSON_ARRAY] = "a list", [JSON_STRING] = "a string", [JSON_INTEGER] = "an integer",
+    [JSON_REAL] = "a number", [JSON_TRUE] = "a boolean", [JSON_FALSE] = "a boolean", [JSON_NULL] = "null"};
+static const char *kind(const json_t *v) { return type_names[json_typeof(v)]; }
 
 /* The item at index k (where names it in messages) into r's slot k. */
 static int get_item(const json_t *it, const char *where, int k, const serve_limits *lim, serve_req *r, char *msg,

@@ -252,6 +252,16 @@ static void test_bits(void)
     CHECK(badmul == 0, "keep bits: %zu products differ from those of cpu_dropout_mask's multipliers", badmul);
 }
 
+/* The mask cache cases' second CPU backend, one that never ran their forward; where it cannot be
+ * made, the case fails and its buffer f is freed. */
+static int fresh_backend(backend *fresh, float *f)
+{
+    if (backend_cpu_create(fresh, 2) == 0) return 1;
+    CHECK(0, "backend_cpu_create: %s", err_msg());
+    free(f);
+    return 0;
+}
+
 /* Attention with dropout reads its forward's mask from the mask cache in
  * the backward (and in a forward run again, as recompute does); a backward
  * that finds no mask draws it. All three must give the same bytes: a packed
@@ -273,11 +283,7 @@ static void attention_case(const backend_windows *w, int NH, int HS, const char 
     philox_stream s = {99, 5, 2 * 16 + 1};
     float p = 0.3f;
     backend fresh;
-    if (backend_cpu_create(&fresh, 2) != 0) {
-        CHECK(0, "backend_cpu_create: %s", err_msg());
-        free(f);
-        return;
-    }
+    if (!fresh_backend(&fresh, f)) return;
     const backend_i *o = be.i;
     /* run 0: forward, backward (the cached mask) */
     o->attention_forward(be.ctx, out[0], probs[0], q, k, v, w, NH, HS, p, s);
@@ -310,11 +316,7 @@ static void dropout_case(const backend_windows *w, int C, const char *what)
     for (size_t i = 0; i < n; i++) x[i] = (float)sin((double)i * 0.91) * 3.0f;
     philox_stream s = {1234, 8, 4 * 16 + 2};
     backend fresh;
-    if (backend_cpu_create(&fresh, 2) != 0) {
-        CHECK(0, "backend_cpu_create: %s", err_msg());
-        free(f);
-        return;
-    }
+    if (!fresh_backend(&fresh, f)) return;
     const backend_i *o = be.i;
     for (size_t i = 0; i < n; i++) g0[i] = g1[i] = g2[i] = 0.5f;
     o->dropout_forward(be.ctx, y0, x, w, C, 0.2f, s);  /* draws, keeps the bits */

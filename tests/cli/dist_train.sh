@@ -90,12 +90,7 @@ K=$T/kill8
 cli_n=$((cli_n + 1))
 mpi_run 2 sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then export BERTC_DEBUG_KILL=step:23; fi; exec "$@"' sh \
     "$BERTC" train "${COMMON[@]}" --out "$K" --batch 8 >"$K.log" 2>&1
-rc=$?
-echo "case $cli_n: killed run -> exit $rc; checkpoints: $(ls "$K/checkpoints" | tr '\n' ' ')"
-[ "$rc" -ne 0 ] || cli_bad "the job did not fail"
-grep -q "killing myself at step 23" "$K.log" || cli_bad "no kill message"
-grep -q "rank 0 of 2: got a signal" "$K.log" || cli_bad "rank 0 did not say it was stopped: $(tail -5 "$K.log")"
-[ -e "$K/final" ] && cli_bad "a final model after the kill"
+killed_checks $? "$K" "rank 0 of 2: got a signal"
 for d in "$K"/checkpoints/step-*; do
     case $d in *.tmp) continue ;; esac
     [ -f "$d/state.json" ] || cli_bad "$d: incomplete checkpoint"

@@ -61,13 +61,7 @@ r_check "1: final model identical to the uninterrupted run's" \
     cmp -s "$r_tmp/ref/final/model.safetensors" "$run/final/model.safetensors"
 
 # ---- 2 ----
-run="$r_tmp/run2"
-BERTC_DEBUG_KILL=step:6 r_train "$run" "${OPTS[@]}" --supervise 2 >"$r_tmp/out2" 2>"$r_tmp/err2"
-rc=$?
-echo "2: exit $rc"
-grep 'supervise' "$r_tmp/err2" | sed 's/^/    stderr: /'
-r_check "2: exit 137" [ "$rc" -eq 137 ]
-r_check "2: 3 attempts" [ "$(grep -c 'BERTC_DEBUG_KILL: killing myself' "$r_tmp/err2")" -eq 3 ]
+r_killed_every_attempt 2 "${OPTS[@]}"
 r_check "2: the last line says it gave up" \
     bash -c "tail -1 '$r_tmp/err2' | grep -q '^bertc: supervise: attempt 3 was killed by signal 9 (SIGKILL).*giving up after 2 restarts'"
 r_check "2: restarts.csv ends with gave-up" bash -c "tail -1 '$run/restarts.csv' | grep -q ',3,.*,gave-up,'"

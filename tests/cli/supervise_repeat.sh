@@ -47,13 +47,7 @@ r_check "3: the newest checkpoint's state.json holds 18 in a row" \
     grep -q '"skipped_in_row": 18' "$run/checkpoints/step-00000020/state.json"
 
 # ---- 2 ----
-run="$r_tmp/run2"
-BERTC_DEBUG_KILL=step:6 r_train "$run" "${OPTS[@]}" --supervise 3 >"$r_tmp/out2" 2>"$r_tmp/err2"
-rc=$?
-echo "2: exit $rc"
-grep 'supervise' "$r_tmp/err2" | sed 's/^/    stderr: /'
-r_check "2: exit 137" [ "$rc" -eq 137 ]
-r_check "2: 4 attempts" [ "$(grep -c 'BERTC_DEBUG_KILL: killing myself' "$r_tmp/err2")" -eq 4 ]
+r_killed_every_attempt 3 "${OPTS[@]}"
 r_check "2: gave up after 3 restarts" \
     bash -c "tail -1 '$r_tmp/err2' | grep -q 'giving up after 3 restarts' && tail -1 '$run/restarts.csv' | grep -q ',4,.*,gave-up,'"
 finish

@@ -19,20 +19,8 @@
 #     --micro-batch 64 backs off by halves to a micro-batch that fits.
 set -u
 : "${BERTC:?set BERTC}" "${BERTC_CUDA_MODULE:?set BERTC_CUDA_MODULE to libbertc_cuda_emu.so}"
-W=$(mktemp -d)
-trap 'rm -rf "$W"' EXIT
-M=tests/ref/train3/init
-D=tests/data/train_small.json
-fails=0
+source "$(dirname "$0")/../lib/train_cli.sh"
 res() { echo "$*"; case $1 in FAIL*) fails=$((fails + 1)) ;; esac; }
-train() { # name device precision [extra options]
-    local name=$1 dev=$2 prec=$3
-    shift 3
-    "$BERTC" train --model $M --train $D --out "$W/$name" --max-seq-length 64 --doc-stride 16 --batch 6 \
-        --micro-batch 2 --max-steps 40 --lr 5e-3 --dropout 0 --no-shuffle --seed 42 --save-every 10 \
-        --save-every-minutes 0 --monitor-interval 0.2 --log-every 10 --device "$dev" --precision "$prec" "$@" \
-        >"$W/$name.out" 2>"$W/$name.err"
-}
 col() { # metrics.csv column by name
     awk -F, -v c="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == c) k = i; next } { print $k }' "$W/$1/metrics.csv"
 }

@@ -58,6 +58,9 @@ typedef struct {
     int32_t *ids, *types, *mask, *sp, *ep;
 } gc_batch;
 void gc_batch_init(gc_batch *b, int B, int T, int V, uint64_t seed);
+/* gpu_model.c: MiniLM's config and parameter table, and its parameters
+ * drawn from seed (malloc'ed). */
+float *gc_minilm(bert_config *cfg, param_table *t, uint64_t seed);
 void gc_batch_free(gc_batch *b);
 bert_batch gc_bert_batch(const gc_batch *b);
 

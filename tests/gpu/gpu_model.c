@@ -182,6 +182,24 @@ static int32_t *ref_ints(const st_file *f, const char *name, size_t n)
     return out;
 }
 
+/* The model's forward and backward on a GPU backend at precision prec: 1
+ * with *be live (the caller frees it), or 0 after a failure named
+ * "model WHAT PRECISION" (*be freed). */
+static int run_on_gpu(backend *be, precision_kind prec, const char *what, const bert_config *cfg, const float *params,
+                      const bert_batch *b, float p_drop, float *start, float *end, float *loss, float *grads)
+{
+    if (gc_cuda(be, prec, 0)) {
+        gc_result(0, "model %s %s: %s", what, select_precision_name(prec), err_msg());
+        return 0;
+    }
+    if (run_model(be, cfg, params, b, p_drop, start, end, loss, grads)) {
+        gc_result(0, "model %s %s: %s", what, select_precision_name(prec), err_msg());
+        backend_free(be);
+        return 0;
+    }
+    return 1;
+}
+
 static void model_reference(const precision_kind *precs, int np)
 {
     st_file ref;
@@ -214,13 +232,8 @@ static void model_reference(const precision_kind *precs, int np)
     float *s = malloc(BT * 4), *e = malloc(BT * 4), *g = malloc(t.total * 4), loss = 0;
     for (int i = 0; i < np; i++) {
         backend be;
-        if (gc_cuda(&be, precs[i], 0)) {
-            gc_result(0, "model reference %s: %s", select_precision_name(precs[i]), err_msg());
-            continue;
-        }
-        int rc = run_model(&be, &cfg, params, &b, 0.0f, s, e, &loss, g);
-        if (rc) gc_result(0, "model reference %s: %s", select_precision_name(precs[i]), err_msg());
-        else compare_all("pytorch-ref tiny", precs[i], &t, s, e, loss, g, ws, we, wl[0], wg, BT);
+        if (!run_on_gpu(&be, precs[i], "reference", &cfg, params, &b, 0.0f, s, e, &loss, g)) continue;
+        compare_all("pytorch-ref tiny", precs[i], &t, s, e, loss, g, ws, we, wl[0], wg, BT);
         backend_free(&be);
     }
     free(s), free(e), free(g), free(ws), free(we), free(wl), free(wg);
@@ -229,14 +242,20 @@ static void model_reference(const precision_kind *precs, int np)
     st_close(&ref);
 }
 
+float *gc_minilm(bert_config *cfg, param_table *t, uint64_t seed)
+{
+    config_named("minilm", 30522, cfg);
+    param_table_init(t, cfg);
+    float *params = malloc(t->total * sizeof *params);
+    model_init_random(cfg, t, params, seed);
+    return params;
+}
+
 static void model_cpu_vs_cuda(const precision_kind *precs, int np)
 {
     bert_config cfg;
-    config_named("minilm", 30522, &cfg);
     param_table t;
-    param_table_init(&t, &cfg);
-    float *params = malloc(t.total * sizeof(float));
-    model_init_random(&cfg, &t, params, 7);
+    float *params = gc_minilm(&cfg, &t, 7);
     gc_batch gb;
     int rows = gc_small ? 2 : 4; /* --small: 2 rows */
     gc_batch_init(&gb, rows, 128, cfg.vocab_size, 99);
@@ -254,19 +273,15 @@ static void model_cpu_vs_cuda(const precision_kind *precs, int np)
     backend_free(&cpu);
     for (int i = 0; i < np; i++) {
         backend be;
-        if (gc_cuda(&be, precs[i], 0)) {
-            gc_result(0, "model minilm %s: %s", select_precision_name(precs[i]), err_msg());
-            continue;
-        }
-        int rc = run_model(&be, &cfg, params, &b, 0.1f, s, e, &loss, g);
-        if (rc) gc_result(0, "model minilm %s: %s", select_precision_name(precs[i]), err_msg());
-        else compare_all("cpu-vs-cuda minilm", precs[i], &t, s, e, loss, g, cs, ce, closs, cg, BT);
+        if (!run_on_gpu(&be, precs[i], "minilm", &cfg, params, &b, 0.1f, s, e, &loss, g)) continue;
+        compare_all("cpu-vs-cuda minilm", precs[i], &t, s, e, loss, g, cs, ce, closs, cg, BT);
         /* --recompute layer on the GPU: the same gradients as keeping every
          * activation (bit for bit when the kernels are deterministic). */
         float *rs = malloc(BT * 4), *re = malloc(BT * 4), *rg = malloc(t.total * 4), rloss = 0;
-        if (!rc && (rc = run_model_mode(&be, &cfg, params, &b, 0.1f, RECOMPUTE_LAYER, rs, re, &rloss, rg)))
+        int rc = run_model_mode(&be, &cfg, params, &b, 0.1f, RECOMPUTE_LAYER, rs, re, &rloss, rg);
+        if (rc) {
             gc_result(0, "model minilm %s recompute: %s", select_precision_name(precs[i]), err_msg());
-        else if (!rc) {
+        } else {
             size_t diff = 0;
             for (size_t j = 0; j < t.total; j++) diff += memcmp(&rg[j], &g[j], 4) != 0;
             printf("minilm %s: --recompute layer vs keep: %zu of %zu gradients differ in any bit, loss %.9g vs %.9g\n",

@@ -16,7 +16,6 @@
 #include "core/clock.h"
 #include "core/err.h"
 #include "model/bert.h"
-#include "model/init.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -77,11 +76,8 @@ int gc_nccl(int argc, char **argv)
         return 1;
     }
     bert_config cfg;
-    config_named("minilm", 30522, &cfg);
     param_table t;
-    param_table_init(&t, &cfg);
-    float *p0 = malloc(t.total * sizeof *p0), *g0 = malloc(t.total * sizeof *g0), *g1 = malloc(t.total * sizeof *g1);
-    model_init_random(&cfg, &t, p0, 9);
+    float *p0 = gc_minilm(&cfg, &t, 9), *g0 = malloc(t.total * sizeof *g0), *g1 = malloc(t.total * sizeof *g1);
     gc_batch gb;
     gc_batch_init(&gb, 8, 128, cfg.vocab_size, 5);
     bert_batch b = gc_bert_batch(&gb);

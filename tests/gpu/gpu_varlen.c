@@ -10,7 +10,6 @@
 
 #include "core/err.h"
 #include "model/bert.h"
-#include "model/init.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -107,11 +106,8 @@ int gc_varlen(int argc, char **argv)
         return 1;
     }
     bert_config cfg;
-    config_named("minilm", 30522, &cfg);
     param_table t;
-    param_table_init(&t, &cfg);
-    float *p0 = malloc(t.total * sizeof *p0);
-    model_init_random(&cfg, &t, p0, 3);
+    float *p0 = gc_minilm(&cfg, &t, 3);
     int N = 0;
     for (int b = 0; b < VB; b++) N += vlens[b];
     vl_out c = {0}, g = {0}, gp = {0};

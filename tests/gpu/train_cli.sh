@@ -18,20 +18,8 @@
 set -u
 BERTC=$1
 RES=$2
-W=$(mktemp -d)
-trap 'rm -rf "$W"' EXIT
-M=tests/ref/train3/init
-D=tests/data/train_small.json
-fails=0
+source "$(dirname "$0")/../lib/train_cli.sh"
 res() { echo "$*" | tee -a "$RES/results.txt"; case $1 in FAIL*) fails=$((fails + 1)) ;; esac; }
-train() { # name device precision [extra options]
-    local name=$1 dev=$2 prec=$3
-    shift 3
-    "$BERTC" train --model $M --train $D --out "$W/$name" --max-seq-length 64 --doc-stride 16 --batch 6 \
-        --micro-batch 2 --max-steps 40 --lr 5e-3 --dropout 0 --no-shuffle --seed 42 --save-every 10 \
-        --save-every-minutes 0 --monitor-interval 0.2 --log-every 10 --device "$dev" --precision "$prec" "$@" \
-        >"$W/$name.out" 2>"$W/$name.err"
-}
 losses() { cut -d, -f3 "$W/$1/metrics.csv" | tail -n +2; }
 train cpu cpu fp32 || { res "FAIL train cli: the CPU run failed: $(tail -2 "$W/cpu.err")"; exit 1; }
 for p in fp32 bf16 fp16; do

@@ -95,10 +95,8 @@ static void check_reference(const char *name, json_t *contexts)
 /* Small cases worked out by hand. */
 static void test_hand(void)
 {
-    squad_context c = {0};
-    ppref_set_context(&c, "ab cd é f");
-    squad_example ex[2] = {{.id = "x", .context = 0}, {.id = "y\"\n\x01", .context = 0}};
-    squad_data d = {.ex = ex, .n = 2, .contexts = &c, .ncontexts = 1};
+    ppref_hand h;
+    ppref_hand_init(&h, "y\"\n\x01");
     /* one window of T=6: [CLS] ab cd é [SEP] pad */
     enum { T = 6 };
     int32_t ob[2 * T] = {-1, 0, 3, 6, -1, -1, -1, 0, 3, 6, -1, -1}, oe[2 * T] = {-1, 2, 5, 7, -1, -1, -1, 2, 5, 7, -1, -1};
@@ -109,7 +107,7 @@ static void test_hand(void)
     float sl[2 * T] = {0, 0, 0, 0, 0, 0, 0, 2, 0, 2, 0, 0};
     float el[2 * T] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0.5f};
     qa_predictions p;
-    int rc = postprocess_predictions(&d, &f, sl, el, &(postprocess_opts){.n_best = 2, .max_answer_length = 30}, &p);
+    int rc = postprocess_predictions(&h.d, &f, sl, el, &(postprocess_opts){.n_best = 2, .max_answer_length = 30}, &p);
     CHECK(rc == 0 && p.n_nbest[0] == 1 && strcmp(p.nbest[0][0].text, "empty") == 0 && p.nbest[0][0].probability == 1.0,
           "all-tied window: '%s' (%d)", rc ? "" : p.nbest[0][0].text, rc ? -1 : p.n_nbest[0]);
     /* y: starts [3 (tie, higher index first), 1], ends [3, 5]; valid: (3,3) "é" 3.0,
@@ -117,28 +115,16 @@ static void test_hand(void)
     CHECK(rc == 0 && p.n_nbest[1] == 2 && strcmp(p.nbest[1][0].text, "é") == 0 && strcmp(p.nbest[1][1].text, "ab cd é") == 0 &&
               p.nbest[1][0].probability == 0.5,
           "ties: '%s' '%s'", rc ? "" : p.nbest[1][0].text, rc || p.n_nbest[1] < 2 ? "" : p.nbest[1][1].text);
-    char path[512];
-    snprintf(path, sizeof path, "%s/hand.json", tu_tmpdir());
-    CHECK(predictions_write_json(path, &d, &p) == 0, "write");
-    char *s;
-    size_t n;
-    const char *want = "{\n    \"x\": \"empty\",\n    \"y\\\"\\n\\u0001\": \"é\"\n}\n";
-    if (file_read_all(path, &s, &n) == 0) {
-        CHECK(strcmp(s, want) == 0, "predictions.json:\n%s", s);
-        free(s);
-    }
-    snprintf(path, sizeof path, "%s/hand_nbest.json", tu_tmpdir());
-    CHECK(nbest_write_json(path, &d, &p) == 0, "write");
-    want = "{\n    \"x\": [\n        {\n            \"text\": \"empty\",\n            \"start_logit\": 0.0,\n"
-           "            \"end_logit\": 0.0,\n            \"probability\": 1.0\n        }\n    ],\n"
-           "    \"y\\\"\\n\\u0001\": [\n        {\n            \"start_logit\": 2.0,\n            \"end_logit\": 1.0,\n"
-           "            \"text\": \"é\",\n            \"probability\": 0.5\n        },\n        {\n"
-           "            \"start_logit\": 2.0,\n            \"end_logit\": 1.0,\n            \"text\": \"ab cd é\",\n"
-           "            \"probability\": 0.5\n        }\n    ]\n}\n";
-    if (file_read_all(path, &s, &n) == 0) {
-        CHECK(strcmp(s, want) == 0, "nbest_predictions.json:\n%s", s);
-        free(s);
-    }
+    ppref_check_written(predictions_write_json, "hand.json", "predictions.json", &h.d, &p,
+                        "{\n    \"x\": \"empty\",\n    \"y\\\"\\n\\u0001\": \"é\"\n}\n");
+    const char *want =
+        "{\n    \"x\": [\n        {\n            \"text\": \"empty\",\n            \"start_logit\": 0.0,\n"
+        "            \"end_logit\": 0.0,\n            \"probability\": 1.0\n        }\n    ],\n"
+        "    \"y\\\"\\n\\u0001\": [\n        {\n            \"start_logit\": 2.0,\n            \"end_logit\": 1.0,\n"
+        "            \"text\": \"é\",\n            \"probability\": 0.5\n        },\n        {\n"
+        "            \"start_logit\": 2.0,\n            \"end_logit\": 1.0,\n            \"text\": \"ab cd é\",\n"
+        "            \"probability\": 0.5\n        }\n    ]\n}\n";
+    ppref_check_written(nbest_write_json, "hand_nbest.json", "nbest_predictions.json", &h.d, &p, want);
     qa_predictions_free(&p);
 
     /* only one valid span and its text is empty: "empty" goes first, and the
@@ -146,8 +132,8 @@ static void test_hand(void)
     int32_t ob1[T] = {-1, 2, -1, -1, -1, -1}, oe1[T] = {-1, 2, -1, -1, -1, -1};
     float s1[T] = {0, 1, 0, 0, 0, 0}, e1[T] = {0, 1, 0, 0, 0, 0};
     features f1 = {.n = 1, .T = T, .example = exi, .offset_begin = ob1, .offset_end = oe1};
-    d.n = 1;
-    rc = postprocess_predictions(&d, &f1, s1, e1, &(postprocess_opts){.n_best = 20, .max_answer_length = 30}, &p);
+    h.d.n = 1;
+    rc = postprocess_predictions(&h.d, &f1, s1, e1, &(postprocess_opts){.n_best = 20, .max_answer_length = 30}, &p);
     double want_p = exp(-2.0) / (exp(-2.0) + 1.0);
     CHECK(rc == 0 && p.n_nbest[0] == 2 && strcmp(p.nbest[0][0].text, "empty") == 0 && p.nbest[0][1].text[0] == 0 &&
               p.nbest[0][0].probability == want_p,
@@ -155,22 +141,22 @@ static void test_hand(void)
     if (rc == 0) qa_predictions_free(&p);
 
     /* max_answer_length 2: (1,3) is 3 tokens long, only "é" is left for y */
-    d.n = 2;
-    rc = postprocess_predictions(&d, &f, sl, el, &(postprocess_opts){.n_best = 2, .max_answer_length = 2}, &p);
+    h.d.n = 2;
+    rc = postprocess_predictions(&h.d, &f, sl, el, &(postprocess_opts){.n_best = 2, .max_answer_length = 2}, &p);
     CHECK(rc == 0 && p.n_nbest[1] == 1 && strcmp(p.nbest[1][0].text, "é") == 0, "max_answer_length 2: '%s' (%d)",
           rc ? "" : p.nbest[1][0].text, rc ? -1 : p.n_nbest[1]);
     if (rc == 0) qa_predictions_free(&p);
 
     /* bad input */
     sl[3] = NAN;
-    rc = postprocess_predictions(&d, &f, sl, el, &(postprocess_opts){.n_best = 20, .max_answer_length = 30}, &p);
+    rc = postprocess_predictions(&h.d, &f, sl, el, &(postprocess_opts){.n_best = 20, .max_answer_length = 30}, &p);
     CHECK(rc == ERR_RUNTIME && strstr(err_msg(), "NaN") != NULL, "NaN: %d %s", rc, err_msg());
     sl[3] = 0;
     exi[1] = 7;
-    rc = postprocess_predictions(&d, &f, sl, el, &(postprocess_opts){.n_best = 20, .max_answer_length = 30}, &p);
+    rc = postprocess_predictions(&h.d, &f, sl, el, &(postprocess_opts){.n_best = 20, .max_answer_length = 30}, &p);
     CHECK(rc == ERR_INPUT, "example index out of range: %d %s", rc, err_msg());
-    free(c.text);
-    free(c.cp_byte);
+    free(h.c.text);
+    free(h.c.cp_byte);
 }
 
 int main(void)

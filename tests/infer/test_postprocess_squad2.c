@@ -120,11 +120,9 @@ static void check_reference(const char *name, json_t *contexts)
 /* Hand cases: one window of T=6, [CLS] ab cd é [SEP] pad. */
 static void test_hand(void)
 {
-    squad_context c = {0};
-    ppref_set_context(&c, "ab cd é f");
-    squad_example ex[2] = {{.id = "x", .context = 0}, {.id = "y", .context = 0}};
-    squad_data d = {.ex = ex, .n = 2, .contexts = &c, .ncontexts = 1};
     enum { T = 6 };
+    ppref_hand h;
+    ppref_hand_init(&h, "y");
     int32_t ob[3 * T] = {-1, 0, 3, 6, -1, -1, -1, 0, 3, 6, -1, -1, -1, 0, 3, 6, -1, -1};
     int32_t oe[3 * T] = {-1, 2, 5, 7, -1, -1, -1, 2, 5, 7, -1, -1, -1, 2, 5, 7, -1, -1};
     int32_t exi[3] = {0, 1, 1};
@@ -136,7 +134,7 @@ static void test_hand(void)
     float el[3 * T] = {1, -9, 1, -9, -9, -9, 2, 1, -9, -9, -9, -9, 1.5f, -9, -9, -9, -9, -9};
     qa_predictions p;
     postprocess_opts po = {.n_best = 2, .max_answer_length = 30, .version_2_with_negative = 1};
-    int rc = postprocess_predictions(&d, &f, sl, el, &po, &p);
+    int rc = postprocess_predictions(&h.d, &f, sl, el, &po, &p);
     CHECK(rc == 0, "hand: %s", err_msg());
     if (rc) return;
     CHECK(!strcmp(qa_prediction_text(&p, 0), "cd") && p.score_diff[0] == -1.0f, "x: '%s' diff %g", qa_prediction_text(&p, 0),
@@ -146,47 +144,38 @@ static void test_hand(void)
     /* y's n-best (n_best 2): "ab" (2), then the null (3) sorts first: ["", "ab"], or the null first */
     CHECK(p.n_nbest[1] >= 2 && p.nbest[1][0].text[0] == 0 && p.nbest[1][0].start_logit == 1.5f && !strcmp(p.nbest[1][1].text, "ab"),
           "y n-best: '%s' (%g) '%s'", p.nbest[1][0].text, p.nbest[1][0].start_logit, p.n_nbest[1] > 1 ? p.nbest[1][1].text : "");
-    char path[512];
-    snprintf(path, sizeof path, "%s/hand_odds.json", tu_tmpdir());
-    CHECK(null_odds_write_json(path, &d, &p) == 0, "write");
-    char *s;
-    size_t n;
-    if (file_read_all(path, &s, &n) == 0) {
-        CHECK(!strcmp(s, "{\n    \"x\": -1.0,\n    \"y\": 1.0\n}\n"), "null_odds.json:\n%s", s);
-        free(s);
-    }
-    snprintf(path, sizeof path, "%s/hand_pred.json", tu_tmpdir());
-    CHECK(predictions_write_json(path, &d, &p) == 0, "write");
-    if (file_read_all(path, &s, &n) == 0) {
-        CHECK(!strcmp(s, "{\n    \"x\": \"cd\",\n    \"y\": \"\"\n}\n"), "predictions.json:\n%s", s);
-        free(s);
-    }
+    ppref_check_written(null_odds_write_json, "hand_odds.json", "null_odds.json", &h.d, &p,
+                        "{\n    \"x\": -1.0,\n    \"y\": 1.0\n}\n");
+    ppref_check_written(predictions_write_json, "hand_pred.json", "predictions.json", &h.d, &p,
+                        "{\n    \"x\": \"cd\",\n    \"y\": \"\"\n}\n");
     qa_predictions_free(&p);
     po.null_score_diff_threshold = 1.0;
-    rc = postprocess_predictions(&d, &f, sl, el, &po, &p);
+    rc = postprocess_predictions(&h.d, &f, sl, el, &po, &p);
     CHECK(rc == 0 && !strcmp(qa_prediction_text(&p, 1), "ab"), "y at threshold 1: '%s'", rc ? "" : qa_prediction_text(&p, 1));
     if (!rc) qa_predictions_free(&p);
     po.null_score_diff_threshold = -1.5;
-    rc = postprocess_predictions(&d, &f, sl, el, &po, &p);
+    rc = postprocess_predictions(&h.d, &f, sl, el, &po, &p);
     CHECK(rc == 0 && !strcmp(qa_prediction_text(&p, 0), ""), "x at threshold -1.5: '%s'", rc ? "" : qa_prediction_text(&p, 0));
     if (!rc) qa_predictions_free(&p);
     /* the null answer alone (no valid span): "empty" first, compared at logits 0 */
     float s1[T] = {0.5f, -9, -9, 9, 9, 9}, e1[T] = {0.25f, -9, -9, -9, 9, 9};
     features f1 = {.n = 1, .T = T, .example = exi, .offset_begin = ob, .offset_end = oe};
-    d.n = 1;
+    h.d.n = 1;
     po.null_score_diff_threshold = 0.0;
-    rc = postprocess_predictions(&d, &f1, s1, e1, &po, &p);
+    rc = postprocess_predictions(&h.d, &f1, s1, e1, &po, &p);
     CHECK(rc == 0 && p.n_nbest[0] == 2 && !strcmp(p.nbest[0][0].text, "empty") && p.nbest[0][1].text[0] == 0 &&
               p.score_diff[0] == 0.75f && !strcmp(qa_prediction_text(&p, 0), ""),
           "null only: n %d '%s' diff %g", rc ? -1 : p.n_nbest[0], rc ? "" : p.nbest[0][0].text, rc ? 0 : p.score_diff[0]);
     if (!rc) qa_predictions_free(&p);
     /* v1 predictions have no null odds */
     po.version_2_with_negative = 0;
-    rc = postprocess_predictions(&d, &f1, s1, e1, &po, &p);
-    CHECK(rc == 0 && null_odds_write_json(path, &d, &p) == ERR_INPUT, "null odds of v1 predictions");
+    rc = postprocess_predictions(&h.d, &f1, s1, e1, &po, &p);
+    char path[512];
+    snprintf(path, sizeof path, "%s/hand_pred.json", tu_tmpdir());
+    CHECK(rc == 0 && null_odds_write_json(path, &h.d, &p) == ERR_INPUT, "null odds of v1 predictions");
     if (!rc) qa_predictions_free(&p);
-    free(c.text);
-    free(c.cp_byte);
+    free(h.c.text);
+    free(h.c.cp_byte);
 }
 
 int main(void)

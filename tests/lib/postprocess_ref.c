@@ -61,6 +61,15 @@ void ppref_set_context(squad_context *c, const char *text)
     c->ncp = n;
 }
 
+void ppref_hand_init(ppref_hand *h, const char *y_id)
+{
+    h->c = (squad_context){0};
+    ppref_set_context(&h->c, "ab cd é f");
+    h->ex[0] = (squad_example){.id = "x", .context = 0};
+    h->ex[1] = (squad_example){.id = (char *)y_id, .context = 0};
+    h->d = (squad_data){.ex = h->ex, .n = 2, .contexts = &h->c, .ncontexts = 1};
+}
+
 json_t *ppref_contexts(const char *squad_path)
 {
     json_error_t je;
@@ -183,5 +192,19 @@ void ppref_compare_nbest(ppref_reader *r, const char *name, const qa_predictions
         if ((gh != h || a->start_logit != s || a->end_logit != e) && diff->order_bad++ < 5)
             fprintf(stderr, "%s example %d rank %d: '%s' (%g %g) differs from Python (%g %g)\n", name, i, k, a->text,
                     a->start_logit, a->end_logit, s, e);
+    }
+}
+
+void ppref_check_written(ppref_writer write, const char *name, const char *what, const squad_data *d,
+                         const qa_predictions *p, const char *want)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", tu_tmpdir(), name);
+    CHECK(write(path, d, p) == 0, "write");
+    char *s;
+    size_t n;
+    if (file_read_all(path, &s, &n) == 0) {
+        CHECK(strcmp(s, want) == 0, "%s:\n%s", what, s);
+        free(s);
     }
 }

@@ -33,6 +33,15 @@ char *rd_str(ppref_reader *r);
 
 /* Fills a context from its text (the code point offsets included). */
 void ppref_set_context(squad_context *c, const char *text);
+/* The hand cases' data: the context "ab cd é f" and the examples "x" and
+ * y_id on it (d points into the struct: keep it where it is; free c's
+ * text and cp_byte). */
+typedef struct {
+    squad_context c;
+    squad_example ex[2];
+    squad_data d;
+} ppref_hand;
+void ppref_hand_init(ppref_hand *h, const char *y_id);
 /* Question id -> context string of every question in a SQuAD file (a new
  * reference); a counted failure when the file does not load. */
 json_t *ppref_contexts(const char *squad_path);
@@ -68,5 +77,12 @@ typedef struct {
  * it, adding to diff; the first 5 differences of each kind go to stderr,
  * under name. */
 void ppref_compare_nbest(ppref_reader *r, const char *name, const qa_predictions *p, int i, ppref_nbest_diff *diff);
+
+typedef int (*ppref_writer)(const char *path, const squad_data *d, const qa_predictions *p);
+/* Writes p with write (predictions_write_json and its kin) to NAME in the
+ * test's temp dir and checks that the file holds want to the byte, one
+ * counted check each; what names the file in the message. */
+void ppref_check_written(ppref_writer write, const char *name, const char *what, const squad_data *d,
+                         const qa_predictions *p, const char *want);
 
 #endif

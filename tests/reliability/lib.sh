@@ -46,6 +46,21 @@ r_train() {
     "${R_CMD[@]}"
 }
 
+# r_killed_every_attempt N [options...]: case 2 of the --supervise tests: every attempt killed
+# (SIGKILL, BERTC_DEBUG_KILL=step:6, no checkpoint) under --supervise N into run=$r_tmp/run2 (stderr
+# in $r_tmp/err2, exit code in rc): it exits 137 after N + 1 attempts.
+r_killed_every_attempt() {
+    local n=$1
+    shift
+    run="$r_tmp/run2"
+    BERTC_DEBUG_KILL=step:6 r_train "$run" "$@" --supervise "$n" >"$r_tmp/out2" 2>"$r_tmp/err2"
+    rc=$?
+    echo "2: exit $rc"
+    grep 'supervise' "$r_tmp/err2" | sed 's/^/    stderr: /'
+    r_check "2: exit 137" [ "$rc" -eq 137 ]
+    r_check "2: $((n + 1)) attempts" [ "$(grep -c 'BERTC_DEBUG_KILL: killing myself' "$r_tmp/err2")" -eq $((n + 1)) ]
+}
+
 # Deterministic pseudo-random numbers (a 31-bit LCG): r_rand sets R.
 R_SEED=20240501
 r_rand() {

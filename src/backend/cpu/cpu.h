@@ -204,6 +204,9 @@ void cpu_probs_store_done(void);
 enum { CPU_MASK_EMPTY, CPU_MASK_FILLING, CPU_MASK_VALID };
 #define CPU_MASK_BUDGET ((size_t)256 << 20)
 
+/* The key of the mask drawn from rng with probability p over w's padded
+ * layout: NH heads (attention, C 0) or rows of C (hidden dropout, NH 0). */
+void cpu_mask_key_init(cpu_mask_key *key, philox_stream rng, float p, const backend_windows *w, int NH, int C);
 /* The slot holding the valid mask of (key, lens) in `words` words, or -1. */
 int cpu_mask_find(cpu_ctx *ctx, const cpu_mask_key *key, const int32_t *lens, size_t words);
 /* A slot, in state FILLING, with room for `words` words, for the mask of

@@ -318,28 +318,40 @@ CPU_INLINE void apply_acc_c_code(float *out, const float *x, const uint64_t *bit
 CPU_VARIANTS(CPU_K_DROPOUT, apply_acc_c, (float *out, const float *x, const uint64_t *bits, size_t i0, size_t n,
              float scale), (out, x, bits, i0, n, scale))
 
-void cpu_dropout_apply_bits_acc(float *out, const float *x, const uint64_t *bits, size_t n, float scale)
+/* out from x and the keep bits: the intrinsics take the whole vectors of 8
+ * where the dropout family runs AVX2, the C kernel the rest (all of it
+ * elsewhere). */
+typedef void (*apply_avx2_fn)(float *out, const float *x, const uint64_t *bits, size_t n, float scale);
+typedef void (*apply_c_fn)(float *out, const float *x, const uint64_t *bits, size_t i0, size_t n, float scale);
+#ifdef HAVE_AVX2_PATH
+#define AVX2_KERNEL(f) (f)
+#else
+#define AVX2_KERNEL(f) NULL
+#endif
+
+static void apply_split(apply_avx2_fn avx2, apply_c_fn c, float *out, const float *x, const uint64_t *bits, size_t n,
+                        float scale)
 {
     size_t i = 0;
 #ifdef HAVE_AVX2_PATH
     if (have_avx2()) {
         i = n & ~(size_t)7;
-        apply_acc_avx2(out, x, bits, i, scale);
+        avx2(out, x, bits, i, scale);
     }
+#else
+    (void)avx2;
 #endif
-    apply_acc_c(out, x, bits, i, n, scale);
+    c(out, x, bits, i, n, scale);
+}
+
+void cpu_dropout_apply_bits_acc(float *out, const float *x, const uint64_t *bits, size_t n, float scale)
+{
+    apply_split(AVX2_KERNEL(apply_acc_avx2), apply_acc_c, out, x, bits, n, scale);
 }
 
 void cpu_dropout_apply_bits(float *out, const float *x, const uint64_t *bits, size_t n, float scale)
 {
-    size_t i = 0;
-#ifdef HAVE_AVX2_PATH
-    if (have_avx2()) {
-        i = n & ~(size_t)7;
-        apply_avx2(out, x, bits, i, scale);
-    }
-#endif
-    apply_c(out, x, bits, i, n, scale);
+    apply_split(AVX2_KERNEL(apply_avx2), apply_c, out, x, bits, n, scale);
 }
 
 void cpu_dropout_apply_bits2(float *dx, float *out, const float *x, const uint64_t *bits, size_t n, float scale)

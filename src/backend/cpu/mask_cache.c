@@ -16,6 +16,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+void cpu_mask_key_init(cpu_mask_key *key, philox_stream rng, float p, const backend_windows *w, int NH, int C)
+{
+    memset(key, 0, sizeof *key);
+    key->seed = rng.seed;
+    key->step = rng.step;
+    key->stream = rng.stream;
+    memcpy(&key->p_bits, &p, sizeof key->p_bits);
+    key->NH = NH;
+    key->T = w->T;
+    key->B = w->B;
+    key->C = C;
+}
+
 static int same_key(const cpu_mask_slot *s, const cpu_mask_key *key, const int32_t *lens, size_t words)
 {
     return s->words == words && !memcmp(&s->key, key, sizeof *key) &&

@@ -258,14 +258,7 @@ static int att_mask_begin(cpu_ctx *ctx, att_mask *mk, att_io *io, const att_wind
                           int NH, float p, philox_stream rng, size_t words, int backward)
 {
     cpu_mask_key key;
-    memset(&key, 0, sizeof key);
-    key.seed = rng.seed;
-    key.step = rng.step;
-    key.stream = rng.stream;
-    memcpy(&key.p_bits, &p, sizeof key.p_bits);
-    key.NH = NH;
-    key.T = w->T;
-    key.B = w->B;
+    cpu_mask_key_init(&key, rng, p, w, NH, 0);
     int32_t *lens = malloc((size_t)w->B * sizeof *lens);
     if (!lens) {
         cpu_fail(ctx, "attention: out of memory");

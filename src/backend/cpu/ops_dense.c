@@ -548,14 +548,7 @@ static void dropout_rows(cpu_ctx *ctx, float *out, const float *inp, const backe
     drop_job j = {.out = out, .inp = inp, .backward = backward, .p = p, .scale = cpu_dropout_scale(p), .rng = rng};
     size_t words = ((size_t)w->N * C + 63) / 64;
     cpu_mask_key key;
-    memset(&key, 0, sizeof key);
-    key.seed = rng.seed;
-    key.step = rng.step;
-    key.stream = rng.stream;
-    memcpy(&key.p_bits, &p, sizeof key.p_bits);
-    key.T = w->T;
-    key.B = w->B;
-    key.C = C;
+    cpu_mask_key_init(&key, rng, p, w, 0, C);
     int32_t *lens = malloc((size_t)(w->B > 0 ? w->B : 1) * sizeof *lens);
     int slot = -1;
     if (lens && w->B > 0) {

@@ -14,25 +14,20 @@
 
 static const bertc_cuda_host *host;
 
-int err_set(int code, const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return host ? host->err_set_str(code, msg) : code;
-}
-
-int err_wrap(int code, const char *fmt, ...)
-{
-    char prefix[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(prefix, sizeof prefix, fmt, ap);
-    va_end(ap);
-    return host ? host->err_wrap_str(code, prefix) : code;
-}
+/* err_set and err_wrap: formatted here, handed to the host as a string (MSG_CAP bytes at most, as
+ * err.c's own buffers), since a varargs call cannot be forwarded through a function pointer. */
+#define FORWARD_FORMATTED(NAME, MSG_CAP, HOST_FN)              \
+    int NAME(int code, const char *fmt, ...)                   \
+    {                                                          \
+        char msg[MSG_CAP];                                     \
+        va_list ap;                                            \
+        va_start(ap, fmt);                                     \
+        vsnprintf(msg, sizeof msg, fmt, ap);                   \
+        va_end(ap);                                            \
+        return host ? host->HOST_FN(code, msg) : code;         \
+    }
+FORWARD_FORMATTED(err_set, 1024, err_set_str)
+FORWARD_FORMATTED(err_wrap, 512, err_wrap_str)
 
 const char *err_msg(void)
 {

@@ -2,6 +2,7 @@
 #   mpi_require: exits 0 with a SKIP line when mpirun or an MPI build is absent.
 #   mpi_run NP CMD...: mpirun -np NP, oversubscribed, as root where needed
 #     (MPI_TIMEOUT=SECONDS: ended by timeout after that long, exit 124).
+#   mpi_rank_test NAME CHECK: a test program of src/dist under -np 2 and -np 3.
 mpi_require() {
     if ! command -v mpirun >/dev/null 2>&1; then
         echo "SKIP: no mpirun (scripts/deps.sh installs openmpi-bin)"
@@ -29,6 +30,25 @@ mpi_run() {
     # Shared memory between ranks without ptrace-based single copy (denied in containers).
     OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1 \
         "${to[@]}" mpirun --oversubscribe "${root[@]}" --bind-to none -np "$np" "$@"
+}
+
+# mpi_rank_test NAME CHECK: $BERTC_BUILD/NAME (a test program of src/dist; SKIP when not built) as
+# one case under mpirun -np 2 and one under -np 3, its output in $cli_tmp/out and shown but for the
+# ranks' "passed, 0 failed" lines; bad where it exits non-zero or a rank's summary is not "0 failed".
+# CHECK NP then checks what the program must have said.
+mpi_rank_test() {
+    local prog="$BERTC_BUILD/$1" check=$2 np rc
+    [ -x "$prog" ] || { echo "SKIP: $prog not built"; exit 0; }
+    for np in 2 3; do
+        cli_n=$((cli_n + 1))
+        mpi_run "$np" "$prog" >"$cli_tmp/out" 2>&1
+        rc=$?
+        echo "case $cli_n: mpirun -np $np $1 -> exit $rc"
+        sed 's/^/  /' "$cli_tmp/out" | grep -v "passed, 0 failed" | head -40
+        [ "$rc" -eq 0 ] || cli_bad "exit $rc${MPI_TIMEOUT:+ (124: hung)}"
+        [ "$(grep -c " 0 failed" "$cli_tmp/out")" -eq "$np" ] || cli_bad "not every rank passed"
+        "$check" "$np"
+    done
 }
 
 # train1 RUN ARGS...: bertc train in one process with the caller's COMMON
@@ -60,6 +80,18 @@ evals_equal() {
     [ "$(wc -l <"$2/eval.csv")" -eq 3 ] || cli_bad "$3: not 2 evaluations"
     cmp -s "$1/eval.csv" "$2/eval.csv" || cli_bad "EM/F1 differ"
     cmp -s "$1/predictions.json" "$2/predictions.json" || cli_bad "predictions.json differ"
+}
+
+# killed_checks RC RUN STOPPED: the case of a 2-rank job into RUN whose rank 1 killed itself after
+# step 23 (BERTC_DEBUG_KILL), exit RC: it failed, said why, rank 0 said STOPPED, no final model.
+killed_checks() {
+    local rc=$1 K=$2
+    echo "case $cli_n: killed run -> exit $rc; checkpoints: $(ls "$K/checkpoints" | tr '\n' ' ')"
+    [ "$rc" -ne 0 ] || cli_bad "the job did not fail"
+    grep -aq "killing myself at step 23" "$K.log" || cli_bad "no kill message"
+    grep -aq "$3" "$K.log" || cli_bad "rank 0 did not say it was stopped: $(tail -5 "$K.log")"
+    [ -e "$K/final" ] && cli_bad "a final model after the kill"
+    return 0
 }
 
 # mpi_bad NP MESSAGE -- CMD...: refused under mpirun -np NP with exit 2 and

@@ -5,23 +5,16 @@
 
 #include "cudaemu_16bit.h"
 
-#include <stdint.h>
-#include <string.h>
-
 static inline uint16_t cudaemu_f2bf_bits(float f)
 {
-    uint32_t x;
-    memcpy(&x, &f, 4);
+    uint32_t x = cudaemu_f32_bits(f);
     if ((x & 0x7fffffffu) > 0x7f800000u) return 0x7fff;
     return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 
 static inline float cudaemu_bf2f_bits(uint16_t b)
 {
-    uint32_t x = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
+    return cudaemu_f32_of_bits((uint32_t)b << 16);
 }
 
 #ifdef __cplusplus

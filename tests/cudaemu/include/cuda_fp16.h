@@ -5,13 +5,9 @@
 
 #include "cudaemu_16bit.h"
 
-#include <stdint.h>
-#include <string.h>
-
 static inline uint16_t cudaemu_f2h_bits(float f)
 {
-    uint32_t x;
-    memcpy(&x, &f, 4);
+    uint32_t x = cudaemu_f32_bits(f);
     uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
     uint32_t ax = x & 0x7fffffffu;
     if (ax > 0x7f800000u) return 0x7fff;              /* NaN */
@@ -45,9 +41,7 @@ static inline float cudaemu_h2f_bits(uint16_t h)
         }
         x = sign | ((uint32_t)(1 - 15 + 127 - sh) << 23) | ((m & 0x3ffu) << 13);
     }
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
+    return cudaemu_f32_of_bits(x);
 }
 
 #ifdef __cplusplus

@@ -4,6 +4,24 @@
 #ifndef CUDAEMU_16BIT_H
 #define CUDAEMU_16BIT_H
 
+#include <stdint.h>
+#include <string.h>
+
+/* An fp32's bits and back, by memcpy (no type punning through pointers). */
+static inline uint32_t cudaemu_f32_bits(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    return x;
+}
+
+static inline float cudaemu_f32_of_bits(uint32_t x)
+{
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
 #ifdef __cplusplus
 #define CUDAEMU_16BIT_TYPE(T, from_float_rn, from_float, to_float, f2bits, bits2f) \
     struct T {                                                                     \
