@@ -25,18 +25,11 @@
 
 void config_defaults(bert_config *cfg)
 {
-    cfg->vocab_size = 30522;
-    cfg->hidden_size = 768;
-    cfg->num_hidden_layers = 12;
-    cfg->num_attention_heads = 12;
-    cfg->intermediate_size = 3072;
-    cfg->max_position_embeddings = 512;
-    cfg->type_vocab_size = 2;
-    cfg->layer_norm_eps = 1e-12f;
-    cfg->hidden_dropout_prob = 0.1f;
-    cfg->attention_probs_dropout_prob = 0.1f;
-    cfg->initializer_range = 0.02f;
-    cfg->pad_token_id = 0;
+    /* bert-base-uncased's config.json */
+    *cfg = (bert_config){.vocab_size = 30522, .hidden_size = 768, .num_hidden_layers = 12, .num_attention_heads = 12,
+                         .intermediate_size = 3072, .max_position_embeddings = 512, .type_vocab_size = 2,
+                         .layer_norm_eps = 1e-12f, .hidden_dropout_prob = 0.1f, .attention_probs_dropout_prob = 0.1f,
+                         .initializer_range = 0.02f, .pad_token_id = 0};
 }
 
 /* A JSON value's type, as the messages about config.json name it. */

@@ -285,13 +285,11 @@ int run_dp_predict(void *arg, const postprocess_opts *po, qa_predictions *p)
 
 const run_strategy run_strategy_data_parallel = {
     .name = "data parallel",
-    .start = dp_start,
-    .connect = run_dp_connect,
-    .pass = run_dp_pass,
-    .reduce = dp_reduce,
-    .gather = dp_gather,
+    /* the step (run_step.c) */
+    .pass = run_dp_pass, .reduce = dp_reduce,
+    /* around the steps */
+    .start = dp_start, .connect = run_dp_connect, .gather = dp_gather, .predict = run_dp_predict,
     .free = run_dp_free,
-    .describe = run_dp_describe,
-    .progress = run_dp_progress,
-    .predict = run_dp_predict,
+    /* what the run tells of the mode */
+    .describe = run_dp_describe, .progress = run_dp_progress,
 };

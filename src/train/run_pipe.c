@@ -622,16 +622,11 @@ static void pipe_info(run_ctx *c)
 
 const run_strategy run_strategy_pipeline = {
     .name = "pipeline 1F1B",
-    .start = pipe_start,
-    .connect = pipe_connect,
-    .pass = pipe_pass,
-    .reduce = pipe_reduce,
-    .terms = pipe_terms,
-    .gather = pipe_gather,
-    .free = pipe_free,
-    .describe = pipe_describe,
-    .progress = pipe_progress,
-    .info = pipe_info,
-    .predict = pipe_predict,
+    /* the step (run_step.c) */
+    .pass = pipe_pass, .reduce = pipe_reduce, .terms = pipe_terms,
+    /* around the steps */
+    .start = pipe_start, .connect = pipe_connect, .gather = pipe_gather, .predict = pipe_predict, .free = pipe_free,
+    /* what the run tells of the mode */
+    .describe = pipe_describe, .progress = pipe_progress, .info = pipe_info,
     .agree_saves = 1,
 };

@@ -211,15 +211,11 @@ static int shard_gather(run_ctx *c, int optimizer)
 
 const run_strategy run_strategy_sharded = {
     .name = "sharded optimizer",
-    .start = shard_start,
-    .connect = run_dp_connect,
-    .pass = run_dp_pass,
-    .reduce = shard_reduce,
-    .terms = shard_terms,
-    .updated = shard_updated,
-    .gather = shard_gather,
+    /* the step (run_step.c) */
+    .pass = run_dp_pass, .reduce = shard_reduce, .terms = shard_terms, .updated = shard_updated,
+    /* around the steps */
+    .start = shard_start, .connect = run_dp_connect, .gather = shard_gather, .predict = run_dp_predict,
     .free = shard_free,
-    .describe = shard_describe,
-    .progress = run_dp_progress,
-    .predict = run_dp_predict,
+    /* what the run tells of the mode */
+    .describe = shard_describe, .progress = run_dp_progress,
 };

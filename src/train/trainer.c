@@ -47,34 +47,17 @@ static void on_signal(int sig)
 
 void trainer_opts_default(trainer_opts *o)
 {
-    memset(o, 0, sizeof *o);
-    o->max_seq_length = 384;
-    o->doc_stride = 128;
-    o->epochs = 2;
-    o->batch = 12;
-    o->lr = 3e-5;
-    o->warmup = 0.1;
-    o->weight_decay = 0.01;
-    o->adam_eps = 1e-8;
-    o->clip = 1.0;
-    o->dropout = -1;
-    o->seed = 42;
-    o->shuffle = 1;
-    o->device = DEVICE_AUTO;
-    o->precision = PREC_AUTO;
-    o->recompute = RECOMPUTE_NONE;
-    o->packing = PACKING_NONE;
-    o->save_every_minutes = 15;
-    o->keep = 2;
-    o->resume = RESUME_AUTO;
-    o->log_every = 50;
-    o->monitor_interval = 1;
-    o->n_best = PREDICT_N_BEST;
-    o->max_answer_length = PREDICT_MAX_ANSWER_LENGTH;
-    o->http_port = -1;
-    o->http_bind = "127.0.0.1";
-    o->mirror_keep = -1;
-    o->pipeline_stages = 1;
+    *o = (trainer_opts){
+        /* the windows and the recipe: run_qa.py's defaults for SQuAD */
+        .max_seq_length = 384, .doc_stride = 128, .epochs = 2, .batch = 12, .lr = 3e-5, .warmup = 0.1,
+        .weight_decay = 0.01, .adam_eps = 1e-8, .clip = 1.0, .dropout = -1, .seed = 42, .shuffle = 1,
+        /* where and how it computes */
+        .device = DEVICE_AUTO, .precision = PREC_AUTO, .recompute = RECOMPUTE_NONE, .packing = PACKING_NONE,
+        .pipeline_stages = 1,
+        /* checkpoints, logs, evaluation, the live page */
+        .save_every_minutes = 15, .keep = 2, .resume = RESUME_AUTO, .log_every = 50, .monitor_interval = 1,
+        .n_best = PREDICT_N_BEST, .max_answer_length = PREDICT_MAX_ANSWER_LENGTH, .http_port = -1,
+        .http_bind = "127.0.0.1", .mirror_keep = -1};
 }
 
 int trainer_opts_check(const trainer_opts *o)

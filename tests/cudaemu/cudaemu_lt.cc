@@ -126,6 +126,9 @@ template <class T> static int attr_value(const void *buf, size_t size, T *out)
     return 1;
 }
 
+#define LT_DESTROY(name, handle_t) \
+    extern "C" cublasStatus_t name(handle_t h) { return destroy(h); }
+
 extern "C" cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *desc, cublasComputeType_t computeType,
                                                    cudaDataType_t scaleType)
 {
@@ -136,11 +139,6 @@ extern "C" cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *desc, c
     if (!known_type(scaleType)) return CUBLAS_STATUS_INVALID_VALUE;
     *desc = new cublasLtMatmulDescOpaque{computeType, scaleType, CUBLAS_OP_N, CUBLAS_OP_N};
     return CUBLAS_STATUS_SUCCESS;
-}
-
-extern "C" cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc)
-{
-    return destroy(desc);
 }
 
 extern "C" cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
@@ -163,11 +161,6 @@ extern "C" cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *lay
     if (ld < 1 || (uint64_t)ld < rows) return CUBLAS_STATUS_INVALID_VALUE;
     *layout = new cublasLtMatrixLayoutOpaque{type, rows, cols, ld, 1, 0};
     return CUBLAS_STATUS_SUCCESS;
-}
-
-extern "C" cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout)
-{
-    return destroy(layout);
 }
 
 extern "C" cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t layout,
@@ -197,11 +190,6 @@ extern "C" cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreferenc
     return CUBLAS_STATUS_SUCCESS;
 }
 
-extern "C" cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref)
-{
-    return destroy(pref);
-}
-
 extern "C" cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
                                                                cublasLtMatmulPreferenceAttributes_t attr,
                                                                const void *buf, size_t sizeInBytes)
@@ -216,6 +204,11 @@ extern "C" cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPre
     }
     return CUBLAS_STATUS_INVALID_VALUE;
 }
+
+/* Every handle is destroyed alike. */
+LT_DESTROY(cublasLtMatmulDescDestroy, cublasLtMatmulDesc_t)
+LT_DESTROY(cublasLtMatrixLayoutDestroy, cublasLtMatrixLayout_t)
+LT_DESTROY(cublasLtMatmulPreferenceDestroy, cublasLtMatmulPreference_t)
 
 /* ------------------------------------------------------------------------
  * The problem a descriptor and four layouts describe. */

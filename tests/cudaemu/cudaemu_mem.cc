@@ -440,20 +440,17 @@ template <class H> static cudaError_t handle_destroy(H *h, unsigned tag)
     return cudaSuccess;
 }
 
-extern "C" cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
-{
-    return handle_create(s, flags, 1u, STREAM_TAG);
-}
-
-extern "C" cudaError_t cudaStreamCreate(cudaStream_t *s)
-{
-    return cudaStreamCreateWithFlags(s, 0);
-}
-
-extern "C" cudaError_t cudaStreamDestroy(cudaStream_t s)
-{
-    return handle_destroy(s, STREAM_TAG);
-}
+/* cudaKINDCreateWithFlags (flags outside ALLOWED refused), cudaKINDCreate,
+ * cudaKINDDestroy for the stream and event handles. */
+#define TAGGED_HANDLE_API(Kind, handle_t, allowed, tag)                                                    \
+    extern "C" cudaError_t cuda##Kind##CreateWithFlags(handle_t *h, unsigned flags)                       \
+    {                                                                                                  \
+        return handle_create(h, flags, allowed, tag);                                                  \
+    }                                                                                                  \
+    extern "C" cudaError_t cuda##Kind##Create(handle_t *h) { return cuda##Kind##CreateWithFlags(h, 0); } \
+    extern "C" cudaError_t cuda##Kind##Destroy(handle_t h) { return handle_destroy(h, tag); }
+TAGGED_HANDLE_API(Stream, cudaStream_t, 1u, STREAM_TAG)
+TAGGED_HANDLE_API(Event, cudaEvent_t, 0xfu, EVENT_TAG)
 
 extern "C" cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
@@ -469,21 +466,6 @@ extern "C" cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsign
 {
     (void)flags;
     return cudaemu_valid_stream(s) && valid_event(e) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
-}
-
-extern "C" cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
-{
-    return handle_create(e, flags, 0xfu, EVENT_TAG);
-}
-
-extern "C" cudaError_t cudaEventCreate(cudaEvent_t *e)
-{
-    return cudaEventCreateWithFlags(e, 0);
-}
-
-extern "C" cudaError_t cudaEventDestroy(cudaEvent_t e)
-{
-    return handle_destroy(e, EVENT_TAG);
 }
 
 extern "C" cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
