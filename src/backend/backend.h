@@ -207,7 +207,28 @@ typedef enum {
     PREC_TF32, /* fp32 storage, TF32 Tensor Core GEMMs */
     PREC_FP16, /* fp16 GEMM inputs, fp32 accumulation; needs loss scaling */
     PREC_BF16, /* bf16 GEMM inputs, fp32 accumulation */
+    PREC_INT8, /* answers on the CPU only: int8 products, int32 sums (backend_cpu_set_answer_precision) */
 } precision_kind;
+/* Answers (predict, ask, serve, run_squad, the trainer's evaluation) in p on
+ * the CPU backend b: PREC_BF16 or PREC_INT8 from now on run every
+ * matmul_forward with 16 or more outputs (the encoder's linear layers; the
+ * QA head's 2 stay fp32) through backend/cpu/gemm_lowp.h: the weights
+ * prepared once, on the layer's first forward (int8: symmetric per output
+ * channel; bf16: rounded to nearest even) and kept until the backend
+ * writes over them (upload, copy, zero, release, adamw), each row of the
+ * input quantised per row (int8) or rounded (bf16) in every call, int32 or
+ * fp32 sums, fp32 out. Batch-invariant: a row's output depends on that row
+ * and the weights only. Everything else stays fp32; backward is not
+ * affected (training does not use it). PREC_FP32 (or AUTO) goes back to
+ * fp32 and drops the prepared weights; on a CUDA backend it does nothing.
+ * ERR_INPUT with the reason when this CPU cannot run p at speed (no
+ * AVX512-VNNI / AVX512-BF16, or BERTC_CPU_ISA below avx512: "--precision
+ * int8: this CPU (...) lacks AVX512-VNNI ..."), for another precision, or
+ * for a backend that is not the CPU's. kernel (may be NULL) gets the
+ * kernel that runs ("avx512vnni", "avx512bf16"). */
+int backend_cpu_set_answer_precision(backend *b, precision_kind p, char *kernel, size_t cap);
+/* The check alone, without a backend (bertc version, option parsing). */
+int backend_cpu_answer_check(precision_kind p, char *kernel, size_t cap);
 /* --precision auto for a GPU of this compute capability: bf16 from 8.0,
  * fp16 below (7.5 is the oldest the CUDA backend is built for). Defined in
  * backend/select.c; the CUDA module gets it through its host table. */

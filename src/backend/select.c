@@ -14,7 +14,7 @@
 #include "backend/cuda_module.h"
 
 static const char *const device_names[] = {"auto", "cpu", "cuda"};
-static const char *const precision_names[] = {"auto", "fp32", "tf32", "fp16", "bf16"};
+static const char *const precision_names[] = {"auto", "fp32", "tf32", "fp16", "bf16", "int8"};
 
 int select_parse_device(const char *s, device_kind *out)
 {
@@ -28,12 +28,12 @@ int select_parse_device(const char *s, device_kind *out)
 
 int select_parse_precision(const char *s, precision_kind *out)
 {
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i <= PREC_INT8; i++)
         if (s && !strcmp(s, precision_names[i])) {
             *out = (precision_kind)i;
             return 0;
         }
-    return err_set(ERR_INPUT, "--precision: '%s' is not one of auto, fp32, tf32, fp16, bf16", s ? s : "(null)");
+    return err_set(ERR_INPUT, "--precision: '%s' is not one of auto, fp32, tf32, fp16, bf16, int8", s ? s : "(null)");
 }
 
 const char *select_device_name(device_kind d)
@@ -43,7 +43,7 @@ const char *select_device_name(device_kind d)
 
 const char *select_precision_name(precision_kind p)
 {
-    return p >= PREC_AUTO && p <= PREC_BF16 ? precision_names[p] : "?";
+    return p >= PREC_AUTO && p <= PREC_INT8 ? precision_names[p] : "?";
 }
 
 int precision_needs_loss_scaling(precision_kind p)
@@ -84,28 +84,38 @@ int select_probe_cuda(int gpu, char *name, size_t name_cap, int *cc_major, int *
     return api->probe(gpu, name, name_cap, cc_major, cc_minor, total, why, why_cap);
 }
 
-/* The CPU backend. bf16 (training only: a batch-invariant backend, answers
- * and evaluation, computes in fp32) where backend_cpu_set_bf16 can have it;
- * strict (--device cpu): a precision it cannot honour is ERR_INPUT, else
- * (the fall-back of --device auto) fp32. */
+/* The CPU backend. Answers (a batch-invariant backend) in fp32, or in
+ * bf16 or int8 where the CPU has the instructions for them (refused, with
+ * the reason, where it has not: never a silent fall-back). Training in fp32
+ * or bf16 (backend_cpu_set_bf16). strict (--device cpu): another precision
+ * is ERR_INPUT, else (the fall-back of --device auto) fp32. */
 static int make_cpu(backend *out, const backend_opts *o, backend_info *info, int strict)
 {
-    int bf16 = o->precision == PREC_BF16 && !o->batch_invariant;
-    if (strict && o->precision != PREC_AUTO && o->precision != PREC_FP32 && !bf16) {
-        if (o->precision == PREC_BF16)
-            return err_set(ERR_INPUT, "--precision bf16 on the CPU is for training (train, bench): answers are "
-                                      "computed in fp32, with batch-invariant products");
+    int answers = o->batch_invariant, rc;
+    int lowp = answers && (o->precision == PREC_BF16 || o->precision == PREC_INT8);
+    int bf16 = o->precision == PREC_BF16 && !answers;
+    if (o->precision == PREC_INT8 && !answers)
+        return err_set(ERR_INPUT, "--precision int8 is for answers (predict, ask, serve, run_squad "
+                                  "--predict_precision, train --eval-precision); training computes in fp32 or bf16");
+    if (lowp && (rc = backend_cpu_answer_check(o->precision, NULL, 0))) return rc;
+    if (strict && o->precision != PREC_AUTO && o->precision != PREC_FP32 && !bf16 && !lowp)
         return err_set(ERR_INPUT,
-                       "--precision %s needs the CUDA backend; the CPU backend computes in fp32, or bf16 on CPUs "
-                       "with AVX512-BF16",
+                       "--precision %s needs the CUDA backend; the CPU backend computes in fp32, bf16 on CPUs with "
+                       "AVX512-BF16, or int8 (answers) on CPUs with AVX512-VNNI",
                        select_precision_name(o->precision));
-    }
-    int rc = backend_cpu_create(out, o->threads);
+    rc = backend_cpu_create(out, o->threads);
     if (rc) return rc;
     backend_set_batch_invariant(out, o->batch_invariant);
     info->is_cuda = 0;
     info->precision = PREC_FP32;
     char impl[96] = "";
+    if (lowp) {
+        if ((rc = backend_cpu_set_answer_precision(out, o->precision, impl, sizeof impl))) {
+            backend_free(out);
+            return rc;
+        }
+        info->precision = o->precision;
+    }
     if (bf16) {
         rc = backend_cpu_set_bf16(out, 1, impl, sizeof impl);
         if (rc && strict) {
@@ -118,8 +128,11 @@ static int make_cpu(backend *out, const backend_opts *o, backend_info *info, int
     const char *gemm = o->batch_invariant                                          ? "batch-invariant GEMM"
                        : info->precision == PREC_BF16 || cpu_kernels_onednn_sgemm() ? "oneDNN"
                                                                                   : "OpenBLAS";
-    char prec[128];
-    if (info->precision == PREC_BF16) snprintf(prec, sizeof prec, "bf16 (linear layers, %s)", impl);
+    char prec[160];
+    if (lowp)
+        snprintf(prec, sizeof prec, "%s (linear layers, %s kernel; QA head fp32)", select_precision_name(o->precision),
+                 impl);
+    else if (info->precision == PREC_BF16) snprintf(prec, sizeof prec, "bf16 (linear layers, %s)", impl);
     else snprintf(prec, sizeof prec, "fp32");
     if (o->threads > 0)
         snprintf(info->desc, sizeof info->desc, "cpu: %s + OpenMP, %d thread%s, %s", gemm, o->threads,
@@ -155,9 +168,12 @@ int backend_select(backend *out, const backend_opts *o, backend_info *info)
     out->ctx = NULL;
     if (o->device < DEVICE_AUTO || o->device > DEVICE_CUDA)
         return err_set(ERR_INPUT, "--device: unknown device kind %d", (int)o->device);
-    if (o->precision < PREC_AUTO || o->precision > PREC_BF16)
+    if (o->precision < PREC_AUTO || o->precision > PREC_INT8)
         return err_set(ERR_INPUT, "--precision: unknown precision kind %d", (int)o->precision);
     if (o->mem_limit < 0) return err_set(ERR_INPUT, "--gpu-mem-limit: negative size");
+    if (o->device == DEVICE_CUDA && o->precision == PREC_INT8)
+        return err_set(ERR_INPUT, "--precision int8 runs on the CPU only: use --device cpu (a GPU answers in "
+                                  "fp32, tf32, fp16 or bf16)");
 
     if (o->device == DEVICE_CPU) return make_cpu(out, o, info, 1);
 
@@ -186,6 +202,10 @@ int backend_select(backend *out, const backend_opts *o, backend_info *info)
         }
         return 0;
     }
+    if (o->precision == PREC_INT8)
+        return err_set(ERR_INPUT, "--precision int8 runs on the CPU only: add --device cpu (GPU %d, %s, answers in "
+                                  "fp32, tf32, fp16 or bf16)",
+                       o->gpu, name);
     if (o->precision == PREC_BF16 && major < 8)
         return err_set(ERR_INPUT, "--precision bf16 needs compute capability 8.0 or newer; GPU %d (%s) is %d.%d: use "
                                   "fp16 (or auto)",

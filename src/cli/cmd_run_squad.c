@@ -47,6 +47,7 @@ typedef struct {
         max_answer_length, save_checkpoints_steps, iterations_per_loop, num_tpu_cores;
     double learning_rate, num_train_epochs, warmup_proportion, null_score_diff_threshold;
     const char *tpu_name, *tpu_zone, *gcp_project, *master;
+    const char *predict_precision; /* bertc's own: fp32 (auto), bf16 or int8 answers on the CPU */
 } squad_flags;
 
 /* absl's booleans: true/false, t/f, 1/0, any case. */
@@ -271,7 +272,9 @@ static int run_predict(const squad_flags *s, const char *model)
     if (path_is_dir(pred)) return err_set(ERR_INPUT, "--out %s: is a directory (give the predictions file's path)", pred);
     if (v2 && path_is_dir(odds)) return err_set(ERR_INPUT, "--null-odds %s: is a directory (give the file's path)", odds);
     backend_opts bo;
-    if ((rc = cli_answer_backend_opts("predict", &(cli_device)CLI_DEVICE_DEFAULT, 0, &bo))) return rc;
+    cli_device dev = CLI_DEVICE_DEFAULT;
+    dev.precision = s->predict_precision;
+    if ((rc = cli_answer_backend_opts("run_squad --predict_precision", &dev, 0, &bo))) return rc;
     infer_params ip = {.model_dir = model, .bo = &bo, .T = s->max_seq_length, .T_given = 1, .stride = s->doc_stride,
                        .stride_given = 1, .max_query_length = s->max_query_length, .batch = s->predict_batch_size,
                        .data_path = s->predict_file,
@@ -295,6 +298,7 @@ int cmd_run_squad(int argc, char **argv)
         .doc_stride = 128, .max_query_length = 64, .n_best_size = 20, .max_answer_length = 30,
         .save_checkpoints_steps = 1000, .iterations_per_loop = 1000, .num_tpu_cores = 8, .learning_rate = 5e-5,
         .num_train_epochs = 3.0, .warmup_proportion = 0.1, .null_score_diff_threshold = 0.0,
+        .predict_precision = "auto",
     };
     flag flags[] = {
         {"bert_config_file", F_STR, &s.bert_config_file, "bert_config.json of the model (required)", 0, 0},
@@ -327,6 +331,9 @@ int cmd_run_squad(int argc, char **argv)
         {"verbose_logging", F_BOOL, &s.verbose_logging, "data-processing warnings", 1, 0},
         {"version_2_with_negative", F_BOOL, &s.version_2_with_negative, "SQuAD 2.0 (questions without an answer)", 0, 0},
         {"null_score_diff_threshold", F_FLOAT, &s.null_score_diff_threshold, "SQuAD 2.0: predict null above this", 0, 0},
+        {"predict_precision", F_STR, &s.predict_precision,
+         "bertc's own: auto|fp32|bf16|int8, the precision of the predictions' linear layers on the CPU (bf16 needs "
+         "AVX512-BF16, int8 AVX512-VNNI)", 0, 0},
         {0, 0, 0, 0, 0, 0},
     };
     int rc = parse_flags(flags, argc, argv);
@@ -335,7 +342,12 @@ int cmd_run_squad(int argc, char **argv)
         return 0;
     }
     if (rc) return rc;
+    /* A precision this CPU cannot answer in is refused before training. */
+    precision_kind pp;
+    if ((rc = cli_parse_answer_precision("run_squad --predict_precision", s.predict_precision, &pp))) return rc;
     if ((rc = check_flags(&s, flags))) return rc;
+    int on_cpu = pp == PREC_INT8 || (pp == PREC_BF16 && !select_probe_cuda(0, NULL, 0, NULL, NULL, NULL, NULL, 0));
+    if (s.do_predict && on_cpu && (rc = backend_cpu_answer_check(pp, NULL, 0))) return rc;
     /* The vocab and config are checked before anything is written. */
     vocab *v = NULL;
     if ((rc = vocab_load(s.vocab_file, &v))) return err_wrap(rc, "--vocab_file");

@@ -55,7 +55,7 @@ static int train_main(int argc, char **argv)
     trainer_opts o;
     trainer_opts_default(&o);
     const char *micro = "auto", *device = "auto", *precision = "auto", *recompute = "none", *packing = "none";
-    const char *resume = "auto", *split = NULL;
+    const char *resume = "auto", *split = NULL, *eval_precision = "auto";
     int64_t seed = o.seed;
     int supervise = 0;
     const arg_spec specs[] = {
@@ -87,6 +87,7 @@ static int train_main(int argc, char **argv)
         {"save-every-minutes", ARG_DOUBLE, &o.save_every_minutes, "M", "checkpoint every M minutes (0 = off)", .min = 0, .max = 1e7},
         {"keep", ARG_INT, &o.keep, "K", "checkpoints to keep (0 = all)", .min = 0, .max = 1000000},
         {"resume", ARG_STR, &resume, "auto|never|PATH", "auto: newest valid checkpoint of RUN; never: start over", .min = 0},
+        {"eval-precision", ARG_STR, &eval_precision, "P", "auto|fp32|bf16|int8: the evaluation's linear layers on the CPU (auto: fp32; bf16 needs AVX512-BF16, int8 AVX512-VNNI)", .min = 0},
         {"eval-every", ARG_I64, &o.eval_every, "N", "evaluate on --dev every N steps (0 = at the end only)", .min = 0, .max = 1e12},
         {"threads", ARG_INT, &o.threads, "N", "CPU threads (0 = all cores)", .min = 0, .max = 4096},
         {"log-every", ARG_I64, &o.log_every, "N", "steps between progress lines when stdout is not a terminal", .min = 1, .max = 1e12},
@@ -114,9 +115,12 @@ static int train_main(int argc, char **argv)
     o.seed = seed;
     if ((rc = cli_parse_device("train", device, &o.device)) ||
         (rc = cli_parse_precision("train", precision, &o.precision)) ||
+        (rc = cli_parse_answer_precision("train --eval-precision", eval_precision, &o.eval_precision)) ||
         (rc = cli_parse_recompute("train", recompute, &o.recompute)) ||
         (rc = cli_parse_packing("train", packing, &o.packing)))
         return rc;
+    if (o.eval_precision == PREC_TF32 || o.eval_precision == PREC_FP16)
+        return err_set(ERR_INPUT, "train --eval-precision: '%s' is not one of auto, fp32, bf16, int8", eval_precision);
     cli_parse_resume(resume, &o.resume, &o.resume_path);
     if (strcmp(micro, "auto") != 0) {
         int64_t v;

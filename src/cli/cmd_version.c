@@ -22,6 +22,19 @@ int cmd_version(int argc, char **argv)
     printf("kernels: %s\n", cpu_kernels_describe(line, sizeof line));
     char families[4096];
     fputs(cpu_kernels_lines(families, sizeof families), stdout);
+    printf("answers on the cpu: fp32 (batch-invariant GEMM)");
+    const struct {
+        precision_kind p;
+        cpu_kernel_family f;
+        const char *name;
+    } low[] = {{PREC_BF16, CPU_K_GEMM_BF16, "bf16"}, {PREC_INT8, CPU_K_GEMM_INT8, "int8"}};
+    for (int i = 0; i < 2; i++) {
+        char kern[64], why[256];
+        if (cpu_kernel_fast(low[i].f, why, sizeof why) && backend_cpu_answer_check(low[i].p, kern, sizeof kern) == 0)
+            printf("; %s (%s kernel)", low[i].name, kern);
+        else printf("; no %s (%s)", low[i].name, why);
+    }
+    printf("\n");
     printf("blas: OpenBLAS (%s, core %s)\n", openblas_get_config(), openblas_get_corename());
     /* Loads the CUDA module only where a driver is present: on a CPU
      * machine this stays a cheap look for the file. */

@@ -20,9 +20,18 @@ int cli_parse_device(const char *cmd, const char *s, device_kind *out)
 
 int cli_parse_precision(const char *cmd, const char *s, precision_kind *out)
 {
-    if (select_parse_precision(s, out) == 0) return 0;
+    if (select_parse_precision(s, out) == 0 && *out != PREC_INT8) return 0;
+    if (s && !strcmp(s, "int8"))
+        return err_set(ERR_INPUT, "%s --precision int8: int8 is for answers (predict, ask, serve, run_squad "
+                                  "--predict_precision, train --eval-precision)", cmd);
     return err_set(ERR_INPUT, "%s --precision: '%s' is not one of auto, fp32, tf32, fp16, bf16", cmd,
                    s ? s : "(null)");
+}
+
+int cli_parse_answer_precision(const char *opt, const char *s, precision_kind *out)
+{
+    if (select_parse_precision(s, out) == 0) return 0;
+    return err_set(ERR_INPUT, "%s: '%s' is not one of auto, fp32, tf32, fp16, bf16, int8", opt, s ? s : "(null)");
 }
 
 int cli_parse_recompute(const char *cmd, const char *s, recompute_kind *out)
@@ -65,8 +74,10 @@ int cli_check_window(const char *cmd, const cli_window *w)
 int cli_answer_backend_opts(const char *cmd, const cli_device *d, int threads, backend_opts *out)
 {
     *out = backend_opts_default();
+    char opt[64];
+    snprintf(opt, sizeof opt, "%s --precision", cmd);
     int rc;
-    if ((rc = cli_parse_device(cmd, d->device, &out->device)) || (rc = cli_parse_precision(cmd, d->precision, &out->precision)))
+    if ((rc = cli_parse_device(cmd, d->device, &out->device)) || (rc = cli_parse_answer_precision(opt, d->precision, &out->precision)))
         return rc;
     out->threads = threads;
     out->gpu = d->gpu;

@@ -13,8 +13,13 @@
 
 /* --device auto|cpu|cuda */
 int cli_parse_device(const char *cmd, const char *s, device_kind *out);
-/* --precision auto|fp32|tf32|fp16|bf16 */
+/* --precision auto|fp32|tf32|fp16|bf16 of a command that trains (train,
+ * bench, plan): int8 is refused, naming the commands that take it. */
 int cli_parse_precision(const char *cmd, const char *s, precision_kind *out);
+/* The precision answers are computed in: the above and int8 (whether the
+ * CPU can is backend_select's to say); opt names the option in the
+ * message ("predict --precision", "train --eval-precision"). */
+int cli_parse_answer_precision(const char *opt, const char *s, precision_kind *out);
 /* --recompute none|layer */
 int cli_parse_recompute(const char *cmd, const char *s, recompute_kind *out);
 /* --packing none|varlen */
@@ -51,7 +56,7 @@ typedef struct {
 #define CLI_DEVICE_DEFAULT {.device = "auto", .precision = "auto"}
 #define CLI_DEVICE_SPECS(d)                                                                                  \
     {"device", ARG_STR, &(d)->device, "D", "auto|cpu|cuda (auto: the GPU when there is a usable one)", .min = 0}, \
-    {"precision", ARG_STR, &(d)->precision, "P", "auto|fp32|tf32|fp16|bf16 (answers on the CPU are computed in fp32)", .min = 0}, \
+    {"precision", ARG_STR, &(d)->precision, "P", "auto|fp32|tf32|fp16|bf16|int8 (the CPU answers in fp32 (auto), bf16 with AVX512-BF16, int8 with AVX512-VNNI; the QA head stays fp32)", .min = 0}, \
     {"gpu", ARG_INT, &(d)->gpu, "N", "the CUDA device to use", .min = 0, .max = 1023}
 /* The backend options of a command that answers questions: d's device,
  * precision and GPU, `threads` CPU threads, and batch-invariant products,

@@ -128,8 +128,8 @@ int infer_run(const infer_params *p, infer_result *r)
         rc = answer(p, &s, r);
     }
     if (!rc && p->name)
-        fprintf(stderr, "%s: %d questions, %d windows, %.1fs -> %s\n", p->name, r->questions, r->windows,
-                clock_now_s() - t0, p->pred_path);
+        fprintf(stderr, "%s: %d questions, %d windows, %.1fs, %s -> %s\n", p->name, r->questions, r->windows,
+                clock_now_s() - t0, s.m ? select_precision_name(s.m->info.precision) : "fp32", p->pred_path);
     free(s.start);
     free(s.end);
     if (s.have_f) features_free(&s.f);

@@ -16,6 +16,10 @@ int qa_model_load(qa_model *m, const char *dir, uint64_t seed)
         if (path_exists(dir)) return err_set(ERR_INPUT, "%s: not a directory (a model dir holds config.json, model.safetensors, vocab.txt)", dir);
         return err_set(ERR_INPUT, "%s: no such model dir", dir);
     }
+    /* Answers keep one layer's activations and no gradients (nothing is
+     * saved for a backward): the trainer sets training and its recompute
+     * before qa_model_start. */
+    m->recompute = RECOMPUTE_LAYER;
     int rc = tokenizer_load_dir(dir, &m->voc, &m->tok);
     if (rc) return rc;
     rc = model_load(dir, seed, &m->cfg, &m->table, &m->host_params, &m->qa_initialised);
@@ -71,7 +75,8 @@ int qa_model_start(qa_model *m, const backend_opts *bo, int max_B, int T)
     int rc = m->have_backend ? 0 : qa_model_select(m, bo);
     if (rc) return rc;
     bert_model_opts mo = {.cfg = &m->cfg, .be = &m->be, .max_B = max_B, .T = T,
-                          .max_tokens = m->packing == PACKING_VARLEN ? m->max_tokens : 0, .recompute = m->recompute};
+                          .max_tokens = m->packing == PACKING_VARLEN ? m->max_tokens : 0, .recompute = m->recompute,
+                          .forward_only = !m->training};
     rc = bert_model_create(&m->model, &mo);
     if (rc) return rc;
     m->max_B = max_B;

@@ -49,7 +49,9 @@ typedef struct {
     int notice_due;             /* the fall-back notice is still to be printed */
     bert_model *model;
     int max_B, T;
-    recompute_kind recompute;   /* set before qa_model_start; training only (--recompute) */
+    int training;               /* set by the trainer: gradients (else bert_model_opts' forward_only) */
+    recompute_kind recompute;   /* RECOMPUTE_LAYER from qa_model_load (answers: one layer's activations);
+                                 * the trainer sets --recompute's before qa_model_start */
     /* Set before qa_model_start. PACKING_VARLEN (--packing varlen): the
      * model takes packed micro-batches of at most max_tokens real tokens (0:
      * max_B * T), and qa_model_logits runs the windows grouped by length,

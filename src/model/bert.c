@@ -115,6 +115,7 @@ struct bert_model {
     int max_B, T;
     size_t max_rows, max_att;    /* rows (tokens) and probs floats per layer the buffers hold */
     recompute_kind recompute;    /* RECOMPUTE_LAYER: one slot of per-layer activations (see the top) */
+    int forward_only;            /* bert_model_opts' (no gradients; activations not written up front) */
     float *params, *grads;
     bert_params p, g;
     float *act_block;
@@ -421,6 +422,7 @@ int bert_model_create(bert_model **out, const bert_model_opts *o)
     m->max_B = max_B;
     m->T = T;
     m->recompute = o->recompute;
+    m->forward_only = o->forward_only;
     m->max_rows = rows_for(max_B, T, max_tokens);
     m->max_att = att_for(cfg, max_B, T, max_tokens);
     m->lo = lo;
@@ -437,12 +439,14 @@ int bert_model_create(bert_model **out, const bert_model_opts *o)
     void *c = be->ctx;
     m->params = be->i->alloc(c, pbytes);
     if (!m->params) goto fail;
-    m->grads = be->i->alloc(c, pbytes);
-    if (!m->grads) goto fail;
     be->i->zero(c, m->params, pbytes);
-    be->i->zero(c, m->grads, pbytes);
     bert_params_bind(&m->p, &m->table, cfg, m->params, m->poff, m->stable.total);
-    bert_params_bind(&m->g, &m->table, cfg, m->grads, m->poff, m->stable.total);
+    if (!m->forward_only) {
+        m->grads = be->i->alloc(c, pbytes);
+        if (!m->grads) goto fail;
+        be->i->zero(c, m->grads, pbytes);
+        bert_params_bind(&m->g, &m->table, cfg, m->grads, m->poff, m->stable.total);
+    }
 
     size_t sizes[NUM_ACTS];
     act_sizes(sizes, cfg, max_B, T, max_tokens, m->recompute, lo, hi);
@@ -454,8 +458,11 @@ int bert_model_create(bert_model **out, const bert_model_opts *o)
      * a packed micro-batch uses only its N rows of each layer's slot, and
      * without this every step longer than all before it would first-touch
      * new pages (the kernel clearing them: 7 % of a base-shape packed step
-     * in the first steps, by perf). */
-    be->i->zero(c, m->act_block, mul_size(m->act_floats, sizeof(float)));
+     * in the first steps, by perf). A forward-only model does not: answers
+     * touch a small part of the block (a packed batch's rows, attention's
+     * sum of len^2), and clearing all of it up front cost more than the
+     * pages it saves (10 % of a short predict). */
+    if (!m->forward_only) be->i->zero(c, m->act_block, mul_size(m->act_floats, sizeof(float)));
     act_bind(&m->sets[0].a, m->act_block, sizes);
     float *more = m->act_block;
     for (int i = 0; i < NUM_ACTS; i++) more += sizes[i];
@@ -521,7 +528,7 @@ int bert_model_get_params(bert_model *m, float *host)
 
 void bert_zero_grad(bert_model *m)
 {
-    m->be->i->zero(m->be->ctx, m->grads, m->stable.total * sizeof(float));
+    if (m->grads) m->be->i->zero(m->be->ctx, m->grads, m->stable.total * sizeof(float));
 }
 
 float *bert_stage_x_in(bert_model *m, int set) { return set >= 0 && set < m->nsets ? m->sets[set].a.x : NULL; }
@@ -825,6 +832,7 @@ int bert_grad_buckets_emit(bert_model *m, int from)
  * on the first, to d_in = d(x[lo]) on the others. */
 static int backward_set(bert_model *m, float grad_scale)
 {
+    if (m->forward_only) return err_set(ERR_RUNTIME, "bert_backward: the model was built forward-only (answers)");
     if (!m->has_labels)
         return err_set(ERR_RUNTIME, "bert_backward: the last bert_forward had no labels (or failed)");
     const backend_i *o = m->be->i;

@@ -97,6 +97,10 @@ typedef struct {
      * bert_model_set_params / get_params still take the whole host block
      * and copy that slice. The defaults (all 0) are the whole model. */
     int stage_lo, stage_hi, sets;
+    /* Answers only: no gradient block (bert_model_grads NULL,
+     * bert_backward ERR_RUNTIME), and the activations are not written up
+     * front (their pages are touched by the forwards that use them). */
+    int forward_only;
 } bert_model_opts;
 
 /* Allocates parameters, gradients and activations on o->be. Parameters

@@ -38,6 +38,7 @@ struct serve_server {
     uint64_t code_count[N_CODES];
     uint64_t lat_bucket[N_LAT + 1], lat_count, items;
     double lat_sum;
+    sbuf health; /* the body of GET /health: what answers (device, precision, backend) */
 };
 
 enum { R_ANSWER, R_PAGE, R_HEALTH, R_METRICS, R_DONE };
@@ -311,7 +312,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     }
     switch (c->route) {
     case R_PAGE: return reply(c, 200, "text/html; charset=utf-8", serve_page_html, strlen(serve_page_html), NULL, 0);
-    case R_HEALTH: return reply(c, 200, "application/json", "{\"status\": \"ok\"}\n", 17, NULL, 0);
+    case R_HEALTH: return reply(c, 200, "application/json", c->s->health.p, c->s->health.n, NULL, 0);
     case R_METRICS: return send_metrics(c);
     case R_DONE:
         *upload_size = 0; /* a response is queued already; the rest of the body is dropped */
@@ -394,6 +395,10 @@ int serve_start(serve_server **out, qa_model *m, const serve_opts *o)
     serve_server *s = xcalloc(1, sizeof *s);
     s->m = m;
     s->o = *o;
+    sb_printf(&s->health, "{\"status\": \"ok\", \"device\": \"%s\", \"precision\": \"%s\", \"backend\": ",
+              m->info.is_cuda ? "cuda" : "cpu", select_precision_name(m->info.precision));
+    sb_json_string(&s->health, m->info.desc, SB_JSON_PYTHON);
+    sb_puts(&s->health, "}\n");
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->idle, NULL);
     int rc = serve_batcher_create(&s->b, m, &o->batch);
@@ -416,6 +421,7 @@ fail:
     serve_batcher_free(s->b);
     pthread_cond_destroy(&s->idle);
     pthread_mutex_destroy(&s->mu);
+    sb_free(&s->health);
     free(s);
     return rc;
 }
@@ -447,5 +453,6 @@ void serve_stop(serve_server *s, double grace_s)
     MHD_stop_daemon(s->d);
     pthread_cond_destroy(&s->idle);
     pthread_mutex_destroy(&s->mu);
+    sb_free(&s->health);
     free(s);
 }

@@ -32,11 +32,13 @@ int run_evaluate(run_ctx *c, const char *pred_path, int print)
     int rc;
     /* The evaluation computes as `bertc predict` does: each window's logits
      * independent of the batch it is in (and so of the rank count). */
+    /* In --eval-precision: the weights prepared for it are dropped
+     * afterwards, since the optimizer changes them. */
     backend_set_batch_invariant(&c->qm.be, 1);
-    if (c->ranks > 1 && !c->writer) /* a part of the logits; the writer answers */
-        rc = ip.predict(c, &ip.post, &r.pred);
-    else
-        rc = infer_run(&ip, &r);
+    rc = backend_cpu_set_answer_precision(&c->qm.be, o->eval_precision, NULL, 0);
+    if (!rc) /* with N ranks, one not the writer computes a part of the logits; the writer answers */
+        rc = c->ranks > 1 && !c->writer ? ip.predict(c, &ip.post, &r.pred) : infer_run(&ip, &r);
+    backend_cpu_set_answer_precision(&c->qm.be, PREC_FP32, NULL, 0);
     backend_set_batch_invariant(&c->qm.be, 0);
     if (!rc && (c->ranks == 1 || c->writer)) run_log_eval(c, &r.score, clock_now_s() - t, print);
     infer_result_free(&r);

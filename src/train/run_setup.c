@@ -167,7 +167,13 @@ static int select_backend(run_ctx *c)
     c->bo.gpu = o->gpu + (c->ranks > 1 && !shared_gpu ? dist_local_rank() : 0);
     c->bo.mem_limit = o->gpu_mem_limit;
     c->bo.quiet = o->quiet;
-    return qa_model_select(&c->qm, &c->bo);
+    int rc = qa_model_select(&c->qm, &c->bo);
+    if (rc || o->eval_precision == PREC_AUTO || o->eval_precision == PREC_FP32) return rc;
+    if (c->qm.info.is_cuda)
+        return err_set(ERR_INPUT, "train --eval-precision %s: answers in bf16 and int8 are computed on the CPU; "
+                                  "this run trains on the GPU (evaluate afterwards with bertc predict --device cpu)",
+                       select_precision_name(o->eval_precision));
+    return backend_cpu_answer_check(o->eval_precision, NULL, 0);
 }
 
 static int load_data(const char *path, squad_data *d)
@@ -324,6 +330,7 @@ static int setup_body(run_ctx *c)
         return err_set(ERR_INPUT, "--out %s: exists and is not a directory", o->out_dir);
     int rc = qa_model_load(&c->qm, o->model_dir, (uint64_t)o->seed);
     if (rc) return rc;
+    c->qm.training = 1;
     c->qm.recompute = o->recompute;
     c->qm.packing = o->packing;
     c->qm.max_tokens = o->max_tokens;

@@ -25,8 +25,8 @@ static void check_parsing(void)
         CHECK(select_parse_device(devs[i], &d) == 0 && (int)d == i, "%s", devs[i]);
         CHECK(!strcmp(select_device_name(d), devs[i]), "name of %s", devs[i]);
     }
-    const char *precs[] = {"auto", "fp32", "tf32", "fp16", "bf16"};
-    for (int i = 0; i < 5; i++) {
+    const char *precs[] = {"auto", "fp32", "tf32", "fp16", "bf16", "int8"};
+    for (int i = 0; i < 6; i++) {
         CHECK(select_parse_precision(precs[i], &p) == 0 && (int)p == i, "%s", precs[i]);
         CHECK(!strcmp(select_precision_name(p), precs[i]), "name of %s", precs[i]);
     }
@@ -34,7 +34,7 @@ static void check_parsing(void)
     CHECK(strstr(err_msg(), "--device: 'gpu' is not one of cpu, cuda, auto") != NULL, "message: %s", err_msg());
     CHECK(select_parse_device("", &d) == ERR_INPUT && select_parse_device(NULL, &d) == ERR_INPUT, "empty");
     CHECK(select_parse_precision("fp8", &p) == ERR_INPUT, "fp8");
-    CHECK(strstr(err_msg(), "--precision: 'fp8' is not one of auto, fp32, tf32, fp16, bf16") != NULL, "message: %s",
+    CHECK(strstr(err_msg(), "--precision: 'fp8' is not one of auto, fp32, tf32, fp16, bf16, int8") != NULL, "message: %s",
           err_msg());
     CHECK(select_parse_precision("BF16", &p) == ERR_INPUT, "case matters");
     CHECK(select_auto_precision(7, 5) == PREC_FP16, "T4: fp16");
@@ -96,13 +96,36 @@ static void check_cpu(void)
         CHECK(rc == ERR_INPUT && strstr(err_msg(), "--precision bf16 on the CPU "), "bf16 refused on this CPU");
         CHECK(be.i == NULL && be.ctx == NULL, "nothing created on failure");
     }
-    /* answers (batch-invariant) never take bf16 on the CPU */
+    /* answers (batch-invariant) in bf16 and int8 where the CPU has the
+     * instructions (AVX512-BF16, AVX512-VNNI), else refused naming them */
     o.batch_invariant = 1;
-    rc = backend_select(&be, &o, &info);
-    printf("--device cpu --precision bf16, batch-invariant: %d: %s\n", rc, err_msg());
-    CHECK(rc == ERR_INPUT && strstr(err_msg(), "--precision bf16 on the CPU is for training"), "bf16 answers refused");
-    CHECK(be.i == NULL && be.ctx == NULL, "nothing created on failure");
+    for (precision_kind lp = PREC_BF16; lp <= PREC_INT8; lp++) {
+        char why[256];
+        int fast = cpu_kernel_fast(lp == PREC_INT8 ? CPU_K_GEMM_INT8 : CPU_K_GEMM_BF16, why, sizeof why);
+        o.precision = lp;
+        rc = backend_select(&be, &o, &info);
+        printf("--device cpu --precision %s, answers (this CPU: %s): %d: %s\n", select_precision_name(lp),
+               fast ? "fast kernel" : why, rc, rc ? err_msg() : info.desc);
+        if (fast) {
+            CHECK(rc == 0 && info.precision == lp && strstr(info.desc, "(linear layers, avx512"), "%s answers",
+                  select_precision_name(lp));
+            backend_free(&be);
+        } else {
+            CHECK(rc == ERR_INPUT && strstr(err_msg(), why), "%s answers refused naming why",
+                  select_precision_name(lp));
+            CHECK(be.i == NULL && be.ctx == NULL, "nothing created on failure");
+        }
+    }
     o.batch_invariant = 0;
+    o.precision = PREC_INT8;
+    rc = backend_select(&be, &o, &info);
+    printf("--device cpu --precision int8, training: %d: %s\n", rc, err_msg());
+    CHECK(rc == ERR_INPUT && strstr(err_msg(), "--precision int8 is for answers"), "int8 training refused");
+    o.device = DEVICE_CUDA;
+    rc = backend_select(&be, &o, &info);
+    printf("--device cuda --precision int8: %d: %s\n", rc, err_msg());
+    CHECK(rc == ERR_INPUT && strstr(err_msg(), "--precision int8 runs on the CPU only"), "int8 on CUDA refused");
+    o.device = DEVICE_CPU;
     o.precision = PREC_FP16;
     rc = backend_select(&be, &o, &info);
     printf("--device cpu --precision fp16: %d: %s\n", rc, err_msg());

@@ -88,7 +88,9 @@ post get "$cli_tmp/req1.json" -X GET; code_is get 405
 curl -s -o "$cli_tmp/nf.json" -w '%{http_code}' "http://127.0.0.1:$port/nope" >"$cli_tmp/nf.code"; code_is nf 404
 curl -s -o "$cli_tmp/page.json" -w '%{http_code}' "http://127.0.0.1:$port/" >"$cli_tmp/page.code"; code_is page 200
 grep -q '<textarea id="context"' "$cli_tmp/page.json" || cli_bad "the page lacks its form"
-curl -s "http://127.0.0.1:$port/health" | grep -q '"ok"' || cli_bad "/health"
+health=$(curl -s "http://127.0.0.1:$port/health")
+echo "/health: $health"
+echo "$health" | grep -q '"status": "ok", "device": "cpu", "precision": "fp32", "backend": "cpu: ' || cli_bad "/health"
 curl -s "http://127.0.0.1:$port/metrics" >"$cli_tmp/metrics"
 grep -E '^bertc_serve_requests_total\{code="400"\} 3$' "$cli_tmp/metrics" >/dev/null || cli_bad "metrics: $(grep code= "$cli_tmp/metrics")"
 for m in bertc_serve_request_seconds_bucket bertc_serve_batch_windows_bucket bertc_serve_queue_windows; do

@@ -21,7 +21,8 @@ expect 2 "--precision tf32 needs the CUDA backend" -- train --model $M --train $
 [ -e "$O" ] && cli_bad "--device cpu --precision tf32 left $O behind"
 expect 2 "train --device: 'gpu' is not one of auto, cpu, cuda" -- train --model $M --train $D --out $O --device gpu
 expect 2 "train --gpu: -1 is out of range" -- train --model $M --train $D --out $O --gpu -1
-expect 2 "--precision bf16 on the CPU is for training (train, bench): answers are computed in fp32" -- predict --model $M --data $D --out $cli_tmp/p.json --device cpu --precision bf16
+# predict --precision bf16 on the CPU: tests/cli/predict_precision.sh
+expect 2 "--precision tf32 needs the CUDA backend" -- predict --model $M --data $D --out $cli_tmp/p.json --device cpu --precision tf32
 [ -e "$cli_tmp/p.json" ] && cli_bad "predict wrote $cli_tmp/p.json"
 expect 2 "predict --device: 'gpu' is not one of" -- predict --model $M --data $D --out $cli_tmp/p.json --device gpu
 expect 2 "ask --precision: 'fp8' is not one of" -- ask --model $M --context "Some text." --question "What?" --precision fp8

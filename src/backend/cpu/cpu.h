@@ -82,6 +82,12 @@ typedef struct {
     int bf16;
     uint16_t *bf16_buf;
     size_t bf16_cap; /* elements */
+    /* Answers in bf16 or int8 (backend_cpu_set_answer_precision): 0, or
+     * PREC_BF16 / PREC_INT8; then cpu_matmul_forward runs the layers with
+     * OC >= CPU_LOWP_MIN_OC on their prepared weights (answer_lowp.c). */
+    int lowp;
+    struct cpu_lowp_entry *lowp_cache;
+    int lowp_n, lowp_cap;
     /* Attention dropout masks drawn by forwards, for their backwards. */
     cpu_mask_slot masks[CPU_MASK_SLOTS];
     size_t mask_words; /* allocated in masks[], all slots */
@@ -90,6 +96,17 @@ typedef struct {
     int error;
     char error_msg[200];
 } cpu_ctx;
+
+/* answer_lowp.c. Layers with fewer outputs (the QA head's 2) stay fp32. */
+#define CPU_LOWP_MIN_OC 16
+/* 1 when ctx answers in bf16 or int8 and computed out = inp w^T + b so (the
+ * weights prepared on first use), 0 when the caller computes it in fp32. */
+int cpu_lowp_matmul(cpu_ctx *ctx, float *out, const float *inp, const float *w, const float *b, int N, int C, int OC);
+/* Drops the prepared weights that overlap [p, p + bytes) (the backend
+ * writes there), or lie in the block p (its whole allocation), or all. */
+void cpu_lowp_forget(cpu_ctx *ctx, const void *p, size_t bytes);
+void cpu_lowp_forget_block(cpu_ctx *ctx, const void *p);
+void cpu_lowp_free(cpu_ctx *ctx);
 
 /* Makes omp and OpenBLAS use ctx->nthreads on the calling thread (the
  * OpenMP build of OpenBLAS follows omp_get_max_threads of its caller). */

@@ -100,6 +100,7 @@ static void cpu_free(void *vctx)
     cpu_ctx *ctx = vctx;
     if (!ctx) return;
     cpu_mask_cache_free(ctx);
+    cpu_lowp_free(ctx);
     free(ctx->scratch);
     free(ctx->bf16_buf);
     free(ctx);
@@ -126,13 +127,13 @@ static void *cpu_alloc(void *vctx, size_t bytes)
 
 static void cpu_release(void *vctx, void *p)
 {
-    (void)vctx;
+    cpu_lowp_forget_block(vctx, p);
     free(p);
 }
 
 static int cpu_upload(void *vctx, void *dst, const void *host_src, size_t bytes)
 {
-    (void)vctx;
+    cpu_lowp_forget(vctx, dst, bytes);
     if (bytes) memmove(dst, host_src, bytes);
     return 0;
 }
@@ -146,13 +147,13 @@ static int cpu_download(void *vctx, void *host_dst, const void *src, size_t byte
 
 static void cpu_zero(void *vctx, void *p, size_t bytes)
 {
-    (void)vctx;
+    cpu_lowp_forget(vctx, p, bytes);
     if (bytes) memset(p, 0, bytes);
 }
 
 static void cpu_copy(void *vctx, void *dst, const void *src, size_t bytes)
 {
-    (void)vctx;
+    cpu_lowp_forget(vctx, dst, bytes);
     if (bytes && dst != src) memmove(dst, src, bytes);
 }
 

@@ -274,6 +274,7 @@ void cpu_matmul_forward(void *vctx, float *out, const float *inp, const float *w
 {
     cpu_ctx *ctx = vctx;
     if (N <= 0 || OC <= 0) return;
+    if (cpu_lowp_matmul(ctx, out, inp, w, b, N, C, OC)) return;
     if (b) {
 #pragma omp parallel for num_threads(ctx->nthreads) if ((size_t)N * OC >= CPU_PAR_MIN) schedule(static)
         for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OC, b, (size_t)OC * sizeof(float));

@@ -201,6 +201,7 @@ void cpu_adamw(void *vctx, float *p, const float *g, float *m, float *v, size_t 
                float eps, float wd, int64_t t, float grad_scale)
 {
     cpu_ctx *ctx = vctx;
+    cpu_lowp_forget(ctx, p, n * sizeof(float));
     adamw_consts k = adamw_consts_make(lr, b1, b2, eps, wd, t, grad_scale);
     long nchunks = (long)((n + EW_CHUNK - 1) / EW_CHUNK);
 #pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN) schedule(dynamic, 1)
