@@ -61,14 +61,15 @@ for packing in none varlen; do
             --threads "$THREADS" --packing "$packing" --precision "$prec" 2>"$W/$name.err"; then
             t1=$(date +%s.%N)
             n=$(grep -o '[0-9]* windows' "$W/$name.err" | cut -d' ' -f1)
-            echo "{\"system\": \"$name\", \"windows\": $n, \"seconds\": $(echo "$t1 - $t0" | bc), \"windows_per_s\": $(echo "scale=1; $n / ($t1 - $t0)" | bc)}"
+            printf '{"system": "%s", "windows": %d, "seconds": %.2f, "windows_per_s": %.1f}\n' "$name" "$n" \
+                "$(echo "$t1 - $t0" | bc)" "$(echo "scale=3; $n / ($t1 - $t0)" | bc)"
         else
             echo "{\"system\": \"$name\", \"refused\": \"$(tail -1 "$W/$name.err" | tr -d '"')\"}"
         fi
     done
 done | tee "$W/bertc.jsonl"
 OMP_NUM_THREADS=1 python3 bench/serve/answers_engines.py --dir "$W/onnx" --features "$W/feat" --threads "$THREADS" \
-    --batch "$BATCH" ${ONLY:+--only "$ONLY"} 2>"$W/peers.err" | tee "$W/peers.jsonl"
+    --batch "$BATCH" ${ONLY:+--only "$ONLY"} 2>"$W/peers.err" | grep --line-buffered '^{' | tee "$W/peers.jsonl"
 
 # The ratios of issue 38's targets, when both sides ran.
 cat "$W/bertc.jsonl" "$W/peers.jsonl" | jq -rs '

@@ -13,7 +13,10 @@ torch.inference_mode(), then the n-best (20 starts x 20 ends, answers of at
 most 30 tokens, score = start + end logit). One model, one lock: requests are
 answered one at a time (the pipeline has no cross-request batching).
 
-  serve_hf.py --model DIR --port P [--threads 2] [--max-seq-length 384] [--doc-stride 128]
+  serve_hf.py --model DIR --port P [--threads 2] [--max-seq-length 384] [--doc-stride 128] [--onnx FILE]
+                                       # --onnx: the forward pass in ONNX Runtime on FILE
+                                       # (bench/serve/answers_engines.py --export writes
+                                       # model_opt.onnx and model_int8.onnx), the rest as above
   serve_hf.py --export SRC --out DIR   # SRC as AutoModelForQuestionAnswering (qa_outputs
                                        # initialised when SRC has none), saved with its
                                        # tokenizer files, so bertc and transformers load
@@ -49,6 +52,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-seq-length", type=int, default=384)
     ap.add_argument("--doc-stride", type=int, default=128)
+    ap.add_argument("--onnx")
     ap.add_argument("--export")
     ap.add_argument("--out")
     a = ap.parse_args()
@@ -57,8 +61,24 @@ def main():
         return
     torch.set_num_threads(a.threads)
     tok = AutoTokenizer.from_pretrained(a.model)
-    model = AutoModelForQuestionAnswering.from_pretrained(a.model).eval()
     lock = threading.Lock()
+    if a.onnx:
+        import onnxruntime as ort
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = a.threads
+        so.inter_op_num_threads = 1
+        sess = ort.InferenceSession(a.onnx, so, providers=["CPUExecutionProvider"])
+        names = [i.name for i in sess.get_inputs()]
+
+        def forward(enc):
+            return sess.run(None, {k: enc[k].numpy().astype(np.int64) for k in names})
+    else:
+        model = AutoModelForQuestionAnswering.from_pretrained(a.model).eval()
+
+        def forward(enc):
+            with torch.inference_mode():
+                out = model(**enc)
+            return out.start_logits.numpy(), out.end_logits.numpy()
 
     def answer(context, question, nbest):
         enc = tok(question, context, truncation="only_second", max_length=a.max_seq_length, stride=a.doc_stride,
@@ -67,9 +87,8 @@ def main():
         offsets = enc.pop("offset_mapping").numpy()
         enc.pop("overflow_to_sample_mapping", None)
         seq_ids = [enc.sequence_ids(i) for i in range(len(offsets))]
-        with lock, torch.inference_mode():
-            out = model(**enc)
-        starts, ends = out.start_logits.numpy(), out.end_logits.numpy()
+        with lock:
+            starts, ends = forward(enc)
         cands = []
         for w in range(len(offsets)):
             off = [o if seq_ids[w][k] == 1 else None for k, o in enumerate(offsets[w])]
@@ -118,7 +137,8 @@ def main():
 
     srv = Server(("127.0.0.1", a.port), H)
     srv.daemon_threads = True
-    print(f"serve_hf: listening on 127.0.0.1:{a.port} ({a.model}, torch threads {a.threads})", file=sys.stderr,
+    engine = f"onnxruntime on {a.onnx}" if a.onnx else "torch"
+    print(f"serve_hf: listening on 127.0.0.1:{a.port} ({a.model}, {engine}, threads {a.threads})", file=sys.stderr,
           flush=True)
     srv.serve_forever()
 

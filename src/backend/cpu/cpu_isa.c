@@ -147,8 +147,8 @@ static const struct {
     const char *avx512_needs, *avx512_name;
 } families[CPU_K_COUNT] = {
     [CPU_K_GEMM_FIXED] = {"gemm_fixed", 1u << CPU_ISA_SSE | 1u << CPU_ISA_AVX2 | 1u << CPU_ISA_AVX512, "scalar"},
-    [CPU_K_GELU] = {"gelu", 1u << CPU_ISA_SSE | 1u << CPU_ISA_AVX2, "sse"},
-    [CPU_K_SOFTMAX] = {"softmax", 1u << CPU_ISA_SSE | 1u << CPU_ISA_AVX2, "sse"},
+    [CPU_K_GELU] = {"gelu", 1u << CPU_ISA_SSE | 1u << CPU_ISA_AVX2 | 1u << CPU_ISA_AVX512, "sse"},
+    [CPU_K_SOFTMAX] = {"softmax", 1u << CPU_ISA_SSE | 1u << CPU_ISA_AVX2 | 1u << CPU_ISA_AVX512, "sse"},
     [CPU_K_LAYERNORM] = {"layernorm", 1u << CPU_ISA_SSE | 1u << CPU_ISA_AVX2, "sse"},
     [CPU_K_DROPOUT] = {"dropout", 1u << CPU_ISA_SSE | 1u << CPU_ISA_AVX2, "sse"},
     [CPU_K_ADAM] = {"adam", 1u << CPU_ISA_SSE | 1u << CPU_ISA_AVX2, "sse"},

@@ -31,6 +31,8 @@
 #include "backend/cpu/cpu_math.h"
 
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/att_fixed.h"
+#include "backend/cpu/gemm_ws.h"
 
 #include <float.h>
 #include <math.h>
@@ -100,10 +102,18 @@ static float softmax_row_exp_sse(float *x, const int32_t *mask, int T)
 {
     return softmax_row_exp_code(x, mask, T, 0);
 }
+/* The avx512 variant: the C exponentials vectorised 16 wide, the sum in
+ * the same 8 lanes. */
+CPU_TARGET_AVX512 static float softmax_row_exp_avx512(float *x, const int32_t *mask, int T)
+{
+    return softmax_row_exp_code(x, mask, T, 0);
+}
 static float softmax_row_exp(float *x, const int32_t *mask, int T)
 {
-    return cpu_kernel_level(CPU_K_SOFTMAX) >= CPU_ISA_AVX2 ? softmax_row_exp_avx2(x, mask, T)
-                                                          : softmax_row_exp_sse(x, mask, T);
+    cpu_isa_level l = cpu_kernel_level(CPU_K_SOFTMAX);
+    return l >= CPU_ISA_AVX512 ? softmax_row_exp_avx512(x, mask, T)
+           : l >= CPU_ISA_AVX2 ? softmax_row_exp_avx2(x, mask, T)
+                               : softmax_row_exp_sse(x, mask, T);
 }
 
 /* Softmax backward in place, as torch: dot = sum(dp * p) (8 lanes);
@@ -355,8 +365,13 @@ static void att_forward_block(cpu_ctx *ctx, const att_block *a, const att_io *io
     int len = a->len, rows = a->rows, HS = a->HS, C = a->C;
     size_t r0c = a->off + (size_t)a->r0 * C, wpr = bit_words(len);
     float *P = io->probs + a->at, *S = a->work;
-    // S (rows,len) = qb[r0:] (rows,HS) @ kb^T (HS,len) * scaling, in cache
-    gemm_cleared(ctx, 0, 1, rows, len, HS, a->scaling, io->q + r0c, C, io->k + a->off, C, S, len);
+    // S (rows,len) = qb[r0:] (rows,HS) @ kb^T (HS,len) * scaling, in cache; batch-invariant
+    // at a head size att_fixed takes: its kernels, gemm_fixed's bits without the packing
+    float *kt = ctx->batch_invariant && att_fixed_ok(HS)
+                    ? gemm_ws_get((size_t)HS * (size_t)((len + 15) & ~15) * sizeof(float))
+                    : NULL;
+    if (kt) att_fixed_scores(S, len, io->q + r0c, C, io->k + a->off, C, rows, len, HS, a->scaling, kt);
+    else gemm_cleared(ctx, 0, 1, rows, len, HS, a->scaling, io->q + r0c, C, io->k + a->off, C, S, len);
     const uint64_t *bits = a->p > 0.0f ? block_bits(a, io) : NULL;
     for (int t = 0; t < rows; t++) {
         size_t o = (size_t)t * len;
@@ -368,7 +383,8 @@ static void att_forward_block(cpu_ctx *ctx, const att_block *a, const att_io *io
     cpu_probs_store_done();
     const float *Pd = bits ? a->buf : S;
     // ob[r0:] (rows,HS) = P' (rows,len) @ vb (len,HS)
-    cpu_gemm(ctx, 0, 0, rows, HS, len, 1.0f, Pd, len, io->v + a->off, C, 0.0f, io->out + r0c, C);
+    if (kt) att_fixed_pv(io->out + r0c, C, Pd, len, io->v + a->off, C, rows, len, HS);
+    else cpu_gemm(ctx, 0, 0, rows, HS, len, 1.0f, Pd, len, io->v + a->off, C, 0.0f, io->out + r0c, C);
 }
 
 // out (N,C); probs (NH sum len^2); q, k, v (N,C); w->mask (B,T) or NULL

@@ -377,9 +377,24 @@ __attribute__((target("avx2"))) static size_t gelu_backward_avx2(float *dinp, co
 }
 #endif
 
+/* The avx512 variant: the C loop of cpu_erff vectorised 16 wide (the
+ * answers' GELU over N x intermediate was 12 % of an int8 predict at 8). */
+CPU_TARGET_AVX512 static void gelu_chunk_avx512(float *out, const float *inp, size_t n)
+{
+    gelu_chunk_code(out, inp, n);
+}
+CPU_TARGET_AVX512 static void gelu_backward_chunk_avx512(float *dinp, const float *inp, const float *dout, size_t n)
+{
+    gelu_backward_chunk_code(dinp, inp, dout, n);
+}
+
 /* The avx2 variant: the intrinsics for the whole vectors, the C for the rest. */
 static void gelu_run(float *out, const float *inp, size_t n)
 {
+    if (cpu_kernel_level(CPU_K_GELU) >= CPU_ISA_AVX512) {
+        gelu_chunk_avx512(out, inp, n);
+        return;
+    }
     if (cpu_kernel_level(CPU_K_GELU) < CPU_ISA_AVX2) {
         gelu_chunk_sse(out, inp, n);
         return;
@@ -393,6 +408,10 @@ static void gelu_run(float *out, const float *inp, size_t n)
 
 static void gelu_backward_run(float *dinp, const float *inp, const float *dout, size_t n)
 {
+    if (cpu_kernel_level(CPU_K_GELU) >= CPU_ISA_AVX512) {
+        gelu_backward_chunk_avx512(dinp, inp, dout, n);
+        return;
+    }
     if (cpu_kernel_level(CPU_K_GELU) < CPU_ISA_AVX2) {
         gelu_backward_chunk_sse(dinp, inp, dout, n);
         return;

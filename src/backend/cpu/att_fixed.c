@@ -1,0 +1,139 @@
+/* Attention's products without packing, in gemm_fixed's order (att_fixed.h). */
+#include "backend/cpu/att_fixed.h"
+
+#include "backend/cpu/cpu_isa.h"
+
+#include <stddef.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define ATT_HAVE_AVX512 1
+#define ATT_TARGET __attribute__((target("avx512f")))
+#endif
+
+int att_fixed_ok(int HS)
+{
+#ifdef ATT_HAVE_AVX512
+    return HS > 0 && HS % 16 == 0 && cpu_kernel_level(CPU_K_GEMM_FIXED) >= CPU_ISA_AVX512;
+#else
+    (void)HS;
+    return 0;
+#endif
+}
+
+#ifdef ATT_HAVE_AVX512
+#define ATT_INLINE ATT_TARGET static inline __attribute__((always_inline))
+
+/* kt[d][j] = k[j][d], rows of len16 (len rounded up to 16, zero past len). */
+ATT_TARGET static void transpose_k(float *kt, const float *k, int ldk, int len, int HS)
+{
+    int len16 = (len + 15) & ~15;
+    /* 16 keys at a time: their 16 x HS block read once (in L1), written
+     * as HS rows of 16 (one store each) */
+    float blk[16][16];
+    for (int j = 0; j < len16; j += 16) {
+        int nk = len - j < 16 ? len - j : 16;
+        for (int d0 = 0; d0 < HS; d0 += 16) {
+            for (int t = 0; t < 16; t++) {
+                __m512 row = t < nk ? _mm512_loadu_ps(k + (size_t)(j + t) * ldk + d0) : _mm512_setzero_ps();
+                _mm512_storeu_ps(blk[t], row);
+            }
+            for (int d = 0; d < 16; d++) {
+                float col[16];
+                for (int t = 0; t < 16; t++) col[t] = blk[t][d];
+                _mm512_store_ps(kt + (size_t)(d0 + d) * len16 + j, _mm512_loadu_ps(col));
+            }
+        }
+    }
+}
+
+/* Rows i0 .. i0+nr-1 of S at keys j .. j+31 (m0, m1: the keys that exist).
+ * nr is a constant where it is inlined, so the accumulators stay in registers. */
+ATT_INLINE void scores_block(float *S, int lds, const float *q, int ldq, const float *kt, int len16, int HS, int i0,
+                             int nr, int j, __mmask16 m0, __mmask16 m1, float alpha)
+{
+    __m512 acc0[6], acc1[6];
+#pragma GCC unroll 6
+    for (int r = 0; r < nr; r++) acc0[r] = acc1[r] = _mm512_setzero_ps();
+    for (int d = 0; d < HS; d++) {
+        const float *kr = kt + (size_t)d * len16 + j;
+        __m512 b0 = _mm512_load_ps(kr), b1 = m1 ? _mm512_load_ps(kr + 16) : b0;
+    #pragma GCC unroll 6
+    for (int r = 0; r < nr; r++) {
+            __m512 x = _mm512_set1_ps(q[(size_t)(i0 + r) * ldq + d]);
+            acc0[r] = _mm512_fmadd_ps(x, b0, acc0[r]);
+            acc1[r] = _mm512_fmadd_ps(x, b1, acc1[r]);
+        }
+    }
+    const __m512 a = _mm512_set1_ps(alpha);
+#pragma GCC unroll 6
+    for (int r = 0; r < nr; r++) {
+        float *srow = S + (size_t)(i0 + r) * lds + j;
+        _mm512_mask_storeu_ps(srow, m0, alpha == 1.0f ? acc0[r] : _mm512_mul_ps(a, acc0[r]));
+        if (m1) _mm512_mask_storeu_ps(srow + 16, m1, alpha == 1.0f ? acc1[r] : _mm512_mul_ps(a, acc1[r]));
+    }
+}
+
+static __mmask16 keys_mask(int n)
+{
+    return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
+}
+
+ATT_TARGET void att_fixed_scores(float *S, int lds, const float *q, int ldq, const float *k, int ldk, int rows, int len,
+                                 int HS, float alpha, float *kt)
+{
+    transpose_k(kt, k, ldk, len, HS);
+    int len16 = (len + 15) & ~15;
+    for (int j = 0; j < len; j += 32) {
+        __mmask16 m0 = keys_mask(len - j), m1 = keys_mask(len - j - 16);
+        int i0 = 0;
+        for (; i0 + 6 <= rows; i0 += 6) scores_block(S, lds, q, ldq, kt, len16, HS, i0, 6, j, m0, m1, alpha);
+        for (; i0 < rows; i0++) scores_block(S, lds, q, ldq, kt, len16, HS, i0, 1, j, m0, m1, alpha);
+    }
+}
+
+/* Rows i0 .. i0+nr-1 of O at columns c .. c+31 (two: 32 of them, else 16). */
+ATT_INLINE void pv_block(float *o, int ldo, const float *p, int ldp, const float *v, int ldv, int len, int c, int two,
+                         int i0, int nr)
+{
+    __m512 acc0[6], acc1[6];
+#pragma GCC unroll 6
+    for (int r = 0; r < nr; r++) acc0[r] = acc1[r] = _mm512_setzero_ps();
+    for (int j = 0; j < len; j++) {
+        const float *vr = v + (size_t)j * ldv + c;
+        __m512 v0 = _mm512_loadu_ps(vr), v1 = two ? _mm512_loadu_ps(vr + 16) : v0;
+    #pragma GCC unroll 6
+    for (int r = 0; r < nr; r++) {
+            __m512 b = _mm512_set1_ps(p[(size_t)(i0 + r) * ldp + j]);
+            acc0[r] = _mm512_fmadd_ps(b, v0, acc0[r]);
+            acc1[r] = _mm512_fmadd_ps(b, v1, acc1[r]);
+        }
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < nr; r++) {
+        float *orow = o + (size_t)(i0 + r) * ldo + c;
+        _mm512_storeu_ps(orow, acc0[r]);
+        if (two) _mm512_storeu_ps(orow + 16, acc1[r]);
+    }
+}
+
+ATT_TARGET void att_fixed_pv(float *o, int ldo, const float *p, int ldp, const float *v, int ldv, int rows, int len,
+                             int HS)
+{
+    for (int c = 0; c < HS; c += 32) {
+        int two = HS - c >= 32, i0 = 0;
+        for (; i0 + 6 <= rows; i0 += 6) pv_block(o, ldo, p, ldp, v, ldv, len, c, two, i0, 6);
+        for (; i0 < rows; i0++) pv_block(o, ldo, p, ldp, v, ldv, len, c, two, i0, 1);
+    }
+}
+#else
+void att_fixed_scores(float *S, int lds, const float *q, int ldq, const float *k, int ldk, int rows, int len, int HS,
+                      float alpha, float *kt)
+{
+    (void)S, (void)lds, (void)q, (void)ldq, (void)k, (void)ldk, (void)rows, (void)len, (void)HS, (void)alpha, (void)kt;
+}
+void att_fixed_pv(float *o, int ldo, const float *p, int ldp, const float *v, int ldv, int rows, int len, int HS)
+{
+    (void)o, (void)ldo, (void)p, (void)ldp, (void)v, (void)ldv, (void)rows, (void)len, (void)HS;
+}
+#endif
