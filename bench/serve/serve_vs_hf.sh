@@ -57,15 +57,17 @@ echo "peer: $(head -1 "$W/hf.err"); transformers $(python3 -c 'import transforme
 # CPU seconds (user + system, all threads) of a server so far: less sensitive than wall time to
 # the other jobs on a shared machine.
 cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' "/proc/$1/stat"; }
+PEER=${PEER_ONNX:+onnxruntime}
+PEER=${PEER:-transformers}
 for c in $LEVELS; do
-    for side in bertc transformers; do
+    for side in bertc $PEER; do
         port=$port_b pid=$pb
-        [ $side = transformers ] && port=$port_h pid=$ph
+        [ $side = $PEER ] && port=$port_h pid=$ph
         c0=$(cpu_s $pid)
         r=$("$LOAD" --port $port --bodies "$W/bodies.jsonl" --requests "$N" --concurrency "$c" --bad-percent 0 --dump "$W/$side.top")
         c1=$(cpu_s $pid)
         echo "$side: $r; server CPU $(echo "($c1 - $c0) * 1000 / ($N + $K)" | bc) ms per request (the $K alone included)"
     done
 done
-agree=$(paste -d'\t' "$W/bertc.top" "$W/transformers.top" | awk -F'\t' '$1 == $2' | wc -l)
-echo "top answers (text and offsets) equal in bertc and transformers: $agree of $(wc -l <"$W/bertc.top")"
+agree=$(paste -d'\t' "$W/bertc.top" "$W/$PEER.top" | awk -F'\t' '$1 == $2' | wc -l)
+echo "top answers (text and offsets) equal in bertc and $PEER: $agree of $(wc -l <"$W/bertc.top")"
