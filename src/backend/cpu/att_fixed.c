@@ -47,24 +47,32 @@ ATT_TARGET static void transpose_k(float *kt, const float *k, int ldk, int len, 
     }
 }
 
-/* Rows i0 .. i0+nr-1 of S at keys j .. j+31 (m0, m1: the keys that exist).
- * nr is a constant where it is inlined, so the accumulators stay in registers. */
-ATT_INLINE void scores_block(float *S, int lds, const float *q, int ldq, const float *kt, int len16, int HS, int i0,
-                             int nr, int j, __mmask16 m0, __mmask16 m1, float alpha)
+/* acc0/acc1[r] = sum over t < K of a[r][t] * b[t][0..15] / [16..31] (two:
+ * both halves), each lane one chain of FMAs, t ascending from 0: the rows
+ * of a at stride lda, of b at ldb. nr is a constant where it is inlined, so
+ * the accumulators stay in registers. */
+ATT_INLINE void chain_block(__m512 acc0[6], __m512 acc1[6], const float *a, size_t lda, int nr, const float *b,
+                            size_t ldb, int K, int two)
 {
-    __m512 acc0[6], acc1[6];
 #pragma GCC unroll 6
     for (int r = 0; r < nr; r++) acc0[r] = acc1[r] = _mm512_setzero_ps();
-    for (int d = 0; d < HS; d++) {
-        const float *kr = kt + (size_t)d * len16 + j;
-        __m512 b0 = _mm512_load_ps(kr), b1 = m1 ? _mm512_load_ps(kr + 16) : b0;
-    #pragma GCC unroll 6
-    for (int r = 0; r < nr; r++) {
-            __m512 x = _mm512_set1_ps(q[(size_t)(i0 + r) * ldq + d]);
+    for (int t = 0; t < K; t++) {
+        __m512 b0 = _mm512_loadu_ps(b + (size_t)t * ldb), b1 = two ? _mm512_loadu_ps(b + (size_t)t * ldb + 16) : b0;
+#pragma GCC unroll 6
+        for (int r = 0; r < nr; r++) {
+            __m512 x = _mm512_set1_ps(a[(size_t)r * lda + t]);
             acc0[r] = _mm512_fmadd_ps(x, b0, acc0[r]);
             acc1[r] = _mm512_fmadd_ps(x, b1, acc1[r]);
         }
     }
+}
+
+/* Rows i0 .. i0+nr-1 of S at keys j .. j+31 (m0, m1: the keys that exist). */
+ATT_INLINE void scores_block(float *S, int lds, const float *q, int ldq, const float *kt, int len16, int HS, int i0,
+                             int nr, int j, __mmask16 m0, __mmask16 m1, float alpha)
+{
+    __m512 acc0[6], acc1[6];
+    chain_block(acc0, acc1, q + (size_t)i0 * ldq, (size_t)ldq, nr, kt + j, (size_t)len16, HS, m1 != 0);
     const __m512 a = _mm512_set1_ps(alpha);
 #pragma GCC unroll 6
     for (int r = 0; r < nr; r++) {
@@ -97,18 +105,7 @@ ATT_INLINE void pv_block(float *o, int ldo, const float *p, int ldp, const float
                          int i0, int nr)
 {
     __m512 acc0[6], acc1[6];
-#pragma GCC unroll 6
-    for (int r = 0; r < nr; r++) acc0[r] = acc1[r] = _mm512_setzero_ps();
-    for (int j = 0; j < len; j++) {
-        const float *vr = v + (size_t)j * ldv + c;
-        __m512 v0 = _mm512_loadu_ps(vr), v1 = two ? _mm512_loadu_ps(vr + 16) : v0;
-    #pragma GCC unroll 6
-    for (int r = 0; r < nr; r++) {
-            __m512 b = _mm512_set1_ps(p[(size_t)(i0 + r) * ldp + j]);
-            acc0[r] = _mm512_fmadd_ps(b, v0, acc0[r]);
-            acc1[r] = _mm512_fmadd_ps(b, v1, acc1[r]);
-        }
-    }
+    chain_block(acc0, acc1, p + (size_t)i0 * ldp, (size_t)ldp, nr, v + c, (size_t)ldv, len, two);
 #pragma GCC unroll 6
     for (int r = 0; r < nr; r++) {
         float *orow = o + (size_t)(i0 + r) * ldo + c;
