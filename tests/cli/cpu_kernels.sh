@@ -100,7 +100,7 @@ version
 echo "case $cli_n: kernel families at the default level $native:"
 grep '^kernel ' "$cli_tmp/v" | sed 's/^/    /'
 check_families $native
-[ "$(variant gelu)" = "$([ $native = avx2 ] || [ $native = avx512 ] && echo avx2 || echo sse)" ] ||
+[ "$(variant gelu)" = "$([ $native = avx2 ] || [ $native = avx512 ] && echo $native || echo sse)" ] ||
     cli_bad "gelu runs $(variant gelu) at $native"
 cli_n=$((cli_n + 1))
 version BERTC_CPU_ISA=sse
