@@ -97,7 +97,6 @@ static int make_cpu(backend *out, const backend_opts *o, backend_info *info, int
     if (o->precision == PREC_INT8 && !answers)
         return err_set(ERR_INPUT, "--precision int8 is for answers (predict, ask, serve, run_squad "
                                   "--predict_precision, train --eval-precision); training computes in fp32 or bf16");
-    if (lowp && (rc = backend_cpu_answer_check(o->precision, NULL, 0))) return rc;
     if (strict && o->precision != PREC_AUTO && o->precision != PREC_FP32 && !bf16 && !lowp)
         return err_set(ERR_INPUT,
                        "--precision %s needs the CUDA backend; the CPU backend computes in fp32, bf16 on CPUs with "

@@ -35,10 +35,7 @@ static cpu_kernel_family family_of(precision_kind p)
 int backend_cpu_answer_check(precision_kind p, char *kernel, size_t cap)
 {
     if (kernel && cap) kernel[0] = 0;
-    if (p == PREC_FP32 || p == PREC_AUTO) {
-        if (kernel && cap) snprintf(kernel, cap, "batch-invariant fp32 GEMM");
-        return 0;
-    }
+    if (p == PREC_FP32 || p == PREC_AUTO) return 0;
     if (p != PREC_BF16 && p != PREC_INT8)
         return err_set(ERR_INPUT, "--precision %s: answers on the CPU are fp32, bf16 or int8",
                        p == PREC_TF32 ? "tf32" : p == PREC_FP16 ? "fp16" : "?");
