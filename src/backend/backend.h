@@ -75,6 +75,7 @@ static inline float backend_score_scale(int HS)
 
 typedef struct {
     const char *name; /* "cpu", "cuda" */
+    int probs_optional; /* 1: attention_forward takes probs NULL */
 
     void (*free)(void *ctx);
 
@@ -119,7 +120,9 @@ typedef struct {
      * NH * sum_{b' < b} len_b'^2 + h * len_b^2 (padded: [B,NH,T,T]), in
      * NH * sum len_b^2 floats (at most NH * N * max_len). Dropout with
      * probability p on probs: element (b, h, i, j) has the index
-     * ((b*NH + h)*T + i)*T + j, its flat index in the padded [B,NH,T,T]. */
+     * ((b*NH + h)*T + i)*T + j, its flat index in the padded [B,NH,T,T].
+     * Where probs_optional is set, probs may be NULL: nothing is saved (a
+     * forward-only model's answers). */
     void (*attention_forward)(void *ctx, float *out, float *probs, const float *q, const float *k, const float *v,
                               const backend_windows *w, int NH, int HS, float p, philox_stream rng);
     /* scratch: as large as probs, working memory. */

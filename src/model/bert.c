@@ -659,7 +659,9 @@ static void layer_forward(bert_model *m, int l)
     o->matmul_forward(c, t.q, xin, w->q_w, w->q_b, N, C, C);
     o->matmul_forward(c, t.k, xin, w->k_w, w->k_b, N, C, C);
     o->matmul_forward(c, t.v, xin, w->v_w, w->v_b, N, C, C);
-    o->attention_forward(c, t.ctx, t.probs, t.q, t.k, t.v, &m->win, NH, HS, m->p_attn,
+    /* a forward-only model saves no probabilities where the backend can skip them */
+    float *probs = m->forward_only && o->probs_optional ? NULL : t.probs;
+    o->attention_forward(c, t.ctx, probs, t.q, t.k, t.v, &m->win, NH, HS, m->p_attn,
                          stream_at(m->rng, l, DROPOUT_ATTN_PROBS));
     o->matmul_forward(c, t.res1, t.ctx, w->attn_out_w, w->attn_out_b, N, C, C);
     if (ph > 0) hidden_dropout(m, t.res1, stream_at(m->rng, l, DROPOUT_ATTN_OUT));

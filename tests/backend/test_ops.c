@@ -385,6 +385,13 @@ static void test_attention(float p)
     check_fwd(name, out, dout_, N * C, 1e-5);
     snprintf(name, sizeof name, "attention forward probs (p=%.2f)", p);
     check_fwd(name, probs, dprobs, B * NH * T * T, 1e-5);
+    if (be.i->probs_optional) {
+        // a forward-only call (probs NULL) gives the same out, bit for bit
+        float out2[N * C];
+        be.i->attention_forward(be.ctx, out2, NULL, q, k, v, &w, NH, HS, p, rng);
+        CHECK(!memcmp(out, out2, sizeof out), "attention forward without probs (p=%.2f): out differs", p);
+        printf("attention forward without probs (p=%.2f): out bit for bit as with probs\n", p);
+    }
 
     float dq[N * C] = {0}, dk[N * C] = {0}, dv[N * C] = {0};
     be.i->attention_backward(be.ctx, dq, dk, dv, scratch, r, q, k, v, probs, &w, NH, HS, p, rng);

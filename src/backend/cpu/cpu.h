@@ -208,7 +208,8 @@ void cpu_dropout_apply_bits_acc(float *out, const float *x, const uint64_t *bits
 /* The last pass of a softmax row, for attention: y = x[i] * inv goes to
  * probs[i] with streaming stores (probs is read again only by the
  * backward, long after it has left the caches), and to out[i] = y * m[i]
- * (m as cpu_dropout_apply_bits) when out is not NULL, else back to x[i]. */
+ * (m as cpu_dropout_apply_bits) when out is not NULL, else back to x[i].
+ * probs NULL (a forward-only model saves nothing): y to out or x only. */
 void cpu_probs_store(float *probs, float *x, float inv, size_t n, float *out, const uint64_t *bits, float scale);
 /* Orders the streaming stores of this thread before what follows. */
 void cpu_probs_store_done(void);

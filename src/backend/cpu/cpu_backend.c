@@ -169,6 +169,7 @@ static int cpu_sync(void *vctx)
 
 static const backend_i cpu_backend_i = {
     .name = "cpu",
+    .probs_optional = 1,
     .free = cpu_free,
     .alloc = cpu_alloc,
     .release = cpu_release,

@@ -382,7 +382,7 @@ __attribute__((target("avx2"))) static void probs_store_avx2(float *probs, float
     int stream = ((uintptr_t)probs & 31) == 0;
     for (size_t i = 0; i < n; i += 8) {
         __m256 y = _mm256_mul_ps(_mm256_loadu_ps(x + i), I);
-        probs_put(probs + i, y, stream);
+        if (probs) probs_put(probs + i, y, stream);
         if (out) _mm256_storeu_ps(out + i, _mm256_mul_ps(y, _mm256_and_ps(bits8(bits, i), S)));
         else _mm256_storeu_ps(x + i, y);
     }
@@ -396,7 +396,7 @@ CPU_INLINE void probs_store_c_code(float *probs, float *x, float inv, size_t i0,
 #pragma omp simd
         for (size_t i = i0; i < n; i++) {
             float y = x[i] * inv;
-            probs[i] = y;
+            if (probs) probs[i] = y;
             out[i] = y * bit_mul(bits, i, scale);
         }
         return;
@@ -404,7 +404,7 @@ CPU_INLINE void probs_store_c_code(float *probs, float *x, float inv, size_t i0,
 #pragma omp simd
     for (size_t i = i0; i < n; i++) {
         float y = x[i] * inv;
-        probs[i] = y;
+        if (probs) probs[i] = y;
         x[i] = y;
     }
 }

@@ -364,7 +364,7 @@ static void att_forward_block(cpu_ctx *ctx, const att_block *a, const att_io *io
 {
     int len = a->len, rows = a->rows, HS = a->HS, C = a->C;
     size_t r0c = a->off + (size_t)a->r0 * C, wpr = bit_words(len);
-    float *P = io->probs + a->at, *S = a->work;
+    float *P = io->probs ? io->probs + a->at : NULL, *S = a->work;
     // S (rows,len) = qb[r0:] (rows,HS) @ kb^T (HS,len) * scaling, in cache; batch-invariant
     // at a head size att_fixed takes: its kernels, gemm_fixed's bits without the packing
     float *kt = ctx->batch_invariant && att_fixed_ok(HS)
@@ -377,7 +377,7 @@ static void att_forward_block(cpu_ctx *ctx, const att_block *a, const att_io *io
         size_t o = (size_t)t * len;
         float inv = softmax_row_exp(S + o, a->mb, len);
         // P to probs, past the caches; P' = P * multipliers, or P, for the GEMM
-        cpu_probs_store(P + o, S + o, inv, (size_t)len, bits ? a->buf + o : NULL, bits ? bits + (size_t)t * wpr : NULL,
+        cpu_probs_store(P ? P + o : NULL, S + o, inv, (size_t)len, bits ? a->buf + o : NULL, bits ? bits + (size_t)t * wpr : NULL,
                         a->dscale);
     }
     cpu_probs_store_done();
@@ -387,7 +387,7 @@ static void att_forward_block(cpu_ctx *ctx, const att_block *a, const att_io *io
     else cpu_gemm(ctx, 0, 0, rows, HS, len, 1.0f, Pd, len, io->v + a->off, C, 0.0f, io->out + r0c, C);
 }
 
-// out (N,C); probs (NH sum len^2); q, k, v (N,C); w->mask (B,T) or NULL
+// out (N,C); probs (NH sum len^2, or NULL: not saved); q, k, v (N,C); w->mask (B,T) or NULL
 void cpu_attention_forward(void *vctx, float *out, float *probs, const float *q, const float *k, const float *v,
                            const backend_windows *w, int NH, int HS, float p, philox_stream rng)
 {

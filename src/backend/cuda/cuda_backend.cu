@@ -218,6 +218,7 @@ static void cb_free(void *vctx)
 
 static const backend_i cuda_backend_i = {
     .name = "cuda",
+    .probs_optional = 0, /* its softmax writes probs, and P V reads them */
     .free = cb_free,
     .alloc = cb_alloc,
     .release = cb_release,
