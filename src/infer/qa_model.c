@@ -67,6 +67,14 @@ static void fallback_notice(qa_model *m)
     else log_warn("no usable CUDA device (%s): using the CPU backend", m->info.fallback);
 }
 
+int64_t qa_model_cpu_tokens(const bert_config *cfg, int max_B, int T)
+{
+    int64_t all = (int64_t)max_B * T, inter = cfg->intermediate_size > 0 ? cfg->intermediate_size : 1;
+    int64_t n = QA_CPU_FFN_BYTES / (inter * (int64_t)sizeof(float));
+    if (n < T) n = T;
+    return n < all ? n : all;
+}
+
 int qa_model_start(qa_model *m, const backend_opts *bo, int max_B, int T)
 {
     if (T > m->cfg.max_position_embeddings)
@@ -74,6 +82,8 @@ int qa_model_start(qa_model *m, const backend_opts *bo, int max_B, int T)
                        m->cfg.max_position_embeddings);
     int rc = m->have_backend ? 0 : qa_model_select(m, bo);
     if (rc) return rc;
+    if (m->packing == PACKING_VARLEN && !m->max_tokens && !m->training && !m->info.is_cuda)
+        m->max_tokens = qa_model_cpu_tokens(&m->cfg, max_B, T);
     bert_model_opts mo = {.cfg = &m->cfg, .be = &m->be, .max_B = max_B, .T = T,
                           .max_tokens = m->packing == PACKING_VARLEN ? m->max_tokens : 0, .recompute = m->recompute,
                           .forward_only = !m->training};
