@@ -226,6 +226,68 @@ __attribute__((target("avx2"), always_inline)) static inline __m256 cpu_erff8(__
     __m256 r = _mm256_blendv_ps(big, small, _mm256_cmp_ps(a, CPU_SET8(0.921875f), _CMP_LT_OQ));
     return _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
+/* The same two functions 16 lanes at a time with AVX-512F intrinsics, the
+ * operations of cpu_expf8 and cpu_erff8 (the selects as mask blends): the
+ * same bits for all 2^32 inputs (tools/check_vector_math.c). Used by the
+ * avx512 variants of softmax and GELU. */
+#define CPU_SET16(v) _mm512_set1_ps(v)
+#define CPU_AVX512_MATH __attribute__((target("avx512f,avx512dq"), always_inline))
+
+CPU_AVX512_MATH static inline __m512 cpu_expf16(__m512 x)
+{
+    __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    __m512 xc = _mm512_min_ps(_mm512_max_ps(x, CPU_SET16(-104.0f)), CPU_SET16(89.0f));
+    const __m512 shift = CPU_SET16(12582912.0f);
+    __m512 kf = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(xc, CPU_SET16(1.44269504088896341f)), shift), shift);
+    __m512 r = _mm512_sub_ps(xc, _mm512_mul_ps(kf, CPU_SET16(0.693359375f)));
+    r = _mm512_sub_ps(r, _mm512_mul_ps(kf, CPU_SET16(-2.12194440e-4f)));
+    __m512 z = _mm512_mul_ps(r, r);
+    __m512 p = CPU_SET16(1.9875691500e-4f);
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), CPU_SET16(1.3981999507e-3f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), CPU_SET16(8.3334519073e-3f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), CPU_SET16(4.1665795894e-2f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), CPU_SET16(1.6666665459e-1f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), CPU_SET16(5.0000001201e-1f));
+    p = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(p, z), r), CPU_SET16(1.0f));
+    /* p 2^k in one VSCALEFPS: p (in [0.7, 1.5)) times 2^(k/2) is exact, so
+     * the C's two multiplies round once, where the whole product does */
+    return _mm512_mask_blend_ps(nan, _mm512_scalef_ps(p, kf), x);
+}
+
+CPU_AVX512_MATH static inline __m512 cpu_erff16(__m512 x)
+{
+    __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+    __m512 a = _mm512_abs_ps(x);
+    __m512 z = _mm512_mul_ps(x, x);
+    __m512 p = CPU_SET16(8.397949945e-05f);
+    p = _mm512_add_ps(_mm512_mul_ps(p, z), CPU_SET16(-8.149848147e-04f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, z), CPU_SET16(5.201720500e-03f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, z), CPU_SET16(-2.685970449e-02f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, z), CPU_SET16(1.128370167e-01f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, z), CPU_SET16(-3.761263419e-01f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, z), CPU_SET16(1.283791667e-01f));
+    __m512 small = _mm512_add_ps(x, _mm512_mul_ps(x, p));
+    __mmask16 is_small = _mm512_cmp_ps_mask(a, CPU_SET16(0.921875f), _CMP_LT_OQ);
+    __m512 r = small;
+    /* the tail's branch (an exponential and a division) only where a lane
+     * needs it: the selected lanes are the same either way */
+    if (is_small != 0xffff) {
+        __m512 t = _mm512_div_ps(CPU_SET16(1.0f), _mm512_add_ps(CPU_SET16(1.0f), _mm512_mul_ps(CPU_SET16(0.5f), a)));
+        __m512 q = CPU_SET16(1.198415930e-01f);
+        q = _mm512_add_ps(_mm512_mul_ps(q, t), CPU_SET16(-4.730046766e-01f));
+        q = _mm512_add_ps(_mm512_mul_ps(q, t), CPU_SET16(5.660646725e-01f));
+        q = _mm512_add_ps(_mm512_mul_ps(q, t), CPU_SET16(-1.059859575e-01f));
+        q = _mm512_add_ps(_mm512_mul_ps(q, t), CPU_SET16(3.489958066e-01f));
+        q = _mm512_add_ps(_mm512_mul_ps(q, t), CPU_SET16(2.593330577e-01f));
+        q = _mm512_add_ps(_mm512_mul_ps(q, t), CPU_SET16(2.849702568e-01f));
+        q = _mm512_add_ps(_mm512_mul_ps(q, t), CPU_SET16(-1.581554266e-04f));
+        __m512 big = _mm512_sub_ps(CPU_SET16(1.0f), _mm512_mul_ps(cpu_expf16(_mm512_xor_ps(z, CPU_SET16(-0.0f))), q));
+        big = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, CPU_SET16(3.92f), _CMP_GE_OQ), big, CPU_SET16(1.0f));
+        big = _mm512_mask_blend_ps(neg, big, _mm512_xor_ps(big, CPU_SET16(-0.0f)));
+        r = _mm512_mask_blend_ps(is_small, big, small);
+    }
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), r, x);
+}
 #endif
 
 #endif

@@ -56,32 +56,69 @@ __attribute__((target("avx2"))) static int exp_sum_avx2(float *x, float m, int T
     _mm256_storeu_ps(acc, a);
     return s;
 }
+
+/* The same 16 at a time with cpu_expf16, each vector's halves added to the
+ * 8 lanes in turn: the sums of exp_sum_avx2, in the same order. */
+__attribute__((target("avx512f,avx512dq"))) static int exp_sum_avx512(float *x, float m, int T, float acc[8])
+{
+    __m512 M = _mm512_set1_ps(m);
+    __m256 a = _mm256_setzero_ps();
+    int s = 0;
+    for (; s + 16 <= T; s += 16) {
+        __m512 e = cpu_expf16(_mm512_sub_ps(_mm512_loadu_ps(x + s), M));
+        _mm512_storeu_ps(x + s, e);
+        a = _mm256_add_ps(a, _mm512_castps512_ps256(e));
+        a = _mm256_add_ps(a, _mm512_extractf32x8_ps(e, 1));
+    }
+    _mm256_storeu_ps(acc, a);
+    return s;
+}
+
+/* max over x[0 .. T), 16 lanes (a maximum is exact in any order; a NaN is
+ * passed over, as the C's compare does) */
+__attribute__((target("avx512f"))) static float row_max_avx512(const float *x, int T)
+{
+    __m512 m = _mm512_set1_ps(-INFINITY);
+    for (int s = 0; s < T; s += 16) {
+        __mmask16 k = T - s >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (T - s)) - 1u);
+        m = _mm512_mask_max_ps(m, k, _mm512_maskz_loadu_ps(k, x + s), m);
+    }
+    return _mm512_reduce_max_ps(m);
+}
 #endif
 
 /* Adds the mask, then softmax in place as torch's vectorized kernel: max,
  * exp(x - max), a sum in 8 lanes combined pairwise; returns 1/sum, by which
  * cpu_probs_store multiplies. */
-CPU_INLINE float softmax_row_exp_code(float *x, const int32_t *mask, int T, int avx2)
+CPU_INLINE float softmax_row_exp_code(float *x, const int32_t *mask, int T, int level)
 {
     if (mask) {
 #pragma omp simd
         for (int s = 0; s < T; s++) x[s] = x[s] + (mask[s] == 0 ? -FLT_MAX : 0.0f);
     }
-    float mx[8];
-    for (int l = 0; l < 8; l++) mx[l] = -INFINITY;
+    float m;
     int s = 0;
-    for (; s + 8 <= T; s += 8)
-        for (int l = 0; l < 8; l++) mx[l] = x[s + l] > mx[l] ? x[s + l] : mx[l];
-    for (int l = 0; s + l < T; l++) mx[l] = x[s + l] > mx[l] ? x[s + l] : mx[l];
-    float m = mx[0];
-    for (int l = 1; l < 8; l++) m = mx[l] > m ? mx[l] : m;
+#ifdef CPU_HAVE_AVX2_MATH
+    if (level >= CPU_ISA_AVX512) m = row_max_avx512(x, T);
+    else
+#endif
+    {
+        float mx[8];
+        for (int l = 0; l < 8; l++) mx[l] = -INFINITY;
+        for (; s + 8 <= T; s += 8)
+            for (int l = 0; l < 8; l++) mx[l] = x[s + l] > mx[l] ? x[s + l] : mx[l];
+        for (int l = 0; s + l < T; l++) mx[l] = x[s + l] > mx[l] ? x[s + l] : mx[l];
+        m = mx[0];
+        for (int l = 1; l < 8; l++) m = mx[l] > m ? mx[l] : m;
+    }
 
     float acc[8] = {0};
     s = 0;
 #ifdef CPU_HAVE_AVX2_MATH
-    if (avx2) s = exp_sum_avx2(x, m, T, acc);
+    if (level >= CPU_ISA_AVX512) s = exp_sum_avx512(x, m, T, acc);
+    else if (level >= CPU_ISA_AVX2) s = exp_sum_avx2(x, m, T, acc);
 #else
-    (void)avx2;
+    (void)level;
 #endif
     /* the rest (all without AVX2): exp, then the sum */
     int s0 = s;
@@ -96,17 +133,17 @@ CPU_INLINE float softmax_row_exp_code(float *x, const int32_t *mask, int T, int 
 /* The avx2 variant computes the exponentials with exp_sum_avx2. */
 CPU_TARGET_AVX2 static float softmax_row_exp_avx2(float *x, const int32_t *mask, int T)
 {
-    return softmax_row_exp_code(x, mask, T, 1);
+    return softmax_row_exp_code(x, mask, T, CPU_ISA_AVX2);
 }
 static float softmax_row_exp_sse(float *x, const int32_t *mask, int T)
 {
-    return softmax_row_exp_code(x, mask, T, 0);
+    return softmax_row_exp_code(x, mask, T, CPU_ISA_SSE);
 }
-/* The avx512 variant: the C exponentials vectorised 16 wide, the sum in
- * the same 8 lanes. */
+/* The avx512 variant: the maximum in 16 lanes and the exponentials with
+ * exp_sum_avx512, the sum in the same 8 lanes. */
 CPU_TARGET_AVX512 static float softmax_row_exp_avx512(float *x, const int32_t *mask, int T)
 {
-    return softmax_row_exp_code(x, mask, T, 0);
+    return softmax_row_exp_code(x, mask, T, CPU_ISA_AVX512);
 }
 static float softmax_row_exp(float *x, const int32_t *mask, int T)
 {

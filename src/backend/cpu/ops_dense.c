@@ -377,11 +377,20 @@ __attribute__((target("avx2"))) static size_t gelu_backward_avx2(float *dinp, co
 }
 #endif
 
-/* The avx512 variant: the C loop of cpu_erff vectorised 16 wide (the
- * answers' GELU over N x intermediate was 12 % of an int8 predict at 8). */
+/* The avx512 variant: cpu_erff16 on whole vectors of 16 (the answers'
+ * GELU over N x intermediate was 11 % of an int8 predict with GCC's
+ * vectorisation of the C), the C for the rest. */
 CPU_TARGET_AVX512 static void gelu_chunk_avx512(float *out, const float *inp, size_t n)
 {
-    gelu_chunk_code(out, inp, n);
+    size_t i = 0;
+#ifdef CPU_HAVE_AVX2_MATH
+    for (; i + 16 <= n; i += 16) {
+        __m512 x = _mm512_loadu_ps(inp + i);
+        __m512 e = cpu_erff16(_mm512_mul_ps(x, CPU_SET16(GELU_ALPHA)));
+        _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_mul_ps(x, CPU_SET16(0.5f)), _mm512_add_ps(CPU_SET16(1.0f), e)));
+    }
+#endif
+    gelu_chunk_code(out + i, inp + i, n - i);
 }
 CPU_TARGET_AVX512 static void gelu_backward_chunk_avx512(float *dinp, const float *inp, const float *dout, size_t n)
 {
