@@ -57,9 +57,11 @@ __attribute__((target("avx2"))) static int exp_sum_avx2(float *x, float m, int T
     return s;
 }
 
-/* The same 16 at a time with cpu_expf16, each vector's halves added to the
- * 8 lanes in turn: the sums of exp_sum_avx2, in the same order. */
-__attribute__((target("avx512f,avx512dq"))) static int exp_sum_avx512(float *x, float m, int T, float acc[8])
+/* The whole row 16 at a time with cpu_expf16 (the last vector masked),
+ * each vector's halves added to the 8 lanes in turn, a part of one only in
+ * the lanes it has: the sums of exp_sum_avx2 and the C tail, in the same
+ * order. Returns T. */
+__attribute__((target("avx512f,avx512dq,avx512vl"))) static int exp_sum_avx512(float *x, float m, int T, float acc[8])
 {
     __m512 M = _mm512_set1_ps(m);
     __m256 a = _mm256_setzero_ps();
@@ -70,8 +72,15 @@ __attribute__((target("avx512f,avx512dq"))) static int exp_sum_avx512(float *x, 
         a = _mm256_add_ps(a, _mm512_castps512_ps256(e));
         a = _mm256_add_ps(a, _mm512_extractf32x8_ps(e, 1));
     }
+    if (s < T) {
+        __mmask16 k = (__mmask16)((1u << (T - s)) - 1u);
+        __m512 e = cpu_expf16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + s), M));
+        _mm512_mask_storeu_ps(x + s, k, e);
+        a = _mm256_mask_add_ps(a, (__mmask8)k, a, _mm512_castps512_ps256(e));
+        a = _mm256_mask_add_ps(a, (__mmask8)(k >> 8), a, _mm512_extractf32x8_ps(e, 1));
+    }
     _mm256_storeu_ps(acc, a);
-    return s;
+    return T;
 }
 
 /* max over x[0 .. T), 16 lanes (a maximum is exact in any order; a NaN is
