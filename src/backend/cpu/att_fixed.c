@@ -24,25 +24,53 @@ int att_fixed_ok(int HS)
 #ifdef ATT_HAVE_AVX512
 #define ATT_INLINE ATT_TARGET static inline __attribute__((always_inline))
 
-/* kt[d][j] = k[j][d], rows of len16 (len rounded up to 16, zero past len). */
+/* r[0..15] (16 rows of 16) transposed in registers: unpacks of pairs and
+ * quads, then two rounds of 128-bit lane shuffles. */
+ATT_TARGET static inline __attribute__((always_inline)) void transpose16(__m512 r[16])
+{
+    __m512 t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    /* r[4i + k], 128-bit lane L: column 4L + k of rows 4i .. 4i+3 */
+    for (int i = 0; i < 4; i++) {
+        __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+        __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+        r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+        r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+        r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+        r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+    }
+    for (int k = 0; k < 4; k++) {
+        t[k] = _mm512_shuffle_f32x4(r[k], r[4 + k], 0x88);
+        t[4 + k] = _mm512_shuffle_f32x4(r[k], r[4 + k], 0xdd);
+        t[8 + k] = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0x88);
+        t[12 + k] = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0xdd);
+    }
+    for (int k = 0; k < 4; k++) {
+        r[k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0x88);
+        r[8 + k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0xdd);
+        r[4 + k] = _mm512_shuffle_f32x4(t[4 + k], t[12 + k], 0x88);
+        r[12 + k] = _mm512_shuffle_f32x4(t[4 + k], t[12 + k], 0xdd);
+    }
+}
+
+/* kt[d][j] = k[j][d], rows of len16 (len rounded up to 16, zero past len):
+ * 16 keys by 16 dimensions at a time, transposed in registers. */
 ATT_TARGET static void transpose_k(float *kt, const float *k, int ldk, int len, int HS)
 {
     int len16 = (len + 15) & ~15;
-    /* 16 keys at a time: their 16 x HS block read once (in L1), written
-     * as HS rows of 16 (one store each) */
-    float blk[16][16];
     for (int j = 0; j < len16; j += 16) {
         int nk = len - j < 16 ? len - j : 16;
         for (int d0 = 0; d0 < HS; d0 += 16) {
-            for (int t = 0; t < 16; t++) {
-                __m512 row = t < nk ? _mm512_loadu_ps(k + (size_t)(j + t) * ldk + d0) : _mm512_setzero_ps();
-                _mm512_storeu_ps(blk[t], row);
-            }
-            for (int d = 0; d < 16; d++) {
-                float col[16];
-                for (int t = 0; t < 16; t++) col[t] = blk[t][d];
-                _mm512_store_ps(kt + (size_t)(d0 + d) * len16 + j, _mm512_loadu_ps(col));
-            }
+            __m512 r[16];
+#pragma GCC unroll 16
+            for (int t = 0; t < 16; t++)
+                r[t] = t < nk ? _mm512_loadu_ps(k + (size_t)(j + t) * ldk + d0) : _mm512_setzero_ps();
+            transpose16(r);
+#pragma GCC unroll 16
+            for (int d = 0; d < 16; d++) _mm512_store_ps(kt + (size_t)(d0 + d) * len16 + j, r[d]);
         }
     }
 }
@@ -96,7 +124,14 @@ ATT_TARGET void att_fixed_scores(float *S, int lds, const float *q, int ldq, con
         __mmask16 m0 = keys_mask(len - j), m1 = keys_mask(len - j - 16);
         int i0 = 0;
         for (; i0 + 6 <= rows; i0 += 6) scores_block(S, lds, q, ldq, kt, len16, HS, i0, 6, j, m0, m1, alpha);
-        for (; i0 < rows; i0++) scores_block(S, lds, q, ldq, kt, len16, HS, i0, 1, j, m0, m1, alpha);
+        /* the last 1-5 rows as one block (nr a constant in each case) */
+        switch (rows - i0) {
+#define ATT_SCORES_REST(n) \
+    case n: scores_block(S, lds, q, ldq, kt, len16, HS, i0, n, j, m0, m1, alpha); break;
+            ATT_SCORES_REST(1) ATT_SCORES_REST(2) ATT_SCORES_REST(3) ATT_SCORES_REST(4) ATT_SCORES_REST(5)
+#undef ATT_SCORES_REST
+        default: break;
+        }
     }
 }
 
@@ -120,7 +155,13 @@ ATT_TARGET void att_fixed_pv(float *o, int ldo, const float *p, int ldp, const f
     for (int c = 0; c < HS; c += 32) {
         int two = HS - c >= 32, i0 = 0;
         for (; i0 + 6 <= rows; i0 += 6) pv_block(o, ldo, p, ldp, v, ldv, len, c, two, i0, 6);
-        for (; i0 < rows; i0++) pv_block(o, ldo, p, ldp, v, ldv, len, c, two, i0, 1);
+        switch (rows - i0) {
+#define ATT_PV_REST(n) \
+    case n: pv_block(o, ldo, p, ldp, v, ldv, len, c, two, i0, n); break;
+            ATT_PV_REST(1) ATT_PV_REST(2) ATT_PV_REST(3) ATT_PV_REST(4) ATT_PV_REST(5)
+#undef ATT_PV_REST
+        default: break;
+        }
     }
 }
 #else
