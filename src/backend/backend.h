@@ -108,6 +108,12 @@ typedef struct {
                            int OC);
     void (*matmul_backward)(void *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                             const float *w, int N, int C, int OC);
+    /* out[i] = matmul_forward(inp, w[i], b[i]) for i < n (n <= 4; b NULL:
+     * no biases), the same results; a backend may share work between them
+     * (the CPU's bf16 and int8 answers prepare inp once). Optional: NULL,
+     * and the caller makes n calls of matmul_forward. */
+    void (*matmul_forward_n)(void *ctx, int n, float *const *out, const float *inp, const float *const *w,
+                             const float *const *b, int N, int C, int OC);
 
     /* out = 0.5 x (1 + erf(x / sqrt 2)), elementwise over n */
     void (*gelu_forward)(void *ctx, float *out, const float *inp, size_t n);

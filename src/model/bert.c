@@ -656,9 +656,15 @@ static void layer_forward(bert_model *m, int l)
     float *xout = m->a.x + (size_t)(l - m->lo + 1) * m->st.nc;
     layer_acts t = layer_at(m, l);
 
-    o->matmul_forward(c, t.q, xin, w->q_w, w->q_b, N, C, C);
-    o->matmul_forward(c, t.k, xin, w->k_w, w->k_b, N, C, C);
-    o->matmul_forward(c, t.v, xin, w->v_w, w->v_b, N, C, C);
+    if (o->matmul_forward_n) {
+        float *const qkv[3] = {t.q, t.k, t.v};
+        const float *const qkv_w[3] = {w->q_w, w->k_w, w->v_w}, *const qkv_b[3] = {w->q_b, w->k_b, w->v_b};
+        o->matmul_forward_n(c, 3, qkv, xin, qkv_w, qkv_b, N, C, C);
+    } else {
+        o->matmul_forward(c, t.q, xin, w->q_w, w->q_b, N, C, C);
+        o->matmul_forward(c, t.k, xin, w->k_w, w->k_b, N, C, C);
+        o->matmul_forward(c, t.v, xin, w->v_w, w->v_b, N, C, C);
+    }
     /* a forward-only model saves no probabilities where the backend can skip them */
     float *probs = m->forward_only && o->probs_optional ? NULL : t.probs;
     o->attention_forward(c, t.ctx, probs, t.q, t.k, t.v, &m->win, NH, HS, m->p_attn,

@@ -147,6 +147,46 @@ void lc_check_invariance(gemm_lowp_kind L)
     free(y2);
 }
 
+void lc_check_n(gemm_lowp_kind L)
+{
+    enum { NW = 3 };
+    int shapes[][3] = {{1, 384, 384}, {37, 384, 384}, {200, 96, 70}, {13, 1536, 32}};
+    int bad = 0, cases = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int N = shapes[si][0], C = shapes[si][1], OC = shapes[si][2];
+        float *in = lc_alloc(sizeof(float) * (size_t)N * C), *W = lc_alloc(sizeof(float) * (size_t)OC * C);
+        float *b = lc_alloc(sizeof(float) * (size_t)OC);
+        float *y1[NW], *yn[NW];
+        gemm_lowp_layer *w[NW];
+        for (size_t j = 0; j < (size_t)N * C; j++) in[j] = (float)lc_gauss();
+        for (int i = 0; i < NW; i++) {
+            for (size_t j = 0; j < (size_t)OC * C; j++) W[j] = (float)(0.03 * lc_gauss());
+            for (int o = 0; o < OC; o++) b[o] = (float)(0.02 * lc_gauss());
+            w[i] = gemm_lowp_prepare(L, W, C, i == 1 ? NULL : b, OC, C);
+            y1[i] = lc_alloc(sizeof(float) * (size_t)N * OC);
+            yn[i] = lc_alloc(sizeof(float) * (size_t)N * OC);
+        }
+        for (int threads = 1; threads <= 2; threads++) {
+            for (int i = 0; i < NW; i++) gemm_lowp(w[i], N, in, C, y1[i], OC, threads);
+            gemm_lowp_n((const gemm_lowp_layer *const *)w, NW, N, in, C, yn, OC, threads);
+            for (int i = 0; i < NW; i++) bad += memcmp(y1[i], yn[i], sizeof(float) * (size_t)N * OC) != 0;
+            cases += NW;
+        }
+        for (int i = 0; i < NW; i++) {
+            gemm_lowp_free(w[i]);
+            free(y1[i]);
+            free(yn[i]);
+        }
+        free(in);
+        free(W);
+        free(b);
+    }
+    CHECK(bad == 0, "%s: gemm_lowp_n differs from gemm_lowp in %d of %d outputs", gemm_lowp_name(L), bad, cases);
+    printf("%s gemm_lowp_n (3 layers on one input, 4 shapes, 1 and 2 threads): %d of %d outputs the bits of "
+           "gemm_lowp\n",
+           gemm_lowp_name(L), cases - bad, cases);
+}
+
 /* One data set: the relative error of the layer against the exact product. */
 static double bert_case(gemm_lowp_kind L, const char *what, const float *in, int N, int C, int OC)
 {
@@ -243,6 +283,7 @@ int lc_finish(gemm_lowp_kind L, double bound)
 {
     lc_check_bits(L);
     lc_check_invariance(L);
+    lc_check_n(L);
     double e = lc_bert_error(L);
     CHECK(e < bound, "%s relative error %.3e against fp32 (bound %.0e)", gemm_lowp_name(L), e, bound);
     return tu_done();

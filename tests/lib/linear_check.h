@@ -35,6 +35,9 @@ void lc_check_bits(gemm_lowp_kind L);
  * another position, at 1 and 2 threads, on the scalar kernel and from inside
  * an OpenMP region (nthreads 1): the same bits as in the whole batch. */
 void lc_check_invariance(gemm_lowp_kind L);
+/* gemm_lowp_n (three layers on one input, biased and not) against three
+ * calls of gemm_lowp, bit for bit, at 1 and 2 threads. */
+void lc_check_n(gemm_lowp_kind L);
 /* Prints the kind's kernel, what cpu_isa.h says of it and whether it runs
  * fast here (cpu_kernel_fast, which must agree with the kernel running:
  * fast_name); under BERTC_CPU_ISA=sse the scalar kernel must run. Returns
@@ -48,8 +51,8 @@ int lc_header(gemm_lowp_kind L, cpu_kernel_family f, const char *fast_name);
  * Prints both and returns the larger. */
 double lc_bert_error(gemm_lowp_kind L);
 
-/* The checks every kind shares: lc_check_bits, lc_check_invariance and
- * lc_bert_error held under bound; returns tu_done()'s exit code. */
+/* The checks every kind shares: lc_check_bits, lc_check_invariance,
+ * lc_check_n and lc_bert_error held under bound; returns tu_done()'s exit code. */
 int lc_finish(gemm_lowp_kind L, double bound);
 
 #endif

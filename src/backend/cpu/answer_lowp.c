@@ -118,6 +118,17 @@ static const gemm_lowp_layer *layer_for(cpu_ctx *ctx, const float *w, const floa
     return l;
 }
 
+int cpu_lowp_matmul_n(cpu_ctx *ctx, int n, float *const *out, const float *inp, const float *const *w,
+                      const float *const *b, int N, int C, int OC)
+{
+    if (!ctx->lowp || OC < CPU_LOWP_MIN_OC || C <= 0 || N <= 0 || n <= 0 || n > GEMM_LOWP_MAX_N) return 0;
+    const gemm_lowp_layer *l[GEMM_LOWP_MAX_N];
+    for (int i = 0; i < n; i++)
+        if (!(l[i] = layer_for(ctx, w[i], b ? b[i] : NULL, OC, C))) return 1;
+    gemm_lowp_n(l, n, N, inp, C, out, OC, ctx->nthreads);
+    return 1;
+}
+
 int cpu_lowp_matmul(cpu_ctx *ctx, float *out, const float *inp, const float *w, const float *b, int N, int C, int OC)
 {
     if (!ctx->lowp || OC < CPU_LOWP_MIN_OC || C <= 0 || N <= 0) return 0;

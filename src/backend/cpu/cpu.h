@@ -102,6 +102,10 @@ typedef struct {
 /* 1 when ctx answers in bf16 or int8 and computed out = inp w^T + b so (the
  * weights prepared on first use), 0 when the caller computes it in fp32. */
 int cpu_lowp_matmul(cpu_ctx *ctx, float *out, const float *inp, const float *w, const float *b, int N, int C, int OC);
+/* The same for n (<= GEMM_LOWP_MAX_N) layers on one input (b NULL, or n
+ * biases each possibly NULL): the input's rows prepared once. */
+int cpu_lowp_matmul_n(cpu_ctx *ctx, int n, float *const *out, const float *inp, const float *const *w,
+                      const float *const *b, int N, int C, int OC);
 /* Drops the prepared weights that overlap [p, p + bytes) (the backend
  * writes there), or lie in the block p (its whole allocation), or all. */
 void cpu_lowp_forget(cpu_ctx *ctx, const void *p, size_t bytes);
@@ -159,6 +163,8 @@ void cpu_layernorm_forward(void *ctx, float *out, float *mean, float *rstd, cons
                            const float *b, int N, int C, float eps);
 void cpu_layernorm_backward(void *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                             const float *w, const float *mean, const float *rstd, int N, int C);
+void cpu_matmul_forward_n(void *ctx, int n, float *const *out, const float *inp, const float *const *w,
+                          const float *const *b, int N, int C, int OC);
 void cpu_matmul_forward(void *ctx, float *out, const float *inp, const float *w, const float *b, int N, int C,
                         int OC);
 void cpu_matmul_backward(void *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,

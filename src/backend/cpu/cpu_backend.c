@@ -184,6 +184,7 @@ static const backend_i cpu_backend_i = {
     .layernorm_backward = cpu_layernorm_backward,
     .matmul_forward = cpu_matmul_forward,
     .matmul_backward = cpu_matmul_backward,
+    .matmul_forward_n = cpu_matmul_forward_n,
     .gelu_forward = cpu_gelu_forward,
     .gelu_backward = cpu_gelu_backward,
     .attention_forward = cpu_attention_forward,

@@ -59,13 +59,14 @@ size_t dot_weights_bytes(const struct dot_weights *w)
 struct dot_run {
     const struct dot_kind *k;
     const struct dot_kern *kr;
-    const struct dot_weights *w;
+    const struct dot_weights *w; /* the first product's (K, kg and the columns are all products') */
+    const struct dot_weights *const *ws;
+    float *const *outs;
     int N, nap; /* rows, row panels */
-    int rb, cb; /* tasks: row blocks (ROWP panels) x column blocks */
+    int rb, cb; /* tasks per product: row blocks (ROWP panels) x column blocks */
     int cpt;    /* column panels per column block */
     const float *in;
     long ldin, ldout;
-    float *out;
     uint32_t *ap; /* the packed rows: nap panels of kg * MR words */
     float *rs;    /* their scales, nap * MR (NULL: none) */
 };
@@ -86,11 +87,15 @@ static void pack_panel(const struct dot_run *r, int ip)
     }
 }
 
-/* Task t: row panels of block t / cb by column panels of block t % cb.
- * Tiles that stick out of the output go through scratch (MR x NR floats). */
+/* Task t of product t / (rb cb): row panels of block t' / cb by column
+ * panels of block t' % cb (t' = t mod rb cb). Tiles that stick out of the
+ * output go through scratch (MR x NR floats). */
 static void run_task(const struct dot_run *r, int t, float *scratch)
 {
-    const struct dot_weights *w = r->w;
+    int per = r->rb * r->cb;
+    const struct dot_weights *w = r->ws[t / per];
+    float *out = r->outs[t / per];
+    t %= per;
     int ip0 = t / r->cb * ROWP, ip1 = ip0 + ROWP < r->nap ? ip0 + ROWP : r->nap;
     int jp0 = t % r->cb * r->cpt, jp1 = jp0 + r->cpt < w->npan ? jp0 + r->cpt : w->npan;
     for (int jp = jp0; jp < jp1; jp++) {
@@ -100,7 +105,7 @@ static void run_task(const struct dot_run *r, int t, float *scratch)
         for (int ip = ip0; ip < ip1; ip++) {
             const uint32_t *apan = r->ap + (size_t)ip * w->kg * DOT_MR;
             int r0 = ip * DOT_MR, rows = r->N - r0 < DOT_MR ? r->N - r0 : DOT_MR;
-            float *o = r->out + (size_t)r0 * r->ldout + c0;
+            float *o = out + (size_t)r0 * r->ldout + c0;
             e.rs = r->rs ? r->rs + r0 : NULL;
             if (rows == DOT_MR && cols == DOT_NR) {
                 r->kr->tile(w->kg, apan, bp, o, r->ldout, &e);
@@ -125,18 +130,18 @@ static void plan(struct dot_run *r, int nthr)
     r->cb = (r->w->npan + r->cpt - 1) / r->cpt;
 }
 
-int dot_gemm(const struct dot_kind *k, const struct dot_kern *kr, const struct dot_weights *w, int N, const float *in,
-             long ldin, float *out, long ldout, int nthreads)
+int dot_gemm_n(const struct dot_kind *k, const struct dot_kern *kr, const struct dot_weights *const *w, int nw, int N,
+               const float *in, long ldin, float *const *out, long ldout, int nthreads)
 {
-    if (N <= 0 || w->oc <= 0) return 0;
+    if (N <= 0 || nw <= 0 || w[0]->oc <= 0) return 0;
     int with_rs = k->with_scales;
-    struct dot_run r = {k, kr, w, N, 0, 0, 0, 0, in, ldin, ldout, out, NULL, NULL};
+    struct dot_run r = {k, kr, w[0], w, out, N, 0, 0, 0, 0, in, ldin, ldout, NULL, NULL};
     /* Below this many multiply-adds a parallel region costs more than it saves. */
-    int nthr = nthreads > 1 && (double)N * w->oc * w->k >= 1 << 18 ? nthreads : 1;
+    int nthr = nthreads > 1 && (double)N * w[0]->oc * w[0]->k * nw >= 1 << 18 ? nthreads : 1;
     plan(&r, nthr);
-    int ntask = r.rb * r.cb;
+    int ntask = r.rb * r.cb * nw;
     if (nthr > ntask) nthr = ntask;
-    size_t a_bytes = ((size_t)r.nap * w->kg * DOT_MR * sizeof(uint32_t) + 63) & ~(size_t)63;
+    size_t a_bytes = ((size_t)r.nap * w[0]->kg * DOT_MR * sizeof(uint32_t) + 63) & ~(size_t)63;
     size_t rs_bytes = with_rs ? ((size_t)r.nap * DOT_MR * sizeof(float) + 63) & ~(size_t)63 : 0;
     size_t sc_bytes = DOT_MR * DOT_NR * sizeof(float);
     char *mem = gemm_ws_get(a_bytes + rs_bytes + (size_t)nthr * sc_bytes);
@@ -158,4 +163,10 @@ int dot_gemm(const struct dot_kind *k, const struct dot_kern *kr, const struct d
         for (int t = 0; t < ntask; t++) run_task(&r, t, sc);
     }
     return 0;
+}
+
+int dot_gemm(const struct dot_kind *k, const struct dot_kern *kr, const struct dot_weights *w, int N, const float *in,
+             long ldin, float *out, long ldout, int nthreads)
+{
+    return dot_gemm_n(k, kr, &w, 1, N, in, ldin, &out, ldout, nthreads);
 }

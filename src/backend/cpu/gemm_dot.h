@@ -107,6 +107,11 @@ struct dot_kind;
  * computes its reference loop, the same bits). */
 int dot_gemm(const struct dot_kind *k, const struct dot_kern *kr, const struct dot_weights *w, int N, const float *in,
              long ldin, float *out, long ldout, int nthreads);
+/* nw products of the same input, w[i] into out[i] (all with the same K and
+ * OC): the rows packed once, the tiles of all products shared among the
+ * threads; each output's bits those of dot_gemm. */
+int dot_gemm_n(const struct dot_kind *k, const struct dot_kern *kr, const struct dot_weights *const *w, int nw, int N,
+               const float *in, long ldin, float *const *out, long ldout, int nthreads);
 
 /* A product kind (gemm_lowp.h): its kernels and the hooks of gemm_lowp.c.
  * fast.tile is NULL where the fast kernel is not compiled (not x86-64). */

@@ -55,6 +55,18 @@ void gemm_lowp(const gemm_lowp_layer *w, int N, const float *in, long ldin, floa
         k->ref(&w->d, N, in, ldin, out, ldout);
 }
 
+void gemm_lowp_n(const gemm_lowp_layer *const *w, int nw, int N, const float *in, long ldin, float *const *out,
+                 long ldout, int nthreads)
+{
+    if (nw <= GEMM_LOWP_MAX_N) {
+        const struct dot_weights *d[GEMM_LOWP_MAX_N];
+        for (int i = 0; i < nw; i++) d[i] = &w[i]->d;
+        const struct dot_kind *k = kinds[w[0]->kind];
+        if (dot_gemm_n(k, kern_of((gemm_lowp_kind)w[0]->kind), d, nw, N, in, ldin, out, ldout, nthreads) == 0) return;
+    }
+    for (int i = 0; i < nw; i++) gemm_lowp(w[i], N, in, ldin, out[i], ldout, nthreads);
+}
+
 void gemm_lowp_ref(const gemm_lowp_layer *w, int N, const float *in, long ldin, float *out, long ldout)
 {
     kinds[w->kind]->ref(&w->d, N, in, ldin, out, ldout);

@@ -35,6 +35,12 @@ size_t gemm_lowp_bytes(const gemm_lowp_layer *w);
 /* out (N rows of OC, row stride ldout) = the layer applied to in (N rows of
  * C, row stride ldin). */
 void gemm_lowp(const gemm_lowp_layer *w, int N, const float *in, long ldin, float *out, long ldout, int nthreads);
+/* Up to GEMM_LOWP_MAX_N layers of one kind and the same shape on the same
+ * input (Q, K and V): out[i] = w[i] applied to in, the rows quantised or
+ * rounded once for all; each out[i] the bits gemm_lowp gives. */
+enum { GEMM_LOWP_MAX_N = 4 };
+void gemm_lowp_n(const gemm_lowp_layer *const *w, int nw, int N, const float *in, long ldin, float *const *out,
+                 long ldout, int nthreads);
 /* The same bits by plain loops: the definition, and the path when working
  * memory runs out. */
 void gemm_lowp_ref(const gemm_lowp_layer *w, int N, const float *in, long ldin, float *out, long ldout);

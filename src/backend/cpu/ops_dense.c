@@ -338,6 +338,15 @@ void cpu_matmul_forward(void *vctx, float *out, const float *inp, const float *w
     else cpu_gemm(ctx, 0, 1, N, OC, C, 1.0f, inp, C, w, C, b ? 1.0f : 0.0f, out, OC);
 }
 
+/* n products of one input (Q, K, V): in one pass where answers run in bf16
+ * or int8 (the input's rows quantised or rounded once), else one by one. */
+void cpu_matmul_forward_n(void *vctx, int n, float *const *out, const float *inp, const float *const *w,
+                          const float *const *b, int N, int C, int OC)
+{
+    if (N <= 0 || OC <= 0 || cpu_lowp_matmul_n(vctx, n, out, inp, w, b, N, C, OC)) return;
+    for (int i = 0; i < n; i++) cpu_matmul_forward(vctx, out[i], inp, w[i], b ? b[i] : NULL, N, C, OC);
+}
+
 void cpu_matmul_backward(void *vctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                          const float *w, int N, int C, int OC)
 {

@@ -233,6 +233,7 @@ static const backend_i cuda_backend_i = {
     .layernorm_backward = cuda_layernorm_backward,
     .matmul_forward = cuda_matmul_forward,
     .matmul_backward = cuda_matmul_backward,
+    .matmul_forward_n = NULL,
     .gelu_forward = cuda_gelu_forward,
     .gelu_backward = cuda_gelu_backward,
     .attention_forward = cuda_attention_forward,
