@@ -61,7 +61,7 @@ static int open_questions(const infer_params *p, infer_state *s)
     if (!s->have_model) return 0;
     int n = s->fp->n;
     s->m->packing = p->packing;
-    s->m->max_tokens = p->max_tokens;
+    s->m->max_tokens = p->max_tokens ? p->max_tokens : QA_MAX_TOKENS_AUTO;
     return qa_model_start(s->m, p->bo, n < p->batch ? (n > 0 ? n : 1) : p->batch, s->fp->T);
 }
 

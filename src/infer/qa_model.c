@@ -82,8 +82,8 @@ int qa_model_start(qa_model *m, const backend_opts *bo, int max_B, int T)
                        m->cfg.max_position_embeddings);
     int rc = m->have_backend ? 0 : qa_model_select(m, bo);
     if (rc) return rc;
-    if (m->packing == PACKING_VARLEN && !m->max_tokens && !m->training && !m->info.is_cuda)
-        m->max_tokens = qa_model_cpu_tokens(&m->cfg, max_B, T);
+    if (m->max_tokens == QA_MAX_TOKENS_AUTO)
+        m->max_tokens = m->packing == PACKING_VARLEN && !m->info.is_cuda ? qa_model_cpu_tokens(&m->cfg, max_B, T) : 0;
     bert_model_opts mo = {.cfg = &m->cfg, .be = &m->be, .max_B = max_B, .T = T,
                           .max_tokens = m->packing == PACKING_VARLEN ? m->max_tokens : 0, .recompute = m->recompute,
                           .forward_only = !m->training};

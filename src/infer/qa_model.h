@@ -54,13 +54,17 @@ typedef struct {
                                  * the trainer sets --recompute's before qa_model_start */
     /* Set before qa_model_start. PACKING_VARLEN (--packing varlen): the
      * model takes packed micro-batches of at most max_tokens real tokens (0:
-     * max_B * T), and qa_model_logits runs the windows grouped by length,
-     * real tokens only (padding positions' logits are -inf). */
+     * max_B * T; QA_MAX_TOKENS_AUTO: qa_model_start picks, for a caller that
+     * cuts its pieces by bert_model_max_tokens as qa_model_logits does), and
+     * qa_model_logits runs the windows grouped by length, real tokens only
+     * (padding positions' logits are -inf). */
     packing_kind packing;
     int64_t max_tokens;
 } qa_model;
 
-/* Packed answers on the CPU with no --max-tokens: real tokens per forward
+#define QA_MAX_TOKENS_AUTO ((int64_t)-1)
+/* Packed answers on the CPU with no --max-tokens (QA_MAX_TOKENS_AUTO; serve,
+ * which fills a forward with up to max_B whole windows, keeps 0): real tokens per forward
  * pass such that the FFN's activations of one pass (tokens x
  * intermediate_size floats) take about QA_CPU_FFN_BYTES, at least one window
  * of T, at most max_B x T. The activations then stay in the caches from one

@@ -388,9 +388,48 @@ static void check_timeout_stop(qa_model *m, char *b0)
     serve_stop(s, 10);
 }
 
+/* The token budget of a packed model: serve's (max_tokens 0) holds max_B
+ * whole windows, which its batcher fills (a budget below that failed its
+ * forwards); QA_MAX_TOKENS_AUTO (predict) takes the CPU's budget. */
+static void check_token_budget(void)
+{
+    bert_config cfg = {0};
+    cfg.intermediate_size = 1536;
+    int64_t t1 = qa_model_cpu_tokens(&cfg, 32, 384);
+    cfg.intermediate_size = 3072;
+    int64_t t2 = qa_model_cpu_tokens(&cfg, 32, 384), t3 = qa_model_cpu_tokens(&cfg, 2, 384);
+    cfg.intermediate_size = 1 << 20;
+    int64_t t4 = qa_model_cpu_tokens(&cfg, 32, 384);
+    CHECK(t1 == 2048 && t2 == 1024 && t3 == 768 && t4 == 384, "cpu tokens %lld %lld %lld %lld", (long long)t1,
+          (long long)t2, (long long)t3, (long long)t4);
+    backend_opts bo = backend_opts_default();
+    bo.threads = 1;
+    bo.quiet = 1;
+    int64_t got[2] = {-2, -2}, want[2], kept = -2;
+    for (int i = 0; i < 2; i++) {
+        qa_model m;
+        int rc = qa_model_load(&m, MODEL, 42);
+        m.packing = PACKING_VARLEN;
+        m.max_tokens = i ? QA_MAX_TOKENS_AUTO : 0;
+        if (!rc) rc = qa_model_start(&m, &bo, 16, 64);
+        CHECK(rc == 0, "model: %s", err_msg());
+        if (!rc) got[i] = bert_model_max_tokens(m.model);
+        if (!i) kept = m.max_tokens;
+        want[i] = i ? qa_model_cpu_tokens(&m.cfg, 16, 64) : 16 * 64;
+        qa_model_free(&m);
+    }
+    CHECK(kept == 0, "max_tokens 0 became %lld: serve's model would not hold its batcher's windows", (long long)kept);
+    CHECK(got[0] == want[0] && got[1] == want[1], "packed capacity %lld (serve) and %lld (auto), want %lld and %lld",
+          (long long)got[0], (long long)got[1], (long long)want[0], (long long)want[1]);
+    printf("token budget: minilm-like 2048, base-like 1024 (768 at 2 windows), huge FFN one window; a packed model "
+           "with max_tokens 0 holds max_B x T = %lld, auto %lld\n",
+           (long long)got[0], (long long)got[1]);
+}
+
 int main(void)
 {
     log_quiet(1);
+    check_token_budget();
     make_pairs();
     make_reference();
 
