@@ -103,6 +103,58 @@ static void test_math(void)
           "cpu_erff at the ends: inf, nan, signed zero, tiny");
 }
 
+#ifdef CPU_HAVE_AVX2_MATH
+__attribute__((target("avx512f,avx512dq"))) static void exp_erf16(const float *x, float *e, float *r)
+{
+    __m512 v = _mm512_loadu_ps(x);
+    _mm512_storeu_ps(e, cpu_expf16(v));
+    _mm512_storeu_ps(r, cpu_erff16(v));
+}
+#endif
+
+/* cpu_expf16 and cpu_erff16 (softmax's and GELU's avx512 code) against
+ * cpu_expf and cpu_erff, bit for bit, on random bit patterns (every
+ * exponent, NaN and inf among them), the ranges' edges and runs of
+ * neighbours where the approximations switch (tools/check_vector_math.c
+ * checks all 2^32). */
+static void test_math16(void)
+{
+#ifdef CPU_HAVE_AVX2_MATH
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512dq")) {
+        printf("cpu_expf16/cpu_erff16: no AVX-512 here, not checked\n");
+        return;
+    }
+    enum { NV = 1 << 18 };
+    static float x[NV], e[NV], r[NV];
+    const float edge[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 0.921875f, -0.921875f, 3.92f, -3.92f,
+                          -104.0f, 89.0f, 88.8f, -87.4f, 1e-30f, -1e-38f, FLT_MAX, -FLT_MAX};
+    uint64_t s = 0x2545f4914f6cdd1dull;
+    for (int i = 0; i < NV; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t u = (uint32_t)(s >> 32);
+        if (i % 2) u = (u & 0x807FFFFFu) | ((uint32_t)(118 + (s >> 20) % 16) << 23); /* |x| in [2^-9, 2^7) */
+        memcpy(&x[i], &u, sizeof u);
+    }
+    for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++) x[i] = edge[i];
+    for (int i = 0; i < 4096; i++) { /* neighbours of the switch points, both signs */
+        float a = i < 2048 ? 0.921875f : 3.92f;
+        uint32_t u;
+        memcpy(&u, &a, sizeof u);
+        u += (uint32_t)(i % 1024) - 512u;
+        u |= (uint32_t)(i / 1024 % 2) << 31;
+        memcpy(&x[1024 + i], &u, sizeof u);
+    }
+    for (int i = 0; i < NV; i += 16) exp_erf16(x + i, e + i, r + i);
+    size_t bad = 0;
+    for (int i = 0; i < NV; i++) {
+        float we = cpu_expf(x[i]), wr = cpu_erff(x[i]);
+        bad += memcmp(&we, &e[i], sizeof we) != 0 || memcmp(&wr, &r[i], sizeof wr) != 0;
+    }
+    printf("cpu_expf16/cpu_erff16: %zu of %d values differ from cpu_expf/cpu_erff's bits\n", bad, NV);
+    CHECK(bad == 0, "cpu_expf16/cpu_erff16: %zu values differ from the scalar bits", bad);
+#endif
+}
+
 /* The backend's gelu (AVX2 vectors where the CPU has them) against the
  * scalar formula with cpu_erff and cpu_expf, bit for bit: random bit
  * patterns (every exponent, NaN and inf among them) and the edges of the
@@ -1010,6 +1062,7 @@ int main(void)
            openblas_get_parallel());
     test_memory();
     test_math();
+    test_math16();
     test_layernorm();
     test_matmul(1);
     test_matmul(0);
