@@ -115,64 +115,14 @@ CPU_INLINE void layernorm_row_code(float *out, float *mean, float *rstd, const f
 CPU_VARIANTS(CPU_K_LAYERNORM, layernorm_row, (float *out, float *mean, float *rstd, const float *x, const float *w,
              const float *b, int C, float eps), (out, mean, rstd, x, w, b, C, eps))
 
-/* Two rows (x and x + C) at once, each with the operations of
- * layernorm_row_code in the same order: the two rows' chains of additions
- * (one per lane, C / 4 long, bound by the adder's latency) run side by
- * side. */
-CPU_INLINE void layernorm_row2_code(float *out, float *mean, float *rstd, const float *x, const float *w,
-                                    const float *b, int C, float eps)
-{
-    const float *x1 = x + C;
-    double s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}}, v[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
-    int c4 = C & ~3;
-    for (int c = 0; c < c4; c += 4)
-        for (int l = 0; l < 4; l++) {
-            s[0][l] += x[c + l];
-            s[1][l] += x1[c + l];
-        }
-    for (int c = c4; c < C; c++) {
-        s[0][c - c4] += x[c];
-        s[1][c - c4] += x1[c];
-    }
-    double md[2];
-    for (int r = 0; r < 2; r++) md[r] = ((s[r][0] + s[r][2]) + (s[r][1] + s[r][3])) / C;
-    for (int c = 0; c < c4; c += 4)
-        for (int l = 0; l < 4; l++) {
-            double d0 = x[c + l] - md[0], d1 = x1[c + l] - md[1];
-            v[0][l] += d0 * d0;
-            v[1][l] += d1 * d1;
-        }
-    for (int c = c4; c < C; c++) {
-        double d0 = x[c] - md[0], d1 = x1[c] - md[1];
-        v[0][c - c4] += d0 * d0;
-        v[1][c - c4] += d1 * d1;
-    }
-    for (int r = 0; r < 2; r++) {
-        const float *xr = x + (size_t)r * C;
-        float *o = out + (size_t)r * C;
-        float m = (float)md[r];
-        float rs = 1.0f / sqrtf((float)(((v[r][0] + v[r][2]) + (v[r][1] + v[r][3])) / C) + eps);
-#pragma omp simd
-        for (int c = 0; c < C; c++) o[c] = fmaf((xr[c] - m) * rs, w[c], b[c]);
-        mean[r] = m;
-        rstd[r] = rs;
-    }
-}
-CPU_VARIANTS(CPU_K_LAYERNORM, layernorm_row2, (float *out, float *mean, float *rstd, const float *x, const float *w,
-             const float *b, int C, float eps), (out, mean, rstd, x, w, b, C, eps))
-
-// out is (N,C); mean, rstd (N); inp (N,C); w, b (C). Rows in pairs (the last alone when N is odd).
+// out is (N,C); mean, rstd (N); inp (N,C); w, b (C)
 void cpu_layernorm_forward(void *vctx, float *out, float *mean, float *rstd, const float *inp, const float *w,
                            const float *b, int N, int C, float eps)
 {
     cpu_ctx *ctx = vctx;
-    int pairs = (N + 1) / 2;
-#pragma omp parallel for num_threads(ctx->nthreads) if ((size_t)N * C >= CPU_PAR_MIN) schedule(dynamic, 32)
-    for (int p = 0; p < pairs; p++) {
-        int n = 2 * p;
-        if (n + 1 < N) layernorm_row2(out + (size_t)n * C, mean + n, rstd + n, inp + (size_t)n * C, w, b, C, eps);
-        else layernorm_row(out + (size_t)n * C, mean + n, rstd + n, inp + (size_t)n * C, w, b, C, eps);
-    }
+#pragma omp parallel for num_threads(ctx->nthreads) if ((size_t)N * C >= CPU_PAR_MIN) schedule(dynamic, 64)
+    for (int n = 0; n < N; n++)
+        layernorm_row(out + (size_t)n * C, mean + n, rstd + n, inp + (size_t)n * C, w, b, C, eps);
 }
 
 /* dinp = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout * w, with
