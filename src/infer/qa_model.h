@@ -64,13 +64,13 @@ typedef struct {
 
 #define QA_MAX_TOKENS_AUTO ((int64_t)-1)
 /* Packed answers on the CPU with no --max-tokens (QA_MAX_TOKENS_AUTO; serve,
- * which fills a forward with up to max_B whole windows, keeps 0): real tokens per forward
- * pass such that the FFN's activations of one pass (tokens x
- * intermediate_size floats) take about QA_CPU_FFN_BYTES, at least one window
- * of T, at most max_B x T. The activations then stay in the caches from one
- * op to the next: with all-MiniLM-L6-v2 (2,048 tokens) int8 and bf16 answers
- * took 7-9 % less time than at 32 windows of 384, fp32 the same
- * (bench/RESULTS.md, 2026-12-06). A GPU keeps max_B x T. */
+ * which fills a forward with up to max_B whole windows, keeps 0): real
+ * tokens per forward pass such that the FFN's activations of one pass
+ * (tokens x intermediate_size floats) take about QA_CPU_FFN_BYTES, at least
+ * one window of T, at most max_B x T. The activations then stay in the
+ * caches from one op to the next: with all-MiniLM-L6-v2 (2,048 tokens) int8
+ * and bf16 answers took 6-10 % less time than at 32 windows of 384, fp32 the
+ * same (bench/RESULTS.md, 2026-12-06). A GPU keeps max_B x T. */
 #define QA_CPU_FFN_BYTES ((int64_t)12 << 20)
 int64_t qa_model_cpu_tokens(const bert_config *cfg, int max_B, int T);
 

@@ -72,6 +72,21 @@ static void numgrad(double (*L)(void *), void *prob, double *x, size_t n, double
 
 /* ------------------------------------------- the vector exp and erf, in ulps */
 
+/* x[i]: random bit patterns (every exponent, NaN and inf among them), the
+ * odd ones with the exponent held to [e0, e0 + ne) (the ranges where the
+ * approximations work); with y, y[i] a number in [-2, 2) from the same
+ * draw. */
+static void bit_patterns(float *x, int n, uint64_t s, unsigned e0, unsigned ne, float *y)
+{
+    for (int i = 0; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t u = (uint32_t)(s >> 32);
+        if (i % 2) u = (u & 0x807FFFFFu) | ((uint32_t)(e0 + (s >> 20) % ne) << 23);
+        memcpy(&x[i], &u, sizeof u);
+        if (y) y[i] = (float)((s >> 11) % 1000) / 250.0f - 2.0f;
+    }
+}
+
 static double ulps(float got, double want)
 {
     float w = (float)want;
@@ -128,13 +143,7 @@ static void test_math16(void)
     static float x[NV], e[NV], r[NV];
     const float edge[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 0.921875f, -0.921875f, 3.92f, -3.92f,
                           -104.0f, 89.0f, 88.8f, -87.4f, 1e-30f, -1e-38f, FLT_MAX, -FLT_MAX};
-    uint64_t s = 0x2545f4914f6cdd1dull;
-    for (int i = 0; i < NV; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        uint32_t u = (uint32_t)(s >> 32);
-        if (i % 2) u = (u & 0x807FFFFFu) | ((uint32_t)(118 + (s >> 20) % 16) << 23); /* |x| in [2^-9, 2^7) */
-        memcpy(&x[i], &u, sizeof u);
-    }
+    bit_patterns(x, NV, 0x2545f4914f6cdd1dull, 118, 16, NULL); /* odd ones |x| in [2^-9, 2^7) */
     for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++) x[i] = edge[i];
     for (int i = 0; i < 4096; i++) { /* neighbours of the switch points, both signs */
         float a = i < 2048 ? 0.921875f : 3.92f;
@@ -165,15 +174,8 @@ static void test_gelu_exact(void)
     static float x[NE], out[NE], dinp[NE], dout[NE];
     const float edge[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 0.921875f / 0.70710678f, 3.92f / 0.70710678f,
                           -104.0f, 89.0f, 1e-30f, -1e-38f, 13.0f, -13.0f, 5.5f, -5.5f, FLT_MAX, -FLT_MAX};
-    uint64_t s = 0x9e3779b97f4a7c15ull;
-    for (int i = 0; i < NE; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        uint32_t u = (uint32_t)(s >> 32);
-        if (i % 2) u = (u & 0x807FFFFFu) | ((uint32_t)(120 + (s >> 20) % 14) << 23); /* |x| in [2^-7, 2^6) */
-        memcpy(&x[i], &u, sizeof u);
-        dout[i] = (float)((s >> 11) % 1000) / 250.0f - 2.0f;
-        dinp[i] = 0.25f;
-    }
+    bit_patterns(x, NE, 0x9e3779b97f4a7c15ull, 120, 14, dout); /* odd ones |x| in [2^-7, 2^6) */
+    for (int i = 0; i < NE; i++) dinp[i] = 0.25f;
     for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++) x[i] = edge[i];
     be.i->gelu_forward(be.ctx, out, x, NE);
     be.i->gelu_backward(be.ctx, dinp, x, dout, NE);

@@ -423,8 +423,8 @@ static void att_forward_block(cpu_ctx *ctx, const att_block *a, const att_io *io
         size_t o = (size_t)t * len;
         float inv = softmax_row_exp(S + o, a->mb, len);
         // P to probs, past the caches; P' = P * multipliers, or P, for the GEMM
-        cpu_probs_store(P ? P + o : NULL, S + o, inv, (size_t)len, bits ? a->buf + o : NULL, bits ? bits + (size_t)t * wpr : NULL,
-                        a->dscale);
+        cpu_probs_store(P ? P + o : NULL, S + o, inv, (size_t)len, bits ? a->buf + o : NULL,
+                        bits ? bits + (size_t)t * wpr : NULL, a->dscale);
     }
     cpu_probs_store_done();
     const float *Pd = bits ? a->buf : S;
