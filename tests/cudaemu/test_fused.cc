@@ -195,11 +195,16 @@ struct windows {
     const char *name;
 };
 
-static windows windows_make(int packed)
+/* small: 3 windows of T 8 (one block of the backward's row chunks); large:
+ * 24 windows of T 12 (N 288 padded: three chunks of CUDA_WS_COLSUM_ROWS). */
+static windows windows_make(int packed, int large)
 {
-    const int B = 3, T = 8, lens[3] = {5, 8, 2};
+    const int B = large ? 24 : 3, T = large ? 12 : 8;
+    int lens[24] = {5, 8, 2};
+    if (large)
+        for (int b = 0; b < B; b++) lens[b] = b == 5 ? T : 1 + (int)uniform(0, T - 0.01f);
     windows w{};
-    w.name = packed ? "packed" : "padded";
+    w.name = packed ? (large ? "packed B24" : "packed B3") : (large ? "padded B24" : "padded B3");
     if (!packed) {
         w.cpu = w.gpu = backend_windows_padded(B, T, NULL);
         return w;
@@ -210,8 +215,10 @@ static windows windows_make(int packed)
     w.cu_gpu = (int32_t *)g_gpu.i->alloc(g_gpu.ctx, (B + 1) * 4);
     g_cpu.i->upload(g_cpu.ctx, w.cu_cpu, w.cu.data(), (B + 1) * 4);
     g_gpu.i->upload(g_gpu.ctx, w.cu_gpu, w.cu.data(), (B + 1) * 4);
-    w.cpu = backend_windows_packed(w.cu_cpu, B, T, w.cu.back(), 8);
-    w.gpu = backend_windows_packed(w.cu_gpu, B, T, w.cu.back(), 8);
+    int max_len = 0;
+    for (int b = 0; b < B; b++) max_len = lens[b] > max_len ? lens[b] : max_len;
+    w.cpu = backend_windows_packed(w.cu_cpu, B, T, w.cu.back(), max_len);
+    w.gpu = backend_windows_packed(w.cu_gpu, B, T, w.cu.back(), max_len);
     return w;
 }
 
@@ -242,9 +249,9 @@ static int synced(const char *what)
 /* ------------------------------------------------------------------------
  * 1. Residual add + dropout + LayerNorm, forward and backward. */
 
-static void test_residual_ln(gemm_type t, int packed, float p, int C)
+static void test_residual_ln(gemm_type t, int packed, int large, float p, int C)
 {
-    windows win = windows_make(packed);
+    windows win = windows_make(packed, large);
     int N = win.cpu.N;
     size_t NC = (size_t)N * C;
     char tag[128];
@@ -423,9 +430,9 @@ static void test_mt_adamw(gemm_type copy, const mt_case &k)
 /* ------------------------------------------------------------------------
  * 2. Embeddings + LayerNorm + dropout, forward and backward. */
 
-static void test_embed_ln(gemm_type t, int packed, float p, int C)
+static void test_embed_ln(gemm_type t, int packed, int large, float p, int C)
 {
-    windows win = windows_make(packed);
+    windows win = windows_make(packed, large);
     int N = win.cpu.N, T = win.cpu.T;
     const int Vn = 50, P = 16, TV = 2;
     size_t NC = (size_t)N * C;
@@ -554,10 +561,14 @@ int main(void)
     }
     g_ctx = (cuda_ctx *)g_gpu.ctx;
     const gemm_type types[] = {GEMM_F32, GEMM_F16, GEMM_BF16};
+    /* C 64 and 260: 4-wide accesses, one and three column groups per lane
+     * (the last partial); 30 and 130: one element at a time. */
     for (gemm_type t : types)
-        for (int packed = 0; packed < 2; packed++)
+        for (int packed = 0; packed < 2; packed++) {
             for (float p : {0.0f, 0.1f})
-                for (int C : {64, 30}) test_residual_ln(t, packed, p, C);
+                for (int C : {64, 30}) test_residual_ln(t, packed, 0, p, C);
+            for (int C : {260, 130}) test_residual_ln(t, packed, 1, 0.1f, C);
+        }
     const mt_case cases[] = {
         {"no clip (max_norm 0)", 1.0f, 0.0, 0},
         {"unscale 1/1024, clip to 1", 1.0f / 1024, 1.0, 0},
@@ -568,9 +579,11 @@ int main(void)
     for (const mt_case &k : cases)
         for (gemm_type c : {GEMM_F16, GEMM_BF16}) test_mt_adamw(c, k);
     for (gemm_type t : types)
-        for (int packed = 0; packed < 2; packed++)
+        for (int packed = 0; packed < 2; packed++) {
             for (float p : {0.0f, 0.1f})
-                for (int C : {64, 30}) test_embed_ln(t, packed, p, C);
+                for (int C : {64, 30}) test_embed_ln(t, packed, 0, p, C);
+            for (int C : {260, 130}) test_embed_ln(t, packed, 1, 0.1f, C);
+        }
     for (gemm_type t : types)
         for (int offset = 0; offset < 2; offset++) test_gelu(t, offset);
     backend_free(&g_gpu);
