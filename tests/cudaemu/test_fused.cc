@@ -196,7 +196,8 @@ struct windows {
 };
 
 /* small: 3 windows of T 8 (one block of the backward's row chunks); large:
- * 24 windows of T 12 (N 288 padded: three chunks of CUDA_WS_COLSUM_ROWS). */
+ * 24 windows of T 12 (N 288 padded: 9 blocks of CUDA_FUSED_LN_ROWS rows,
+ * whose partial column sums the second stage adds). */
 static windows windows_make(int packed, int large)
 {
     const int B = large ? 24 : 3, T = large ? 12 : 8;

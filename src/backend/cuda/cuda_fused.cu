@@ -121,31 +121,59 @@ static unsigned fused_row_blocks(int N)
     return (unsigned)((N + FUSED_WARPS - 1) / FUSED_WARPS);
 }
 
-/* dw[c] += sum of the nparts partials pw[k][c] in order (in double), the
- * same for db: the second stage of every LayerNorm parameter gradient. */
+/* dw[c] += the sum of the nparts partials pw[k][c] (double), db the same:
+ * the second stage of every LayerNorm parameter gradient. A block takes 32
+ * columns; its 8 warps' lane c sums the parts k = warp, warp + 8, ... in
+ * order, and the 8 slices are added in order: fixed by nparts alone. */
+#define FUSED_S2_SLICES 8
+
 __global__ void fused_colsum_stage2(float *dw, float *db, const float *pw, const float *pb, int nparts, int C)
 {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
+    __shared__ double sw[FUSED_S2_SLICES][32], sb[FUSED_S2_SLICES][32];
+    int lane = threadIdx.x % 32, slice = threadIdx.x / 32;
+    int c = blockIdx.x * 32 + lane;
     double aw = 0, ab = 0;
-    for (int k = 0; k < nparts; k++) {
-        aw += pw[(size_t)k * C + c];
-        ab += pb[(size_t)k * C + c];
+    if (c < C)
+        for (int k = slice; k < nparts; k += FUSED_S2_SLICES) {
+            aw += pw[(size_t)k * C + c];
+            ab += pb[(size_t)k * C + c];
+        }
+    sw[slice][lane] = aw;
+    sb[slice][lane] = ab;
+    __syncthreads();
+    if (slice != 0 || c >= C) return;
+    for (int j = 1; j < FUSED_S2_SLICES; j++) {
+        aw += sw[j][lane];
+        ab += sb[j][lane];
     }
     if (dw) dw[c] = __fadd_rn(dw[c], (float)aw);
     if (db) db[c] = __fadd_rn(db[c], (float)ab);
 }
 
-/* The LayerNorm backward kernels' partials: nchunks x C floats each, in
- * the workspace cuda_layernorm_backward uses (the planner counts it). */
+size_t cuda_fused_ln_backward_ws(size_t N, size_t C)
+{
+    size_t parts = (N + CUDA_FUSED_LN_ROWS - 1) / CUDA_FUSED_LN_ROWS;
+    return cuda_ws_sat_mul(2, cuda_ws_part(cuda_ws_sat_mul(parts, C), 4));
+}
+
+/* The LayerNorm backward kernels' partials: one row of C floats per block
+ * of CUDA_FUSED_LN_ROWS rows, for dw and for db, in the workspace. */
 static int fused_ln_partials(cuda_ctx *ctx, int N, int C, float **pw, float **pb)
 {
-    char *cur = (char *)cuda_ws_get(ctx, cuda_ws_layernorm_backward((size_t)N, (size_t)C));
+    char *cur = (char *)cuda_ws_get(ctx, cuda_fused_ln_backward_ws((size_t)N, (size_t)C));
     if (!cur) return -1;
-    size_t nchunks = cuda_ws_colsum_chunks((size_t)N);
-    *pw = (float *)cuda_ws_take(&cur, nchunks * (size_t)C * 4);
-    *pb = (float *)cuda_ws_take(&cur, nchunks * (size_t)C * 4);
+    size_t parts = ((size_t)N + CUDA_FUSED_LN_ROWS - 1) / CUDA_FUSED_LN_ROWS;
+    *pw = (float *)cuda_ws_take(&cur, parts * (size_t)C * 4);
+    *pb = (float *)cuda_ws_take(&cur, parts * (size_t)C * 4);
     return 0;
+}
+
+static void fused_colsum_finish(cuda_ctx *ctx, float *dw, float *db, const float *pw, const float *pb, int nparts,
+                                int C)
+{
+    CUDA_LAUNCH(fused_colsum_stage2, (unsigned)((C + 31) / 32), 32 * FUSED_S2_SLICES, 0, ctx->stream,
+        dw, db, pw, pb, nparts, C);
+    CUDA_LAUNCHED(ctx);
 }
 
 static int fused_check_c(cuda_ctx *ctx, int C, const char *func)
@@ -233,7 +261,7 @@ void cuda_fused_residual_ln_forward(void *vctx, gemm_type at, void *out, void *s
     FUSED_DISPATCH(at, residual_ln_forward, ctx, out, sum, mean, rstd, residual, x, w, b, win, C, eps, p, rng);
 }
 
-/* Backward: block k takes rows k R .. k R + R-1 (R = CUDA_WS_COLSUM_ROWS),
+/* Backward: block k takes rows k R .. k R + R-1 (R = CUDA_FUSED_LN_ROWS),
  * warp j of it every FUSED_WARPS-th of them from j; each warp sums its
  * rows' dout * xhat and dout per column into its own row of shared memory
  * (a lane only its own columns), and the block adds the warps in order
@@ -250,7 +278,7 @@ __global__ void fused_residual_ln_bwd_kernel(T *dres, T *dx, float *pw, float *p
     if (pw)
         for (int c = lane * 4; c < C; c += 128)
             for (int l = 0; l < min(4, C - c); l++) aw[c + l] = ab[c + l] = 0.0f;
-    int r0 = blockIdx.x * CUDA_WS_COLSUM_ROWS, r1 = min(N, r0 + CUDA_WS_COLSUM_ROWS);
+    int r0 = blockIdx.x * CUDA_FUSED_LN_ROWS, r1 = min(N, r0 + CUDA_FUSED_LN_ROWS);
     for (int row = r0 + warp; row < r1; row += FUSED_WARPS) {
         size_t off = (size_t)row * C;
         float m = mean[row], rs = rstd[row];
@@ -326,15 +354,13 @@ static void residual_ln_backward(cuda_ctx *ctx, void *dres, void *dx, float *dw,
     if ((dw || db) && fused_ln_partials(ctx, N, C, &pw, &pb)) return;
     const void *ptrs[] = {dres, dx, dout, sum, w};
     int vec = fused_vec_ok(C, ptrs, 5);
-    unsigned nchunks = (unsigned)cuda_ws_colsum_chunks((size_t)N);
+    unsigned nchunks = (unsigned)((N + CUDA_FUSED_LN_ROWS - 1) / CUDA_FUSED_LN_ROWS);
     size_t shared = pw ? (size_t)FUSED_WARPS * 2 * C * sizeof(float) : 0;
     CUDA_LAUNCH(fused_residual_ln_bwd_kernel<T>, nchunks, FUSED_THREADS, shared, ctx->stream,
         (T *)dres, (T *)dx, pw, pb, (const T *)dout, (const T *)sum, mean, rstd, w, win->cu_seqlens, win->B,
         win->T, N, C, p, cuda_dropout_scale(p), rng, vec);
     CUDA_LAUNCHED(ctx);
-    if (!pw) return;
-    CUDA_LAUNCH(fused_colsum_stage2, (unsigned)((C + 127) / 128), 128, 0, ctx->stream, dw, db, pw, pb, (int)nchunks, C);
-    CUDA_LAUNCHED(ctx);
+    if (pw) fused_colsum_finish(ctx, dw, db, pw, pb, (int)nchunks, C);
 }
 
 // dresidual, dx, dout, sum (N,C) of type at; dw, db, w (C); mean, rstd (N)
@@ -461,7 +487,7 @@ __global__ void fused_embed_ln_bwd_kernel(float *demb, float *pw, float *pb, con
     if (pw)
         for (int c = lane * 4; c < C; c += 128)
             for (int l = 0; l < min(4, C - c); l++) aw[c + l] = ab[c + l] = 0.0f;
-    int r0 = blockIdx.x * CUDA_WS_COLSUM_ROWS, r1 = min(N, r0 + CUDA_WS_COLSUM_ROWS);
+    int r0 = blockIdx.x * CUDA_FUSED_LN_ROWS, r1 = min(N, r0 + CUDA_FUSED_LN_ROWS);
     for (int row = r0 + warp; row < r1; row += FUSED_WARPS) {
         size_t off = (size_t)row * C;
         float m = mean[row], rs = rstd[row];
@@ -530,17 +556,13 @@ static void embed_ln_backward(cuda_ctx *ctx, float *dwte, float *dwpe, float *dw
     if ((dw || db) && fused_ln_partials(ctx, N, C, &pw, &pb)) return;
     const void *ptrs[] = {demb, dout, wte, wpe, wtt, w};
     int vec = fused_vec_ok(C, ptrs, 6);
-    unsigned nchunks = (unsigned)cuda_ws_colsum_chunks((size_t)N);
+    unsigned nchunks = (unsigned)((N + CUDA_FUSED_LN_ROWS - 1) / CUDA_FUSED_LN_ROWS);
     size_t shared = pw ? (size_t)FUSED_WARPS * 2 * C * sizeof(float) : 0;
     CUDA_LAUNCH(fused_embed_ln_bwd_kernel<T>, nchunks, FUSED_THREADS, shared, ctx->stream,
         demb, pw, pb, (const T *)dout, ids, types, pos, mean, rstd, wte, wpe, wtt, w, win->cu_seqlens, win->B, win->T,
         N, C, p, cuda_dropout_scale(p), rng, vec);
     CUDA_LAUNCHED(ctx);
-    if (pw) {
-        CUDA_LAUNCH(fused_colsum_stage2, (unsigned)((C + 127) / 128), 128, 0, ctx->stream,
-            dw, db, pw, pb, (int)nchunks, C);
-        CUDA_LAUNCHED(ctx);
-    }
+    if (pw) fused_colsum_finish(ctx, dw, db, pw, pb, (int)nchunks, C);
     /* The tables' sums, deterministic (a stable sort by id; the workspace
      * again: the stream has run the kernels above first). */
     if (dwte || dwpe || dwtt) cuda_embedding_backward(ctx, dwte, dwpe, dwtt, demb, ids, types, pos, N, win->T, C);

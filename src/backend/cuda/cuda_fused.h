@@ -20,10 +20,12 @@
  * N rows (w->N), C hidden, T window length (w->T).
  *
  * Determinism: no float atomics. Column sums (LayerNorm dw, db) are partial
- * sums per block of CUDA_WS_COLSUM_ROWS rows, then a second kernel adds the
- * blocks in order; the workspace they use is cuda_ws_layernorm_backward(N,
- * C), which the memory planner already counts. The global norm is the same
- * two stages (one launch for the per-chunk partials, one that finishes). */
+ * sums per block of CUDA_FUSED_LN_ROWS rows, then a second kernel adds the
+ * blocks in a fixed order; they take cuda_fused_ln_backward_ws(N, C) bytes
+ * of the context's workspace (cuda_ws_get), which the memory planner must
+ * count when these join the op table. The global norm is the same two
+ * stages (one launch for the per-chunk partials, one that finishes). The
+ * results depend on the sizes only, not on the GPU. */
 #ifndef BERTC_CUDA_FUSED_H
 #define BERTC_CUDA_FUSED_H
 
@@ -32,6 +34,14 @@
 /* Largest C the LayerNorm backward kernels take: their per-warp column
  * accumulators (4 warps x 2 x C floats) live in shared memory, 48 KiB. */
 #define CUDA_FUSED_MAX_C 1536
+
+/* Rows per block of the LayerNorm backward kernels (8 per warp): N / 32
+ * blocks (128 for N = 4096), and as many partial rows of dw and db. */
+#define CUDA_FUSED_LN_ROWS 32
+
+/* Workspace bytes of the two LayerNorm backward launchers (for the
+ * planner): 2 x ceil(N / CUDA_FUSED_LN_ROWS) x C floats. */
+size_t cuda_fused_ln_backward_ws(size_t N, size_t C);
 
 /* ------------------------------------------------------------------------
  * Residual add + dropout + LayerNorm (BertSelfOutput, BertOutput):
