@@ -447,7 +447,8 @@ static void test_embed_ln(gemm_type t, int packed, int large, float p, int C)
     if (packed)
         for (int b = 0; b < win.cpu.B; b++)
             for (int r = win.cu[b]; r < win.cu[b + 1]; r++) pos[r] = r - win.cu[b];
-    int32_t *ic = (int32_t *)g_cpu.i->alloc(g_cpu.ctx, 3 * N * 4), *ig = (int32_t *)g_gpu.i->alloc(g_gpu.ctx, 3 * N * 4);
+    int32_t *ic = (int32_t *)g_cpu.i->alloc(g_cpu.ctx, 3 * N * 4);
+    int32_t *ig = (int32_t *)g_gpu.i->alloc(g_gpu.ctx, 3 * N * 4);
     std::vector<int32_t> all(ids);
     all.insert(all.end(), types.begin(), types.end());
     all.insert(all.end(), pos.begin(), pos.end());
@@ -481,7 +482,8 @@ static void test_embed_ln(gemm_type t, int packed, int large, float p, int C)
     std::vector<float> m_dev = gpu_get(GEMM_F32, mean.gpu, N), r_dev = gpu_get(GEMM_F32, rstd.gpu, N);
     g_cpu.i->upload(g_cpu.ctx, mean.cpu, m_dev.data(), N * 4);
     g_cpu.i->upload(g_cpu.ctx, rstd.cpu, r_dev.data(), N * 4);
-    tensor dout = tensor_make(t, NC, -1, 1), dy = tensor_make(GEMM_F32, NC, 0, 0), demb = tensor_make(GEMM_F32, NC, 0, 0);
+    tensor dout = tensor_make(t, NC, -1, 1), dy = tensor_make(GEMM_F32, NC, 0, 0);
+    tensor demb = tensor_make(GEMM_F32, NC, 0, 0);
     tensor dwte = tensor_make(GEMM_F32, (size_t)Vn * C, -1, 1), dwpe = tensor_make(GEMM_F32, (size_t)P * C, -1, 1);
     tensor dwtt = tensor_make(GEMM_F32, (size_t)TV * C, -1, 1);
     tensor dw = tensor_make(GEMM_F32, C, -1, 1), db = tensor_make(GEMM_F32, C, -1, 1);
@@ -540,7 +542,8 @@ static void test_gelu(gemm_type t, int offset)
     std::vector<float> o_ref = cpu_get(out.cpu + offset, n), d_ref = cpu_get(dinp.cpu + offset, n);
     for (float &v : o_ref) v = round_to(t, v);
     for (float &v : d_ref) v = round_to(t, v);
-    std::vector<float> o = gpu_get(t, (char *)out.gpu + offset * es, n), d = gpu_get(t, (char *)dinp.gpu + offset * es, n);
+    std::vector<float> o = gpu_get(t, (char *)out.gpu + offset * es, n);
+    std::vector<float> d = gpu_get(t, (char *)dinp.gpu + offset * es, n);
     snprintf(what, sizeof what, "gelu n=%zu %s fwd", n, offset ? "unaligned" : "aligned (16-byte packs)");
     compare(what, t, o, o_ref, out_mode(t), 1e-5);
     snprintf(what, sizeof what, "gelu n=%zu %s bwd (+=)", n, offset ? "unaligned" : "aligned (16-byte packs)");

@@ -710,12 +710,14 @@ void cuda_mt_adamw(void *vctx, const cuda_mt_tensor *tab, int ntens, int64_t nch
     adamw_consts kd = adamw_consts_make(lr, b1, b2, eps, wd, t, 1.0f);
     adamw_consts kn = adamw_consts_make(lr, b1, b2, eps, 0.0f, t, 1.0f);
     if (copy == GEMM_F16)
-        CUDA_LAUNCH(fused_mt_adamw_kernel<__half>, (unsigned)nchunks, MT_THREADS, 0, ctx->stream, tab, ntens, status, kd, kn);
+        CUDA_LAUNCH(fused_mt_adamw_kernel<__half>, (unsigned)nchunks, MT_THREADS, 0, ctx->stream,
+            tab, ntens, status, kd, kn);
     else if (copy == GEMM_BF16)
         CUDA_LAUNCH(fused_mt_adamw_kernel<__nv_bfloat16>, (unsigned)nchunks, MT_THREADS, 0, ctx->stream,
             tab, ntens, status, kd, kn);
     else
-        CUDA_LAUNCH(fused_mt_adamw_kernel<float>, (unsigned)nchunks, MT_THREADS, 0, ctx->stream, tab, ntens, status, kd, kn);
+        CUDA_LAUNCH(fused_mt_adamw_kernel<float>, (unsigned)nchunks, MT_THREADS, 0, ctx->stream,
+            tab, ntens, status, kd, kn);
     CUDA_LAUNCHED(ctx);
 }
 
@@ -780,7 +782,8 @@ template <typename T> static void gelu_forward(cuda_ctx *ctx, void *out, const v
     const void *ptrs[] = {out, inp};
     int vec = fused_vec_ok(0, ptrs, 2);
     size_t work = vec ? n / (16 / sizeof(T)) + 1 : n;
-    CUDA_LAUNCH(fused_gelu_fwd_kernel<T>, cuda_blocks(work, 256), 256, 0, ctx->stream, (T *)out, (const T *)inp, n, vec);
+    CUDA_LAUNCH(fused_gelu_fwd_kernel<T>, cuda_blocks(work, 256), 256, 0, ctx->stream,
+        (T *)out, (const T *)inp, n, vec);
     CUDA_LAUNCHED(ctx);
 }
 
