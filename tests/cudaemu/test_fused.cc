@@ -327,6 +327,30 @@ struct mt_case {
     int poison; /* 0 none, 1 inf, 2 NaN in one gradient */
 };
 
+/* The step of tensor i (initial values in the host copies) through the
+ * CUDA backend's own single-tensor adamw (cuda_optim.cu) with the same
+ * grad_scale: bit for bit what the multi-tensor kernel left on the device. */
+static void mt_vs_cuda_adamw(const char *name, int i, tensor &P, tensor &G, tensor &M, tensor &V, float lr, float b1,
+                             float b2, float eps, float wd, int64_t t, float gs)
+{
+    size_t n = P.n;
+    float *p = (float *)g_gpu.i->alloc(g_gpu.ctx, n * 4), *m = (float *)g_gpu.i->alloc(g_gpu.ctx, n * 4);
+    float *v = (float *)g_gpu.i->alloc(g_gpu.ctx, n * 4);
+    g_gpu.i->upload(g_gpu.ctx, p, P.h.data(), n * 4);
+    g_gpu.i->upload(g_gpu.ctx, m, M.h.data(), n * 4);
+    g_gpu.i->upload(g_gpu.ctx, v, V.h.data(), n * 4);
+    g_gpu.i->adamw(g_gpu.ctx, p, (const float *)G.gpu, m, v, n, lr, b1, b2, eps, wd, t, gs);
+    if (synced("cuda adamw")) {
+        int same = gpu_get(GEMM_F32, p, n) == gpu_get(GEMM_F32, P.gpu, n) &&
+                   gpu_get(GEMM_F32, m, n) == gpu_get(GEMM_F32, M.gpu, n) &&
+                   gpu_get(GEMM_F32, v, n) == gpu_get(GEMM_F32, V.gpu, n);
+        check(same, "mt_adamw %s tensor %d p, m, v: bit for bit the CUDA backend's single-tensor adamw", name, i);
+    }
+    g_gpu.i->release(g_gpu.ctx, p);
+    g_gpu.i->release(g_gpu.ctx, m);
+    g_gpu.i->release(g_gpu.ctx, v);
+}
+
 static void test_mt_adamw(gemm_type copy, const mt_case &k)
 {
     const int64_t sizes[] = {1000, 70000, 1, 0, 257, 131077};
@@ -410,6 +434,7 @@ static void test_mt_adamw(gemm_type copy, const mt_case &k)
             compare(what, GEMM_F32, gpu_get(GEMM_F32, M[i].gpu, n), cpu_get(M[i].cpu, n), 0, 0);
             snprintf(what, sizeof what, "mt_adamw %s tensor %d v", k.name, i);
             compare(what, GEMM_F32, gpu_get(GEMM_F32, V[i].gpu, n), cpu_get(V[i].cpu, n), 0, 0);
+            mt_vs_cuda_adamw(k.name, i, P[i], G[i], M[i], V[i], lr, b1, b2, eps, decay[i] ? wd : 0.0f, t, gs);
             if (i == 2) continue;
             for (float &f : pc) f = round_to(copy, f);
             snprintf(what, sizeof what, "mt_adamw %s tensor %d 16-bit copy = round(p)", k.name, i);
