@@ -250,6 +250,29 @@ static int synced(const char *what)
 /* ------------------------------------------------------------------------
  * 1. Residual add + dropout + LayerNorm, forward and backward. */
 
+/* The forward again in place (out over residual, sum over x, as the
+ * header allows): the same bits as into separate buffers. */
+static void residual_ln_in_place(const char *tag, gemm_type t, const tensor &res, const tensor &x, const tensor &out,
+                                 const tensor &sum, const tensor &w, const tensor &b, const backend_windows *win, int C,
+                                 float eps, float p)
+{
+    size_t NC = res.n, bytes = NC * type_size(t);
+    void *r2 = g_gpu.i->alloc(g_gpu.ctx, bytes), *x2 = g_gpu.i->alloc(g_gpu.ctx, bytes);
+    float *m2 = (float *)g_gpu.i->alloc(g_gpu.ctx, (size_t)win->N * 4);
+    float *s2 = (float *)g_gpu.i->alloc(g_gpu.ctx, (size_t)win->N * 4);
+    g_gpu.i->copy(g_gpu.ctx, r2, res.gpu, bytes);
+    g_gpu.i->copy(g_gpu.ctx, x2, x.gpu, bytes);
+    cuda_fused_residual_ln_forward(g_ctx, t, r2, x2, m2, s2, r2, x2, (float *)w.gpu, (float *)b.gpu, win, C, eps, p,
+                                   g_rng);
+    if (synced(tag))
+        check(gpu_get(t, r2, NC) == gpu_get(t, out.gpu, NC) && gpu_get(t, x2, NC) == gpu_get(t, sum.gpu, NC),
+              "%-46s %s: in place (out = residual, sum = x): the same bits", tag, type_name(t));
+    g_gpu.i->release(g_gpu.ctx, r2);
+    g_gpu.i->release(g_gpu.ctx, x2);
+    g_gpu.i->release(g_gpu.ctx, m2);
+    g_gpu.i->release(g_gpu.ctx, s2);
+}
+
 static void test_residual_ln(gemm_type t, int packed, int large, float p, int C)
 {
     windows win = windows_make(packed, large);
@@ -282,6 +305,7 @@ static void test_residual_ln(gemm_type t, int packed, int large, float p, int C)
     compare(what, GEMM_F32, gpu_get(GEMM_F32, mean.gpu, N), cpu_get(mean.cpu, N), 1, 1e-5);
     snprintf(what, sizeof what, "%s fwd rstd", tag);
     compare(what, GEMM_F32, gpu_get(GEMM_F32, rstd.gpu, N), cpu_get(rstd.cpu, N), 1, 1e-5);
+    residual_ln_in_place(tag, t, res, x, out, sum, w, b, &win.gpu, C, eps, p);
 
     /* Backward from the device's saved sum, mean, rstd (given to both). */
     std::vector<float> s_dev = gpu_get(t, sum.gpu, NC), m_dev = gpu_get(GEMM_F32, mean.gpu, N),
