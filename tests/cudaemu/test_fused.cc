@@ -477,6 +477,44 @@ static void test_mt_adamw(gemm_type copy, const mt_case &k)
     g_gpu.i->release(g_gpu.ctx, dst);
 }
 
+/* The split path of the sharded optimizer: cuda_mt_sum_squares, the sum
+ * replaced in between (as an all-reduce over 4 ranks with equal sums would
+ * leave it), cuda_mt_decide: the decision of optim_apply on the new sum. */
+static void test_mt_split(void)
+{
+    const size_t n = 70000;
+    tensor p = tensor_make(GEMM_F32, n, -1, 1), g = tensor_make(GEMM_F32, n, -1, 1);
+    cuda_mt_tensor tab = {(float *)p.gpu, (const float *)g.gpu, (float *)p.gpu, (float *)p.gpu, NULL, (int64_t)n, 0, 1};
+    int64_t nchunks = cuda_mt_table_prepare(&tab, 1);
+    cuda_mt_tensor *dtab = (cuda_mt_tensor *)g_gpu.i->alloc(g_gpu.ctx, sizeof tab);
+    double *part = (double *)g_gpu.i->alloc(g_gpu.ctx, (size_t)nchunks * sizeof(double));
+    cuda_mt_status *dst = (cuda_mt_status *)g_gpu.i->alloc(g_gpu.ctx, sizeof(cuda_mt_status));
+    g_gpu.i->upload(g_gpu.ctx, dtab, &tab, sizeof tab);
+    cuda_mt_status st, whole;
+    cuda_mt_grad_norm(g_ctx, dst, part, dtab, 1, nchunks, 0.5f, 3.0);
+    if (!synced("mt_split")) return;
+    g_gpu.i->download(g_gpu.ctx, &whole, dst, sizeof whole);
+    g_gpu.i->zero(g_gpu.ctx, dst, sizeof st);
+    cuda_mt_sum_squares(g_ctx, dst, part, dtab, 1, nchunks);
+    if (!synced("mt_split")) return;
+    g_gpu.i->download(g_gpu.ctx, &st, dst, sizeof st);
+    int ok = st.sum_squares == whole.sum_squares && st.norm == 0 && st.grad_scale == 0;
+    st.sum_squares *= 4;
+    g_gpu.i->upload(g_gpu.ctx, dst, &st, sizeof st);
+    cuda_mt_decide(g_ctx, dst, 0.5f, 3.0);
+    if (!synced("mt_split")) return;
+    g_gpu.i->download(g_gpu.ctx, &st, dst, sizeof st);
+    double norm = sqrt(whole.sum_squares * 4) * 0.5, clip = fmin(1.0, 3.0 / (norm + 1e-6));
+    ok = ok && st.norm == norm && st.clip_coef == clip && st.grad_scale == (float)(0.5 * clip) && !st.skipped;
+    check(ok, "mt_split sum_squares alone %.17g (= grad_norm's), x4 between, decide: norm %.9g clip %.9g",
+          whole.sum_squares, st.norm, st.clip_coef);
+    tensor_free(p);
+    tensor_free(g);
+    g_gpu.i->release(g_gpu.ctx, dtab);
+    g_gpu.i->release(g_gpu.ctx, part);
+    g_gpu.i->release(g_gpu.ctx, dst);
+}
+
 /* ------------------------------------------------------------------------
  * 2. Embeddings + LayerNorm + dropout, forward and backward. */
 
@@ -631,6 +669,7 @@ int main(void)
     };
     for (const mt_case &k : cases)
         for (gemm_type c : {GEMM_F16, GEMM_BF16}) test_mt_adamw(c, k);
+    test_mt_split();
     for (gemm_type t : types)
         for (int packed = 0; packed < 2; packed++) {
             for (float p : {0.0f, 0.1f})

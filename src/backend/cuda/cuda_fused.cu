@@ -635,39 +635,72 @@ __global__ void fused_mt_sumsq_kernel(double *part, const cuda_mt_tensor *tab, i
     if (threadIdx.x == 0) part[chunk] = s;
 }
 
-/* optim_apply's decision, in the same double arithmetic. */
-__global__ void fused_mt_finish_kernel(cuda_mt_status *st, const double *part, int64_t nparts, float grad_unscale,
-                                       double max_norm)
+/* optim_apply's decision from st->sum_squares, in the same double
+ * arithmetic. */
+__device__ void fused_mt_decide(cuda_mt_status *st, float grad_unscale, double max_norm)
 {
-    __shared__ double sh[MT_THREADS];
-    double a = 0;
-    for (int64_t i = threadIdx.x; i < nparts; i += MT_THREADS) a += part[i];
-    double s = fused_tree_sum(a, sh);
-    if (threadIdx.x != 0) return;
-    double norm = sqrt(s) * fabs((double)grad_unscale);
+    double norm = sqrt(st->sum_squares) * fabs((double)grad_unscale);
     double clip = 1.0;
     int skip = !isfinite(norm);
     if (!skip && max_norm > 0) {
         clip = max_norm / (norm + 1e-6);
         if (clip > 1.0) clip = 1.0;
     }
-    st->sum_squares = s;
     st->norm = norm;
     st->clip_coef = clip;
     st->grad_scale = (float)((double)grad_unscale * clip);
     st->skipped = skip;
 }
 
-void cuda_mt_grad_norm(void *vctx, cuda_mt_status *status, double *part, const cuda_mt_tensor *tab, int ntens,
-                       int64_t nchunks, float grad_unscale, double max_norm)
+/* The parts added with a fixed tree into st->sum_squares; then, when
+ * decide is set, the decision. */
+__global__ void fused_mt_finish_kernel(cuda_mt_status *st, const double *part, int64_t nparts, int decide,
+                                       float grad_unscale, double max_norm)
 {
-    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    __shared__ double sh[MT_THREADS];
+    double a = 0;
+    for (int64_t i = threadIdx.x; i < nparts; i += MT_THREADS) a += part[i];
+    double s = fused_tree_sum(a, sh);
+    if (threadIdx.x != 0) return;
+    st->sum_squares = s;
+    if (decide) fused_mt_decide(st, grad_unscale, max_norm);
+}
+
+__global__ void fused_mt_decide_kernel(cuda_mt_status *st, float grad_unscale, double max_norm)
+{
+    fused_mt_decide(st, grad_unscale, max_norm);
+}
+
+static void mt_sum_squares(cuda_ctx *ctx, cuda_mt_status *status, double *part, const cuda_mt_tensor *tab, int ntens,
+                           int64_t nchunks, int decide, float grad_unscale, double max_norm)
+{
     if (ctx->error || ntens <= 0) return;
     if (nchunks > 0) {
         CUDA_LAUNCH(fused_mt_sumsq_kernel, (unsigned)nchunks, MT_THREADS, 0, ctx->stream, part, tab, ntens);
         CUDA_LAUNCHED(ctx);
     }
-    CUDA_LAUNCH(fused_mt_finish_kernel, 1, MT_THREADS, 0, ctx->stream, status, part, nchunks, grad_unscale, max_norm);
+    CUDA_LAUNCH(fused_mt_finish_kernel, 1, MT_THREADS, 0, ctx->stream,
+        status, part, nchunks, decide, grad_unscale, max_norm);
+    CUDA_LAUNCHED(ctx);
+}
+
+void cuda_mt_grad_norm(void *vctx, cuda_mt_status *status, double *part, const cuda_mt_tensor *tab, int ntens,
+                       int64_t nchunks, float grad_unscale, double max_norm)
+{
+    mt_sum_squares((cuda_ctx *)vctx, status, part, tab, ntens, nchunks, 1, grad_unscale, max_norm);
+}
+
+void cuda_mt_sum_squares(void *vctx, cuda_mt_status *status, double *part, const cuda_mt_tensor *tab, int ntens,
+                         int64_t nchunks)
+{
+    mt_sum_squares((cuda_ctx *)vctx, status, part, tab, ntens, nchunks, 0, 1.0f, 0.0);
+}
+
+void cuda_mt_decide(void *vctx, cuda_mt_status *status, float grad_unscale, double max_norm)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    if (ctx->error) return;
+    CUDA_LAUNCH(fused_mt_decide_kernel, 1, 1, 0, ctx->stream, status, grad_unscale, max_norm);
     CUDA_LAUNCHED(ctx);
 }
 

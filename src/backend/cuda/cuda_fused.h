@@ -130,6 +130,14 @@ int64_t cuda_mt_table_prepare(cuda_mt_tensor *tab, int n);
  * The result depends on the table only, not on the GPU. */
 void cuda_mt_grad_norm(void *ctx, cuda_mt_status *status, double *part, const cuda_mt_tensor *tab, int ntens,
                        int64_t nchunks, float grad_unscale, double max_norm);
+/* Its two halves, for a caller that sums status->sum_squares over ranks
+ * in between (the sharded optimizer, whose ranks each hold a part of the
+ * gradients: an all-reduce of that one double, on the device or through
+ * the host): cuda_mt_sum_squares writes status->sum_squares alone (the
+ * same two launches), cuda_mt_decide the rest from it (one thread). */
+void cuda_mt_sum_squares(void *ctx, cuda_mt_status *status, double *part, const cuda_mt_tensor *tab, int ntens,
+                         int64_t nchunks);
+void cuda_mt_decide(void *ctx, cuda_mt_status *status, float grad_unscale, double max_norm);
 
 /* torch's AdamW on every tensor of the table, as cuda_adamw (bit for bit,
  * the same formula and roundings) with grad_scale = status->grad_scale,
