@@ -22,6 +22,10 @@
  * every key tile); the second recomputes S and dP (7 products in all
  * instead of 5). D = rowsum(dO * O) comes first, from the 16-bit out.
  *
+ * q, k, v and their gradients are rows ld apart (C for arrays of their
+ * own, 3C for slices of one fused [N, 3C] QKV buffer); out and dout are C
+ * apart.
+ *
  * Rows past a window's end are loaded as zeros and never stored; keys past
  * it are left out of the softmax. A padded batch (cu_seqlens NULL) is B
  * windows of T rows with the mask's -FLT_MAX on padded keys, every row
@@ -199,7 +203,7 @@ static size_t fl_fwd_shared(int HS)
 // grid (ceil(max_len / FL_BQ), NH, B), FL_THREADS: query rows q0 .. q0 + FL_BQ - 1 of window b, head h.
 template <typename T, int ND>
 __global__ void flash_fwd_kernel(T *out, float *lse, const T *q, const T *k, const T *v, const int32_t *cu,
-                                 const int32_t *mask, int N, int Tp, int NH, float scale, float p,
+                                 const int32_t *mask, int N, int Tp, int NH, int ld, float scale, float p,
                                  float dscale, philox_stream rng)
 {
     if constexpr (!fl_arch_ok<T>::value) {
@@ -216,7 +220,7 @@ __global__ void flash_fwd_kernel(T *out, float *lse, const T *q, const T *k, con
         T *sQ = (T *)fl_align(fl_raw), *sK = sQ + FL_BQ * HS, *sV = sK + FL_BK * HS, *sP = sV + FL_BK * HS;
         float *sS = (float *)(sP + FL_BQ * FL_BK), *sO = sS + FL_BQ * SW, *sM = sO + FL_BQ * HS, *sL = sM + FL_BQ;
 
-        fl_load_rows(sQ, q, r0, L, q0, FL_BQ, C, h, HS);
+        fl_load_rows(sQ, q, r0, L, q0, FL_BQ, ld, h, HS);
         for (int x = tid; x < FL_BQ * HS; x += FL_THREADS) sO[x] = 0.0f;
         for (int r = tid; r < FL_BQ; r += FL_THREADS) {
             sM[r] = -INFINITY;
@@ -231,8 +235,8 @@ __global__ void flash_fwd_kernel(T *out, float *lse, const T *q, const T *k, con
 
         for (int k0 = 0; k0 < L; k0 += FL_BK) {
             __syncthreads(); /* the last tile's K and V are read */
-            fl_load_rows(sK, k, r0, L, k0, FL_BK, C, h, HS);
-            fl_load_rows(sV, v, r0, L, k0, FL_BK, C, h, HS);
+            fl_load_rows(sK, k, r0, L, k0, FL_BK, ld, h, HS);
+            fl_load_rows(sV, v, r0, L, k0, FL_BK, ld, h, HS);
             __syncthreads();
             /* S_w = Q_w K^T: K's rows are the columns of a column-major B */
             for (int n = 0; n < FL_BK / 16; n++) {
@@ -306,32 +310,34 @@ __global__ void flash_fwd_kernel(T *out, float *lse, const T *q, const T *k, con
 
 template <typename T, int ND>
 static cudaError_t fl_forward(cudaStream_t s, T *out, float *lse, const T *q, const T *k, const T *v,
-                              const backend_windows *w, int NH, int HS, float p, philox_stream rng)
+                              const backend_windows *w, int NH, int HS, int ld, float p, philox_stream rng)
 {
     size_t shared = fl_fwd_shared(HS);
     dim3 grid((unsigned)((w->max_len + FL_BQ - 1) / FL_BQ), (unsigned)NH, (unsigned)w->B);
     float dscale = p >= 1.0f ? 0.0f : 1.0f / (1.0f - p);
     FL_LAUNCH((flash_fwd_kernel<T, ND>), grid, FL_THREADS, shared, s, out, lse, q, k, v, w->cu_seqlens, w->mask, w->N,
-              w->T, NH, backend_score_scale(HS), p, dscale, rng);
+              w->T, NH, ld, backend_score_scale(HS), p, dscale, rng);
     return cudaGetLastError();
 }
 
 cudaError_t flash_attention_forward(cudaStream_t stream, cudaDataType_t t, void *out, float *lse, const void *q,
-                                    const void *k, const void *v, const backend_windows *w, int NH, int HS, float p,
-                                    philox_stream rng)
+                                    const void *k, const void *v, const backend_windows *w, int NH, int HS, int ldqkv,
+                                    float p, philox_stream rng)
 {
-    if (!flash_attention_supported(HS) || !fl_grid_ok(w, NH) || fl_fwd_shared(HS) > FL_SHARED_MAX)
+    if (!flash_attention_supported(HS) || !fl_grid_ok(w, NH) || ldqkv < NH * HS ||
+        fl_fwd_shared(HS) > FL_SHARED_MAX)
         return cudaErrorInvalidValue;
     if (t == CUDA_R_16F)
         return fl_by_hs(HS, [&](auto nd) {
-            return fl_forward<__half, decltype(nd)::value>(stream, (__half *)out, lse, (const __half *)q,
-                                                           (const __half *)k, (const __half *)v, w, NH, HS, p, rng);
+            typedef __half H;
+            return fl_forward<H, decltype(nd)::value>(stream, (H *)out, lse, (const H *)q, (const H *)k,
+                                                      (const H *)v, w, NH, HS, ldqkv, p, rng);
         });
     if (t == CUDA_R_16BF)
         return fl_by_hs(HS, [&](auto nd) {
             typedef __nv_bfloat16 B16;
             return fl_forward<B16, decltype(nd)::value>(stream, (B16 *)out, lse, (const B16 *)q, (const B16 *)k,
-                                                        (const B16 *)v, w, NH, HS, p, rng);
+                                                        (const B16 *)v, w, NH, HS, ldqkv, p, rng);
         });
     return cudaErrorInvalidValue;
 }
@@ -374,7 +380,8 @@ static size_t fl_kv_shared(int HS)
 // (FL_BQ rows): dv = P'^T dO, dk = dS^T Q.
 template <typename T, int ND>
 __global__ void flash_bwd_kv_kernel(T *dk, T *dv, const T *dout, const T *q, const T *k, const T *v, const float *lse,
-                                    const float *dvec, const int32_t *cu, const int32_t *mask, int N, int Tp, int NH, float scale, float p, float dscale, philox_stream rng)
+                                    const float *dvec, const int32_t *cu, const int32_t *mask, int N, int Tp, int NH,
+                                    int ld, float scale, float p, float dscale, philox_stream rng)
 {
     if constexpr (!fl_arch_ok<T>::value) {
         FL_TRAP();
@@ -392,8 +399,8 @@ __global__ void flash_bwd_kv_kernel(T *dk, T *dv, const T *dout, const T *q, con
         T *sP = (T *)(sG + FL_BQ * SW), *sD = sP + FL_BQ * FL_BQ;
         float *sLse = (float *)(sD + FL_BQ * FL_BQ), *sDv = sLse + FL_BQ;
 
-        fl_load_rows(sK, k, r0, L, j0, FL_BQ, C, h, HS);
-        fl_load_rows(sV, v, r0, L, j0, FL_BQ, C, h, HS);
+        fl_load_rows(sK, k, r0, L, j0, FL_BQ, ld, h, HS);
+        fl_load_rows(sV, v, r0, L, j0, FL_BQ, ld, h, HS);
         __syncthreads();
         wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> kf[FL_MAX_HS / 16], vf[FL_MAX_HS / 16];
         wmma::fragment<wmma::accumulator, 16, 16, 16, float> dka[FL_MAX_HS / 16], dva[FL_MAX_HS / 16];
@@ -409,7 +416,7 @@ __global__ void flash_bwd_kv_kernel(T *dk, T *dv, const T *dout, const T *q, con
 
         for (int q0 = 0; q0 < L; q0 += FL_BQ) {
             __syncthreads(); /* the last tile's Q and dO are read */
-            fl_load_rows(sQ, q, r0, L, q0, FL_BQ, C, h, HS);
+            fl_load_rows(sQ, q, r0, L, q0, FL_BQ, ld, h, HS);
             fl_load_rows(sO, dout, r0, L, q0, FL_BQ, C, h, HS);
             for (int r = tid; r < FL_BQ; r += FL_THREADS) {
                 int i = q0 + r;
@@ -459,9 +466,9 @@ __global__ void flash_bwd_kv_kernel(T *dk, T *dv, const T *dout, const T *q, con
                 }
         }
         __syncwarp();
-        if (dk) fl_store_rows(dk, sSw, dka, nd, r0, L, j0 + wp * 16, C, h, HS, lane);
+        if (dk) fl_store_rows(dk, sSw, dka, nd, r0, L, j0 + wp * 16, ld, h, HS, lane);
         __syncwarp();
-        if (dv) fl_store_rows(dv, sSw, dva, nd, r0, L, j0 + wp * 16, C, h, HS, lane);
+        if (dv) fl_store_rows(dv, sSw, dva, nd, r0, L, j0 + wp * 16, ld, h, HS, lane);
     }
 }
 
@@ -476,7 +483,8 @@ static size_t fl_q_shared(int HS)
 // dq = dS K.
 template <typename T, int ND>
 __global__ void flash_bwd_q_kernel(T *dq, const T *dout, const T *q, const T *k, const T *v, const float *lse,
-                                   const float *dvec, const int32_t *cu, const int32_t *mask, int N, int Tp, int NH, float scale, float p, float dscale, philox_stream rng)
+                                   const float *dvec, const int32_t *cu, const int32_t *mask, int N, int Tp, int NH,
+                                   int ld, float scale, float p, float dscale, philox_stream rng)
 {
     if constexpr (!fl_arch_ok<T>::value) {
         FL_TRAP();
@@ -494,7 +502,7 @@ __global__ void flash_bwd_q_kernel(T *dq, const T *dout, const T *q, const T *k,
         T *sD = (T *)(sG + FL_BQ * FL_BK);
         float *sLse = (float *)(sD + FL_BQ * FL_BK), *sDv = sLse + FL_BQ;
 
-        fl_load_rows(sQ, q, r0, L, q0, FL_BQ, C, h, HS);
+        fl_load_rows(sQ, q, r0, L, q0, FL_BQ, ld, h, HS);
         fl_load_rows(sO, dout, r0, L, q0, FL_BQ, C, h, HS);
         for (int r = tid; r < FL_BQ; r += FL_THREADS) {
             int i = q0 + r;
@@ -515,8 +523,8 @@ __global__ void flash_bwd_q_kernel(T *dq, const T *dout, const T *q, const T *k,
 
         for (int k0 = 0; k0 < L; k0 += FL_BK) {
             __syncthreads(); /* the last tile's K and V are read */
-            fl_load_rows(sK, k, r0, L, k0, FL_BK, C, h, HS);
-            fl_load_rows(sV, v, r0, L, k0, FL_BK, C, h, HS);
+            fl_load_rows(sK, k, r0, L, k0, FL_BK, ld, h, HS);
+            fl_load_rows(sV, v, r0, L, k0, FL_BK, ld, h, HS);
             __syncthreads();
             /* S_w = Q_w K^T and dP'_w = dO_w V^T: 16 queries x FL_BK keys */
             for (int n = 0; n < FL_BK / 16; n++) {
@@ -556,14 +564,14 @@ __global__ void flash_bwd_q_kernel(T *dq, const T *dout, const T *q, const T *k,
                 }
         }
         __syncwarp();
-        fl_store_rows(dq, sSw, dqa, nd, r0, L, q0 + wp * 16, C, h, HS, lane);
+        fl_store_rows(dq, sSw, dqa, nd, r0, L, q0 + wp * 16, ld, h, HS, lane);
     }
 }
 
 template <typename T, int ND>
 static cudaError_t fl_backward(cudaStream_t s, T *dq, T *dk, T *dv, float *dvec, const T *dout, const T *out,
                                const T *q, const T *k, const T *v, const float *lse, const backend_windows *w, int NH,
-                               int HS, float p, philox_stream rng)
+                               int HS, int ld, float p, philox_stream rng)
 {
     dim3 grid((unsigned)((w->max_len + FL_BQ - 1) / FL_BQ), (unsigned)NH, (unsigned)w->B);
     float dscale = p >= 1.0f ? 0.0f : 1.0f / (1.0f - p), scale = backend_score_scale(HS);
@@ -573,12 +581,12 @@ static cudaError_t fl_backward(cudaStream_t s, T *dq, T *dk, T *dv, float *dvec,
     if (e != cudaSuccess) return e;
     if (dk || dv) {
         FL_LAUNCH((flash_bwd_kv_kernel<T, ND>), grid, FL_THREADS, fl_kv_shared(HS), s, dk, dv, dout, q, k, v, lse, dvec,
-                  w->cu_seqlens, w->mask, w->N, w->T, NH, scale, p, dscale, rng);
+                  w->cu_seqlens, w->mask, w->N, w->T, NH, ld, scale, p, dscale, rng);
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }
     if (dq) {
         FL_LAUNCH((flash_bwd_q_kernel<T, ND>), grid, FL_THREADS, fl_q_shared(HS), s, dq, dout, q, k, v, lse, dvec,
-                  w->cu_seqlens, w->mask, w->N, w->T, NH, scale, p, dscale, rng);
+                  w->cu_seqlens, w->mask, w->N, w->T, NH, ld, scale, p, dscale, rng);
         e = cudaGetLastError();
     }
     return e;
@@ -586,25 +594,25 @@ static cudaError_t fl_backward(cudaStream_t s, T *dq, T *dk, T *dv, float *dvec,
 
 cudaError_t flash_attention_backward(cudaStream_t stream, cudaDataType_t t, void *dq, void *dk, void *dv, float *dvec,
                                      const void *dout, const void *out, const void *q, const void *k, const void *v,
-                                     const float *lse, const backend_windows *w, int NH, int HS, float p,
-                                     philox_stream rng)
+                                     const float *lse, const backend_windows *w, int NH, int HS, int ldqkv,
+                                     float p, philox_stream rng)
 {
-    if (!flash_attention_supported(HS) || !fl_grid_ok(w, NH) || fl_kv_shared(HS) > FL_SHARED_MAX ||
-        fl_q_shared(HS) > FL_SHARED_MAX)
+    if (!flash_attention_supported(HS) || !fl_grid_ok(w, NH) || ldqkv < NH * HS ||
+        fl_kv_shared(HS) > FL_SHARED_MAX || fl_q_shared(HS) > FL_SHARED_MAX)
         return cudaErrorInvalidValue;
     if (t == CUDA_R_16F)
         return fl_by_hs(HS, [&](auto nd) {
             typedef __half H;
             return fl_backward<H, decltype(nd)::value>(stream, (H *)dq, (H *)dk, (H *)dv, dvec, (const H *)dout,
                                                        (const H *)out, (const H *)q, (const H *)k, (const H *)v, lse,
-                                                       w, NH, HS, p, rng);
+                                                       w, NH, HS, ldqkv, p, rng);
         });
     if (t == CUDA_R_16BF)
         return fl_by_hs(HS, [&](auto nd) {
             typedef __nv_bfloat16 B16;
             return fl_backward<B16, decltype(nd)::value>(stream, (B16 *)dq, (B16 *)dk, (B16 *)dv, dvec,
                                                          (const B16 *)dout, (const B16 *)out, (const B16 *)q,
-                                                         (const B16 *)k, (const B16 *)v, lse, w, NH, HS, p, rng);
+                                                         (const B16 *)k, (const B16 *)v, lse, w, NH, HS, ldqkv, p, rng);
         });
     return cudaErrorInvalidValue;
 }
