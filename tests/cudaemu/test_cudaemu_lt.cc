@@ -430,9 +430,8 @@ static void test_refusals(void)
     a43b2.batch = d46b2.batch = 2;
     a43b2.stride = 12;
     d46b2.stride = 24;
-    operand h43 = a43, h36 = b36, bf36 = b36, d46h = d46, d46bf = d46;
+    operand h43 = a43, h36 = b36, bf36 = b36, d46h = d46;
     h43.type = h36.type = d46h.type = CUDA_R_16F;
-    d46bf.type = CUDA_R_16BF;
     bf36.type = CUDA_R_16BF;
     const struct {
         cublasComputeType_t compute;
@@ -451,9 +450,6 @@ static void test_refusals(void)
         {CUBLAS_COMPUTE_32F_FAST_16F, 0, a43, b36, d46, d46, UNSUPPORTED, "fp32 inputs with compute FAST_16F: NOT_SUPPORTED"},
         {CUBLAS_COMPUTE_32F, 0, h43, bf36, d46, d46, UNSUPPORTED, "fp16 A with bf16 B: NOT_SUPPORTED"},
         {CUBLAS_COMPUTE_32F, 0, h43, h36, d46h, d46h, CUBLAS_STATUS_SUCCESS, "fp16 A/B with fp16 C/D: accepted"},
-        {CUBLAS_COMPUTE_32F, 0, h43, h36, d46bf, d46bf, UNSUPPORTED, "fp16 A/B with bf16 C/D: NOT_SUPPORTED"},
-        {CUBLAS_COMPUTE_32F, 0, a43, b36, d46h, d46h, UNSUPPORTED, "fp32 A/B with fp16 C/D: NOT_SUPPORTED"},
-        {CUBLAS_COMPUTE_32F, 0, h43, h36, d46, d46h, UNSUPPORTED, "fp16 A/B, fp32 C with fp16 D: NOT_SUPPORTED"},
     };
     for (const auto &s : shapes)
         check(lt_gemm(s.compute, s.ta, 0, s.a, A, s.b, B, s.c, D, s.d, D, 1, 0) == s.want, "%s", s.what);
@@ -752,6 +748,30 @@ static int child_bgrad_short(void)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* The output types there are kernels for: D of the inputs' 16-bit type,
+ * C of D's type. */
+static void test_output_types(void)
+{
+    const cublasStatus_t UNSUPPORTED = CUBLAS_STATUS_NOT_SUPPORTED;
+    void *A, *B, *D;
+    cudaMalloc(&A, 4096);
+    cudaMalloc(&B, 4096);
+    cudaMalloc(&D, 4096);
+    const operand h43 = {CUDA_R_16F, 4, 3, 4, 1, 0}, h36 = {CUDA_R_16F, 3, 6, 3, 1, 0},
+                  a43 = {CUDA_R_32F, 4, 3, 4, 1, 0}, a36 = {CUDA_R_32F, 3, 6, 3, 1, 0},
+                  d46 = {CUDA_R_32F, 4, 6, 4, 1, 0}, d46h = {CUDA_R_16F, 4, 6, 4, 1, 0},
+                  d46bf = {CUDA_R_16BF, 4, 6, 4, 1, 0};
+    check(lt_gemm(CUBLAS_COMPUTE_32F, 0, 0, h43, A, h36, B, d46bf, D, d46bf, D, 1, 0) == UNSUPPORTED,
+          "fp16 A/B with bf16 C/D: NOT_SUPPORTED");
+    check(lt_gemm(CUBLAS_COMPUTE_32F, 0, 0, a43, A, a36, B, d46h, D, d46h, D, 1, 0) == UNSUPPORTED,
+          "fp32 A/B with fp16 C/D: NOT_SUPPORTED");
+    check(lt_gemm(CUBLAS_COMPUTE_32F, 0, 0, h43, A, h36, B, d46, D, d46h, D, 1, 0) == UNSUPPORTED,
+          "fp16 A/B, fp32 C with fp16 D: NOT_SUPPORTED");
+    cudaFree(A);
+    cudaFree(B);
+    cudaFree(D);
+}
+
 static void test_epilogue_refusals(void)
 {
     const cublasStatus_t OK = CUBLAS_STATUS_SUCCESS, INVALID = CUBLAS_STATUS_INVALID_VALUE,
@@ -955,6 +975,7 @@ int main(void)
     test_tf32_rounding();
     test_products();
     test_refusals();
+    test_output_types();
     test_epilogues();
     test_gelu_forms();
     test_epilogue_refusals();

@@ -169,6 +169,41 @@ static std::vector<double> ref_lse(const t16 &q, const t16 &k, const std::vector
     return out;
 }
 
+/* No atomics: a second forward, and a backward with dk alone, give the
+ * bytes of the first (out and dk: rows ld apart, C wide). */
+static bool same_bytes_again(cudaDataType_t t, const void *O, const void *dK, const void *Q, const void *K,
+                             const void *V, const void *dO, float *lse, float *dvec, const backend_windows &wd, int NH,
+                             int HS, int ld, int N, float p, philox_stream rng)
+{
+    int C = NH * HS;
+    size_t n = (size_t)N * C, span = (size_t)(N - 1) * ld + C;
+    void *O2, *dK2;
+    cudaMalloc(&O2, n * 2);
+    cudaMalloc(&dK2, span * 2);
+    flash_attention_forward(0, t, O2, lse, Q, K, V, &wd, NH, HS, ld, p, rng);
+    flash_attention_backward(0, t, NULL, dK2, NULL, dvec, dO, O2, Q, K, V, lse, &wd, NH, HS, ld, p, rng);
+    std::vector<uint16_t> a(n), a2(n), g(n), g2(n);
+    cudaMemcpy(a.data(), O, n * 2, cudaMemcpyDeviceToHost);
+    cudaMemcpy(a2.data(), O2, n * 2, cudaMemcpyDeviceToHost);
+    for (size_t r = 0; r < (size_t)N; r++) {
+        cudaMemcpy(g.data() + r * C, (const uint16_t *)dK + r * ld, C * 2, cudaMemcpyDeviceToHost);
+        cudaMemcpy(g2.data() + r * C, (uint16_t *)dK2 + r * ld, C * 2, cudaMemcpyDeviceToHost);
+    }
+    cudaFree(O2);
+    cudaFree(dK2);
+    return a == a2 && g == g2;
+}
+
+/* Rows of C values, ld apart from d (16-bit), as fp32 [N, C]. */
+static std::vector<float> download_rows(const void *d, int N, int C, int ld, cudaDataType_t t)
+{
+    size_t span = (size_t)(N - 1) * ld + C;
+    std::vector<float> a = download16(d, span, t), out((size_t)N * C);
+    for (size_t r = 0; r < (size_t)N; r++)
+        for (int x = 0; x < C; x++) out[r * C + x] = a[r * ld + x];
+    return out;
+}
+
 struct flash_case {
     const char *name;
     std::vector<int> lens; /* packed: the windows' lengths; padded: the real tokens of each window of T */
@@ -249,18 +284,8 @@ static void run_case(const flash_case &c, cudaDataType_t t)
     cudaError_t e1 = flash_attention_forward(0, t, O, lse, Q, K, V, &wd, NH, HS, ld, c.p, rng);
     cudaError_t e2 = flash_attention_backward(0, t, dQ, dK, dV, dvec, dO, O, Q, K, V, lse, &wd, NH, HS, ld, c.p, rng);
     cudaDeviceSynchronize();
-    std::vector<float> out = download16(O, n, t), gl(nl), dq(n), dk(n), dv(n);
-    {
-        /* the gradients' rows out of their (maybe fused) buffers */
-        size_t span = (size_t)(N - 1) * ld + C;
-        std::vector<float> a = download16(dQ, span, t), b = download16(dK, span, t), g = download16(dV, span, t);
-        for (size_t r = 0; r < (size_t)N; r++)
-            for (int x = 0; x < C; x++) {
-                dq[r * C + x] = a[r * ld + x];
-                dk[r * C + x] = b[r * ld + x];
-                dv[r * C + x] = g[r * ld + x];
-            }
-    }
+    std::vector<float> out = download16(O, n, t), gl(nl), dq = download_rows(dQ, N, C, ld, t),
+                       dk = download_rows(dK, N, C, ld, t), dv = download_rows(dV, N, C, ld, t);
     cudaMemcpy(gl.data(), lse, nl * 4, cudaMemcpyDeviceToHost);
     std::vector<double> rl = ref_lse(q, k, r0s, lens, mask, c.T, N, NH, HS);
     double lerr = 0;
@@ -278,26 +303,8 @@ static void run_case(const flash_case &c, cudaDataType_t t)
           "%.0e), lse %.1e (vs double)",
           tname, c.name, c.padded ? "padded" : "packed", lens_text, c.padded ? " of T" : "", NH, HS,
           c.fused ? " (q k v in one [N, 3C])" : "", c.p, eo, eq, ek, ev, band, lerr);
-    {
-        /* no atomics: a second run gives the same bytes */
-        size_t span = (size_t)(N - 1) * ld + C;
-        void *O2, *dK2;
-        cudaMalloc(&O2, n * 2);
-        cudaMalloc(&dK2, span * 2);
-        flash_attention_forward(0, t, O2, lse, Q, K, V, &wd, NH, HS, ld, c.p, rng);
-        flash_attention_backward(0, t, NULL, dK2, NULL, dvec, dO, O2, Q, K, V, lse, &wd, NH, HS, ld, c.p, rng);
-        std::vector<uint16_t> a(n), a2(n), g(n), g2(n);
-        cudaMemcpy(a.data(), O, n * 2, cudaMemcpyDeviceToHost);
-        cudaMemcpy(a2.data(), O2, n * 2, cudaMemcpyDeviceToHost);
-        for (size_t r = 0; r < (size_t)N; r++) {
-            cudaMemcpy(g.data() + r * C, (uint16_t *)dK + r * ld, C * 2, cudaMemcpyDeviceToHost);
-            cudaMemcpy(g2.data() + r * C, (uint16_t *)dK2 + r * ld, C * 2, cudaMemcpyDeviceToHost);
-        }
-        check(a == a2 && g == g2, "flash %s %-7s: a second run (dq and dv not wanted) gives the same out and dk bytes",
-              tname, c.name);
-        cudaFree(O2);
-        cudaFree(dK2);
-    }
+    check(same_bytes_again(t, O, dK, Q, K, V, dO, lse, dvec, wd, NH, HS, ld, N, c.p, rng),
+          "flash %s %-7s: a second run (dq and dv not wanted) gives the same out and dk bytes", tname, c.name);
     if (c.p > 0) {
         philox_stream other = rng;
         other.seed++;
