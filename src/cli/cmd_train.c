@@ -61,6 +61,43 @@ static int live_page_key(const cli_api_key_opts *ak, int http_port, char **key)
     return http_port >= 0 ? cli_api_key("train", ak, key, NULL) : 0;
 }
 
+/* The options parsed and checked: the live page's key, then the
+ * supervisor, or a TF checkpoint's conversion and the trainer. */
+static int train_start(trainer_opts *o, const cli_api_key_opts *ak, int supervise, int argc, char **argv)
+{
+    int rc;
+    /* Read here (a bad key file stops the run before it starts); the
+     * supervisor's children read it again, as they parse the same options. */
+    char *key = NULL;
+    if ((rc = live_page_key(ak, o->http_port, &key))) return rc;
+    if (supervise > 0) {
+        free(key);
+        return supervise_run(supervise, argc, argv, o->out_dir);
+    }
+    o->http_api_key = key;
+    if (o->http_port >= 0) cli_warn_open_bind("train --http-bind", o->http_bind, key != NULL);
+    /* A Google BERT dir (TF checkpoint): converted into RUN/init_model at
+     * every start (the same bytes each time, so a resume's fingerprint
+     * still matches), and trained from there. */
+    char init_dir[4096];
+    if (tf_bert_is_google_dir(o->model_dir)) {
+        path_join(init_dir, sizeof init_dir, o->out_dir, "init_model");
+        /* Data parallel: rank 0 converts, the others wait for it. */
+        rc = dist_rank() == 0 ? tf_bert_export_dir(o->model_dir, init_dir, -1, (uint64_t)o->seed, NULL) : 0;
+        if (dist_active()) rc = dist_agree(rc);
+        if (rc) {
+            free(key);
+            return rc;
+        }
+        log_info("train: %s is a TensorFlow checkpoint: converted into %s", o->model_dir, init_dir);
+        o->model_dir = init_dir;
+    }
+    rc = trainer_run(o);
+    if (key) memset(key, 0, strlen(key));
+    free(key);
+    return rc;
+}
+
 static int train_main(int argc, char **argv)
 {
     trainer_opts o;
@@ -168,34 +205,5 @@ static int train_main(int argc, char **argv)
     if (supervise > 0 && dist_launched())
         return err_set(ERR_INPUT, "train --supervise: cannot restart one rank of an mpirun/srun job alone; rerun "
                        "the same mpirun command (it resumes from the last checkpoint), or let the job script do it");
-    /* Read here (a bad key file stops the run before it starts); the
-     * supervisor's children read it again, as they parse the same options. */
-    char *key = NULL;
-    if ((rc = live_page_key(&ak, o.http_port, &key))) return rc;
-    if (supervise > 0) {
-        free(key);
-        return supervise_run(supervise, argc, argv, o.out_dir);
-    }
-    o.http_api_key = key;
-    if (o.http_port >= 0) cli_warn_open_bind("train --http-bind", o.http_bind, key != NULL);
-    /* A Google BERT dir (TF checkpoint): converted into RUN/init_model at
-     * every start (the same bytes each time, so a resume's fingerprint
-     * still matches), and trained from there. */
-    char init_dir[4096];
-    if (tf_bert_is_google_dir(o.model_dir)) {
-        path_join(init_dir, sizeof init_dir, o.out_dir, "init_model");
-        /* Data parallel: rank 0 converts, the others wait for it. */
-        rc = dist_rank() == 0 ? tf_bert_export_dir(o.model_dir, init_dir, -1, (uint64_t)o.seed, NULL) : 0;
-        if (dist_active()) rc = dist_agree(rc);
-        if (rc) {
-            free(key);
-            return rc;
-        }
-        log_info("train: %s is a TensorFlow checkpoint: converted into %s", o.model_dir, init_dir);
-        o.model_dir = init_dir;
-    }
-    rc = trainer_run(&o);
-    if (key) memset(key, 0, strlen(key));
-    free(key);
-    return rc;
+    return train_start(&o, &ak, supervise, argc, argv);
 }

@@ -66,7 +66,8 @@ want() { # NAME CODE TEXT
 }
 if [ -n "$port" ]; then
     for p in / /api/status /metrics /charts /nope; do
-        get "none$p" "$p"; want "none$p" 401 "needs an API key"
+        n=none${p//\//_}
+        get "$n" "$p"; want "$n" 401 "needs an API key"
     done
     get wrong /api/status -H "Authorization: Bearer Live-page_key.43"; want wrong 401 'error="invalid_token"'
     get prefix /api/status -H "Authorization: Bearer Live-page_key.4"; want prefix 401 "wrong API key"
