@@ -219,7 +219,8 @@ int main(int argc, char **argv)
         }
     }
     if (!g_port || !bodies || conc < 1 || conc > 1024 || g_total < 1 || g_bad_pct < 0 || g_bad_pct > 100) {
-        fprintf(stderr, "usage: serve_load --port P --bodies FILE [--requests N] [--concurrency C] [--bad-percent B] [--api-key KEY]\n");
+        fprintf(stderr, "usage: serve_load --port P --bodies FILE [--requests N] [--concurrency C] [--bad-percent B] "
+                        "[--api-key KEY]\n");
         return 2;
     }
     FILE *f = fopen(bodies, "r");

@@ -69,7 +69,8 @@ int cmd_serve(int argc, char **argv)
     if ((rc = cli_api_key("serve", &ak, &key, &key_from))) return rc;
     packing_kind pack;
     backend_opts bo;
-    if ((rc = cli_parse_packing("serve", packing, &pack)) || (rc = cli_answer_backend_opts("serve", &dev, threads, &bo))) {
+    if ((rc = cli_parse_packing("serve", packing, &pack)) ||
+        (rc = cli_answer_backend_opts("serve", &dev, threads, &bo))) {
         free(key);
         return rc;
     }
@@ -99,8 +100,8 @@ int cmd_serve(int argc, char **argv)
     rc = qa_model_start(&m, &bo, rows, T);
     if (rc) goto done;
     serve_opts so = {
-        .bind = bind, .api_key = key, .port = port, .http_threads = http_threads, .max_connections = max_conn, .idle_timeout_s = idle_s,
-        .timeout_ms = timeout_ms, .max_answer_length = max_ans, .fo = fo,
+        .bind = bind, .api_key = key, .port = port, .http_threads = http_threads, .max_connections = max_conn,
+        .idle_timeout_s = idle_s, .timeout_ms = timeout_ms, .max_answer_length = max_ans, .fo = fo,
         .lim = {(size_t)max_body, (size_t)max_context, max_items, 20, nbest},
         .batch = {wait_ms * 1000, max_tokens, queue_limit},
     };
