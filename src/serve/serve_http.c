@@ -71,6 +71,7 @@ static enum MHD_Result reply(req_ctx *c, int status, const char *type, const cha
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     if (allow) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
     if (c->www_auth) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, c->www_auth);
+    MHD_add_response_header(r, "Referrer-Policy", "no-referrer"); /* a /?key= URL goes nowhere else */
     if (retry_after) {
         char v[16];
         snprintf(v, sizeof v, "%d", retry_after);

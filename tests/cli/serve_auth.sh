@@ -111,6 +111,7 @@ req postquery POST "/v1/answer?key=$KEY" -H 'Content-Type: application/json' --d
 is401 postquery "$B" "needs an API key"
 req page GET /; is401 page "$B" "needs an API key"
 req pagekey GET "/?key=$KEY"; want pagekey 200 "headers.Authorization='Bearer '+key"
+grep -qi '^Referrer-Policy: no-referrer' "$cli_tmp/pagekey.head" || cli_bad "no Referrer-Policy on the page"
 req pagehdr GET / -H "Authorization: Bearer $KEY"; want pagehdr 200 '<textarea id="context"'
 req pagewrong GET "/?key=s3cret-Key_2"; is401 pagewrong "$W" "wrong API key"
 req nf GET /nope; is401 nf "$B" "needs an API key"
