@@ -75,7 +75,8 @@ static int train_start(trainer_opts *o, const cli_api_key_opts *ak, int supervis
         return supervise_run(supervise, argc, argv, o->out_dir);
     }
     o->http_api_key = key;
-    if (o->http_port >= 0) cli_warn_open_bind("train --http-bind", o->http_bind, key != NULL);
+    if (o->http_port >= 0 && dist_rank() == 0) /* rank 0 alone serves the page (data parallel) */
+        cli_warn_open_bind("train --http-bind", o->http_bind, key != NULL);
     /* A Google BERT dir (TF checkpoint): converted into RUN/init_model at
      * every start (the same bytes each time, so a resume's fingerprint
      * still matches), and trained from there. */
