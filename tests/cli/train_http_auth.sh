@@ -8,8 +8,10 @@
 # with WWW-Authenticate: Bearer and a JSON error, with the header or ?key=
 # the page and its data, /favicon.ico open; the page's script sends the key.
 # A short run on 0.0.0.0 without a key prints exactly one warning line, on
-# loopback none. Needs curl and jq (skipped without).
+# loopback none; so does a 2-rank job under mpirun (rank 0 alone serves the
+# page), where there is one. Needs curl and jq (skipped without).
 source "$(dirname "$0")/lib/cli.sh"
+source "$(dirname "$0")/lib/mpi.sh"
 for t in curl jq; do
     if ! command -v $t >/dev/null; then echo "skipped: $t is not installed (scripts/ci_extras.sh installs it)"; exit 0; fi
 done
@@ -103,4 +105,16 @@ for bind in 0.0.0.0 127.0.0.1; do
         [ "$nw" = 0 ] || cli_bad "a warning on loopback"
     fi
 done
+if command -v mpirun >/dev/null && "$BERTC" version | grep -q "^mpi: built in"; then
+    cli_n=$((cli_n + 1))
+    mpi_run 2 "$BERTC" train "${COMMON[@]}" --max-steps 2 --out "$cli_tmp/mpi" --http 0 --http-bind 0.0.0.0 \
+        >"$cli_tmp/mpi.log" 2>&1
+    rc=$?
+    nw=$(grep -c "bertc: warning: train --http-bind" "$cli_tmp/mpi.log")
+    echo "case $cli_n: mpirun -np 2, --http-bind 0.0.0.0 without a key -> exit $rc, $nw warning line(s)"
+    [ "$rc" -eq 0 ] || cli_bad "the 2-rank run failed: $(tail -3 "$cli_tmp/mpi.log")"
+    [ "$nw" = 1 ] || cli_bad "want one warning line from 2 ranks"
+else
+    echo "(no mpirun or no MPI build: the 2-rank case is not run)"
+fi
 finish
