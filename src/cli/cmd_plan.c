@@ -24,6 +24,11 @@ const char cmd_plan_summary[] = "predict GPU memory for training: per micro-batc
 
 #define PLAN_MAX_MICRO (1 << 20)
 
+static const char plan_usage[] =
+    "bertc plan --model DIR|--config NAME --seq N [--precision P] [--recompute none|layer] [--gpu-mem SIZE] "
+    "[--batch N] [--pipeline-stages S [--pipeline-split LIST]] [--shard-optimizer --ranks D] "
+    "[--format text|markdown] [--json]";
+
 static int load_config(const char *model, const char *name, int vocab_size, int vocab_seen, bert_config *cfg)
 {
     if ((model != NULL) == (name != NULL))
@@ -443,13 +448,8 @@ int cmd_plan(int argc, char **argv)
          "each micro-batch, the largest that fits)", .min = 0},
         {0},
     };
-    int rc = args_parse("plan",
-                        "bertc plan --model DIR|--config NAME --seq N [--precision P] [--recompute none|layer] "
-                        "[--gpu-mem SIZE] [--batch N] [--pipeline-stages S [--pipeline-split LIST]] [--shard-optimizer --ranks D] "
-                        "[--format text|markdown] [--json]",
-                        specs, argc, argv, NULL, NULL);
-    if (rc == ARGS_HELP) return 0;
-    if (rc) return rc;
+    int rc = args_parse("plan", plan_usage, specs, argc, argv, NULL, NULL);
+    if (rc) return rc == ARGS_HELP ? 0 : rc;
     precision_kind prec;
     recompute_kind rec;
     bert_config cfg;
