@@ -88,19 +88,18 @@ int cli_answer_backend_opts(const char *cmd, const cli_device *d, int threads, b
     return 0;
 }
 
-int cli_parse_run(const char *cmd, const char *usage, const arg_spec *specs, int argc, char **argv, char ***pos)
+int cli_parse_run(const char *cmd, const char *usage, const arg_spec *specs, int argc, char **argv, const char **run)
 {
+    char **pos = NULL;
     int npos = 0;
-    *pos = NULL;
-    int rc = args_parse(cmd, usage, specs, argc, argv, pos, &npos);
-    if (rc) return rc;
-    if (npos != 1) {
-        free(*pos);
-        *pos = NULL;
-        return err_set(ERR_INPUT, "%s: expected one run directory, got %d argument(s) (usage: bertc %s RUN)", cmd, npos,
-                       cmd);
-    }
-    return 0;
+    *run = NULL;
+    int rc = args_parse(cmd, usage, specs, argc, argv, &pos, &npos);
+    if (!rc && npos != 1)
+        rc = err_set(ERR_INPUT, "%s: expected one run directory, got %d argument(s) (usage: bertc %s RUN)", cmd, npos,
+                     cmd);
+    if (!rc) *run = pos[0];
+    free(pos);
+    return rc;
 }
 
 int cli_parse_pipeline_split(const char *cmd, const char *s, int stages, int *split, int *n)

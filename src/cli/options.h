@@ -92,8 +92,8 @@ void cli_warn_open_bind(const char *what, const char *bind, int have_key);
 
 /* args_parse for a command that takes one run directory and options: rc
  * as args_parse returns it (ARGS_HELP included), and ERR_INPUT naming cmd
- * unless exactly one positional argument was given; on 0, *pos holds it
- * (free *pos). */
-int cli_parse_run(const char *cmd, const char *usage, const arg_spec *specs, int argc, char **argv, char ***pos);
+ * unless exactly one positional argument was given; on 0, *run is it (one
+ * of argv's strings). */
+int cli_parse_run(const char *cmd, const char *usage, const arg_spec *specs, int argc, char **argv, const char **run);
 
 #endif

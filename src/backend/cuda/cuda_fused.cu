@@ -153,7 +153,7 @@ __global__ void fused_colsum_stage2(float *dw, float *db, const float *pw, const
 size_t cuda_fused_ln_backward_ws(size_t N, size_t C)
 {
     size_t parts = (N + CUDA_FUSED_LN_ROWS - 1) / CUDA_FUSED_LN_ROWS;
-    return cuda_ws_sat_mul(2, cuda_ws_part(cuda_ws_sat_mul(parts, C), 4));
+    return sat_mul(2, cuda_ws_part(sat_mul(parts, C), 4));
 }
 
 /* The LayerNorm backward kernels' partials: one row of C floats per block
