@@ -8,7 +8,9 @@
 # Also the machine's int8, bf16 and fp32 peaks (bench/gemm/int8_peak.c,
 # fma_peak.c), so that the distance to the limit shows.
 #
-# usage: bench/serve/answers_vs_engines.sh [--threads 2] [--articles 4] [--batch 8] [--only SYSTEMS] [--rounds 1]
+# usage: bench/serve/answers_vs_engines.sh [--threads 2] [--articles 4] [--paragraphs 0] [--batch 8] [--only SYSTEMS]
+#        [--rounds 1]
+#   --paragraphs P  only the first P paragraphs of those articles (0: all; a shorter run on a busy machine)
 #   --rounds R  the whole comparison R times, bertc and the peers in turn (load on a shared
 #               machine comes and goes); the ratios use each system's best round
 #   MODEL=DIR   a BertForQuestionAnswering dir (default: all-MiniLM-L6-v2 from the PyPI
@@ -19,11 +21,11 @@
 # needs: pip install onnxruntime onnx openvino nncf (benchmark only; bertc never needs them)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-THREADS=2 ARTICLES=4 BATCH=8 ONLY="" ROUNDS=1
+THREADS=2 ARTICLES=4 PARAGRAPHS=0 BATCH=8 ONLY="" ROUNDS=1
 source scripts/lib.sh
 source bench/lib/bench.sh
-parse_opts "$0 [--threads N] [--articles N] [--batch N] [--only SYSTEMS] [--rounds R]" \
-    --threads THREADS --articles ARTICLES --batch BATCH --only ONLY --rounds ROUNDS -- "$@"
+parse_opts "$0 [--threads N] [--articles N] [--paragraphs N] [--batch N] [--only SYSTEMS] [--rounds R]" \
+    --threads THREADS --articles ARTICLES --paragraphs PARAGRAPHS --batch BATCH --only ONLY --rounds ROUNDS -- "$@"
 bench_isa
 BERTC=${BERTC:-build/bertc}
 DATA=${BERTC_DATA:-../shared/data}/squad-v1.1/dev-v1.1.json
@@ -39,19 +41,28 @@ if [ -z "${MODEL:-}" ]; then
 fi
 [ -f "$W/onnx/model_int8.onnx" ] && [ "$W/onnx/model_int8.onnx" -nt "$MODEL/model.safetensors" ] ||
     python3 bench/serve/answers_engines.py --export "$MODEL" --out "$W/onnx" 2>"$W/export.log" >/dev/null
-jq --argjson n "$ARTICLES" '{version: .version, data: .data[0:$n]}' "$DATA" >"$W/data.json"
+jq --argjson n "$ARTICLES" --argjson p "$PARAGRAPHS" '{version: .version, data: .data[0:$n]}
+    | if $p > 0 then .data |= (reduce .[] as $a ([]; . as $done | ([$done[].paragraphs[]] | length) as $have
+        | if $have < $p then $done + [$a | .paragraphs |= .[0:($p - $have)]] else $done end)) else . end' \
+    "$DATA" >"$W/data.json"
+questions=$(jq '[.data[].paragraphs[].qas[]] | length' "$W/data.json")
 rm -rf "$W/feat"
 "$BERTC" features --model "$MODEL" --data "$W/data.json" --dump "$W/feat" --threads "$THREADS" >/dev/null 2>&1
 
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "model: $MODEL; data: SQuAD v1.1 dev articles 0-$((ARTICLES - 1)), T 384, stride 128; threads $THREADS"
+echo "model: $MODEL; data: SQuAD v1.1 dev articles 0-$((ARTICLES - 1))$([ "$PARAGRAPHS" = 0 ] ||
+    echo ", first $PARAGRAPHS paragraphs") ($questions questions), T 384, stride 128; threads $THREADS"
 env -u OPENBLAS_CORETYPE "$BERTC" version | grep -E '^(cpu|answers|kernel gemm_int8|kernel gemm_bf16)'
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 gcc -O2 -fopenmp bench/gemm/int8_peak.c -o "$tmp/int8_peak"
 gcc -O2 -fopenmp bench/gemm/fma_peak.c -o "$tmp/fma_peak"
-echo "peaks, $THREADS threads: int8 $("$tmp/int8_peak" int8 "$THREADS" | cut -d' ' -f3) G ops/s," \
-    "bf16 $("$tmp/int8_peak" bf16 "$THREADS" | cut -d' ' -f3) GFLOP/s, fp32 $("$tmp/fma_peak" avx512 "$THREADS" | cut -d' ' -f3) GFLOP/s"
+if grep -qw avx512f /proc/cpuinfo; then
+    echo "peaks, $THREADS threads: int8 $("$tmp/int8_peak" int8 "$THREADS" | cut -d' ' -f3) G ops/s," \
+        "bf16 $("$tmp/int8_peak" bf16 "$THREADS" | cut -d' ' -f3) GFLOP/s, fp32 $("$tmp/fma_peak" avx512 "$THREADS" | cut -d' ' -f3) GFLOP/s"
+else
+    echo "peaks, $THREADS threads: fp32 (AVX2 FMA) $("$tmp/fma_peak" avx2 "$THREADS" | cut -d' ' -f3) GFLOP/s (int8_peak needs AVX-512)"
+fi
 
 rm -f "$W/bertc.jsonl" "$W/peers.jsonl"
 for round in $(seq 1 "$ROUNDS"); do

@@ -9,6 +9,7 @@
 #include "backend/backend.h"
 #include "backend/select.h"
 #include "backend/cpu_kernels.h"
+#include "backend/cpu/gemm_lowp.h"
 #include "core/err.h"
 
 #include <stdio.h>
@@ -97,7 +98,8 @@ static void check_cpu(void)
         CHECK(be.i == NULL && be.ctx == NULL, "nothing created on failure");
     }
     /* answers (batch-invariant) in bf16 and int8 where the CPU has the
-     * instructions (AVX512-BF16, AVX512-VNNI), else refused naming them */
+     * instructions (bf16: AVX512-BF16; int8: AVX2 or above), else refused
+     * naming them; the description names the kernel that runs */
     o.batch_invariant = 1;
     for (precision_kind lp = PREC_BF16; lp <= PREC_INT8; lp++) {
         char why[256];
@@ -107,8 +109,11 @@ static void check_cpu(void)
         printf("--device cpu --precision %s, answers (this CPU: %s): %d: %s\n", select_precision_name(lp),
                fast ? "fast kernel" : why, rc, rc ? err_msg() : info.desc);
         if (fast) {
-            CHECK(rc == 0 && info.precision == lp && strstr(info.desc, "(linear layers, avx512"), "%s answers",
-                  select_precision_name(lp));
+            char kern[64];
+            snprintf(kern, sizeof kern, "(linear layers, %s kernel",
+                     gemm_lowp_kernel(lp == PREC_INT8 ? GEMM_LOWP_INT8 : GEMM_LOWP_BF16));
+            CHECK(rc == 0 && info.precision == lp && strstr(info.desc, kern), "%s answers: '%s' not in '%s'",
+                  select_precision_name(lp), kern, rc ? "" : info.desc);
             backend_free(&be);
         } else {
             CHECK(rc == ERR_INPUT && strstr(err_msg(), why), "%s answers refused naming why",

@@ -7,13 +7,16 @@
  *     (integers, each row reaching 127), out is the exact integer sum;
  *   - the dequantisation against double: out within 4 roundings of
  *     acc * r_i * s_o + b computed from the exact integer sum;
- *   - the CPU's kernel (AVX512-VNNI where the CPU has it) and the scalar one
- *     against gemm_lowp_ref, bit for bit, over many shapes and thread counts;
+ *   - the CPU's kernel (AVX512-VNNI where the CPU has it; at the avx2 level
+ *     AVX-VNNI's, or AVX2's VPMADDUBSW one) and the scalar one against
+ *     gemm_lowp_ref, bit for bit, over many shapes and thread counts; where
+ *     AVX-VNNI's runs, AVX2's too (gemm_int8_force_avx2);
  *   - batch invariance (tests/lib/linear_check.h);
  *   - the error of the whole layer against fp32 on BERT-like data: printed,
  *     and held under a bound;
  *   - under BERTC_CPU_ISA=sse (ctest's test_gemm_int8_sse) the scalar kernel
- *     is the one that runs.
+ *     is the one that runs, under BERTC_CPU_ISA=avx2 (test_gemm_int8_avx2,
+ *     on an AVX-512 CPU too) an avx2-level one.
  * Prints which kernel ran and what each check compared. */
 #include "backend/cpu/gemm_int8.h"
 #include "linear_check.h"
@@ -126,9 +129,18 @@ static void check_dequant(void)
 int main(void)
 {
     tu_rng_state = 0x1a2b3c4d5e6f7788ULL;
-    lc_header(GEMM_LOWP_INT8, CPU_K_GEMM_INT8, "avx512vnni");
+    lc_header(GEMM_LOWP_INT8, CPU_K_GEMM_INT8, "avx512vnni avxvnni avx2");
     check_quantize();
     check_exact();
     check_dequant();
+    if (!strcmp(gemm_lowp_kernel(GEMM_LOWP_INT8), "avxvnni")) {
+        gemm_int8_force_avx2(1);
+        CHECK(!strcmp(gemm_lowp_kernel(GEMM_LOWP_INT8), "avx2"), "forced avx2, runs %s",
+              gemm_lowp_kernel(GEMM_LOWP_INT8));
+        check_exact();
+        lc_check_bits(GEMM_LOWP_INT8);
+        lc_check_invariance(GEMM_LOWP_INT8);
+        gemm_int8_force_avx2(0);
+    }
     return lc_finish(GEMM_LOWP_INT8, 0.05);
 }

@@ -3,11 +3,12 @@
 # run_squad --predict_precision; train --eval-precision):
 # - bad values and the commands that cannot take int8 get one line, exit 2;
 # - where `bertc version` says this CPU answers in a precision (a fast
-#   kernel: AVX512-BF16, AVX512-VNNI, and no BERTC_CPU_ISA cap), predict in it
+#   kernel: AVX512-BF16; for int8 AVX2 or above, and no BERTC_CPU_ISA cap
+#   below it), predict in it
 #   works, its summary line names it, and predictions.json is the same with
 #   --batch 1 and --batch 8 and with --packing varlen (batch-invariant
 #   products); train --eval-precision evaluates in it;
-# - where it does not (the avx2 variant of this test: BERTC_CPU_ISA=avx2),
+# - where it does not (bf16 in the avx2 variant of this test: BERTC_CPU_ISA=avx2),
 #   predict and train --eval-precision are refused in one line naming what
 #   is missing, before anything is written.
 source "$(dirname "$0")/lib/cli.sh"

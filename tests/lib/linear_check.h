@@ -40,9 +40,10 @@ void lc_check_invariance(gemm_lowp_kind L);
 void lc_check_n(gemm_lowp_kind L);
 /* Prints the kind's kernel, what cpu_isa.h says of it and whether it runs
  * fast here (cpu_kernel_fast, which must agree with the kernel running:
- * fast_name); under BERTC_CPU_ISA=sse the scalar kernel must run. Returns
+ * one of the space-separated fast_names); under BERTC_CPU_ISA=sse the
+ * scalar kernel must run, under BERTC_CPU_ISA=avx2 no avx512 one. Returns
  * cpu_kernel_fast's answer. */
-int lc_header(gemm_lowp_kind L, cpu_kernel_family f, const char *fast_name);
+int lc_header(gemm_lowp_kind L, cpu_kernel_family f, const char *fast_names);
 /* The relative error sqrt(sum (out - exact)^2 / sum exact^2) of the layer
  * against the exact product of the fp32 operands (in double), on BERT-like
  * data: "ln" a LayerNorm output (N(0,1) per channel times a gain near 1, two

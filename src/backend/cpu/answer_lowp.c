@@ -43,7 +43,7 @@ int backend_cpu_answer_check(precision_kind p, char *kernel, size_t cap)
     const char *name = gemm_lowp_name(kind_of(p));
     if (!cpu_kernel_fast(family_of(p), why, sizeof why))
         return err_set(ERR_INPUT, "--precision %s: %s (answers in %s need %s; use --precision fp32)", name, why, name,
-                       p == PREC_INT8 ? "AVX512-VNNI" : "AVX512-BF16");
+                       p == PREC_INT8 ? "AVX2" : "AVX512-BF16");
     if (kernel && cap) snprintf(kernel, cap, "%s", gemm_lowp_kernel(kind_of(p)));
     return 0;
 }

@@ -40,6 +40,7 @@ static void detect_leaf7(cpu_isa_info *c)
     unsigned sub = a;
     if (sub >= 1) {
         __get_cpuid_count(7, 1, &a, &b, &cc, &d);
+        c->avx_vnni = (a >> 4) & 1;
         c->avx512_bf16 = (a >> 5) & 1;
     }
 }
@@ -136,15 +137,17 @@ static int has_avx512bf16(const cpu_isa_info *c)
     return c->avx512_bf16;
 }
 
-/* Each family's code: the levels it has, its name for the sse level, and
+/* Each family's code: the levels it has, its name for the sse level,
  * where its avx512 code needs more than the level (an instruction set
- * beside AVX-512 F/DQ/CD/BW/VL): the test, that set's name and the code's. */
+ * beside AVX-512 F/DQ/CD/BW/VL): the test, that set's name and the code's,
+ * and the lowest level cpu_kernel_fast counts as fast (0: its highest). */
 static const struct {
     const char *name;
     unsigned levels; /* bit per cpu_isa_level */
     const char *sse_name;
     int (*avx512_has)(const cpu_isa_info *);
     const char *avx512_needs, *avx512_name;
+    cpu_isa_level fast_from;
 } families[CPU_K_COUNT] = {
     [CPU_K_GEMM_FIXED] = {"gemm_fixed", 1u << CPU_ISA_SSE | 1u << CPU_ISA_AVX2 | 1u << CPU_ISA_AVX512, "scalar"},
     [CPU_K_GELU] = {"gelu", 1u << CPU_ISA_SSE | 1u << CPU_ISA_AVX2 | 1u << CPU_ISA_AVX512, "sse"},
@@ -153,8 +156,8 @@ static const struct {
     [CPU_K_DROPOUT] = {"dropout", 1u << CPU_ISA_SSE | 1u << CPU_ISA_AVX2, "sse"},
     [CPU_K_ADAM] = {"adam", 1u << CPU_ISA_SSE | 1u << CPU_ISA_AVX2, "sse"},
     [CPU_K_ELEMENTWISE] = {"elementwise", 1u << CPU_ISA_SSE | 1u << CPU_ISA_AVX2, "sse"},
-    [CPU_K_GEMM_INT8] = {"gemm_int8", 1u << CPU_ISA_SSE | 1u << CPU_ISA_AVX512, "scalar", has_vnni, "AVX512-VNNI",
-                         "avx512vnni"},
+    [CPU_K_GEMM_INT8] = {"gemm_int8", 1u << CPU_ISA_SSE | 1u << CPU_ISA_AVX2 | 1u << CPU_ISA_AVX512, "scalar",
+                         has_vnni, "AVX512-VNNI", "avx512vnni", CPU_ISA_AVX2},
     [CPU_K_GEMM_BF16] = {"gemm_bf16", 1u << CPU_ISA_SSE | 1u << CPU_ISA_AVX512, "scalar", has_avx512bf16,
                          "AVX512-BF16", "avx512bf16"},
 };
@@ -241,11 +244,13 @@ const char *cpu_kernel_family_name(cpu_kernel_family f)
     return f >= 0 && f < CPU_K_COUNT ? families[f].name : "?";
 }
 
-/* The name of family f's code of level l. */
+/* The name of family f's code of level l (gemm_int8's avx2 level runs
+ * AVX-VNNI's kernel where the CPU has it: gemm_int8.c, avx2_pick). */
 static const char *variant_name(cpu_kernel_family f, cpu_isa_level l)
 {
     if (l == CPU_ISA_SSE) return families[f].sse_name;
     if (l == CPU_ISA_AVX512 && families[f].avx512_name) return families[f].avx512_name;
+    if (l == CPU_ISA_AVX2 && f == CPU_K_GEMM_INT8 && cpu_isa()->cpu.avx_vnni) return "avxvnni";
     return cpu_isa_name(l);
 }
 
@@ -275,7 +280,8 @@ int cpu_kernel_fast(cpu_kernel_family f, char *why, size_t cap)
     const cpu_isa_state *s = cpu_isa();
     int top = CPU_ISA_AVX512;
     while (top > CPU_ISA_SSE && !(families[f].levels >> top & 1)) top--;
-    if ((int)cpu_kernel_level(f) == top) return 1;
+    if (families[f].fast_from) top = families[f].fast_from;
+    if ((int)cpu_kernel_level(f) >= top) return 1;
     if (!why) return 0;
     char lacks[160] = "";
     const char *extra = top == CPU_ISA_AVX512 ? families[f].avx512_needs : NULL;

@@ -25,6 +25,7 @@ typedef struct {
     /* CPUID feature bits */
     int sse3, ssse3, sse41, sse42, avx, fma, f16c, avx2, bmi1, bmi2, lzcnt, movbe;
     int avx512f, avx512dq, avx512cd, avx512bw, avx512vl, avx512_vnni, avx512_bf16, avx512_fp16;
+    int avx_vnni; /* VPDPBUSD in VEX encoding (ymm), with or without AVX-512 */
     int amx_tile, amx_bf16;
     /* register state the OS saves (XCR0): xmm+ymm, opmask+zmm, amx tiles */
     int os_ymm, os_zmm, os_amx;
@@ -66,7 +67,8 @@ typedef enum {
                         * multiplies by a mask */
     CPU_K_ADAM,        /* ops_loss.c: AdamW, the gradient norm, scaling and the finite check */
     CPU_K_ELEMENTWISE, /* ops_dense.c: the add of whole tensors and the bias gradients' column sums */
-    CPU_K_GEMM_INT8,   /* gemm_int8.c: the int8 linear layer of inference (scalar, avx512vnni: AVX512-VNNI) */
+    CPU_K_GEMM_INT8,   /* gemm_int8.c: the int8 linear layer of inference (scalar; avx2: VPMADDUBSW, or
+                        * AVX-VNNI's VPDPBUSD on ymm where the CPU has it; avx512vnni: AVX512-VNNI) */
     CPU_K_GEMM_BF16,   /* gemm_bf16.c: the batch-invariant bf16 linear layer, and bf16.c's fp32 -> bf16 rounding
                         * (scalar, avx512bf16: AVX512-BF16) */
     CPU_K_COUNT
@@ -76,9 +78,9 @@ typedef enum {
  * that is at most the decided level and whose instructions the CPU has
  * (the sse code is x86-64's baseline, also below SSE3). */
 cpu_isa_level cpu_kernel_level(cpu_kernel_family f);
-/* 1 when the family runs the fastest code it has on this CPU (gemm_int8:
- * its AVX512-VNNI kernel, gemm_bf16: its AVX512-BF16 kernel, gelu: avx2).
- * Otherwise 0, with why (when not NULL) saying what stands in the way, for
+/* 1 when the family runs code fast enough for a caller that needs speed:
+ * its fastest code on this CPU (gemm_bf16: its AVX512-BF16 kernel, gelu:
+ * avx2), or for gemm_int8 its avx2 code or above. Otherwise 0, with why (when not NULL) saying what stands in the way, for
  * a refusal such as "--precision int8: this CPU (GenuineIntel family 6
  * model 85) lacks AVX512-VNNI": "this CPU (...) lacks X" for an instruction
  * set the CPU lacks, "BERTC_CPU_ISA=avx2 holds bertc below avx512" for a

@@ -167,6 +167,7 @@ const struct dot_kind dot_kind_bf16 = {
 #else
     {NULL, NULL},
 #endif
+    NULL,
     2,
     0,
     0u, /* two +0 */

@@ -114,11 +114,15 @@ int dot_gemm_n(const struct dot_kind *k, const struct dot_kern *kr, const struct
                const float *in, long ldin, float *const *out, long ldout, int nthreads);
 
 /* A product kind (gemm_lowp.h): its kernels and the hooks of gemm_lowp.c.
- * fast.tile is NULL where the fast kernel is not compiled (not x86-64). */
+ * fast runs at cpu_isa.h's avx512 level, avx2 (where a kind has one) at its
+ * avx2 level; a kernel's tile is NULL where it is not compiled (not x86-64)
+ * or does not exist. avx2_pick, where not NULL, chooses the avx2 level's
+ * kernel and its name on this CPU (gemm_int8: AVX-VNNI's or AVX2's own). */
 struct dot_kind {
     cpu_kernel_family family; /* which cpu_isa.h decides between its kernels */
     const char *fast_name;    /* "avx512vnni" */
     struct dot_kern scalar, fast;
+    const struct dot_kern *(*avx2_pick)(const char **name);
     int k_per_word, with_scales; /* with_scales: cs, comp and row scales */
     uint32_t pad_word;           /* a word of a row past N: adds nothing */
     /* Packs W (OC rows, stride ldw) into w's words, scales and comp: 0, or

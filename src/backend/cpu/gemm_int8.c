@@ -8,6 +8,7 @@
 #include "backend/cpu/gemm_dot.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -170,6 +171,117 @@ VNNI_TARGET static inline __m512i vnni_dot(__m512i c, __m512i a, __m512i b)
 #endif
 
 /* ------------------------------------------------------------------------
+ * The avx2 level (gemm_int8_ymm.inc). Without VNNI the u8 x s8 product is
+ * VPMADDUBSW, whose pairs of products are summed into a saturating int16:
+ * with q + 128 (up to 255) against 127 a pair reaches 64,770 and would clip.
+ * So the avx2 kernel's rows are packed as q itself (signed), and each
+ * product is taken as |q_i| x (q_o with q_i's sign) (VPABSB, VPSIGNB): both
+ * at most 127, a pair at most 32,258, never clipped, and the pair sums go to
+ * int32 by VPMADDWD against ones. The sums are then the exact ones, the same
+ * as VPDPBUSD's and the scalar kernel's. Where the CPU has AVX-VNNI its
+ * 256-bit VPDPBUSD takes q + 128 as the avx512 kernel does. */
+
+#if INT8_X86
+#define AVX2_TARGET __attribute__((target("avx2,fma")))
+/* The row's bytes by AVX2, 16 at a time: off 0 for q (the avx2 kernel), 128
+ * for q + 128 (AVX-VNNI's); the rounding, the clamp and the scale are
+ * pack_scalar's. */
+AVX2_TARGET static inline void pack_ymm(uint32_t *a, float *rs, const float *x, int k, int off)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 m = _mm256_setzero_ps();
+    int c = 0;
+    for (; c + 8 <= k; c += 8) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + c)));
+    float lanes[8], amax = 0.0f;
+    _mm256_storeu_ps(lanes, m);
+    for (int l = 0; l < 8; l++) amax = lanes[l] > amax ? lanes[l] : amax;
+    for (; c < k; c++) amax = fabsf(x[c]) > amax ? fabsf(x[c]) : amax;
+    if (!(amax >= QUANT_MIN)) amax = 0.0f;
+    *rs = amax / 127.0f;
+    const __m256 inv = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+    const __m128i lo = _mm_set1_epi8(-127), shift = _mm_set1_epi8((char)off);
+    for (c = 0; c < k; c += 16) {
+        const float *p = x + c;
+        float tail[16];
+        if (k - c < 16) {
+            memset(tail, 0, sizeof tail);
+            memcpy(tail, p, (size_t)(k - c) * sizeof *p);
+            p = tail;
+        }
+        __m256i q0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(p), inv));
+        __m256i q1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(p + 8), inv));
+        /* int16 then int8 with saturation (in order after the 64-bit
+         * permute), then the clamp's lower end: quant_one's [-127, 127]. */
+        __m256i h = _mm256_permute4x64_epi64(_mm256_packs_epi32(q0, q1), 0xd8);
+        __m128i q = _mm_max_epi8(_mm_packs_epi16(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)), lo);
+        _mm_storeu_si128((__m128i *)(a + dot_a_index(c / 4)), _mm_add_epi8(q, shift)); /* words c/4 .. c/4+3 */
+    }
+}
+
+AVX2_TARGET static void pack_avx2(uint32_t *a, float *rs, const float *x, int k, int kg)
+{
+    (void)kg;
+    pack_ymm(a, rs, x, k, 0);
+}
+
+AVX2_TARGET static inline void avx2_dot2(__m256i *c0, __m256i *c1, __m256i s, __m256i b0, __m256i b1)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i u = _mm256_abs_epi8(s);
+    *c0 = _mm256_add_epi32(*c0, _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_sign_epi8(b0, s)), ones));
+    *c1 = _mm256_add_epi32(*c1, _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_sign_epi8(b1, s)), ones));
+}
+
+#define Y_NAME tile_avx2
+#define Y_ATTR AVX2_TARGET
+#define Y_INIT(j) _mm256_setzero_si256()
+#define Y_DOT2(c0, c1, s, b0, b1) avx2_dot2(&(c0), &(c1), s, b0, b1)
+#include "backend/cpu/gemm_int8_ymm.inc"
+
+#define AVXVNNI_TARGET __attribute__((target("avx2,fma,avxvnni")))
+AVXVNNI_TARGET static void pack_avxvnni(uint32_t *a, float *rs, const float *x, int k, int kg)
+{
+    (void)kg;
+    pack_ymm(a, rs, x, k, 128);
+}
+
+#define Y_NAME tile_avxvnni
+#define Y_ATTR AVXVNNI_TARGET
+#define Y_INIT(j) _mm256_loadu_si256((const __m256i *)(e->comp + (j)))
+#define Y_DOT2(c0, c1, s, b0, b1)                                                                                     \
+    do {                                                                                                               \
+        (c0) = _mm256_dpbusd_avx_epi32(c0, s, b0);                                                                    \
+        (c1) = _mm256_dpbusd_avx_epi32(c1, s, b1);                                                                    \
+    } while (0)
+#include "backend/cpu/gemm_int8_ymm.inc"
+#endif
+
+static atomic_int no_avxvnni;
+
+void gemm_int8_force_avx2(int on)
+{
+    atomic_store(&no_avxvnni, on != 0);
+}
+
+/* The avx2 level's kernel: AVX-VNNI's where the CPU has it, AVX2's own
+ * otherwise (the same bits). */
+static const struct dot_kern *avx2_pick(const char **name)
+{
+#if INT8_X86
+    static const struct dot_kern avx2 = {tile_avx2, pack_avx2}, avxvnni = {tile_avxvnni, pack_avxvnni};
+    if (cpu_isa()->cpu.avx_vnni && !atomic_load(&no_avxvnni)) {
+        *name = "avxvnni";
+        return &avxvnni;
+    }
+    *name = "avx2";
+    return &avx2;
+#else
+    (void)name;
+    return NULL;
+#endif
+}
+
+/* ------------------------------------------------------------------------
  * Weights and the reference. */
 
 static int fill(struct dot_weights *d, const float *W, long ldw)
@@ -231,6 +343,7 @@ const struct dot_kind dot_kind_int8 = {
 #else
     {NULL, NULL},
 #endif
+    avx2_pick,
     4,
     1,
     0x80808080u, /* four q = 0 */

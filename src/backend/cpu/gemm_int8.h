@@ -19,8 +19,12 @@
  * The fast kernel is AVX512-VNNI's VPDPBUSD (unsigned x signed bytes): the
  * activations go in shifted by +128 (as u8 in [1, 255]) and each channel's
  * accumulator starts at -128 * sum_k q_o[k], which the shift adds back, so
- * the int32 result is the same. The scalar kernel computes the same words
- * in portable C. */
+ * the int32 result is the same. At cpu_isa.h's avx2 level the kernel is
+ * AVX-VNNI's VPDPBUSD on ymm (the same shift) where the CPU has it, else
+ * AVX2's VPMADDUBSW on |q_i| and q_o with q_i's sign (gemm_int8.c says why
+ * not the shift there: it would saturate). The scalar kernel computes the
+ * same words in portable C. Every kernel gives the same int32 sums, so the
+ * same bits. */
 #ifndef BERTC_BACKEND_CPU_GEMM_INT8_H
 #define BERTC_BACKEND_CPU_GEMM_INT8_H
 
@@ -33,5 +37,8 @@ float gemm_int8_quantize(const float *x, int n, int8_t *q);
 /* The quantised weight q_o[k] and the scale s_o of an int8 layer. */
 int gemm_int8_weight(const gemm_lowp_layer *w, int o, int k);
 float gemm_int8_weight_scale(const gemm_lowp_layer *w, int o);
+/* Nonzero: at the avx2 level, AVX2's VPMADDUBSW kernel runs even where the
+ * CPU has AVX-VNNI (for the tests: the same bits). */
+void gemm_int8_force_avx2(int on);
 
 #endif

@@ -11,12 +11,27 @@
 static const struct dot_kind *const kinds[] = {[GEMM_LOWP_INT8] = &dot_kind_int8, [GEMM_LOWP_BF16] = &dot_kind_bf16};
 static atomic_int force_scalar[2];
 
-static const struct dot_kern *kern_of(gemm_lowp_kind kind)
+/* The kernel this kind runs now, and its name. */
+static const struct dot_kern *kern_named(gemm_lowp_kind kind, const char **name)
 {
     const struct dot_kind *k = kinds[kind];
-    if (k->fast.tile && !atomic_load(&force_scalar[kind]) && cpu_kernel_level(k->family) == CPU_ISA_AVX512)
+    cpu_isa_level l = cpu_kernel_level(k->family);
+    const struct dot_kern *kr = NULL;
+    *name = "scalar";
+    if (atomic_load(&force_scalar[kind])) return &k->scalar;
+    if (l == CPU_ISA_AVX512 && k->fast.tile) {
+        *name = k->fast_name;
         return &k->fast;
+    }
+    if (l == CPU_ISA_AVX2 && k->avx2_pick && (kr = k->avx2_pick(name)) != NULL) return kr;
+    *name = "scalar";
     return &k->scalar;
+}
+
+static const struct dot_kern *kern_of(gemm_lowp_kind kind)
+{
+    const char *name;
+    return kern_named(kind, &name);
 }
 
 gemm_lowp_layer *gemm_lowp_prepare(gemm_lowp_kind kind, const float *W, long ldw, const float *bias, int OC, int C)
@@ -79,7 +94,9 @@ void gemm_lowp_force_scalar(gemm_lowp_kind kind, int on)
 
 const char *gemm_lowp_kernel(gemm_lowp_kind kind)
 {
-    return kern_of(kind) == &kinds[kind]->scalar ? "scalar" : kinds[kind]->fast_name;
+    const char *name;
+    kern_named(kind, &name);
+    return name;
 }
 
 const char *gemm_lowp_name(gemm_lowp_kind kind)

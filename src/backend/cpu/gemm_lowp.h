@@ -48,7 +48,7 @@ void gemm_lowp_ref(const gemm_lowp_layer *w, int N, const float *in, long ldin, 
 /* Nonzero: calls of this kind from now on run its scalar kernel (the same
  * bits; for the tests). */
 void gemm_lowp_force_scalar(gemm_lowp_kind kind, int on);
-/* The kernel calls of this kind run now: "avx512vnni", "avx512bf16" or "scalar". */
+/* The kernel calls of this kind run now: "avx512vnni", "avxvnni", "avx2", "avx512bf16" or "scalar". */
 const char *gemm_lowp_kernel(gemm_lowp_kind kind);
 /* "int8", "bf16" */
 const char *gemm_lowp_name(gemm_lowp_kind kind);
