@@ -100,7 +100,7 @@ static int make_cpu(backend *out, const backend_opts *o, backend_info *info, int
     if (strict && o->precision != PREC_AUTO && o->precision != PREC_FP32 && !bf16 && !lowp)
         return err_set(ERR_INPUT,
                        "--precision %s needs the CUDA backend; the CPU backend computes in fp32, bf16 on CPUs with "
-                       "AVX512-BF16, or int8 (answers) on CPUs with AVX512-VNNI",
+                       "AVX512-BF16, or int8 (answers) on CPUs with AVX2",
                        select_precision_name(o->precision));
     rc = backend_cpu_create(out, o->threads);
     if (rc) return rc;

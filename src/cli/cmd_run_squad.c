@@ -333,7 +333,7 @@ int cmd_run_squad(int argc, char **argv)
         {"null_score_diff_threshold", F_FLOAT, &s.null_score_diff_threshold, "SQuAD 2.0: predict null above this", 0, 0},
         {"predict_precision", F_STR, &s.predict_precision,
          "bertc's own: auto|fp32|bf16|int8, the precision of the predictions' linear layers on the CPU (bf16 needs "
-         "AVX512-BF16, int8 AVX512-VNNI)", 0, 0},
+         "AVX512-BF16, int8 AVX2)", 0, 0},
         {0, 0, 0, 0, 0, 0},
     };
     int rc = parse_flags(flags, argc, argv);

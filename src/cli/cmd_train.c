@@ -137,7 +137,7 @@ static int train_main(int argc, char **argv)
         {"save-every-minutes", ARG_DOUBLE, &o.save_every_minutes, "M", "checkpoint every M minutes (0 = off)", .min = 0, .max = 1e7},
         {"keep", ARG_INT, &o.keep, "K", "checkpoints to keep (0 = all)", .min = 0, .max = 1000000},
         {"resume", ARG_STR, &resume, "auto|never|PATH", "auto: newest valid checkpoint of RUN; never: start over", .min = 0},
-        {"eval-precision", ARG_STR, &eval_precision, "P", "auto|fp32|bf16|int8: the evaluation's linear layers on the CPU (auto: fp32; bf16 needs AVX512-BF16, int8 AVX512-VNNI)", .min = 0},
+        {"eval-precision", ARG_STR, &eval_precision, "P", "auto|fp32|bf16|int8: the evaluation's linear layers on the CPU (auto: fp32; bf16 needs AVX512-BF16, int8 AVX2)", .min = 0},
         {"eval-every", ARG_I64, &o.eval_every, "N", "evaluate on --dev every N steps (0 = at the end only)", .min = 0, .max = 1e12},
         {"threads", ARG_INT, &o.threads, "N", "CPU threads (0 = all cores)", .min = 0, .max = 4096},
         {"log-every", ARG_I64, &o.log_every, "N", "steps between progress lines when stdout is not a terminal", .min = 1, .max = 1e12},
