@@ -12,7 +12,7 @@
  *                          micro-batches, the out-of-memory back-off
  *             run_shard.c  --shard-optimizer's pieces and collectives
  *             run_pipe.c   --pipeline-stages: 1F1B over the stages
- *             each over its communicator (dist/comm.h: the host's or NCCL)
+ *             each over its communicator (comm/comm.h: the host's or NCCL)
  *     -> run_eval.c   predictions and EM/F1 on --dev
  *     -> run_save.c   checkpoints and the exported final/ model dir
  *          -> run_log.c  what the run tells: metrics.csv, eval.csv, the
@@ -72,7 +72,7 @@ typedef struct run_ctx {
     int tty;
     int log_warned;     /* a CSV write failed (reported once) */
     double last_progress;
-    /* The ranks (src/dist): this process is rank `rank` of `ranks` (1
+    /* The ranks (src/comm): this process is rank `rank` of `ranks` (1
      * without mpirun); only the writer (rank 0) touches the run dir. sig:
      * the signal this rank received, which the ranks agree on at the end of
      * each step before *stop is set (on every rank at once). */

@@ -19,8 +19,8 @@
 
 #include "core/clock.h"
 #include "core/err.h"
-#include "dist/comm.h"
-#include "dist/dist.h"
+#include "comm/comm.h"
+#include "comm/dist.h"
 #include "infer/qa_model.h"
 #include "train/microbatch.h"
 #include "train/step.h"

@@ -24,7 +24,7 @@
  * an error instead of computing on misplaced rows.
  *
  * On GPUs the activations and gradients go from and to the device buffers
- * when the communicator takes device memory (dist/comm.h: NCCL's
+ * when the communicator takes device memory (comm/comm.h: NCCL's
  * send/recv, four channels, so that each stream carries one kind of message
  * to one neighbour in unit order); else through host copies (the staging
  * buffers below). The headers always go over MPI. */
@@ -33,9 +33,9 @@
 
 #include "core/clock.h"
 #include "core/err.h"
-#include "dist/comm.h"
-#include "dist/dist.h"
-#include "dist/p2p.h"
+#include "comm/comm.h"
+#include "comm/dist.h"
+#include "comm/p2p.h"
 #include "model/memory.h"
 #include "model/pack.h"
 #include "train/microbatch.h"

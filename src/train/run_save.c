@@ -6,7 +6,7 @@
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/fileio.h"
-#include "dist/comm.h"
+#include "comm/comm.h"
 #include "model/hf_dir.h"
 #include "train/ckpt.h"
 #include "train/mirror.h"

@@ -9,7 +9,7 @@
 #include "core/crc32c.h"
 #include "core/err.h"
 #include "core/fileio.h"
-#include "dist/dist.h"
+#include "comm/dist.h"
 #include "train/ckpt.h"
 #include "train/microbatch.h"
 #include "train/mirror.h"

@@ -28,8 +28,8 @@
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "core/err.h"
-#include "dist/comm.h"
-#include "dist/dist.h"
+#include "comm/comm.h"
+#include "comm/dist.h"
 #include "model/memory.h"
 
 #include <stdio.h>

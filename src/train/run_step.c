@@ -7,7 +7,7 @@
 
 #include "core/clock.h"
 #include "core/err.h"
-#include "dist/comm.h"
+#include "comm/comm.h"
 
 #include <math.h>
 #include <signal.h>

@@ -26,7 +26,7 @@
  *
  * A new mode is a new file defining a run_strategy, and one line in
  * strategy_pick (run_setup.c). Each keeps its state in c->strat_state (the
- * pipeline in c->pipe); its communicator (dist/comm.h) is c->cm. */
+ * pipeline in c->pipe); its communicator (comm/comm.h) is c->cm. */
 #ifndef BERTC_TRAIN_STRATEGY_H
 #define BERTC_TRAIN_STRATEGY_H
 

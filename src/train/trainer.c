@@ -9,7 +9,7 @@
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "core/err.h"
-#include "dist/dist.h"
+#include "comm/dist.h"
 #include "train/ckpt.h"
 #include "train/sigcatch.h"
 

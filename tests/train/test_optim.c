@@ -7,7 +7,7 @@
  * whole training steps on 2 threads with dropout on. */
 #include "backend/backend.h"
 #include "core/err.h"
-#include "dist/dist.h"
+#include "comm/dist.h"
 #include "model/bert.h"
 #include "model/init.h"
 #include "train/optim.h"

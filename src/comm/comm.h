@@ -32,8 +32,8 @@
  * Every call is collective over the ranks (or, p2p, between two) and must
  * be made by every rank in the same order. Errors: 0 or an err.h code with
  * the message set. */
-#ifndef BERTC_DIST_COMM_H
-#define BERTC_DIST_COMM_H
+#ifndef BERTC_COMM_COMM_H
+#define BERTC_COMM_COMM_H
 
 #include <stddef.h>
 

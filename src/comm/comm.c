@@ -1,13 +1,13 @@
 /* The communicator (comm.h): the host's (dist.h, p2p.h) or NCCL's (the
  * CUDA module's, backend/cuda_module.h) behind one table. */
 #define _GNU_SOURCE
-#include "dist/comm.h"
+#include "comm/comm.h"
 
 #include "backend/cuda_module.h"
 #include "core/clock.h"
 #include "core/err.h"
-#include "dist/dist.h"
-#include "dist/p2p.h"
+#include "comm/dist.h"
+#include "comm/p2p.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -20,8 +20,8 @@
  *
  * Errors: functions return 0 or an err.h code with the message set; a rank
  * whose peers died is ended by the launcher (mpirun) with SIGTERM/SIGKILL. */
-#ifndef BERTC_DIST_H
-#define BERTC_DIST_H
+#ifndef BERTC_COMM_DIST_H
+#define BERTC_COMM_DIST_H
 
 #include <stddef.h>
 #include <stdint.h>

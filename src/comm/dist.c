@@ -1,7 +1,7 @@
 /* Data-parallel communication (dist.h): MPI when built with it, one
  * process otherwise. */
 #define _GNU_SOURCE
-#include "dist/dist.h"
+#include "comm/dist.h"
 
 #include "core/clock.h"
 #include "core/err.h"

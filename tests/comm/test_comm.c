@@ -1,4 +1,4 @@
-/* src/dist/comm.h: the communicator the trainer's strategies use. Alone
+/* src/comm/comm.h: the communicator the trainer's strategies use. Alone
  * (one rank) the host's is chosen whatever the backend, every collective
  * leaves the block as it is and the agreement calls pass rc through. Under
  * mpirun (any N) the host communicator's collectives give the bytes of
@@ -6,8 +6,8 @@
  * block. */
 #define _GNU_SOURCE
 #include "core/err.h"
-#include "dist/comm.h"
-#include "dist/dist.h"
+#include "comm/comm.h"
+#include "comm/dist.h"
 #include "testutil.h"
 
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* src/dist: the example shares, and (under mpirun, see tests/cli/dist_reduce.sh)
+/* src/comm: the example shares, and (under mpirun, see tests/cli/dist_reduce.sh)
  * the fixed-order all-reduce: every rank ends with exactly the bytes of
  * the sum in rank order, computed here locally from every rank's inputs;
  * its two halves apart (reduce-scatter into each rank's piece, all-gather,
@@ -6,7 +6,7 @@
  * one-process path. */
 #define _GNU_SOURCE
 #include "core/err.h"
-#include "dist/dist.h"
+#include "comm/dist.h"
 #include "model/safetensors.h"
 #include "testutil.h"
 
