@@ -2,6 +2,7 @@
  * process otherwise. */
 #define _GNU_SOURCE
 #include "comm/dist.h"
+#include "core/piece.h"
 
 #include "core/clock.h"
 #include "core/err.h"
@@ -139,13 +140,6 @@ void dist_share(int count, int micro, int n, int r, int *first, int *len)
 }
 
 
-void dist_piece(size_t n, int N, int r, size_t *off, size_t *len)
-{
-    if (N < 1) N = 1;
-    size_t q = n / (size_t)N;
-    *off = q * (size_t)r;
-    *len = r == N - 1 ? n - *off : q;
-}
 
 #ifdef BERTC_HAVE_MPI
 /* Counts and displacements of MPI's v-collectives are ints. */
@@ -167,8 +161,8 @@ int dist_reduce_scatter_sum_fixed(float *x, size_t n)
     if (!sc) return err_set(ERR_RUNTIME, "out of memory");
     int *sd = sc + N, *rc = sc + 2 * N, *rd = sc + 3 * N;
     size_t my_off, my_len, last_off, last_len;
-    dist_piece(n, N, me, &my_off, &my_len);
-    dist_piece(n, N, N - 1, &last_off, &last_len);
+    piece_of(n, N, me, &my_off, &my_len);
+    piece_of(n, N, N - 1, &last_off, &last_len);
     /* Each round moves up to `seg` floats of every piece (the scratch holds
      * N of them); the last piece, the longest, sets the number of rounds. */
     size_t seg = DIST_SEG / (size_t)N > 0 ? DIST_SEG / (size_t)N : 1;
@@ -187,7 +181,7 @@ int dist_reduce_scatter_sum_fixed(float *x, size_t n)
         }
         for (int r = 0; r < N; r++) {
             size_t po, pl;
-            dist_piece(n, N, r, &po, &pl);
+            piece_of(n, N, r, &po, &pl);
             size_t k = pl > at ? (pl - at < seg ? pl - at : seg) : 0;
             sc[r] = (int)k;
             sd[r] = (int)(po + at);
@@ -216,14 +210,14 @@ int dist_reduce_scatter_sum_fixed(float *x, size_t n)
 }
 
 #ifdef BERTC_HAVE_MPI
-/* Every rank's piece count and offset (dist_piece) as MPI's ints. */
+/* Every rank's piece count and offset (piece_of) as MPI's ints. */
 static int *piece_counts(size_t n, int N)
 {
     int *c = malloc(2 * (size_t)N * sizeof *c);
     if (!c) return NULL;
     for (int r = 0; r < N; r++) {
         size_t po, pl;
-        dist_piece(n, N, r, &po, &pl);
+        piece_of(n, N, r, &po, &pl);
         c[r] = (int)pl;
         c[N + r] = (int)po;
     }
@@ -251,7 +245,7 @@ int dist_allgather(float *x, size_t n)
 int dist_gather_pieces(const float *mine, float *x, size_t n, int root)
 {
     size_t my_off, my_len;
-    dist_piece(n, g_size, g_rank, &my_off, &my_len);
+    piece_of(n, g_size, g_rank, &my_off, &my_len);
     if (g_rank == root && my_len && mine != x + my_off) memmove(x + my_off, mine, my_len * sizeof *x);
     if (g_size <= 1 || n == 0) return 0;
 #ifdef BERTC_HAVE_MPI
