@@ -68,15 +68,6 @@ typedef struct {
     int64_t examples_here;
 } run_progress;
 
-/* How the job's ranks are laid out: what the strategy's configure decides
- * (and what a checkpoint records of the run that saved it). */
-typedef struct {
-    int ranks;          /* every rank of the job (1 without a launcher) */
-    int replicas;       /* data-parallel copies of the model: ranks / stages */
-    int stages;         /* pipeline stages of each copy (1: none) */
-    int adam_ranks;     /* ranks the Adam state is spread over (--shard-optimizer: ranks; else 1) */
-} run_layout;
-
 /* The run dir: the lock, the checkpoint resumed from, the --mirror copier. */
 typedef struct {
     int lock_fd;

@@ -232,7 +232,7 @@ static void dist_info(run_ctx *c)
 {
     if (!c->log.obs) return;
     char v[64];
-    snprintf(v, sizeof v, "%d", c->rk.ranks > 0 ? c->rk.ranks : 1);
+    snprintf(v, sizeof v, "%d", c->rk.ranks);
     obs_set_info(c->log.obs, "ranks", v);
     snprintf(v, sizeof v, "%.3f", c->rk.comm_s);
     obs_set_info(c->log.obs, "comm_s", v);

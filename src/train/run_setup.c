@@ -287,47 +287,6 @@ static int fit_window(run_ctx *c)
     return 0;
 }
 
-/* The layout a checkpoint's state records (runs from before pipelines
- * recorded no stages: 1), and this run's into the state. */
-static run_layout layout_saved(const train_state *s)
-{
-    int ranks = s->ranks > 0 ? (int)s->ranks : 1, stages = s->stages > 1 ? (int)s->stages : 1;
-    return (run_layout){.ranks = ranks, .replicas = ranks / stages, .stages = stages,
-                        .adam_ranks = s->shard_optimizer ? ranks : 1};
-}
-
-static void layout_record(train_state *s, const run_layout *l)
-{
-    s->ranks = l->ranks;
-    s->shard_optimizer = l->adam_ranks > 1;
-    s->stages = l->stages;
-}
-
-/* What a resumed run says when the checkpoint's layout differs: ranks,
- * pipeline stages, a sharded optimizer. */
-static void resume_notes(const run_ctx *c)
-{
-    /* Pipeline stages compute the bits of one process (and S x D ranks
-     * those of D data-parallel ranks): only the data-parallel count
-     * changes the sums. */
-    const run_layout *was = &c->dir.prev, *now = &c->rk.lay;
-    if (was->ranks != now->ranks || was->stages != now->stages) {
-        if (was->replicas != now->replicas)
-            printf("resuming a run of %d rank%s with %d (the same global batch of %d; the sums are taken in another "
-                   "order, so the result is not bit-identical to an uninterrupted run)\n",
-                   was->ranks, was->ranks > 1 ? "s" : "", now->ranks, c->o->batch);
-        else
-            printf("resuming a run of %d pipeline stage%s with %d (the same arithmetic: the result is that of an "
-                   "uninterrupted run, as long as the threads are the same)\n",
-                   was->stages, was->stages > 1 ? "s" : "", now->stages);
-    }
-    int was_sharded = was->adam_ranks > 1, sharded = now->adam_ranks > 1;
-    if (was_sharded != sharded)
-        printf("resuming a run saved %s --shard-optimizer %s it (checkpoints hold the whole Adam moments: %s)\n",
-               was_sharded ? "with" : "without", sharded ? "with" : "without",
-               sharded ? "each rank takes its pieces of them" : "loaded whole");
-}
-
 static int start_state(run_ctx *c);
 
 static int setup_body(run_ctx *c)
@@ -408,7 +367,7 @@ static int setup_body(run_ctx *c)
     if (c->rk.writer) run_mirror_start(c); /* rank 0 alone writes (data parallel) */
     c->prog.last_saved_step = c->dir.resumed ? c->st.step : -1;
     if (!o->quiet && c->rk.writer) run_log_startup(c, train_hit, dev_hit);
-    if (c->dir.resumed && c->rk.writer) resume_notes(c);
+    if (c->dir.resumed && c->rk.writer) run_layout_notes(&c->dir.prev, &c->rk.lay, o->batch);
     if (c->dir.resumed && c->st.step == c->plan.total && !o->quiet && c->rk.writer)
         printf("the run is already complete: exporting and evaluating again\n");
     fflush(stdout);
@@ -438,8 +397,8 @@ static int start_state(run_ctx *c)
         if (rc) return rc;
         c->st = saved;
         c->st.restarts++;
-        c->dir.prev = layout_saved(&saved);
-        layout_record(&c->st, &c->rk.lay);
+        c->dir.prev = run_layout_saved(&saved);
+        run_layout_record(&c->st, &c->rk.lay);
         char where[CKPT_PATH_MAX + 16];
         snprintf(where, sizeof where, "%s/state.json", ckdir);
         rc = train_ckpt_get_scaler(&c->st, loss_scaling_wanted(c->qm.info.precision), &c->ls, where);
@@ -453,7 +412,7 @@ static int start_state(run_ctx *c)
         lossscale_init(&c->ls, loss_scaling_wanted(c->qm.info.precision));
         train_ckpt_put_scaler(&c->st, &c->ls);
         c->st.smoothed_loss = NAN;
-        layout_record(&c->st, &c->rk.lay);
+        run_layout_record(&c->st, &c->rk.lay);
         snprintf(c->st.version, sizeof c->st.version, "%s", BERTC_VERSION);
     }
     return 0;

@@ -54,20 +54,21 @@ static int add_unit(train_units *us, train_unit u)
     return 0;
 }
 
-/* The packing buffers for micro-batches of micro windows of T tokens. */
+/* The packing buffers for micro-batches of micro windows of T tokens: ids,
+ * types and cu in one block. */
 static int pack_buffers(train_units *us, int micro, int T)
 {
     if (us->micro >= micro) return 0;
-    free(us->ids);
-    free(us->types);
-    free(us->cu);
-    free(us->len);
-    us->ids = malloc((size_t)micro * (size_t)T * sizeof *us->ids);
-    us->types = malloc((size_t)micro * (size_t)T * sizeof *us->types);
-    us->cu = malloc(((size_t)micro + 1) * sizeof *us->cu);
-    us->len = malloc((size_t)micro * sizeof *us->len);
-    us->micro = us->ids && us->types && us->cu && us->len ? micro : 0;
-    return us->micro ? 0 : err_set(ERR_RUNTIME, "packing a micro-batch of %d windows: out of memory", micro);
+    size_t rows = (size_t)micro * (size_t)T;
+    int32_t *block = realloc(us->ids, (2 * rows + (size_t)micro + 1) * sizeof *block);
+    if (block) us->ids = block;
+    int *len = realloc(us->len, (size_t)micro * sizeof *len);
+    if (len) us->len = len;
+    if (!block || !len) return err_set(ERR_RUNTIME, "packing a micro-batch of %d windows: out of memory", micro);
+    us->types = us->ids + rows;
+    us->cu = us->ids + 2 * rows;
+    us->micro = micro;
+    return 0;
 }
 
 int train_units_plan(train_units *us, const features *f, packing_kind packing, const int32_t *idx, int first, int len,
@@ -116,9 +117,7 @@ philox_stream train_unit_stream(const train_unit *u, uint64_t seed, int64_t step
 void train_units_free(train_units *us)
 {
     free(us->u);
-    free(us->ids);
-    free(us->types);
-    free(us->cu);
+    free(us->ids); /* and types and cu */
     free(us->len);
     memset(us, 0, sizeof *us);
 }

@@ -72,7 +72,7 @@ typedef struct {
 typedef struct {
     train_unit *u;
     int n, cap;
-    int32_t *ids, *types, *cu; /* a packed piece (train_units_batch) */
+    int32_t *ids, *types, *cu; /* a packed piece (train_units_batch); one block at ids */
     int *len;                  /* a micro-batch's window lengths */
     int micro;                 /* what the buffers hold: micro * T tokens */
 } train_units;

@@ -42,6 +42,7 @@
 
 #include "data/features.h"
 #include "train/optim.h"
+#include "train/state.h"
 #include "train/trainer.h"
 
 #include <stddef.h>
@@ -83,8 +84,23 @@ typedef struct run_strategy {
     int agree_saves; /* the writer's checkpoint is agreed on by every rank (the stages' parts were gathered) */
 } run_strategy;
 
+/* How the job's ranks are laid out: what a strategy's configure decides
+ * (and what a checkpoint records of the run that saved it). */
+typedef struct {
+    int ranks;          /* every rank of the job (1 without a launcher) */
+    int replicas;       /* data-parallel copies of the model: ranks / stages */
+    int stages;         /* pipeline stages of each copy (1: none) */
+    int adam_ranks;     /* ranks the Adam state is spread over (--shard-optimizer: ranks; else 1) */
+} run_layout;
+
 /* strategy.c: the mode of o with `ranks` ranks. */
 const run_strategy *run_strategy_pick(const trainer_opts *o, int ranks);
+/* The layout a checkpoint's state records (runs from before pipelines
+ * recorded no stages: 1), this run's into the state, and what a resumed
+ * run says when the two differ (stdout). */
+run_layout run_layout_saved(const train_state *s);
+void run_layout_record(train_state *s, const run_layout *l);
+void run_layout_notes(const run_layout *was, const run_layout *now, int batch);
 
 extern const run_strategy run_strategy_data_parallel; /* run_dp.c: one process, or N ranks summing gradients */
 extern const run_strategy run_strategy_sharded;       /* run_shard.c: --shard-optimizer */
