@@ -38,7 +38,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The parts of a run. */
+/* The parts of a run, each with one job; the model, the optimizer and
+ * the host blocks sit beside them in run_ctx. */
 
 /* The questions, their windows, and the loader's order over them. */
 typedef struct {
@@ -98,8 +99,8 @@ typedef struct {
     struct comm *cm;    /* the strategy's communicator, after connect */
     int micro0;         /* rank 0's micro-batch, shared with the others */
     double comm_s;      /* seconds in the steps' collectives (all-reduces, agreement; waits included) */
-    double wait_s;      /* of which: waiting at the end of the forward/backward passes for the slowest rank */
-    int save_due;       /* rank 0's clock says --save-every-minutes is due (agreed in run_step) */
+    double wait_s;      /* of which: the step's reduce, where the ranks wait for the slowest one's passes */
+    int save_due;       /* rank 0's clock says --save-every-minutes is due (agreed in run_step's reduce) */
 } run_ranks;
 
 typedef struct run_ctx {
