@@ -8,7 +8,7 @@ run_qa.py does with --bf16 / --fp16. Prints one JSON line:
 
   timing  (default): examples/s over --steps timed steps after --warmup,
           peak memory (torch.cuda.max_memory_allocated and _reserved),
-          FLOPs per step by bertc's formula (6 P B T + 12 L B T^2 C) and MFU
+          FLOPs per step as bertc counts them (bertc plan --json) and MFU
           against the GPU's dense bf16/fp16 Tensor Core peak (when known).
   --maxbatch: the largest batch that trains (two steps, so AdamW's state
           exists) with torch.cuda.set_per_process_memory_fraction capping
@@ -187,7 +187,7 @@ def main():
     except torch.OutOfMemoryError:
         print(json.dumps({**base, "batch": args.batch, "error": "out of memory"}))
         return 4
-    flops = step_flops(layers, hidden, inter, args.batch, args.seq)
+    flops = step_flops(args.config, args.batch, args.seq)
     out = {**base, "batch": args.batch, "steps": args.steps, "step_ms": 1e3 * dt / args.steps,
            "examples_per_s": args.batch * args.steps / dt, "flops_per_step": flops,
            "tflops": flops * args.steps / dt / 1e12, "loss": float(loss.detach()),

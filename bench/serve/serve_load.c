@@ -2,6 +2,7 @@
  * bench/serve/serve_hf.py, which speaks the same API).
  *
  *   serve_load --port P --bodies FILE [--requests N] [--concurrency C] [--bad-percent B] [--dump FILE]
+ *              [--api-key KEY]
  *
  * FILE holds one JSON request body per line. Each of C client threads keeps
  * one keep-alive connection (reconnecting after the server closes it) and
@@ -11,7 +12,8 @@
  * answer -- text and character offsets -- that the line got when sent alone
  * before the load started). Prints requests/s and the p50/p99 latency of the
  * valid requests; exits 1 on any wrong or failed response. --dump writes
- * each line's answer alone (text and offsets), one a line. */
+ * each line's answer alone (text and offsets), one a line. --api-key sends
+ * "Authorization: Bearer KEY" with every request (`bertc serve --api-key`). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -27,6 +29,7 @@
 #include <unistd.h>
 
 static int g_port, g_total, g_bad_pct;
+static const char *g_key; /* --api-key; NULL: no Authorization header */
 static char **g_body;
 static size_t *g_len;
 static char **g_want;
@@ -83,10 +86,11 @@ static int post(conn *c, const char *body, size_t n, int *status, char **resp)
 {
     for (int attempt = 0; attempt < 2; attempt++) {
         if (c->fd < 0 && (c->fd = dial()) < 0) return -1;
-        char head[200];
+        char head[800];
         int hn = snprintf(head, sizeof head,
                           "POST /v1/answer HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-                          "Content-Length: %zu\r\n\r\n", n);
+                          "%s%.600s%sContent-Length: %zu\r\n\r\n", g_key ? "Authorization: Bearer " : "",
+                          g_key ? g_key : "", g_key ? "\r\n" : "", n);
         if (send(c->fd, head, (size_t)hn, MSG_NOSIGNAL) != hn || send(c->fd, body, n, MSG_NOSIGNAL) != (ssize_t)n) {
             close(c->fd);
             c->fd = -1;
@@ -208,13 +212,15 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--concurrency")) conc = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--bad-percent")) g_bad_pct = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--dump")) dump = argv[i + 1];
+        else if (!strcmp(argv[i], "--api-key")) g_key = argv[i + 1];
         else {
             fprintf(stderr, "serve_load: unknown option %s\n", argv[i]);
             return 2;
         }
     }
     if (!g_port || !bodies || conc < 1 || conc > 1024 || g_total < 1 || g_bad_pct < 0 || g_bad_pct > 100) {
-        fprintf(stderr, "usage: serve_load --port P --bodies FILE [--requests N] [--concurrency C] [--bad-percent B]\n");
+        fprintf(stderr, "usage: serve_load --port P --bodies FILE [--requests N] [--concurrency C] [--bad-percent B] "
+                        "[--api-key KEY]\n");
         return 2;
     }
     FILE *f = fopen(bodies, "r");

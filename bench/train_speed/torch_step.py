@@ -6,7 +6,7 @@ AdamW (weight decay 0.01 without biases and LayerNorm), the linear schedule;
 fp32 (or the forward under bf16 autocast, --autocast bf16), torch.set_num_threads(--threads). Prints one JSON line per attention
 implementation with the fields of `bertc bench --json`.
 
-FLOPs per step, as bertc counts them: 6*(L*(4C^2+2CI)+2C)*B*T + 12*L*B*T^2*C.
+FLOPs per step, as bertc counts them (asked of `bertc plan --json`): 6*(L*(4C^2+2CI)+2C)*B*T + 12*L*B*T^2*C.
 """
 import argparse
 import json
@@ -75,7 +75,7 @@ def run(args, attn):
             times.append(dt)
             cpu += time.process_time() - c0
     mean = sum(times) / len(times)
-    flops = float(step_flops(L, C, I, args.batch, args.seq))
+    flops = float(step_flops(args.config, args.batch, args.seq))
     return {
         "impl": f"torch-{attn}" + ("-bf16" if args.autocast == "bf16" else ""),
         "backend": "cpu",

@@ -22,6 +22,7 @@
 #include "core/sbuf.h"
 #include "data/features.h"
 #include "data/loader.h"
+#include "data/random_batch.h"
 #include "core/rng.h"
 #include "model/bert.h"
 #include "model/hf_dir.h"
@@ -71,9 +72,8 @@ typedef struct {
 } bench_figures;
 
 /* --batch windows of --seq tokens, as a features table (the ids, types,
- * mask and labels the trainer's step reads): random ids; every other row
- * padded over its last quarter; question part of type 0, the rest of type
- * 1; random labels inside the sequence. */
+ * mask and labels the trainer's step reads): the benchmarks' random batch
+ * (data/random_batch.h). */
 static int windows_init(features *w, int B, int T, int V, uint64_t seed)
 {
     size_t BT = (size_t)B * T;
@@ -87,21 +87,8 @@ static int windows_init(features *w, int B, int T, int V, uint64_t seed)
     w->attention_mask = block + 2 * BT;
     w->start_positions = block + 3 * BT;
     w->end_positions = w->start_positions + B;
-    uint64_t s = seed;
-    for (int b = 0; b < B; b++) {
-        int len = b % 2 ? T - T / 4 : T;
-        if (len < 1) len = 1;
-        for (int t = 0; t < T; t++) {
-            size_t i = (size_t)b * T + t;
-            w->input_ids[i] = t < len ? (int32_t)(splitmix64_next(&s) % (uint64_t)V) : 0;
-            w->token_type_ids[i] = t >= T / 4 && t < len;
-            w->attention_mask[i] = t < len;
-        }
-        int32_t *sp = w->start_positions + b, *ep = w->end_positions + b;
-        *sp = (int32_t)(splitmix64_next(&s) % (uint64_t)len);
-        *ep = *sp + (int32_t)(splitmix64_next(&s) % 8);
-        if (*ep >= len) *ep = len - 1;
-    }
+    random_batch_fill(w->input_ids, w->token_type_ids, w->attention_mask, w->start_positions, w->end_positions, B, T,
+                      V, 0, seed);
     return 0;
 }
 

@@ -5,12 +5,13 @@
  * has). Needs no GPU: the figures are arithmetic on the model's tables.
  * With --pipeline-stages and --shard-optimizer --ranks, the same per stage
  * and rank (model/memory.h's layouts); --format markdown prints a table row
- * per stage, for comparing layouts. */
+ * per stage, for comparing layouts; --json one GPU's plan for scripts. */
 #include "backend/select.h"
 #include "cli/options.h"
 #include "core/args.h"
 #include "core/err.h"
 #include "core/fileio.h"
+#include "core/sbuf.h"
 #include "model/config.h"
 #include "model/memory.h"
 #include "train/pipeline.h"
@@ -22,6 +23,11 @@
 const char cmd_plan_summary[] = "predict GPU memory for training: per micro-batch, and the largest that fits (also per pipeline stage, with a sharded optimizer)";
 
 #define PLAN_MAX_MICRO (1 << 20)
+
+static const char plan_usage[] =
+    "bertc plan --model DIR|--config NAME --seq N [--precision P] [--recompute none|layer] [--gpu-mem SIZE] "
+    "[--batch N] [--pipeline-stages S [--pipeline-split LIST]] [--shard-optimizer --ranks D] "
+    "[--format text|markdown] [--json]";
 
 static int load_config(const char *model, const char *name, int vocab_size, int vocab_seen, bert_config *cfg)
 {
@@ -336,6 +342,67 @@ static int plan_single_text(const memory_query *one, int batch, const memory_ans
     return 0;
 }
 
+/* --json: one GPU's plan as one JSON object on one line, for scripts (the
+ * bench's PyTorch sides take the model and the FLOPs from it): the model,
+ * the bytes by kind, FLOPs per window, the plan per micro-batch size (the
+ * text's rows) and the largest micro-batch that fits the card (null
+ * without one). */
+static void plan_json(const char *config, const char *model, const memory_query *one, int batch, int64_t card)
+{
+    const bert_config *cfg = one->cfg;
+    sbuf b = {0};
+    sb_puts(&b, "{\"config\": ");
+    sb_json_string(&b, config ? config : model, SB_JSON_UNICODE);
+    sb_printf(&b, ", \"layers\": %d, \"hidden\": %d, \"heads\": %d, \"intermediate\": %d, \"vocab\": %d, "
+                  "\"seq\": %d, \"precision\": \"%s\", \"recompute\": \"%s\"",
+              cfg->num_hidden_layers, cfg->hidden_size, cfg->num_attention_heads, cfg->intermediate_size,
+              cfg->vocab_size, one->T, one->prec == PREC_AUTO ? "auto" : select_precision_name(one->prec),
+              memory_recompute_name(one->recompute));
+    memory_query q = *one;
+    memory_answer p;
+    q.micro = 1;
+    memory_plan(&q, &p);
+    sb_printf(&b, ", \"params\": %lld, \"weights_bytes\": %lld, \"gradients_bytes\": %lld, \"optimizer_bytes\": %lld",
+              (long long)p.n_params, (long long)p.params, (long long)p.grads, (long long)p.optimizer);
+    sb_printf(&b, ", \"activation_bytes_per_window\": %lld, \"flops_per_example_step\": %.0f, "
+                  "\"flops_per_example_forward\": %.0f, \"flops_formula\": \"6*(L*(4C^2+2CI)+2C)*T + 12*L*T^2*C "
+                  "per window and step, a third of it forward\"",
+              (long long)p.activations, bert_flops(cfg, 1, one->T), bert_forward_flops(cfg, 1, one->T));
+    sb_puts(&b, ", \"micro_batches\": [");
+    for (int m = 1, first = 1;; m *= 2, first = 0) {
+        q.micro = m < batch ? m : batch;
+        if (memory_plan(&q, &p) != 0) break;
+        sb_printf(&b, "%s{\"micro\": %d, \"activations_bytes\": %lld, \"workspace_bytes\": %lld, \"total_bytes\": %lld}",
+                  first ? "" : ", ", q.micro, (long long)p.activations, (long long)p.workspace, (long long)p.total);
+        if (q.micro >= batch) break;
+    }
+    err_clear();
+    int best = card > 0 ? (int)memory_largest(one, MEMORY_FIT_MICRO, memory_budget_for_card(card), PLAN_MAX_MICRO) : 0;
+    if (card > 0)
+        sb_printf(&b, "], \"gpu_mem_bytes\": %lld, \"budget_bytes\": %lld, \"largest_micro_batch\": %d}\n",
+                  (long long)card, (long long)memory_budget_for_card(card), best);
+    else
+        sb_puts(&b, "], \"gpu_mem_bytes\": null, \"budget_bytes\": null, \"largest_micro_batch\": null}\n");
+    fputs(b.p, stdout);
+    sb_free(&b);
+}
+
+/* --precision as the text's head line says it: auto resolved on this
+ * machine's GPU (have_gpu) to *eff. */
+static void describe_precision(precision_kind prec, int have_gpu, int major, int minor, precision_kind *eff,
+                               char *desc, size_t cap)
+{
+    *eff = prec;
+    if (prec == PREC_AUTO && have_gpu) {
+        *eff = select_auto_precision(major, minor);
+        snprintf(desc, cap, "%s (auto on compute %d.%d)", select_precision_name(*eff), major, minor);
+    } else if (prec == PREC_AUTO) {
+        snprintf(desc, cap, "auto (bf16 or fp16: the same memory)");
+    } else {
+        snprintf(desc, cap, "%s", select_precision_name(prec));
+    }
+}
+
 int cmd_plan(int argc, char **argv)
 {
     const char *model = NULL, *config = NULL, *prec_s = "auto", *rec_s = "none";
@@ -346,7 +413,7 @@ int cmd_plan(int argc, char **argv)
     int max_tokens = 0, max_tokens_seen = 0;
     int stages = 1, shard = 0, ranks = 1, ranks_seen = 0;
     const char *format = "text", *split_s = NULL;
-    int split[PIPE_MAX_STAGES + 1];
+    int split[PIPE_MAX_STAGES + 1], json = 0;
     const arg_spec specs[] = {
         {"model", ARG_STR, &model, "DIR", "a model dir (its config.json)", .required = 0},
         {"config", ARG_STR, &config, "NAME", "a named config: tiny, mini, small, minilm, base, large", .required = 0},
@@ -377,15 +444,12 @@ int cmd_plan(int argc, char **argv)
          .min = 1, .max = 1 << 20, .seen = &ranks_seen},
         {"format", ARG_STR, &format, "F", "text|markdown (markdown: one table row per stage at the largest "
          "micro-batch)", .required = 0},
+        {"json", ARG_FLAG, &json, NULL, "one GPU's plan as one JSON object (the model, bytes by kind, FLOPs per window, "
+         "each micro-batch, the largest that fits)", .min = 0},
         {0},
     };
-    int rc = args_parse("plan",
-                        "bertc plan --model DIR|--config NAME --seq N [--precision P] [--recompute none|layer] "
-                        "[--gpu-mem SIZE] [--batch N] [--pipeline-stages S [--pipeline-split LIST]] [--shard-optimizer --ranks D] "
-                        "[--format text|markdown]",
-                        specs, argc, argv, NULL, NULL);
-    if (rc == ARGS_HELP) return 0;
-    if (rc) return rc;
+    int rc = args_parse("plan", plan_usage, specs, argc, argv, NULL, NULL);
+    if (rc) return rc == ARGS_HELP ? 0 : rc;
     precision_kind prec;
     recompute_kind rec;
     bert_config cfg;
@@ -400,6 +464,9 @@ int cmd_plan(int argc, char **argv)
     int packed = pack == PACKING_VARLEN;
     int markdown = !strcmp(format, "markdown");
     if ((rc = check_layout(format, shard, ranks_seen, ranks, stages, &cfg, packed))) return rc;
+    if (json && (stages > 1 || shard || packed || markdown))
+        return err_set(ERR_INPUT, "plan --json: one GPU's padded plan only (not with --pipeline-stages, "
+                                  "--shard-optimizer, --packing varlen or --format markdown)");
     int layered = stages > 1 || shard;
     if (max_tokens_seen && (max_tokens < seq || (int64_t)max_tokens > (int64_t)batch * seq))
         return err_set(ERR_INPUT, "plan: --max-tokens %d must be in %d..%lld (--seq .. --batch x --seq)", max_tokens,
@@ -412,16 +479,9 @@ int cmd_plan(int argc, char **argv)
     int64_t total = 0;
     if (!gpu_mem_seen || prec == PREC_AUTO)
         have_gpu = select_probe_cuda(gpu, name, sizeof name, &major, &minor, &total, why, sizeof why);
-    precision_kind eff = prec;
+    precision_kind eff;
     char prec_desc[96];
-    if (prec == PREC_AUTO && have_gpu) {
-        eff = select_auto_precision(major, minor);
-        snprintf(prec_desc, sizeof prec_desc, "%s (auto on compute %d.%d)", select_precision_name(eff), major, minor);
-    } else if (prec == PREC_AUTO) {
-        snprintf(prec_desc, sizeof prec_desc, "auto (bf16 or fp16: the same memory)");
-    } else {
-        snprintf(prec_desc, sizeof prec_desc, "%s", select_precision_name(prec));
-    }
+    describe_precision(prec, have_gpu, major, minor, &eff, prec_desc, sizeof prec_desc);
 
     memory_query lay = {.cfg = &cfg, .micro = 1, .T = seq, .prec = eff, .recompute = rec, .stages = stages,
                         .shard_ranks = shard ? ranks : 1};
@@ -437,6 +497,10 @@ int cmd_plan(int argc, char **argv)
     if (stages > 1) lay.split = split;
     if (markdown) {
         plan_markdown(config ? config : model, &lay, card);
+        return 0;
+    }
+    if (json) {
+        plan_json(config, model, &lay, batch, card);
         return 0;
     }
     printf("bertc plan: %s%s (L%d H%d A%d I%d, vocab %d), sequence %d, precision %s, recompute %s\n",

@@ -5,7 +5,6 @@
 #include "obs/report.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 
 const char cmd_report_summary[] = "rebuild RUN/report.html (charts and summary) from a run's CSV files";
 
@@ -16,15 +15,12 @@ int cmd_report(int argc, char **argv)
         {.name = "out", .type = ARG_STR, .ptr = &out, .metavar = "FILE", .help = "write the page here instead of RUN/report.html"},
         {0},
     };
-    char **pos;
-    int rc = cli_parse_run("report", "bertc report RUN [--out FILE]", specs, argc, argv, &pos);
-    if (rc == ARGS_HELP) return 0;
-    if (rc) return rc;
-    const char *run = pos[0];
+    const char *run;
+    int rc = cli_parse_run("report", "bertc report RUN [--out FILE]", specs, argc, argv, &run);
+    if (rc) return rc == ARGS_HELP ? 0 : rc;
     char path[4200];
     if (!out) snprintf(path, sizeof path, "%s/report.html", run);
     rc = report_write(run, out);
     if (!rc) printf("%s\n", out ? out : path);
-    free(pos);
     return rc;
 }

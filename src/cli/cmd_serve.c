@@ -24,11 +24,13 @@ int cmd_serve(int argc, char **argv)
     int http_threads = 4, max_conn = 256, idle_s = 30, max_items = 64, grace_s = 30;
     int64_t max_body = 1 << 20, max_context = 100000;
     const char *packing = "varlen";
+    cli_api_key_opts ak = {0};
     const arg_spec specs[] = {
         {"model", ARG_STR, &model_dir, "DIR", "model dir (e.g. RUN/final)", .required = 1},
         {"port", ARG_INT, &port, "N", "TCP port (default 8080; 0 = any free port, see --port-file)", .min = 0, .max = 65535},
         {"bind", ARG_STR, &bind, "ADDR", "address to listen on (default 127.0.0.1)", .min = 0},
         {"port-file", ARG_STR, &port_file, "FILE", "write the port listened on to FILE once ready", .min = 0},
+        CLI_API_KEY_SPECS(&ak, "every request but GET /health"),
         CLI_DEVICE_SPECS(&dev),
         {"threads", ARG_INT, &threads, "N", "CPU threads of the forward pass (0 = all cores)", .min = 0, .max = 4096},
         CLI_WINDOW_SPECS(&win),
@@ -55,17 +57,23 @@ int cmd_serve(int argc, char **argv)
          .max = 86400},
         {0},
     };
-    int rc = args_parse("serve", "bertc serve --model DIR [--port 8080] [--bind 127.0.0.1] [--device auto|cpu|cuda] [--threads N] [options]",
+    int rc = args_parse("serve", "bertc serve --model DIR [--port 8080] [--bind 127.0.0.1] [--api-key-file PATH] [--device auto|cpu|cuda] [--threads N] [options]",
                         specs, argc, argv, NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     if ((rc = cli_check_window("serve", &win))) return rc;
     int T = win.T, stride = win.stride;
     if ((rc = serve_check_bind(bind))) return rc;
+    char *key = NULL;
+    const char *key_from = NULL;
+    if ((rc = cli_api_key("serve", &ak, &key, &key_from))) return rc;
     packing_kind pack;
-    if ((rc = cli_parse_packing("serve", packing, &pack))) return rc;
     backend_opts bo;
-    if ((rc = cli_answer_backend_opts("serve", &dev, threads, &bo))) return rc;
+    if ((rc = cli_parse_packing("serve", packing, &pack)) ||
+        (rc = cli_answer_backend_opts("serve", &dev, threads, &bo))) {
+        free(key);
+        return rc;
+    }
     /* Every thread started from here on (libmicrohttpd's, the worker, OpenMP's) leaves these to sigwait below. */
     sigset_t sigs;
     sigemptyset(&sigs);
@@ -75,7 +83,10 @@ int cmd_serve(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     qa_model m;
     rc = qa_model_load(&m, model_dir, 42);
-    if (rc) return rc;
+    if (rc) {
+        free(key);
+        return rc;
+    }
     serve_server *s = NULL;
     rc = qa_model_select(&m, &bo);
     if (rc) goto done;
@@ -89,8 +100,8 @@ int cmd_serve(int argc, char **argv)
     rc = qa_model_start(&m, &bo, rows, T);
     if (rc) goto done;
     serve_opts so = {
-        .bind = bind, .port = port, .http_threads = http_threads, .max_connections = max_conn, .idle_timeout_s = idle_s,
-        .timeout_ms = timeout_ms, .max_answer_length = max_ans, .fo = fo,
+        .bind = bind, .api_key = key, .port = port, .http_threads = http_threads, .max_connections = max_conn,
+        .idle_timeout_s = idle_s, .timeout_ms = timeout_ms, .max_answer_length = max_ans, .fo = fo,
         .lim = {(size_t)max_body, (size_t)max_context, max_items, 20, nbest},
         .batch = {wait_ms * 1000, max_tokens, queue_limit},
     };
@@ -104,6 +115,8 @@ int cmd_serve(int argc, char **argv)
     fprintf(stderr, "serve: listening on http://%s%s%s:%d/ (%s, %d tokens per window, stride %d, %d windows per forward, %s)\n",
             strchr(bind, ':') ? "[" : "", bind, strchr(bind, ':') ? "]" : "", serve_port(s), m.info.desc, T, stride, rows,
             pack == PACKING_VARLEN ? "packed: real tokens only" : "padded");
+    if (key) fprintf(stderr, "serve: every request but GET /health needs the API key (from %s)\n", key_from);
+    cli_warn_open_bind("serve --bind", bind, key != NULL);
     int sig = 0;
     sigwait(&sigs, &sig);
     fprintf(stderr, "serve: %s: finishing the requests in flight\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
@@ -113,5 +126,7 @@ done:
         fprintf(stderr, "serve: stopped\n");
     }
     qa_model_free(&m);
+    if (key) memset(key, 0, strlen(key));
+    free(key);
     return rc;
 }

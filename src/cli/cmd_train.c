@@ -50,6 +50,55 @@ int cmd_train(int argc, char **argv)
     return rc;
 }
 
+/* The live page's API key: *key malloc'ed, or NULL for none (no --http, or
+ * no key given anywhere). */
+static int live_page_key(const cli_api_key_opts *ak, int http_port, char **key)
+{
+    *key = NULL;
+    if ((ak->key || ak->file) && http_port < 0)
+        return err_set(ERR_INPUT, "train %s: there is no live page to protect (add --http PORT)",
+                       ak->key ? "--api-key" : "--api-key-file");
+    return http_port >= 0 ? cli_api_key("train", ak, key, NULL) : 0;
+}
+
+/* The options parsed and checked: the live page's key, then the
+ * supervisor, or a TF checkpoint's conversion and the trainer. */
+static int train_start(trainer_opts *o, const cli_api_key_opts *ak, int supervise, int argc, char **argv)
+{
+    int rc;
+    /* Read here (a bad key file stops the run before it starts); the
+     * supervisor's children read it again, as they parse the same options. */
+    char *key = NULL;
+    if ((rc = live_page_key(ak, o->http_port, &key))) return rc;
+    if (supervise > 0) {
+        free(key);
+        return supervise_run(supervise, argc, argv, o->out_dir);
+    }
+    o->http_api_key = key;
+    if (o->http_port >= 0 && dist_rank() == 0) /* rank 0 alone serves the page (data parallel) */
+        cli_warn_open_bind("train --http-bind", o->http_bind, key != NULL);
+    /* A Google BERT dir (TF checkpoint): converted into RUN/init_model at
+     * every start (the same bytes each time, so a resume's fingerprint
+     * still matches), and trained from there. */
+    char init_dir[4096];
+    if (tf_bert_is_google_dir(o->model_dir)) {
+        path_join(init_dir, sizeof init_dir, o->out_dir, "init_model");
+        /* Data parallel: rank 0 converts, the others wait for it. */
+        rc = dist_rank() == 0 ? tf_bert_export_dir(o->model_dir, init_dir, -1, (uint64_t)o->seed, NULL) : 0;
+        if (dist_active()) rc = dist_agree(rc);
+        if (rc) {
+            free(key);
+            return rc;
+        }
+        log_info("train: %s is a TensorFlow checkpoint: converted into %s", o->model_dir, init_dir);
+        o->model_dir = init_dir;
+    }
+    rc = trainer_run(o);
+    if (key) memset(key, 0, strlen(key));
+    free(key);
+    return rc;
+}
+
 static int train_main(int argc, char **argv)
 {
     trainer_opts o;
@@ -58,6 +107,7 @@ static int train_main(int argc, char **argv)
     const char *resume = "auto", *split = NULL, *eval_precision = "auto";
     int64_t seed = o.seed;
     int supervise = 0;
+    cli_api_key_opts ak = {0};
     const arg_spec specs[] = {
         {"model", ARG_STR, &o.model_dir, "DIR", "Hugging Face model dir (config.json, model.safetensors, vocab.txt)", .required = 1},
         {"train", ARG_STR, &o.train_path, "FILE", "training data, SQuAD format", .required = 1},
@@ -100,6 +150,7 @@ static int train_main(int argc, char **argv)
         {"null-score-diff-threshold", ARG_DOUBLE, &o.null_score_diff_threshold, "X", "with --version-2-with-negative: answer \"\" when the null score beats the best span's by more than X (default 0.0)", .min = -1e9, .max = 1e9},
         {"http", ARG_INT, &o.http_port, "PORT", "serve a live page (charts, progress, /api/status, /metrics) on this port while training (0 = any free port; default: no page)", .min = 0, .max = 65535},
         {"http-bind", ARG_STR, &o.http_bind, "ADDR", "address of the live page (0.0.0.0: every interface)", .min = 0},
+        CLI_API_KEY_SPECS(&ak, "the live page (--http)"),
         {"mirror", ARG_STR, &o.mirror_dir, "DIR", "copy each checkpoint to DIR/checkpoints in the background (a mounted Drive); --resume auto looks there when RUN has none", .min = 0},
         {"mirror-keep", ARG_INT, &o.mirror_keep, "K", "checkpoints kept in the mirror (default: as --keep; 0 = all)", .min = 0, .max = 1000000},
         {"shard-optimizer", ARG_FLAG, &o.shard_optimizer, NULL, "data parallel (mpirun -np N, N >= 2): each rank keeps the AdamW moments of 1/N of the parameters (ZeRO stage 1: gradients reduce-scattered, each rank updates its part, parameters all-gathered); the same results to rounding, checkpoints as without it", .min = 0},
@@ -155,19 +206,5 @@ static int train_main(int argc, char **argv)
     if (supervise > 0 && dist_launched())
         return err_set(ERR_INPUT, "train --supervise: cannot restart one rank of an mpirun/srun job alone; rerun "
                        "the same mpirun command (it resumes from the last checkpoint), or let the job script do it");
-    if (supervise > 0) return supervise_run(supervise, argc, argv, o.out_dir);
-    /* A Google BERT dir (TF checkpoint): converted into RUN/init_model at
-     * every start (the same bytes each time, so a resume's fingerprint
-     * still matches), and trained from there. */
-    char init_dir[4096];
-    if (tf_bert_is_google_dir(o.model_dir)) {
-        path_join(init_dir, sizeof init_dir, o.out_dir, "init_model");
-        /* Data parallel: rank 0 converts, the others wait for it. */
-        rc = dist_rank() == 0 ? tf_bert_export_dir(o.model_dir, init_dir, -1, (uint64_t)o.seed, NULL) : 0;
-        if (dist_active()) rc = dist_agree(rc);
-        if (rc) return rc;
-        log_info("train: %s is a TensorFlow checkpoint: converted into %s", o.model_dir, init_dir);
-        o.model_dir = init_dir;
-    }
-    return trainer_run(&o);
+    return train_start(&o, &ak, supervise, argc, argv);
 }

@@ -99,16 +99,10 @@ int cmd_watch(int argc, char **argv)
         {"count", ARG_I64, &count, "N", "exit after N refreshes (0 = until the run is done or Ctrl-C)", .min = 0, .max = 1e12},
         {0},
     };
-    char **pos;
-    int rc = cli_parse_run("watch", "bertc watch RUN [--interval S] [--once]", specs, argc, argv, &pos);
-    if (rc == ARGS_HELP) return 0;
-    if (rc) return rc;
-    const char *run = pos[0];
-    if (!path_is_dir(run)) {
-        rc = err_set(ERR_INPUT, "watch: %s is not a run directory", run);
-        free(pos);
-        return rc;
-    }
+    const char *run;
+    int rc = cli_parse_run("watch", "bertc watch RUN [--interval S] [--once]", specs, argc, argv, &run);
+    if (rc) return rc == ARGS_HELP ? 0 : rc;
+    if (!path_is_dir(run)) return err_set(ERR_INPUT, "watch: %s is not a run directory", run);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -122,6 +116,5 @@ int cmd_watch(int argc, char **argv)
         /* sleep in small slices so Ctrl-C quits at once */
         for (double t = 0; t < interval && !g_quit; t += 0.1) usleep(100000);
     }
-    free(pos);
     return rc;
 }

@@ -64,10 +64,36 @@ typedef struct {
  * batch. */
 int cli_answer_backend_opts(const char *cmd, const cli_device *d, int threads, backend_opts *out);
 
+/* The API key of an HTTP server (serve, train --http): --api-key KEY,
+ * --api-key-file PATH (one line; a trailing newline is dropped) or, when
+ * neither is given, the environment variable BERTC_API_KEY. Given as
+ * arg_spec entries (`what`: the requests that need it, e.g. "every
+ * request but GET /health"); cli_api_key reads and checks it after parsing. */
+typedef struct {
+    const char *key, *file; /* --api-key, --api-key-file */
+} cli_api_key_opts;
+#define CLI_API_KEY_ENV "BERTC_API_KEY"
+#define CLI_API_KEY_SPECS(a, what)                                                                                     \
+    {"api-key", ARG_STR, &(a)->key, "KEY", what " needs the header 'Authorization: Bearer KEY' (a browser: open "    \
+     "the page as /?key=KEY); a key on the command line is visible to other users (ps): prefer --api-key-file or "    \
+     "the environment variable " CLI_API_KEY_ENV, .min = 0},                                                          \
+    {"api-key-file", ARG_STR, &(a)->file, "PATH", "the API key from the first line of PATH (readable by you alone, "  \
+     "e.g. made with: openssl rand -hex 32 > PATH; chmod 600 PATH)", .min = 0}
+/* *key = the key (malloc'ed; NULL when none was given), *source = where it
+ * came from ("--api-key", "--api-key-file" or "BERTC_API_KEY"; NULL with
+ * no key; source may be NULL). ERR_INPUT naming cmd, the option
+ * and the file for both options at once, a file that cannot be read, an
+ * empty key (BERTC_API_KEY set but empty included) or bytes a key cannot
+ * hold (apikey.h). */
+int cli_api_key(const char *cmd, const cli_api_key_opts *a, char **key, const char **source);
+/* The one warning line of a server that listens beyond loopback (bind is
+ * not 127.x or ::1) with no API key; `what` names it ("serve --bind"). */
+void cli_warn_open_bind(const char *what, const char *bind, int have_key);
+
 /* args_parse for a command that takes one run directory and options: rc
  * as args_parse returns it (ARGS_HELP included), and ERR_INPUT naming cmd
- * unless exactly one positional argument was given; on 0, *pos holds it
- * (free *pos). */
-int cli_parse_run(const char *cmd, const char *usage, const arg_spec *specs, int argc, char **argv, char ***pos);
+ * unless exactly one positional argument was given; on 0, *run is it (one
+ * of argv's strings). */
+int cli_parse_run(const char *cmd, const char *usage, const arg_spec *specs, int argc, char **argv, const char **run);
 
 #endif

@@ -1,6 +1,7 @@
 #include "alloc.h"
 
-#include <stdint.h>
+#include "sat.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,5 @@ char *xstrdup(const char *s)
 
 size_t mul_size(size_t a, size_t b)
 {
-    if (a && b > SIZE_MAX / a) return SIZE_MAX;
-    return a * b;
+    return sat_mul(a, b);
 }

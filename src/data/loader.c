@@ -2,6 +2,7 @@
 
 #include "core/err.h"
 #include "core/philox.h"
+#include "core/sat.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -80,16 +81,15 @@ void loader_next(loader *l, int32_t *idx, int *count, int64_t *epoch)
 int loader_batch_init(loader_batch *b, int cap, int T)
 {
     memset(b, 0, sizeof *b);
-    size_t nt = (size_t)cap * (size_t)T;
-    b->input_ids = malloc(nt * sizeof(int32_t));
-    b->token_type_ids = malloc(nt * sizeof(int32_t));
-    b->attention_mask = malloc(nt * sizeof(int32_t));
-    b->start_positions = malloc((size_t)cap * sizeof(int32_t));
-    b->end_positions = malloc((size_t)cap * sizeof(int32_t));
-    if (!b->input_ids || !b->token_type_ids || !b->attention_mask || !b->start_positions || !b->end_positions) {
-        loader_batch_free(b);
-        return err_set(ERR_RUNTIME, "loader: out of memory for a batch of %d x %d", cap, T);
-    }
+    /* one block: ids, types, mask (cap x T each), then start and end (cap each) */
+    size_t nt = sat_mul((size_t)cap, (size_t)T);
+    int32_t *block = malloc(sat_mul(sat_add(sat_mul(nt, 3), sat_mul(2, (size_t)cap)), sizeof *block));
+    if (!block) return err_set(ERR_RUNTIME, "loader: out of memory for a batch of %d x %d", cap, T);
+    b->input_ids = block;
+    b->token_type_ids = block + nt;
+    b->attention_mask = block + 2 * nt;
+    b->start_positions = block + 3 * nt;
+    b->end_positions = b->start_positions + cap;
     b->cap = cap;
     b->T = T;
     return 0;
@@ -97,11 +97,7 @@ int loader_batch_init(loader_batch *b, int cap, int T)
 
 void loader_batch_free(loader_batch *b)
 {
-    free(b->input_ids);
-    free(b->token_type_ids);
-    free(b->attention_mask);
-    free(b->start_positions);
-    free(b->end_positions);
+    free(b->input_ids); /* the block */
     memset(b, 0, sizeof *b);
 }
 

@@ -39,7 +39,7 @@ void loader_next(loader *l, int32_t *idx, int *count, int64_t *epoch);
 /* The permutation of one epoch (identity when !shuffle). */
 void loader_epoch_order(uint64_t seed, int64_t epoch, int shuffle, int32_t *order, int n);
 
-/* Host buffers of one micro-batch. */
+/* Host buffers of one micro-batch (one allocation). */
 typedef struct {
     int cap, T, B;
     int32_t *input_ids, *token_type_ids, *attention_mask; /* [cap*T] */

@@ -7,7 +7,7 @@
  *
  * Memory (llm.c style): one block of parameters and one of gradients, in
  * param_table order; one block of activations reached through bert_acts,
- * whose pointers are filled from one table of sizes (act_sizes) for the
+ * whose pointers are filled from one table of sizes (model/act_sizes.h) for the
  * largest micro-batch (max_B x T). A smaller micro-batch uses the front of
  * each buffer. Per-layer activations are L buffers of the same size, side by
  * side.
@@ -51,6 +51,8 @@
 
 #include "core/alloc.h"
 #include "core/err.h"
+#include "core/sat.h"
+#include "model/act_sizes.h"
 #include "model/pack.h"
 
 #include <math.h>
@@ -90,8 +92,6 @@ typedef struct {
     float *d_out, *d_in;         /* (N,C) */
 } bert_acts;
 
-enum { NUM_ACTS = 33 };
-
 /* What one activation set holds besides its tensors: the batch's ints and
  * the last forward's scalars (the same fields as bert_model's, below). */
 typedef struct {
@@ -102,11 +102,6 @@ typedef struct {
     float p_hidden, p_attn;
     philox_stream rng;
 } act_set;
-
-/* Per-layer tensors are stored with this stride (floats) between layers. */
-typedef struct {
-    size_t nc, ni, n1, att; /* N*C, N*I, N, B*NH*T*T for the largest batch, rounded */
-} act_strides;
 
 struct bert_model {
     bert_config cfg;
@@ -150,101 +145,10 @@ struct bert_model {
     int slot_holds;              /* recompute: the set whose layer hi-1 the layer slot holds (-1: none) */
 };
 
-/* 64-byte alignment for every tensor of the block. */
-static size_t round16(size_t n)
-{
-    return n > SIZE_MAX - 15 ? SIZE_MAX : (n + 15) & ~(size_t)15;
-}
-
-static size_t add_sat(size_t a, size_t b)
-{
-    return a > SIZE_MAX - b ? SIZE_MAX : a + b;
-}
-
-/* Rows and attention floats per layer: B x T padded, or max_tokens rows
- * (max_tokens > 0) whose windows are at most T long, so that NH sum len^2
- * <= NH max_tokens T. */
-static size_t rows_for(int B, int T, int64_t max_tokens)
-{
-    return max_tokens > 0 ? (size_t)max_tokens : mul_size((size_t)B, (size_t)T);
-}
-
-static size_t att_for(const bert_config *cfg, int B, int T, int64_t max_tokens)
-{
-    return mul_size(mul_size(rows_for(B, T, max_tokens), (size_t)cfg->num_attention_heads), (size_t)T);
-}
-
-static act_strides strides_for(const bert_config *cfg, int B, int T, int64_t max_tokens)
-{
-    size_t N = rows_for(B, T, max_tokens);
-    act_strides s;
-    s.nc = round16(mul_size(N, (size_t)cfg->hidden_size));
-    s.ni = round16(mul_size(N, (size_t)cfg->intermediate_size));
-    s.n1 = round16(N);
-    s.att = round16(att_for(cfg, B, T, max_tokens));
-    return s;
-}
-
-/* The one table of activation sizes (floats), in bert_acts order, for a
- * stage of layers [lo, hi) (0, L: the whole model). With recompute, the
- * per-layer tensors other than x have one layer's slot. */
-static void act_sizes(size_t sizes[NUM_ACTS], const bert_config *cfg, int B, int T, int64_t max_tokens,
-                      recompute_kind recompute, int lo, int hi)
-{
-    act_strides s = strides_for(cfg, B, T, max_tokens);
-    size_t L = recompute == RECOMPUTE_LAYER ? 1 : (size_t)(hi - lo);
-    size_t N = rows_for(B, T, max_tokens);
-    int first = lo == 0, last = hi == cfg->num_hidden_layers;
-    size_t i = 0;
-    sizes[i++] = first ? s.nc : 0;      /* emb */
-    sizes[i++] = first ? s.n1 : 0;      /* emb_mean */
-    sizes[i++] = first ? s.n1 : 0;      /* emb_rstd */
-    sizes[i++] = mul_size((size_t)(hi - lo) + 1, s.nc); /* x */
-    sizes[i++] = mul_size(L, s.nc);     /* q */
-    sizes[i++] = mul_size(L, s.nc);     /* k */
-    sizes[i++] = mul_size(L, s.nc);     /* v */
-    sizes[i++] = mul_size(L, s.nc);     /* ctx */
-    sizes[i++] = mul_size(L, s.att);    /* probs */
-    sizes[i++] = mul_size(L, s.nc);     /* res1 */
-    sizes[i++] = mul_size(L, s.n1);     /* ln1_mean */
-    sizes[i++] = mul_size(L, s.n1);     /* ln1_rstd */
-    sizes[i++] = mul_size(L, s.nc);     /* h1 */
-    sizes[i++] = mul_size(L, s.ni);     /* ffn_pre */
-    sizes[i++] = mul_size(L, s.ni);     /* ffn_act */
-    sizes[i++] = mul_size(L, s.nc);     /* res2 */
-    sizes[i++] = mul_size(L, s.n1);     /* ln2_mean */
-    sizes[i++] = mul_size(L, s.n1);     /* ln2_rstd */
-    sizes[i++] = last ? round16(mul_size(N, 2)) : 0; /* logits */
-    sizes[i++] = last ? round16(mul_size(N, 2)) : 0; /* dlogits */
-    sizes[i++] = last ? 16 : 0;         /* loss */
-    sizes[i++] = s.nc;                  /* d_x */
-    sizes[i++] = s.nc;                  /* d_h1 */
-    sizes[i++] = s.nc;                  /* d_a */
-    sizes[i++] = s.nc;                  /* d_ctx */
-    sizes[i++] = s.nc;                  /* d_q */
-    sizes[i++] = s.nc;                  /* d_k */
-    sizes[i++] = s.nc;                  /* d_v */
-    sizes[i++] = s.ni;                  /* d_ffn_act */
-    sizes[i++] = s.ni;                  /* d_ffn_pre */
-    sizes[i++] = s.att;                 /* d_scratch */
-    sizes[i++] = last ? 0 : s.nc;       /* d_out */
-    sizes[i++] = first ? 0 : s.nc;      /* d_in */
-}
-
-/* 1 for the tensors every activation set has its own of: those saved for
- * backward (the layer slot's only without recompute) and the stage's ends;
- * 0 for backward's working buffers. */
-static int act_per_set(int i, recompute_kind recompute)
-{
-    enum { ACT_LAYER_FIRST = 4, ACT_LAYER_LAST = 17, ACT_LOSS = 20, ACT_D_OUT = 31 };
-    if (i >= ACT_LAYER_FIRST && i <= ACT_LAYER_LAST) return recompute != RECOMPUTE_LAYER;
-    return i <= ACT_LOSS || i >= ACT_D_OUT;
-}
-
 /* The fields of a, in act_sizes' order. */
-static void act_fields(bert_acts *a, float **f[NUM_ACTS])
+static void act_fields(bert_acts *a, float **f[ACT_COUNT])
 {
-    float **ptrs[NUM_ACTS] = {
+    float **ptrs[ACT_COUNT] = {
         &a->emb,     &a->emb_mean, &a->emb_rstd, &a->x,       &a->q,        &a->k,         &a->v,
         &a->ctx,     &a->probs,    &a->res1,     &a->ln1_mean, &a->ln1_rstd, &a->h1,        &a->ffn_pre,
         &a->ffn_act, &a->res2,     &a->ln2_mean, &a->ln2_rstd, &a->logits,   &a->dlogits,   &a->loss,
@@ -254,11 +158,11 @@ static void act_fields(bert_acts *a, float **f[NUM_ACTS])
     memcpy(f, ptrs, sizeof ptrs);
 }
 
-static void act_bind(bert_acts *a, float *block, const size_t sizes[NUM_ACTS])
+static void act_bind(bert_acts *a, float *block, const size_t sizes[ACT_COUNT])
 {
-    float **f[NUM_ACTS];
+    float **f[ACT_COUNT];
     act_fields(a, f);
-    for (int i = 0; i < NUM_ACTS; i++) {
+    for (int i = 0; i < ACT_COUNT; i++) {
         *f[i] = sizes[i] ? block : NULL;
         block += sizes[i];
     }
@@ -266,33 +170,17 @@ static void act_bind(bert_acts *a, float *block, const size_t sizes[NUM_ACTS])
 
 /* Sets after the first: the per-set tensors one after the other from
  * block; the shared ones are set 0's. */
-static void act_bind_more(bert_acts *a, bert_acts *set0, float *block, const size_t sizes[NUM_ACTS],
-                          recompute_kind recompute)
+static void act_bind_more(bert_acts *a, bert_acts *set0, float *block, const size_t sizes[ACT_COUNT],
+                          int recompute)
 {
-    size_t own[NUM_ACTS];
-    for (int i = 0; i < NUM_ACTS; i++) own[i] = act_per_set(i, recompute) ? sizes[i] : 0;
+    size_t own[ACT_COUNT];
+    for (int i = 0; i < ACT_COUNT; i++) own[i] = act_per_set((act_id)i, recompute) ? sizes[i] : 0;
     act_bind(a, block, own);
-    float **to[NUM_ACTS], **from[NUM_ACTS];
+    float **to[ACT_COUNT], **from[ACT_COUNT];
     act_fields(a, to);
     act_fields(set0, from);
-    for (int i = 0; i < NUM_ACTS; i++)
-        if (!act_per_set(i, recompute)) *to[i] = *from[i];
-}
-
-/* Floats of activations: set 0 whole, and the per-set part of each other. */
-static size_t act_total(const bert_config *cfg, int B, int T, int64_t max_tokens, recompute_kind recompute, int lo,
-                        int hi, int sets)
-{
-    size_t sizes[NUM_ACTS], total = 0;
-    act_sizes(sizes, cfg, B, T, max_tokens, recompute, lo, hi);
-    for (int i = 0; i < NUM_ACTS; i++)
-        total = add_sat(total, mul_size(sizes[i], act_per_set(i, recompute) ? (size_t)sets : 1));
-    return total;
-}
-
-static size_t int_count(int B, size_t rows)
-{
-    return add_sat(add_sat(mul_size(4, rows), mul_size(3, (size_t)B)), 1);
+    for (int i = 0; i < ACT_COUNT; i++)
+        if (!act_per_set((act_id)i, recompute)) *to[i] = *from[i];
 }
 
 /* o's stage: layers [*lo, *hi) and activation sets, the defaults (0) filled
@@ -310,9 +198,9 @@ size_t bert_activation_bytes(const bert_model_opts *o)
 {
     int lo, hi, sets;
     if (o->max_B <= 0 || o->T <= 0 || o->max_tokens < 0 || stage_of(o, &lo, &hi, &sets)) return 0;
-    size_t f = act_total(o->cfg, o->max_B, o->T, o->max_tokens, o->recompute, lo, hi, sets);
-    size_t ints = mul_size(int_count(o->max_B, rows_for(o->max_B, o->T, o->max_tokens)), (size_t)sets);
-    return add_sat(mul_size(f, sizeof(float)), mul_size(ints, sizeof(int32_t)));
+    size_t f = act_total(o->cfg, o->max_B, o->T, o->max_tokens, o->recompute == RECOMPUTE_LAYER, lo, hi, sets);
+    size_t ints = sat_mul(act_int_count(o->max_B, act_rows(o->max_B, o->T, o->max_tokens)), (size_t)sets);
+    return sat_add(sat_mul(f, sizeof(float)), sat_mul(ints, sizeof(int32_t)));
 }
 
 void bert_model_free(bert_model *m)
@@ -423,8 +311,8 @@ int bert_model_create(bert_model **out, const bert_model_opts *o)
     m->T = T;
     m->recompute = o->recompute;
     m->forward_only = o->forward_only;
-    m->max_rows = rows_for(max_B, T, max_tokens);
-    m->max_att = att_for(cfg, max_B, T, max_tokens);
+    m->max_rows = act_rows(max_B, T, max_tokens);
+    m->max_att = act_att(cfg, max_B, T, max_tokens);
     m->lo = lo;
     m->hi = hi;
     m->nsets = sets;
@@ -448,10 +336,11 @@ int bert_model_create(bert_model **out, const bert_model_opts *o)
         bert_params_bind(&m->g, &m->table, cfg, m->grads, m->poff, m->stable.total);
     }
 
-    size_t sizes[NUM_ACTS];
-    act_sizes(sizes, cfg, max_B, T, max_tokens, m->recompute, lo, hi);
-    m->act_floats = act_total(cfg, max_B, T, max_tokens, m->recompute, lo, hi, sets);
-    m->st = strides_for(cfg, max_B, T, max_tokens);
+    size_t sizes[ACT_COUNT];
+    int rec = m->recompute == RECOMPUTE_LAYER;
+    act_sizes(sizes, cfg, max_B, T, max_tokens, rec, lo, hi);
+    m->act_floats = act_total(cfg, max_B, T, max_tokens, rec, lo, hi, sets);
+    m->st = act_strides_for(cfg, max_B, T, max_tokens);
     m->act_block = be->i->alloc(c, mul_size(m->act_floats, sizeof(float)));
     if (!m->act_block) goto fail;
     /* Written once now, so that its pages are the process's from the start:
@@ -465,14 +354,14 @@ int bert_model_create(bert_model **out, const bert_model_opts *o)
     if (!m->forward_only) be->i->zero(c, m->act_block, mul_size(m->act_floats, sizeof(float)));
     act_bind(&m->sets[0].a, m->act_block, sizes);
     float *more = m->act_block;
-    for (int i = 0; i < NUM_ACTS; i++) more += sizes[i];
+    for (int i = 0; i < ACT_COUNT; i++) more += sizes[i];
     for (int k = 1; k < sets; k++) {
-        act_bind_more(&m->sets[k].a, &m->sets[0].a, more, sizes, m->recompute);
-        for (int i = 0; i < NUM_ACTS; i++)
-            if (act_per_set(i, m->recompute)) more += sizes[i];
+        act_bind_more(&m->sets[k].a, &m->sets[0].a, more, sizes, rec);
+        for (int i = 0; i < ACT_COUNT; i++)
+            if (act_per_set((act_id)i, rec)) more += sizes[i];
     }
 
-    size_t BT = m->max_rows, nints = int_count(max_B, BT);
+    size_t BT = m->max_rows, nints = act_int_count(max_B, BT);
     int32_t *ints = be->i->alloc(c, mul_size(mul_size(nints, (size_t)sets), sizeof(int32_t)));
     if (!ints) goto fail;
     for (int k = 0; k < sets; k++) m->sets[k].d_ints = ints + (size_t)k * nints;

@@ -266,3 +266,8 @@ double bert_flops(const bert_config *cfg, int B, int T)
 {
     return (double)B * bert_stage_flops(cfg, T, 0, cfg->num_hidden_layers, 0, 1);
 }
+
+double bert_forward_flops(const bert_config *cfg, int B, int T)
+{
+    return bert_flops(cfg, B, T) / 3; /* every term of bert_flops is 6 or 12 x its forward's 2 or 4: exact */
+}

@@ -56,6 +56,9 @@ int config_validate(const bert_config *cfg, const char *source);
  *                     memory_split) but not in bertc bench's count
  *   bert_flops        B windows: B (L bert_layer_flops + bert_qa_head_flops)
  *                     = 6 (L (4 C^2 + 2 C I) + 2 C) B T + 12 L B T^2 C
+ *   bert_forward_flops  B windows forward only: a third of bert_flops
+ *                     (2 per multiply-add), 2 (L (4 C^2 + 2 C I) + 2 C) B T
+ *                     + 4 L B T^2 C
  * LayerNorm, softmax, GELU, dropout, the loss, AdamW and the embedding
  * lookups are not counted (but for a stage's embeddings); padded tokens
  * are (the work is done for them). */
@@ -63,5 +66,6 @@ double bert_layer_flops(const bert_config *cfg, int T);
 double bert_qa_head_flops(const bert_config *cfg, int T);
 double bert_stage_flops(const bert_config *cfg, int T, int first, int end, int embeddings, int qa_head);
 double bert_flops(const bert_config *cfg, int B, int T);
+double bert_forward_flops(const bert_config *cfg, int B, int T);
 
 #endif

@@ -1,13 +1,16 @@
 /* The memory planner (memory.h). Every figure comes from the table the
  * allocation itself is sized by, so a change there changes the plan too:
- * parameters from param_table, activations from bert_activation_bytes,
- * workspace from the CUDA backend's formulas (cuda_ws.h). */
+ * parameters from param_table, activations from the activation table
+ * (act_sizes.h, through bert_activation_bytes for a whole model), workspace
+ * from the CUDA backend's formulas (backend/workspace_rules.h). */
 #include "model/memory.h"
 
-#include "backend/cuda/cuda_ws.h"
+#include "backend/workspace_rules.h"
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/piece.h"
+#include "core/sat.h"
+#include "model/act_sizes.h"
 #include "model/bert.h"
 #include "model/params.h"
 
@@ -26,16 +29,6 @@ int memory_parse_recompute(const char *s, recompute_kind *out)
 const char *memory_recompute_name(recompute_kind r)
 {
     return r == RECOMPUTE_LAYER ? "layer" : "none";
-}
-
-static int64_t to_i64(size_t n)
-{
-    return n >= (size_t)INT64_MAX ? INT64_MAX : (int64_t)n;
-}
-
-static int64_t add64(int64_t a, int64_t b)
-{
-    return a > INT64_MAX - b ? INT64_MAX : a + b;
 }
 
 static size_t max_size(size_t a, size_t b)
@@ -62,15 +55,15 @@ static size_t workspace_bytes(const bert_config *cfg, int micro, size_t N, int T
     need = max_size(need, cuda_ws_layernorm_backward(N, C));
     need = max_size(need, cuda_ws_embedding_backward(N, C, cuda_ws_sort_temp_bound(N)));
     need = max_size(need, cuda_ws_qa_loss((size_t)micro));
-    return cuda_ws_sat_add(need, CUDA_WS_FIXED);
+    return sat_add(need, CUDA_WS_FIXED);
 }
 
 static void sum_total(memory_answer *a)
 {
-    int64_t total = add64(a->params, a->grads);
-    total = add64(total, a->optimizer);
-    total = add64(total, a->activations);
-    a->total = add64(total, a->workspace);
+    int64_t total = sat_add_i64(a->params, a->grads);
+    total = sat_add_i64(total, a->optimizer);
+    total = sat_add_i64(total, a->activations);
+    a->total = sat_add_i64(total, a->workspace);
 }
 
 static int low_precision(precision_kind prec)
@@ -104,15 +97,15 @@ static int plan_padded(const memory_query *q, memory_answer *out)
     param_table_init(&t, cfg);
     size_t n = t.total;
     param_table_free(&t);
-    int64_t block = to_i64(cuda_ws_sat_mul(n, sizeof(float)));
-    out->n_params = to_i64(n);
+    int64_t block = sat_i64(sat_mul(n, sizeof(float)));
+    out->n_params = sat_i64(n);
     out->params = block;
     out->grads = block;
-    out->optimizer = add64(block, block);
+    out->optimizer = sat_add_i64(block, block);
     bert_model_opts mo = {.cfg = cfg, .max_B = micro, .T = T, .recompute = rc};
-    out->activations = to_i64(bert_activation_bytes(&mo));
-    size_t N = cuda_ws_sat_mul((size_t)micro, (size_t)T);
-    out->workspace = to_i64(workspace_bytes(cfg, micro, N, T, low_precision(prec)));
+    out->activations = sat_i64(bert_activation_bytes(&mo));
+    size_t N = sat_mul((size_t)micro, (size_t)T);
+    out->workspace = sat_i64(workspace_bytes(cfg, micro, N, T, low_precision(prec)));
     sum_total(out);
     return 0;
 }
@@ -122,8 +115,8 @@ static void plan_packed(const memory_query *q, memory_answer *out)
 {
     bert_model_opts mo = {.cfg = q->cfg, .max_B = q->micro, .T = q->T, .max_tokens = q->max_tokens,
                           .recompute = q->recompute};
-    out->activations = to_i64(bert_activation_bytes(&mo));
-    out->workspace = to_i64(workspace_bytes(q->cfg, q->micro, (size_t)q->max_tokens, 0, low_precision(q->prec)));
+    out->activations = sat_i64(bert_activation_bytes(&mo));
+    out->workspace = sat_i64(workspace_bytes(q->cfg, q->micro, (size_t)q->max_tokens, 0, low_precision(q->prec)));
     sum_total(out);
 }
 
@@ -145,49 +138,43 @@ char *memory_fmt_bytes(char *buf, size_t cap, int64_t bytes)
 
 /* ---- pipeline stages and the sharded optimizer ---- */
 
-/* bert.c's activation table (act_sizes) grouped by what a pipeline stage
+/* The activation table (act_sizes.h) grouped by what a pipeline stage
  * keeps, in floats (ints: the batch's int32 arrays): saved per micro-batch
- * in flight, the embeddings' and the QA head's and one layer's (one x slot
- * is a layer's input), and the working buffers of one backward. One stage
- * with every layer and one micro-batch in flight is bert.c's layout
- * exactly (test_memory checks it against bert_activation_bytes). */
+ * in flight, the embeddings' and one layer's (one x slot is a layer's
+ * input), the QA head's (on the last stage, which has one micro-batch in
+ * flight), and the working buffers of one backward. One stage with every
+ * layer and one micro-batch in flight is bert.c's layout exactly
+ * (test_memory checks it against bert_activation_bytes). Not planned: the
+ * gradients a stage exchanges with its neighbours (d_out, d_in: one x
+ * boundary each per set) and the ints of the sets after the first, which
+ * bert.c allocates for a stage of several sets. */
 typedef struct {
-    size_t emb;       /* emb, its LayerNorm mean and rstd */
-    size_t x;         /* one layer boundary (x) */
-    size_t layer;     /* one layer's tensors besides x: q k v ctx probs res1 ln1 h1 ffn res2 ln2 */
-    size_t head;      /* logits, loss */
-    size_t head_work; /* dlogits */
-    size_t work;      /* backward's d_* buffers and scratch */
-    size_t ints;      /* the batch's int32 arrays */
+    size_t emb;   /* emb, its LayerNorm mean and rstd */
+    size_t x;     /* one layer boundary (x) */
+    size_t layer; /* one layer's tensors besides x: q k v ctx probs res1 ln1 h1 ffn res2 ln2 */
+    size_t head;  /* logits, dlogits, loss */
+    size_t work;  /* backward's d_* buffers and scratch */
+    size_t ints;  /* the batch's int32 arrays */
 } act_parts;
-
-static size_t r16(size_t n)
-{
-    return n > SIZE_MAX - 15 ? SIZE_MAX : (n + 15) & ~(size_t)15;
-}
-
-static size_t sat_mul(size_t a, size_t b)
-{
-    return cuda_ws_sat_mul(a, b);
-}
-
-static size_t sat_add(size_t a, size_t b)
-{
-    return cuda_ws_sat_add(a, b);
-}
 
 static void activation_parts(const bert_config *cfg, int micro, int T, act_parts *p)
 {
-    size_t N = sat_mul((size_t)micro, (size_t)T);
-    size_t nc = r16(sat_mul(N, (size_t)cfg->hidden_size)), ni = r16(sat_mul(N, (size_t)cfg->intermediate_size));
-    size_t n1 = r16(N), att = r16(sat_mul(sat_mul(N, (size_t)cfg->num_attention_heads), (size_t)T));
-    p->emb = sat_add(nc, sat_mul(2, n1));
-    p->x = nc;
-    p->layer = sat_add(sat_add(sat_mul(7, nc), att), sat_add(sat_mul(4, n1), sat_mul(2, ni)));
-    p->head = sat_add(r16(sat_mul(N, 2)), 16);
-    p->head_work = r16(sat_mul(N, 2));
-    p->work = sat_add(sat_add(sat_mul(7, nc), sat_mul(2, ni)), att);
-    p->ints = sat_add(sat_add(sat_mul(4, N), sat_mul(3, (size_t)micro)), 1);
+    size_t unit[ACT_COUNT];
+    act_units(unit, cfg, micro, T, 0);
+    memset(p, 0, sizeof *p);
+    for (int i = 0; i < ACT_COUNT; i++) {
+        size_t *part;
+        switch (act_scope_of((act_id)i)) {
+        case ACT_SCOPE_EMB: part = &p->emb; break;
+        case ACT_SCOPE_BOUNDARY: part = &p->x; break;
+        case ACT_SCOPE_LAYER: part = &p->layer; break;
+        case ACT_SCOPE_HEAD: part = &p->head; break;
+        case ACT_SCOPE_WORK: part = &p->work; break;
+        default: continue; /* d_out, d_in: not planned (see act_parts) */
+        }
+        *part = sat_add(*part, unit[i]);
+    }
+    p->ints = act_int_count(micro, act_rows(micro, T, 0));
 }
 
 /* The floats of the stage's parameters, and of the most Adam state one of
@@ -231,9 +218,9 @@ static void plan_stage_range(const memory_query *q, int S, int D, int stage, int
     out->in_flight = S - stage;
     size_t np, adam;
     stage_params(q->cfg, out, D, &np, &adam);
-    out->n_params = to_i64(np);
-    out->params = out->grads = to_i64(cuda_ws_sat_mul(np, sizeof(float)));
-    out->optimizer = to_i64(cuda_ws_sat_mul(sat_mul(2, adam), sizeof(float)));
+    out->n_params = sat_i64(np);
+    out->params = out->grads = sat_i64(sat_mul(np, sizeof(float)));
+    out->optimizer = sat_i64(sat_mul(sat_mul(2, adam), sizeof(float)));
     act_parts a;
     activation_parts(q->cfg, q->micro, q->T, &a);
     size_t n = (size_t)(end - first), rec = q->recompute == RECOMPUTE_LAYER;
@@ -241,9 +228,8 @@ static void plan_stage_range(const memory_query *q, int S, int D, int stage, int
     if (out->embeddings) saved = sat_add(saved, a.emb);
     if (out->qa_head) saved = sat_add(saved, a.head);
     size_t work = sat_add(a.work, rec ? a.layer : 0);
-    if (out->qa_head) work = sat_add(work, a.head_work);
     size_t floats = sat_add(sat_mul((size_t)out->in_flight, saved), work);
-    out->activations = to_i64(sat_add(sat_mul(floats, sizeof(float)), sat_mul(a.ints, sizeof(int32_t))));
+    out->activations = sat_i64(sat_add(sat_mul(floats, sizeof(float)), sat_mul(a.ints, sizeof(int32_t))));
     /* the workspace: the whole model's (the largest need of an op either stage runs) */
     sum_total(out);
 }
@@ -393,5 +379,5 @@ int64_t memory_optimizer_bytes_per_rank(const bert_config *cfg, int ranks)
     size_t np, adam;
     memory_answer whole = {.layer_first = 0, .layer_end = cfg->num_hidden_layers, .embeddings = 1, .qa_head = 1};
     stage_params(cfg, &whole, ranks > 1 ? ranks : 1, &np, &adam);
-    return to_i64(cuda_ws_sat_mul(sat_mul(2, adam), sizeof(float)));
+    return sat_i64(sat_mul(sat_mul(2, adam), sizeof(float)));
 }

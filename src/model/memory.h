@@ -6,7 +6,7 @@
  * It predicts what bertc itself allocates, from the same tables the
  * allocations come from: the parameter table (model/params.h), the
  * activation table of bert.c (bert_activation_bytes) and the CUDA backend's
- * workspace formulas (backend/cuda/cuda_ws.h). The CUDA context and the
+ * workspace formulas (backend/workspace_rules.h). The CUDA context and the
  * allocator's rounding are outside it; memory_budget_for_card keeps a
  * reserve for them when the budget is a card's size.
  *

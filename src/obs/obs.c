@@ -202,14 +202,14 @@ int obs_open(obs_run **out, const char *run_dir, const obs_options *o)
         }
     }
     if (o->http_port >= 0) {
-        if (obs_http_start(&r->http, o->http_bind, o->http_port, r->dir, r->mon) != 0) {
+        if (obs_http_start(&r->http, o->http_bind, o->http_port, r->dir, r->mon, o->http_api_key) != 0) {
             log_warn("%s; training goes on without the live page", err_msg());
             err_clear();
         } else {
             const char *b = o->http_bind && *o->http_bind ? o->http_bind : "127.0.0.1";
             int v6 = strchr(b, ':') != NULL;
-            log_info("live page: http://%s%s%s:%d/ (also /api/status, /metrics)", v6 ? "[" : "", b, v6 ? "]" : "",
-                     obs_http_port(r->http));
+            log_info("live page: http://%s%s%s:%d/ (also /api/status, /metrics)%s", v6 ? "[" : "", b, v6 ? "]" : "",
+                     obs_http_port(r->http), o->http_api_key ? "; it needs the API key: open /?key=KEY" : "");
             obs_http_publish(r->http, &r->live);
         }
     }

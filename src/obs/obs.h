@@ -60,6 +60,7 @@ typedef struct {
      * warning and the run goes on without the page. */
     int http_port;
     const char *http_bind;
+    const char *http_api_key; /* NULL: the page is open (obs_http_start) */
 } obs_options;
 
 typedef struct {

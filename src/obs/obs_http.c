@@ -5,6 +5,7 @@
 #include "obs/report.h"
 #include "obs/rundir.h"
 #include "core/alloc.h"
+#include "core/apikey.h"
 #include "core/err.h"
 
 #include <arpa/inet.h>
@@ -27,6 +28,7 @@ struct obs_http {
     int port;
     char run_dir[4096];
     monitor *mon;
+    apikey key;                  /* n = 0: the page is open */
     pthread_mutex_t lock;        /* guards snap */
     live_status snap;
     pthread_mutex_t render_lock; /* guards the chart cache */
@@ -97,13 +99,18 @@ static const char page_script[] =
     "<script>\n"
     "(function(){\n"
     "  function $(id){return document.getElementById(id);}\n"
+    /* With an API key the page was opened as /?key=KEY: the key goes with its requests as a header, and on its links. */
+    "  const key=new URLSearchParams(location.search).get('key'),opt={cache:'no-store',headers:{}};\n"
+    "  if(key){opt.headers.Authorization='Bearer '+key;\n"
+    "    document.querySelectorAll('a.keyed').forEach(function(a){a.href+='?key='+encodeURIComponent(key);});}\n"
     "  async function tick(){\n"
     "    try{\n"
-    "      const r=await fetch('api/status',{cache:'no-store'});\n"
+    "      const r=await fetch('api/status',opt);\n"
+    "      if(!r.ok){$('conn').textContent='error '+r.status+(r.status==401?': open this page as /?key=KEY':'');return;}\n"
     "      const s=await r.json();\n"
     "      $('status').textContent=s.text;\n"
     "      $('conn').textContent='updated '+new Date().toLocaleTimeString();\n"
-    "      const c=await fetch('charts',{cache:'no-store'});\n"
+    "      const c=await fetch('charts',opt);\n"
     "      $('charts').innerHTML=await c.text();\n"
     "    }catch(e){$('conn').textContent='no answer from the trainer (finished or stopped?)';}\n"
     "  }\n"
@@ -124,8 +131,8 @@ static void page(obs_http *h, sbuf *o)
                  "white-space:pre-wrap;max-width:1140px}</style>\n</head>\n<body>\n<h1>bertc live</h1>\n<div class=\"sub\">",
               report_css);
     sb_html(o, h->run_dir);
-    sb_puts(o, " &middot; <span id=\"conn\">refreshes every 3 s</span> &middot; <a href=\"api/status\">api/status</a>"
-               " &middot; <a href=\"metrics\">metrics</a></div>\n<h2>Status</h2>\n<pre class=\"status\" id=\"status\">");
+    sb_puts(o, " &middot; <span id=\"conn\">refreshes every 3 s</span> &middot; <a class=\"keyed\" href=\"api/status\">api/status</a>"
+               " &middot; <a class=\"keyed\" href=\"metrics\">metrics</a></div>\n<h2>Status</h2>\n<pre class=\"status\" id=\"status\">");
     sb_html(o, text.p ? text.p : "");
     sb_printf(o, "</pre>\n<h2>Charts</h2>\n<div class=\"grid\" id=\"charts\">\n%s</div>\n%s</body>\n</html>\n", c,
               page_script);
@@ -133,7 +140,8 @@ static void page(obs_http *h, sbuf *o)
     sb_free(&text);
 }
 
-static enum MHD_Result reply(struct MHD_Connection *con, unsigned code, sbuf *body, const char *type)
+static enum MHD_Result reply_with(struct MHD_Connection *con, unsigned code, sbuf *body, const char *type,
+                                  const char *challenge)
 {
     if (!body->p) sb_puts(body, "");
     struct MHD_Response *r = MHD_create_response_from_buffer(body->n, body->p, MHD_RESPMEM_MUST_FREE);
@@ -145,9 +153,32 @@ static enum MHD_Result reply(struct MHD_Connection *con, unsigned code, sbuf *bo
     MHD_add_response_header(r, "Content-Type", type);
     MHD_add_response_header(r, "Cache-Control", "no-store");
     MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "Referrer-Policy", "no-referrer"); /* a /?key= URL goes nowhere else */
+    if (challenge) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, challenge);
     enum MHD_Result ret = MHD_queue_response(con, code, r);
     MHD_destroy_response(r);
     return ret;
+}
+
+static enum MHD_Result reply(struct MHD_Connection *con, unsigned code, sbuf *body, const char *type)
+{
+    return reply_with(con, code, body, type, NULL);
+}
+
+/* 0 when the request may go on; else 1, with the verdict's 401 queued (*ret). */
+static int refused(obs_http *h, struct MHD_Connection *con, const char *method, enum MHD_Result *ret)
+{
+    int get = !strcmp(method, MHD_HTTP_METHOD_GET) || !strcmp(method, MHD_HTTP_METHOD_HEAD);
+    const char *q = get ? MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "key") : NULL;
+    apikey_verdict v = apikey_check(&h->key, MHD_lookup_connection_value(con, MHD_HEADER_KIND,
+                                                                         MHD_HTTP_HEADER_AUTHORIZATION), q);
+    if (v == APIKEY_OK) return 0;
+    sbuf b = {0};
+    sb_puts(&b, "{\"error\": ");
+    sb_json_string(&b, apikey_verdict_msg(v), SB_JSON_PYTHON);
+    sb_puts(&b, ", \"status\": 401}\n");
+    *ret = reply_with(con, MHD_HTTP_UNAUTHORIZED, &b, "application/json", apikey_challenge(v));
+    return 1;
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *con, const char *url, const char *method,
@@ -155,6 +186,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *con, const char 
 {
     obs_http *h = cls;
     sbuf b = {0};
+    enum MHD_Result ret;
+    /* The key first (only the empty favicon is open), so that without it nothing is learnt. */
+    if (h->key.n && strcmp(url, "/favicon.ico") && refused(h, con, method, &ret)) return ret;
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
         sb_puts(&b, "only GET and HEAD\n");
         return reply(con, MHD_HTTP_METHOD_NOT_ALLOWED, &b, "text/plain; charset=utf-8");
@@ -188,7 +222,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *con, const char 
     return reply(con, MHD_HTTP_NOT_FOUND, &b, "text/plain; charset=utf-8");
 }
 
-int obs_http_start(obs_http **out, const char *bind_addr, int port, const char *run_dir, monitor *mon)
+int obs_http_start(obs_http **out, const char *bind_addr, int port, const char *run_dir, monitor *mon,
+                   const char *api_key)
 {
     *out = NULL;
     if (!bind_addr || !*bind_addr) bind_addr = "127.0.0.1";
@@ -212,6 +247,11 @@ int obs_http_start(obs_http **out, const char *bind_addr, int port, const char *
         return err_set(ERR_INPUT, "--http-bind %s: not an IPv4 or IPv6 address", bind_addr);
     }
     obs_http *h = xcalloc(1, sizeof *h);
+    int rc = apikey_set(&h->key, api_key, "the live page's API key");
+    if (rc) {
+        free(h);
+        return rc;
+    }
     snprintf(h->run_dir, sizeof h->run_dir, "%s", run_dir);
     h->mon = mon;
     live_init(&h->snap);
@@ -223,8 +263,9 @@ int obs_http_start(obs_http **out, const char *bind_addr, int port, const char *
                             (unsigned)HTTP_CONNECTIONS, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_TIMEOUT_S, MHD_OPTION_END);
     if (!h->d) {
-        int rc = err_set(ERR_RUNTIME, "cannot serve the live page on %s port %d: %s", bind_addr, port,
-                         h->start_err[0] ? h->start_err : "libmicrohttpd could not start");
+        rc = err_set(ERR_RUNTIME, "cannot serve the live page on %s port %d: %s", bind_addr, port,
+                     h->start_err[0] ? h->start_err : "libmicrohttpd could not start");
+        apikey_wipe(&h->key);
         pthread_mutex_destroy(&h->lock);
         pthread_mutex_destroy(&h->render_lock);
         free(h);
@@ -255,5 +296,6 @@ void obs_http_stop(obs_http *h)
     pthread_mutex_destroy(&h->lock);
     pthread_mutex_destroy(&h->render_lock);
     free(h->charts);
+    apikey_wipe(&h->key);
     free(h);
 }

@@ -1,8 +1,12 @@
 /* /proc and /sys readings for the monitor and `bertc devices`. The monitor
  * calls proc_sample_read every second, so it uses plain read(2) into stack
- * buffers and the clock for CPU time (core/clock.h), not /proc/self/stat. */
+ * buffers and the clock for CPU time (core/clock.h), not /proc/self/stat.
+ * The vector units are cpu_isa's (the one CPUID reader), so `bertc devices`
+ * and `bertc version` say the same. */
 #define _GNU_SOURCE
 #include "obs/sysinfo.h"
+
+#include "backend/cpu/cpu_isa.h"
 #include "core/clock.h"
 
 #include <fcntl.h>
@@ -12,10 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
 
 /* Reads up to cap-1 bytes of a small file; -1 when it cannot be read. */
 static ssize_t read_small(const char *path, char *buf, size_t cap)
@@ -107,36 +107,19 @@ void proc_sample_read(proc_cpu_state *st, proc_sample *s)
     memory_now(&st->cgroup, &s->mem_total, &s->mem_avail, NULL);
 }
 
-static int has_flag(const char *flags, const char *name)
+/* The vector units from cpu_isa: an instruction set counts when the CPU
+ * has it and the OS saves its registers (as /proc/cpuinfo's flags, which
+ * the kernel clears otherwise). */
+static void flags_from_isa(cpu_info *c)
 {
-    size_t n = strlen(name);
-    for (const char *p = flags; (p = strstr(p, name)) != NULL; p += n) {
-        int start = p == flags || p[-1] == ' ' || p[-1] == '\t' || p[-1] == ':';
-        int end = p[n] == 0 || p[n] == ' ' || p[n] == '\n' || p[n] == '\t';
-        if (start && end) return 1;
-    }
-    return 0;
-}
-
-/* The x86 feature bits straight from cpuid, for when /proc/cpuinfo has no
- * flags line. It does not check that the OS enabled the AVX-512 state, which
- * the kernel's flags do; that is why it is only the fallback. */
-static void flags_from_cpuid(cpu_info *c)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    unsigned a, b, cc, d;
-    if (__get_cpuid_count(1, 0, &a, &b, &cc, &d)) c->fma = (cc >> 12) & 1;
-    if (__get_cpuid_count(7, 0, &a, &b, &cc, &d)) {
-        c->avx2 = (b >> 5) & 1;
-        c->avx512f = (b >> 16) & 1;
-        c->avx512bw = (b >> 30) & 1;
-        c->avx512_vnni = (cc >> 11) & 1;
-        c->amx_bf16 = (d >> 22) & 1;
-    }
-    if (__get_cpuid_count(7, 1, &a, &b, &cc, &d)) c->avx512_bf16 = (a >> 5) & 1;
-#else
-    (void)c;
-#endif
+    const cpu_isa_info *k = &cpu_isa()->cpu;
+    c->avx2 = k->avx2 && k->os_ymm;
+    c->fma = k->fma && k->os_ymm;
+    c->avx512f = k->avx512f && k->os_zmm;
+    c->avx512bw = k->avx512bw && k->os_zmm;
+    c->avx512_vnni = k->avx512_vnni && k->os_zmm;
+    c->avx512_bf16 = k->avx512_bf16 && k->os_zmm;
+    c->amx_bf16 = k->amx_bf16 && k->os_amx;
 }
 
 static int cgroup_cpu_quota(void)
@@ -160,8 +143,8 @@ void cpu_info_read(cpu_info *c)
     int quota = cgroup_cpu_quota();
     if (quota > 0 && quota < c->usable) c->usable = quota;
 
+    flags_from_isa(c);
     FILE *f = fopen("/proc/cpuinfo", "r");
-    int have_flags = 0;
     if (f) {
         char line[8192];
         /* (physical id, core id) pairs seen, to count physical cores */
@@ -176,15 +159,6 @@ void cpu_info_read(cpu_info *c)
             if (!strncmp(line, "model name", 10) && !c->model[0]) {
                 snprintf(c->model, sizeof c->model, "%s", val);
                 c->model[strcspn(c->model, "\n")] = 0;
-            } else if (!strncmp(line, "flags", 5) && !have_flags) {
-                have_flags = 1;
-                c->avx2 = has_flag(val, "avx2");
-                c->fma = has_flag(val, "fma");
-                c->avx512f = has_flag(val, "avx512f");
-                c->avx512bw = has_flag(val, "avx512bw");
-                c->avx512_vnni = has_flag(val, "avx512_vnni");
-                c->avx512_bf16 = has_flag(val, "avx512_bf16");
-                c->amx_bf16 = has_flag(val, "amx_bf16");
             } else if (!strncmp(line, "physical id", 11)) {
                 pkg = atoi(val);
             } else if (!strncmp(line, "core id", 7)) {
@@ -200,7 +174,6 @@ void cpu_info_read(cpu_info *c)
         fclose(f);
         c->physical = nids;
     }
-    if (!have_flags) flags_from_cpuid(c);
     int kind = 0;
     memory_now(&kind, &c->mem_total, &c->mem_avail, &c->mem_cgroup);
 }

@@ -1,4 +1,4 @@
-/* The machine and the process, from /proc, /sys and cpuid: what the monitor
+/* The machine and the process, from /proc, /sys and cpu_isa (CPUID): what the monitor
  * samples every second (cheap reads only) and what `bertc devices`
  * describes once. Linux; on a missing file a value is NaN / 0, never an
  * error, so the monitor keeps going in odd containers. */

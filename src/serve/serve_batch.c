@@ -17,7 +17,9 @@
 struct serve_batcher {
     qa_model *m;
     serve_batch_opts o;
-    int rows, T;
+    int rows, T;       /* rows: the most windows a forward holds (the model's max_B) */
+    int fill;          /* the windows a padded forward takes: the batch the worker waits for */
+    int64_t budget;    /* tokens a forward may hold (pack_cut's max_tokens) */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     serve_job *head, *tail;
@@ -28,6 +30,7 @@ struct serve_batcher {
     float *st, *en;
     serve_job **slot_job; /* [rows] */
     int *slot_win;        /* [rows] */
+    int *slot_len;        /* [rows]: the tokens each window counts for the cut */
     int32_t *cu;          /* [rows + 1]: --packing varlen's window offsets */
     serve_batch_stats stats;
 };
@@ -89,6 +92,55 @@ static int forward_packed(serve_batcher *b, int nrow, philox_stream rng)
     return rc;
 }
 
+/* Removes job j (prev: the one before it, NULL at the head) from the queue. */
+static void unlink_job(serve_batcher *b, serve_job *prev, serve_job *j)
+{
+    if (prev) prev->next = j->next;
+    else b->head = j->next;
+    if (b->tail == j) b->tail = prev;
+    j->next = NULL;
+    b->queued_jobs--;
+}
+
+/* The windows of the next forward, from the oldest jobs on, into slot_job
+ * and slot_win: as many as the packing rule (pack_cut) puts into one piece
+ * of the model's max_B windows and the token budget, a padded window
+ * counting T tokens and a packed one its real tokens. A job that waited
+ * past its deadline before any of its windows ran goes to *expired
+ * instead. Under b->mu. */
+static int take_windows(serve_batcher *b, double now, serve_job **expired)
+{
+    int n = 0;
+    serve_job *prev = NULL;
+    for (serve_job *j = b->head, *next; j && n < b->rows; j = next) {
+        next = j->next;
+        if (j->sent == 0 && j->deadline > 0 && now > j->deadline) {
+            unlink_job(b, prev, j);
+            b->queued_windows -= j->f->n;
+            b->stats.timeouts++;
+            j->next = *expired;
+            *expired = j;
+            continue;
+        }
+        for (int w = j->sent; w < j->f->n && n < b->rows; w++, n++) {
+            b->slot_job[n] = j;
+            b->slot_win[n] = w;
+            b->slot_len[n] = b->m->packing ? pack_window_len(j->f->attention_mask + (size_t)w * (size_t)b->T, b->T)
+                                           : b->T;
+        }
+        prev = j;
+    }
+    n = pack_cut(b->slot_len, n, b->rows, b->budget, NULL);
+    /* the windows taken are the first of the queue's: a job is done with when its last one is */
+    for (int r = 0; r < n; r++) {
+        serve_job *j = b->slot_job[r];
+        j->sent++;
+        b->queued_windows--;
+        if (j->sent == j->f->n) pop_head(b);
+    }
+    return n;
+}
+
 static void *worker(void *arg)
 {
     serve_batcher *b = arg;
@@ -99,32 +151,9 @@ static void *worker(void *arg)
         while (!b->head && !b->stop) pthread_cond_wait(&b->cv, &b->mu);
         if (!b->head) break;
         double t_end = b->head->t_submit + 1e-6 * b->o.wait_us;
-        while (!b->stop && b->queued_windows < b->rows && clock_now_s() < t_end) wait_until(b, t_end);
-        /* Take windows from the oldest jobs; a job that waited too long before any of its windows ran is dropped. */
-        double now = clock_now_s();
+        while (!b->stop && b->queued_windows < b->fill && clock_now_s() < t_end) wait_until(b, t_end);
         serve_job *expired = NULL;
-        int nrow = 0;
-        while (b->head && nrow < b->rows) {
-            serve_job *j = b->head;
-            if (j->sent == 0 && j->deadline > 0 && now > j->deadline) {
-                pop_head(b);
-                b->queued_windows -= j->f->n;
-                b->stats.timeouts++;
-                j->next = expired;
-                expired = j;
-                continue;
-            }
-            int k = j->f->n - j->sent;
-            if (k > b->rows - nrow) k = b->rows - nrow;
-            for (int i = 0; i < k; i++) {
-                b->slot_job[nrow + i] = j;
-                b->slot_win[nrow + i] = j->sent + i;
-            }
-            nrow += k;
-            j->sent += k;
-            b->queued_windows -= k;
-            if (j->sent == j->f->n) pop_head(b);
-        }
+        int nrow = take_windows(b, clock_now_s(), &expired);
         pthread_mutex_unlock(&b->mu);
         while (expired) {
             serve_job *j = expired;
@@ -185,9 +214,12 @@ int serve_batcher_create(serve_batcher **out, qa_model *m, const serve_batch_opt
     b->m = m;
     b->o = *o;
     b->T = m->T;
-    b->rows = o->max_tokens / m->T;
-    if (b->rows < 1) b->rows = 1;
-    if (b->rows > m->max_B) b->rows = m->max_B;
+    b->rows = m->max_B;
+    b->fill = o->max_tokens / m->T;
+    if (b->fill < 1) b->fill = 1;
+    if (b->fill > b->rows) b->fill = b->rows;
+    b->budget = o->max_tokens;
+    if (m->packing && bert_model_max_tokens(m->model) < b->budget) b->budget = bert_model_max_tokens(m->model);
     size_t n = (size_t)b->rows * (size_t)b->T;
     b->ids = xmalloc(n * sizeof *b->ids);
     b->tt = xmalloc(n * sizeof *b->tt);
@@ -196,6 +228,7 @@ int serve_batcher_create(serve_batcher **out, qa_model *m, const serve_batch_opt
     b->en = xmalloc(n * sizeof *b->en);
     b->slot_job = xcalloc((size_t)b->rows, sizeof *b->slot_job);
     b->slot_win = xcalloc((size_t)b->rows, sizeof *b->slot_win);
+    b->slot_len = xcalloc((size_t)b->rows, sizeof *b->slot_len);
     b->cu = xmalloc(((size_t)b->rows + 1) * sizeof *b->cu);
     pthread_mutex_init(&b->mu, NULL);
     clock_cond_init(&b->cv);
@@ -203,7 +236,7 @@ int serve_batcher_create(serve_batcher **out, qa_model *m, const serve_batch_opt
     if (e) {
         pthread_cond_destroy(&b->cv);
         pthread_mutex_destroy(&b->mu);
-        free(b->ids), free(b->tt), free(b->mask), free(b->st), free(b->en), free(b->slot_job), free(b->slot_win), free(b->cu);
+        free(b->ids), free(b->tt), free(b->mask), free(b->st), free(b->en), free(b->slot_job), free(b->slot_win), free(b->slot_len), free(b->cu);
         free(b);
         return err_set(ERR_RUNTIME, "serve: cannot start the inference thread: %s", strerror(e));
     }
@@ -211,7 +244,7 @@ int serve_batcher_create(serve_batcher **out, qa_model *m, const serve_batch_opt
     return 0;
 }
 
-int serve_batcher_rows(const serve_batcher *b) { return b->rows; }
+int serve_batcher_rows(const serve_batcher *b) { return b->fill; }
 
 int serve_batcher_submit(serve_batcher *b, serve_job *job)
 {
@@ -254,6 +287,6 @@ void serve_batcher_free(serve_batcher *b)
     pthread_join(b->th, NULL);
     pthread_cond_destroy(&b->cv);
     pthread_mutex_destroy(&b->mu);
-    free(b->ids), free(b->tt), free(b->mask), free(b->st), free(b->en), free(b->slot_job), free(b->slot_win), free(b->cu);
+    free(b->ids), free(b->tt), free(b->mask), free(b->st), free(b->en), free(b->slot_job), free(b->slot_win), free(b->slot_len), free(b->cu);
     free(b);
 }

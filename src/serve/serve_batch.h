@@ -5,8 +5,10 @@
  *
  * Batching: the worker takes the oldest job, then waits up to wait_us
  * (from that job's arrival) for more, until the queued windows reach
- * max_tokens / T; it runs them as one forward of up to max_B = max_tokens
- * / T rows (a long context's windows may span several forwards), and
+ * max_tokens / T; it runs as many of them as the packing rule (pack_cut,
+ * model/pack.h) puts into one piece of at most the model's max_B windows
+ * and max_tokens tokens, a padded window counting T and a packed one its
+ * real tokens (a long context's windows may span several forwards), and
  * scatters the logits back to their jobs. Every window is padded to T as
  * `bertc predict` pads it: the padding positions' logits take part in
  * postprocess_predictions' n-best selection, so cutting the padding would
@@ -42,7 +44,7 @@ struct serve_job {
 
 typedef struct {
     int wait_us;       /* how long a batch may wait for more requests */
-    int max_tokens;    /* windows per forward = max_tokens / T (at least 1) */
+    int max_tokens;    /* tokens per forward (pack_cut's budget; at least one window) */
     int queue_limit;   /* windows waiting, at most */
 } serve_batch_opts;
 
@@ -56,13 +58,14 @@ typedef struct {
     double forward_seconds;
 } serve_batch_stats;
 
-/* m must be started (qa_model_start) for max_B >= 1 rows of T; the batcher
- * uses min(max_tokens / T, m->max_B) rows per forward. Starts the worker. */
+/* m must be started (qa_model_start) for max_B >= 1 rows of T; a forward
+ * takes at most m->max_B windows (padded: min(max_tokens / T, m->max_B)).
+ * Starts the worker. */
 int serve_batcher_create(serve_batcher **out, qa_model *m, const serve_batch_opts *o);
 /* Queues job (0), or returns 1 when the queue is full or the batcher is
  * stopping; called with job->f, start, end, deadline, done, arg set. */
 int serve_batcher_submit(serve_batcher *b, serve_job *job);
-/* Windows one forward takes. */
+/* Windows one padded forward takes (a packed one may take more short ones). */
 int serve_batcher_rows(const serve_batcher *b);
 void serve_batcher_stats(serve_batcher *b, serve_batch_stats *s);
 /* Runs what is queued, then stops the worker and frees b. */

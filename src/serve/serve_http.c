@@ -2,6 +2,7 @@
 #include "serve/serve_http.h"
 
 #include "core/alloc.h"
+#include "core/apikey.h"
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/sbuf.h"
@@ -21,7 +22,7 @@
 #include <unistd.h>
 
 /* Status codes counted in /metrics (the last slot: any other). */
-static const int k_codes[] = {200, 400, 404, 405, 413, 500, 503, 504, 0};
+static const int k_codes[] = {200, 400, 401, 404, 405, 413, 500, 503, 504, 0};
 #define N_CODES (sizeof k_codes / sizeof k_codes[0])
 static const double k_lat_le[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
 #define N_LAT (sizeof k_lat_le / sizeof k_lat_le[0])
@@ -31,6 +32,7 @@ struct serve_server {
     qa_model *m;
     serve_batcher *b;
     serve_opts o;
+    apikey key; /* n = 0: none */
     int port;
     pthread_mutex_t mu;
     pthread_cond_t idle; /* signalled when inflight drops to 0 */
@@ -41,13 +43,14 @@ struct serve_server {
     sbuf health; /* the body of GET /health: what answers (device, precision, backend) */
 };
 
-enum { R_ANSWER, R_PAGE, R_HEALTH, R_METRICS, R_DONE };
+enum { R_ANSWER, R_PAGE, R_HEALTH, R_METRICS, R_UNKNOWN, R_DONE };
 enum { S_RECV, S_QUEUED, S_REJECTED };
 
 typedef struct {
     serve_server *s;
     struct MHD_Connection *conn;
     int route, state, too_big, counted;
+    const char *www_auth; /* the WWW-Authenticate header of a 401 */
     double t0;
     char *body;
     size_t len, cap;
@@ -67,6 +70,8 @@ static enum MHD_Result reply(req_ctx *c, int status, const char *type, const cha
     if (!r) return MHD_NO;
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     if (allow) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+    if (c->www_auth) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, c->www_auth);
+    MHD_add_response_header(r, "Referrer-Policy", "no-referrer"); /* a /?key= URL goes nowhere else */
     if (retry_after) {
         char v[16];
         snprintf(v, sizeof v, "%d", retry_after);
@@ -290,7 +295,18 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         else if (!strcmp(url, "/")) c->route = R_PAGE;
         else if (!strcmp(url, "/health")) c->route = R_HEALTH;
         else if (!strcmp(url, "/metrics")) c->route = R_METRICS;
-        else {
+        else c->route = R_UNKNOWN;
+        /* The key before anything else, so that without it nothing is learnt (not even which paths exist). */
+        if (c->route != R_HEALTH) {
+            const char *q = is_get(method) ? MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "key") : NULL;
+            apikey_verdict v = apikey_check(&s->key, MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                                                  MHD_HTTP_HEADER_AUTHORIZATION), q);
+            if (v != APIKEY_OK) {
+                c->www_auth = apikey_challenge(v);
+                return send_error(c, 401, apikey_verdict_msg(v), NULL, 0);
+            }
+        }
+        if (c->route == R_UNKNOWN) {
             char msg[200];
             snprintf(msg, sizeof msg, "no such path: %.100s (POST /v1/answer, GET /, /health, /metrics)", url);
             return send_error(c, 404, msg, NULL, 0);
@@ -393,15 +409,21 @@ int serve_start(serve_server **out, qa_model *m, const serve_opts *o)
         return err_set(ERR_INPUT, "serve --bind %s: not an IPv4 or IPv6 address", o->bind);
     }
     serve_server *s = xcalloc(1, sizeof *s);
+    int rc = apikey_set(&s->key, o->api_key, "serve --api-key");
+    if (rc) {
+        free(s);
+        return rc;
+    }
     s->m = m;
     s->o = *o;
+    s->o.api_key = NULL; /* kept in s->key alone */
     sb_printf(&s->health, "{\"status\": \"ok\", \"device\": \"%s\", \"precision\": \"%s\", \"backend\": ",
               m->info.is_cuda ? "cuda" : "cpu", select_precision_name(m->info.precision));
     sb_json_string(&s->health, m->info.desc, SB_JSON_PYTHON);
     sb_puts(&s->health, "}\n");
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->idle, NULL);
-    int rc = serve_batcher_create(&s->b, m, &o->batch);
+    rc = serve_batcher_create(&s->b, m, &o->batch);
     if (rc) goto fail;
     s->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                             MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(o->http_threads > 1 ? o->http_threads : 0),
@@ -422,6 +444,7 @@ fail:
     pthread_cond_destroy(&s->idle);
     pthread_mutex_destroy(&s->mu);
     sb_free(&s->health);
+    apikey_wipe(&s->key);
     free(s);
     return rc;
 }
@@ -454,5 +477,6 @@ void serve_stop(serve_server *s, double grace_s)
     pthread_cond_destroy(&s->idle);
     pthread_mutex_destroy(&s->mu);
     sb_free(&s->health);
+    apikey_wipe(&s->key);
     free(s);
 }

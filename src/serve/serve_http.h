@@ -6,6 +6,13 @@
  *   GET  /metrics     Prometheus text: requests by status, latency histogram,
  *                     batch sizes, queue length
  *
+ * With an API key (serve_opts.api_key), every request but /health needs
+ * "Authorization: Bearer KEY", or for a GET (what a browser opens by
+ * address) ?key=KEY in the URL; the page then sends the header itself. A
+ * missing or wrong key gets 401 with WWW-Authenticate: Bearer and the JSON
+ * error of every other refusal ({"error": "...", "status": 401}). The key
+ * is compared in constant time (core/apikey.h).
+ *
  * The HTTP threads parse, tokenise (features_build) and enqueue; the
  * connection is suspended while its windows wait for a forward, and
  * resumed by the worker; the answers are then post-processed
@@ -20,6 +27,7 @@
 
 typedef struct {
     const char *bind;      /* IPv4 or IPv6 address */
+    const char *api_key;   /* NULL: no key, every request is let in */
     int port;              /* 0: any free port (serve_port says which) */
     int http_threads;
     int max_connections;

@@ -1,7 +1,9 @@
 /* The page of GET /: type a context and a question, see the answer marked
  * in the context (and the n-best list). Plain HTML and JavaScript, no
  * outside files. For tests, /?context=...&question=...&submit=1 fills the
- * form and presses the button once the page has loaded. */
+ * form and presses the button once the page has loaded. Opened as
+ * /?key=KEY (a server with an API key), it sends the key as
+ * "Authorization: Bearer KEY" with its questions. */
 #include "serve/serve_http.h"
 
 const char serve_page_html[] =
@@ -37,7 +39,9 @@ const char serve_page_html[] =
     "  const context=$('context').value,question=$('question').value;\n"
     "  txt($('error'),'');$('result').hidden=true;\n"
     "  let r,j;\n"
-    "  try{r=await fetch('/v1/answer',{method:'POST',headers:{'Content-Type':'application/json'},\n"
+    "  const headers={'Content-Type':'application/json'},key=new URLSearchParams(location.search).get('key');\n"
+    "  if(key)headers.Authorization='Bearer '+key;\n"
+    "  try{r=await fetch('/v1/answer',{method:'POST',headers,\n"
     "    body:JSON.stringify({context,question,nbest:5})});j=await r.json();}\n"
     "  catch(e){txt($('error'),'request failed: '+e);return}\n"
     "  if(!r.ok){txt($('error'),'error '+r.status+': '+(j.error||''));return}\n"

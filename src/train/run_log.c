@@ -76,6 +76,7 @@ int run_log_open(run_ctx *c)
     oo.options = opts;
     oo.http_port = o->http_port;
     oo.http_bind = o->http_bind;
+    oo.http_api_key = o->http_api_key;
     if (obs_open(&c->log.obs, o->out_dir, &oo) != 0) {
         log_warn("%s (carrying on without TensorBoard, monitor and report)", err_msg());
         err_clear();

@@ -102,6 +102,7 @@ typedef struct {
     /* the live page and the mirror (obs/obs_http.h, train/mirror.h) */
     int http_port;          /* --http PORT; -1 = no page, 0 = any free port */
     const char *http_bind;  /* --http-bind ADDR; default 127.0.0.1 */
+    const char *http_api_key; /* --api-key...: the page's key; NULL = open. Not in the fingerprint */
     const char *mirror_dir; /* --mirror DIR; NULL = none. --resume auto also looks there */
     int mirror_keep;        /* checkpoints kept in the mirror; -1 = as --keep */
     /* --shard-optimizer: with N > 1 data-parallel ranks, each keeps the

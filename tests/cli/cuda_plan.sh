@@ -48,6 +48,33 @@ grep -qE "^bertc plan: .*recompute layer" "$cli_tmp/out2" || cli_bad "recompute:
 "$BERTC" plan --config base --seq 384 --gpu-mem 1GiB >"$cli_tmp/out3" 2>&1
 grep -qF "largest micro-batch for 1.00 GiB: none fits" "$cli_tmp/out3" || cli_bad "1 GiB: $(tail -1 "$cli_tmp/out3")"
 
+# --json: the same plan for scripts (bench/lib/bert_configs.py reads it):
+# the text's figures, the FLOPs of bert_flops (6 P T + 12 L T^2 C per
+# window, a third of it forward), one GPU only.
+cli_n=$((cli_n + 1))
+"$BERTC" plan --config base --seq 384 --gpu-mem 16GiB --precision bf16 --batch 32 --json >"$cli_tmp/json" 2>"$cli_tmp/err"
+rc=$?
+echo "case $cli_n: bertc plan --config base --seq 384 --gpu-mem 16GiB --json -> exit $rc"
+[ "$rc" -eq 0 ] || cli_bad "exit $rc: $(cat "$cli_tmp/err")"
+python3 - "$cli_tmp/json" "$cli_tmp/out" <<'PY' || cli_bad "--json: $(cat "$cli_tmp/json")"
+import json, re, sys
+j = json.load(open(sys.argv[1]))
+text = open(sys.argv[2]).read()
+L, C, I, T = j["layers"], j["hidden"], j["intermediate"], j["seq"]
+step = 6 * (L * (4 * C * C + 2 * C * I) + 2 * C) * T + 12 * L * T * T * C
+assert (L, C, j["heads"], I, T) == (12, 768, 12, 3072, 384), j
+assert j["flops_per_example_step"] == step and j["flops_per_example_forward"] * 3 == step, j
+assert j["params"] == 108893186 and j["weights_bytes"] == 435572744 and j["optimizer_bytes"] == 871145488, j
+rows = {int(m): (int(a), int(w), int(t)) for m, a, w, t in
+        re.findall(r"^ +(\d+) +(\d+) B +\S+ \S+ +(\d+) B +\S+ \S+ +(\d+) B", text, re.M)}
+got = {r["micro"]: (r["activations_bytes"], r["workspace_bytes"], r["total_bytes"]) for r in j["micro_batches"]}
+assert got == rows and len(rows) == 6, (got, rows)
+assert j["activation_bytes_per_window"] == rows[1][0], j
+best = re.search(r"^largest micro-batch for 16.00 GiB: (\d+) ", text, re.M).group(1)
+assert j["largest_micro_batch"] == int(best) and j["gpu_mem_bytes"] == 16 << 30, j
+PY
+expect 2 "plan --json: one GPU's padded plan only" -- plan --config base --seq 384 --json --pipeline-stages 2
+
 # Pipeline stages and the sharded optimizer: the arithmetic seen from the
 # command line (test_memory checks it against bert.c's tables).
 expect_help plan "usage: bertc plan" --pipeline-stages --shard-optimizer --ranks --format

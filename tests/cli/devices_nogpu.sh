@@ -26,4 +26,15 @@ OMP_NUM_THREADS=3 "$BERTC" devices | grep -qE "CPU backend \((oneDNN|OpenBLAS) \
 if grep -qw avx2 /proc/cpuinfo; then
     grep -q "vector units: .*AVX2" "$cli_tmp/out" || cli_bad "AVX2 in /proc/cpuinfo but not reported"
 fi
+# devices and version read the CPU alike (cpu_isa): version's level is what devices' vector units say
+level=$("$BERTC" version | sed -nE 's/^cpu: .* level ([a-z0-9]+) .*/\1/p')
+cli_n=$((cli_n + 1))
+echo "case $cli_n: version's level '$level' against devices' $(grep -E "vector units|AVX-512:" "$cli_tmp/out" | tr -s ' ' | tr '\n' ';')"
+case "$level" in
+avx512) grep -q "AVX-512: yes" "$cli_tmp/out" || cli_bad "version says avx512, devices no AVX-512" ;;
+avx2) grep -q "vector units: .*AVX2 FMA" "$cli_tmp/out" || cli_bad "version says avx2, devices lacks AVX2 or FMA" ;;
+sse|avx) grep -q "AVX-512: no" "$cli_tmp/out" && ! grep -q "vector units: .*AVX2" "$cli_tmp/out" ||
+          cli_bad "version says $level, devices has AVX2 or AVX-512" ;;
+*) cli_bad "no level in bertc version" ;;
+esac
 finish

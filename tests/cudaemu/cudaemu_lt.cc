@@ -17,8 +17,29 @@
  * The product: per batch, the operands are converted to fp32 (fp16/bf16
  * exactly, fp32 rounded to tf32 for CUBLAS_COMPUTE_32F_FAST_TF32, as the
  * Tensor Cores see them), multiplied by OpenBLAS's sgemm (fp32
- * accumulation), and D = alpha * product + beta * C is formed elementwise
- * (C not read when beta is 0, as cuBLAS does). */
+ * accumulation), and D = epilogue(alpha * product + beta * C) is formed
+ * elementwise in fp32 (C not read when beta is 0, as cuBLAS does), then
+ * rounded to D's type (fp32, or the inputs' 16-bit type).
+ *
+ * Epilogues (CUBLASLT_MATMUL_DESC_EPILOGUE), as cuBLASLt's header defines
+ * them:
+ *   BIAS            D = x + bias[row]; bias of D's type, one per row of D
+ *   GELU[_BIAS]     D = gelu(x [+ bias]), tanh approximation
+ *   GELU_AUX[_BIAS] the same, and aux = x [+ bias] (GELU's input, D's type)
+ *   DGELU           D = x * gelu'(aux)
+ *   DGELU_BGRAD     the same, and bias = the row sums of D (before rounding)
+ *   BGRADA          bias[i] = sum_k op(A)[i, k] (one per row of D)
+ *   BGRADB          bias[j] = sum_k op(B)[k, j] (one per column of D)
+ * with x = alpha * product + beta * C. A bias gradient is written (=), not
+ * added to. What cuBLASLt refuses is refused: a bias epilogue without a
+ * bias pointer or an aux epilogue without an aux pointer, an aux leading
+ * dimension below D's rows or not a multiple of 8, an aux batch stride not
+ * a multiple of 8, an aux type other than D's (INVALID_VALUE); a bias type
+ * other than D's (NOT_SUPPORTED: cuBLASLt has such kernels only for int8
+ * and fp8); a bias or aux pointer not aligned to its element, or less
+ * aligned at the matmul than at the heuristic, which read the pointers to
+ * choose (INVALID_VALUE). The ReLU epilogues are named but NOT_SUPPORTED
+ * (bertc has no ReLU). */
 #include "cublasLt.h"
 #include "cuda_bf16.h"
 #include "cuda_fp16.h"
@@ -29,6 +50,7 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -40,6 +62,10 @@ struct cublasLtMatmulDescOpaque {
     cublasComputeType_t compute;
     cudaDataType_t scale;
     int32_t transa, transb; /* cublasOperation_t */
+    uint32_t epilogue;      /* cublasLtEpilogue_t */
+    void *bias, *aux;
+    int64_t bias_stride, aux_ld, aux_stride;
+    int32_t bias_type, aux_type; /* -1: D's type */
 };
 
 struct cublasLtMatrixLayoutOpaque {
@@ -56,8 +82,9 @@ struct cublasLtMatmulPreferenceOpaque {
 };
 
 /* algo.data: a tag, the alignment assumed (bytes), the workspace needed,
- * and the compute and input types it was chosen for. */
-enum { ALGO_TAG, ALGO_ALIGN, ALGO_WORKSPACE, ALGO_COMPUTE, ALGO_TYPE };
+ * the compute and input types it was chosen for, the epilogue, and the
+ * alignment it assumed of the bias and aux pointers (bytes). */
+enum { ALGO_TAG, ALGO_ALIGN, ALGO_WORKSPACE, ALGO_COMPUTE, ALGO_TYPE, ALGO_EPILOGUE, ALGO_BIAS_ALIGN, ALGO_AUX_ALIGN };
 static const uint64_t LT_ALGO_TAG = 0x4c54756d65616475ull; /* "udaemuTL" */
 /* The workspace an algorithm asks for (none: the product is on the CPU). */
 static const size_t LT_WORKSPACE_NEED = 0;
@@ -137,8 +164,50 @@ extern "C" cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *desc, c
         computeType != CUBLAS_COMPUTE_32F_FAST_16F && computeType != CUBLAS_COMPUTE_32F_FAST_16BF)
         return CUBLAS_STATUS_INVALID_VALUE;
     if (!known_type(scaleType)) return CUBLAS_STATUS_INVALID_VALUE;
-    *desc = new cublasLtMatmulDescOpaque{computeType, scaleType, CUBLAS_OP_N, CUBLAS_OP_N};
+    *desc = new cublasLtMatmulDescOpaque{computeType, scaleType, CUBLAS_OP_N, CUBLAS_OP_N, CUBLASLT_EPILOGUE_DEFAULT,
+                                         NULL, NULL, 0, 0, 0, -1, -1};
     return CUBLAS_STATUS_SUCCESS;
+}
+
+static bool known_epilogue(uint32_t e)
+{
+    switch (e) {
+    case CUBLASLT_EPILOGUE_DEFAULT: case CUBLASLT_EPILOGUE_RELU: case CUBLASLT_EPILOGUE_RELU_AUX:
+    case CUBLASLT_EPILOGUE_BIAS: case CUBLASLT_EPILOGUE_RELU_BIAS: case CUBLASLT_EPILOGUE_RELU_AUX_BIAS:
+    case CUBLASLT_EPILOGUE_DRELU: case CUBLASLT_EPILOGUE_DRELU_BGRAD: case CUBLASLT_EPILOGUE_GELU:
+    case CUBLASLT_EPILOGUE_GELU_AUX: case CUBLASLT_EPILOGUE_GELU_BIAS: case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
+    case CUBLASLT_EPILOGUE_DGELU: case CUBLASLT_EPILOGUE_DGELU_BGRAD: case CUBLASLT_EPILOGUE_BGRADA:
+    case CUBLASLT_EPILOGUE_BGRADB: return true;
+    default: return false;
+    }
+}
+
+/* What an epilogue reads and writes. */
+static bool epi_reads_bias(uint32_t e)
+{
+    return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
+static bool epi_bgrad(uint32_t e)
+{
+    return e == CUBLASLT_EPILOGUE_BGRADA || e == CUBLASLT_EPILOGUE_BGRADB || e == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+}
+static bool epi_gelu(uint32_t e)
+{
+    return e == CUBLASLT_EPILOGUE_GELU || e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_BIAS ||
+           e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
+static bool epi_writes_aux(uint32_t e)
+{
+    return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
+static bool epi_dgelu(uint32_t e)
+{
+    return e == CUBLASLT_EPILOGUE_DGELU || e == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+}
+static bool epi_relu(uint32_t e)
+{
+    return e == CUBLASLT_EPILOGUE_RELU || e == CUBLASLT_EPILOGUE_RELU_AUX || e == CUBLASLT_EPILOGUE_RELU_BIAS ||
+           e == CUBLASLT_EPILOGUE_RELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DRELU || e == CUBLASLT_EPILOGUE_DRELU_BGRAD;
 }
 
 extern "C" cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
@@ -146,7 +215,25 @@ extern "C" cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t de
                                                          size_t sizeInBytes)
 {
     if (!desc || !buf) return CUBLAS_STATUS_INVALID_VALUE;
-    if (attr != CUBLASLT_MATMUL_DESC_TRANSA && attr != CUBLASLT_MATMUL_DESC_TRANSB) return CUBLAS_STATUS_INVALID_VALUE;
+    const cublasStatus_t OK = CUBLAS_STATUS_SUCCESS, BAD = CUBLAS_STATUS_INVALID_VALUE;
+    switch (attr) {
+    case CUBLASLT_MATMUL_DESC_EPILOGUE: {
+        uint32_t e;
+        if (!attr_value(buf, sizeInBytes, &e) || !known_epilogue(e)) return BAD;
+        desc->epilogue = e;
+        return OK;
+    }
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER: return attr_value(buf, sizeInBytes, &desc->bias) ? OK : BAD;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER: return attr_value(buf, sizeInBytes, &desc->aux) ? OK : BAD;
+    case CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE: return attr_value(buf, sizeInBytes, &desc->bias_stride) ? OK : BAD;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: return attr_value(buf, sizeInBytes, &desc->aux_ld) ? OK : BAD;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE:
+        return attr_value(buf, sizeInBytes, &desc->aux_stride) ? OK : BAD;
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: return attr_value(buf, sizeInBytes, &desc->bias_type) ? OK : BAD;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE: return attr_value(buf, sizeInBytes, &desc->aux_type) ? OK : BAD;
+    case CUBLASLT_MATMUL_DESC_TRANSA: case CUBLASLT_MATMUL_DESC_TRANSB: break;
+    default: return BAD;
+    }
     int32_t op;
     if (!attr_value(buf, sizeInBytes, &op) || (op != CUBLAS_OP_N && op != CUBLAS_OP_T)) return CUBLAS_STATUS_INVALID_VALUE;
     (attr == CUBLASLT_MATMUL_DESC_TRANSA ? desc->transa : desc->transb) = op;
@@ -217,6 +304,37 @@ struct problem {
     int m, n, k, batch;
 };
 
+/* The lowest set bit of an address (up to 16): the alignment a kernel can
+ * assume of it. */
+static uint32_t ptr_align(const void *x, int64_t ld_bytes)
+{
+    uintptr_t a = (uintptr_t)x | (uintptr_t)ld_bytes | 16u;
+    return (uint32_t)(a & (~a + 1));
+}
+
+/* The epilogue's arguments, as cuBLASLt checks them (the file's comment). */
+static cublasStatus_t check_epilogue(const cublasLtMatmulDescOpaque *desc, const cublasLtMatrixLayoutOpaque *D,
+                                     const problem &p)
+{
+    uint32_t e = desc->epilogue;
+    size_t esz = elem_size(D->type);
+    if (epi_relu(e)) return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (epi_reads_bias(e) || epi_bgrad(e)) {
+        if (!desc->bias) return CUBLAS_STATUS_INVALID_VALUE;
+        if (desc->bias_type != -1 && desc->bias_type != (int32_t)D->type) return CUBLAS_STATUS_NOT_SUPPORTED;
+        if ((uintptr_t)desc->bias % esz) return CUBLAS_STATUS_INVALID_VALUE;
+        if (p.batch > 1 && desc->bias_stride < 0) return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    if (epi_writes_aux(e) || epi_dgelu(e)) {
+        if (!desc->aux) return CUBLAS_STATUS_INVALID_VALUE;
+        if (desc->aux_ld < p.m || desc->aux_ld % 8) return CUBLAS_STATUS_INVALID_VALUE;
+        if (p.batch > 1 && (desc->aux_stride < 0 || desc->aux_stride % 8)) return CUBLAS_STATUS_INVALID_VALUE;
+        if (desc->aux_type != -1 && desc->aux_type != (int32_t)D->type) return CUBLAS_STATUS_INVALID_VALUE;
+        if ((uintptr_t)desc->aux % esz) return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 static cublasStatus_t check_problem(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t A, cublasLtMatrixLayout_t B,
                                     cublasLtMatrixLayout_t C, cublasLtMatrixLayout_t D, problem *p)
 {
@@ -225,9 +343,11 @@ static cublasStatus_t check_problem(cublasLtMatmulDesc_t desc, cublasLtMatrixLay
     uint64_t kb = desc->transb ? B->cols : B->rows, n = desc->transb ? B->rows : B->cols;
     if (ka != kb || C->rows != m || C->cols != n || D->rows != m || D->cols != n) return CUBLAS_STATUS_INVALID_VALUE;
     if (B->batch != A->batch || C->batch != A->batch || D->batch != A->batch) return CUBLAS_STATUS_INVALID_VALUE;
-    /* the kernels there are: fp32 output and scale; fp32 inputs with fp32 or
-     * tf32 compute; fp16/bf16 inputs (both the same) with fp32 compute */
-    if (A->type != B->type || C->type != CUDA_R_32F || D->type != CUDA_R_32F || desc->scale != CUDA_R_32F)
+    /* the kernels there are: fp32 scale; fp32 inputs with fp32 or tf32
+     * compute and fp32 output; fp16/bf16 inputs (both the same) with fp32
+     * compute and fp32 output or output of the inputs' type; C of D's type */
+    if (A->type != B->type || C->type != D->type || (D->type != CUDA_R_32F && D->type != A->type) ||
+        desc->scale != CUDA_R_32F)
         return CUBLAS_STATUS_NOT_SUPPORTED;
     if (A->type == CUDA_R_32F ? desc->compute != CUBLAS_COMPUTE_32F && desc->compute != CUBLAS_COMPUTE_32F_FAST_TF32
                               : desc->compute != CUBLAS_COMPUTE_32F)
@@ -237,7 +357,7 @@ static cublasStatus_t check_problem(cublasLtMatmulDesc_t desc, cublasLtMatrixLay
         D->ld > INT_MAX)
         return CUBLAS_STATUS_NOT_SUPPORTED;
     *p = problem{(int)m, (int)n, (int)ka, A->batch};
-    return CUBLAS_STATUS_SUCCESS;
+    return check_epilogue(desc, D, *p);
 }
 
 /* The alignment an algorithm may assume: what the preference promised for
@@ -292,6 +412,9 @@ extern "C" cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle
     r->algo.data[ALGO_WORKSPACE] = LT_WORKSPACE_NEED;
     r->algo.data[ALGO_COMPUTE] = (uint64_t)desc->compute;
     r->algo.data[ALGO_TYPE] = (uint64_t)Adesc->type;
+    r->algo.data[ALGO_EPILOGUE] = desc->epilogue;
+    r->algo.data[ALGO_BIAS_ALIGN] = ptr_align(desc->bias, 0);
+    r->algo.data[ALGO_AUX_ALIGN] = ptr_align(desc->aux, desc->aux_ld * (int64_t)elem_size(Ddesc->type));
     r->workspaceSize = LT_WORKSPACE_NEED;
     r->state = CUBLAS_STATUS_SUCCESS;
     r->wavesCount = 1.0f;
@@ -326,6 +449,36 @@ static const float *as_fp32(const void *x, const cublasLtMatrixLayoutOpaque *L, 
     return buf.data();
 }
 
+/* Element idx of a D-typed buffer, as fp32; and a value rounded into one. */
+static float load_elem(const void *x, cudaDataType_t t, size_t idx)
+{
+    if (t == CUDA_R_16F) return cudaemu_h2f_bits(((const uint16_t *)x)[idx]);
+    if (t == CUDA_R_16BF) return cudaemu_bf2f_bits(((const uint16_t *)x)[idx]);
+    return ((const float *)x)[idx];
+}
+
+static void store_elem(void *x, cudaDataType_t t, size_t idx, float v)
+{
+    if (t == CUDA_R_16F) ((uint16_t *)x)[idx] = cudaemu_f2h_bits(v);
+    else if (t == CUDA_R_16BF) ((uint16_t *)x)[idx] = cudaemu_f2bf_bits(v);
+    else ((float *)x)[idx] = v;
+}
+
+/* cuBLASLt's GELU: the tanh approximation (not transformers' erf GELU),
+ * and its derivative. */
+static float gelu_tanh(float x)
+{
+    const float c = 0.7978845608028654f; /* sqrt(2 / pi) */
+    return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
+}
+
+static float dgelu_tanh(float x)
+{
+    const float c = 0.7978845608028654f;
+    float t = tanhf(c * (x + 0.044715f * x * x * x));
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * c * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
 extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const void *alpha,
                                          const void *A, cublasLtMatrixLayout_t Adesc, const void *B,
                                          cublasLtMatrixLayout_t Bdesc, const void *beta, const void *C,
@@ -356,6 +509,11 @@ extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmul
         if (!aligned(A, Adesc, al) || !aligned(B, Bdesc, al) || (read_c && !aligned(C, Cdesc, al)) ||
             !aligned(D, Ddesc, al))
             return CUBLAS_STATUS_INVALID_VALUE;
+        if (algo->data[ALGO_EPILOGUE] != desc->epilogue) return CUBLAS_STATUS_INVALID_VALUE;
+        int64_t aux_ld_bytes = desc->aux_ld * (int64_t)elem_size(Ddesc->type);
+        if (ptr_align(desc->bias, 0) < algo->data[ALGO_BIAS_ALIGN] ||
+            ptr_align(desc->aux, aux_ld_bytes) < algo->data[ALGO_AUX_ALIGN])
+            return CUBLAS_STATUS_INVALID_VALUE;
     }
 
     const char *who = "cublasLtMatmul";
@@ -365,31 +523,60 @@ extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmul
     if (ec && read_c) cudaemu_check_device(C, ec, who, "C");
     if (ed) cudaemu_check_device(D, ed, who, "D");
     if (workspace && workspaceSizeInBytes) cudaemu_check_device(workspace, workspaceSizeInBytes, who, "workspace");
+    uint32_t epi = desc->epilogue;
+    cudaDataType_t dt = Ddesc->type;
+    size_t esz = elem_size(dt);
+    size_t blen = epi == CUBLASLT_EPILOGUE_BGRADB ? (size_t)p.n : (size_t)p.m;
+    if (epi_reads_bias(epi) || epi_bgrad(epi))
+        cudaemu_check_device(desc->bias, ((size_t)(p.batch - 1) * (size_t)desc->bias_stride + blen) * esz, who,
+                             "the bias (CUBLASLT_MATMUL_DESC_BIAS_POINTER)");
+    if ((epi_writes_aux(epi) || epi_dgelu(epi)) && p.m > 0 && p.n > 0)
+        cudaemu_check_device(desc->aux,
+                             ((size_t)(p.batch - 1) * (size_t)desc->aux_stride + (size_t)(p.n - 1) * desc->aux_ld + p.m) *
+                                 esz,
+                             who, "the aux matrix (CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER)");
 
     if (p.m > 0 && p.n > 0) {
         bool tf32 = desc->compute == CUBLAS_COMPUTE_32F_FAST_TF32;
-        std::vector<float> abuf, bbuf, prod((size_t)p.m * p.n);
-        const float *cf = (const float *)C;
-        float *df = (float *)D;
+        std::vector<float> abuf, bbuf, prod((size_t)p.m * p.n), grad(blen);
         for (int b = 0; b < p.batch; b++) {
+            int lda = 1, ldb = 1;
+            const float *a = NULL, *bm = NULL;
             if (p.k > 0) {
-                int lda, ldb;
-                const float *a = as_fp32(A, Adesc, b, tf32, abuf, &lda);
-                const float *bm = as_fp32(B, Bdesc, b, tf32, bbuf, &ldb);
+                a = as_fp32(A, Adesc, b, tf32, abuf, &lda);
+                bm = as_fp32(B, Bdesc, b, tf32, bbuf, &ldb);
                 cblas_sgemm(CblasColMajor, desc->transa ? CblasTrans : CblasNoTrans,
                             desc->transb ? CblasTrans : CblasNoTrans, p.m, p.n, p.k, 1.0f, a, lda, bm, ldb, 0.0f,
                             prod.data(), p.m);
             } else {
                 std::fill(prod.begin(), prod.end(), 0.0f);
             }
-            /* element by element, so C == D (in place) is fine */
             size_t oc = (size_t)b * (size_t)Cdesc->stride, od = (size_t)b * (size_t)Ddesc->stride;
+            size_t ob = (size_t)b * (size_t)desc->bias_stride, ox = (size_t)b * (size_t)desc->aux_stride;
+            std::fill(grad.begin(), grad.end(), 0.0f);
+            /* element by element, so C == D (in place) is fine */
             for (size_t j = 0; j < (size_t)p.n; j++)
                 for (size_t i = 0; i < (size_t)p.m; i++) {
                     float v = fa * prod[j * p.m + i];
-                    if (read_c) v += fb * cf[oc + j * (size_t)Cdesc->ld + i];
-                    df[od + j * (size_t)Ddesc->ld + i] = v;
+                    if (read_c) v += fb * load_elem(C, dt, oc + j * (size_t)Cdesc->ld + i);
+                    if (epi_reads_bias(epi)) v += load_elem(desc->bias, dt, ob + i);
+                    if (epi_writes_aux(epi)) store_elem(desc->aux, dt, ox + j * (size_t)desc->aux_ld + i, v);
+                    if (epi_gelu(epi)) v = gelu_tanh(v);
+                    if (epi_dgelu(epi)) v *= dgelu_tanh(load_elem(desc->aux, dt, ox + j * (size_t)desc->aux_ld + i));
+                    if (epi == CUBLASLT_EPILOGUE_DGELU_BGRAD) grad[i] += v;
+                    store_elem(D, dt, od + j * (size_t)Ddesc->ld + i, v);
                 }
+            /* the bias gradients from the inputs as the product saw them */
+            if (epi == CUBLASLT_EPILOGUE_BGRADA)
+                for (int i = 0; i < p.m; i++)
+                    for (int q = 0; q < p.k; q++)
+                        grad[i] += desc->transa ? a[(size_t)i * lda + q] : a[(size_t)q * lda + i];
+            if (epi == CUBLASLT_EPILOGUE_BGRADB)
+                for (int j = 0; j < p.n; j++)
+                    for (int q = 0; q < p.k; q++)
+                        grad[j] += desc->transb ? bm[(size_t)q * ldb + j] : bm[(size_t)j * ldb + q];
+            if (epi_bgrad(epi))
+                for (size_t i = 0; i < blen; i++) store_elem(desc->bias, dt, ob + i, grad[i]);
         }
     }
     cudaemu_check_guards(who);

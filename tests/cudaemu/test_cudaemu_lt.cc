@@ -93,12 +93,25 @@ static cublasLtMatrixLayout_t layout(const operand &o)
     return l;
 }
 
+/* An epilogue's attributes; a field at its "unset" value is not set
+ * (pointers NULL, ints -1). bias_at_matmul, when set, replaces the bias
+ * pointer between the heuristic and the matmul. */
+struct epi_args {
+    uint32_t epilogue;
+    void *bias, *aux;
+    int64_t aux_ld, bias_stride, aux_stride;
+    int32_t bias_type, aux_type;
+    size_t bias_ptr_bytes; /* the attribute's size (0: sizeof(void *)) */
+    void *bias_at_matmul;
+};
+
 /* A GEMM as cuda_gemm makes it: descriptor, layouts, preference with the
  * operands' alignment (or `promise` bytes for all when nonzero), heuristic,
- * matmul (C and D may differ). Returns the first failing status. */
+ * matmul (C and D may differ), with an epilogue when e is given. Returns
+ * the first failing status. */
 static cublasStatus_t lt_gemm(cublasComputeType_t ct, int ta, int tb, const operand &oa, const void *A,
                               const operand &ob, const void *B, const operand &oc, const void *C, const operand &od,
-                              void *D, float alpha, float beta, uint32_t promise = 0)
+                              void *D, float alpha, float beta, uint32_t promise = 0, const epi_args *e = NULL)
 {
     cublasLtMatmulDesc_t op = NULL;
     cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL, ld = NULL;
@@ -109,8 +122,8 @@ static cublasStatus_t lt_gemm(cublasComputeType_t ct, int ta, int tb, const oper
     size_t wsb = 1 << 20;
     uint32_t ua = promise ? promise : cuda_operand_align(A, oa.ld, oa.stride, oa.batch, oa.esz());
     uint32_t ub = promise ? promise : cuda_operand_align(B, ob.ld, ob.stride, ob.batch, ob.esz());
-    uint32_t uc = promise ? promise : cuda_operand_align(C, oc.ld, oc.stride, oc.batch, 4);
-    uint32_t ud = promise ? promise : cuda_operand_align(D, od.ld, od.stride, od.batch, 4);
+    uint32_t uc = promise ? promise : cuda_operand_align(C, oc.ld, oc.stride, oc.batch, oc.esz());
+    uint32_t ud = promise ? promise : cuda_operand_align(D, od.ld, od.stride, od.batch, od.esz());
     static void *ws = NULL;
     if (!ws) cudaMalloc(&ws, wsb);
     cublasStatus_t s;
@@ -119,6 +132,27 @@ static cublasStatus_t lt_gemm(cublasComputeType_t ct, int ta, int tb, const oper
     TRY(cublasLtMatmulDescCreate(&op, ct, CUDA_R_32F));
     TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    if (e) {
+        TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e->epilogue, sizeof e->epilogue));
+        if (e->bias)
+            TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &e->bias,
+                                               e->bias_ptr_bytes ? e->bias_ptr_bytes : sizeof e->bias));
+        if (e->aux) TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &e->aux, sizeof e->aux));
+        if (e->aux_ld >= 0)
+            TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &e->aux_ld, sizeof e->aux_ld));
+        if (e->bias_stride >= 0)
+            TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &e->bias_stride,
+                                               sizeof e->bias_stride));
+        if (e->aux_stride >= 0)
+            TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, &e->aux_stride,
+                                               sizeof e->aux_stride));
+        if (e->bias_type >= 0)
+            TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &e->bias_type,
+                                               sizeof e->bias_type));
+        if (e->aux_type >= 0)
+            TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &e->aux_type,
+                                               sizeof e->aux_type));
+    }
     s = CUBLAS_STATUS_INVALID_VALUE;
     if (!(la = layout(oa)) || !(lb = layout(ob)) || !(lc = layout(oc)) || !(ld = layout(od))) goto done;
     TRY(cublasLtMatmulPreferenceCreate(&pref));
@@ -133,6 +167,9 @@ static cublasStatus_t lt_gemm(cublasComputeType_t ct, int ta, int tb, const oper
         s = CUBLAS_STATUS_NOT_SUPPORTED;
         goto done;
     }
+    if (e && e->bias_at_matmul)
+        TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &e->bias_at_matmul,
+                                           sizeof e->bias_at_matmul));
     s = cublasLtMatmul(lt, op, &alpha, A, la, B, lb, &beta, C, lc, D, ld, &res.algo, ws, wsb, 0);
 #undef TRY
 done:
@@ -412,7 +449,7 @@ static void test_refusals(void)
         {CUBLAS_COMPUTE_32F_FAST_TF32, 0, h43, h36, d46, d46, UNSUPPORTED, "fp16 inputs with compute FAST_TF32: NOT_SUPPORTED"},
         {CUBLAS_COMPUTE_32F_FAST_16F, 0, a43, b36, d46, d46, UNSUPPORTED, "fp32 inputs with compute FAST_16F: NOT_SUPPORTED"},
         {CUBLAS_COMPUTE_32F, 0, h43, bf36, d46, d46, UNSUPPORTED, "fp16 A with bf16 B: NOT_SUPPORTED"},
-        {CUBLAS_COMPUTE_32F, 0, h43, h36, d46h, d46h, UNSUPPORTED, "fp16 C/D: NOT_SUPPORTED"},
+        {CUBLAS_COMPUTE_32F, 0, h43, h36, d46h, d46h, CUBLAS_STATUS_SUCCESS, "fp16 A/B with fp16 C/D: accepted"},
     };
     for (const auto &s : shapes)
         check(lt_gemm(s.compute, s.ta, 0, s.a, A, s.b, B, s.c, D, s.d, D, 1, 0) == s.want, "%s", s.what);
@@ -453,6 +490,357 @@ static void test_refusals(void)
     cudaFree(A);
     cudaFree(B);
     cudaFree(D);
+}
+
+/* ------------------------------------------------------------------------
+ * Epilogues: bias, bias gradients, GELU (cuBLASLt's tanh form), with
+ * 16-bit outputs, against a double loop on the rounded inputs. */
+
+static double round_out(double v, cudaDataType_t t)
+{
+    if (t == CUDA_R_16F) return cudaemu_h2f_bits(cudaemu_f2h_bits((float)v));
+    if (t == CUDA_R_16BF) return cudaemu_bf2f_bits(cudaemu_f2bf_bits((float)v));
+    return (float)v;
+}
+
+/* One ulp of the output type, relative: the bound a correctly rounded fp32
+ * value may be off by once rounded (an fp32 result off by 1e-5 may round
+ * the other way). */
+static double out_ulp(cudaDataType_t t)
+{
+    return t == CUDA_R_16F ? ldexp(1.0, -10) : t == CUDA_R_16BF ? ldexp(1.0, -7) : 0.0;
+}
+
+static double gelu_tanh_d(double x)
+{
+    return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
+static double dgelu_tanh_d(double x)
+{
+    double c = sqrt(2.0 / M_PI), t = tanh(c * (x + 0.044715 * x * x * x));
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+static const char *epi_name(uint32_t e)
+{
+    switch (e) {
+    case CUBLASLT_EPILOGUE_DEFAULT: return "DEFAULT";
+    case CUBLASLT_EPILOGUE_BIAS: return "BIAS";
+    case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: return "GELU_AUX_BIAS";
+    case CUBLASLT_EPILOGUE_GELU_BIAS: return "GELU_BIAS";
+    case CUBLASLT_EPILOGUE_DGELU: return "DGELU";
+    case CUBLASLT_EPILOGUE_DGELU_BGRAD: return "DGELU_BGRAD";
+    case CUBLASLT_EPILOGUE_BGRADA: return "BGRADA";
+    case CUBLASLT_EPILOGUE_BGRADB: return "BGRADB";
+    default: return "?";
+    }
+}
+
+/* A buffer of n values of type t (16-bit or fp32) from fp32 values; the
+ * values it holds, decoded. */
+static void *upload_typed(const std::vector<float> &v, cudaDataType_t t, std::vector<double> *seen)
+{
+    if (seen) seen->resize(v.size());
+    if (t == CUDA_R_32F) {
+        if (seen)
+            for (size_t i = 0; i < v.size(); i++) (*seen)[i] = v[i];
+        return upload(v);
+    }
+    std::vector<uint16_t> b(v.size());
+    for (size_t i = 0; i < v.size(); i++) {
+        b[i] = t == CUDA_R_16F ? cudaemu_f2h_bits(v[i]) : cudaemu_f2bf_bits(v[i]);
+        if (seen) (*seen)[i] = t == CUDA_R_16F ? cudaemu_h2f_bits(b[i]) : cudaemu_bf2f_bits(b[i]);
+    }
+    return upload(b);
+}
+
+static std::vector<double> download_typed(const void *d, size_t n, cudaDataType_t t)
+{
+    std::vector<double> out(n);
+    if (t == CUDA_R_32F) {
+        std::vector<float> h = download((const float *)d, n);
+        for (size_t i = 0; i < n; i++) out[i] = h[i];
+    } else {
+        std::vector<uint16_t> h = download((const uint16_t *)d, n);
+        for (size_t i = 0; i < n; i++) out[i] = t == CUDA_R_16F ? cudaemu_h2f_bits(h[i]) : cudaemu_bf2f_bits(h[i]);
+    }
+    return out;
+}
+
+struct epi_case {
+    cudaDataType_t in, out;
+    uint32_t epi;
+    int ta, tb, m, n, k, batch;
+    float alpha, beta;
+};
+
+static void run_epilogue(const epi_case &c)
+{
+    const uint32_t e = c.epi;
+    bool reads_bias = e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_BIAS ||
+                      e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    bool bgrad = e == CUBLASLT_EPILOGUE_BGRADA || e == CUBLASLT_EPILOGUE_BGRADB || e == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    bool gelu = e == CUBLASLT_EPILOGUE_GELU_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    bool aux_out = e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    bool dgelu = e == CUBLASLT_EPILOGUE_DGELU || e == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    operand oa = {c.in, c.ta ? c.k : c.m, c.ta ? c.m : c.k, (c.ta ? c.k : c.m) + 1, c.batch, 0};
+    operand ob = {c.in, c.tb ? c.n : c.k, c.tb ? c.k : c.n, (c.tb ? c.n : c.k) + 2, c.batch, 0};
+    operand od = {c.out, c.m, c.n, c.m + 3, c.batch, 0};
+    oa.stride = (long long)oa.ld * oa.cols + 5;
+    ob.stride = (long long)ob.ld * ob.cols + 3;
+    od.stride = (long long)od.ld * od.cols + 7;
+    host_operand ha = make_input(oa, false), hb = make_input(ob, false);
+    void *A = upload_input(ha), *B = upload_input(hb);
+    std::vector<float> cv(od.elems());
+    for (float &x : cv) x = frand();
+    std::vector<double> cseen;
+    void *C = upload_typed(cv, c.out, &cseen);
+    void *D = upload_typed(std::vector<float>(od.elems(), 777.0f), c.out, NULL);
+
+    int blen = e == CUBLASLT_EPILOGUE_BGRADB ? c.n : c.m;
+    int64_t bstride = blen + 4, aux_ld = ((c.m + 7) / 8) * 8 + 8, xstride = aux_ld * c.n + 16;
+    size_t nbias = (size_t)(c.batch - 1) * bstride + blen, naux = (size_t)(c.batch - 1) * xstride + (size_t)(c.n - 1) * aux_ld + c.m;
+    std::vector<float> bv(nbias), xv(naux);
+    for (float &x : bv) x = frand();
+    for (float &x : xv) x = 2.0f * frand();
+    std::vector<double> bseen, xseen;
+    void *bias = (reads_bias || bgrad) ? upload_typed(bv, c.out, &bseen) : NULL;
+    void *aux = (aux_out || dgelu) ? upload_typed(xv, c.out, &xseen) : NULL;
+    epi_args ea = {e, bias, aux, (aux_out || dgelu) ? aux_ld : -1, c.batch > 1 ? bstride : -1,
+                   c.batch > 1 ? xstride : -1, -1, -1, 0, NULL};
+
+    cublasStatus_t s = lt_gemm(CUBLAS_COMPUTE_32F, c.ta, c.tb, oa, A, ob, B, od, C, od, D, c.alpha, c.beta, 0, &ea);
+    std::vector<double> out = download_typed(D, od.elems(), c.out);
+    std::vector<double> bout = bias ? download_typed(bias, nbias, c.out) : std::vector<double>();
+    std::vector<double> xout = aux ? download_typed(aux, naux, c.out) : std::vector<double>();
+
+    /* worst error over its bound (pass: <= 1), and the worst error */
+    double worst = 0, worst_abs = 0, ulp = out_ulp(c.out);
+    auto judge = [&](double got, double ref, double mag) {
+        double err = fabs(got - ref), bound = ulp * fabs(ref) + 1e-5 * mag + 1e-6;
+        if (std::isnan(err)) err = INFINITY;
+        worst = std::max(worst, err / bound);
+        worst_abs = std::max(worst_abs, err);
+    };
+    for (int b = 0; b < c.batch; b++) {
+        std::vector<double> gref(blen, 0.0), gmag(blen, 0.0);
+        for (int j = 0; j < c.n; j++)
+            for (int i = 0; i < c.m; i++) {
+                double sum = 0, mag = 0;
+                for (int q = 0; q < c.k; q++) {
+                    size_t ia = b * oa.stride + (c.ta ? (size_t)i * oa.ld + q : (size_t)q * oa.ld + i);
+                    size_t ib = b * ob.stride + (c.tb ? (size_t)q * ob.ld + j : (size_t)j * ob.ld + q);
+                    sum += ha.seen[ia] * hb.seen[ib];
+                    mag += fabs(ha.seen[ia] * hb.seen[ib]);
+                }
+                size_t id = b * od.stride + (size_t)j * od.ld + i, ix = b * xstride + (size_t)j * aux_ld + i;
+                double x = c.alpha * sum + (c.beta != 0 ? c.beta * cseen[id] : 0.0);
+                mag = fabs(c.alpha) * mag + fabs(c.beta * cseen[id]);
+                if (reads_bias) {
+                    x += bseen[b * bstride + i];
+                    mag += fabs(bseen[b * bstride + i]);
+                }
+                if (aux_out) judge(xout[ix], x, mag);
+                if (gelu) x = gelu_tanh_d(x), mag *= 1.2;
+                if (dgelu) x *= dgelu_tanh_d(xseen[ix]), mag *= 1.2;
+                judge(out[id], x, mag);
+                if (e == CUBLASLT_EPILOGUE_DGELU_BGRAD) gref[i] += x, gmag[i] += mag;
+            }
+        if (e == CUBLASLT_EPILOGUE_BGRADA || e == CUBLASLT_EPILOGUE_BGRADB)
+            for (int r = 0; r < blen; r++)
+                for (int q = 0; q < c.k; q++) {
+                    double v;
+                    if (e == CUBLASLT_EPILOGUE_BGRADA)
+                        v = ha.seen[b * oa.stride + (c.ta ? (size_t)r * oa.ld + q : (size_t)q * oa.ld + r)];
+                    else v = hb.seen[b * ob.stride + (c.tb ? (size_t)q * ob.ld + r : (size_t)r * ob.ld + q)];
+                    gref[r] += v;
+                    gmag[r] += fabs(v);
+                }
+        if (bgrad)
+            for (int r = 0; r < blen; r++) judge(bout[b * bstride + r], gref[r], gmag[r]);
+    }
+    /* a bias gradient leaves the gaps between batches alone */
+    bool gaps = true;
+    if (bgrad)
+        for (size_t i = 0; i < nbias; i++)
+            if ((int64_t)(i % bstride) >= blen && bout[i] != round_out(bv[i], c.out)) gaps = false;
+    check(s == CUBLAS_STATUS_SUCCESS && worst <= 1.0 && gaps,
+          "epilogue %-13s %s in, %s out, %c%c m %d n %d k %d batch %d alpha %g beta %g: status %d, max err %.2e "
+          "(%.2f of the bound: 1 ulp of the output + 1e-5 of the magnitude)%s",
+          epi_name(e), type_name(c.in, CUBLAS_COMPUTE_32F), type_name(c.out, CUBLAS_COMPUTE_32F), c.ta ? 'T' : 'N',
+          c.tb ? 'T' : 'N', c.m, c.n, c.k, c.batch, c.alpha, c.beta, (int)s, worst_abs, worst,
+          gaps ? "" : ", a gap between batches WRITTEN");
+    cudaFree(A);
+    cudaFree(B);
+    cudaFree(C);
+    cudaFree(D);
+    if (bias) cudaFree(bias);
+    if (aux) cudaFree(aux);
+}
+
+static void test_epilogues(void)
+{
+    const cudaDataType_t H = CUDA_R_16F, BF = CUDA_R_16BF, F = CUDA_R_32F;
+    const epi_case cases[] = {
+        /* in, out, epilogue, ta, tb, m, n, k, batch, alpha, beta */
+        {H, H, CUBLASLT_EPILOGUE_DEFAULT, 1, 0, 24, 16, 40, 1, 1.0f, 0.0f},
+        {BF, BF, CUBLASLT_EPILOGUE_DEFAULT, 0, 1, 9, 7, 33, 2, 0.5f, 1.0f},
+        /* the linear layer's forward: D = W^T x + b */
+        {H, H, CUBLASLT_EPILOGUE_BIAS, 1, 0, 24, 16, 40, 1, 1.0f, 0.0f},
+        {BF, BF, CUBLASLT_EPILOGUE_BIAS, 1, 0, 17, 10, 31, 2, 1.0f, 0.0f},
+        {H, F, CUBLASLT_EPILOGUE_BIAS, 0, 0, 8, 5, 12, 1, 2.0f, 1.0f},
+        {BF, BF, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, 1, 0, 16, 12, 24, 2, 1.0f, 0.0f},
+        {H, H, CUBLASLT_EPILOGUE_DGELU, 0, 1, 16, 12, 24, 1, 1.0f, 0.0f},
+        {H, H, CUBLASLT_EPILOGUE_DGELU_BGRAD, 0, 0, 13, 9, 20, 2, 1.0f, 0.0f},
+        /* the weight gradient with the bias gradient: dW (+)= x dout^T, db = sum dout */
+        {H, F, CUBLASLT_EPILOGUE_BGRADB, 0, 1, 24, 16, 40, 1, 1.0f, 1.0f},
+        {BF, F, CUBLASLT_EPILOGUE_BGRADB, 0, 1, 11, 13, 37, 2, 1.0f, 0.0f},
+        {BF, BF, CUBLASLT_EPILOGUE_BGRADB, 1, 0, 10, 6, 50, 1, 1.0f, 0.0f},
+        {H, F, CUBLASLT_EPILOGUE_BGRADA, 0, 1, 14, 8, 30, 1, 1.0f, 0.0f},
+        {BF, F, CUBLASLT_EPILOGUE_BGRADA, 1, 1, 7, 9, 21, 2, 1.0f, 1.0f},
+    };
+    for (const epi_case &c : cases) run_epilogue(c);
+}
+
+/* cuBLASLt's GELU epilogues compute the tanh approximation; bertc's model
+ * (transformers' BERT, hidden_act "gelu") uses erf. How far apart they are,
+ * in units of the 16-bit outputs' ulp. */
+static void test_gelu_forms(void)
+{
+    double worst = 0, at = 0, worst_ulps_h = 0, worst_ulps_bf = 0;
+    int differ_h = 0, differ_bf = 0, n = 0;
+    for (double x = -8.0; x <= 8.0; x += 1.0 / 1024, n++) {
+        double ex = 0.5 * x * (1.0 + erf(x / sqrt(2.0))), th = gelu_tanh_d(x);
+        if (fabs(ex - th) > worst) worst = fabs(ex - th), at = x;
+        double rh = round_out(ex, CUDA_R_16F), rt = round_out(th, CUDA_R_16F);
+        double rb = round_out(ex, CUDA_R_16BF), rtb = round_out(th, CUDA_R_16BF);
+        double uh = std::max(fabs(rh) * ldexp(1.0, -10), ldexp(1.0, -24)), ub = std::max(fabs(rb) * ldexp(1.0, -7), 1e-38);
+        if (rh != rt) differ_h++, worst_ulps_h = std::max(worst_ulps_h, fabs(rh - rt) / uh);
+        if (rb != rtb) differ_bf++, worst_ulps_bf = std::max(worst_ulps_bf, fabs(rb - rtb) / ub);
+    }
+    check(worst > 1e-4 && differ_h > 0,
+          "GELU_AUX epilogues: cuBLASLt's tanh GELU vs transformers' erf GELU on [-8, 8] step 1/1024: max |diff| %.2e "
+          "at x = %.3f; rounded to fp16 %d of %d values differ (up to %.0f ulps), to bf16 %d (up to %.0f ulps): "
+          "not bertc's GELU, so the GELU stays a kernel of its own",
+          worst, at, differ_h, n, worst_ulps_h, differ_bf, worst_ulps_bf);
+}
+
+/* A matmul with a bias gradient into a buffer one element short, in a
+ * child process: its exit status (70: cudaemu stopped it). */
+static int child_bgrad_short(void)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        const operand a = {CUDA_R_16F, 8, 8, 8, 1, 0};
+        void *A = upload(std::vector<uint16_t>(64, 0x3c00)), *B = upload(std::vector<uint16_t>(64, 0x3c00));
+        void *D = upload(std::vector<uint16_t>(64, 0));
+        void *bias = upload(std::vector<uint16_t>(7, 0));
+        epi_args ea = {CUBLASLT_EPILOGUE_BGRADB, bias, NULL, -1, -1, -1, -1, -1, 0, NULL};
+        int devnull = open("/dev/null", 1);
+        dup2(devnull, 2);
+        cublasStatus_t s = lt_gemm(CUBLAS_COMPUTE_32F, 0, 0, a, A, a, B, a, D, a, D, 1, 0, 0, &ea);
+        _exit(s == CUBLAS_STATUS_SUCCESS ? 0 : 1);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The output types there are kernels for: D of the inputs' 16-bit type,
+ * C of D's type. */
+static void test_output_types(void)
+{
+    const cublasStatus_t UNSUPPORTED = CUBLAS_STATUS_NOT_SUPPORTED;
+    void *A, *B, *D;
+    cudaMalloc(&A, 4096);
+    cudaMalloc(&B, 4096);
+    cudaMalloc(&D, 4096);
+    const operand h43 = {CUDA_R_16F, 4, 3, 4, 1, 0}, h36 = {CUDA_R_16F, 3, 6, 3, 1, 0},
+                  a43 = {CUDA_R_32F, 4, 3, 4, 1, 0}, a36 = {CUDA_R_32F, 3, 6, 3, 1, 0},
+                  d46 = {CUDA_R_32F, 4, 6, 4, 1, 0}, d46h = {CUDA_R_16F, 4, 6, 4, 1, 0},
+                  d46bf = {CUDA_R_16BF, 4, 6, 4, 1, 0};
+    check(lt_gemm(CUBLAS_COMPUTE_32F, 0, 0, h43, A, h36, B, d46bf, D, d46bf, D, 1, 0) == UNSUPPORTED,
+          "fp16 A/B with bf16 C/D: NOT_SUPPORTED");
+    check(lt_gemm(CUBLAS_COMPUTE_32F, 0, 0, a43, A, a36, B, d46h, D, d46h, D, 1, 0) == UNSUPPORTED,
+          "fp32 A/B with fp16 C/D: NOT_SUPPORTED");
+    check(lt_gemm(CUBLAS_COMPUTE_32F, 0, 0, h43, A, h36, B, d46, D, d46h, D, 1, 0) == UNSUPPORTED,
+          "fp16 A/B, fp32 C with fp16 D: NOT_SUPPORTED");
+    cudaFree(A);
+    cudaFree(B);
+    cudaFree(D);
+}
+
+static void test_epilogue_refusals(void)
+{
+    const cublasStatus_t OK = CUBLAS_STATUS_SUCCESS, INVALID = CUBLAS_STATUS_INVALID_VALUE,
+                         UNSUPPORTED = CUBLAS_STATUS_NOT_SUPPORTED;
+    const operand a = {CUDA_R_16F, 8, 4, 8, 1, 0}, b = {CUDA_R_16F, 4, 6, 4, 1, 0}, d = {CUDA_R_16F, 8, 6, 8, 1, 0};
+    const operand a10 = {CUDA_R_16F, 10, 4, 10, 1, 0}, d10 = {CUDA_R_16F, 10, 6, 10, 1, 0};
+    operand a2 = a, b2 = b, d2 = d;
+    a2.batch = b2.batch = d2.batch = 2;
+    a2.stride = 32;
+    b2.stride = 24;
+    d2.stride = 48;
+    uint16_t *A, *B, *D, *bias, *aux;
+    cudaMalloc((void **)&A, 4096);
+    cudaMalloc((void **)&B, 4096);
+    cudaMalloc((void **)&D, 4096);
+    cudaMalloc((void **)&bias, 4096);
+    cudaMalloc((void **)&aux, 4096);
+    auto run = [&](const epi_args &e, const operand &oa = operand{}, const operand &od = operand{}) {
+        const operand &xa = oa.rows ? oa : a, &xd = od.rows ? od : d;
+        const operand &xb = xa.batch > 1 ? b2 : b;
+        return lt_gemm(CUBLAS_COMPUTE_32F, 0, 0, xa, A, xb, B, xd, D, xd, D, 1, 0, 0, &e);
+    };
+    const uint32_t BIAS = CUBLASLT_EPILOGUE_BIAS, GAB = CUBLASLT_EPILOGUE_GELU_AUX_BIAS, DG = CUBLASLT_EPILOGUE_DGELU;
+    check(run({BIAS, bias, NULL, -1, -1, -1, -1, -1, 0, NULL}) == OK, "BIAS with an fp16 bias for fp16 D: accepted");
+    check(run({BIAS, bias, NULL, -1, -1, -1, CUDA_R_16F, -1, 0, NULL}) == OK,
+          "BIAS with BIAS_DATA_TYPE fp16 (D's type) set: accepted");
+    check(run({BIAS, NULL, NULL, -1, -1, -1, -1, -1, 0, NULL}) == INVALID, "BIAS without a bias pointer: INVALID_VALUE");
+    check(run({BIAS, bias, NULL, -1, -1, -1, CUDA_R_32F, -1, 0, NULL}) == UNSUPPORTED,
+          "BIAS with BIAS_DATA_TYPE fp32 for fp16 D (a wrong bias type): NOT_SUPPORTED");
+    check(run({CUBLASLT_EPILOGUE_BGRADB, bias, NULL, -1, -1, -1, CUDA_R_16BF, -1, 0, NULL}) == UNSUPPORTED,
+          "BGRADB with a bf16 bias gradient for fp16 D: NOT_SUPPORTED");
+    check(run({BIAS, bias, NULL, -1, -1, -1, -1, -1, 4, NULL}) == INVALID,
+          "BIAS_POINTER set with 4 bytes: INVALID_VALUE");
+    check(run({3, bias, NULL, -1, -1, -1, -1, -1, 0, NULL}) == INVALID, "EPILOGUE 3 (no such epilogue): INVALID_VALUE");
+    check(run({CUBLASLT_EPILOGUE_RELU_BIAS, bias, NULL, -1, -1, -1, -1, -1, 0, NULL}) == UNSUPPORTED,
+          "RELU_BIAS (not emulated): NOT_SUPPORTED");
+    check(run({GAB, bias, aux, 8, -1, -1, -1, -1, 0, NULL}) == OK, "GELU_AUX_BIAS, aux ld 8 for 8 rows: accepted");
+    check(run({GAB, bias, aux, 12, -1, -1, -1, -1, 0, NULL}) == INVALID,
+          "GELU_AUX_BIAS, aux ld 12 (not a multiple of 8): INVALID_VALUE");
+    check(run({GAB, bias, aux, -1, -1, -1, -1, -1, 0, NULL}) == INVALID,
+          "GELU_AUX_BIAS, aux ld never set (0): INVALID_VALUE");
+    check(run({GAB, bias, aux, 8, -1, -1, -1, -1, 0, NULL}, a10, d10) == INVALID,
+          "GELU_AUX_BIAS, aux ld 8 for 10 rows: INVALID_VALUE");
+    check(run({GAB, bias, aux, 16, -1, -1, -1, -1, 0, NULL}, a10, d10) == OK,
+          "GELU_AUX_BIAS, aux ld 16 for 10 rows: accepted");
+    check(run({DG, NULL, NULL, 8, -1, -1, -1, -1, 0, NULL}) == INVALID, "DGELU without an aux pointer: INVALID_VALUE");
+    check(run({DG, NULL, aux, 8, -1, -1, -1, CUDA_R_32F, 0, NULL}) == INVALID,
+          "DGELU with an fp32 aux type for fp16 D: INVALID_VALUE");
+    check(run({DG, NULL, aux, 8, -1, 52, -1, -1, 0, NULL}, a2, d2) == INVALID,
+          "DGELU batched, aux batch stride 52 (not a multiple of 8): INVALID_VALUE");
+    check(run({DG, NULL, aux, 8, -1, 48, -1, -1, 0, NULL}, a2, d2) == OK, "DGELU batched, aux batch stride 48: accepted");
+    /* alignment: the bias's own element, and what the heuristic assumed */
+    void *odd = (char *)bias + 1;
+    check(run({BIAS, odd, NULL, -1, -1, -1, -1, -1, 0, NULL}) == INVALID,
+          "BIAS with a bias 1 byte past (not aligned to its fp16): INVALID_VALUE");
+    check(run({BIAS, bias + 1, NULL, -1, -1, -1, -1, -1, 0, NULL}) == OK,
+          "BIAS with a bias 2 bytes past, at the heuristic and the matmul: accepted");
+    check(run({BIAS, bias, NULL, -1, -1, -1, -1, -1, 0, bias + 1}) == INVALID,
+          "BIAS 16-byte aligned at the heuristic, 2 bytes past at the matmul: INVALID_VALUE");
+    check(run({GAB, bias, aux + 1, 8, -1, -1, -1, -1, 0, NULL}) == OK &&
+              run({DG, NULL, aux + 4, 8, -1, -1, -1, -1, 0, NULL}) == OK,
+          "aux 2 and 8 bytes past, the same at the heuristic and the matmul: accepted");
+    int st = child_bgrad_short();
+    check(st == 70, "BGRADB into a bias gradient one element short: stops the run (exit %d)", st);
+    cudaFree(A);
+    cudaFree(B);
+    cudaFree(D);
+    cudaFree(bias);
+    cudaFree(aux);
 }
 
 /* A matmul in a child process: its exit status (70: cudaemu stopped it). */
@@ -587,6 +975,10 @@ int main(void)
     test_tf32_rounding();
     test_products();
     test_refusals();
+    test_output_types();
+    test_epilogues();
+    test_gelu_forms();
+    test_epilogue_refusals();
     test_memory_checks();
     test_sort();
     check(cublasLtDestroy(lt) == CUBLAS_STATUS_SUCCESS, "cublasLtDestroy");

@@ -18,6 +18,7 @@
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/rng.h"
+#include "data/random_batch.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -109,20 +110,7 @@ void gc_batch_init(gc_batch *b, int B, int T, int V, uint64_t seed)
     b->mask = calloc(BT, sizeof(int32_t));
     b->sp = calloc((size_t)B, sizeof(int32_t));
     b->ep = calloc((size_t)B, sizeof(int32_t));
-    uint64_t s = seed;
-    for (int r = 0; r < B; r++) {
-        int len = r % 2 ? T - T / 4 : T;
-        if (len < 1) len = 1;
-        for (int t = 0; t < T; t++) {
-            size_t i = (size_t)r * T + t;
-            b->ids[i] = t < len ? (int32_t)(1 + splitmix64_next(&s) % (uint64_t)(V - 1)) : 0;
-            b->types[i] = t >= T / 4 && t < len;
-            b->mask[i] = t < len;
-        }
-        b->sp[r] = (int32_t)(splitmix64_next(&s) % (uint64_t)len);
-        b->ep[r] = b->sp[r] + (int32_t)(splitmix64_next(&s) % 8);
-        if (b->ep[r] >= len) b->ep[r] = len - 1;
-    }
+    random_batch_fill(b->ids, b->types, b->mask, b->sp, b->ep, B, T, V, 1, seed);
 }
 
 void gc_batch_free(gc_batch *b)

@@ -4,7 +4,7 @@
  * pipeline split, and bad or huge sizes. */
 #include "testutil.h"
 
-#include "backend/cuda/cuda_ws.h"
+#include "backend/workspace_rules.h"
 #include "core/err.h"
 #include "model/bert.h"
 #include "model/config.h"
@@ -450,7 +450,7 @@ static void check_ws_helpers(void)
     CHECK(cuda_ws_round(0) == 0 && cuda_ws_round(1) == 256 && cuda_ws_round(256) == 256 && cuda_ws_round(257) == 512,
           "round");
     CHECK(cuda_ws_round(SIZE_MAX - 3) == SIZE_MAX, "round saturates");
-    CHECK(cuda_ws_sat_mul(SIZE_MAX / 2, 3) == SIZE_MAX && cuda_ws_sat_add(SIZE_MAX, 1) == SIZE_MAX, "saturation");
+    CHECK(sat_mul(SIZE_MAX / 2, 3) == SIZE_MAX && sat_add(SIZE_MAX, 1) == SIZE_MAX, "saturation");
     CHECK(cuda_ws_matmul_forward(0, 100, 100, 100) == 0, "fp32 matmul converts nothing");
     CHECK(cuda_ws_matmul_forward(1, 100, 64, 32) == cuda_ws_round(12800) + cuda_ws_round(4096), "bf16 matmul forward");
     CHECK(cuda_ws_colsum_chunks(1) == 1 && cuda_ws_colsum_chunks(CUDA_WS_COLSUM_ROWS) == 1 &&

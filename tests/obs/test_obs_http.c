@@ -2,7 +2,11 @@
  * contents, bad requests (unknown paths, other methods, a huge header, a
  * request that never ends), 1,000 parallel connections (bounded: the test
  * stops by itself after at most 30 s), a port that is taken, and that
- * publishing (what the trainer does) never waits on any of it. */
+ * publishing (what the trainer does) never waits on any of it. With an API
+ * key: every endpoint without a key, with a wrong one (same length, a
+ * prefix, one byte more, a Basic header) gets 401 with WWW-Authenticate and
+ * a JSON error, with the key (header or ?key=) the same answers as without;
+ * a bad key is refused at start. */
 #define _GNU_SOURCE
 #include "testutil.h"
 #include "core/clock.h"
@@ -156,13 +160,90 @@ static void flood(int port, obs_http *h)
     CHECK(worst_publish < 0.05, "publish took %.3f s during the flood", worst_publish);
 }
 
+/* GET path with an extra header line (NULL: none); the answer's head and body in *body. */
+static int get_with(int port, const char *path, const char *header, char **body)
+{
+    char req[1024];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\n%s%sConnection: close\r\n\r\n", path,
+                     header ? header : "", header ? "\r\n" : "");
+    return http(port, req, (size_t)n, body);
+}
+
+static void keyed(const char *dir)
+{
+    const char *key = "s3cret-Key_1";
+    obs_http *h = NULL;
+    int rc = obs_http_start(&h, "127.0.0.1", 0, dir, NULL, "bad key");
+    printf("a key with a space -> %d: %s\n", rc, err_msg());
+    CHECK(rc == ERR_INPUT && !h && strstr(err_msg(), "byte 3 is a space"), "bad key refused");
+    err_clear();
+    CHECK(obs_http_start(&h, "127.0.0.1", 0, dir, NULL, key) == 0, "keyed start: %s", err_msg());
+    if (!h) return;
+    int port = obs_http_port(h);
+    live_status s;
+    live_init(&s);
+    snprintf(s.state, sizeof s.state, "training");
+    s.step = 3, s.total = 10, s.loss = 4.4;
+    obs_http_publish(h, &s);
+    static const struct {
+        const char *path, *header;
+        int want;
+        const char *has;
+    } cases[] = {
+        {"/api/status", NULL, 401, "WWW-Authenticate: Bearer realm=\"bertc\""},
+        {"/api/status", "Authorization: Bearer s3cret-Key_1", 200, "\"state\":"},
+        {"/api/status", "Authorization: bearer s3cret-Key_1", 200, "\"state\":"},
+        {"/api/status", "Authorization: Bearer s3cret-Key_2", 401, "error=\"invalid_token\""},
+        {"/api/status", "Authorization: Bearer s3cret-Key_", 401, "\"error\": \"wrong API key\", \"status\": 401}"},
+        {"/api/status", "Authorization: Bearer s3cret-Key_1x", 401, "wrong API key"},
+        {"/api/status", "Authorization: Basic czNjcmV0LUtleV8x", 401, "is not 'Bearer KEY'"},
+        {"/api/status?key=s3cret-Key_1", NULL, 200, "\"state\":"},
+        {"/api/status?key=s3cret-Key_2", NULL, 401, "wrong API key"},
+        {"/", NULL, 401, "\"status\": 401}"},
+        {"/?key=s3cret-Key_1", NULL, 200, "'Bearer '+key"},
+        {"/", "Authorization: Bearer s3cret-Key_1", 200, "<svg id=\"chart-loss\""},
+        {"/metrics", NULL, 401, "Content-Type: application/json"},
+        {"/metrics", "Authorization: Bearer s3cret-Key_1", 200, "# TYPE bertc_loss gauge"},
+        {"/charts", NULL, 401, "needs an API key"},
+        {"/charts?key=s3cret-Key_1", NULL, 200, "chart-throughput"},
+        {"/no/such/path", NULL, 401, "needs an API key"},
+        {"/no/such/path", "Authorization: Bearer s3cret-Key_1", 404, "not found"},
+        {"/favicon.ico", NULL, 204, ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *b;
+        int code = get_with(port, cases[i].path, cases[i].header, &b);
+        const char *body = b && strstr(b, "\r\n\r\n") ? strstr(b, "\r\n\r\n") + 4 : "";
+        printf("keyed GET %s [%s] -> %d: %.100s\n", cases[i].path, cases[i].header ? cases[i].header : "no key", code,
+               cases[i].want == 401 ? body : "");
+        CHECK(code == cases[i].want, "%s [%s] -> %d, want %d", cases[i].path, cases[i].header ? cases[i].header : "",
+              code, cases[i].want);
+        CHECK(b && strstr(b, cases[i].has), "%s [%s] lacks %s", cases[i].path, cases[i].header ? cases[i].header : "",
+              cases[i].has);
+        free(b);
+    }
+    /* a POST: 401 without the key (nothing is learnt), 405 with it; ?key= counts for GET alone */
+    char *b;
+    const char post[] = "POST /api/status?key=s3cret-Key_1 HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
+                        "Connection: close\r\n\r\n";
+    int code = http(port, post, sizeof post - 1, &b);
+    CHECK(code == 401, "POST with ?key= -> %d", code);
+    free(b);
+    const char post2[] = "POST /api/status HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret-Key_1\r\n"
+                         "Content-Length: 0\r\nConnection: close\r\n\r\n";
+    code = http(port, post2, sizeof post2 - 1, &b);
+    CHECK(code == 405, "POST with the key -> %d", code);
+    free(b);
+    obs_http_stop(h);
+}
+
 int main(void)
 {
     log_quiet(1);
     const char *dir = tu_tmpdir();
     write_run(dir);
     obs_http *h = NULL;
-    CHECK(obs_http_start(&h, "127.0.0.1", 0, dir, NULL) == 0, "start: %s", err_msg());
+    CHECK(obs_http_start(&h, "127.0.0.1", 0, dir, NULL, NULL) == 0, "start: %s", err_msg());
     if (!h) return tu_done();
     int port = obs_http_port(h);
     printf("listening on 127.0.0.1:%d\n", port);
@@ -241,13 +322,14 @@ int main(void)
 
     /* the port is taken */
     obs_http *h2 = NULL;
-    int rc = obs_http_start(&h2, "127.0.0.1", port, dir, NULL);
+    int rc = obs_http_start(&h2, "127.0.0.1", port, dir, NULL, NULL);
     printf("second server on %d -> %d: %s\n", port, rc, err_msg());
     CHECK(rc != 0 && h2 == NULL && strstr(err_msg(), "cannot serve the live page"), "port taken");
     err_clear();
-    CHECK(obs_http_start(&h2, "not-an-address", 0, dir, NULL) == ERR_INPUT, "bad bind address");
+    CHECK(obs_http_start(&h2, "not-an-address", 0, dir, NULL, NULL) == ERR_INPUT, "bad bind address");
     err_clear();
     printf("requests served: %ld\n", obs_http_served(h));
     obs_http_stop(h);
+    keyed(dir);
     return tu_done();
 }

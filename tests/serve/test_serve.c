@@ -8,6 +8,7 @@
 #include "core/alloc.h"
 #include "core/err.h"
 #include "infer/adhoc.h"
+#include "serve/serve_batch.h"
 #include "serve/serve_http.h"
 #include "testutil.h"
 
@@ -426,10 +427,63 @@ static void check_token_budget(void)
            (long long)got[0], (long long)got[1]);
 }
 
+static void job_done(serve_job *j, void *arg)
+{
+    (void)j;
+    __atomic_store_n((int *)arg, 1, __ATOMIC_RELEASE);
+}
+
+/* The batcher's cut is pack_cut's: 8 windows of 16 real tokens of 64 under
+ * a budget of 2 x 64 tokens are one packed forward (their real tokens fit),
+ * and four padded ones (a padded window counts 64). */
+static void check_batch_cut(void)
+{
+    enum { W = 8, T = 64, LEN = 16 };
+    int32_t ids[W * T] = {0}, types[W * T] = {0}, mask[W * T] = {0};
+    for (int w = 0; w < W; w++)
+        for (int t = 0; t < LEN; t++) {
+            ids[w * T + t] = 5 + w + t; /* within any vocabulary of the tests */
+            mask[w * T + t] = 1;
+        }
+    features f = {.n = W, .T = T, .input_ids = ids, .token_type_ids = types, .attention_mask = mask};
+    backend_opts bo = backend_opts_default();
+    bo.threads = 1;
+    bo.quiet = 1;
+    for (int packed = 0; packed < 2; packed++) {
+        qa_model m;
+        int rc = qa_model_load(&m, MODEL, 42);
+        m.packing = packed ? PACKING_VARLEN : PACKING_NONE;
+        m.max_tokens = 0;
+        if (!rc) rc = qa_model_start(&m, &bo, W, T);
+        serve_batcher *b = NULL;
+        serve_batch_opts o = {0, 2 * T, 64};
+        if (!rc) rc = serve_batcher_create(&b, &m, &o);
+        CHECK(rc == 0, "batcher: %s", err_msg());
+        if (rc) return;
+        float *st = xcalloc(W * T, sizeof *st), *en = xcalloc(W * T, sizeof *en);
+        int done = 0;
+        serve_job j = {.f = &f, .start = st, .end = en, .done = job_done, .arg = &done};
+        CHECK(serve_batcher_submit(b, &j) == 0, "submit");
+        while (!__atomic_load_n(&done, __ATOMIC_ACQUIRE)) usleep(1000);
+        serve_batch_stats bs;
+        serve_batcher_stats(b, &bs);
+        uint64_t want = packed ? 1 : 4;
+        printf("batch cut, %s: %llu windows in %llu forwards (want %llu)\n", packed ? "packed" : "padded",
+               (unsigned long long)bs.windows, (unsigned long long)bs.forwards, (unsigned long long)want);
+        CHECK(j.status == 200 && bs.windows == W && bs.forwards == want, "%s: status %d (%s), %llu windows in %llu forwards",
+              packed ? "packed" : "padded", j.status, j.msg, (unsigned long long)bs.windows, (unsigned long long)bs.forwards);
+        serve_batcher_free(b);
+        free(st);
+        free(en);
+        qa_model_free(&m);
+    }
+}
+
 int main(void)
 {
     log_quiet(1);
     check_token_budget();
+    check_batch_cut();
     make_pairs();
     make_reference();
 

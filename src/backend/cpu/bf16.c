@@ -1,7 +1,7 @@
 /* fp32 -> bf16 (see bf16.h). */
 #include "backend/cpu/bf16.h"
 
-#include "backend/cpu_kernels.h"
+#include "backend/cpu/cpu_isa.h"
 
 #include <omp.h>
 
@@ -38,8 +38,8 @@ void bf16_from_float(uint16_t *dst, const float *src, size_t n, int nthreads)
 {
     void (*fn)(uint16_t *, const float *, size_t) = convert_c;
 #ifdef HAVE_BF16_KERNEL
-    const cpu_kernels_state *k = cpu_kernels();
-    if (k->cpu.avx512_bf16 && k->level >= CPU_ISA_AVX512) fn = convert_avx512bf16;
+    /* the bf16 family's avx512 code needs what this kernel does: AVX512-BF16 at level avx512 */
+    if (cpu_kernel_level(CPU_K_GEMM_BF16) == CPU_ISA_AVX512) fn = convert_avx512bf16;
 #endif
     size_t chunks = (n + CHUNK - 1) / CHUNK;
     if (chunks < 2 || nthreads < 2) {

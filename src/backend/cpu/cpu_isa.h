@@ -67,7 +67,8 @@ typedef enum {
     CPU_K_ADAM,        /* ops_loss.c: AdamW, the gradient norm, scaling and the finite check */
     CPU_K_ELEMENTWISE, /* ops_dense.c: the add of whole tensors and the bias gradients' column sums */
     CPU_K_GEMM_INT8,   /* gemm_int8.c: the int8 linear layer of inference (scalar, avx512vnni: AVX512-VNNI) */
-    CPU_K_GEMM_BF16,   /* gemm_bf16.c: the batch-invariant bf16 linear layer (scalar, avx512bf16: AVX512-BF16) */
+    CPU_K_GEMM_BF16,   /* gemm_bf16.c: the batch-invariant bf16 linear layer, and bf16.c's fp32 -> bf16 rounding
+                        * (scalar, avx512bf16: AVX512-BF16) */
     CPU_K_COUNT
 } cpu_kernel_family;
 

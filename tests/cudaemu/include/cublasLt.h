@@ -2,7 +2,9 @@
  * (cuda_gemm.cu), with cuBLASLt's names, types, enum values and attribute
  * sizes. The product runs on the CPU (cudaemu_lt.cc): operands converted
  * to fp32 (tf32 rounded for CUBLAS_COMPUTE_32F_FAST_TF32), multiplied by
- * OpenBLAS, fp32 output. Arguments are checked as cuBLASLt checks them,
+ * OpenBLAS, fp32 accumulation; D in fp32, or in the inputs' 16-bit type;
+ * the epilogues (bias, bias gradient, GELU) on the fp32 result before it
+ * is rounded to D's type. Arguments are checked as cuBLASLt checks them,
  * and the operands' device memory as cudaemu checks a kernel's. */
 #ifndef CUDAEMU_CUBLASLT_H
 #define CUDAEMU_CUBLASLT_H
@@ -43,9 +45,42 @@ typedef enum {
 
 /* Attributes, each with the type (and so the size) cuBLASLt gives it. */
 typedef enum {
-    CUBLASLT_MATMUL_DESC_TRANSA = 3, /* int32_t (cublasOperation_t) */
-    CUBLASLT_MATMUL_DESC_TRANSB = 4  /* int32_t (cublasOperation_t) */
+    CUBLASLT_MATMUL_DESC_TRANSA = 3,                   /* int32_t (cublasOperation_t) */
+    CUBLASLT_MATMUL_DESC_TRANSB = 4,                   /* int32_t (cublasOperation_t) */
+    CUBLASLT_MATMUL_DESC_EPILOGUE = 7,                 /* uint32_t (cublasLtEpilogue_t), default DEFAULT */
+    CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,             /* void *: bias (read) or bias gradient (written) */
+    CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE = 10,       /* int64_t elements, default 0 */
+    CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER = 11,    /* void *: GELU input (GELU_AUX written, DGELU read) */
+    CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD = 12,         /* int64_t elements: >= D's rows, a multiple of 8 */
+    CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE = 13, /* int64_t elements, a multiple of 8 */
+    CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE = 22,  /* int32_t (cudaDataType_t), default -1: D's type */
+    CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE = 26           /* int32_t (cudaDataType_t), default -1: D's type */
 } cublasLtMatmulDescAttributes_t;
+
+/* Epilogues (the values of cuBLASLt's cublasLtEpilogue_t). The stand-in
+ * runs DEFAULT, BIAS, the GELU family (cuBLASLt's GELU is the tanh
+ * approximation, so is the stand-in's) and the bias gradients; the ReLU
+ * family is named but refused (NOT_SUPPORTED: bertc has no ReLU). */
+typedef enum {
+    CUBLASLT_EPILOGUE_DEFAULT = 1,
+    CUBLASLT_EPILOGUE_RELU = 2,
+    CUBLASLT_EPILOGUE_RELU_AUX = (CUBLASLT_EPILOGUE_RELU | 128),
+    CUBLASLT_EPILOGUE_BIAS = 4,
+    CUBLASLT_EPILOGUE_RELU_BIAS = (CUBLASLT_EPILOGUE_RELU | CUBLASLT_EPILOGUE_BIAS),
+    CUBLASLT_EPILOGUE_RELU_AUX_BIAS = (CUBLASLT_EPILOGUE_RELU_AUX | CUBLASLT_EPILOGUE_BIAS),
+    CUBLASLT_EPILOGUE_DRELU = 8 | 128,
+    CUBLASLT_EPILOGUE_DRELU_BGRAD = CUBLASLT_EPILOGUE_DRELU | 16,
+    CUBLASLT_EPILOGUE_GELU = 32,
+    CUBLASLT_EPILOGUE_GELU_AUX = (CUBLASLT_EPILOGUE_GELU | 128),
+    CUBLASLT_EPILOGUE_GELU_BIAS = (CUBLASLT_EPILOGUE_GELU | CUBLASLT_EPILOGUE_BIAS),
+    CUBLASLT_EPILOGUE_GELU_AUX_BIAS = (CUBLASLT_EPILOGUE_GELU_AUX | CUBLASLT_EPILOGUE_BIAS),
+    CUBLASLT_EPILOGUE_DGELU = 64 | 128,
+    CUBLASLT_EPILOGUE_DGELU_BGRAD = CUBLASLT_EPILOGUE_DGELU | 16,
+    /* the bias gradient from op(A): one per row of D, summed over k */
+    CUBLASLT_EPILOGUE_BGRADA = 256,
+    /* the bias gradient from op(B): one per column of D, summed over k */
+    CUBLASLT_EPILOGUE_BGRADB = 512
+} cublasLtEpilogue_t;
 
 typedef enum {
     CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5,          /* int32_t, default 1 */
@@ -106,8 +141,8 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
                                               cublasLtMatmulHeuristicResult_t heuristicResultsArray[],
                                               int *returnAlgoCount);
 
-/* D = alpha op(A) op(B) + beta C, column-major; alpha and beta are host
- * floats; C is not read when beta is 0. */
+/* D = epilogue(alpha op(A) op(B) + beta C), column-major; alpha and beta
+ * are host floats; C is not read when beta is 0. */
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const void *alpha, const void *A,
                               cublasLtMatrixLayout_t Adesc, const void *B, cublasLtMatrixLayout_t Bdesc,
                               const void *beta, const void *C, cublasLtMatrixLayout_t Cdesc, void *D,

@@ -82,7 +82,7 @@ void check_arg(const char *kernel, const char *argtext, int i, const void *p);
 void *dyn_shared(void);
 /* Device side of __syncthreads and of the warp intrinsics. */
 void syncthreads(void);
-enum shfl_kind { SHFL_IDX, SHFL_UP, SHFL_DOWN, SHFL_XOR, SHFL_SYNCWARP, SHFL_BALLOT };
+enum shfl_kind { SHFL_IDX, SHFL_UP, SHFL_DOWN, SHFL_XOR, SHFL_SYNCWARP, SHFL_BALLOT, SHFL_WMMA /* mma.h's collectives */ };
 uint64_t warp_op(shfl_kind kind, unsigned mask, uint64_t v, int arg, int width, const char *name);
 
 template <typename T> static inline T shfl(shfl_kind kind, unsigned mask, T v, int arg, int width, const char *name)
