@@ -4,7 +4,7 @@
 # as arguments (tests use this for optional tools).
 set -euo pipefail
 need=(build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev libutf8proc-dev libjansson-dev libmicrohttpd-dev "$@")
-# Data-parallel training (src/dist): OpenMPI, optional at build time (CMake finds it).
+# Data-parallel training (src/comm): OpenMPI, optional at build time (CMake finds it).
 need+=(libopenmpi-dev openmpi-bin)
 # oneDNN: bertc's training GEMM where it loads (dlopen at run time, so only the
 # library; without it bertc uses OpenBLAS's sgemm and says so).

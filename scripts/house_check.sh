@@ -16,15 +16,15 @@ while IFS=: read -r layer uses; do may[$layer]=${uses# }; done <<'LAYERS'
 core:
 text: core
 backend: core
-dist: core backend
+comm: core backend
 data: core text
 model: core backend
 eval: core data text
 obs: core backend model
 infer: core backend data eval model text
 serve: core backend data eval model text infer
-train: core backend data eval model text infer obs dist
-cli: core backend data eval model text infer obs dist train serve
+train: core backend data eval model text infer obs comm
+cli: core backend data eval model text infer obs comm train serve
 LAYERS
 
 has_impl() { if [ -e "$1.c" ] || [ -e "$1.cu" ]; then echo 1; else echo 0; fi; }

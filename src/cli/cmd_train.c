@@ -2,7 +2,7 @@
 #include "cli/options.h"
 #include "core/args.h"
 #include "core/err.h"
-#include "dist/dist.h"
+#include "comm/dist.h"
 #include "core/fileio.h"
 #include "model/tf_bert.h"
 #include "train/pipeline.h"
@@ -18,7 +18,7 @@ const char cmd_train_summary[] = "fine-tune a model for question answering, with
 
 static int train_main(int argc, char **argv);
 
-/* Under mpirun/srun (src/dist): MPI from the start, every rank checked to
+/* Under mpirun/srun (src/comm): MPI from the start, every rank checked to
  * run the same binary with the same arguments, MPI finalized on every
  * path out (so no rank leaves the launcher a half-ended job). */
 int cmd_train(int argc, char **argv)

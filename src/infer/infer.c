@@ -94,20 +94,30 @@ static int score(const squad_data *d, const qa_predictions *p, int v2, eval_resu
     return rc;
 }
 
-/* The answers from the logits (or the predict hook), scored and written. */
+/* The logits the run was not given: the hook's, or the model's. */
+static int logits(const infer_params *p, infer_state *s)
+{
+    if (!p->logits) return qa_model_logits_alloc(s->m, s->fp, &s->start, &s->end, p->stop);
+    size_t n = (size_t)s->fp->n * (size_t)s->fp->T;
+    s->start = malloc((n ? n : 1) * sizeof *s->start);
+    s->end = malloc((n ? n : 1) * sizeof *s->end);
+    if (!s->start || !s->end) return err_set(ERR_RUNTIME, "out of memory for the logits of %d windows", s->fp->n);
+    return p->logits(p->logits_arg, s->fp, s->start, s->end);
+}
+
+/* The answers from the logits, scored and written. */
 static int answer(const infer_params *p, infer_state *s, infer_result *r)
 {
     const float *start = p->start_logits, *end = p->end_logits;
     int rc = 0;
-    if (!p->predict && !start) {
-        rc = qa_model_logits_alloc(s->m, s->fp, &s->start, &s->end, p->stop);
+    if (!start) {
+        rc = logits(p, s);
         start = s->start;
         end = s->end;
     }
     if (!rc && p->dump_dir) rc = dump_logits(p->dump_dir, s->fp, start, end);
     if (rc) return rc;
-    rc = p->predict ? p->predict(p->predict_arg, &p->post, &r->pred)
-                    : postprocess_predictions(s->d, s->fp, start, end, &p->post, &r->pred);
+    rc = postprocess_predictions(s->d, s->fp, start, end, &p->post, &r->pred);
     if (!rc && p->score) rc = score(s->d, &r->pred, p->post.version_2_with_negative, &r->score);
     if (!rc && p->pred_path) rc = predictions_write_json(p->pred_path, s->d, &r->pred);
     if (!rc && p->nbest_path) rc = nbest_write_json(p->nbest_path, s->d, &r->pred);

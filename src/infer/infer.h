@@ -23,11 +23,10 @@
  *              and cut into windows of T tokens with stride
  *              (qa_model_fit_window, features_build; SQuAD 2.0 windows
  *              with post.version_2_with_negative)
- *   logits     start_logits/end_logits when given, else the model's
- *              (qa_model_logits); written to dump_dir when given
- *   answers    postprocess_predictions with post, or `predict` when given
- *              (the trainer's evaluation spread over processes); then the
- *              score (score: SQuAD v1.1's EM/F1, or evaluate-v2.0.py's
+ *   logits     start_logits/end_logits when given, else `logits` when given
+ *              (the trainer's evaluation, spread over its processes), else
+ *              the model's (qa_model_logits); written to dump_dir when given
+ *   answers    postprocess_predictions with post; then the score (score: SQuAD v1.1's EM/F1, or evaluate-v2.0.py's
  *              with post.version_2_with_negative), the files, and the
  *              summary line "NAME: Q questions, W windows, S.Ss -> PRED"
  *              on stderr when name is given. */
@@ -44,12 +43,12 @@
 #include <signal.h>
 #include <stdint.h>
 
-/* Answers made elsewhere: *out from po, as postprocess_predictions would
- * make them (0 or an err.h code). */
-typedef int (*infer_predict_fn)(void *arg, const postprocess_opts *po, qa_predictions *out);
+/* Logits made elsewhere: start and end (f->n * f->T floats each) for the
+ * windows f, as qa_model_logits would make them (0 or an err.h code). */
+typedef int (*infer_logits_fn)(void *arg, const features *f, float *start, float *end);
 
 typedef struct {
-    /* the model: one of (neither when the logits or predict are given) */
+    /* the model: one of (neither when the logits or a logits hook are given) */
     qa_model *model;
     const char *model_dir;
     /* with model_dir: the backend, the windows (qa_model_fit_window's
@@ -64,11 +63,11 @@ typedef struct {
     const char *data_path;
     /* the logits ([f->n * f->T] each), or NULL for the model's */
     const float *start_logits, *end_logits;
-    infer_predict_fn predict; /* NULL: postprocess_predictions */
-    void *predict_arg;
+    infer_logits_fn logits; /* NULL: the model's */
+    void *logits_arg;
     postprocess_opts post;
     /* files written when given: start_logits.npy and end_logits.npy in
-     * dump_dir (not with predict: there are no logits here then),
+     * dump_dir,
      * predictions.json, nbest_predictions.json, null_odds.json */
     const char *dump_dir, *pred_path, *nbest_path, *null_odds_path;
     int score;                  /* score the answers against the gold ones */

@@ -8,6 +8,7 @@
 #include "backend/workspace_rules.h"
 #include "core/alloc.h"
 #include "core/err.h"
+#include "core/piece.h"
 #include "core/sat.h"
 #include "model/act_sizes.h"
 #include "model/bert.h"
@@ -178,7 +179,7 @@ static void activation_parts(const bert_config *cfg, int micro, int T, act_parts
 
 /* The floats of the stage's parameters, and of the most Adam state one of
  * D ranks holds: per gradient bucket (the embeddings, each layer, the QA
- * head) the last rank's piece (dist_piece: n/D, plus the n mod D left). */
+ * head) the last rank's piece (core/piece.h: n/D, plus the n mod D left). */
 static void stage_params(const bert_config *cfg, const memory_answer *st, int D, size_t *params, size_t *adam)
 {
     param_table t;
@@ -198,8 +199,9 @@ static void stage_params(const bert_config *cfg, const memory_answer *st, int D,
         *params += t.info[i].numel;
     }
     for (int b = 0; b < L + 2; b++) {
-        size_t q = bucket[b] / (size_t)D;
-        *adam += bucket[b] - q * (size_t)(D - 1);
+        size_t off, len;
+        piece_of(bucket[b], D, D - 1, &off, &len);
+        *adam += len;
     }
     free(bucket);
     param_table_free(&t);

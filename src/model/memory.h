@@ -56,7 +56,7 @@ const char *memory_recompute_name(recompute_kind r);
  * activations of S - s micro-batches in flight, and one backward's working
  * buffers. Its parameters, gradients and Adam state are its tensors'. With
  * D data-parallel ranks sharding the optimizer (ZeRO stage 1) each rank
- * keeps its piece (dist_piece) of each gradient bucket's Adam m and v: the
+ * keeps its piece (core/piece.h) of each gradient bucket's Adam m and v: the
  * figure is the most a rank holds (the last's: n/D plus the n mod D left,
  * per bucket). Parameters and gradients stay whole. The activations are
  * bert.c's table grouped by stage (one stage with every layer is exactly

@@ -68,6 +68,14 @@ int optim_create(optim **out, backend *be, const param_table *t)
     return optim_create_pieces(out, be, t, &off, &len, 1);
 }
 
+int optim_start(optim **out, backend *be, const param_table *t, const float *m, const float *v, int64_t steps,
+                int64_t skipped)
+{
+    int rc = optim_create(out, be, t);
+    if (!rc && m) rc = optim_set_state(*out, m, v, steps, skipped);
+    return rc;
+}
+
 int optim_create_pieces(optim **out, backend *be, const param_table *t, const size_t *off, const size_t *len,
                         int nseg)
 {

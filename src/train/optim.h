@@ -58,6 +58,10 @@ typedef struct optim optim;
 /* Adam state for the table's parameters on be, zeroed, t = 0. The table
  * must outlive the optimizer (it is the model's: bert_model_table). */
 int optim_create(optim **out, backend *be, const param_table *t);
+/* optim_create, then a resumed run's state (m and v: t->total floats each,
+ * steps and skipped as optim_set_state takes them) when m is not NULL. */
+int optim_start(optim **out, backend *be, const param_table *t, const float *m, const float *v, int64_t steps,
+                int64_t skipped);
 /* Adam state for the nseg ranges [off[i], off[i] + len[i]) of the table's
  * block only (disjoint, any order), held packed in that order. */
 int optim_create_pieces(optim **out, backend *be, const param_table *t, const size_t *off, const size_t *len,

@@ -12,7 +12,7 @@
  *                          micro-batches, the out-of-memory back-off
  *             run_shard.c  --shard-optimizer's pieces and collectives
  *             run_pipe.c   --pipeline-stages: 1F1B over the stages
- *             each over its communicator (dist/comm.h: the host's or NCCL)
+ *             each over its communicator (comm/comm.h: the host's or NCCL)
  *     -> run_eval.c   predictions and EM/F1 on --dev
  *     -> run_save.c   checkpoints and the exported final/ model dir
  *          -> run_log.c  what the run tells: metrics.csv, eval.csv, the
@@ -38,13 +38,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct run_ctx {
-    const trainer_opts *o;
-    volatile sig_atomic_t *stop; /* non-zero once SIGINT/SIGTERM asked for a clean stop */
-    qa_model qm;
-    backend_opts bo;    /* --device, --precision, --gpu, --gpu-mem-limit, --threads */
-    loss_scaler ls;     /* dynamic loss scaling (fp16); disabled: scale 1 */
-    int T;              /* window length: --max-seq-length, or max_position_embeddings when smaller */
+/* The parts of a run, each with one job; the model, the optimizer and
+ * the host blocks sit beside them in run_ctx. */
+
+/* The questions, their windows, and the loader's order over them. */
+typedef struct {
     squad_data train, dev;
     int have_train, have_dev;
     features tf, df;
@@ -53,53 +51,75 @@ typedef struct run_ctx {
     int ntrainable;
     loader ld;
     loader_batch mb;
-    optim *opt;
-    float *host_params, *host_m, *host_v;
-    train_state st;
+} run_data;
+
+/* The plan of the steps. */
+typedef struct {
+    int T;              /* window length: --max-seq-length, or max_position_embeddings when smaller */
     int64_t total, steps_per_epoch, warmup;
     int micro, micro_batches;
     int backoffs;       /* micro-batch halvings after out-of-memory errors, this process */
     float drop_hidden, drop_attn;
+} run_plan;
+
+/* Where the run stands in time. */
+typedef struct {
     int64_t last_saved_step;
     double t0, last_save_time, train_time; /* train_time: this process, without evaluation */
     int64_t examples_here;
+} run_progress;
+
+/* The run dir: the lock, the checkpoint resumed from, the --mirror copier. */
+typedef struct {
     int lock_fd;
     int resumed;        /* started from a checkpoint */
     char resumed_from[4096];
-    /* run_log.c's */
+    run_layout prev;    /* the layout of the run that saved it */
+    struct mirror *mir; /* run_save.c's (NULL: none) */
+} run_dir;
+
+/* run_log.c's. */
+typedef struct {
     runlog metrics, evals;
     obs_run *obs;
     int tty;
-    int log_warned;     /* a CSV write failed (reported once) */
+    int warned;         /* a CSV write failed (reported once) */
     double last_progress;
-    /* The ranks (src/dist): this process is rank `rank` of `ranks` (1
-     * without mpirun); only the writer (rank 0) touches the run dir. sig:
-     * the signal this rank received, which the ranks agree on at the end of
-     * each step before *stop is set (on every rank at once). */
+} run_logs;
+
+/* This process among the job's ranks (src/comm). Only the writer (rank 0)
+ * touches the run dir. sig: the signal this rank received, which the ranks
+ * agree on in each step's reduce before *stop is set (on every rank at
+ * once). */
+typedef struct {
     int rank, ranks, writer;
+    run_layout lay;     /* the strategy's (configure) */
+    int replica;        /* this rank's data-parallel copy */
     volatile sig_atomic_t *sig;
-    const run_strategy *strat; /* the parallel mode (strategy.h) */
-    void *strat_state;         /* its own state (data parallel, sharded) */
-    struct comm *cm;           /* its communicator, after connect */
-    int dist_micro;     /* rank 0's micro-batch, broadcast to the others */
-    int64_t prev_ranks; /* the rank count of the checkpoint resumed from */
-    int64_t prev_stages; /* its pipeline stages */
+    struct comm *cm;    /* the strategy's communicator, after connect */
+    int micro0;         /* rank 0's micro-batch, shared with the others */
     double comm_s;      /* seconds in the steps' collectives (all-reduces, agreement; waits included) */
-    double wait_s;      /* of which: waiting at the end of the forward/backward passes for the slowest rank */
-    int save_due;       /* N ranks: rank 0's clock says --save-every-minutes is due (agreed in run_step) */
-    int shard;          /* --shard-optimizer with N ranks (run_shard.c) */
-    int prev_shard;     /* the checkpoint resumed from was saved by a sharded run */
-    /* run_save.c's: the --mirror copier (NULL: none) */
-    struct mirror *mir;
-    /* Pipeline (run_pipe.c): this rank is stage `stage` of `stages` (1, 0
-     * without one) in data-parallel replica `replica` of `replicas`
-     * (rank = stage * replicas + replica), holding encoder layers
-     * [split[stage], split[stage + 1]); its slice of the parameter block is
-     * the pipeline's own state. The run dir, checkpoints and evaluation
-     * stay the writer's (rank 0, stage 0), which gathers the stages' parts. */
-    int stages, stage, replicas, replica;
-    int split[PIPE_MAX_STAGES + 1];
-    struct pipe_run *pipe; /* the pipeline's own state */
+    double wait_s;      /* of which: the step's reduce, where the ranks wait for the slowest one's passes */
+    int save_due;       /* rank 0's clock says --save-every-minutes is due (agreed in run_step's reduce) */
+} run_ranks;
+
+typedef struct run_ctx {
+    const trainer_opts *o;
+    volatile sig_atomic_t *stop; /* non-zero once SIGINT/SIGTERM asked for a clean stop */
+    qa_model qm;
+    backend_opts bo;    /* --device, --precision, --gpu, --gpu-mem-limit, --threads */
+    loss_scaler ls;     /* dynamic loss scaling (fp16); disabled: scale 1 */
+    optim *opt;
+    float *host_params, *host_m, *host_v;
+    train_state st;
+    run_data data;
+    run_plan plan;
+    run_progress prog;
+    run_dir dir;
+    run_logs log;
+    run_ranks rk;
+    const run_strategy *strat; /* the parallel mode (strategy.h) */
+    void *strat_state;         /* its own state */
 } run_ctx;
 
 /* run_setup.c: everything before the first step; ERR_INPUT for bad input
@@ -107,9 +127,8 @@ typedef struct run_ctx {
  * run_setup made, also after a failure half-way. */
 int run_setup(run_ctx *c);
 void run_cleanup(run_ctx *c);
-/* The optimizer of the parameters in t (the whole table, or a stage's
- * from float off of the block), with a resumed run's moments. */
-int run_optim_start(run_ctx *c, const param_table *t, size_t off);
+/* Before the set-up: this process's rank and the strategy (strategy.h). */
+void run_place(run_ctx *c);
 
 /* run_step.c: one optimizer step on the loader's next batch (idx: room for
  * --batch indices); *loss_out the step's mean loss, *scale_out the loss
@@ -129,11 +148,6 @@ int run_export_final(run_ctx *c, char *final_dir, size_t cap);
  * the run goes on without it); stop waits for the last copy (bounded). */
 void run_mirror_start(run_ctx *c);
 void run_mirror_stop(run_ctx *c);
-
-/* run_pipe.c: pipeline stages (--pipeline-stages; train/pipeline.h).
- * configure: the split and this rank's place, checked (ERR_INPUT) before
- * the run dir is touched. */
-int run_pipe_configure(run_ctx *c);
 
 /* run_log.c */
 void run_fmt_duration(char *buf, size_t cap, double s);

@@ -40,14 +40,12 @@ static void options_line(const run_ctx *c, char *buf, size_t cap)
     snprintf(buf, cap,
              "max_seq_length=%d doc_stride=%d epochs=%g max_steps=%lld batch=%d lr=%g warmup=%g weight_decay=%g clip=%g "
              "dropout=%g seed=%lld shuffle=%d",
-             c->T, o->doc_stride, o->epochs, (long long)o->max_steps, o->batch, o->lr, o->warmup, o->weight_decay,
+             c->plan.T, o->doc_stride, o->epochs, (long long)o->max_steps, o->batch, o->lr, o->warmup, o->weight_decay,
              o->clip, o->dropout, (long long)o->seed, o->shuffle);
-    if (c->shard) {
-        size_t n = strlen(buf);
-        snprintf(buf + n, cap > n ? cap - n : 0, " shard_optimizer=1");
-    }
+    size_t n = strlen(buf);
+    snprintf(buf + n, cap > n ? cap - n : 0, "%s", c->strat->options);
     if (o->version_2_with_negative) {
-        size_t n = strlen(buf);
+        n = strlen(buf);
         snprintf(buf + n, cap > n ? cap - n : 0, " version_2_with_negative=1 null_score_diff_threshold=%g",
                  o->null_score_diff_threshold);
     }
@@ -56,14 +54,14 @@ static void options_line(const run_ctx *c, char *buf, size_t cap)
 int run_log_open(run_ctx *c)
 {
     const trainer_opts *o = c->o;
-    c->tty = isatty(STDOUT_FILENO);
+    c->log.tty = isatty(STDOUT_FILENO);
     char path[4096];
-    int64_t keep = c->resumed ? c->st.step : -1;
-    int rc = runlog_open(&c->metrics, path_join(path, sizeof path, o->out_dir, "metrics.csv"), METRICS_HEADER, keep);
+    int64_t keep = c->dir.resumed ? c->st.step : -1;
+    int rc = runlog_open(&c->log.metrics, path_join(path, sizeof path, o->out_dir, "metrics.csv"), METRICS_HEADER, keep);
     /* A finished run started again evaluates again: its last row is redone. */
     if (!rc)
-        rc = runlog_open(&c->evals, path_join(path, sizeof path, o->out_dir, "eval.csv"), EVAL_HEADER,
-                         c->resumed && c->st.step == c->total ? keep - 1 : keep);
+        rc = runlog_open(&c->log.evals, path_join(path, sizeof path, o->out_dir, "eval.csv"), EVAL_HEADER,
+                         c->dir.resumed && c->st.step == c->plan.total ? keep - 1 : keep);
     if (rc) return rc;
     obs_options oo;
     obs_options_init(&oo);
@@ -71,7 +69,7 @@ int run_log_open(run_ctx *c)
     options_line(c, opts, sizeof opts);
     oo.monitor_interval_s = o->monitor_interval;
     oo.gpu_index = c->qm.info.is_cuda ? o->gpu : -1; /* -1: NVML is not loaded */
-    oo.resume_step = c->resumed ? c->st.step : 0;
+    oo.resume_step = c->dir.resumed ? c->st.step : 0;
     oo.model = o->model_dir;
     oo.train_data = o->train_path;
     oo.dev_data = o->dev_path;
@@ -79,14 +77,14 @@ int run_log_open(run_ctx *c)
     oo.http_port = o->http_port;
     oo.http_bind = o->http_bind;
     oo.http_api_key = o->http_api_key;
-    if (obs_open(&c->obs, o->out_dir, &oo) != 0) {
+    if (obs_open(&c->log.obs, o->out_dir, &oo) != 0) {
         log_warn("%s (carrying on without TensorBoard, monitor and report)", err_msg());
         err_clear();
-        c->obs = NULL;
+        c->log.obs = NULL;
     }
-    obs_set_info(c->obs, "backend", c->qm.info.desc);
+    obs_set_info(c->log.obs, "backend", c->qm.info.desc);
     char kern[512];
-    obs_set_info(c->obs, "cpu_kernels", cpu_kernels_describe(kern, sizeof kern));
+    obs_set_info(c->log.obs, "cpu_kernels", cpu_kernels_describe(kern, sizeof kern));
     run_log_skipped(c);
     return 0;
 }
@@ -109,36 +107,36 @@ void run_log_startup(const run_ctx *c, int train_hit, int dev_hit)
     printf("  backend   %s", c->qm.info.desc);
     if (c->ls.enabled) printf("; dynamic loss scaling, scale %g", (double)lossscale_scale(&c->ls));
     printf("\n");
-    printf("  train     %s: %d questions -> %d windows, %d trainable (features %s)\n", o->train_path, c->train.n, c->tf.n,
-           c->ntrainable, train_hit ? "from cache" : "built");
-    if (c->have_dev)
-        printf("  dev       %s: %d questions -> %d windows (features %s)\n", o->dev_path, c->dev.n, c->df.n,
+    printf("  train     %s: %d questions -> %d windows, %d trainable (features %s)\n", o->train_path, c->data.train.n, c->data.tf.n,
+           c->data.ntrainable, train_hit ? "from cache" : "built");
+    if (c->data.have_dev)
+        printf("  dev       %s: %d questions -> %d windows (features %s)\n", o->dev_path, c->data.dev.n, c->data.df.n,
                dev_hit ? "from cache" : "built");
     c->strat->describe(c);
     if (o->version_2_with_negative) {
         int nimp = 0;
-        for (int i = 0; i < c->train.n; i++) nimp += c->train.ex[i].is_impossible || c->train.ex[i].n_answers == 0;
+        for (int i = 0; i < c->data.train.n; i++) nimp += c->data.train.ex[i].is_impossible || c->data.train.ex[i].n_answers == 0;
         printf("  squad 2.0 --version-2-with-negative: %d unanswerable training questions, trained at [CLS]; dev: the null "
                "answer when it beats the best span by more than %g, evaluate-v2.0.py's exact/f1\n",
                nimp, o->null_score_diff_threshold);
     }
     printf("  plan      %lld steps (%.4g epochs of %lld steps); batch %d = %d micro-batch%s of %d; T %d, stride %d\n",
-           (long long)c->total, (double)c->total / (double)c->steps_per_epoch, (long long)c->steps_per_epoch, o->batch,
-           c->micro_batches, c->micro_batches > 1 ? "es" : "", c->micro, c->T, o->doc_stride);
+           (long long)c->plan.total, (double)c->plan.total / (double)c->plan.steps_per_epoch, (long long)c->plan.steps_per_epoch, o->batch,
+           c->plan.micro_batches, c->plan.micro_batches > 1 ? "es" : "", c->plan.micro, c->plan.T, o->doc_stride);
     if (c->qm.recompute == RECOMPUTE_LAYER)
         printf("  memory    --recompute layer: each layer's input kept, one layer's activations recomputed in backward\n");
     printf("  optimizer AdamW lr %g, warm-up %lld steps then linear decay, weight decay %g, eps %g, clip %g; dropout %g/%g; seed %lld%s\n",
-           o->lr, (long long)c->warmup, o->weight_decay, o->adam_eps, o->clip, (double)c->drop_hidden,
-           (double)c->drop_attn, (long long)o->seed, o->shuffle ? "" : ", no shuffle");
+           o->lr, (long long)c->plan.warmup, o->weight_decay, o->adam_eps, o->clip, (double)c->plan.drop_hidden,
+           (double)c->plan.drop_attn, (long long)o->seed, o->shuffle ? "" : ", no shuffle");
     if (o->save_every > 0) snprintf(saves, sizeof saves, "every %lld steps", (long long)o->save_every);
     if (o->save_every_minutes > 0)
         snprintf(saves + strlen(saves), sizeof saves - strlen(saves), "%severy %g min", saves[0] ? " and " : "",
                  o->save_every_minutes);
     printf("  checkpoints %s/checkpoints %s, keep %d%s\n", o->out_dir, saves[0] ? saves : "at the end only",
            o->keep, o->keep ? "" : " (all)");
-    if (c->resumed)
-        printf("  resume    from %s (step %lld of %lld, restart %lld)\n", c->resumed_from, (long long)c->st.step,
-               (long long)c->total, (long long)c->st.restarts);
+    if (c->dir.resumed)
+        printf("  resume    from %s (step %lld of %lld, restart %lld)\n", c->dir.resumed_from, (long long)c->st.step,
+               (long long)c->plan.total, (long long)c->st.restarts);
     else
         printf("  resume    none: a new run\n");
     fflush(stdout);
@@ -146,16 +144,16 @@ void run_log_startup(const run_ctx *c, int train_hit, int dev_hit)
 
 void run_log_step(run_ctx *c, double loss, float scale, const optim_result *res)
 {
-    if (!c->writer) return; /* rank 0 alone tells (data parallel) */
-    double rate = c->train_time > 0 ? (double)c->examples_here / c->train_time : 0;
-    double epoch = (double)c->st.step / (double)c->steps_per_epoch;
-    double elapsed = c->st.elapsed_s + (clock_now_s() - c->t0);
-    if (runlog_row(&c->metrics, "%lld,%.6f,%.9g,%.9g,%.9g,%.9g,%.2f,%.2f", (long long)c->st.step, epoch, loss, res->lr,
+    if (!c->rk.writer) return; /* rank 0 alone tells (data parallel) */
+    double rate = c->prog.train_time > 0 ? (double)c->prog.examples_here / c->prog.train_time : 0;
+    double epoch = (double)c->st.step / (double)c->plan.steps_per_epoch;
+    double elapsed = c->st.elapsed_s + (clock_now_s() - c->prog.t0);
+    if (runlog_row(&c->log.metrics, "%lld,%.6f,%.9g,%.9g,%.9g,%.9g,%.2f,%.2f", (long long)c->st.step, epoch, loss, res->lr,
                    res->grad_norm, (double)scale, rate, elapsed) != 0)
-        warn_once(&c->log_warned, "metrics.csv");
-    obs_step(c->obs, &(obs_step_metrics){c->st.step, epoch, loss, res->lr, res->grad_norm, scale, rate});
-    obs_live_progress(c->obs, c->st.step, c->total, elapsed,
-                      rate > 0 ? (double)(c->total - c->st.step) * c->o->batch / rate : NAN);
+        warn_once(&c->log.warned, "metrics.csv");
+    obs_step(c->log.obs, &(obs_step_metrics){c->st.step, epoch, loss, res->lr, res->grad_norm, scale, rate});
+    obs_live_progress(c->log.obs, c->st.step, c->plan.total, elapsed,
+                      rate > 0 ? (double)(c->plan.total - c->st.step) * c->o->batch / rate : NAN);
     if (!res->skipped) return;
     if (c->ls.enabled)
         log_warn("step %lld: non-finite loss or gradient at loss scale %g, update skipped; loss scale now %g "
@@ -170,13 +168,13 @@ void run_log_step(run_ctx *c, double loss, float scale, const optim_result *res)
 
 void run_log_eval(run_ctx *c, const eval_result *r, double seconds, int print)
 {
-    if (!c->writer) return; /* rank 0 alone tells (data parallel) */
-    double epoch = (double)c->st.step / (double)c->steps_per_epoch;
-    if (runlog_row(&c->evals, "%lld,%.6f,%.6f,%.6f", (long long)c->st.step, epoch, r->exact_match, r->f1) != 0)
-        warn_once(&c->log_warned, "eval.csv");
-    obs_eval(c->obs, c->st.step, r->exact_match, r->f1);
+    if (!c->rk.writer) return; /* rank 0 alone tells (data parallel) */
+    double epoch = (double)c->st.step / (double)c->plan.steps_per_epoch;
+    if (runlog_row(&c->log.evals, "%lld,%.6f,%.6f,%.6f", (long long)c->st.step, epoch, r->exact_match, r->f1) != 0)
+        warn_once(&c->log.warned, "eval.csv");
+    obs_eval(c->log.obs, c->st.step, r->exact_match, r->f1);
     if (!c->o->quiet || print) {
-        if (c->tty) printf("\n");
+        if (c->log.tty) printf("\n");
         printf("eval at step %lld: exact_match %.2f, f1 %.2f (%d questions, %.1fs)\n", (long long)c->st.step,
                r->exact_match, r->f1, r->total, seconds);
         fflush(stdout);
@@ -185,47 +183,47 @@ void run_log_eval(run_ctx *c, const eval_result *r, double seconds, int print)
 
 void run_log_progress(run_ctx *c, double loss, double lr, int force)
 {
-    if (!c->writer) return; /* rank 0 alone tells (data parallel) */
+    if (!c->rk.writer) return; /* rank 0 alone tells (data parallel) */
     if (c->o->quiet) return;
     double t = clock_now_s();
     int64_t step = c->st.step;
-    if (c->tty) {
-        if (!force && t - c->last_progress < 0.25 && step < c->total) return;
-    } else if (!force && step % c->o->log_every != 0 && step != c->total) {
+    if (c->log.tty) {
+        if (!force && t - c->log.last_progress < 0.25 && step < c->plan.total) return;
+    } else if (!force && step % c->o->log_every != 0 && step != c->plan.total) {
         return;
     }
-    c->last_progress = t;
-    double rate = c->train_time > 0 ? (double)c->examples_here / c->train_time : 0;
-    double eta = rate > 0 ? (double)(c->total - step) * c->o->batch / rate : -1;
+    c->log.last_progress = t;
+    double rate = c->prog.train_time > 0 ? (double)c->prog.examples_here / c->prog.train_time : 0;
+    double eta = rate > 0 ? (double)(c->plan.total - step) * c->o->batch / rate : -1;
     char etas[32], mon[160] = "";
     run_fmt_duration(etas, sizeof etas, eta);
-    obs_progress(c->obs, mon, sizeof mon);
+    obs_progress(c->log.obs, mon, sizeof mon);
     char line[512];
     snprintf(line, sizeof line, "epoch %.2f | step %lld/%lld | loss %.4f (avg %.4f) | lr %.3g | %.1f ex/s | ETA %s%s%s",
-             (double)step / (double)c->steps_per_epoch, (long long)step, (long long)c->total, loss, c->st.smoothed_loss,
+             (double)step / (double)c->plan.steps_per_epoch, (long long)step, (long long)c->plan.total, loss, c->st.smoothed_loss,
              lr, rate, etas, mon[0] ? " | " : "", mon);
     size_t l = strlen(line);
     c->strat->progress(c, line + l, sizeof line - l);
-    if (c->tty) printf("\r%-120s", line);
+    if (c->log.tty) printf("\r%-120s", line);
     else printf("%s\n", line);
     fflush(stdout);
 }
 
 void run_log_skipped(run_ctx *c)
 {
-    if (!c->obs || !c->opt) return;
+    if (!c->log.obs || !c->opt) return;
     char n[32];
     snprintf(n, sizeof n, "%lld", (long long)optim_skipped(c->opt));
-    obs_set_info(c->obs, "skipped_steps", n);
+    obs_set_info(c->log.obs, "skipped_steps", n);
 }
 
-void run_log_info(run_ctx *c, const char *key, const char *value) { obs_set_info(c->obs, key, value); }
+void run_log_info(run_ctx *c, const char *key, const char *value) { obs_set_info(c->log.obs, key, value); }
 
 int run_log_sync(run_ctx *c)
 {
-    if (!c->writer) return 0;
-    int rc = runlog_sync(&c->metrics);
-    if (!rc) rc = runlog_sync(&c->evals);
+    if (!c->rk.writer) return 0;
+    int rc = runlog_sync(&c->log.metrics);
+    if (!rc) rc = runlog_sync(&c->log.evals);
     return rc;
 }
 
@@ -233,33 +231,32 @@ int run_log_sync(run_ctx *c)
  * parallel mode's own keys. */
 static void dist_info(run_ctx *c)
 {
-    if (!c->obs) return;
+    if (!c->log.obs) return;
     char v[64];
-    snprintf(v, sizeof v, "%d", c->ranks > 0 ? c->ranks : 1);
-    obs_set_info(c->obs, "ranks", v);
-    if (c->shard) obs_set_info(c->obs, "shard_optimizer", "1");
-    snprintf(v, sizeof v, "%.3f", c->comm_s);
-    obs_set_info(c->obs, "comm_s", v);
-    snprintf(v, sizeof v, "%.3f", c->wait_s);
-    obs_set_info(c->obs, "comm_wait_s", v);
+    snprintf(v, sizeof v, "%d", c->rk.ranks);
+    obs_set_info(c->log.obs, "ranks", v);
+    snprintf(v, sizeof v, "%.3f", c->rk.comm_s);
+    obs_set_info(c->log.obs, "comm_s", v);
+    snprintf(v, sizeof v, "%.3f", c->rk.wait_s);
+    obs_set_info(c->log.obs, "comm_wait_s", v);
     if (c->strat->info) c->strat->info(c);
 }
 
 void run_log_report(run_ctx *c)
 {
     dist_info(c);
-    obs_report(c->obs);
+    obs_report(c->log.obs);
 }
 
 void run_log_close(run_ctx *c)
 {
-    if (c->obs) {
+    if (c->log.obs) {
         run_log_skipped(c);
         dist_info(c);
-        obs_report(c->obs);
-        obs_close(c->obs);
-        c->obs = NULL;
+        obs_report(c->log.obs);
+        obs_close(c->log.obs);
+        c->log.obs = NULL;
     }
-    runlog_close(&c->metrics);
-    runlog_close(&c->evals);
+    runlog_close(&c->log.metrics);
+    runlog_close(&c->log.evals);
 }

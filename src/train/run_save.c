@@ -6,7 +6,7 @@
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/fileio.h"
-#include "dist/comm.h"
+#include "comm/comm.h"
 #include "model/hf_dir.h"
 #include "train/ckpt.h"
 #include "train/mirror.h"
@@ -24,22 +24,22 @@ int run_save_checkpoint(run_ctx *c)
 {
     int rc = c->strat->gather(c, 1);
     if (!rc) rc = save_checkpoint(c);
-    return c->strat->agree_saves ? comm_agree(c->cm, rc) : rc;
+    return c->strat->agree_saves ? comm_agree(c->rk.cm, rc) : rc;
 }
 
 static int save_checkpoint(run_ctx *c)
 {
-    if (!c->writer) { /* rank 0 alone writes; the others hold the same weights */
-        c->last_saved_step = c->st.step;
-        c->last_save_time = clock_now_s();
+    if (!c->rk.writer) { /* rank 0 alone writes; the others hold the same weights */
+        c->prog.last_saved_step = c->st.step;
+        c->prog.last_save_time = clock_now_s();
         return 0;
     }
-    c->st.epoch = c->ld.epoch;
-    c->st.cursor = c->ld.cursor;
-    c->st.rng_counter = (uint64_t)c->st.step * (uint64_t)c->micro_batches;
+    c->st.epoch = c->data.ld.epoch;
+    c->st.cursor = c->data.ld.cursor;
+    c->st.rng_counter = (uint64_t)c->st.step * (uint64_t)c->plan.micro_batches;
     train_ckpt_put_scaler(&c->st, &c->ls);
-    c->st.elapsed_s += clock_now_s() - c->t0;
-    c->t0 = clock_now_s();
+    c->st.elapsed_s += clock_now_s() - c->prog.t0;
+    c->prog.t0 = clock_now_s();
     /* the strategy's gather brought the moments (and the other stages'
      * parameters); this rank's parameters are its own */
     int rc = bert_model_get_params(c->qm.model, c->host_params);
@@ -48,12 +48,12 @@ static int save_checkpoint(run_ctx *c)
         rc = train_ckpt_save(c->o->out_dir, c->o->model_dir, &c->qm.cfg, &c->qm.table, c->host_params, c->host_m,
                              c->host_v, &c->st, c->o->keep);
     if (rc) return rc;
-    c->last_saved_step = c->st.step;
-    c->last_save_time = clock_now_s();
+    c->prog.last_saved_step = c->st.step;
+    c->prog.last_save_time = clock_now_s();
     char dir[CKPT_PATH_MAX];
     ckpt_dir_name(dir, sizeof dir, c->o->out_dir, c->st.step);
-    obs_checkpoint(c->obs, c->st.step, dir);
-    mirror_submit(c->mir, dir, c->st.step);
+    obs_checkpoint(c->log.obs, c->st.step, dir);
+    mirror_submit(c->dir.mir, dir, c->st.step);
     run_log_report(c);
     return 0;
 }
@@ -62,10 +62,10 @@ void run_mirror_start(run_ctx *c)
 {
     const trainer_opts *o = c->o;
     if (!o->mirror_dir || !*o->mirror_dir) return;
-    if (mirror_start(&c->mir, o->mirror_dir, o->mirror_keep >= 0 ? o->mirror_keep : o->keep, o->out_dir, c->obs) != 0) {
+    if (mirror_start(&c->dir.mir, o->mirror_dir, o->mirror_keep >= 0 ? o->mirror_keep : o->keep, o->out_dir, c->log.obs) != 0) {
         log_warn("%s; training goes on without the mirror", err_msg());
         err_clear();
-        c->mir = NULL;
+        c->dir.mir = NULL;
     }
 }
 
@@ -73,8 +73,8 @@ void run_mirror_start(run_ctx *c)
  * network disk must not keep the process alive. */
 void run_mirror_stop(run_ctx *c)
 {
-    mirror_stop(c->mir, 600);
-    c->mir = NULL;
+    mirror_stop(c->dir.mir, 600);
+    c->dir.mir = NULL;
 }
 
 /* RUN/final.tmp/ written whole, then renamed over RUN/final/. */
@@ -86,9 +86,9 @@ int run_export_final(run_ctx *c, char *final, size_t cap)
 {
     int rc = c->strat->gather(c, 0);
     if (rc) return rc;
-    if (c->writer) rc = export_final(c, final, cap);
+    if (c->rk.writer) rc = export_final(c, final, cap);
     else path_join(final, cap, c->o->out_dir, "final");
-    return comm_agree(c->cm, rc);
+    return comm_agree(c->rk.cm, rc);
 }
 
 static int export_final(run_ctx *c, char *final, size_t cap)

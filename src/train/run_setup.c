@@ -9,7 +9,7 @@
 #include "core/crc32c.h"
 #include "core/err.h"
 #include "core/fileio.h"
-#include "dist/dist.h"
+#include "comm/dist.h"
 #include "train/ckpt.h"
 #include "train/microbatch.h"
 #include "train/mirror.h"
@@ -85,55 +85,53 @@ static int choose_micro(run_ctx *c)
     const trainer_opts *o = c->o;
     backend_mem mem;
     /* the planner counts the whole Adam state: a sharded rank keeps less */
-    int64_t sharded = c->shard ? memory_optimizer_bytes_per_rank(&c->qm.cfg, 1) -
-                                     memory_optimizer_bytes_per_rank(&c->qm.cfg, c->ranks)
-                               : 0;
+    int64_t sharded = memory_optimizer_bytes_per_rank(&c->qm.cfg, 1) -
+                      memory_optimizer_bytes_per_rank(&c->qm.cfg, c->rk.lay.adam_ranks);
     if (o->micro_batch > 0) {
-        c->micro = o->micro_batch;
+        c->plan.micro = o->micro_batch;
     } else if (backend_mem_query(&c->qm.be, &mem) == 0 && c->qm.packing == PACKING_VARLEN) {
         /* packed: the planner counts tokens; micro-batches of --batch windows
          * and as many tokens as fit (or --max-tokens, checked) */
         recompute_kind rk = c->qm.recompute;
-        int64_t budget = microbatch_budget(&mem) + sharded, cap = (int64_t)o->batch * c->T;
-        memory_query q = {.cfg = &c->qm.cfg, .micro = o->batch, .T = c->T, .prec = c->qm.info.precision,
+        int64_t budget = microbatch_budget(&mem) + sharded, cap = (int64_t)o->batch * c->plan.T;
+        memory_query q = {.cfg = &c->qm.cfg, .micro = o->batch, .T = c->plan.T, .prec = c->qm.info.precision,
                           .recompute = rk};
         int64_t mt = o->max_tokens > 0 ? (o->max_tokens < cap ? o->max_tokens : cap)
                                        : memory_largest(&q, MEMORY_FIT_TOKENS, budget, cap);
         memory_answer p;
         q.max_tokens = mt;
-        if (mt < c->T || memory_plan(&q, &p) || p.total > budget) {
+        if (mt < c->plan.T || memory_plan(&q, &p) || p.total > budget) {
             char b1[32];
             return err_set(ERR_RUNTIME, "--packing varlen: micro-batches of %lld tokens do not fit the %s this device "
                                         "has for bertc; try a smaller --max-tokens, --recompute layer or --batch",
-                           (long long)(mt > c->T ? mt : c->T), memory_fmt_bytes(b1, sizeof b1, budget));
+                           (long long)(mt > c->plan.T ? mt : c->plan.T), memory_fmt_bytes(b1, sizeof b1, budget));
         }
-        c->micro = o->batch;
+        c->plan.micro = o->batch;
         c->qm.max_tokens = mt;
     } else if (backend_mem_query(&c->qm.be, &mem) == 0) {
         microbatch_plan mp;
-        int rc = microbatch_choose(&mp, &c->qm.cfg, c->T, c->qm.info.precision,
+        int rc = microbatch_choose(&mp, &c->qm.cfg, c->plan.T, c->qm.info.precision,
                                    c->qm.recompute, microbatch_budget(&mem) + sharded, o->batch);
         if (rc) return rc;
-        c->micro = mp.micro;
+        c->plan.micro = mp.micro;
     } else {
         err_clear();
-        c->micro = auto_micro_batch(&c->qm.cfg, o->batch, c->T, c->qm.recompute);
+        c->plan.micro = auto_micro_batch(&c->qm.cfg, o->batch, c->plan.T, c->qm.recompute);
     }
-    if (c->ranks > 1 && c->rank > 0) {
-        c->micro = c->dist_micro; /* rank 0's choice: every rank must use the same */
-    } else if (c->ranks > 1 && o->micro_batch <= 0) {
-        /* auto with N ranks: the largest micro-batch not above the
-         * planner's whose count per step the data-parallel ranks (the
-         * pipeline's replicas) divide (cmd_train checks a given
-         * --micro-batch). */
-        int m = c->micro, D = c->replicas;
+    if (!c->rk.writer) {
+        c->plan.micro = c->rk.micro0; /* rank 0's choice: every rank must use the same */
+    } else if (o->micro_batch <= 0) {
+        /* auto: the largest micro-batch not above the planner's whose count
+         * per step the data-parallel copies (the pipeline's replicas)
+         * divide (cmd_train checks a given --micro-batch). */
+        int m = c->plan.micro, D = c->rk.lay.replicas;
         while (m > 1 && ((o->batch + m - 1) / m) % D != 0) m--;
         if (((o->batch + m - 1) / m) % D != 0)
             return err_set(ERR_INPUT, "--batch %d: no micro-batch size gives a number of micro-batches per step that "
                            "%d ranks divide (give a --batch that is a multiple of the rank count)", o->batch, D);
-        c->micro = m;
+        c->plan.micro = m;
     }
-    c->micro_batches = (o->batch + c->micro - 1) / c->micro;
+    c->plan.micro_batches = (o->batch + c->plan.micro - 1) / c->plan.micro;
     return 0;
 }
 
@@ -164,7 +162,7 @@ static int select_backend(run_ctx *c)
      * host (NCCL refuses two ranks on one GPU). */
     const char *one = getenv("BERTC_DEBUG_DIST_ONE_GPU");
     int shared_gpu = one && !strcmp(one, "1");
-    c->bo.gpu = o->gpu + (c->ranks > 1 && !shared_gpu ? dist_local_rank() : 0);
+    c->bo.gpu = o->gpu + (shared_gpu ? 0 : dist_local_rank());
     c->bo.mem_limit = o->gpu_mem_limit;
     c->bo.quiet = o->quiet;
     int rc = qa_model_select(&c->qm, &c->bo);
@@ -188,7 +186,7 @@ static int load_data(const char *path, squad_data *d)
 
 static int load_features(run_ctx *c, const squad_data *d, features *f, const char *cache_name, int *hit)
 {
-    feature_opts fo = {c->T, c->o->doc_stride, c->o->max_query_length, c->o->version_2_with_negative};
+    feature_opts fo = {c->plan.T, c->o->doc_stride, c->o->max_query_length, c->o->version_2_with_negative};
     char cache[4096];
     snprintf(cache, sizeof cache, "%s/cache/%s", c->o->out_dir, cache_name);
     return features_load_or_build(cache, d, c->qm.tok, &fo, c->o->threads, f, hit);
@@ -220,9 +218,9 @@ static int lock_run_dir(run_ctx *c)
 {
     char p[4096];
     path_join(p, sizeof p, c->o->out_dir, "train.lock");
-    c->lock_fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (c->lock_fd < 0) return err_set(ERR_RUNTIME, "%s: %s", p, strerror(errno));
-    if (flock(c->lock_fd, LOCK_EX | LOCK_NB) != 0)
+    c->dir.lock_fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (c->dir.lock_fd < 0) return err_set(ERR_RUNTIME, "%s: %s", p, strerror(errno));
+    if (flock(c->dir.lock_fd, LOCK_EX | LOCK_NB) != 0)
         return err_set(ERR_INPUT, "--out %s: another bertc train is running in this run dir (%s is locked)",
                        c->o->out_dir, p);
     return 0;
@@ -278,47 +276,15 @@ static int fit_window(run_ctx *c)
 {
     const trainer_opts *o = c->o;
     int P = c->qm.cfg.max_position_embeddings;
-    c->T = o->max_seq_length;
-    if (c->T <= P) return 0;
+    c->plan.T = o->max_seq_length;
+    if (c->plan.T <= P) return 0;
     if (o->doc_stride >= P)
         return err_set(ERR_INPUT, "--doc-stride %d must be below the window length %d (the model's max_position_embeddings)",
                        o->doc_stride, P);
-    log_warn("--max-seq-length %d is larger than the model's max_position_embeddings %d (%s): using %d", c->T, P,
+    log_warn("--max-seq-length %d is larger than the model's max_position_embeddings %d (%s): using %d", c->plan.T, P,
              o->model_dir, P);
-    c->T = P;
+    c->plan.T = P;
     return 0;
-}
-
-/* What a resumed run says when the checkpoint's layout differs: ranks,
- * pipeline stages, a sharded optimizer. */
-static void resume_notes(const run_ctx *c)
-{
-    /* Pipeline stages compute the bits of one process (and S x D ranks
-     * those of D data-parallel ranks): only the data-parallel count
-     * changes the sums. */
-    int64_t prev_dp = c->prev_ranks / (c->prev_stages > 0 ? c->prev_stages : 1);
-    if (c->prev_ranks != c->ranks || c->prev_stages != c->stages) {
-        if (prev_dp != c->replicas)
-            printf("resuming a run of %lld rank%s with %d (the same global batch of %d; the sums are taken in another "
-                   "order, so the result is not bit-identical to an uninterrupted run)\n",
-                   (long long)c->prev_ranks, c->prev_ranks > 1 ? "s" : "", c->ranks, c->o->batch);
-        else
-            printf("resuming a run of %lld pipeline stage%s with %d (the same arithmetic: the result is that of an "
-                   "uninterrupted run, as long as the threads are the same)\n",
-                   (long long)c->prev_stages, c->prev_stages > 1 ? "s" : "", c->stages);
-    }
-    if (c->prev_shard != c->shard)
-        printf("resuming a run saved %s --shard-optimizer %s it (checkpoints hold the whole Adam moments: %s)\n",
-               c->prev_shard ? "with" : "without", c->shard ? "with" : "without",
-               c->shard ? "each rank takes its pieces of them" : "loaded whole");
-}
-
-/* The parallel mode: a new one is a new file (strategy.h) and a line here. */
-static const run_strategy *strategy_pick(const run_ctx *c)
-{
-    if (c->o->pipeline_stages > 1) return &run_strategy_pipeline;
-    if (c->shard) return &run_strategy_sharded;
-    return &run_strategy_data_parallel;
 }
 
 static int start_state(run_ctx *c);
@@ -335,7 +301,7 @@ static int setup_body(run_ctx *c)
     c->qm.packing = o->packing;
     c->qm.max_tokens = o->max_tokens;
     rc = fit_window(c);
-    if (!rc) rc = run_pipe_configure(c);
+    if (!rc) rc = c->strat->configure(c);
     if (rc) return rc;
     if (o->resume == RESUME_PATH) {
         if (!path_is_dir(o->resume_path))
@@ -346,63 +312,63 @@ static int setup_body(run_ctx *c)
     rc = select_backend(c);
     if (rc) return rc;
     /* The data before the run dir is touched: bad input leaves nothing behind. */
-    rc = load_data(o->train_path, &c->train);
+    rc = load_data(o->train_path, &c->data.train);
     if (rc) return rc;
-    c->have_train = 1;
+    c->data.have_train = 1;
     if (o->dev_path) {
-        rc = load_data(o->dev_path, &c->dev);
+        rc = load_data(o->dev_path, &c->data.dev);
         if (rc) return rc;
-        c->have_dev = 1;
+        c->data.have_dev = 1;
     }
     char cache[4096];
     snprintf(cache, sizeof cache, "%s/cache", o->out_dir);
     /* With N ranks only rank 0 prepares the run dir (it ran this before
      * the others started theirs: they find its feature cache and the
-     * checkpoint it chose, c->resumed_from). */
-    if (c->writer) {
+     * checkpoint it chose, c->dir.resumed_from). */
+    if (c->rk.writer) {
         rc = mkdir_p(cache);
         if (rc) return err_wrap(rc, "--out %s", o->out_dir);
         rc = lock_run_dir(c);
         if (!rc) rc = remove_leftovers(o->out_dir);
         if (!rc) rc = remove_leftovers(cache);
-        if (!rc) rc = prepare_run_dir(c, c->resumed_from, sizeof c->resumed_from, &c->resumed);
+        if (!rc) rc = prepare_run_dir(c, c->dir.resumed_from, sizeof c->dir.resumed_from, &c->dir.resumed);
         if (rc) return rc;
     }
     int train_hit = 0, dev_hit = 0;
-    rc = load_features(c, &c->train, &c->tf, "train.features", &train_hit);
+    rc = load_features(c, &c->data.train, &c->data.tf, "train.features", &train_hit);
     if (rc) return rc;
-    c->have_tf = 1;
+    c->data.have_tf = 1;
     if (o->dev_path) {
-        rc = load_features(c, &c->dev, &c->df, "dev.features", &dev_hit);
+        rc = load_features(c, &c->data.dev, &c->data.df, "dev.features", &dev_hit);
         if (rc) return rc;
-        c->have_df = 1;
+        c->data.have_df = 1;
     }
-    c->trainable = xmalloc((size_t)(c->tf.n ? c->tf.n : 1) * sizeof *c->trainable);
-    for (int i = 0; i < c->tf.n; i++)
-        if (features_trainable(&c->tf, &c->train, i)) c->trainable[c->ntrainable++] = i;
-    if (c->ntrainable == 0) return err_set(ERR_INPUT, "%s: no trainable windows (no question has an answer)", o->train_path);
+    c->data.trainable = xmalloc((size_t)(c->data.tf.n ? c->data.tf.n : 1) * sizeof *c->data.trainable);
+    for (int i = 0; i < c->data.tf.n; i++)
+        if (features_trainable(&c->data.tf, &c->data.train, i)) c->data.trainable[c->data.ntrainable++] = i;
+    if (c->data.ntrainable == 0) return err_set(ERR_INPUT, "%s: no trainable windows (no question has an answer)", o->train_path);
 
-    rc = loader_init(&c->ld, c->ntrainable, o->batch, o->shuffle, (uint64_t)o->seed);
+    rc = loader_init(&c->data.ld, c->data.ntrainable, o->batch, o->shuffle, (uint64_t)o->seed);
     if (rc) return rc;
-    c->steps_per_epoch = loader_steps_per_epoch(&c->ld);
-    c->total = o->max_steps > 0 ? o->max_steps : (int64_t)ceil(o->epochs * (double)c->steps_per_epoch - 1e-9);
-    if (c->total < 1) c->total = 1;
-    c->warmup = optim_warmup_steps(o->warmup, c->total);
+    c->plan.steps_per_epoch = loader_steps_per_epoch(&c->data.ld);
+    c->plan.total = o->max_steps > 0 ? o->max_steps : (int64_t)ceil(o->epochs * (double)c->plan.steps_per_epoch - 1e-9);
+    if (c->plan.total < 1) c->plan.total = 1;
+    c->plan.warmup = optim_warmup_steps(o->warmup, c->plan.total);
     rc = choose_micro(c);
     if (rc) return rc;
-    c->drop_hidden = o->dropout >= 0 ? (float)o->dropout : c->qm.cfg.hidden_dropout_prob;
-    c->drop_attn = o->dropout >= 0 ? (float)o->dropout : c->qm.cfg.attention_probs_dropout_prob;
+    c->plan.drop_hidden = o->dropout >= 0 ? (float)o->dropout : c->qm.cfg.hidden_dropout_prob;
+    c->plan.drop_attn = o->dropout >= 0 ? (float)o->dropout : c->qm.cfg.attention_probs_dropout_prob;
 
     rc = start_state(c);
     if (!rc) rc = c->strat->start(c);
-    if (!rc) rc = loader_batch_init(&c->mb, c->micro, c->T);
-    if (!rc && c->writer) rc = run_log_open(c);
+    if (!rc) rc = loader_batch_init(&c->data.mb, c->plan.micro, c->plan.T);
+    if (!rc && c->rk.writer) rc = run_log_open(c);
     if (rc) return rc;
-    if (c->writer) run_mirror_start(c); /* rank 0 alone writes (data parallel) */
-    c->last_saved_step = c->resumed ? c->st.step : -1;
-    if (!o->quiet && c->writer) run_log_startup(c, train_hit, dev_hit);
-    if (c->resumed && c->writer) resume_notes(c);
-    if (c->resumed && c->st.step == c->total && !o->quiet && c->writer)
+    if (c->rk.writer) run_mirror_start(c); /* rank 0 alone writes (data parallel) */
+    c->prog.last_saved_step = c->dir.resumed ? c->st.step : -1;
+    if (!o->quiet && c->rk.writer) run_log_startup(c, train_hit, dev_hit);
+    if (c->dir.resumed && c->rk.writer) run_layout_notes(&c->dir.prev, &c->rk.lay, o->batch);
+    if (c->dir.resumed && c->st.step == c->plan.total && !o->quiet && c->rk.writer)
         printf("the run is already complete: exporting and evaluating again\n");
     fflush(stdout);
     return 0;
@@ -416,54 +382,40 @@ static int start_state(run_ctx *c)
     const trainer_opts *o = c->o;
     train_state now;
     memset(&now, 0, sizeof now);
-    int rc = fingerprint(&now, o, c->T, &c->train, c->total, c->qm.info.precision);
+    int rc = fingerprint(&now, o, c->plan.T, &c->data.train, c->plan.total, c->qm.info.precision);
     if (rc) return rc;
     size_t nf = c->qm.table.total;
     c->host_params = c->qm.host_params;
     c->host_m = calloc(nf, sizeof(float));
     c->host_v = calloc(nf, sizeof(float));
     if (!c->host_m || !c->host_v) return err_set(ERR_RUNTIME, "out of memory for the optimizer state (%zu floats)", nf);
-    if (c->resumed) {
-        const char *ckdir = c->resumed_from;
+    if (c->dir.resumed) {
+        const char *ckdir = c->dir.resumed_from;
         train_state saved;
         rc = train_ckpt_load(ckdir, &c->qm.table, c->host_params, c->host_m, c->host_v, &saved);
         if (!rc) rc = train_state_fp_compare(&saved, &now, o->out_dir);
         if (rc) return rc;
         c->st = saved;
         c->st.restarts++;
-        c->prev_ranks = saved.ranks;
-        c->prev_shard = saved.shard_optimizer != 0;
-        c->prev_stages = saved.stages > 1 ? saved.stages : 1;
-        c->st.ranks = c->ranks;
-        c->st.shard_optimizer = c->shard;
-        c->st.stages = c->stages;
+        c->dir.prev = run_layout_saved(&saved);
+        run_layout_record(&c->st, &c->rk.lay);
         char where[CKPT_PATH_MAX + 16];
         snprintf(where, sizeof where, "%s/state.json", ckdir);
         rc = train_ckpt_get_scaler(&c->st, loss_scaling_wanted(c->qm.info.precision), &c->ls, where);
         if (rc) return rc;
-        if (c->st.step < c->total) rc = loader_seek(&c->ld, c->st.epoch, c->st.cursor);
+        if (c->st.step < c->plan.total) rc = loader_seek(&c->data.ld, c->st.epoch, c->st.cursor);
         if (rc) return err_wrap(rc, "%s", ckdir);
-        if (c->st.step > c->total) return err_set(ERR_INPUT, "%s: step %lld is past the planned %lld steps", ckdir, (long long)c->st.step, (long long)c->total);
+        if (c->st.step > c->plan.total) return err_set(ERR_INPUT, "%s: step %lld is past the planned %lld steps", ckdir, (long long)c->st.step, (long long)c->plan.total);
     } else {
         c->st = now;
         c->st.shuffle_seed = c->st.rng_seed = (uint64_t)o->seed;
         lossscale_init(&c->ls, loss_scaling_wanted(c->qm.info.precision));
         train_ckpt_put_scaler(&c->st, &c->ls);
         c->st.smoothed_loss = NAN;
-        c->st.ranks = c->ranks;
-        c->st.shard_optimizer = c->shard;
-        c->st.stages = c->stages;
+        run_layout_record(&c->st, &c->rk.lay);
         snprintf(c->st.version, sizeof c->st.version, "%s", BERTC_VERSION);
     }
     return 0;
-}
-
-int run_optim_start(run_ctx *c, const param_table *t, size_t off)
-{
-    int rc = optim_create(&c->opt, &c->qm.be, t);
-    if (!rc && c->resumed)
-        rc = optim_set_state(c->opt, c->host_m + off, c->host_v + off, c->st.adam_t, c->st.skipped_steps);
-    return rc;
 }
 
 /* What rank 0 tells the others after its set-up. */
@@ -472,64 +424,57 @@ typedef struct {
     char resumed_from[4096];
 } setup_share;
 
-/* One process: the set-up. N ranks: rank 0 sets up first (it alone
- * prepares the run dir, builds the feature cache, chooses the checkpoint
- * and the micro-batch), then the others, reading what it made; every rank
- * ends with the same error line when one of them failed. */
-static int setup_ranks(run_ctx *c);
-
+/* The set-up: rank 0 first (it alone prepares the run dir, builds the
+ * feature cache, chooses the checkpoint and the micro-batch), then the
+ * others, reading what it made; every rank ends with the same error line
+ * when one of them failed. With one rank the agreements and the broadcast
+ * are the rank's own. */
 int run_setup(run_ctx *c)
 {
-    c->rank = dist_rank();
-    c->ranks = dist_size();
-    c->writer = c->rank == 0;
-    c->shard = c->o->shard_optimizer && c->ranks > 1;
-    c->strat = strategy_pick(c);
-    c->stages = 1;
-    c->replicas = c->ranks;
-    c->replica = c->rank;
-    int rc = c->ranks == 1 ? setup_body(c) : setup_ranks(c);
-    /* after every rank's set-up: the communicator */
-    return rc ? rc : c->strat->connect(c);
-}
-
-/* N ranks: rank 0's set-up, then the others'. */
-static int setup_ranks(run_ctx *c)
-{
-    int rc = c->writer ? setup_body(c) : 0;
+    int rc = c->rk.writer ? setup_body(c) : 0;
     rc = dist_agree(rc);
     if (rc) return rc;
     setup_share sh;
     memset(&sh, 0, sizeof sh);
-    sh.resumed = c->resumed;
-    sh.micro = c->micro;
-    snprintf(sh.resumed_from, sizeof sh.resumed_from, "%s", c->resumed_from);
+    sh.resumed = c->dir.resumed;
+    sh.micro = c->plan.micro;
+    snprintf(sh.resumed_from, sizeof sh.resumed_from, "%s", c->dir.resumed_from);
     rc = dist_bcast(&sh, sizeof sh, 0);
     if (rc) return rc;
-    if (!c->writer) {
-        c->resumed = sh.resumed;
-        c->dist_micro = sh.micro;
-        snprintf(c->resumed_from, sizeof c->resumed_from, "%s", sh.resumed_from);
+    if (!c->rk.writer) {
+        c->dir.resumed = sh.resumed;
+        c->rk.micro0 = sh.micro;
+        snprintf(c->dir.resumed_from, sizeof c->dir.resumed_from, "%s", sh.resumed_from);
         rc = setup_body(c);
     }
-    return dist_agree(rc);
+    rc = dist_agree(rc);
+    /* after every rank's set-up: the communicator */
+    return rc ? rc : c->strat->connect(c);
+}
+
+void run_place(run_ctx *c)
+{
+    c->rk.rank = dist_rank();
+    c->rk.ranks = dist_size();
+    c->rk.writer = c->rk.rank == 0;
+    c->strat = run_strategy_pick(c->o, c->rk.ranks);
 }
 
 void run_cleanup(run_ctx *c)
 {
     run_mirror_stop(c); /* before the hub closes: the mirror reports to it */
     run_log_close(c);
-    if (c->lock_fd >= 0) close(c->lock_fd);
-    loader_batch_free(&c->mb);
-    loader_free(&c->ld);
+    if (c->dir.lock_fd >= 0) close(c->dir.lock_fd);
+    loader_batch_free(&c->data.mb);
+    loader_free(&c->data.ld);
     if (c->opt) optim_free(c->opt);
     if (c->strat) c->strat->free(c);
     free(c->host_m);
     free(c->host_v);
-    free(c->trainable);
-    if (c->have_tf) features_free(&c->tf);
-    if (c->have_df) features_free(&c->df);
-    if (c->have_train) squad_free(&c->train);
-    if (c->have_dev) squad_free(&c->dev);
+    free(c->data.trainable);
+    if (c->data.have_tf) features_free(&c->data.tf);
+    if (c->data.have_df) features_free(&c->data.df);
+    if (c->data.have_train) squad_free(&c->data.train);
+    if (c->data.have_dev) squad_free(&c->data.dev);
     qa_model_free(&c->qm); /* frees host_params, which is its block */
 }

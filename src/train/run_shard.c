@@ -1,7 +1,7 @@
 /* --shard-optimizer (run.h): ZeRO stage 1 for data parallel. Every rank
  * keeps the whole parameter and gradient blocks, but the Adam moments of
  * its pieces only: the piece of each gradient bucket (model/bert.h's: the
- * QA head, layer L-1, ..., layer 0, the embeddings) that dist_piece gives
+ * QA head, layer L-1, ..., layer 0, the embeddings) that piece_of gives
  * it. A step:
  *
  *   backward     each bucket reduce-scattered as it is final (run_dp.c's
@@ -28,8 +28,8 @@
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "core/err.h"
-#include "dist/comm.h"
-#include "dist/dist.h"
+#include "comm/comm.h"
+#include "core/piece.h"
 #include "model/memory.h"
 
 #include <stdio.h>
@@ -40,7 +40,7 @@
 typedef struct {
     int nb;              /* buckets (bert_grad_bucket_count) */
     size_t *off, *len;   /* bucket k: [off[k], off[k] + len[k]) of the block, in backward's order */
-    size_t *poff, *plen; /* this rank's piece of bucket k (dist_piece) */
+    size_t *poff, *plen; /* this rank's piece of bucket k (piece_of) */
     size_t owned;        /* the sum of plen: the floats of Adam's m (and of v) this rank holds */
 } shard_pieces;
 
@@ -73,7 +73,7 @@ static int make_pieces(run_ctx *c, shard_pieces *s)
     s->owned = 0;
     for (int k = 0; k < s->nb; k++) {
         size_t po, pl;
-        dist_piece(s->len[k], c->ranks, c->rank, &po, &pl);
+        piece_of(s->len[k], c->rk.ranks, c->rk.rank, &po, &pl);
         s->poff[k] = s->off[k] + po;
         s->plen[k] = pl;
         s->owned += pl;
@@ -97,10 +97,10 @@ static int shard_start(run_ctx *c)
     rc = make_pieces(c, s);
     if (!rc) rc = optim_create_pieces(&c->opt, &c->qm.be, &c->qm.table, s->poff, s->plen, s->nb);
     /* a checkpoint's moments are the whole block's: this rank's pieces of them */
-    if (!rc && c->resumed)
+    if (!rc && c->dir.resumed)
         rc = optim_set_state_block(c->opt, c->host_m, c->host_v, c->st.adam_t, c->st.skipped_steps);
     if (rc) return err_wrap(rc, "--shard-optimizer");
-    if (!c->writer) {
+    if (!c->rk.writer) {
         /* only the writer gathers the moments for checkpoints */
         free(c->host_m);
         free(c->host_v);
@@ -123,6 +123,9 @@ static void shard_free(run_ctx *c)
     run_dp_free(c);
 }
 
+/* RUN/info.csv: the mode's key. */
+static void shard_info(run_ctx *c) { run_log_info(c, "shard_optimizer", "1"); }
+
 static void shard_describe(const run_ctx *c)
 {
     char b1[32], b2[32];
@@ -131,14 +134,22 @@ static void shard_describe(const run_ctx *c)
     printf("  sharded   --shard-optimizer: AdamW m and v of %zu of the %zu parameters on each rank (%s instead "
            "of %s; rank %d's), gradients reduce-scattered, parameters all-gathered\n",
            owned, total, memory_fmt_bytes(b1, sizeof b1, (int64_t)(2 * owned * sizeof(float))),
-           memory_fmt_bytes(b2, sizeof b2, (int64_t)(2 * total * sizeof(float))), c->rank);
+           memory_fmt_bytes(b2, sizeof b2, (int64_t)(2 * total * sizeof(float))), c->rk.rank);
+}
+
+/* Data parallel whose Adam state is spread over the ranks. */
+static int shard_configure(run_ctx *c)
+{
+    run_dp_configure(c);
+    c->rk.lay.adam_ranks = c->rk.ranks;
+    return 0;
 }
 
 /* GPUs without NCCL: every bucket of the host copy reduce-scattered. */
-static int shard_reduce(run_ctx *c)
+static int shard_reduce(run_ctx *c, int rc)
 {
     const shard_pieces *s = pieces(c);
-    return run_dp_reduce_host(c, s->off, s->len, s->nb);
+    return run_dp_reduce_host(c, rc, s->off, s->len, s->nb);
 }
 
 /* The squared norm of this rank's pieces, summed over the ranks. */
@@ -148,29 +159,35 @@ static void shard_terms(run_ctx *c, run_terms *t)
     t->norm_summed = 1;
 }
 
-/* After AdamW, every rank's pieces to all (skipped with the step); a rank
- * whose update failed (a device error) must not leave the others in the
- * all-gather. GPUs without NCCL go through the host. */
+/* After AdamW, every rank's pieces to all (skipped with the step, which
+ * every rank decided alike from the same norm). A rank whose update failed
+ * (a device error) still takes part, so that the others are not left in
+ * the all-gather, and tells its failure at the next agreement (the next
+ * step's reduce, or a checkpoint's gather): the step costs no collective
+ * of its own for it. GPUs without NCCL go through the host. */
 static int shard_updated(run_ctx *c, int rc, const optim_result *res)
 {
     const shard_pieces *s = pieces(c);
-    double c0 = comm_seconds(c->cm);
-    rc = comm_agree(c->cm, rc);
-    if (!rc && !res->skipped) {
+    double c0 = comm_seconds(c->rk.cm);
+    comm_defer(c->rk.cm, rc ? err_wrap(rc, "step %lld", (long long)c->st.step + 1) : 0);
+    if (rc || !res->skipped) { /* a failed update was not a skipped one (optim_apply) */
         float *p = bert_model_params(c->qm.model);
-        int staged = c->qm.info.is_cuda && !comm_on_device(c->cm);
+        int staged = c->qm.info.is_cuda && !comm_on_device(c->rk.cm), grc = 0;
         if (staged) {
-            rc = bert_model_get_params(c->qm.model, c->host_params);
+            grc = bert_model_get_params(c->qm.model, c->host_params);
             p = c->host_params;
         }
-        for (int k = 0; k < s->nb && !rc; k++) rc = comm_allgather_begin(c->cm, p + s->off[k], s->len[k]);
+        int arc = 0;
+        for (int k = 0; k < s->nb && !arc; k++) arc = comm_allgather_begin(c->rk.cm, p + s->off[k], s->len[k]);
         /* the next forward reads them: wait here */
-        int wrc = comm_wait(c->cm);
-        if (!rc) rc = wrc;
-        if (!rc && staged) rc = bert_model_set_params(c->qm.model, c->host_params);
+        int wrc = comm_wait(c->rk.cm);
+        if (!arc) arc = wrc;
+        if (!grc) grc = arc;
+        if (!grc && staged) grc = bert_model_set_params(c->qm.model, c->host_params);
+        comm_defer(c->rk.cm, grc ? err_wrap(grc, "step %lld", (long long)c->st.step + 1) : 0);
     }
-    c->comm_s += comm_seconds(c->cm) - c0;
-    return rc ? err_wrap(rc, "step %lld", (long long)c->st.step + 1) : 0;
+    c->rk.comm_s += comm_seconds(c->rk.cm) - c0;
+    return 0;
 }
 
 /* (collective) The whole moments into the writer's host_m and host_v. */
@@ -196,12 +213,13 @@ static int shard_gather(run_ctx *c, int optimizer)
         m = hm;
         v = hv;
     }
-    /* the gathers below only when every rank can take part */
-    rc = comm_agree(c->cm, rc);
+    /* the gathers below only when every rank can take part (and none
+     * failed an update since the last step's reduce) */
+    rc = comm_agree(c->rk.cm, rc);
     size_t at = 0;
     for (int k = 0; k < s->nb && !rc; k++) {
-        rc = comm_gather_pieces(c->cm, m + at, c->writer ? c->host_m + s->off[k] : NULL, s->len[k], 0);
-        if (!rc) rc = comm_gather_pieces(c->cm, v + at, c->writer ? c->host_v + s->off[k] : NULL, s->len[k], 0);
+        rc = comm_gather_pieces(c->rk.cm, m + at, c->rk.writer ? c->host_m + s->off[k] : NULL, s->len[k], 0);
+        if (!rc) rc = comm_gather_pieces(c->rk.cm, v + at, c->rk.writer ? c->host_v + s->off[k] : NULL, s->len[k], 0);
         at += s->plen[k];
     }
     free(hm);
@@ -210,12 +228,12 @@ static int shard_gather(run_ctx *c, int optimizer)
 }
 
 const run_strategy run_strategy_sharded = {
-    .name = "sharded optimizer",
+    .name = "sharded optimizer", .options = " shard_optimizer=1",
     /* the step (run_step.c) */
     .pass = run_dp_pass, .reduce = shard_reduce, .terms = shard_terms, .updated = shard_updated,
     /* around the steps */
-    .start = shard_start, .connect = run_dp_connect, .gather = shard_gather, .predict = run_dp_predict,
-    .free = shard_free,
+    .signal_line = run_dp_signal_line, .configure = shard_configure, .start = shard_start,
+    .connect = run_dp_connect, .gather = shard_gather, .logits = run_dp_logits, .free = shard_free,
     /* what the run tells of the mode */
-    .describe = shard_describe, .progress = run_dp_progress,
+    .describe = shard_describe, .progress = run_dp_progress, .info = shard_info,
 };

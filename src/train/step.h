@@ -56,6 +56,40 @@ typedef struct {
     train_step_timing *timing; /* NULL: not timed */
 } train_step_opts;
 
+/* One unit of a step's forward and backward passes: a micro-batch, or,
+ * packed, each piece of one that fits the model's tokens (pack_cut). The
+ * one cut of a step, for the passes here and a pipeline's units
+ * (run_pipe.c). */
+typedef struct {
+    int k;     /* the step's micro-batch (global index: numbers its dropout stream) */
+    int r0, n; /* rows idx[r0 .. r0 + n) of the step's list */
+    int piece; /* packed: the piece of micro-batch k (its dropout seed is seed + piece) */
+    int rows;  /* N: n * T padded, the real tokens packed */
+    int B;     /* the rows of micro-batch k */
+} train_unit;
+
+/* A step's units and the host buffers of one packed piece. */
+typedef struct {
+    train_unit *u;
+    int n, cap;
+    int32_t *ids, *types, *cu; /* a packed piece (train_units_batch); one block at ids */
+    int *len;                  /* a micro-batch's window lengths */
+    int micro;                 /* what the buffers hold: micro * T tokens */
+} train_units;
+
+/* The units of rows idx[first .. first + len) of a step (f's windows), in
+ * micro-batches of micro rows (first a multiple of micro), packed pieces
+ * of at most max_tokens tokens when packing; 0 or an err.h code. */
+int train_units_plan(train_units *us, const features *f, packing_kind packing, const int32_t *idx, int first, int len,
+                     int micro, int64_t max_tokens);
+/* Unit i's rows gathered into mb, packed into us's buffers when packing, as
+ * a batch. */
+void train_units_batch(train_units *us, int i, loader_batch *mb, const features *f, const int32_t *idx,
+                       packing_kind packing, bert_batch *b);
+/* Unit u's dropout stream: (seed + piece, step * micro_batches + k). */
+philox_stream train_unit_stream(const train_unit *u, uint64_t seed, int64_t step, int micro_batches);
+void train_units_free(train_units *us);
+
 /* Zeroes the gradients, then runs forward and backward over rows
  * idx[first .. first + len) of a step of count rows, in micro-batches of
  * o->micro. first is a multiple of o->micro (one process: first 0, len
@@ -65,7 +99,7 @@ typedef struct {
 int train_step_grads(const train_step_opts *o, const int32_t *idx, int first, int len, int count, double *loss);
 /* The test hook above: ERR_RUNTIME, as out of memory, when a micro-batch of
  * `rows` rows in step `step` (1-based) is to fail; 0 otherwise. Pipeline
- * stages (run_pipe.c) call it for their own micro-batches. */
+ * stages (run_pipe.c) call it for their own units. */
 int train_step_debug_oom(int64_t step, int rows);
 
 #endif

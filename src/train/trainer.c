@@ -9,7 +9,6 @@
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "core/err.h"
-#include "dist/dist.h"
 #include "train/ckpt.h"
 #include "train/sigcatch.h"
 
@@ -95,16 +94,14 @@ int trainer_opts_check(const trainer_opts *o)
 static void save_if_due(run_ctx *c)
 {
     const trainer_opts *o = c->o;
-    /* N ranks (data parallel or pipeline stages): the minutes by rank 0's
-     * clock, agreed in the step (sharded and pipeline checkpoints are
-     * collective) */
-    int minutes = c->ranks > 1 ? c->save_due
-                               : o->save_every_minutes > 0 && clock_now_s() - c->last_save_time >= 60 * o->save_every_minutes;
+    /* the minutes by rank 0's clock, agreed in the step (sharded and
+     * pipeline checkpoints are collective) */
+    int minutes = c->rk.save_due;
     int due = (o->save_every > 0 && c->st.step % o->save_every == 0) || minutes;
-    if (!due || c->st.step >= c->total || run_save_checkpoint(c) == 0) return;
+    if (!due || c->st.step >= c->plan.total || run_save_checkpoint(c) == 0) return;
     log_warn("%s (training goes on; the previous checkpoints are intact; the next save tries again)", err_msg());
     err_clear();
-    c->last_save_time = clock_now_s();
+    c->prog.last_save_time = clock_now_s();
 }
 
 /* The steps from where the run stands to the planned total, or to a
@@ -115,14 +112,14 @@ static int step_loop(run_ctx *c)
     int32_t *idx = xmalloc((size_t)o->batch * sizeof *idx);
     double loss = NAN, lr = 0;
     int rc = 0;
-    c->t0 = c->last_save_time = clock_now_s();
-    while (c->st.step < c->total && !g_stop) {
+    c->prog.t0 = c->prog.last_save_time = clock_now_s();
+    while (c->st.step < c->plan.total && !g_stop) {
         double t = clock_now_s();
         optim_result res;
         float scale = 1;
         rc = run_step(c, idx, &loss, &scale, &res);
         if (rc) break;
-        c->train_time += clock_now_s() - t;
+        c->prog.train_time += clock_now_s() - t;
         lr = res.lr;
         if (isfinite(loss))
             c->st.smoothed_loss = !isfinite(c->st.smoothed_loss) ? loss : 0.98 * c->st.smoothed_loss + 0.02 * loss;
@@ -139,14 +136,14 @@ static int step_loop(run_ctx *c)
         ckpt_debug_kill("step", c->st.step);
         if (g_stop) break;
         save_if_due(c);
-        if (c->have_dev && o->eval_every > 0 && c->st.step % o->eval_every == 0 && c->st.step < c->total) {
+        if (c->data.have_dev && o->eval_every > 0 && c->st.step % o->eval_every == 0 && c->st.step < c->plan.total) {
             rc = run_evaluate(c, NULL, 0);
             if (rc == ERR_STOPPED) rc = 0; /* the signal is handled by the caller */
             if (rc) break;
         }
     }
     free(idx);
-    if (!rc && !g_stop && c->tty && !o->quiet) {
+    if (!rc && !g_stop && c->log.tty && !o->quiet) {
         run_log_progress(c, loss, lr, 1);
         printf("\n");
     }
@@ -156,11 +153,11 @@ static int step_loop(run_ctx *c)
 /* A signal stopped the loop: save the step reached, exit 75. */
 static int stop_on_signal(run_ctx *c)
 {
-    if (c->tty) printf("\n");
+    if (c->log.tty) printf("\n");
     int rc = 0;
-    if (c->last_saved_step != c->st.step) rc = run_save_checkpoint(c);
+    if (c->prog.last_saved_step != c->st.step) rc = run_save_checkpoint(c);
     if (rc) return rc;
-    obs_state(c->obs, "stopped");
+    obs_state(c->log.obs, "stopped");
     printf("stopped by signal %d at step %lld; checkpoint saved; run the same command to resume\n", (int)g_stop,
            (long long)c->st.step);
     fflush(stdout);
@@ -172,14 +169,14 @@ static int stop_on_signal(run_ctx *c)
 static int finish(run_ctx *c)
 {
     const trainer_opts *o = c->o;
-    if (c->last_saved_step != c->st.step && run_save_checkpoint(c) != 0) {
+    if (c->prog.last_saved_step != c->st.step && run_save_checkpoint(c) != 0) {
         log_warn("%s (going on with the export)", err_msg());
         err_clear();
     }
     char final[4096];
     int rc = run_export_final(c, final, sizeof final);
     if (rc) return rc;
-    if (c->have_dev) {
+    if (c->data.have_dev) {
         char pred[4096];
         snprintf(pred, sizeof pred, "%s/predictions.json", o->out_dir);
         rc = run_evaluate(c, pred, 1);
@@ -189,10 +186,10 @@ static int finish(run_ctx *c)
         }
         if (rc) return rc;
     }
-    obs_state(c->obs, "done");
+    obs_state(c->log.obs, "done");
     if (!o->quiet) {
         char d[32];
-        run_fmt_duration(d, sizeof d, c->st.elapsed_s + (clock_now_s() - c->t0));
+        run_fmt_duration(d, sizeof d, c->st.elapsed_s + (clock_now_s() - c->prog.t0));
         printf("done: %lld steps, %s in all; final model in %s\n", (long long)c->st.step, d, final);
         fflush(stdout);
     }
@@ -203,22 +200,15 @@ int trainer_run(const trainer_opts *o)
 {
     run_ctx *c = xcalloc(1, sizeof *c);
     c->o = o;
-    c->lock_fd = -1;
+    c->dir.lock_fd = -1;
     c->stop = &g_stop;
-    c->sig = &g_sig;
+    c->rk.sig = &g_sig;
     g_stop = g_sig = 0;
-    g_sig_len = 0;
-    if (dist_size() > 1) {
-        char stage[64] = "";
-        int S = o->pipeline_stages;
-        if (S > 1 && dist_size() % S == 0)
-            snprintf(stage, sizeof stage, " (pipeline stage %d of %d)", dist_rank() / (dist_size() / S), S);
-        snprintf(g_sig_msg, sizeof g_sig_msg,
-                 "bertc: rank %d of %d%s: got a signal: stopping after this step on every rank (when another rank "
-                 "died the launcher ends the job now; the last complete checkpoint stays; run the same command to "
-                 "resume)\n", dist_rank(), dist_size(), stage);
-        g_sig_len = strlen(g_sig_msg);
-    }
+    /* N ranks: the line each prints on a signal (empty: one process,
+     * which stops at once) */
+    run_place(c);
+    c->strat->signal_line(c, g_sig_msg, sizeof g_sig_msg);
+    g_sig_len = strlen(g_sig_msg);
     /* The handler runs on a thread of its own (train/sigcatch.h says why). */
     sigcatch sc;
     int rc = sigcatch_begin(&sc, on_signal, SA_RESETHAND);

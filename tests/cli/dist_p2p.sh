@@ -1,5 +1,5 @@
-# Point-to-point messages of src/dist (the pipeline's transport) under
-# `mpirun -np 2` and `-np 3` (tests/dist/test_p2p.c).
+# Point-to-point messages of src/comm (the pipeline's transport) under
+# `mpirun -np 2` and `-np 3` (tests/comm/test_p2p.c).
 source "$(dirname "$0")/lib/cli.sh"
 source "$(dirname "$0")/lib/mpi.sh"
 mpi_require

@@ -1,5 +1,5 @@
-# The fixed-order all-reduce of src/dist under `mpirun -np 2` and `-np 3`
-# (tests/dist/test_dist.c, run oversubscribed on however many cores there are).
+# The fixed-order all-reduce of src/comm under `mpirun -np 2` and `-np 3`
+# (tests/comm/test_dist.c, run oversubscribed on however many cores there are).
 source "$(dirname "$0")/lib/cli.sh"
 source "$(dirname "$0")/lib/mpi.sh"
 mpi_require

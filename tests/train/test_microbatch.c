@@ -12,6 +12,7 @@
 #include "model/memory.h"
 #include "model/params.h"
 #include "train/microbatch.h"
+#include "train/step.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -368,6 +369,35 @@ static void check_auto(void)
     param_table_free(&t);
 }
 
+/* A step's units (step.h, one cut for one process and a pipeline's
+ * stages): 5 windows of 8 tokens with 8, 3, 5, 2 and 8 real ones, rows
+ * listed backwards, micro-batches of 2; packed into pieces of at most 8
+ * tokens, and padded; then rank 1's share of 2 (first 2 rows of 4). */
+static void check_units(void)
+{
+    enum { W = 8, NW = 5 };
+    int lens[NW] = {8, 3, 5, 2, 8};
+    int32_t wmask[NW * W] = {0}, idx[NW] = {4, 3, 2, 1, 0};
+    for (int w = 0; w < NW; w++)
+        for (int t = 0; t < lens[w]; t++) wmask[w * W + t] = 1;
+    features f = {.n = NW, .T = W, .attention_mask = wmask};
+    train_units us = {0};
+    /* micro-batch 0: windows 4 (8), 3 (2): two pieces; 1: 2 (5), 1 (3): one; 2: 0 (8): one */
+    train_unit want[] = {{0, 0, 1, 0, 8, 2}, {0, 1, 1, 1, 2, 2}, {1, 2, 2, 0, 8, 2}, {2, 4, 1, 0, 8, 1}};
+    CHECK(train_units_plan(&us, &f, PACKING_VARLEN, idx, 0, NW, 2, 8) == 0, "packed: %s", err_msg());
+    CHECK(us.n == 4, "packed: %d units, 4 expected", us.n);
+    for (int i = 0; i < us.n && i < 4; i++)
+        CHECK(!memcmp(&us.u[i], &want[i], sizeof want[i]), "packed unit %d: k %d r0 %d n %d piece %d rows %d B %d", i,
+              us.u[i].k, us.u[i].r0, us.u[i].n, us.u[i].piece, us.u[i].rows, us.u[i].B);
+    philox_stream r = train_unit_stream(&us.u[1], 42, 3, 3);
+    CHECK(r.seed == 43 && r.step == 3 * 3 + 0, "unit 1's dropout stream: seed %llu step %u",
+          (unsigned long long)r.seed, (unsigned)r.step);
+    CHECK(train_units_plan(&us, &f, PACKING_NONE, idx, 2, 2, 2, 8) == 0 && us.n == 1, "padded share: %d units", us.n);
+    CHECK(us.n == 1 && us.u[0].k == 1 && us.u[0].r0 == 2 && us.u[0].n == 2 && us.u[0].rows == 2 * W,
+          "padded share: micro-batch %d rows %d..", us.u[0].k, us.u[0].r0);
+    train_units_free(&us);
+}
+
 int main(void)
 {
     log_quiet(1);
@@ -377,6 +407,7 @@ int main(void)
     check_halving();
     check_choose();
     check_auto();
+    check_units();
     backend_free(&cpu_be);
     return tu_done();
 }

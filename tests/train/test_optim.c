@@ -7,7 +7,7 @@
  * whole training steps on 2 threads with dropout on. */
 #include "backend/backend.h"
 #include "core/err.h"
-#include "dist/dist.h"
+#include "core/piece.h"
 #include "model/bert.h"
 #include "model/init.h"
 #include "train/optim.h"
@@ -256,10 +256,10 @@ typedef struct {
     size_t bo[8], bl[8];
 } buckets;
 
-/* Rank r's pieces (dist_piece) of every bucket, as offsets in the block. */
+/* Rank r's pieces (piece_of) of every bucket, as offsets in the block. */
 static void rank_pieces(const buckets *k, int r, size_t *po, size_t *pl)
 {
-    for (int i = 0; i < k->nb; i++) dist_piece(k->bl[i], k->D, r, &po[i], &pl[i]), po[i] += k->bo[i];
+    for (int i = 0; i < k->nb; i++) piece_of(k->bl[i], k->D, r, &po[i], &pl[i]), po[i] += k->bo[i];
 }
 
 /* The moments gathered from the shards' packed state into gm, gv, against
@@ -331,7 +331,7 @@ static void check_reshard(const opt_rig *g, const buckets *k, int64_t t_full, co
 }
 
 /* --shard-optimizer's arithmetic in one process: D optimizers, each with
- * its pieces (dist_piece) of ranges cut like the gradient buckets (the
+ * its pieces (piece_of) of ranges cut like the gradient buckets (the
  * embeddings, each layer, the QA head), update one parameter block with the
  * sum of their squared norms added in rank order, as the ranks do between
  * the reduce-scatter and the all-gather. Against one whole optimizer: the

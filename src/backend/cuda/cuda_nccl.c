@@ -5,6 +5,7 @@
 
 #include "core/dynlib.h"
 #include "core/err.h"
+#include "core/piece.h"
 
 #include <cuda_runtime.h>
 #include <string.h>
@@ -143,7 +144,9 @@ int cuda_nccl_reduce_scatter_begin(void *compute_stream, float *dev_x, size_t n)
 {
     int rc = after_compute(compute_stream, "reduce-scatter");
     if (rc) return rc;
-    size_t q = n / (size_t)g.nranks, tail = n - q * (size_t)g.nranks;
+    size_t off, q;
+    piece_of(n, g.nranks, 0, &off, &q); /* core/piece.h: q floats a rank, the last rank's also the tail */
+    size_t tail = n - q * (size_t)g.nranks;
     int r = NCCL_SUCCESS;
     if (q) r = g.reduce_scatter(dev_x, dev_x + (size_t)g.rank * q, q, NCCL_FLOAT32, NCCL_SUM, g.comm, g.stream);
     if (r != NCCL_SUCCESS) return nccl_fail(r, "ncclReduceScatter (a gradient bucket)");
@@ -157,7 +160,9 @@ int cuda_nccl_allgather_begin(void *compute_stream, float *dev_x, size_t n)
 {
     int rc = after_compute(compute_stream, "all-gather");
     if (rc) return rc;
-    size_t q = n / (size_t)g.nranks, tail = n - q * (size_t)g.nranks;
+    size_t off, q;
+    piece_of(n, g.nranks, 0, &off, &q); /* core/piece.h: q floats a rank, the last rank's also the tail */
+    size_t tail = n - q * (size_t)g.nranks;
     int r = NCCL_SUCCESS;
     if (q) r = g.all_gather(dev_x + (size_t)g.rank * q, dev_x, q, NCCL_FLOAT32, g.comm, g.stream);
     if (r != NCCL_SUCCESS) return nccl_fail(r, "ncclAllGather (the parameters of a bucket)");

@@ -2,7 +2,7 @@
 #   mpi_require: exits 0 with a SKIP line when mpirun or an MPI build is absent.
 #   mpi_run NP CMD...: mpirun -np NP, oversubscribed, as root where needed
 #     (MPI_TIMEOUT=SECONDS: ended by timeout after that long, exit 124).
-#   mpi_rank_test NAME CHECK: a test program of src/dist under -np 2 and -np 3.
+#   mpi_rank_test NAME CHECK: a test program of src/comm under -np 2 and -np 3.
 mpi_require() {
     if ! command -v mpirun >/dev/null 2>&1; then
         echo "SKIP: no mpirun (scripts/deps.sh installs openmpi-bin)"
@@ -32,7 +32,7 @@ mpi_run() {
         "${to[@]}" mpirun --oversubscribe "${root[@]}" --bind-to none -np "$np" "$@"
 }
 
-# mpi_rank_test NAME CHECK: $BERTC_BUILD/NAME (a test program of src/dist; SKIP when not built) as
+# mpi_rank_test NAME CHECK: $BERTC_BUILD/NAME (a test program of src/comm; SKIP when not built) as
 # one case under mpirun -np 2 and one under -np 3, its output in $cli_tmp/out and shown but for the
 # ranks' "passed, 0 failed" lines; bad where it exits non-zero or a rank's summary is not "0 failed".
 # CHECK NP then checks what the program must have said.

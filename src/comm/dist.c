@@ -1,7 +1,8 @@
 /* Data-parallel communication (dist.h): MPI when built with it, one
  * process otherwise. */
 #define _GNU_SOURCE
-#include "dist/dist.h"
+#include "comm/dist.h"
+#include "core/piece.h"
 
 #include "core/clock.h"
 #include "core/err.h"
@@ -139,13 +140,6 @@ void dist_share(int count, int micro, int n, int r, int *first, int *len)
 }
 
 
-void dist_piece(size_t n, int N, int r, size_t *off, size_t *len)
-{
-    if (N < 1) N = 1;
-    size_t q = n / (size_t)N;
-    *off = q * (size_t)r;
-    *len = r == N - 1 ? n - *off : q;
-}
 
 #ifdef BERTC_HAVE_MPI
 /* Counts and displacements of MPI's v-collectives are ints. */
@@ -167,8 +161,8 @@ int dist_reduce_scatter_sum_fixed(float *x, size_t n)
     if (!sc) return err_set(ERR_RUNTIME, "out of memory");
     int *sd = sc + N, *rc = sc + 2 * N, *rd = sc + 3 * N;
     size_t my_off, my_len, last_off, last_len;
-    dist_piece(n, N, me, &my_off, &my_len);
-    dist_piece(n, N, N - 1, &last_off, &last_len);
+    piece_of(n, N, me, &my_off, &my_len);
+    piece_of(n, N, N - 1, &last_off, &last_len);
     /* Each round moves up to `seg` floats of every piece (the scratch holds
      * N of them); the last piece, the longest, sets the number of rounds. */
     size_t seg = DIST_SEG / (size_t)N > 0 ? DIST_SEG / (size_t)N : 1;
@@ -187,7 +181,7 @@ int dist_reduce_scatter_sum_fixed(float *x, size_t n)
         }
         for (int r = 0; r < N; r++) {
             size_t po, pl;
-            dist_piece(n, N, r, &po, &pl);
+            piece_of(n, N, r, &po, &pl);
             size_t k = pl > at ? (pl - at < seg ? pl - at : seg) : 0;
             sc[r] = (int)k;
             sd[r] = (int)(po + at);
@@ -216,18 +210,28 @@ int dist_reduce_scatter_sum_fixed(float *x, size_t n)
 }
 
 #ifdef BERTC_HAVE_MPI
-/* Every rank's piece count and offset (dist_piece) as MPI's ints. */
-static int *piece_counts(size_t n, int N)
+/* *out: every rank's piece count, then offset (piece_of), as MPI's ints,
+ * for `what` of n floats (the caller frees it); or an error. */
+static int piece_counts(size_t n, const char *what, int **out)
 {
-    int *c = malloc(2 * (size_t)N * sizeof *c);
-    if (!c) return NULL;
+    int N = g_size, *c = NULL;
+    if (fits_int(n, what)) return ERR_RUNTIME;
+    if (!(c = malloc(2 * (size_t)N * sizeof *c))) return err_set(ERR_RUNTIME, "out of memory");
     for (int r = 0; r < N; r++) {
         size_t po, pl;
-        dist_piece(n, N, r, &po, &pl);
+        piece_of(n, N, r, &po, &pl);
         c[r] = (int)pl;
         c[N + r] = (int)po;
     }
-    return c;
+    *out = c;
+    return 0;
+}
+
+/* After a collective begun at t: its seconds counted, its result. */
+static int mpi_done(int mrc, double t, const char *what)
+{
+    g_comm_s += clock_now_s() - t;
+    return mrc == MPI_SUCCESS ? 0 : mpi_fail(mrc, what);
 }
 #endif
 
@@ -235,14 +239,12 @@ int dist_allgather(float *x, size_t n)
 {
     if (g_size <= 1 || n == 0) return 0;
 #ifdef BERTC_HAVE_MPI
-    if (fits_int(n, "an all-gather")) return ERR_RUNTIME;
     double t = clock_now_s();
-    int *c = piece_counts(n, g_size);
-    if (!c) return err_set(ERR_RUNTIME, "out of memory");
+    int *c, rc = piece_counts(n, "an all-gather", &c);
+    if (rc) return rc;
     int mrc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, x, c, c + g_size, MPI_FLOAT, MPI_COMM_WORLD);
     free(c);
-    g_comm_s += clock_now_s() - t;
-    return mrc == MPI_SUCCESS ? 0 : mpi_fail(mrc, "an all-gather");
+    return mpi_done(mrc, t, "an all-gather");
 #else
     return 0;
 #endif
@@ -251,22 +253,19 @@ int dist_allgather(float *x, size_t n)
 int dist_gather_pieces(const float *mine, float *x, size_t n, int root)
 {
     size_t my_off, my_len;
-    dist_piece(n, g_size, g_rank, &my_off, &my_len);
+    piece_of(n, g_size, g_rank, &my_off, &my_len);
     if (g_rank == root && my_len && mine != x + my_off) memmove(x + my_off, mine, my_len * sizeof *x);
     if (g_size <= 1 || n == 0) return 0;
 #ifdef BERTC_HAVE_MPI
-    if (fits_int(n, "a gather")) return ERR_RUNTIME;
     double t = clock_now_s();
-    int *c = piece_counts(n, g_size);
-    if (!c) return err_set(ERR_RUNTIME, "out of memory");
-    int mrc;
+    int *c, mrc = piece_counts(n, "a gather", &c);
+    if (mrc) return mrc;
     if (g_rank == root)
         mrc = MPI_Gatherv(MPI_IN_PLACE, 0, MPI_FLOAT, x, c, c + g_size, MPI_FLOAT, root, MPI_COMM_WORLD);
     else
         mrc = MPI_Gatherv(mine, (int)my_len, MPI_FLOAT, NULL, NULL, NULL, MPI_FLOAT, root, MPI_COMM_WORLD);
     free(c);
-    g_comm_s += clock_now_s() - t;
-    return mrc == MPI_SUCCESS ? 0 : mpi_fail(mrc, "a gather");
+    return mpi_done(mrc, t, "a gather");
 #else
     return 0;
 #endif
@@ -293,8 +292,7 @@ int dist_allreduce_sum_f64(double *x, int n)
             x[i] = s;
         }
     free(all);
-    g_comm_s += clock_now_s() - t;
-    return mrc == MPI_SUCCESS ? 0 : mpi_fail(mrc, "a loss all-reduce");
+    return mpi_done(mrc, t, "a loss all-reduce");
 #else
     return 0;
 #endif

@@ -1,14 +1,15 @@
 /* The communicator (comm.h): the host's (dist.h, p2p.h) or NCCL's (the
  * CUDA module's, backend/cuda_module.h) behind one table. */
 #define _GNU_SOURCE
-#include "dist/comm.h"
+#include "comm/comm.h"
 
 #include "backend/cuda_module.h"
 #include "core/clock.h"
 #include "core/err.h"
-#include "dist/dist.h"
-#include "dist/p2p.h"
+#include "comm/dist.h"
+#include "comm/p2p.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +31,10 @@ struct comm {
     const bertc_cuda_api *api; /* NCCL's */
     dist_req **req;            /* host p2p: each slot's request */
     int slots;
+    dist_req **mreq;           /* host messages (comm_msg_*): each slot's request */
+    int mslots;
+    int deferred;              /* comm_defer's failure, told at the next agreement (0: none) */
+    char deferred_msg[1024];
     double dev_s;              /* NCCL: seconds in its calls and waits */
 };
 
@@ -181,10 +186,12 @@ int comm_open(comm **out, const comm_opts *o)
     } else if (o->slots > 0) {
         c->slots = o->slots;
         c->req = calloc((size_t)o->slots, sizeof *c->req);
-        if (!c->req) {
-            free(c);
-            return err_set(ERR_RUNTIME, "out of memory");
-        }
+    }
+    c->mslots = o->msg_slots;
+    c->mreq = calloc((size_t)(o->msg_slots > 0 ? o->msg_slots : 1), sizeof *c->mreq);
+    if ((c->slots && !c->req) || !c->mreq) {
+        comm_close(c);
+        return err_set(ERR_RUNTIME, "out of memory");
     }
     *out = c;
     return 0;
@@ -194,7 +201,9 @@ void comm_close(comm *c)
 {
     if (!c) return;
     for (int k = 0; k < c->slots; k++) dist_cancel(&c->req[k]);
+    for (int k = 0; k < c->mslots; k++) dist_cancel(&c->mreq[k]);
     free(c->req);
+    free(c->mreq);
     c->i->close(c);
     free(c);
 }
@@ -235,16 +244,48 @@ void comm_p2p_progress(comm *c, int first, int n)
     if (first + n <= c->slots) dist_progress(c->req + first, n);
 }
 
+int comm_msg_send(comm *c, const void *buf, size_t bytes, int peer, int tag, int slot)
+{
+    return dist_isend(buf, bytes, peer, tag, &c->mreq[slot]);
+}
+
+int comm_msg_recv(comm *c, void *buf, size_t bytes, int peer, int tag, int slot)
+{
+    return dist_irecv(buf, bytes, peer, tag, &c->mreq[slot]);
+}
+
+int comm_msg_wait(comm *c, int slot) { return dist_wait(&c->mreq[slot]); }
+
+void comm_msg_cancel(comm *c, int slot) { dist_cancel(&c->mreq[slot]); }
+
+void comm_defer(comm *c, int rc)
+{
+    if (!rc || c->deferred) return;
+    c->deferred = rc;
+    snprintf(c->deferred_msg, sizeof c->deferred_msg, "%s", err_msg());
+}
+
+int comm_deferred(comm *c, int rc)
+{
+    if (rc || !c->deferred) return rc;
+    return err_set(c->deferred, "%s", c->deferred_msg);
+}
+
 int comm_agree(comm *c, int rc)
 {
-    (void)c;
-    return dist_agree(rc);
+    return dist_agree(c ? comm_deferred(c, rc) : rc);
 }
 
 int comm_sum_f64(comm *c, double *x, int n)
 {
     (void)c;
     return dist_allreduce_sum_f64(x, n);
+}
+
+int comm_host_sum(comm *c, float *x, size_t n)
+{
+    (void)c;
+    return dist_allreduce_sum_fixed(x, n);
 }
 
 int comm_sum_among(comm *c, float *x, size_t n, const int *ranks, int nr)

@@ -1,4 +1,4 @@
-/* src/dist: the example shares, and (under mpirun, see tests/cli/dist_reduce.sh)
+/* src/comm: the example shares, and (under mpirun, see tests/cli/dist_reduce.sh)
  * the fixed-order all-reduce: every rank ends with exactly the bytes of
  * the sum in rank order, computed here locally from every rank's inputs;
  * its two halves apart (reduce-scatter into each rank's piece, all-gather,
@@ -6,7 +6,8 @@
  * one-process path. */
 #define _GNU_SOURCE
 #include "core/err.h"
-#include "dist/dist.h"
+#include "comm/dist.h"
+#include "core/piece.h"
 #include "model/safetensors.h"
 #include "testutil.h"
 
@@ -56,13 +57,13 @@ static void check_pieces(int N, int me)
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         size_t n = sizes[s], at = 0, off, len, q = n / (size_t)N;
         for (int r = 0; r < N; r++) {
-            dist_piece(n, N, r, &off, &len);
+            piece_of(n, N, r, &off, &len);
             CHECK(off == at && (len == q || (r == N - 1 && len == n - (size_t)(N - 1) * q)),
                   "n %zu rank %d of %d: piece [%zu, +%zu), want it at %zu, %zu long", n, r, N, off, len, at, q);
             at += len;
         }
         CHECK(at == n, "n %zu: the pieces cover %zu", n, at);
-        dist_piece(n, N, me, &off, &len);
+        piece_of(n, N, me, &off, &len);
         float *x = malloc((n + 1) * sizeof *x), *g = malloc((n + 1) * sizeof *g);
         for (size_t i = 0; i < n; i++) x[i] = input(me, i);
         int rc = dist_reduce_scatter_sum_fixed(x, n);
@@ -91,7 +92,7 @@ static void check_pieces(int N, int me)
         int bad_ag = 0, bad_g = 0;
         for (int r = 0; r < N; r++) {
             size_t po, pl;
-            dist_piece(n, N, r, &po, &pl);
+            piece_of(n, N, r, &po, &pl);
             for (size_t i = po; i < po + pl; i++) {
                 bad_ag += x[i] != (float)r;
                 if (dst) bad_g += dst[i] != 100.0f + (float)r;

@@ -1,13 +1,14 @@
-/* src/dist/comm.h: the communicator the trainer's strategies use. Alone
+/* src/comm/comm.h: the communicator the trainer's strategies use. Alone
  * (one rank) the host's is chosen whatever the backend, every collective
  * leaves the block as it is and the agreement calls pass rc through. Under
  * mpirun (any N) the host communicator's collectives give the bytes of
- * dist.h's fixed-order ones, and a p2p ring delivers each neighbour's
- * block. */
+ * dist.h's fixed-order ones, a p2p ring delivers each neighbour's block
+ * and header, and a failure deferred on one rank reaches every rank at the
+ * next agreement. */
 #define _GNU_SOURCE
 #include "core/err.h"
-#include "dist/comm.h"
-#include "dist/dist.h"
+#include "comm/comm.h"
+#include "comm/dist.h"
 #include "testutil.h"
 
 #include <stdint.h>
@@ -66,6 +67,47 @@ static void check_agreement(comm *cm, int N, int me)
     }
 }
 
+/* A failure deferred on the last rank (the sharded update's) is told by
+ * the next agreement on every rank, with its message, and stays until the
+ * run ends; comm_deferred gives it back where rc is 0. */
+static void check_deferred(comm *cm, int N, int me)
+{
+    CHECK(comm_deferred(cm, 0) == 0, "nothing deferred yet");
+    if (me == N - 1) {
+        comm_defer(cm, err_set(ERR_INPUT, "step 7: a device error"));
+        comm_defer(cm, err_set(ERR_RUNTIME, "a later one")); /* the first is kept */
+        err_clear();
+        CHECK(comm_deferred(cm, 0) == ERR_INPUT && strstr(err_msg(), "step 7: a device error"),
+              "comm_deferred: %d, %s", comm_deferred(cm, 0), err_msg());
+        CHECK(comm_deferred(cm, ERR_RUNTIME) == ERR_RUNTIME, "a failure of its own goes first");
+        err_clear();
+    }
+    int rc = comm_agree(cm, 0);
+    CHECK(rc == ERR_INPUT && strstr(err_msg(), "step 7: a device error"), "agreement after a deferred failure: %d, %s",
+          rc, err_msg());
+    err_clear();
+}
+
+/* Host messages (a pipeline unit's header) around the ring, in their own
+ * slots, beside the float messages. */
+static void check_msgs(comm *cm, int N, int me)
+{
+    if (N < 2) return;
+    int32_t out[6], in[6] = {0};
+    for (int i = 0; i < 6; i++) out[i] = 100 * me + i;
+    int prev = (me + N - 1) % N, next = (me + 1) % N;
+    int rc = comm_msg_recv(cm, in, sizeof in, prev, 9, 0);
+    if (!rc) rc = comm_msg_send(cm, out, sizeof out, next, 9, 1);
+    if (!rc) rc = comm_msg_wait(cm, 0);
+    if (!rc) rc = comm_msg_wait(cm, 1);
+    CHECK(rc == 0, "messages: %s", err_msg());
+    for (int i = 0; i < 6; i++) CHECK(in[i] == 100 * prev + i, "message: rank %d got %d at %d", me, in[i], i);
+    /* a receive given up (no sender) is cancelled, not waited for */
+    rc = comm_msg_recv(cm, in, sizeof in, prev, 10, 0);
+    CHECK(rc == 0, "a receive: %s", err_msg());
+    comm_msg_cancel(cm, 0);
+}
+
 /* N ranks: each sends its block to the next and receives the previous one's. */
 static void check_ring(comm *cm, int N, int me)
 {
@@ -102,9 +144,11 @@ int main(int argc, char **argv)
     check_collectives(cm, me);
     check_agreement(cm, N, me);
     comm_close(cm);
-    rc = comm_open(&cm, &(comm_opts){.rank = me, .ranks = N, .p2p = 1, .slots = 2, .fallback = "-"});
+    rc = comm_open(&cm, &(comm_opts){.rank = me, .ranks = N, .p2p = 1, .slots = 2, .msg_slots = 2, .fallback = "-"});
     CHECK(rc == 0 && cm, "comm_open p2p: %s", err_msg());
     check_ring(cm, N, me);
+    check_msgs(cm, N, me);
+    check_deferred(cm, N, me);
     comm_close(cm);
     dist_finalize();
     return tu_done();

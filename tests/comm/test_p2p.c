@@ -1,4 +1,4 @@
-/* Point-to-point messages (dist/p2p.h), the pipeline's transport. Alone it
+/* Point-to-point messages (comm/p2p.h), the pipeline's transport. Alone it
  * checks only that nothing needs MPI; under mpirun (tests/cli/dist_p2p.sh,
  * 2 and 3 ranks) each rank sends a chain of messages of several sizes
  * (0 bytes to 4 MB, past the eager limit) to the next rank and back to the
@@ -7,8 +7,8 @@
  * message of another size than the receiver asked for is an error naming
  * both; dist_gather_ranges puts every rank's part in the root's array. */
 #include "core/err.h"
-#include "dist/dist.h"
-#include "dist/p2p.h"
+#include "comm/dist.h"
+#include "comm/p2p.h"
 #include "testutil.h"
 
 #include <stdint.h>

@@ -15,7 +15,7 @@
  * through the host around the call.
  *
  * Both give the same bytes: a sum is over the ranks in rank order (dist.h),
- * in pieces dist_piece cuts. The *_begin calls may return before the data
+ * in pieces piece_of cuts. The *_begin calls may return before the data
  * moved (NCCL); comm_wait waits for all begun. On the host they are done
  * when they return and comm_wait has nothing to wait for.
  *
@@ -32,8 +32,8 @@
  * Every call is collective over the ranks (or, p2p, between two) and must
  * be made by every rank in the same order. Errors: 0 or an err.h code with
  * the message set. */
-#ifndef BERTC_DIST_COMM_H
-#define BERTC_DIST_COMM_H
+#ifndef BERTC_COMM_COMM_H
+#define BERTC_COMM_COMM_H
 
 #include <stddef.h>
 
@@ -45,6 +45,7 @@ typedef struct {
     void *dev_ctx;        /* a GPU backend's context: NCCL may carry its memory; NULL: host memory only */
     int p2p;              /* 1: point-to-point messages (pipeline stages); 0: collectives */
     int slots;            /* p2p: the message slots (0 .. slots-1) the caller names */
+    int msg_slots;        /* host messages (comm_msg_*): their slots */
     const char *fallback; /* what the warning says happens when NCCL cannot be used */
 } comm_opts;
 
@@ -61,7 +62,7 @@ int comm_on_device(const comm *c);
 /* In place, x[i] summed over the ranks in rank order; every rank ends
  * with the same bytes (dist_allreduce_sum_fixed). */
 int comm_allreduce_begin(comm *c, float *x, size_t n);
-/* In place: this rank's piece of x (dist_piece) gets the sum, the rest is
+/* In place: this rank's piece of x (piece_of) gets the sum, the rest is
  * left as it was (dist_reduce_scatter_sum_fixed). */
 int comm_reduce_scatter_begin(comm *c, float *x, size_t n);
 /* In place: every rank's piece of x to every rank (dist_allgather). */
@@ -85,11 +86,28 @@ void comm_p2p_cancel(comm *c, int slot);
 void comm_p2p_progress(comm *c, int first, int n);
 
 /* Over the host, whatever the implementation. */
-/* Everyone's rc: 0 when all were 0, else the lowest failing rank's, with
- * its message, on every rank (dist_agree). */
+/* Messages of bytes (a pipeline unit's header) to or from rank peer with
+ * tag, in the slot given (0 .. msg_slots-1); the buffer stays untouched
+ * until comm_msg_wait(slot); cancel gives it up after a failure (p2p.h). */
+int comm_msg_send(comm *c, const void *buf, size_t bytes, int peer, int tag, int slot);
+int comm_msg_recv(comm *c, void *buf, size_t bytes, int peer, int tag, int slot);
+int comm_msg_wait(comm *c, int slot);
+void comm_msg_cancel(comm *c, int slot);
+/* A failure this rank tells at the next agreement rather than now (the
+ * ranks are inside collectives that must still match): rc and its message
+ * kept (the first one). comm_deferred: rc, or when rc is 0 the deferred
+ * failure with its message set again. */
+void comm_defer(comm *c, int rc);
+int comm_deferred(comm *c, int rc);
+/* Everyone's rc (with a deferred failure): 0 when all were 0, else the
+ * lowest failing rank's, with its message, on every rank (dist_agree). c
+ * may be NULL (before comm_open). */
 int comm_agree(comm *c, int rc);
 /* In place, a few doubles summed over the ranks in rank order. */
 int comm_sum_f64(comm *c, double *x, int n);
+/* In place, host floats summed over the ranks in rank order (the
+ * evaluation's logits; dist_allreduce_sum_fixed). */
+int comm_host_sum(comm *c, float *x, size_t n);
 /* In place among ranks[0..nr) only, in that order (dist_sum_fixed_among). */
 int comm_sum_among(comm *c, float *x, size_t n, const int *ranks, int nr);
 /* Root's x gets each rank's piece `mine` (dist_gather_pieces). */

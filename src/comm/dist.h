@@ -14,14 +14,14 @@
  * MPI_Alltoallv, never MPI_SUM, whose order the library picks), then
  * dist_allgather, so every rank ends with the same bytes and two runs with
  * the same N are bit-identical. The sum of each float is the same whoever
- * owns it, so the pieces (dist_piece) change no result. The sharded
+ * owns it, so the pieces (piece_of) change no result. The sharded
  * optimizer (--shard-optimizer) uses the two halves apart: each rank updates
  * the parameters of its pieces between them.
  *
  * Errors: functions return 0 or an err.h code with the message set; a rank
  * whose peers died is ended by the launcher (mpirun) with SIGTERM/SIGKILL. */
-#ifndef BERTC_DIST_H
-#define BERTC_DIST_H
+#ifndef BERTC_COMM_DIST_H
+#define BERTC_COMM_DIST_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -48,17 +48,13 @@ int dist_size(void);
 /* 1 while more than one rank runs. */
 int dist_active(void);
 
-/* The piece of a block of n floats that rank r of N owns in the
- * reduce-scatter and the gathers below: [r*q, (r+1)*q) with q = n / N, the
- * last rank's also holding the n - N*q floats left over. Equal pieces plus a
- * short tail are what NCCL's ncclReduceScatter and ncclAllGather take (the
- * CUDA module's cuda_nccl.c cuts the same pieces). */
-void dist_piece(size_t n, int N, int r, size_t *off, size_t *len);
+/* The pieces of the reduce-scatter and the gathers below: core/piece.h's
+ * piece_of. */
 /* In place: x[i] = sum over ranks r = 0..N-1, in that order, of x_r[i];
  * every rank ends with the same bytes. Block sizes up to INT_MAX floats
  * (MPI's counts), as the two below. */
 int dist_allreduce_sum_fixed(float *x, size_t n);
-/* In place: this rank's piece of x (dist_piece) gets the sum over ranks in
+/* In place: this rank's piece of x (piece_of) gets the sum over ranks in
  * rank order, the same bytes dist_allreduce_sum_fixed gives there; the
  * rest of x is left as it was. */
 int dist_reduce_scatter_sum_fixed(float *x, size_t n);

@@ -7,8 +7,8 @@
  *
  * Errors: functions return 0 or an err.h code with the message set; a
  * build without MPI returns ERR_RUNTIME from every call that would send. */
-#ifndef BERTC_DIST_P2P_H
-#define BERTC_DIST_P2P_H
+#ifndef BERTC_COMM_P2P_H
+#define BERTC_COMM_P2P_H
 
 #include <stddef.h>
 

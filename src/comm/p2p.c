@@ -1,8 +1,8 @@
 /* Point-to-point messages (p2p.h): MPI when built with it. */
-#include "dist/p2p.h"
+#include "comm/p2p.h"
 
 #include "core/err.h"
-#include "dist/dist.h"
+#include "comm/dist.h"
 
 #include <limits.h>
 #include <stdint.h>
