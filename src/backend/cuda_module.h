@@ -34,7 +34,7 @@
 extern "C" {
 #endif
 
-#define BERTC_CUDA_ABI 6 /* raised whenever bertc_cuda_host or bertc_cuda_api changes */
+#define BERTC_CUDA_ABI 7 /* raised whenever bertc_cuda_host or bertc_cuda_api changes */
 #define BERTC_CUDA_ENTRY "bertc_cuda_backend_entry"
 #define BERTC_CUDA_MODULE_FILE "libbertc_cuda.so"
 

@@ -206,9 +206,11 @@ static int low_precision(const cuda_ctx *ctx)
 }
 
 // out (N,OC) = inp (N,C) @ w (OC,C)^T + b (OC)
-void cuda_matmul_forward(void *vctx, float *out, const float *inp, const float *w, const float *b, int N, int C,
-                         int OC)
+void cuda_matmul_forward(void *vctx, backend_act *vout, const backend_act *vinp, const float *w, const float *b, int N,
+                         int C, int OC)
 {
+    float *out = (float *)vout;
+    const float *inp = (const float *)vinp;
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || N <= 0 || OC <= 0) return;
     size_t nout = (size_t)N * OC;
@@ -235,9 +237,12 @@ void cuda_matmul_forward(void *vctx, float *out, const float *inp, const float *
     cuda_gemm(ctx, 1, 0, OC, N, C, A, C, 0, B, C, 0, out, OC, 0, 1, 1.0f, b ? 1.0f : 0.0f, ctx->gtype);
 }
 
-void cuda_matmul_backward(void *vctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                          const float *w, int N, int C, int OC)
+void cuda_matmul_backward(void *vctx, backend_act *vdinp, float *dw, float *db, const backend_act *vdout,
+                          const backend_act *vinp, const float *w, int N, int C, int OC)
 {
+    float *dinp = (float *)vdinp;
+    const float *dout = (const float *)vdout;
+    const float *inp = (const float *)vinp;
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || N <= 0 || OC <= 0 || C < 0) return;
     int low = low_precision(ctx);

@@ -159,38 +159,11 @@ void cuda_convert(cuda_ctx *ctx, void *dst, const float *src, size_t n, gemm_typ
  * workspace of cuda_ws_colsum_chunks(N) * C floats. */
 void cuda_colsum_add(cuda_ctx *ctx, float *out, const float *x, int N, int C, float *part);
 
-/* The ops of backend.h. */
-void cuda_embedding_forward(void *ctx, float *out, const int32_t *ids, const int32_t *types, const int32_t *pos,
-                            const float *wte, const float *wpe, const float *wtt, int N, int T, int C);
-void cuda_embedding_backward(void *ctx, float *dwte, float *dwpe, float *dwtt, const float *dout,
-                             const int32_t *ids, const int32_t *types, const int32_t *pos, int N, int T, int C);
-void cuda_layernorm_forward(void *ctx, float *out, float *mean, float *rstd, const float *inp, const float *w,
-                            const float *b, int N, int C, float eps);
-void cuda_layernorm_backward(void *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                             const float *w, const float *mean, const float *rstd, int N, int C);
-void cuda_matmul_forward(void *ctx, float *out, const float *inp, const float *w, const float *b, int N, int C,
-                         int OC);
-void cuda_matmul_backward(void *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                          const float *w, int N, int C, int OC);
-void cuda_gelu_forward(void *ctx, float *out, const float *inp, size_t n);
-void cuda_gelu_backward(void *ctx, float *dinp, const float *inp, const float *dout, size_t n);
-void cuda_attention_forward(void *ctx, float *out, float *probs, const float *q, const float *k, const float *v,
-                            const backend_windows *w, int NH, int HS, float p, philox_stream rng);
-void cuda_attention_backward(void *ctx, float *dq, float *dk, float *dv, float *scratch, const float *dout,
-                             const float *q, const float *k, const float *v, const float *probs,
-                             const backend_windows *w, int NH, int HS, float p, philox_stream rng);
-void cuda_dropout_forward(void *ctx, float *out, const float *inp, const backend_windows *w, int C, float p,
-                          philox_stream rng);
-void cuda_dropout_backward(void *ctx, float *dinp, const float *dout, const backend_windows *w, int C, float p,
-                           philox_stream rng);
-void cuda_add(void *ctx, float *out, const float *a, const float *b, size_t n);
-void cuda_qa_loss(void *ctx, float *loss, float *dlogits, const float *logits, const int32_t *start,
-                  const int32_t *end, const backend_windows *w, float grad_scale);
-double cuda_sum_squares(void *ctx, const float *x, size_t n);
-void cuda_scale(void *ctx, float *x, size_t n, float s);
-int cuda_all_finite(void *ctx, const float *x, size_t n);
-void cuda_adamw(void *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
-                float eps, float wd, int64_t t, float grad_scale);
+/* The ops: cuda_NAME for every line of backend/ops.def, and the optional
+ * ones this backend has. */
+#define BACKEND_OP(name, ret, params) ret cuda_##name params;
+#define BACKEND_OPT(name, cpu, cuda, ret, params) BACKEND_IF_##cuda(ret cuda_##name params;)
+#include "backend/ops.def"
 
 /* cuda_varlen.cu: attention over packed windows (w->cu_seqlens set), called
  * by cuda_attention_forward and _backward. */

@@ -29,9 +29,10 @@ __global__ void embedding_forward_kernel(float *out, const int32_t *ids, const i
 }
 
 // out (N,C); ids, types, pos (N) (pos NULL: row % T); wte (V,C), wpe (P,C), wtt (TV,C)
-void cuda_embedding_forward(void *vctx, float *out, const int32_t *ids, const int32_t *types, const int32_t *pos,
+void cuda_embedding_forward(void *vctx, backend_act *vout, const int32_t *ids, const int32_t *types, const int32_t *pos,
                             const float *wte, const float *wpe, const float *wtt, int N, int T, int C)
 {
+    float *out = (float *)vout;
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     size_t n = (size_t)N * C;
     if (ctx->error || n == 0) return;
@@ -132,9 +133,10 @@ static void sorted_grad(cuda_ctx *ctx, float *dtab, const float *dout, const int
     CUDA_LAUNCHED(ctx);
 }
 
-void cuda_embedding_backward(void *vctx, float *dwte, float *dwpe, float *dwtt, const float *dout,
+void cuda_embedding_backward(void *vctx, float *dwte, float *dwpe, float *dwtt, const backend_act *vdout,
                              const int32_t *ids, const int32_t *types, const int32_t *pos, int N, int T, int C)
 {
+    const float *dout = (const float *)vdout;
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || N <= 0 || C <= 0) return;
     size_t sort_temp = 0;
@@ -213,9 +215,11 @@ __global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd, c
 }
 
 // out (N,C); mean, rstd (N); inp (N,C); w, b (C)
-void cuda_layernorm_forward(void *vctx, float *out, float *mean, float *rstd, const float *inp, const float *w,
-                            const float *b, int N, int C, float eps)
+void cuda_layernorm_forward(void *vctx, backend_act *vout, float *mean, float *rstd, const backend_act *vinp,
+                            const float *w, const float *b, int N, int C, float eps)
 {
+    float *out = (float *)vout;
+    const float *inp = (const float *)vinp;
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || N <= 0 || C <= 0) return;
     CUDA_LAUNCH(layernorm_forward_kernel, (unsigned)((N + 3) / 4), 128, 0, ctx->stream,
@@ -279,9 +283,13 @@ __global__ void layernorm_param_stage2(float *dw, float *db, const float *pw, co
     if (db) db[c] = __fadd_rn(db[c], (float)ab);
 }
 
-void cuda_layernorm_backward(void *vctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                             const float *w, const float *mean, const float *rstd, int N, int C)
+void cuda_layernorm_backward(void *vctx, backend_act *vdinp, float *dw, float *db, const backend_act *vdout,
+                             const backend_act *vinp, const float *w, const float *mean, const float *rstd, int N,
+                             int C)
 {
+    float *dinp = (float *)vdinp;
+    const float *dout = (const float *)vdout;
+    const float *inp = (const float *)vinp;
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || N <= 0 || C <= 0) return;
     if (dinp) {
@@ -328,16 +336,21 @@ __global__ void gelu_backward_kernel(float *dinp, const float *inp, const float 
     }
 }
 
-void cuda_gelu_forward(void *vctx, float *out, const float *inp, size_t n)
+void cuda_gelu_forward(void *vctx, backend_act *vout, const backend_act *vinp, size_t n)
 {
+    float *out = (float *)vout;
+    const float *inp = (const float *)vinp;
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || n == 0) return;
     CUDA_LAUNCH(gelu_forward_kernel, cuda_blocks(n, 256), 256, 0, ctx->stream, out, inp, n);
     CUDA_LAUNCHED(ctx);
 }
 
-void cuda_gelu_backward(void *vctx, float *dinp, const float *inp, const float *dout, size_t n)
+void cuda_gelu_backward(void *vctx, backend_act *vdinp, const backend_act *vinp, const backend_act *vdout, size_t n)
 {
+    float *dinp = (float *)vdinp;
+    const float *inp = (const float *)vinp;
+    const float *dout = (const float *)vdout;
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || n == 0 || !dinp) return;
     CUDA_LAUNCH(gelu_backward_kernel, cuda_blocks(n, 256), 256, 0, ctx->stream, dinp, inp, dout, n);
@@ -411,9 +424,11 @@ static void dropout_launch(cuda_ctx *ctx, float *out, const float *inp, const ba
 }
 
 // out, inp (w->N, C); out may equal inp
-void cuda_dropout_forward(void *vctx, float *out, const float *inp, const backend_windows *w, int C, float p,
-                          philox_stream rng)
+void cuda_dropout_forward(void *vctx, backend_act *vout, const backend_act *vinp, const backend_windows *w, int C,
+                          float p, philox_stream rng)
 {
+    float *out = (float *)vout;
+    const float *inp = (const float *)vinp;
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     size_t n = (size_t)w->N * C;
     if (ctx->error || n == 0) return;
@@ -424,9 +439,11 @@ void cuda_dropout_forward(void *vctx, float *out, const float *inp, const backen
     dropout_launch(ctx, out, inp, w, C, p, rng, 0);
 }
 
-void cuda_dropout_backward(void *vctx, float *dinp, const float *dout, const backend_windows *w, int C, float p,
-                           philox_stream rng)
+void cuda_dropout_backward(void *vctx, backend_act *vdinp, const backend_act *vdout, const backend_windows *w, int C,
+                           float p, philox_stream rng)
 {
+    float *dinp = (float *)vdinp;
+    const float *dout = (const float *)vdout;
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     size_t n = (size_t)w->N * C;
     if (ctx->error || n == 0 || !dinp) return;
@@ -439,8 +456,11 @@ void cuda_dropout_backward(void *vctx, float *dinp, const float *dout, const bac
 }
 
 // out = a + b (n); out may alias a or b
-void cuda_add(void *vctx, float *out, const float *a, const float *b, size_t n)
+void cuda_add(void *vctx, backend_act *vout, const backend_act *va, const backend_act *vb, size_t n)
 {
+    float *out = (float *)vout;
+    const float *a = (const float *)va;
+    const float *b = (const float *)vb;
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || n == 0) return;
     CUDA_LAUNCH(add_kernel, cuda_blocks(n, 256), 256, 0, ctx->stream, out, a, b, n);

@@ -88,9 +88,11 @@ __global__ void qa_loss_kernel(float *loss, float *dlogits, const float *logits,
 }
 
 // loss (1); dlogits, logits (w->N,2); start, end (w->B)
-void cuda_qa_loss(void *vctx, float *loss, float *dlogits, const float *logits, const int32_t *start,
+void cuda_qa_loss(void *vctx, float *loss, backend_act *vdlogits, const backend_act *vlogits, const int32_t *start,
                   const int32_t *end, const backend_windows *w, float grad_scale)
 {
+    float *dlogits = (float *)vdlogits;
+    const float *logits = (const float *)vlogits;
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || w->B <= 0 || w->N <= 0) return;
     double *rowloss = (double *)cuda_ws_get(ctx, cuda_ws_qa_loss((size_t)w->B));
