@@ -1,12 +1,14 @@
 /* The CUDA backend, inside (CUDA C++ only): the context, the error-check
  * macros, the workspace and the ops, split over these files:
  *   cuda_backend.cu    context, allocator, memory ops, the op table, probe
- *   cuda_gemm.cu       cuBLASLt GEMMs, conversions, matmul forward/backward
- *   cuda_ops.cu        embedding, layernorm, gelu, dropout, add
+ *   cuda_gemm.cu       cuBLASLt GEMMs, conversions, column sums (the ops' products)
+ * and the ops by job, as the CPU backend's ops_*.c, each kernel beside its
+ * launcher:
+ *   cuda_dense.cu      embedding, layernorm, matmul, gelu, dropout, add
  *   cuda_attention.cu  self-attention: padded windows (batched GEMMs), and
  *                      the dispatch to packed windows
  *   cuda_varlen.cu     self-attention of packed windows (fp32 kernels)
- *   cuda_optim.cu      QA loss, sum_squares, scale, all_finite, AdamW
+ *   cuda_loss.cu       QA loss, sum_squares, scale, all_finite, AdamW
  *
  * Letters and the =/+= convention are backend.h's. Ops run in order on the
  * context's stream; they return nothing, so a failure (a CUDA error, an
@@ -137,6 +139,10 @@ static inline void *cuda_ws_take(char **cur, size_t bytes)
     *cur += cuda_ws_round(bytes);
     return p;
 }
+
+/* A grid-stride loop of i over [0, n). */
+#define GRID_STRIDE(i, n) \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
 /* Blocks for n threads of `threads`, at least 1, capped for a grid-stride loop. */
 static inline unsigned cuda_blocks(size_t n, unsigned threads)

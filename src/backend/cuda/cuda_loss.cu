@@ -8,9 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define GRID_STRIDE(i, n) \
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
-
 /* ------------------------------------------------------------------------
  * BertForQuestionAnswering's loss, as the CPU backend: per side, the mean
  * cross-entropy over the windows whose clamped label is not T (ignored),
