@@ -490,11 +490,6 @@ __global__ void dropout_packed_kernel(float *out, const float *inp, const int32_
     }
 }
 
-__global__ void add_kernel(float *out, const float *a, const float *b, size_t n)
-{
-    GRID_STRIDE(i, n) out[i] = __fadd_rn(a[i], b[i]);
-}
-
 static void dropout_launch(cuda_ctx *ctx, float *out, const float *inp, const backend_windows *w, int C, float p,
                            philox_stream rng, int accumulate)
 {
@@ -510,11 +505,9 @@ static void dropout_launch(cuda_ctx *ctx, float *out, const float *inp, const ba
 }
 
 // out, inp (w->N, C); out may equal inp
-void cuda_dropout_forward(void *vctx, backend_act *vout, const backend_act *vinp, const backend_windows *w, int C,
+void cuda_dropout_forward(void *vctx, backend_act *out, const backend_act *inp, const backend_windows *w, int C,
                           float p, philox_stream rng)
 {
-    float *out = (float *)vout;
-    const float *inp = (const float *)vinp;
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     size_t n = (size_t)w->N * C;
     if (ctx->error || n == 0) return;
@@ -522,23 +515,22 @@ void cuda_dropout_forward(void *vctx, backend_act *vout, const backend_act *vinp
         if (out != inp) CUDA_TRY(ctx, cudaMemcpyAsync(out, inp, n * sizeof(float), cudaMemcpyDeviceToDevice, ctx->stream));
         return;
     }
-    dropout_launch(ctx, out, inp, w, C, p, rng, 0);
+    dropout_launch(ctx, (float *)out, (const float *)inp, w, C, p, rng, 0);
 }
 
-void cuda_dropout_backward(void *vctx, backend_act *vdinp, const backend_act *vdout, const backend_windows *w, int C,
+/* p = 0: dinp += dout, as cuda_add. */
+void cuda_dropout_backward(void *vctx, backend_act *dinp, const backend_act *dout, const backend_windows *w, int C,
                            float p, philox_stream rng)
 {
-    float *dinp = (float *)vdinp;
-    const float *dout = (const float *)vdout;
-    cuda_ctx *ctx = (cuda_ctx *)vctx;
     size_t n = (size_t)w->N * C;
-    if (ctx->error || n == 0 || !dinp) return;
-    if (p <= 0.0f) {
-        CUDA_LAUNCH(add_kernel, cuda_blocks(n, 256), 256, 0, ctx->stream, dinp, dinp, dout, n);
-        CUDA_LAUNCHED(ctx);
-        return;
-    }
-    dropout_launch(ctx, dinp, dout, w, C, p, rng, 1);
+    if (((cuda_ctx *)vctx)->error || n == 0 || !dinp) return;
+    if (p <= 0.0f) cuda_add(vctx, dinp, dinp, dout, n);
+    else dropout_launch((cuda_ctx *)vctx, (float *)dinp, (const float *)dout, w, C, p, rng, 1);
+}
+
+__global__ void add_kernel(float *out, const float *a, const float *b, size_t n)
+{
+    GRID_STRIDE(i, n) out[i] = __fadd_rn(a[i], b[i]);
 }
 
 // out = a + b (n); out may alias a or b
