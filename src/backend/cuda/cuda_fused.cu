@@ -704,7 +704,7 @@ void cuda_mt_decide(void *vctx, cuda_mt_status *status, float grad_unscale, doub
     CUDA_LAUNCHED(ctx);
 }
 
-/* cuda_optim.cu's adamw_kernel, element for element, on one chunk. */
+/* cuda_loss.cu's adamw_kernel, element for element, on one chunk. */
 template <typename W>
 __global__ void fused_mt_adamw_kernel(const cuda_mt_tensor *tab, int ntens, const cuda_mt_status *st, adamw_consts kd,
                                       adamw_consts kn)
@@ -755,7 +755,7 @@ void cuda_mt_adamw(void *vctx, const cuda_mt_tensor *tab, int ntens, int64_t nch
 }
 
 /* ------------------------------------------------------------------------
- * GELU, exact, cuda_ops.cu's arithmetic: out = x/2 (1 + erf(x / sqrt 2)),
+ * GELU, exact, cuda_dense.cu's arithmetic: out = x/2 (1 + erf(x / sqrt 2)),
  * dinp += dout (cdf + x pdf). 16 bytes per access (4 floats, 8 halves)
  * where every pointer is 16-byte aligned, else one element. */
 
