@@ -85,6 +85,10 @@ typedef enum { BACKEND_F32 = 0, BACKEND_F16, BACKEND_BF16 } backend_dtype;
 #define BACKEND_IF_1(...) __VA_ARGS__
 #define BACKEND_FN_0(fn) NULL
 #define BACKEND_FN_1(fn) fn
+/* A table's memory entries from its functions PREFIXfree, PREFIXalloc, ... */
+#define BACKEND_MEMORY_FNS(prefix)                                                                             \
+    .free = prefix##free, .alloc = prefix##alloc, .release = prefix##release, .upload = prefix##upload,      \
+    .download = prefix##download, .zero = prefix##zero, .copy = prefix##copy, .sync = prefix##sync
 
 typedef struct {
     const char *name; /* "cpu", "cuda" */

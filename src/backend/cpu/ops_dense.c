@@ -457,31 +457,27 @@ static void gelu_backward_run(float *dinp, const float *inp, const float *dout, 
 
 #define CHUNK 256
 
-void cpu_gelu_forward(void *vctx, backend_act *vout, const backend_act *vinp, size_t n)
+/* GELU over n elements in chunks: forward (dout NULL: out = gelu(inp)) or
+ * backward (out += gelu'(inp) dout). */
+static void gelu_chunks(cpu_ctx *ctx, float *out, const float *inp, const float *dout, size_t n)
 {
-    float *out = vout;
-    const float *inp = vinp;
-    cpu_ctx *ctx = vctx;
     long nchunks = (long)((n + CHUNK - 1) / CHUNK);
 #pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN) schedule(dynamic, 16)
     for (long k = 0; k < nchunks; k++) {
         size_t i0 = (size_t)k * CHUNK, len = n - i0 < CHUNK ? n - i0 : CHUNK;
-        gelu_run(out + i0, inp + i0, len);
+        if (dout) gelu_backward_run(out + i0, inp + i0, dout + i0, len);
+        else gelu_run(out + i0, inp + i0, len);
     }
 }
 
-void cpu_gelu_backward(void *vctx, backend_act *vdinp, const backend_act *vinp, const backend_act *vdout, size_t n)
+void cpu_gelu_forward(void *vctx, backend_act *out, const backend_act *inp, size_t n)
 {
-    float *dinp = vdinp;
-    const float *inp = vinp;
-    const float *dout = vdout;
-    cpu_ctx *ctx = vctx;
-    long nchunks = (long)((n + CHUNK - 1) / CHUNK);
-#pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN) schedule(dynamic, 16)
-    for (long k = 0; k < nchunks; k++) {
-        size_t i0 = (size_t)k * CHUNK, len = n - i0 < CHUNK ? n - i0 : CHUNK;
-        gelu_backward_run(dinp + i0, inp + i0, dout + i0, len);
-    }
+    gelu_chunks(vctx, out, inp, NULL, n);
+}
+
+void cpu_gelu_backward(void *vctx, backend_act *dinp, const backend_act *inp, const backend_act *dout, size_t n)
+{
+    gelu_chunks(vctx, dinp, inp, dout, n);
 }
 
 /* ------------------------------------------------------------------------

@@ -233,14 +233,7 @@ static void *cb_get_proc(const char *name)
 static const backend_i cuda_backend_i = {
     .name = "cuda",
     .probs_optional = 0, /* its softmax writes probs, and P V reads them */
-    .free = cb_free,
-    .alloc = cb_alloc,
-    .release = cb_release,
-    .upload = cb_upload,
-    .download = cb_download,
-    .zero = cb_zero,
-    .copy = cb_copy,
-    .sync = cb_sync,
+    BACKEND_MEMORY_FNS(cb_),
     .act_type = cb_act_type,
     .get_proc = cb_get_proc,
 #define BACKEND_OP(name, ret, params) .name = cuda_##name,
