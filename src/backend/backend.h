@@ -1,7 +1,9 @@
 /* The backend: a table of ops plus an opaque context (ggml's ggml_backend_i
  * is the model). bert.c and the optimizer call only these; the CPU backend
  * (backend/cpu) is the readable reference and the others are tested against
- * it.
+ * it. Each op is declared once, with its contract, in backend/ops.def;
+ * this table's fields, each backend's prototypes and tables are made from
+ * that list.
  *
  * Conventions (llm.c's):
  * - Argument order: outputs, then what backward needs saved, then inputs,

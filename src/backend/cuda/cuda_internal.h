@@ -223,6 +223,20 @@ template <int NT> __device__ __forceinline__ float cuda_block_sum(float v, float
     return s;
 }
 
+/* The sum of v over a block of NT threads (a power of two) in double, in
+ * one fixed tree (the same bits for the same inputs); sh holds NT doubles.
+ * Every thread gets the result. */
+template <int NT> __device__ __forceinline__ double cuda_block_tree_sum(double v, double *sh)
+{
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int s = NT / 2; s > 0; s >>= 1) {
+        if ((int)threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+        __syncthreads();
+    }
+    return sh[0];
+}
+
 /* The middle of a row softmax over n values x spread over NT threads, mx
  * this thread's max of them: x[j] = exp(x[j] - block max) in place; returns
  * 1 / the block's sum of those. */

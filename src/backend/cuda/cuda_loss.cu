@@ -107,24 +107,13 @@ void cuda_qa_loss(void *vctx, float *loss, backend_act *vdlogits, const backend_
 #define SS_THREADS 256
 #define SS_MIN_CHUNK 4096
 
-__device__ double block_tree_sum(double v, double *sh)
-{
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int s = SS_THREADS / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-        __syncthreads();
-    }
-    return sh[0];
-}
-
 __global__ void sum_squares_stage1(double *part, const float *x, size_t n, size_t chunk)
 {
     __shared__ double sh[SS_THREADS];
     size_t i0 = blockIdx.x * chunk, i1 = i0 + chunk < n ? i0 + chunk : n;
     double a = 0;
     for (size_t i = i0 + threadIdx.x; i < i1; i += SS_THREADS) a += (double)x[i] * x[i];
-    double s = block_tree_sum(a, sh);
+    double s = cuda_block_tree_sum<SS_THREADS>(a, sh);
     if (threadIdx.x == 0) part[blockIdx.x] = s;
 }
 
@@ -133,7 +122,7 @@ __global__ void sum_squares_stage2(double *out, const double *part, int nparts)
     __shared__ double sh[SS_THREADS];
     double a = 0;
     for (int i = threadIdx.x; i < nparts; i += SS_THREADS) a += part[i];
-    double s = block_tree_sum(a, sh);
+    double s = cuda_block_tree_sum<SS_THREADS>(a, sh);
     if (threadIdx.x == 0) *out = s;
 }
 
