@@ -1,5 +1,5 @@
 /* The host-side constants of one AdamW step, shared by the CPU
- * (backend/cpu/ops_loss.c) and CUDA (backend/cuda/cuda_optim.cu) backends:
+ * (backend/cpu/ops_loss.c) and CUDA (backend/cuda/cuda_loss.cu) backends:
  * computed in double from the hyperparameters as the user typed them (see
  * adamw_as_typed) and rounded to float where an op takes them. */
 #ifndef BERTC_BACKEND_ADAMW_CONSTS_H

@@ -1,7 +1,9 @@
 /* The backend: a table of ops plus an opaque context (ggml's ggml_backend_i
  * is the model). bert.c and the optimizer call only these; the CPU backend
  * (backend/cpu) is the readable reference and the others are tested against
- * it.
+ * it. Each op is declared once, with its contract, in backend/ops.def;
+ * this table's fields, each backend's prototypes and tables are made from
+ * that list.
  *
  * Conventions (llm.c's):
  * - Argument order: outputs, then what backward needs saved, then inputs,
@@ -73,6 +75,23 @@ static inline float backend_score_scale(int HS)
     return (float)(1.0 / sqrt((double)HS));
 }
 
+/* Activation memory: the ops' activations (ops.def) are backend memory of
+ * the element type the backend declares (backend_act_type), not float. */
+typedef void backend_act;
+typedef enum { BACKEND_F32 = 0, BACKEND_F16, BACKEND_BF16 } backend_dtype;
+
+/* For ops.def's includers, on an optional op's cpu / cuda flag:
+ * BACKEND_IF_1(...) is its arguments, BACKEND_IF_0(...) nothing (a
+ * prototype); BACKEND_FN_1(fn) is fn, BACKEND_FN_0(fn) NULL (a table entry). */
+#define BACKEND_IF_0(...)
+#define BACKEND_IF_1(...) __VA_ARGS__
+#define BACKEND_FN_0(fn) NULL
+#define BACKEND_FN_1(fn) fn
+/* A table's memory entries from its functions PREFIXfree, PREFIXalloc, ... */
+#define BACKEND_MEMORY_FNS(prefix)                                                                             \
+    .free = prefix##free, .alloc = prefix##alloc, .release = prefix##release, .upload = prefix##upload,      \
+    .download = prefix##download, .zero = prefix##zero, .copy = prefix##copy, .sync = prefix##sync
+
 typedef struct {
     const char *name; /* "cpu", "cuda" */
     int probs_optional; /* 1: attention_forward takes probs NULL */
@@ -89,95 +108,18 @@ typedef struct {
     void (*copy)(void *ctx, void *dst, const void *src, size_t bytes);
     int (*sync)(void *ctx);
 
-    /* out[N,C] = wte[ids] + wpe[pos] + wtt[types]; ids, types, pos [N]. pos
-     * NULL: row n is at position n % T (a padded batch [B,T]); a packed
-     * batch gives each row's position in its window. */
-    void (*embedding_forward)(void *ctx, float *out, const int32_t *ids, const int32_t *types, const int32_t *pos,
-                              const float *wte, const float *wpe, const float *wtt, int N, int T, int C);
-    void (*embedding_backward)(void *ctx, float *dwte, float *dwpe, float *dwtt, const float *dout,
-                               const int32_t *ids, const int32_t *types, const int32_t *pos, int N, int T, int C);
+    /* The element type of activation memory (backend_act) in this context:
+     * BACKEND_F32 on the CPU and, today, on CUDA. */
+    backend_dtype (*act_type)(void *ctx);
+    /* The one door to what only some backends have (ggml's
+     * get_proc_address): the function called name (BACKEND_PROC_*, below),
+     * or NULL. Each takes the context first where it needs one. */
+    void *(*get_proc)(const char *name);
 
-    /* out[N,C] = (inp - mean) * rstd * w + b; mean, rstd [N] saved */
-    void (*layernorm_forward)(void *ctx, float *out, float *mean, float *rstd, const float *inp, const float *w,
-                              const float *b, int N, int C, float eps);
-    void (*layernorm_backward)(void *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                               const float *w, const float *mean, const float *rstd, int N, int C);
-
-    /* out[N,OC] = inp[N,C] @ w[OC,C]^T + b[OC] (b may be NULL) */
-    void (*matmul_forward)(void *ctx, float *out, const float *inp, const float *w, const float *b, int N, int C,
-                           int OC);
-    void (*matmul_backward)(void *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                            const float *w, int N, int C, int OC);
-    /* out[i] = matmul_forward(inp, w[i], b[i]) for i < n (n <= 4; b NULL:
-     * no biases), the same results; a backend may share work between them
-     * (the CPU's bf16 and int8 answers prepare inp once). Optional: NULL,
-     * and the caller makes n calls of matmul_forward. */
-    void (*matmul_forward_n)(void *ctx, int n, float *const *out, const float *inp, const float *const *w,
-                             const float *const *b, int N, int C, int OC);
-
-    /* out = 0.5 x (1 + erf(x / sqrt 2)), elementwise over n */
-    void (*gelu_forward)(void *ctx, float *out, const float *inp, size_t n);
-    void (*gelu_backward)(void *ctx, float *dinp, const float *inp, const float *dout, size_t n);
-
-    /* Self-attention of one layer, per window over its own keys. q, k, v,
-     * out are [N,C] with heads laid out as C = NH*HS (as transformers'
-     * view/permute gives them). probs saves softmax(q k^T * scale + mask)
-     * before dropout: window b, head h is the len_b x len_b block at
-     * NH * sum_{b' < b} len_b'^2 + h * len_b^2 (padded: [B,NH,T,T]), in
-     * NH * sum len_b^2 floats (at most NH * N * max_len). Dropout with
-     * probability p on probs: element (b, h, i, j) has the index
-     * ((b*NH + h)*T + i)*T + j, its flat index in the padded [B,NH,T,T].
-     * Where probs_optional is set, probs may be NULL: nothing is saved (a
-     * forward-only model's answers). */
-    void (*attention_forward)(void *ctx, float *out, float *probs, const float *q, const float *k, const float *v,
-                              const backend_windows *w, int NH, int HS, float p, philox_stream rng);
-    /* scratch: as large as probs, working memory. */
-    void (*attention_backward)(void *ctx, float *dq, float *dk, float *dv, float *scratch, const float *dout,
-                               const float *q, const float *k, const float *v, const float *probs,
-                               const backend_windows *w, int NH, int HS, float p, philox_stream rng);
-
-    /* out = inp * keep / (1 - p) over [w->N, C], keep = philox_keep(rng,
-     * index, p) with backend_windows' padded index (a padded batch's flat
-     * index); out may equal inp. p = 0 copies. As torch, the mask multiplies
-     * every element: a dropped inf or NaN gives NaN. */
-    void (*dropout_forward)(void *ctx, float *out, const float *inp, const backend_windows *w, int C, float p,
-                            philox_stream rng);
-    void (*dropout_backward)(void *ctx, float *dinp, const float *dout, const backend_windows *w, int C, float p,
-                             philox_stream rng);
-
-    /* out = a + b (out may alias a or b) */
-    void (*add)(void *ctx, float *out, const float *a, const float *b, size_t n);
-
-    /* The QA loss of transformers' BertForQuestionAnswering. logits [N,2]
-     * (start, end interleaved, as qa_outputs gives them); start, end [B]
-     * label positions in their windows, clamped to [0, T] with T ignored.
-     * Window b's softmax runs over its first len_b positions: packed, its
-     * tokens; padded with a mask, the ones of its mask row (ones then
-     * zeros); padded without, all T (transformers' loss, which sees the
-     * padding). A label in [len_b, T) points at padding and gives an
-     * infinite loss (callers reject it). Writes the loss (start CE + end
-     * CE) / 2 (each a mean over its non-ignored rows) to loss[0] and
-     * dlogits = grad_scale * d loss / d logits, overwritten on all N rows
-     * (0 outside the windows' lengths). When every row of one side is
-     * ignored, that side's mean is torch's 0/0: the loss is NaN, and that
-     * side's gradient is 0. */
-    void (*qa_loss)(void *ctx, float *loss, float *dlogits, const float *logits, const int32_t *start,
-                    const int32_t *end, const backend_windows *w, float grad_scale);
-
-    /* Optimizer helpers. sum_squares is deterministic (fixed reduction
-     * order for a given thread count) and returns the result to the host. */
-    double (*sum_squares)(void *ctx, const float *x, size_t n);
-    void (*scale)(void *ctx, float *x, size_t n, float s);
-    /* 1 when every element is finite. */
-    int (*all_finite)(void *ctx, const float *x, size_t n);
-    /* torch.optim.AdamW on n elements: g is multiplied by grad_scale first;
-     * t is the 1-based step; wd = 0 for tensors without decay. lr, b1, b2
-     * and wd are read as the shortest decimals that round to these floats
-     * (0.999f is 0.999), because torch computes 1 - b2, b2^t and lr * wd
-     * from Python doubles; so the CPU op is bit-for-bit torch's single-tensor
-     * AdamW (tests/backend/test_ops_torch.c). */
-    void (*adamw)(void *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
-                  float eps, float wd, int64_t t, float grad_scale);
+    /* The ops, one field per line of ops.def (contracts there). */
+#define BACKEND_OP(name, ret, params) ret(*name) params;
+#define BACKEND_OPT(name, cpu, cuda, ret, params) ret(*name) params;
+#include "backend/ops.def"
 } backend_i;
 
 typedef struct backend {
@@ -187,21 +129,6 @@ typedef struct backend {
 
 /* "cpu" or "cuda"; nthreads applies to the CPU backend (0 = all cores). */
 int backend_cpu_create(backend *out, int nthreads);
-/* Batch invariance: on (1) every row of every product is computed in one
- * fixed order (backend/cpu/gemm_fixed.h), so a window's outputs are the same
- * bits whatever other windows share its batch, whatever the batch size and
- * thread count; off (0, the default) the fastest GEMM. Returns 1 when the
- * backend honours it (the CPU), 0 when it does not (CUDA: cuBLASLt picks
- * its algorithm by shape). */
-int backend_set_batch_invariant(backend *b, int on);
-/* --precision bf16 on the CPU (on 1; off 0): the linear layers' products
- * take bf16 operands, rounded to nearest even from the fp32 arrays, with
- * fp32 accumulation and fp32 outputs (oneDNN's bf16 GEMM), as the CUDA
- * backend's bf16; attention, the other ops, weights, gradients and AdamW
- * stay fp32. Needs AVX512-BF16 (or AMX-BF16), the avx512 level and oneDNN:
- * otherwise ERR_INPUT with the reason. impl (may be NULL) gets "oneDNN 2.6.3
- * gemm:jit". A batch-invariant backend keeps computing in fp32. */
-int backend_cpu_set_bf16(backend *b, int on, char *impl, size_t cap);
 /* The CUDA backend in its precision auto, through the module
  * (backend/cuda_module.h; defined in backend/select.c): ERR_RUNTIME when the
  * module or a usable GPU is missing. */
@@ -216,8 +143,50 @@ typedef enum {
     PREC_TF32, /* fp32 storage, TF32 Tensor Core GEMMs */
     PREC_FP16, /* fp16 GEMM inputs, fp32 accumulation; needs loss scaling */
     PREC_BF16, /* bf16 GEMM inputs, fp32 accumulation */
-    PREC_INT8, /* answers on the CPU only: int8 products, int32 sums (backend_cpu_set_answer_precision) */
+    PREC_INT8, /* answers on the CPU only: int8 products, int32 sums (backend_set_answer_precision) */
 } precision_kind;
+/* The element type of b's activations and its size in bytes: what the
+ * model allocates an activation of n elements with. */
+static inline backend_dtype backend_act_type(const backend *b)
+{
+    return b->i->act_type ? b->i->act_type(b->ctx) : BACKEND_F32;
+}
+
+static inline size_t backend_act_size(const backend *b)
+{
+    return backend_act_type(b) == BACKEND_F32 ? 4 : 2;
+}
+
+/* The door (backend_i.get_proc). The layers above call the typed wrappers
+ * below (backend.c), never a backend's own functions by name; a backend
+ * without the function behaves as each wrapper says. */
+#define BACKEND_PROC_BATCH_INVARIANT "set_batch_invariant" /* int (void *ctx, int on) */
+#define BACKEND_PROC_BF16 "set_bf16" /* int (void *ctx, int on, char *impl, size_t cap) */
+#define BACKEND_PROC_ANSWER_PRECISION "set_answer_precision" /* int (void *ctx, precision_kind, char *, size_t) */
+#define BACKEND_PROC_ANSWER_CHECK "answer_check"             /* int (precision_kind, char *kernel, size_t cap) */
+#define BACKEND_PROC_KERNEL_INFO "kernel_info"               /* char *(const char *what, char *buf, size_t cap) */
+/* b's function called name, or NULL. */
+void *backend_get_proc(const backend *b, const char *name);
+/* The same without an instance, by device name ("cpu"): for checks made
+ * before a backend exists. NULL for a device without the function. */
+void *backend_reg_get_proc(const char *device, const char *name);
+
+/* Batch invariance: on (1) every row of every product is computed in one
+ * fixed order (backend/cpu/gemm_fixed.h), so a window's outputs are the same
+ * bits whatever other windows share its batch, whatever the batch size and
+ * thread count; off (0, the default) the fastest GEMM. Returns 1 when the
+ * backend honours it (the CPU), 0 when it does not (CUDA: cuBLASLt picks
+ * its algorithm by shape). */
+int backend_set_batch_invariant(backend *b, int on);
+/* --precision bf16 on the CPU (on 1; off 0): the linear layers' products
+ * take bf16 operands, rounded to nearest even from the fp32 arrays, with
+ * fp32 accumulation and fp32 outputs (oneDNN's bf16 GEMM), as the CUDA
+ * backend's bf16; attention, the other ops, weights, gradients and AdamW
+ * stay fp32. Needs AVX512-BF16 (or AMX-BF16), the avx512 level and oneDNN:
+ * otherwise ERR_INPUT with the reason. impl (may be NULL) gets "oneDNN 2.6.3
+ * gemm:jit". A batch-invariant backend keeps computing in fp32. ERR_INPUT on
+ * a backend without it (the CUDA one chooses its precision at creation). */
+int backend_cpu_set_bf16(backend *b, int on, char *impl, size_t cap);
 /* Answers (predict, ask, serve, run_squad, the trainer's evaluation) in p on
  * the CPU backend b: PREC_BF16 or PREC_INT8 from now on run every
  * matmul_forward with 16 or more outputs (the encoder's linear layers; the
@@ -233,11 +202,16 @@ typedef enum {
  * ERR_INPUT with the reason when this CPU cannot run p at speed (no
  * AVX512-VNNI / AVX512-BF16, or BERTC_CPU_ISA below avx512: "--precision
  * int8: this CPU (...) lacks AVX512-VNNI ..."), for another precision, or
- * for a backend that is not the CPU's. kernel (may be NULL) gets the
- * kernel that runs ("avx512vnni", "avx512bf16"). */
-int backend_cpu_set_answer_precision(backend *b, precision_kind p, char *kernel, size_t cap);
-/* The check alone, without a backend (bertc version, option parsing). */
-int backend_cpu_answer_check(precision_kind p, char *kernel, size_t cap);
+ * for a backend without answers in p. kernel (may be NULL) gets the kernel
+ * that runs ("avx512vnni", "avx512bf16"). */
+int backend_set_answer_precision(backend *b, precision_kind p, char *kernel, size_t cap);
+/* The check alone, without a backend (bertc version, option parsing):
+ * whether the CPU answers in p. */
+int backend_answer_check(precision_kind p, char *kernel, size_t cap);
+/* A line on the device's kernels, what = "isa" (the CPU's level), "gemm"
+ * (the GEMM library) or "kernels" (every family's variant): buf, "" when
+ * the device has none. */
+char *backend_kernel_info(const char *device, const char *what, char *buf, size_t cap);
 /* --precision auto for a GPU of this compute capability: bf16 from 8.0,
  * fp16 below (7.5 is the oldest the CUDA backend is built for). Defined in
  * backend/select.c; the CUDA module gets it through its host table. */

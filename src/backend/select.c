@@ -109,7 +109,7 @@ static int make_cpu(backend *out, const backend_opts *o, backend_info *info, int
     info->precision = PREC_FP32;
     char impl[96] = "";
     if (lowp) {
-        if ((rc = backend_cpu_set_answer_precision(out, o->precision, impl, sizeof impl))) {
+        if ((rc = backend_set_answer_precision(out, o->precision, impl, sizeof impl))) {
             backend_free(out);
             return rc;
         }

@@ -13,7 +13,6 @@
  * LayerNorm, softmax, GELU, dropout, the loss and AdamW are not counted;
  * padded tokens are (the work is done for them). */
 #include "backend/backend.h"
-#include "backend/cpu_kernels.h"
 #include "backend/select.h"
 #include "cli/options.h"
 #include "core/args.h"
@@ -394,9 +393,10 @@ static void print_json(const bench_opts *o, const char *name, const bert_config 
     json_int(&b, "threads", nthreads);
     json_str(&b, "openblas_core", openblas_get_corename());
     char kern[512], gemm[96];
-    json_str(&b, "isa", cpu_isa_name(cpu_kernels()->level));
-    json_str(&b, "gemm", cpu_kernels_gemm(gemm, sizeof gemm));
-    json_str(&b, "kernels", cpu_kernels_describe(kern, sizeof kern));
+    char isa[32];
+    json_str(&b, "isa", backend_kernel_info("cpu", "isa", isa, sizeof isa));
+    json_str(&b, "gemm", backend_kernel_info("cpu", "gemm", gemm, sizeof gemm));
+    json_str(&b, "kernels", backend_kernel_info("cpu", "kernels", kern, sizeof kern));
     json_fixed(&b, "ms_per_step", 2, f.ms);
     json_fixed(&b, "ms_best", 2, f.ms_best);
     json_fixed(&b, "examples_per_s", 4, f.examples_per_s);
@@ -446,7 +446,7 @@ static void print_text(const bench_opts *o, const char *name, const bert_config 
     printf("%.2f examples/s, %.1f GFLOP/s (%d timed steps after %d warm-up)\n", f.examples_per_s, f.gflops, o->steps,
            o->warmup);
     char kern[512];
-    if (!r->info.is_cuda) printf("  kernels: %s\n", cpu_kernels_describe(kern, sizeof kern));
+    if (!r->info.is_cuda) printf("  kernels: %s\n", backend_kernel_info("cpu", "kernels", kern, sizeof kern));
     printf("  peak memory: %.2f GiB (%s)", (double)r->peak_bytes / (1 << 30),
            r->info.is_cuda ? "the device's high-water mark" : "the process's peak RSS");
     if (precision_needs_loss_scaling(r->info.precision))

@@ -347,7 +347,7 @@ int cmd_run_squad(int argc, char **argv)
     if ((rc = cli_parse_answer_precision("run_squad --predict_precision", s.predict_precision, &pp))) return rc;
     if ((rc = check_flags(&s, flags))) return rc;
     int on_cpu = pp == PREC_INT8 || (pp == PREC_BF16 && !select_probe_cuda(0, NULL, 0, NULL, NULL, NULL, NULL, 0));
-    if (s.do_predict && on_cpu && (rc = backend_cpu_answer_check(pp, NULL, 0))) return rc;
+    if (s.do_predict && on_cpu && (rc = backend_answer_check(pp, NULL, 0))) return rc;
     /* The vocab and config are checked before anything is written. */
     vocab *v = NULL;
     if ((rc = vocab_load(s.vocab_file, &v))) return err_wrap(rc, "--vocab_file");

@@ -31,7 +31,7 @@ int cmd_version(int argc, char **argv)
     } low[] = {{PREC_BF16, CPU_K_GEMM_BF16, "bf16"}, {PREC_INT8, CPU_K_GEMM_INT8, "int8"}};
     for (int i = 0; i < 2; i++) {
         char kern[64], why[256];
-        if (backend_cpu_answer_check(low[i].p, kern, sizeof kern) == 0) {
+        if (backend_answer_check(low[i].p, kern, sizeof kern) == 0) {
             printf("; %s (%s kernel)", low[i].name, kern);
             continue;
         }

@@ -546,7 +546,7 @@ static void layer_forward(bert_model *m, int l)
     layer_acts t = layer_at(m, l);
 
     if (o->matmul_forward_n) {
-        float *const qkv[3] = {t.q, t.k, t.v};
+        backend_act *const qkv[3] = {t.q, t.k, t.v};
         const float *const qkv_w[3] = {w->q_w, w->k_w, w->v_w}, *const qkv_b[3] = {w->q_b, w->k_b, w->v_b};
         o->matmul_forward_n(c, 3, qkv, xin, qkv_w, qkv_b, N, C, C);
     } else {

@@ -51,10 +51,10 @@ int run_evaluate(run_ctx *c, const char *pred_path, int print)
     /* In --eval-precision: the weights prepared for it are dropped
      * afterwards, since the optimizer changes them. */
     backend_set_batch_invariant(&c->qm.be, 1);
-    rc = backend_cpu_set_answer_precision(&c->qm.be, o->eval_precision, NULL, 0);
+    rc = backend_set_answer_precision(&c->qm.be, o->eval_precision, NULL, 0);
     if (!rc) /* the writer answers; a rank not the writer computes its part of the logits */
         rc = c->rk.writer ? infer_run(&ip, &r) : logits_part(c);
-    backend_cpu_set_answer_precision(&c->qm.be, PREC_FP32, NULL, 0);
+    backend_set_answer_precision(&c->qm.be, PREC_FP32, NULL, 0);
     backend_set_batch_invariant(&c->qm.be, 0);
     if (!rc && c->rk.writer) run_log_eval(c, &r.score, clock_now_s() - t, print);
     infer_result_free(&r);

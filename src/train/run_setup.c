@@ -171,7 +171,7 @@ static int select_backend(run_ctx *c)
         return err_set(ERR_INPUT, "train --eval-precision %s: answers in bf16 and int8 are computed on the CPU; "
                                   "this run trains on the GPU (evaluate afterwards with bertc predict --device cpu)",
                        select_precision_name(o->eval_precision));
-    return backend_cpu_answer_check(o->eval_precision, NULL, 0);
+    return backend_answer_check(o->eval_precision, NULL, 0);
 }
 
 static int load_data(const char *path, squad_data *d)

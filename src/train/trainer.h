@@ -75,7 +75,7 @@ typedef struct {
     const char *resume_path; /* RESUME_PATH: RUN/checkpoints/step-N */
     int64_t eval_every;     /* steps; 0 = only at the end */
     /* --eval-precision: the evaluation's linear layers on the CPU
-     * (backend_cpu_set_answer_precision): PREC_AUTO (fp32), PREC_BF16,
+     * (backend_set_answer_precision): PREC_AUTO (fp32), PREC_BF16,
      * PREC_INT8; checked when the backend is chosen, before training. */
     precision_kind eval_precision;
     int threads;            /* 0 = all cores */

@@ -1,4 +1,4 @@
-/* Answers in bf16 and int8 on the CPU (backend_cpu_set_answer_precision):
+/* Answers in bf16 and int8 on the CPU (backend_set_answer_precision):
  * a small random model (hidden 64, intermediate 128, 2 layers, 4 heads)
  * run forward on a padded batch of 4 windows in fp32, bf16 and int8 on a
  * batch-invariant backend. Checks, for each low precision:
@@ -43,7 +43,7 @@ static int logits(const fixture *fx, const float *params, precision_kind p, int 
     if (rc) return rc;
     backend_set_batch_invariant(&be, 1);
     bert_model *m = NULL;
-    rc = backend_cpu_set_answer_precision(&be, p, NULL, 0);
+    rc = backend_set_answer_precision(&be, p, NULL, 0);
     if (!rc)
         rc = bert_model_create(&m, &(bert_model_opts){.cfg = &fx->cfg, .be = &be, .max_B = B, .T = T,
                                                      .recompute = RECOMPUTE_LAYER, .forward_only = 1});
@@ -126,7 +126,7 @@ static void check_switches(const fixture *fx, precision_kind p, const float *fp3
     if (!rc) rc = bert_model_set_params(m, fx->params);
     bert_batch b = {.B = B, .T = T, .input_ids = fx->ids, .token_type_ids = fx->types, .attention_mask = fx->mask};
     philox_stream rng = {0};
-    if (!rc) rc = backend_cpu_set_answer_precision(&be, p, NULL, 0);
+    if (!rc) rc = backend_set_answer_precision(&be, p, NULL, 0);
     if (!rc) rc = bert_forward(m, &b, 0, 0, rng, NULL, got, got + B * T);
     if (!rc) rc = bert_model_set_params(m, params2);
     if (!rc) rc = bert_forward(m, &b, 0, 0, rng, NULL, got, got + B * T);
@@ -137,7 +137,7 @@ static void check_switches(const fixture *fx, precision_kind p, const float *fp3
            same ? "the same bits" : "DIFFERENT");
     CHECK(same, "%s: stale prepared weights after bert_model_set_params", name);
     if (!rc) rc = bert_model_set_params(m, fx->params);
-    if (!rc) rc = backend_cpu_set_answer_precision(&be, PREC_FP32, NULL, 0);
+    if (!rc) rc = backend_set_answer_precision(&be, PREC_FP32, NULL, 0);
     if (!rc) rc = bert_forward(m, &b, 0, 0, rng, NULL, got, got + B * T);
     same = !rc && !memcmp(got, fp32, n * sizeof *got);
     printf("%s: back to fp32: %s\n", name, same ? "fp32's bits" : "DIFFERENT");
@@ -175,7 +175,7 @@ int main(void)
         if (!cpu_kernel_fast(low[i].f, why, sizeof why)) {
             backend be;
             backend_cpu_create(&be, 1);
-            int r = backend_cpu_set_answer_precision(&be, low[i].p, NULL, 0);
+            int r = backend_set_answer_precision(&be, low[i].p, NULL, 0);
             printf("%s: refused (%s)\n", low[i].p == PREC_INT8 ? "int8" : "bf16", err_msg());
             CHECK(r == ERR_INPUT && strstr(err_msg(), why), "refusal: rc %d, '%s' does not hold '%s'", r, err_msg(),
                   why);

@@ -1051,6 +1051,27 @@ static void test_memory(void)
     }
 }
 
+/* The op list's table and the door (backend.h): the CPU declares fp32
+ * activations and has every required op; its extras are found by name,
+ * with and without an instance, and an unknown name is NULL. */
+static void test_door(void)
+{
+    CHECK(backend_act_type(&be) == BACKEND_F32 && backend_act_size(&be) == 4, "CPU activations are fp32");
+#define BACKEND_OP(name, ret, params) CHECK(be.i->name != NULL, "op %s missing", #name);
+#define BACKEND_OPT(name, cpu, cuda, ret, params) CHECK((be.i->name != NULL) == (cpu), "optional op %s", #name);
+#include "backend/ops.def"
+    CHECK(backend_get_proc(&be, BACKEND_PROC_ANSWER_PRECISION) != NULL, "door: answer precision");
+    CHECK(backend_get_proc(&be, BACKEND_PROC_BATCH_INVARIANT) ==
+              backend_reg_get_proc("cpu", BACKEND_PROC_BATCH_INVARIANT),
+          "door: the same function with and without an instance");
+    CHECK(backend_get_proc(&be, "no_such_proc") == NULL && backend_reg_get_proc("cuda", "answer_check") == NULL,
+          "door: unknown names are NULL");
+    char isa[32];
+    CHECK(backend_kernel_info("cpu", "isa", isa, sizeof isa)[0] != 0, "door: the CPU's level");
+    CHECK(backend_set_batch_invariant(&be, 1) == 1 && backend_set_batch_invariant(&be, 0) == 1,
+          "door: the CPU honours batch invariance");
+}
+
 int main(void)
 {
     if (backend_cpu_create(&be, 2) != 0) {
@@ -1058,6 +1079,7 @@ int main(void)
         return 1;
     }
     CHECK(strcmp(be.i->name, "cpu") == 0, "backend name %s", be.i->name);
+    test_door();
     /* informational: the core OpenBLAS picked (OPENBLAS_CORETYPE overrides
      * it) and its threading (2 = the OpenMP build the CMake file prefers) */
     printf("%s: core %s, parallel mode %d\n", openblas_get_config(), openblas_get_corename(),

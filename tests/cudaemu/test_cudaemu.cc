@@ -130,7 +130,7 @@ __global__ void row_sum_kernel(float *out, const float *x, int n, int drop_barri
     if (threadIdx.x == 0) out[blockIdx.x] = s;
 }
 
-/* bertc's add_kernel (cuda_ops.cu); off_by_one runs i <= n. */
+/* bertc's add_kernel (cuda_dense.cu); off_by_one runs i <= n. */
 __global__ void add_kernel(float *out, const float *a, const float *b, size_t n, int off_by_one)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n + (off_by_one ? 1 : 0);
@@ -138,7 +138,7 @@ __global__ void add_kernel(float *out, const float *a, const float *b, size_t n,
         out[i] = __fadd_rn(a[i], b[i]);
 }
 
-/* bertc's warp_sum (cuda_ops.cu's layernorm); divergent puts it under a lane test. */
+/* bertc's warp_sum (cuda_dense.cu's layernorm); divergent puts it under a lane test. */
 __global__ void warp_sum_kernel(float *out, const float *x, int divergent)
 {
     float v = x[threadIdx.x];

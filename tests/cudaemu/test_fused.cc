@@ -352,7 +352,7 @@ struct mt_case {
 };
 
 /* The step of tensor i (initial values in the host copies) through the
- * CUDA backend's own single-tensor adamw (cuda_optim.cu) with the same
+ * CUDA backend's own single-tensor adamw (cuda_loss.cu) with the same
  * grad_scale: bit for bit what the multi-tensor kernel left on the device. */
 static void mt_vs_cuda_adamw(const char *name, int i, tensor &P, tensor &G, tensor &M, tensor &V, float lr, float b1,
                              float b2, float eps, float wd, int64_t t, float gs)

@@ -512,6 +512,21 @@ static void ops_one(precision_kind prec)
     b2_free(dout), b2_free(x);
 }
 
+/* The CUDA table from the op list (backend.h): every required op, fp32
+ * activations today, no extras behind the door, so answers in bf16/int8 are
+ * refused and batch invariance is not honoured. */
+static void ops_door(backend *g)
+{
+    int ok = backend_act_type(g) == BACKEND_F32;
+#define BACKEND_OP(name, ret, params) ok = ok && g->i->name != NULL;
+#define BACKEND_OPT(name, cpu, cuda, ret, params) ok = ok && (g->i->name != NULL) == (cuda);
+#include "backend/ops.def"
+    ok = ok && backend_get_proc(g, BACKEND_PROC_ANSWER_PRECISION) == NULL && backend_set_batch_invariant(g, 1) == 0 &&
+         backend_set_answer_precision(g, PREC_FP32, NULL, 0) == 0 &&
+         backend_set_answer_precision(g, PREC_INT8, NULL, 0) == ERR_INPUT;
+    gc_result(ok, "ops %s: the table from ops.def, fp32 activations, nothing behind the door", g_prec);
+}
+
 int gc_ops(int argc, char **argv)
 {
     (void)argc;
@@ -533,6 +548,7 @@ int gc_ops(int argc, char **argv)
             continue;
         }
         ops_one(precs[i]);
+        ops_door(&g_gpu);
         backend_free(&g_gpu);
     }
     backend_free(&g_cpu);

@@ -1,4 +1,4 @@
-/* Answers in bf16 or int8 on the CPU (backend_cpu_set_answer_precision,
+/* Answers in bf16 or int8 on the CPU (backend_set_answer_precision,
  * backend.h): the linear layers' weights prepared once by gemm_lowp.h
  * (quantised per output channel, or rounded to bf16, and packed), kept by
  * the weight's address, and run by cpu_matmul_forward. An entry is dropped
@@ -32,7 +32,7 @@ static cpu_kernel_family family_of(precision_kind p)
     return p == PREC_INT8 ? CPU_K_GEMM_INT8 : CPU_K_GEMM_BF16;
 }
 
-int backend_cpu_answer_check(precision_kind p, char *kernel, size_t cap)
+int cpu_answer_check(precision_kind p, char *kernel, size_t cap)
 {
     if (kernel && cap) kernel[0] = 0;
     if (p == PREC_FP32 || p == PREC_AUTO) return 0;
@@ -75,19 +75,13 @@ void cpu_lowp_forget_block(cpu_ctx *ctx, const void *p)
     if (ctx->lowp_n && p) cpu_lowp_forget(ctx, p, malloc_usable_size((void *)p));
 }
 
-int backend_cpu_set_answer_precision(backend *b, precision_kind p, char *kernel, size_t cap)
+int cpu_set_answer_precision(void *vctx, precision_kind p, char *kernel, size_t cap)
 {
-    int lowp = p == PREC_BF16 || p == PREC_INT8;
-    if (!b || !b->i || strcmp(b->i->name, "cpu")) {
-        if (!lowp) return 0;
-        return err_set(ERR_INPUT, "--precision %s: answers in bf16 and int8 are computed on the CPU",
-                       p == PREC_INT8 ? "int8" : "bf16");
-    }
-    int rc = backend_cpu_answer_check(p, kernel, cap);
+    int rc = cpu_answer_check(p, kernel, cap);
     if (rc) return rc;
-    cpu_ctx *ctx = b->ctx;
+    cpu_ctx *ctx = vctx;
     cpu_lowp_free(ctx);
-    ctx->lowp = lowp ? (int)p : 0;
+    ctx->lowp = p == PREC_BF16 || p == PREC_INT8 ? (int)p : 0;
     return 0;
 }
 

@@ -1,6 +1,8 @@
 /* The CPU backend, inside: the context and the ops, one function per op of
  * backend.h, split over these files:
- *   cpu_backend.c   context, memory, thread count, the GEMM wrapper, the op table
+ *   cpu_ctx.c       the context's helpers: thread count, the GEMM wrapper, scratch, failures
+ *   cpu_backend.c   memory, the op table, the door (get_proc), creation
+ *   answer_lowp.c   answers in bf16 and int8
  *   ops_dense.c     embedding, layernorm, matmul, gelu, dropout, add
  *   ops_attention.c self-attention forward and backward
  *   ops_loss.c      QA loss and the optimizer helpers (sum_squares, adamw, ...)
@@ -82,7 +84,7 @@ typedef struct {
     int bf16;
     uint16_t *bf16_buf;
     size_t bf16_cap; /* elements */
-    /* Answers in bf16 or int8 (backend_cpu_set_answer_precision): 0, or
+    /* Answers in bf16 or int8 (backend_set_answer_precision): 0, or
      * PREC_BF16 / PREC_INT8; then cpu_matmul_forward runs the layers with
      * OC >= CPU_LOWP_MIN_OC on their prepared weights (answer_lowp.c). */
     int lowp;
@@ -154,44 +156,17 @@ static inline int cpu_window_len(const backend_windows *w, int b)
  * gets a core, which can cost milliseconds. */
 #define CPU_PAR_MIN (1 << 18)
 
-/* ops_dense.c */
-void cpu_embedding_forward(void *ctx, float *out, const int32_t *ids, const int32_t *types, const int32_t *pos,
-                           const float *wte, const float *wpe, const float *wtt, int N, int T, int C);
-void cpu_embedding_backward(void *ctx, float *dwte, float *dwpe, float *dwtt, const float *dout,
-                            const int32_t *ids, const int32_t *types, const int32_t *pos, int N, int T, int C);
-void cpu_layernorm_forward(void *ctx, float *out, float *mean, float *rstd, const float *inp, const float *w,
-                           const float *b, int N, int C, float eps);
-void cpu_layernorm_backward(void *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                            const float *w, const float *mean, const float *rstd, int N, int C);
-void cpu_matmul_forward_n(void *ctx, int n, float *const *out, const float *inp, const float *const *w,
-                          const float *const *b, int N, int C, int OC);
-void cpu_matmul_forward(void *ctx, float *out, const float *inp, const float *w, const float *b, int N, int C,
-                        int OC);
-void cpu_matmul_backward(void *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                         const float *w, int N, int C, int OC);
-void cpu_gelu_forward(void *ctx, float *out, const float *inp, size_t n);
-void cpu_gelu_backward(void *ctx, float *dinp, const float *inp, const float *dout, size_t n);
-void cpu_dropout_forward(void *ctx, float *out, const float *inp, const backend_windows *w, int C, float p,
-                         philox_stream rng);
-void cpu_dropout_backward(void *ctx, float *dinp, const float *dout, const backend_windows *w, int C, float p,
-                          philox_stream rng);
-void cpu_add(void *ctx, float *out, const float *a, const float *b, size_t n);
+/* The ops (ops_dense.c, ops_attention.c, ops_loss.c): cpu_NAME for every
+ * line of backend/ops.def, and the optional ones this backend has. */
+#define BACKEND_OP(name, ret, params) ret cpu_##name params;
+#define BACKEND_OPT(name, cpu, cuda, ret, params) BACKEND_IF_##cpu(ret cpu_##name params;)
+#include "backend/ops.def"
 
-/* ops_attention.c */
-void cpu_attention_forward(void *ctx, float *out, float *probs, const float *q, const float *k, const float *v,
-                           const backend_windows *w, int NH, int HS, float p, philox_stream rng);
-void cpu_attention_backward(void *ctx, float *dq, float *dk, float *dv, float *scratch, const float *dout,
-                            const float *q, const float *k, const float *v, const float *probs,
-                            const backend_windows *w, int NH, int HS, float p, philox_stream rng);
-
-/* ops_loss.c */
-void cpu_qa_loss(void *ctx, float *loss, float *dlogits, const float *logits, const int32_t *start,
-                 const int32_t *end, const backend_windows *w, float grad_scale);
-double cpu_sum_squares(void *ctx, const float *x, size_t n);
-void cpu_scale(void *ctx, float *x, size_t n, float s);
-int cpu_all_finite(void *ctx, const float *x, size_t n);
-void cpu_adamw(void *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
-               float eps, float wd, int64_t t, float grad_scale);
+/* The door's functions (backend_i.get_proc; BACKEND_PROC_* in backend.h). */
+void *cpu_get_proc(const char *name);
+/* answer_lowp.c: BACKEND_PROC_ANSWER_PRECISION and _ANSWER_CHECK. */
+int cpu_set_answer_precision(void *ctx, precision_kind p, char *kernel, size_t cap);
+int cpu_answer_check(precision_kind p, char *kernel, size_t cap);
 
 /* Dropout multipliers: mul[j] = keep(first + j) ? scale : 0 for j < count,
  * with one Philox block per 4 elements (philox_uniform draws a whole block

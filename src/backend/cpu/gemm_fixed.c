@@ -58,7 +58,7 @@ struct gemm_kern {
     int mr, nr, mc, nc, kc;
     /* Packs one full panel of mr rows of a non-transposed A (row stride
      * lda) over kc, writing up to 16 floats past it; NULL: the plain loop. */
-    void (*pack_rows)(float *dst, const float *src, long lda, int kc);
+    void (*pack_a_panel)(float *dst, const float *src, long lda, int kc);
 };
 
 enum { TILE_MAX = 12 * 32, TILE_MR_MAX = 12 };
@@ -165,7 +165,7 @@ static inline gemm_v16 v16_add(gemm_v16 a, gemm_v16 b)
 /* Six rows: 8 k at a time, an 8 x 8 transpose (two rows of zeros) in
  * registers; each column of 8 is stored at dst + 6 k, the next one
  * overwriting its two zeros. */
-__attribute__((target("avx2"))) static void pack_rows_avx2_6(float *dst, const float *src, long lda, int kc)
+__attribute__((target("avx2"))) static void pack_a_panel_avx2_6(float *dst, const float *src, long lda, int kc)
 {
     int k = 0;
     __m256 z = _mm256_setzero_ps();
@@ -196,7 +196,7 @@ __attribute__((target("avx2"))) static void pack_rows_avx2_6(float *dst, const f
 
 static const struct gemm_kern kern_scalar = {tile_scalar_12x32, 12, 32, 144, 768, 128, NULL};
 #if GEMM_X86
-static const struct gemm_kern kern_avx2 = {tile_avx2_6x16, 6, 16, 144, 768, 256, pack_rows_avx2_6};
+static const struct gemm_kern kern_avx2 = {tile_avx2_6x16, 6, 16, 144, 768, 256, pack_a_panel_avx2_6};
 static const struct gemm_kern kern_avx512 = {tile_avx512_12x32, 12, 32, 144, 768, 128, NULL};
 #endif
 
@@ -342,8 +342,8 @@ static void pack_a_block(float *restrict dst, const struct gemm_args *g, const s
     int mr = kr->mr;
     for (int r = 0; r < mi; r += mr, dst += (size_t)kc * mr) {
         int nrow = mi - r < mr ? mi - r : mr;
-        if (!g->transa && nrow == mr && kr->pack_rows) {
-            kr->pack_rows(dst, g->A + (size_t)(i0 + r) * g->lda + k0, g->lda, kc);
+        if (!g->transa && nrow == mr && kr->pack_a_panel) {
+            kr->pack_a_panel(dst, g->A + (size_t)(i0 + r) * g->lda + k0, g->lda, kc);
         } else if (g->transa) {
             for (int k = 0; k < kc; k++) {
                 const float *src = g->A + (size_t)(k0 + k) * g->lda + i0 + r;

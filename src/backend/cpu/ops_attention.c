@@ -434,9 +434,15 @@ static void att_forward_block(cpu_ctx *ctx, const att_block *a, const att_io *io
 }
 
 // out (N,C); probs (NH sum len^2, or NULL: not saved); q, k, v (N,C); w->mask (B,T) or NULL
-void cpu_attention_forward(void *vctx, float *out, float *probs, const float *q, const float *k, const float *v,
-                           const backend_windows *w, int NH, int HS, float p, philox_stream rng)
+void cpu_attention_forward(void *vctx, backend_act *vout, backend_act *vprobs, const backend_act *vq,
+                           const backend_act *vk, const backend_act *vv, const backend_windows *w, int NH, int HS,
+                           float p, philox_stream rng)
 {
+    float *out = vout;
+    float *probs = vprobs;
+    const float *q = vq;
+    const float *k = vk;
+    const float *v = vv;
     att_io io = {.out = out, .probs = probs, .q = q, .k = k, .v = v};
     float *const nan_out[3] = {out, NULL, NULL};
     att_run(vctx, w, NH, HS, p, rng, nan_out, att_forward_block, &io, 0);
@@ -479,10 +485,20 @@ static void att_backward_block(cpu_ctx *ctx, const att_block *a, const att_io *i
 }
 
 // dq, dk, dv (N,C) +=; scratch as probs (unused here); dout, q, k, v (N,C); probs (NH sum len^2)
-void cpu_attention_backward(void *vctx, float *dq, float *dk, float *dv, float *scratch, const float *dout,
-                            const float *q, const float *k, const float *v, const float *probs,
-                            const backend_windows *w, int NH, int HS, float p, philox_stream rng)
+void cpu_attention_backward(void *vctx, backend_act *vdq, backend_act *vdk, backend_act *vdv, backend_act *vscratch,
+                            const backend_act *vdout, const backend_act *vq, const backend_act *vk,
+                            const backend_act *vv, const backend_act *vprobs, const backend_windows *w, int NH, int HS,
+                            float p, philox_stream rng)
 {
+    float *dq = vdq;
+    float *dk = vdk;
+    float *dv = vdv;
+    float *scratch = vscratch;
+    const float *dout = vdout;
+    const float *q = vq;
+    const float *k = vk;
+    const float *v = vv;
+    const float *probs = vprobs;
     att_io io = {.dq = dq, .dk = dk, .dv = dv, .scratch = scratch, .q = q, .k = k, .v = v, .dout = dout,
                  .cprobs = probs};
     float *const nan_out[3] = {dq, dk, dv};

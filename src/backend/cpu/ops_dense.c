@@ -36,9 +36,10 @@ static inline size_t position_of(const int32_t *pos, int n, int T)
 }
 
 // out is (N,C); ids, types, pos are (N) (pos NULL: n % T); wte (V,C), wpe (P,C), wtt (TV,C)
-void cpu_embedding_forward(void *vctx, float *out, const int32_t *ids, const int32_t *types, const int32_t *pos,
+void cpu_embedding_forward(void *vctx, backend_act *vout, const int32_t *ids, const int32_t *types, const int32_t *pos,
                            const float *wte, const float *wpe, const float *wtt, int N, int T, int C)
 {
+    float *out = vout;
     cpu_ctx *ctx = vctx;
 #pragma omp parallel for num_threads(ctx->nthreads) if ((size_t)N * C >= CPU_PAR_MIN) schedule(dynamic, 64)
     for (int n = 0; n < N; n++) {
@@ -52,9 +53,10 @@ void cpu_embedding_forward(void *vctx, float *out, const int32_t *ids, const int
 
 /* Each thread owns a range of columns of all three tables and walks the
  * rows in order, so a repeated id sums in row order whatever the threads. */
-void cpu_embedding_backward(void *vctx, float *dwte, float *dwpe, float *dwtt, const float *dout,
+void cpu_embedding_backward(void *vctx, float *dwte, float *dwpe, float *dwtt, const backend_act *vdout,
                             const int32_t *ids, const int32_t *types, const int32_t *pos, int N, int T, int C)
 {
+    const float *dout = vdout;
     cpu_ctx *ctx = vctx;
     int nthr = (size_t)N * C >= CPU_PAR_MIN ? ctx->nthreads : 1;
 #pragma omp parallel num_threads(nthr)
@@ -116,9 +118,11 @@ CPU_VARIANTS(CPU_K_LAYERNORM, layernorm_row, (float *out, float *mean, float *rs
              const float *b, int C, float eps), (out, mean, rstd, x, w, b, C, eps))
 
 // out is (N,C); mean, rstd (N); inp (N,C); w, b (C)
-void cpu_layernorm_forward(void *vctx, float *out, float *mean, float *rstd, const float *inp, const float *w,
-                           const float *b, int N, int C, float eps)
+void cpu_layernorm_forward(void *vctx, backend_act *vout, float *mean, float *rstd, const backend_act *vinp,
+                           const float *w, const float *b, int N, int C, float eps)
 {
+    float *out = vout;
+    const float *inp = vinp;
     cpu_ctx *ctx = vctx;
 #pragma omp parallel for num_threads(ctx->nthreads) if ((size_t)N * C >= CPU_PAR_MIN) schedule(dynamic, 64)
     for (int n = 0; n < N; n++)
@@ -195,9 +199,12 @@ CPU_INLINE void column_sums_code(float *db, const float *dout, int N, int OC, in
 CPU_VARIANTS(CPU_K_ELEMENTWISE, column_sums, (float *db, const float *dout, int N, int OC, int nc), (db, dout, N, OC,
              nc))
 
-void cpu_layernorm_backward(void *vctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                            const float *w, const float *mean, const float *rstd, int N, int C)
+void cpu_layernorm_backward(void *vctx, backend_act *vdinp, float *dw, float *db, const backend_act *vdout,
+                            const backend_act *vinp, const float *w, const float *mean, const float *rstd, int N, int C)
 {
+    float *dinp = vdinp;
+    const float *dout = vdout;
+    const float *inp = vinp;
     cpu_ctx *ctx = vctx;
     int par = (size_t)N * C >= CPU_PAR_MIN;
     if (dinp) {
@@ -269,9 +276,11 @@ static void matmul_backward_bf16(cpu_ctx *ctx, float *dinp, float *dw, const flo
 }
 
 // out is (N,OC); inp (N,C); w (OC,C); b (OC) or NULL
-void cpu_matmul_forward(void *vctx, float *out, const float *inp, const float *w, const float *b, int N, int C,
-                        int OC)
+void cpu_matmul_forward(void *vctx, backend_act *vout, const backend_act *vinp, const float *w, const float *b, int N,
+                        int C, int OC)
 {
+    float *out = vout;
+    const float *inp = vinp;
     cpu_ctx *ctx = vctx;
     if (N <= 0 || OC <= 0) return;
     if (cpu_lowp_matmul(ctx, out, inp, w, b, N, C, OC)) return;
@@ -290,16 +299,21 @@ void cpu_matmul_forward(void *vctx, float *out, const float *inp, const float *w
 
 /* n products of one input (Q, K, V): in one pass where answers run in bf16
  * or int8 (the input's rows quantised or rounded once), else one by one. */
-void cpu_matmul_forward_n(void *vctx, int n, float *const *out, const float *inp, const float *const *w,
+void cpu_matmul_forward_n(void *vctx, int n, backend_act *const *vout, const backend_act *vinp, const float *const *w,
                           const float *const *b, int N, int C, int OC)
 {
+    float *const *out = (float *const *)vout;
+    const float *inp = vinp;
     if (N <= 0 || OC <= 0 || cpu_lowp_matmul_n(vctx, n, out, inp, w, b, N, C, OC)) return;
     for (int i = 0; i < n; i++) cpu_matmul_forward(vctx, out[i], inp, w[i], b ? b[i] : NULL, N, C, OC);
 }
 
-void cpu_matmul_backward(void *vctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                         const float *w, int N, int C, int OC)
+void cpu_matmul_backward(void *vctx, backend_act *vdinp, float *dw, float *db, const backend_act *vdout,
+                         const backend_act *vinp, const float *w, int N, int C, int OC)
 {
+    float *dinp = vdinp;
+    const float *dout = vdout;
+    const float *inp = vinp;
     cpu_ctx *ctx = vctx;
     if (N <= 0 || OC <= 0 || C < 0) return;
     cpu_set_threads(ctx);
@@ -443,26 +457,27 @@ static void gelu_backward_run(float *dinp, const float *inp, const float *dout, 
 
 #define CHUNK 256
 
-void cpu_gelu_forward(void *vctx, float *out, const float *inp, size_t n)
+/* GELU over n elements in chunks: forward (dout NULL: out = gelu(inp)) or
+ * backward (out += gelu'(inp) dout). */
+static void gelu_chunks(cpu_ctx *ctx, float *out, const float *inp, const float *dout, size_t n)
 {
-    cpu_ctx *ctx = vctx;
     long nchunks = (long)((n + CHUNK - 1) / CHUNK);
 #pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN) schedule(dynamic, 16)
     for (long k = 0; k < nchunks; k++) {
         size_t i0 = (size_t)k * CHUNK, len = n - i0 < CHUNK ? n - i0 : CHUNK;
-        gelu_run(out + i0, inp + i0, len);
+        if (dout) gelu_backward_run(out + i0, inp + i0, dout + i0, len);
+        else gelu_run(out + i0, inp + i0, len);
     }
 }
 
-void cpu_gelu_backward(void *vctx, float *dinp, const float *inp, const float *dout, size_t n)
+void cpu_gelu_forward(void *vctx, backend_act *out, const backend_act *inp, size_t n)
 {
-    cpu_ctx *ctx = vctx;
-    long nchunks = (long)((n + CHUNK - 1) / CHUNK);
-#pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN) schedule(dynamic, 16)
-    for (long k = 0; k < nchunks; k++) {
-        size_t i0 = (size_t)k * CHUNK, len = n - i0 < CHUNK ? n - i0 : CHUNK;
-        gelu_backward_run(dinp + i0, inp + i0, dout + i0, len);
-    }
+    gelu_chunks(vctx, out, inp, NULL, n);
+}
+
+void cpu_gelu_backward(void *vctx, backend_act *dinp, const backend_act *inp, const backend_act *dout, size_t n)
+{
+    gelu_chunks(vctx, dinp, inp, dout, n);
 }
 
 /* ------------------------------------------------------------------------
@@ -605,9 +620,11 @@ static void dropout_rows(cpu_ctx *ctx, float *out, const float *inp, const backe
 }
 
 // out, inp are (w->N, C); out may equal inp
-void cpu_dropout_forward(void *vctx, float *out, const float *inp, const backend_windows *w, int C, float p,
-                         philox_stream rng)
+void cpu_dropout_forward(void *vctx, backend_act *vout, const backend_act *vinp, const backend_windows *w, int C,
+                         float p, philox_stream rng)
 {
+    float *out = vout;
+    const float *inp = vinp;
     size_t n = (size_t)w->N * C;
     if (p <= 0.0f) {
         if (out != inp && n) memmove(out, inp, n * sizeof(float));
@@ -616,9 +633,11 @@ void cpu_dropout_forward(void *vctx, float *out, const float *inp, const backend
     dropout_rows(vctx, out, inp, w, C, p, rng, 0);
 }
 
-void cpu_dropout_backward(void *vctx, float *dinp, const float *dout, const backend_windows *w, int C, float p,
-                          philox_stream rng)
+void cpu_dropout_backward(void *vctx, backend_act *vdinp, const backend_act *vdout, const backend_windows *w, int C,
+                          float p, philox_stream rng)
 {
+    float *dinp = vdinp;
+    const float *dout = vdout;
     if (!dinp) return;
     if (p <= 0.0f) {
         cpu_add(vctx, dinp, dinp, dout, (size_t)w->N * C);
@@ -637,8 +656,11 @@ CPU_INLINE void add_chunk_code(float *out, const float *a, const float *b, size_
 CPU_VARIANTS(CPU_K_ELEMENTWISE, add_chunk, (float *out, const float *a, const float *b, size_t n), (out, a, b, n))
 
 // out = a + b over n; out may alias a or b
-void cpu_add(void *vctx, float *out, const float *a, const float *b, size_t n)
+void cpu_add(void *vctx, backend_act *vout, const backend_act *va, const backend_act *vb, size_t n)
 {
+    float *out = vout;
+    const float *a = va;
+    const float *b = vb;
     cpu_ctx *ctx = vctx;
     long nchunks = (long)((n + 4095) / 4096);
 #pragma omp parallel for num_threads(ctx->nthreads) if (n >= CPU_PAR_MIN) schedule(dynamic, 1)

@@ -38,9 +38,11 @@ static int loss_len(const backend_windows *w, int b)
 }
 
 // loss (1); dlogits, logits (N,2) with start at [..,0] and end at [..,1]; start, end (B)
-void cpu_qa_loss(void *vctx, float *loss, float *dlogits, const float *logits, const int32_t *start,
+void cpu_qa_loss(void *vctx, float *loss, backend_act *vdlogits, const backend_act *vlogits, const int32_t *start,
                  const int32_t *end, const backend_windows *w, float grad_scale)
 {
+    float *dlogits = vdlogits;
+    const float *logits = vlogits;
     (void)vctx;
     int B = w->B, T = w->T;
     float side_loss[2];

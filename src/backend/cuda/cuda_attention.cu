@@ -260,19 +260,35 @@ static void attention_padded_backward(cuda_ctx *ctx, float *dq, float *dk, float
     }
 }
 
-void cuda_attention_forward(void *vctx, float *out, float *probs, const float *q, const float *k, const float *v,
-                            const backend_windows *w, int NH, int HS, float p, philox_stream rng)
+void cuda_attention_forward(void *vctx, backend_act *vout, backend_act *vprobs, const backend_act *vq,
+                            const backend_act *vk, const backend_act *vv, const backend_windows *w, int NH, int HS,
+                            float p, philox_stream rng)
 {
+    float *out = (float *)vout;
+    float *probs = (float *)vprobs;
+    const float *q = (const float *)vq;
+    const float *k = (const float *)vk;
+    const float *v = (const float *)vv;
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || w->B <= 0 || w->max_len <= 0 || NH <= 0 || HS <= 0) return;
     if (w->cu_seqlens) cuda_attention_packed_forward(ctx, out, probs, q, k, v, w, NH, HS, p, rng);
     else attention_padded_forward(ctx, out, probs, q, k, v, w->mask, w->B, w->T, NH, HS, p, rng);
 }
 
-void cuda_attention_backward(void *vctx, float *dq, float *dk, float *dv, float *scratch, const float *dout,
-                             const float *q, const float *k, const float *v, const float *probs,
-                             const backend_windows *w, int NH, int HS, float p, philox_stream rng)
+void cuda_attention_backward(void *vctx, backend_act *vdq, backend_act *vdk, backend_act *vdv, backend_act *vscratch,
+                             const backend_act *vdout, const backend_act *vq, const backend_act *vk,
+                             const backend_act *vv, const backend_act *vprobs, const backend_windows *w, int NH, int HS,
+                             float p, philox_stream rng)
 {
+    float *dq = (float *)vdq;
+    float *dk = (float *)vdk;
+    float *dv = (float *)vdv;
+    float *scratch = (float *)vscratch;
+    const float *dout = (const float *)vdout;
+    const float *q = (const float *)vq;
+    const float *k = (const float *)vk;
+    const float *v = (const float *)vv;
+    const float *probs = (const float *)vprobs;
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || w->B <= 0 || w->max_len <= 0 || NH <= 0 || HS <= 0) return;
     if (w->cu_seqlens)

@@ -216,36 +216,29 @@ static void cb_free(void *vctx)
     free(ctx);
 }
 
+/* Activations are fp32 in every precision today; the GEMMs convert their
+ * inputs (cuda_convert). */
+static backend_dtype cb_act_type(void *vctx)
+{
+    return BACKEND_F32;
+}
+
+/* No backend-specific extras: its precision is chosen at creation, and
+ * cuBLASLt is not batch-invariant (backend.h). */
+static void *cb_get_proc(const char *name)
+{
+    return NULL;
+}
+
 static const backend_i cuda_backend_i = {
     .name = "cuda",
     .probs_optional = 0, /* its softmax writes probs, and P V reads them */
-    .free = cb_free,
-    .alloc = cb_alloc,
-    .release = cb_release,
-    .upload = cb_upload,
-    .download = cb_download,
-    .zero = cb_zero,
-    .copy = cb_copy,
-    .sync = cb_sync,
-    .embedding_forward = cuda_embedding_forward,
-    .embedding_backward = cuda_embedding_backward,
-    .layernorm_forward = cuda_layernorm_forward,
-    .layernorm_backward = cuda_layernorm_backward,
-    .matmul_forward = cuda_matmul_forward,
-    .matmul_backward = cuda_matmul_backward,
-    .matmul_forward_n = NULL,
-    .gelu_forward = cuda_gelu_forward,
-    .gelu_backward = cuda_gelu_backward,
-    .attention_forward = cuda_attention_forward,
-    .attention_backward = cuda_attention_backward,
-    .dropout_forward = cuda_dropout_forward,
-    .dropout_backward = cuda_dropout_backward,
-    .add = cuda_add,
-    .qa_loss = cuda_qa_loss,
-    .sum_squares = cuda_sum_squares,
-    .scale = cuda_scale,
-    .all_finite = cuda_all_finite,
-    .adamw = cuda_adamw,
+    BACKEND_MEMORY_FNS(cb_),
+    .act_type = cb_act_type,
+    .get_proc = cb_get_proc,
+#define BACKEND_OP(name, ret, params) .name = cuda_##name,
+#define BACKEND_OPT(name, cpu, cuda, ret, params) .name = BACKEND_FN_##cuda(cuda_##name),
+#include "backend/ops.def"
 };
 
 /* ------------------------------------------------------------------------

@@ -611,17 +611,6 @@ __device__ __forceinline__ int fused_mt_find(const cuda_mt_tensor *tab, int nten
     return lo;
 }
 
-__device__ double fused_tree_sum(double v, double *sh)
-{
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int s = MT_THREADS / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-        __syncthreads();
-    }
-    return sh[0];
-}
-
 __global__ void fused_mt_sumsq_kernel(double *part, const cuda_mt_tensor *tab, int ntens)
 {
     __shared__ double sh[MT_THREADS];
@@ -631,7 +620,7 @@ __global__ void fused_mt_sumsq_kernel(double *part, const cuda_mt_tensor *tab, i
     const float *g = e->g;
     double a = 0;
     for (int64_t i = i0 + threadIdx.x; i < i1; i += MT_THREADS) a += (double)g[i] * g[i];
-    double s = fused_tree_sum(a, sh);
+    double s = cuda_block_tree_sum<MT_THREADS>(a, sh);
     if (threadIdx.x == 0) part[chunk] = s;
 }
 
@@ -660,7 +649,7 @@ __global__ void fused_mt_finish_kernel(cuda_mt_status *st, const double *part, i
     __shared__ double sh[MT_THREADS];
     double a = 0;
     for (int64_t i = threadIdx.x; i < nparts; i += MT_THREADS) a += part[i];
-    double s = fused_tree_sum(a, sh);
+    double s = cuda_block_tree_sum<MT_THREADS>(a, sh);
     if (threadIdx.x != 0) return;
     st->sum_squares = s;
     if (decide) fused_mt_decide(st, grad_unscale, max_norm);
@@ -704,7 +693,7 @@ void cuda_mt_decide(void *vctx, cuda_mt_status *status, float grad_unscale, doub
     CUDA_LAUNCHED(ctx);
 }
 
-/* cuda_optim.cu's adamw_kernel, element for element, on one chunk. */
+/* cuda_loss.cu's adamw_kernel, element for element, on one chunk. */
 template <typename W>
 __global__ void fused_mt_adamw_kernel(const cuda_mt_tensor *tab, int ntens, const cuda_mt_status *st, adamw_consts kd,
                                       adamw_consts kn)
@@ -755,7 +744,7 @@ void cuda_mt_adamw(void *vctx, const cuda_mt_tensor *tab, int ntens, int64_t nch
 }
 
 /* ------------------------------------------------------------------------
- * GELU, exact, cuda_ops.cu's arithmetic: out = x/2 (1 + erf(x / sqrt 2)),
+ * GELU, exact, cuda_dense.cu's arithmetic: out = x/2 (1 + erf(x / sqrt 2)),
  * dinp += dout (cdf + x pdf). 16 bytes per access (4 floats, 8 halves)
  * where every pointer is 16-byte aligned, else one element. */
 

@@ -1,4 +1,7 @@
-/* GEMMs through cuBLASLt, and the linear layer (matmul) of the op table.
+/* GEMMs through cuBLASLt, the conversion of their inputs and deterministic
+ * column sums: what the ops' products share (the linear layer in
+ * cuda_dense.cu, attention's in cuda_attention.cu), as cpu_gemm is the CPU
+ * ops'.
  *
  * Storage is fp32; with fp16/bf16 the GEMM inputs are converted into the
  * workspace first (cuda_ws.h says how much), and cuBLASLt multiplies them
@@ -7,13 +10,7 @@
  * fp32 to plain fp32 GEMMs.
  *
  * Row-major [R, K] arrays are column-major [K, R] to cuBLAS; every call
- * below states the column-major product it asks for.
- *
- * The bias is added as the CPU backend adds it (torch's addmm): out is set
- * to the bias, then the GEMM accumulates onto it (beta = 1). cuBLASLt's
- * BIAS epilogue would save one pass over out; its GELU epilogue is the tanh
- * approximation (not BERT's erf GELU) and its BGRADB epilogue overwrites
- * rather than accumulates, so neither fits the op table as it is. */
+ * states the column-major product it asks for. */
 #include "backend/cuda/cuda_internal.h"
 
 #include <stdio.h>
@@ -42,14 +39,6 @@ void cuda_convert(cuda_ctx *ctx, void *dst, const float *src, size_t n, gemm_typ
         (__nv_bfloat16 *)dst, src, n);
     else CUDA_LAUNCH(convert_kernel<float>, g, 256, 0, ctx->stream, (float *)dst, src, n);
     CUDA_LAUNCHED(ctx);
-}
-
-/* out[r, c] = b[c] over N rows of OC */
-__global__ void bias_fill_kernel(float *out, const float *b, size_t N, int OC)
-{
-    size_t n = N * (size_t)OC;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        out[i] = b[i % (size_t)OC];
 }
 
 /* ------------------------------------------------------------------------
@@ -194,72 +183,4 @@ done:
     if (la) cublasLtMatrixLayoutDestroy(la);
     if (op) cublasLtMatmulDescDestroy(op);
     return ok ? 0 : 1;
-}
-
-/* ------------------------------------------------------------------------
- * The linear layer. Low precision converts inp, w (and dout) into the
- * workspace; fp32/tf32 hand the arrays to cuBLASLt as they are. */
-
-static int low_precision(const cuda_ctx *ctx)
-{
-    return ctx->gtype != GEMM_F32;
-}
-
-// out (N,OC) = inp (N,C) @ w (OC,C)^T + b (OC)
-void cuda_matmul_forward(void *vctx, float *out, const float *inp, const float *w, const float *b, int N, int C,
-                         int OC)
-{
-    cuda_ctx *ctx = (cuda_ctx *)vctx;
-    if (ctx->error || N <= 0 || OC <= 0) return;
-    size_t nout = (size_t)N * OC;
-    if (b) {
-        CUDA_LAUNCH(bias_fill_kernel, cuda_blocks(nout, 256), 256, 0, ctx->stream, out, b, (size_t)N, OC);
-        CUDA_LAUNCHED(ctx);
-    }
-    if (C <= 0) {
-        if (!b) CUDA_TRY(ctx, cudaMemsetAsync(out, 0, nout * sizeof(float), ctx->stream));
-        return;
-    }
-    const void *A = w, *B = inp;
-    int low = low_precision(ctx);
-    if (low) {
-        char *cur = (char *)cuda_ws_get(ctx, cuda_ws_matmul_forward(1, (size_t)N, (size_t)C, (size_t)OC));
-        if (!cur) return;
-        void *xl = cuda_ws_take(&cur, (size_t)N * C * 2), *wl = cuda_ws_take(&cur, (size_t)OC * C * 2);
-        cuda_convert(ctx, xl, inp, (size_t)N * C, ctx->gtype);
-        cuda_convert(ctx, wl, w, (size_t)OC * C, ctx->gtype);
-        A = wl;
-        B = xl;
-    }
-    // out^T (OC x N) = w (stored C x OC, transposed) * inp^T (C x N)
-    cuda_gemm(ctx, 1, 0, OC, N, C, A, C, 0, B, C, 0, out, OC, 0, 1, 1.0f, b ? 1.0f : 0.0f, ctx->gtype);
-}
-
-void cuda_matmul_backward(void *vctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                          const float *w, int N, int C, int OC)
-{
-    cuda_ctx *ctx = (cuda_ctx *)vctx;
-    if (ctx->error || N <= 0 || OC <= 0 || C < 0) return;
-    int low = low_precision(ctx);
-    char *cur = (char *)cuda_ws_get(ctx, cuda_ws_matmul_backward(low, (size_t)N, (size_t)C, (size_t)OC));
-    if (!cur) return;
-    float *part = (float *)cuda_ws_take(&cur, cuda_ws_colsum_chunks((size_t)N) * (size_t)OC * sizeof(float));
-    if (db) cuda_colsum_add(ctx, db, dout, N, OC, part);
-    if (C == 0 || (!dinp && !dw)) return;
-    const void *D = dout, *W = w, *X = inp;
-    if (low) {
-        void *dl = cuda_ws_take(&cur, (size_t)N * OC * 2);
-        void *wl = cuda_ws_take(&cur, (size_t)OC * C * 2);
-        void *xl = cuda_ws_take(&cur, (size_t)N * C * 2);
-        cuda_convert(ctx, dl, dout, (size_t)N * OC, ctx->gtype);
-        if (dinp) cuda_convert(ctx, wl, w, (size_t)OC * C, ctx->gtype);
-        if (dw) cuda_convert(ctx, xl, inp, (size_t)N * C, ctx->gtype);
-        D = dl;
-        W = wl;
-        X = xl;
-    }
-    // dinp^T (C x N) += w^T (stored C x OC) * dout^T (stored OC x N)
-    if (dinp) cuda_gemm(ctx, 0, 0, C, N, OC, W, C, 0, D, OC, 0, dinp, C, 0, 1, 1.0f, 1.0f, ctx->gtype);
-    // dw^T (C x OC) += inp^T (stored C x N) * dout (stored OC x N, transposed)
-    if (dw) cuda_gemm(ctx, 0, 1, C, OC, N, X, C, 0, D, OC, 0, dw, C, 0, 1, 1.0f, 1.0f, ctx->gtype);
 }

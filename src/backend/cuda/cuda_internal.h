@@ -1,12 +1,14 @@
 /* The CUDA backend, inside (CUDA C++ only): the context, the error-check
  * macros, the workspace and the ops, split over these files:
  *   cuda_backend.cu    context, allocator, memory ops, the op table, probe
- *   cuda_gemm.cu       cuBLASLt GEMMs, conversions, matmul forward/backward
- *   cuda_ops.cu        embedding, layernorm, gelu, dropout, add
+ *   cuda_gemm.cu       cuBLASLt GEMMs, conversions, column sums (the ops' products)
+ * and the ops by job, as the CPU backend's ops_*.c, each kernel beside its
+ * launcher:
+ *   cuda_dense.cu      embedding, layernorm, matmul, gelu, dropout, add
  *   cuda_attention.cu  self-attention: padded windows (batched GEMMs), and
  *                      the dispatch to packed windows
  *   cuda_varlen.cu     self-attention of packed windows (fp32 kernels)
- *   cuda_optim.cu      QA loss, sum_squares, scale, all_finite, AdamW
+ *   cuda_loss.cu       QA loss, sum_squares, scale, all_finite, AdamW
  *
  * Letters and the =/+= convention are backend.h's. Ops run in order on the
  * context's stream; they return nothing, so a failure (a CUDA error, an
@@ -138,6 +140,10 @@ static inline void *cuda_ws_take(char **cur, size_t bytes)
     return p;
 }
 
+/* A grid-stride loop of i over [0, n). */
+#define GRID_STRIDE(i, n) \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+
 /* Blocks for n threads of `threads`, at least 1, capped for a grid-stride loop. */
 static inline unsigned cuda_blocks(size_t n, unsigned threads)
 {
@@ -159,38 +165,11 @@ void cuda_convert(cuda_ctx *ctx, void *dst, const float *src, size_t n, gemm_typ
  * workspace of cuda_ws_colsum_chunks(N) * C floats. */
 void cuda_colsum_add(cuda_ctx *ctx, float *out, const float *x, int N, int C, float *part);
 
-/* The ops of backend.h. */
-void cuda_embedding_forward(void *ctx, float *out, const int32_t *ids, const int32_t *types, const int32_t *pos,
-                            const float *wte, const float *wpe, const float *wtt, int N, int T, int C);
-void cuda_embedding_backward(void *ctx, float *dwte, float *dwpe, float *dwtt, const float *dout,
-                             const int32_t *ids, const int32_t *types, const int32_t *pos, int N, int T, int C);
-void cuda_layernorm_forward(void *ctx, float *out, float *mean, float *rstd, const float *inp, const float *w,
-                            const float *b, int N, int C, float eps);
-void cuda_layernorm_backward(void *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                             const float *w, const float *mean, const float *rstd, int N, int C);
-void cuda_matmul_forward(void *ctx, float *out, const float *inp, const float *w, const float *b, int N, int C,
-                         int OC);
-void cuda_matmul_backward(void *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                          const float *w, int N, int C, int OC);
-void cuda_gelu_forward(void *ctx, float *out, const float *inp, size_t n);
-void cuda_gelu_backward(void *ctx, float *dinp, const float *inp, const float *dout, size_t n);
-void cuda_attention_forward(void *ctx, float *out, float *probs, const float *q, const float *k, const float *v,
-                            const backend_windows *w, int NH, int HS, float p, philox_stream rng);
-void cuda_attention_backward(void *ctx, float *dq, float *dk, float *dv, float *scratch, const float *dout,
-                             const float *q, const float *k, const float *v, const float *probs,
-                             const backend_windows *w, int NH, int HS, float p, philox_stream rng);
-void cuda_dropout_forward(void *ctx, float *out, const float *inp, const backend_windows *w, int C, float p,
-                          philox_stream rng);
-void cuda_dropout_backward(void *ctx, float *dinp, const float *dout, const backend_windows *w, int C, float p,
-                           philox_stream rng);
-void cuda_add(void *ctx, float *out, const float *a, const float *b, size_t n);
-void cuda_qa_loss(void *ctx, float *loss, float *dlogits, const float *logits, const int32_t *start,
-                  const int32_t *end, const backend_windows *w, float grad_scale);
-double cuda_sum_squares(void *ctx, const float *x, size_t n);
-void cuda_scale(void *ctx, float *x, size_t n, float s);
-int cuda_all_finite(void *ctx, const float *x, size_t n);
-void cuda_adamw(void *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
-                float eps, float wd, int64_t t, float grad_scale);
+/* The ops: cuda_NAME for every line of backend/ops.def, and the optional
+ * ones this backend has. */
+#define BACKEND_OP(name, ret, params) ret cuda_##name params;
+#define BACKEND_OPT(name, cpu, cuda, ret, params) BACKEND_IF_##cuda(ret cuda_##name params;)
+#include "backend/ops.def"
 
 /* cuda_varlen.cu: attention over packed windows (w->cu_seqlens set), called
  * by cuda_attention_forward and _backward. */
@@ -242,6 +221,20 @@ template <int NT> __device__ __forceinline__ float cuda_block_sum(float v, float
     float s = 0;
     for (int i = 0; i < NT / 32; i++) s += sh[i];
     return s;
+}
+
+/* The sum of v over a block of NT threads (a power of two) in double, in
+ * one fixed tree (the same bits for the same inputs); sh holds NT doubles.
+ * Every thread gets the result. */
+template <int NT> __device__ __forceinline__ double cuda_block_tree_sum(double v, double *sh)
+{
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int s = NT / 2; s > 0; s >>= 1) {
+        if ((int)threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+        __syncthreads();
+    }
+    return sh[0];
 }
 
 /* The middle of a row softmax over n values x spread over NT threads, mx

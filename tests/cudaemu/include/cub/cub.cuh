@@ -1,5 +1,5 @@
 /* cudaemu's CUB: cub::DeviceRadixSort::SortPairs, the one CUB call bertc's
- * CUDA backend makes (the word-embedding gradient, cuda_ops.cu), on the CPU
+ * CUDA backend makes (the word-embedding gradient, cuda_dense.cu), on the CPU
  * (C++17, header only).
  *
  * CUB's protocol: with d_temp_storage NULL the call only sets

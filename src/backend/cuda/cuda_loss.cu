@@ -8,9 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define GRID_STRIDE(i, n) \
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
-
 /* ------------------------------------------------------------------------
  * BertForQuestionAnswering's loss, as the CPU backend: per side, the mean
  * cross-entropy over the windows whose clamped label is not T (ignored),
@@ -88,9 +85,11 @@ __global__ void qa_loss_kernel(float *loss, float *dlogits, const float *logits,
 }
 
 // loss (1); dlogits, logits (w->N,2); start, end (w->B)
-void cuda_qa_loss(void *vctx, float *loss, float *dlogits, const float *logits, const int32_t *start,
+void cuda_qa_loss(void *vctx, float *loss, backend_act *vdlogits, const backend_act *vlogits, const int32_t *start,
                   const int32_t *end, const backend_windows *w, float grad_scale)
 {
+    float *dlogits = (float *)vdlogits;
+    const float *logits = (const float *)vlogits;
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || w->B <= 0 || w->N <= 0) return;
     double *rowloss = (double *)cuda_ws_get(ctx, cuda_ws_qa_loss((size_t)w->B));
@@ -108,24 +107,13 @@ void cuda_qa_loss(void *vctx, float *loss, float *dlogits, const float *logits, 
 #define SS_THREADS 256
 #define SS_MIN_CHUNK 4096
 
-__device__ double block_tree_sum(double v, double *sh)
-{
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int s = SS_THREADS / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-        __syncthreads();
-    }
-    return sh[0];
-}
-
 __global__ void sum_squares_stage1(double *part, const float *x, size_t n, size_t chunk)
 {
     __shared__ double sh[SS_THREADS];
     size_t i0 = blockIdx.x * chunk, i1 = i0 + chunk < n ? i0 + chunk : n;
     double a = 0;
     for (size_t i = i0 + threadIdx.x; i < i1; i += SS_THREADS) a += (double)x[i] * x[i];
-    double s = block_tree_sum(a, sh);
+    double s = cuda_block_tree_sum<SS_THREADS>(a, sh);
     if (threadIdx.x == 0) part[blockIdx.x] = s;
 }
 
@@ -134,7 +122,7 @@ __global__ void sum_squares_stage2(double *out, const double *part, int nparts)
     __shared__ double sh[SS_THREADS];
     double a = 0;
     for (int i = threadIdx.x; i < nparts; i += SS_THREADS) a += part[i];
-    double s = block_tree_sum(a, sh);
+    double s = cuda_block_tree_sum<SS_THREADS>(a, sh);
     if (threadIdx.x == 0) *out = s;
 }
 

@@ -1,4 +1,5 @@
-/* Dense ops of the CUDA backend: embedding, layernorm, gelu, dropout, add.
+/* Dense ops of the CUDA backend, as ops_dense.c on the CPU: embedding,
+ * layernorm, matmul, gelu, dropout, add; each kernel beside its launcher.
  * Letters and the =/+= convention are backend.h's. Each op does the CPU
  * backend's arithmetic in the same order where that is cheap (so several
  * agree bit for bit: embeddings, dropout, add); explicit __fadd_rn /
@@ -7,9 +8,6 @@
 #include "backend/cuda/cuda_internal.h"
 
 #include <cub/cub.cuh>
-
-#define GRID_STRIDE(i, n) \
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
 /* ------------------------------------------------------------------------
  * Embedding. As transformers: (word + token type) + position. */
@@ -29,9 +27,10 @@ __global__ void embedding_forward_kernel(float *out, const int32_t *ids, const i
 }
 
 // out (N,C); ids, types, pos (N) (pos NULL: row % T); wte (V,C), wpe (P,C), wtt (TV,C)
-void cuda_embedding_forward(void *vctx, float *out, const int32_t *ids, const int32_t *types, const int32_t *pos,
+void cuda_embedding_forward(void *vctx, backend_act *vout, const int32_t *ids, const int32_t *types, const int32_t *pos,
                             const float *wte, const float *wpe, const float *wtt, int N, int T, int C)
 {
+    float *out = (float *)vout;
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     size_t n = (size_t)N * C;
     if (ctx->error || n == 0) return;
@@ -132,9 +131,10 @@ static void sorted_grad(cuda_ctx *ctx, float *dtab, const float *dout, const int
     CUDA_LAUNCHED(ctx);
 }
 
-void cuda_embedding_backward(void *vctx, float *dwte, float *dwpe, float *dwtt, const float *dout,
+void cuda_embedding_backward(void *vctx, float *dwte, float *dwpe, float *dwtt, const backend_act *vdout,
                              const int32_t *ids, const int32_t *types, const int32_t *pos, int N, int T, int C)
 {
+    const float *dout = (const float *)vdout;
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || N <= 0 || C <= 0) return;
     size_t sort_temp = 0;
@@ -213,9 +213,11 @@ __global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd, c
 }
 
 // out (N,C); mean, rstd (N); inp (N,C); w, b (C)
-void cuda_layernorm_forward(void *vctx, float *out, float *mean, float *rstd, const float *inp, const float *w,
-                            const float *b, int N, int C, float eps)
+void cuda_layernorm_forward(void *vctx, backend_act *vout, float *mean, float *rstd, const backend_act *vinp,
+                            const float *w, const float *b, int N, int C, float eps)
 {
+    float *out = (float *)vout;
+    const float *inp = (const float *)vinp;
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || N <= 0 || C <= 0) return;
     CUDA_LAUNCH(layernorm_forward_kernel, (unsigned)((N + 3) / 4), 128, 0, ctx->stream,
@@ -279,9 +281,13 @@ __global__ void layernorm_param_stage2(float *dw, float *db, const float *pw, co
     if (db) db[c] = __fadd_rn(db[c], (float)ab);
 }
 
-void cuda_layernorm_backward(void *vctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                             const float *w, const float *mean, const float *rstd, int N, int C)
+void cuda_layernorm_backward(void *vctx, backend_act *vdinp, float *dw, float *db, const backend_act *vdout,
+                             const backend_act *vinp, const float *w, const float *mean, const float *rstd, int N,
+                             int C)
 {
+    float *dinp = (float *)vdinp;
+    const float *dout = (const float *)vdout;
+    const float *inp = (const float *)vinp;
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || N <= 0 || C <= 0) return;
     if (dinp) {
@@ -300,6 +306,94 @@ void cuda_layernorm_backward(void *vctx, float *dinp, float *dw, float *db, cons
     CUDA_LAUNCHED(ctx);
     CUDA_LAUNCH(layernorm_param_stage2, (unsigned)((C + 127) / 128), 128, 0, ctx->stream, dw, db, pw, pb, nchunks, C);
     CUDA_LAUNCHED(ctx);
+}
+
+/* ------------------------------------------------------------------------
+ * The linear layer (cuda_gemm). Low precision converts inp, w (and dout)
+ * into the workspace; fp32/tf32 hand the arrays to cuBLASLt as they are.
+ *
+ * The bias is added as the CPU backend adds it (torch's addmm): out is set
+ * to the bias, then the GEMM accumulates onto it (beta = 1). cuBLASLt's
+ * BIAS epilogue would save one pass over out; its GELU epilogue is the tanh
+ * approximation (not BERT's erf GELU) and its BGRADB epilogue overwrites
+ * rather than accumulates, so neither fits the op table as it is. */
+
+/* out[r, c] = b[c] over N rows of OC */
+__global__ void bias_fill_kernel(float *out, const float *b, size_t N, int OC)
+{
+    size_t n = N * (size_t)OC;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = b[i % (size_t)OC];
+}
+
+
+static int low_precision(const cuda_ctx *ctx)
+{
+    return ctx->gtype != GEMM_F32;
+}
+
+// out (N,OC) = inp (N,C) @ w (OC,C)^T + b (OC)
+void cuda_matmul_forward(void *vctx, backend_act *vout, const backend_act *vinp, const float *w, const float *b, int N,
+                         int C, int OC)
+{
+    float *out = (float *)vout;
+    const float *inp = (const float *)vinp;
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    if (ctx->error || N <= 0 || OC <= 0) return;
+    size_t nout = (size_t)N * OC;
+    if (b) {
+        CUDA_LAUNCH(bias_fill_kernel, cuda_blocks(nout, 256), 256, 0, ctx->stream, out, b, (size_t)N, OC);
+        CUDA_LAUNCHED(ctx);
+    }
+    if (C <= 0) {
+        if (!b) CUDA_TRY(ctx, cudaMemsetAsync(out, 0, nout * sizeof(float), ctx->stream));
+        return;
+    }
+    const void *A = w, *B = inp;
+    int low = low_precision(ctx);
+    if (low) {
+        char *cur = (char *)cuda_ws_get(ctx, cuda_ws_matmul_forward(1, (size_t)N, (size_t)C, (size_t)OC));
+        if (!cur) return;
+        void *xl = cuda_ws_take(&cur, (size_t)N * C * 2), *wl = cuda_ws_take(&cur, (size_t)OC * C * 2);
+        cuda_convert(ctx, xl, inp, (size_t)N * C, ctx->gtype);
+        cuda_convert(ctx, wl, w, (size_t)OC * C, ctx->gtype);
+        A = wl;
+        B = xl;
+    }
+    // out^T (OC x N) = w (stored C x OC, transposed) * inp^T (C x N)
+    cuda_gemm(ctx, 1, 0, OC, N, C, A, C, 0, B, C, 0, out, OC, 0, 1, 1.0f, b ? 1.0f : 0.0f, ctx->gtype);
+}
+
+void cuda_matmul_backward(void *vctx, backend_act *vdinp, float *dw, float *db, const backend_act *vdout,
+                          const backend_act *vinp, const float *w, int N, int C, int OC)
+{
+    float *dinp = (float *)vdinp;
+    const float *dout = (const float *)vdout;
+    const float *inp = (const float *)vinp;
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    if (ctx->error || N <= 0 || OC <= 0 || C < 0) return;
+    int low = low_precision(ctx);
+    char *cur = (char *)cuda_ws_get(ctx, cuda_ws_matmul_backward(low, (size_t)N, (size_t)C, (size_t)OC));
+    if (!cur) return;
+    float *part = (float *)cuda_ws_take(&cur, cuda_ws_colsum_chunks((size_t)N) * (size_t)OC * sizeof(float));
+    if (db) cuda_colsum_add(ctx, db, dout, N, OC, part);
+    if (C == 0 || (!dinp && !dw)) return;
+    const void *D = dout, *W = w, *X = inp;
+    if (low) {
+        void *dl = cuda_ws_take(&cur, (size_t)N * OC * 2);
+        void *wl = cuda_ws_take(&cur, (size_t)OC * C * 2);
+        void *xl = cuda_ws_take(&cur, (size_t)N * C * 2);
+        cuda_convert(ctx, dl, dout, (size_t)N * OC, ctx->gtype);
+        if (dinp) cuda_convert(ctx, wl, w, (size_t)OC * C, ctx->gtype);
+        if (dw) cuda_convert(ctx, xl, inp, (size_t)N * C, ctx->gtype);
+        D = dl;
+        W = wl;
+        X = xl;
+    }
+    // dinp^T (C x N) += w^T (stored C x OC) * dout^T (stored OC x N)
+    if (dinp) cuda_gemm(ctx, 0, 0, C, N, OC, W, C, 0, D, OC, 0, dinp, C, 0, 1, 1.0f, 1.0f, ctx->gtype);
+    // dw^T (C x OC) += inp^T (stored C x N) * dout (stored OC x N, transposed)
+    if (dw) cuda_gemm(ctx, 0, 1, C, OC, N, X, C, 0, D, OC, 0, dw, C, 0, 1, 1.0f, 1.0f, ctx->gtype);
 }
 
 /* ------------------------------------------------------------------------
@@ -328,16 +422,21 @@ __global__ void gelu_backward_kernel(float *dinp, const float *inp, const float 
     }
 }
 
-void cuda_gelu_forward(void *vctx, float *out, const float *inp, size_t n)
+void cuda_gelu_forward(void *vctx, backend_act *vout, const backend_act *vinp, size_t n)
 {
+    float *out = (float *)vout;
+    const float *inp = (const float *)vinp;
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || n == 0) return;
     CUDA_LAUNCH(gelu_forward_kernel, cuda_blocks(n, 256), 256, 0, ctx->stream, out, inp, n);
     CUDA_LAUNCHED(ctx);
 }
 
-void cuda_gelu_backward(void *vctx, float *dinp, const float *inp, const float *dout, size_t n)
+void cuda_gelu_backward(void *vctx, backend_act *vdinp, const backend_act *vinp, const backend_act *vdout, size_t n)
 {
+    float *dinp = (float *)vdinp;
+    const float *inp = (const float *)vinp;
+    const float *dout = (const float *)vdout;
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || n == 0 || !dinp) return;
     CUDA_LAUNCH(gelu_backward_kernel, cuda_blocks(n, 256), 256, 0, ctx->stream, dinp, inp, dout, n);
@@ -391,11 +490,6 @@ __global__ void dropout_packed_kernel(float *out, const float *inp, const int32_
     }
 }
 
-__global__ void add_kernel(float *out, const float *a, const float *b, size_t n)
-{
-    GRID_STRIDE(i, n) out[i] = __fadd_rn(a[i], b[i]);
-}
-
 static void dropout_launch(cuda_ctx *ctx, float *out, const float *inp, const backend_windows *w, int C, float p,
                            philox_stream rng, int accumulate)
 {
@@ -411,8 +505,8 @@ static void dropout_launch(cuda_ctx *ctx, float *out, const float *inp, const ba
 }
 
 // out, inp (w->N, C); out may equal inp
-void cuda_dropout_forward(void *vctx, float *out, const float *inp, const backend_windows *w, int C, float p,
-                          philox_stream rng)
+void cuda_dropout_forward(void *vctx, backend_act *out, const backend_act *inp, const backend_windows *w, int C,
+                          float p, philox_stream rng)
 {
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     size_t n = (size_t)w->N * C;
@@ -421,26 +515,30 @@ void cuda_dropout_forward(void *vctx, float *out, const float *inp, const backen
         if (out != inp) CUDA_TRY(ctx, cudaMemcpyAsync(out, inp, n * sizeof(float), cudaMemcpyDeviceToDevice, ctx->stream));
         return;
     }
-    dropout_launch(ctx, out, inp, w, C, p, rng, 0);
+    dropout_launch(ctx, (float *)out, (const float *)inp, w, C, p, rng, 0);
 }
 
-void cuda_dropout_backward(void *vctx, float *dinp, const float *dout, const backend_windows *w, int C, float p,
-                           philox_stream rng)
+/* p = 0: dinp += dout, as cuda_add. */
+void cuda_dropout_backward(void *vctx, backend_act *dinp, const backend_act *dout, const backend_windows *w, int C,
+                           float p, philox_stream rng)
 {
-    cuda_ctx *ctx = (cuda_ctx *)vctx;
     size_t n = (size_t)w->N * C;
-    if (ctx->error || n == 0 || !dinp) return;
-    if (p <= 0.0f) {
-        CUDA_LAUNCH(add_kernel, cuda_blocks(n, 256), 256, 0, ctx->stream, dinp, dinp, dout, n);
-        CUDA_LAUNCHED(ctx);
-        return;
-    }
-    dropout_launch(ctx, dinp, dout, w, C, p, rng, 1);
+    if (((cuda_ctx *)vctx)->error || n == 0 || !dinp) return;
+    if (p <= 0.0f) cuda_add(vctx, dinp, dinp, dout, n);
+    else dropout_launch((cuda_ctx *)vctx, (float *)dinp, (const float *)dout, w, C, p, rng, 1);
+}
+
+__global__ void add_kernel(float *out, const float *a, const float *b, size_t n)
+{
+    GRID_STRIDE(i, n) out[i] = __fadd_rn(a[i], b[i]);
 }
 
 // out = a + b (n); out may alias a or b
-void cuda_add(void *vctx, float *out, const float *a, const float *b, size_t n)
+void cuda_add(void *vctx, backend_act *vout, const backend_act *va, const backend_act *vb, size_t n)
 {
+    float *out = (float *)vout;
+    const float *a = (const float *)va;
+    const float *b = (const float *)vb;
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || n == 0) return;
     CUDA_LAUNCH(add_kernel, cuda_blocks(n, 256), 256, 0, ctx->stream, out, a, b, n);
