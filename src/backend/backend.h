@@ -199,11 +199,11 @@ int backend_cpu_set_bf16(backend *b, int on, char *impl, size_t cap);
  * and the weights only. Everything else stays fp32; backward is not
  * affected (training does not use it). PREC_FP32 (or AUTO) goes back to
  * fp32 and drops the prepared weights; on a CUDA backend it does nothing.
- * ERR_INPUT with the reason when this CPU cannot run p at speed (no
- * AVX512-VNNI / AVX512-BF16, or BERTC_CPU_ISA below avx512: "--precision
- * int8: this CPU (...) lacks AVX512-VNNI ..."), for another precision, or
- * for a backend without answers in p. kernel (may be NULL) gets the kernel
- * that runs ("avx512vnni", "avx512bf16"). */
+ * ERR_INPUT with the reason when this CPU cannot run p at speed (int8:
+ * no AVX2, or BERTC_CPU_ISA below avx2; bf16: no AVX512-BF16, or
+ * BERTC_CPU_ISA below avx512), for another precision, or for a backend
+ * without answers in p. kernel (may be NULL) gets the kernel that runs
+ * ("avx2", "avxvnni", "avx512vnni", "avx512bf16"). */
 int backend_set_answer_precision(backend *b, precision_kind p, char *kernel, size_t cap);
 /* The check alone, without a backend (bertc version, option parsing):
  * whether the CPU answers in p. */
