@@ -80,6 +80,34 @@ static inline float backend_score_scale(int HS)
 typedef void backend_act;
 typedef enum { BACKEND_F32 = 0, BACKEND_F16, BACKEND_BF16 } backend_dtype;
 
+/* adamw_multi (ops.def): the parameters [off, off + len) of the block, one
+ * tensor or a piece of one, whose AdamW state is at m + state, v + state. */
+typedef struct {
+    size_t off, len, state;
+    int decay; /* 1: weight decay applies */
+} backend_adamw_range;
+
+/* adamw_multi's step: AdamW's hyperparameters (adamw's), the step t it
+ * counts when it updates, and how it finds the clip. sum_given: clip and
+ * overflow check from sum_squares (a sum over ranks, say); else from the
+ * gradients' own sum of squares, taken on the device. */
+typedef struct {
+    float lr, b1, b2, eps, wd;
+    int64_t t;
+    float grad_unscale;
+    double max_norm;
+    int sum_given;
+    double sum_squares;
+} backend_adamw_args;
+
+/* What adamw_multi decided (optim_apply's formulas): the sum of squares
+ * used, norm = sqrt(sum) * |grad_unscale|, the clip coefficient (1 when
+ * skipped), and skipped (the norm not finite: nothing updated). */
+typedef struct {
+    double sum_squares, norm, clip_coef;
+    int skipped;
+} backend_adamw_result;
+
 /* For ops.def's includers, on an optional op's cpu / cuda flag:
  * BACKEND_IF_1(...) is its arguments, BACKEND_IF_0(...) nothing (a
  * prototype); BACKEND_FN_1(fn) is fn, BACKEND_FN_0(fn) NULL (a table entry). */

@@ -34,7 +34,7 @@
 extern "C" {
 #endif
 
-#define BERTC_CUDA_ABI 7 /* raised whenever bertc_cuda_host or bertc_cuda_api changes */
+#define BERTC_CUDA_ABI 8 /* raised whenever bertc_cuda_host or bertc_cuda_api changes */
 #define BERTC_CUDA_ENTRY "bertc_cuda_backend_entry"
 #define BERTC_CUDA_MODULE_FILE "libbertc_cuda.so"
 
@@ -118,7 +118,7 @@ const bertc_cuda_api *cuda_module_get(int force, char *why, size_t cap);
 /* For programs that link the CUDA backend in: use this table, load nothing. */
 void cuda_module_use(const bertc_cuda_api *api);
 /* One line on the module (`bertc version`, `bertc devices`), loading it as
- * cuda_module_get(load) would: "PATH: loaded (ABI 7, bertc 0.1.0, CUDA
+ * cuda_module_get(load) would: "PATH: loaded (ABI 8, bertc 0.1.0, CUDA
  * runtime 12.4)", "PATH: found; not loaded (no NVIDIA driver; ...)",
  * "not available: REASON". */
 char *cuda_module_describe(char *buf, size_t cap, int load);

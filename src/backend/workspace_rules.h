@@ -33,6 +33,10 @@
 /* Everything allocated at creation: cuBLASLt's workspace, the reduction
  * partials (doubles) and the result slots. */
 #define CUDA_WS_FIXED (CUDA_WS_CUBLASLT + CUDA_WS_REDUCE_BLOCKS * sizeof(double) + CUDA_WS_ALIGN)
+/* Bytes of one entry of adamw_multi's tensor table on the device
+ * (cuda_mt_tensor, cuda_fused.h); the table is allocated once, for the
+ * ranges of the parameter block that the optimizer updates. */
+#define CUDA_WS_MT_ENTRY ((size_t)64)
 
 /* n bytes rounded up to the alignment (saturating). */
 static inline size_t cuda_ws_round(size_t n)

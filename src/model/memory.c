@@ -55,7 +55,13 @@ static size_t workspace_bytes(const bert_config *cfg, int micro, size_t N, int T
     need = max_size(need, cuda_ws_layernorm_backward(N, C));
     need = max_size(need, cuda_ws_embedding_backward(N, C, cuda_ws_sort_temp_bound(N)));
     need = max_size(need, cuda_ws_qa_loss((size_t)micro));
-    return sat_add(need, CUDA_WS_FIXED);
+    /* adamw_multi's tensor table (an entry per tensor: a rank's pieces or
+     * a stage's slice split none) beside the fixed buffers */
+    param_table t;
+    param_table_init(&t, cfg);
+    size_t table = cuda_ws_part((size_t)t.n, CUDA_WS_MT_ENTRY);
+    param_table_free(&t);
+    return sat_add(sat_add(need, CUDA_WS_FIXED), table);
 }
 
 static void sum_total(memory_answer *a)

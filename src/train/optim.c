@@ -21,6 +21,9 @@ struct optim {
     size_t owned;
     float *m, *v; /* backend memory */
     int64_t t, skipped;
+    /* adamw_multi's ranges: each tensor's part of each range, in order */
+    backend_adamw_range *mt;
+    int nmt;
 };
 
 double optim_lr_lambda(int64_t k, int64_t warmup, int64_t total)
@@ -60,6 +63,25 @@ optim_config optim_config_default(void)
         .total_steps = 0,
     };
     return c;
+}
+
+/* The ranges adamw_multi takes: the parts of the tensors inside each of
+ * this optimizer's ranges, with their state's place in m and v. */
+static void make_ranges(optim *o)
+{
+    const param_table *t = o->table;
+    o->mt = xmalloc(((size_t)t->n + (size_t)o->nseg) * sizeof *o->mt);
+    size_t at = 0;
+    for (int s = 0; s < o->nseg; s++) {
+        size_t off = o->seg_off[s], end = off + o->seg_len[s];
+        for (int i = 0; i < t->n; i++) {
+            size_t r0 = t->info[i].offset, r1 = r0 + t->info[i].numel;
+            size_t a = r0 > off ? r0 : off, b = r1 < end ? r1 : end;
+            if (a >= b) continue;
+            o->mt[o->nmt++] = (backend_adamw_range){a, b - a, at + (a - off), t->info[i].decay};
+        }
+        at += o->seg_len[s];
+    }
 }
 
 int optim_create(optim **out, backend *be, const param_table *t)
@@ -108,6 +130,7 @@ int optim_create_pieces(optim **out, backend *be, const param_table *t, const si
     }
     be->i->zero(be->ctx, o->m, bytes);
     be->i->zero(be->ctx, o->v, bytes);
+    if (be->i->adamw_multi) make_ranges(o);
     *out = o;
     return 0;
 }
@@ -119,6 +142,7 @@ void optim_free(optim *o)
     if (o->v) o->be->i->release(o->be->ctx, o->v);
     free(o->seg_off);
     free(o->seg_len);
+    free(o->mt);
     free(o);
 }
 
@@ -169,9 +193,47 @@ static void adamw_range(optim *o, float *params, const float *grads, size_t off,
     }
 }
 
+/* The step through the backend's adamw_multi: the norm (the sum of
+ * squares on the device unless sum_given), the clip, the overflow check
+ * and AdamW over every range, one pass. */
+static int apply_multi(optim *o, float *params, const float *grads, const optim_config *c, int64_t k,
+                       float grad_unscale, int sum_given, double sum_squares, optim_result *r)
+{
+    optim_result res = {0};
+    res.lr = c->lr * optim_lr_lambda(k, c->warmup_steps, c->total_steps);
+    backend_adamw_args a = {
+        .lr = (float)res.lr,
+        .b1 = (float)c->beta1,
+        .b2 = (float)c->beta2,
+        .eps = (float)c->eps,
+        .wd = (float)c->weight_decay,
+        .t = o->t + 1,
+        .grad_unscale = grad_unscale,
+        .max_norm = c->max_grad_norm,
+        .sum_given = sum_given,
+        .sum_squares = sum_squares,
+    };
+    backend_adamw_result br;
+    int rc = o->be->i->adamw_multi(o->be->ctx, &br, params, grads, o->m, o->v, o->mt, o->nmt, &a);
+    if (!rc) rc = o->be->i->sync(o->be->ctx);
+    if (rc) return err_wrap(rc, "optim_step");
+    res.grad_norm = br.norm;
+    res.clip_coef = br.clip_coef;
+    res.skipped = br.skipped;
+    if (br.skipped) o->skipped++;
+    else o->t++;
+    if (r) *r = res;
+    return 0;
+}
+
 int optim_step(optim *o, float *params, const float *grads, const optim_config *c, int64_t k, float grad_unscale,
                optim_result *r)
 {
+    /* one range: the backend's norm is sum_squares's over it, the same bits */
+    if (o->be->i->adamw_multi && o->nseg == 1) {
+        int rc = check_config(c);
+        return rc ? rc : apply_multi(o, params, grads, c, k, grad_unscale, 0, 0.0, r);
+    }
     return optim_apply(o, params, grads, c, k, grad_unscale, optim_sum_squares(o, grads), r);
 }
 
@@ -180,6 +242,7 @@ int optim_apply(optim *o, float *params, const float *grads, const optim_config 
 {
     int rc = check_config(c);
     if (rc) return rc;
+    if (o->be->i->adamw_multi) return apply_multi(o, params, grads, c, k, grad_unscale, 1, sum_squares, r);
     optim_result res = {0};
 
     double norm = sqrt(sum_squares) * fabs((double)grad_unscale);

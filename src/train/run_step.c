@@ -112,9 +112,11 @@ int run_step(run_ctx *c, int32_t *idx, double *loss_out, float *scale_out, optim
     oc.warmup_steps = c->plan.warmup;
     oc.total_steps = c->plan.total;
     float *g = bert_model_grads(c->qm.model);
-    double ss = t.norm_summed ? t.sumsq : optim_sum_squares(c->opt, g);
+    float *p = bert_model_params(c->qm.model);
+    float unscale = lossscale_unscale(&c->ls);
     *res = (optim_result){0}; /* as it is where the update fails (a deferred failure goes on to the next step) */
-    rc = optim_apply(c->opt, bert_model_params(c->qm.model), g, &oc, c->st.step, lossscale_unscale(&c->ls), ss, res);
+    rc = t.norm_summed ? optim_apply(c->opt, p, g, &oc, c->st.step, unscale, t.sumsq, res)
+                       : optim_step(c->opt, p, g, &oc, c->st.step, unscale, res);
     if (S->updated) rc = S->updated(c, rc, res);
     if (rc) return rc;
     /* An overflow (or any non-finite gradient) skipped the update: the

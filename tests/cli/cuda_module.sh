@@ -158,7 +158,7 @@ bad "other table sizes" "$FAKE/libbadsize.so" "$FAKE/libbadsize.so: ABI mismatch
 # 6. A well-formed module that finds no GPU: loaded, and its reason is the error.
 nogpu=$FAKE/libnogpu.so
 case_ "a module without a GPU: $nogpu"
-devices_has nogpu "CUDA module: $nogpu: loaded (ABI 7, bertc fake, CUDA runtime 12.4)" BERTC_CUDA_MODULE=$nogpu
+devices_has nogpu "CUDA module: $nogpu: loaded (ABI 8, bertc fake, CUDA runtime 12.4)" BERTC_CUDA_MODULE=$nogpu
 cuda_fails nogpu "--device cuda: no usable CUDA device: the fake CUDA module has no GPU 0" BERTC_CUDA_MODULE=$nogpu
 [ "$driver" -eq 0 ] && version_has nogpu "cuda: module $nogpu: found; not loaded (no NVIDIA driver" BERTC_CUDA_MODULE=$nogpu
 

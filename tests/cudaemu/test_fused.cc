@@ -639,6 +639,137 @@ static void test_gelu(gemm_type t, int offset)
     for (tensor *a : ts) tensor_free(*a);
 }
 
+/* ------------------------------------------------------------------------
+ * adamw_multi (the op optim.c calls; ops.def) against the fallback it
+ * replaces on the same CUDA backend: sum_squares over the block, optim_apply's
+ * decision on the host, adamw per run of ranges with the same decay. p, m,
+ * v, the sum of squares, the norm and the clip bit for bit, over 3 steps
+ * (the table is uploaded once, then reused). */
+
+struct multi_case {
+    const char *name;
+    float unscale;
+    double max_norm;
+    int sum_given; /* 1: the caller's sum, 4x the gradients' own */
+    int bad;       /* 1: a NaN gradient in step 2 (skipped) */
+    int plant;     /* 1: the multi side's table has one decay flipped: must differ */
+};
+
+/* optim_apply's decision, as optim.c computes it. */
+static void host_decide(double ss, float unscale, double max_norm, double *norm, double *clip, float *gs, int *skip)
+{
+    *norm = sqrt(ss) * fabs((double)unscale);
+    *skip = !isfinite(*norm);
+    *clip = 1.0;
+    if (!*skip && max_norm > 0) {
+        *clip = max_norm / (*norm + 1e-6);
+        if (*clip > 1.0) *clip = 1.0;
+    }
+    *gs = (float)((double)unscale * *clip);
+}
+
+static void test_adamw_multi(const multi_case &k)
+{
+    /* 2 chunks of CUDA_MT_CHUNK and a partial one, tiny ones, a weight
+     * matrix's size; decay alternating in runs as bert's table does */
+    const size_t sizes[] = {1000, 2 * CUDA_MT_CHUNK + 17, 17, 3, 5000, 96, 40000};
+    const int decay[] = {1, 0, 0, 1, 1, 0, 1};
+    const int nr = 7;
+    backend_adamw_range r[nr];
+    size_t total = 0;
+    for (int i = 0; i < nr; i++) {
+        r[i] = backend_adamw_range{total, sizes[i], total, decay[i]};
+        total += sizes[i];
+    }
+    tensor G = tensor_make(GEMM_F32, total, -0.5f, 0.5f);
+    tensor P0 = tensor_make(GEMM_F32, total, -1.0f, 1.0f);
+    float *dev[2][3];
+    for (int s = 0; s < 2; s++)
+        for (int j = 0; j < 3; j++) {
+            dev[s][j] = (float *)g_gpu.i->alloc(g_gpu.ctx, total * 4);
+            if (j == 0) g_gpu.i->copy(g_gpu.ctx, dev[s][j], P0.gpu, total * 4);
+            else g_gpu.i->zero(g_gpu.ctx, dev[s][j], total * 4);
+        }
+    backend_adamw_range rm[nr];
+    memcpy(rm, r, sizeof r);
+    if (k.plant) rm[3].decay = !rm[3].decay;
+    const float lr = 1e-3f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 0.01f;
+    int64_t t = 0;
+    int same = 1, same_res = 1, ok = 1;
+    for (int step = 1; step <= 3 && ok; step++) {
+        if (k.bad && step == 2) {
+            float nan = NAN;
+            g_gpu.i->upload(g_gpu.ctx, (float *)G.gpu + total / 2, &nan, 4);
+        } else if (k.bad && step == 3) {
+            g_gpu.i->upload(g_gpu.ctx, (float *)G.gpu + total / 2, &G.h[total / 2], 4);
+        }
+        /* the fallback */
+        double ss = g_gpu.i->sum_squares(g_gpu.ctx, (const float *)G.gpu, total);
+        double given = 4 * ss;
+        double norm, clip;
+        float gs;
+        int skip;
+        host_decide(k.sum_given ? given : ss, k.unscale, k.max_norm, &norm, &clip, &gs, &skip);
+        if (!skip) {
+            for (int i = 0; i < nr;) {
+                int j = i + 1;
+                while (j < nr && decay[j] == decay[i]) j++;
+                size_t a = r[i].off, n = r[j - 1].off + r[j - 1].len - a;
+                g_gpu.i->adamw(g_gpu.ctx, dev[1][0] + a, (const float *)G.gpu + a, dev[1][1] + a, dev[1][2] + a, n, lr,
+                               b1, b2, eps, decay[i] ? wd : 0.0f, t + 1, gs);
+                i = j;
+            }
+        }
+        /* the op */
+        backend_adamw_args a = {lr, b1, b2, eps, wd, t + 1, k.unscale, k.max_norm, k.sum_given, given};
+        backend_adamw_result res;
+        if (g_gpu.i->adamw_multi(g_gpu.ctx, &res, dev[0][0], (const float *)G.gpu, dev[0][1], dev[0][2], rm, nr, &a)) {
+            check(0, "adamw_multi %s step %d: %s", k.name, step, err_msg());
+            ok = 0;
+            break;
+        }
+        if (!synced("adamw_multi")) return;
+        double want_ss = k.sum_given ? given : ss;
+        if (memcmp(&res.sum_squares, &want_ss, 8) || memcmp(&res.norm, &norm, 8) || memcmp(&res.clip_coef, &clip, 8) ||
+            res.skipped != skip)
+            same_res = 0;
+        if (!skip) t++;
+        for (int j = 0; j < 3; j++) {
+            std::vector<float> x(total), y(total);
+            g_gpu.i->download(g_gpu.ctx, x.data(), dev[0][j], total * 4);
+            g_gpu.i->download(g_gpu.ctx, y.data(), dev[1][j], total * 4);
+            if (memcmp(x.data(), y.data(), total * 4)) same = 0;
+        }
+        if (k.bad && step == 2) check(skip && res.skipped, "adamw_multi %s: the NaN step is skipped", k.name);
+    }
+    if (k.plant)
+        check(ok && !same, "adamw_multi %-34s a flipped decay in the op's table is caught (p, m, v differ)", k.name);
+    else if (ok)
+        check(same && same_res,
+              "adamw_multi %-34s 3 steps, %zu parameters in %d ranges: p, m, v, the sum of squares, norm, clip and "
+              "skip bit for bit the fallback (sum_squares, the host's decision, adamw per run)",
+              k.name, total, nr);
+    for (int s = 0; s < 2; s++)
+        for (int j = 0; j < 3; j++) g_gpu.i->release(g_gpu.ctx, dev[s][j]);
+    tensor_free(G);
+    tensor_free(P0);
+}
+
+/* Without a given sum the ranges must be one span. */
+static void test_adamw_multi_gap(void)
+{
+    float *p = (float *)g_gpu.i->alloc(g_gpu.ctx, 64 * 4);
+    g_gpu.i->zero(g_gpu.ctx, p, 64 * 4);
+    backend_adamw_range r[2] = {{0, 10, 0, 1}, {11, 10, 10, 0}};
+    backend_adamw_args a = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, 1.0f, 1.0, 0, 0.0};
+    backend_adamw_result res;
+    int rc = g_gpu.i->adamw_multi(g_gpu.ctx, &res, p, p + 32, p + 40, p + 48, r, 2, &a);
+    check(rc != 0 && strstr(err_msg(), "range 1"), "adamw_multi: ranges with a gap and no given sum refused (%s)",
+          rc ? err_msg() : "accepted");
+    err_clear();
+    g_gpu.i->release(g_gpu.ctx, p);
+}
+
 int main(void)
 {
     if (backend_cpu_create(&g_cpu, 2)) {
@@ -670,6 +801,17 @@ int main(void)
     for (const mt_case &k : cases)
         for (gemm_type c : {GEMM_F16, GEMM_BF16}) test_mt_adamw(c, k);
     test_mt_split();
+    const multi_case mcases[] = {
+        {"clip to 1, unscale 1", 1.0f, 1.0, 0, 0, 0},
+        {"unscale 1/1024, clip to 1e-3", 1.0f / 1024, 1e-3, 0, 0, 0},
+        {"no clip (max_norm 0)", 1.0f / 1024, 0.0, 0, 0, 0},
+        {"the caller's sum (ranks)", 1.0f, 1.0, 1, 0, 0},
+        {"NaN gradient in step 2", 1.0f / 1024, 1.0, 0, 1, 0},
+        {"NaN, the caller's sum", 1.0f, 1.0, 1, 1, 0},
+        {"planted fault", 1.0f, 1.0, 0, 0, 1},
+    };
+    for (const multi_case &k : mcases) test_adamw_multi(k);
+    test_adamw_multi_gap();
     for (gemm_type t : types)
         for (int packed = 0; packed < 2; packed++) {
             for (float p : {0.0f, 0.1f})

@@ -33,7 +33,7 @@ train cpu cpu fp32 || { res "FAIL the CPU run failed: $(tail -2 "$W/cpu.err")"; 
 for p in fp32 bf16 fp16; do
     card=t4
     [ $p = bf16 ] && card=h100
-    if ! CUDAEMU_DEVICE=$card train "cuda-$p" cuda $p; then
+    if ! CUDAEMU_PROFILE=1 CUDAEMU_DEVICE=$card train "cuda-$p" cuda $p; then
         res "FAIL train $p: exit $?: $(tail -2 "$W/cuda-$p.err")"
         continue
     fi
@@ -61,6 +61,15 @@ for p in fp32 bf16 fp16; do
         [ "$ok" = 1 ] && res "PASS train $p (emulated $card): last loss $1 vs CPU $2 (rel $3, bound 0.05)$extra" ||
             res "FAIL train $p (emulated $card): last loss $1 vs CPU $2 (rel $3, bound 0.05), $4 non-finite$extra"
     fi
+done
+# The optimizer in one launch a step (adamw_multi): 40 of the multi-tensor AdamW and of the norm's
+# first stage, no single-tensor adamw (CUDAEMU_PROFILE's table: kernel, launches, ...).
+for p in fp32 bf16 fp16; do
+    launches() { awk -v k="$1" '$1 == k { print $2 }' "$W/cuda-$p.err"; }
+    mt=$(launches "fused_mt_adamw_kernel<float>") one=$(launches adamw_kernel) ss=$(launches sum_squares_stage1)
+    [ "${mt:-0}" = 40 ] && [ -z "$one" ] && [ "${ss:-0}" = 40 ] &&
+        res "PASS optimizer $p: 40 steps, 40 multi-tensor AdamW launches, 40 norms, no single-tensor adamw" ||
+        res "FAIL optimizer $p: multi-tensor AdamW ${mt:-0}, single-tensor adamw ${one:-0}, norms ${ss:-0} in 40 steps"
 done
 grep -q "emulated on the CPU" "$W/cuda-fp32/info.csv" &&
     res "PASS info.csv names the emulated card: $(grep -m1 '^backend' "$W/cuda-fp32/info.csv")" ||

@@ -211,6 +211,7 @@ static void cb_free(void *vctx)
     if (ctx->stream) cudaStreamSynchronize(ctx->stream);
     for (int i = 0; i < ctx->nrecs; i++) cudaFree(ctx->recs[i].p);
     free(ctx->recs);
+    free(ctx->mt_host);
     if (ctx->lt) cublasLtDestroy(ctx->lt);
     if (ctx->stream) cudaStreamDestroy(ctx->stream);
     free(ctx);

@@ -14,6 +14,8 @@
 #include "backend/adamw_consts.h"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define FUSED_WARPS 4
 #define FUSED_THREADS (FUSED_WARPS * 32)
@@ -741,6 +743,114 @@ void cuda_mt_adamw(void *vctx, const cuda_mt_tensor *tab, int ntens, int64_t nch
         CUDA_LAUNCH(fused_mt_adamw_kernel<float>, (unsigned)nchunks, MT_THREADS, 0, ctx->stream,
             tab, ntens, status, kd, kn);
     CUDA_LAUNCHED(ctx);
+}
+
+/* ------------------------------------------------------------------------
+ * adamw_multi (ops.def): the table from the ranges, the norm and the
+ * decision on the device, one AdamW launch, the result read back once. */
+
+static_assert(sizeof(cuda_mt_tensor) == CUDA_WS_MT_ENTRY, "the planner counts CUDA_WS_MT_ENTRY bytes per tensor");
+static_assert(sizeof(cuda_mt_status) <= CUDA_WS_ALIGN - 2 * sizeof(double),
+              "the status lives in the result slots of ctx->red");
+
+/* The caller's sum of squares (over ranks, say), then the decision. */
+__global__ void fused_mt_given_kernel(cuda_mt_status *st, double sum_squares, float grad_unscale, double max_norm)
+{
+    st->sum_squares = sum_squares;
+    fused_mt_decide(st, grad_unscale, max_norm);
+}
+
+/* The device table for these ranges, uploaded when they changed (the
+ * first step, or another optimizer on this context). */
+static const cuda_mt_tensor *mt_table(cuda_ctx *ctx, float *params, const float *grads, float *m, float *v,
+                                      const backend_adamw_range *r, int nr, int *ntens, int64_t *nchunks)
+{
+    cuda_mt_tensor *tab = (cuda_mt_tensor *)calloc(nr > 0 ? (size_t)nr : 1, sizeof *tab);
+    if (!tab) {
+        cuda_fail_at(ctx, "calloc", __FILE__, __LINE__, __func__, "out of host memory");
+        return NULL;
+    }
+    int n = 0;
+    for (int i = 0; i < nr; i++) {
+        if (!r[i].len) continue;
+        cuda_mt_tensor *e = tab + n++;
+        e->p = params + r[i].off;
+        e->g = grads + r[i].off;
+        e->m = m + r[i].state;
+        e->v = v + r[i].state;
+        e->p16 = NULL;
+        e->n = (int64_t)r[i].len;
+        e->decay = r[i].decay;
+    }
+    *ntens = n;
+    *nchunks = cuda_mt_table_prepare(tab, n);
+    size_t bytes = (size_t)n * sizeof *tab;
+    if (n == ctx->mt_n && ctx->mt_host && !memcmp(tab, ctx->mt_host, bytes)) {
+        free(tab);
+        return (const cuda_mt_tensor *)ctx->mt_dev;
+    }
+    if (n > ctx->mt_cap) {
+        if (ctx->mt_dev) cuda_mem_release(ctx, ctx->mt_dev);
+        ctx->mt_cap = 0;
+        ctx->mt_dev = cuda_mem_alloc(ctx, bytes);
+        if (!ctx->mt_dev) {
+            free(tab);
+            return NULL;
+        }
+        ctx->mt_cap = n;
+    }
+    free(ctx->mt_host);
+    ctx->mt_host = tab;
+    ctx->mt_n = -1; /* valid again once uploaded */
+    cudaError_t e = n ? cudaMemcpyAsync(ctx->mt_dev, tab, bytes, cudaMemcpyHostToDevice, ctx->stream) : cudaSuccess;
+    if (e != cudaSuccess) {
+        cuda_fail_at(ctx, "cudaMemcpyAsync", __FILE__, __LINE__, __func__, cudaGetErrorString(e));
+        return NULL;
+    }
+    ctx->mt_n = n;
+    return (const cuda_mt_tensor *)ctx->mt_dev;
+}
+
+int cuda_adamw_multi(void *vctx, backend_adamw_result *res, float *params, const float *grads, float *m,
+                     float *v, const backend_adamw_range *r, int nr, const backend_adamw_args *a)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    if (ctx->error) return err_set(ERR_RUNTIME, "adamw_multi: %s", ctx->error_msg);
+    if (!a->sum_given)
+        for (int i = 1; i < nr; i++)
+            if (r[i].off != r[i - 1].off + r[i - 1].len)
+                return err_set(ERR_INPUT, "adamw_multi: range %d starts at %zu, not where range %d ends", i,
+                               r[i].off, i - 1);
+    int ntens = 0;
+    int64_t nchunks = 0;
+    const cuda_mt_tensor *tab = mt_table(ctx, params, grads, m, v, r, nr, &ntens, &nchunks);
+    if (!tab && ntens) return err_set(ERR_RUNTIME, "adamw_multi: %s", ctx->error_msg);
+    /* after sum_squares's sum and the flags, in the same allocation */
+    cuda_mt_status *st = (cuda_mt_status *)(ctx->red + CUDA_WS_REDUCE_BLOCKS + 2);
+    if (a->sum_given || nr == 0) {
+        CUDA_LAUNCH(fused_mt_given_kernel, 1, 1, 0, ctx->stream,
+            st, a->sum_given ? a->sum_squares : 0.0, a->grad_unscale, a->max_norm);
+    } else {
+        /* sum_squares's two stages over the span, bit for bit, and the
+         * decision in the second */
+        size_t n = r[nr - 1].off + r[nr - 1].len - r[0].off;
+        unsigned nparts = cuda_sum_squares_parts(ctx, ctx->red, grads + r[0].off, n);
+        CUDA_LAUNCH(fused_mt_finish_kernel, 1, MT_THREADS, 0, ctx->stream,
+            st, ctx->red, (int64_t)nparts, 1, a->grad_unscale, a->max_norm);
+    }
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess && ntens)
+        cuda_mt_adamw(ctx, tab, ntens, nchunks, st, GEMM_F32, a->lr, a->b1, a->b2, a->eps, a->wd, a->t);
+    cuda_mt_status h;
+    if (e == cudaSuccess && !ctx->error) e = cudaMemcpyAsync(&h, st, sizeof h, cudaMemcpyDeviceToHost, ctx->stream);
+    if (e == cudaSuccess && !ctx->error) e = cudaStreamSynchronize(ctx->stream);
+    if (e != cudaSuccess) cuda_fail_at(ctx, "adamw_multi", __FILE__, __LINE__, __func__, cudaGetErrorString(e));
+    if (ctx->error) return err_set(ERR_RUNTIME, "adamw_multi: %s", ctx->error_msg);
+    res->sum_squares = h.sum_squares;
+    res->norm = h.norm;
+    res->clip_coef = h.clip_coef;
+    res->skipped = h.skipped;
+    return 0;
 }
 
 /* ------------------------------------------------------------------------

@@ -93,6 +93,10 @@ typedef struct {
     char error_msg[512];
     gemm_cache_entry cache[GEMM_CACHE_SIZE];
     int cache_next;
+    /* adamw_multi's tensor table (cuda_fused.cu): on the device, and the
+     * host copy it was uploaded from (uploaded again when it changes). */
+    void *mt_dev, *mt_host;
+    int mt_n, mt_cap;
 } cuda_ctx;
 
 /* Codes kernels store in ctx->dev_err (a plain store: order-free). */
@@ -159,6 +163,11 @@ static inline unsigned cuda_blocks(size_t n, unsigned threads)
 int cuda_gemm(cuda_ctx *ctx, int ta, int tb, int m, int n, int k, const void *A, int lda, long long sA,
               const void *B, int ldb, long long sB, float *D, int ldd, long long sD, int batch, float alpha,
               float beta, gemm_type t);
+/* sum_squares's first stage on x[n] (cuda_loss.cu): the partial sums in
+ * part, whose count it returns (at most CUDA_WS_REDUCE_BLOCKS, 0 for n 0);
+ * adding them with cuda_block_tree_sum over 256 threads gives
+ * cuda_sum_squares's result, bit for bit. */
+unsigned cuda_sum_squares_parts(cuda_ctx *ctx, double *part, const float *x, size_t n);
 /* fp32 -> GEMM input type, n elements (a copy for GEMM_F32). */
 void cuda_convert(cuda_ctx *ctx, void *dst, const float *src, size_t n, gemm_type t);
 /* out[c] += sum over the N rows of x[r * C + c], deterministically; part is

@@ -126,16 +126,23 @@ __global__ void sum_squares_stage2(double *out, const double *part, int nparts)
     if (threadIdx.x == 0) *out = s;
 }
 
+unsigned cuda_sum_squares_parts(cuda_ctx *ctx, double *part, const float *x, size_t n)
+{
+    if (n == 0) return 0;
+    size_t chunk = SS_MIN_CHUNK;
+    if ((n + chunk - 1) / chunk > CUDA_WS_REDUCE_BLOCKS) chunk = (n + CUDA_WS_REDUCE_BLOCKS - 1) / CUDA_WS_REDUCE_BLOCKS;
+    unsigned nparts = (unsigned)((n + chunk - 1) / chunk);
+    CUDA_LAUNCH(sum_squares_stage1, nparts, SS_THREADS, 0, ctx->stream, part, x, n, chunk);
+    return nparts;
+}
+
 double cuda_sum_squares(void *vctx, const float *x, size_t n)
 {
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error) return NAN;
     if (n == 0) return 0;
-    size_t chunk = SS_MIN_CHUNK;
-    if ((n + chunk - 1) / chunk > CUDA_WS_REDUCE_BLOCKS) chunk = (n + CUDA_WS_REDUCE_BLOCKS - 1) / CUDA_WS_REDUCE_BLOCKS;
-    unsigned nparts = (unsigned)((n + chunk - 1) / chunk);
     double *result = ctx->red + CUDA_WS_REDUCE_BLOCKS;
-    CUDA_LAUNCH(sum_squares_stage1, nparts, SS_THREADS, 0, ctx->stream, ctx->red, x, n, chunk);
+    unsigned nparts = cuda_sum_squares_parts(ctx, ctx->red, x, n);
     CUDA_LAUNCH(sum_squares_stage2, 1, SS_THREADS, 0, ctx->stream, result, ctx->red, (int)nparts);
     double s = NAN;
     cudaError_t e = cudaGetLastError();
