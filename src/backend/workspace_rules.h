@@ -61,15 +61,25 @@ static inline size_t cuda_ws_colsum_chunks(size_t N)
     return (N + CUDA_WS_COLSUM_ROWS - 1) / CUDA_WS_COLSUM_ROWS;
 }
 
+/* matmul_forward_n over n layers (Q, K, V: 3) in one GEMM: low-precision
+ * copies of inp and the n weights, side by side. */
+static inline size_t cuda_ws_matmul_forward_n(int low, size_t n, size_t N, size_t C, size_t OC)
+{
+    if (!low) return 0;
+    return sat_add(cuda_ws_part(sat_mul(N, C), 2), cuda_ws_part(sat_mul(n, sat_mul(OC, C)), 2));
+}
+
 /* matmul_forward: low-precision copies of inp and w. */
 static inline size_t cuda_ws_matmul_forward(int low, size_t N, size_t C, size_t OC)
 {
-    if (!low) return 0;
-    return sat_add(cuda_ws_part(sat_mul(N, C), 2), cuda_ws_part(sat_mul(OC, C), 2));
+    return cuda_ws_matmul_forward_n(low, 1, N, C, OC);
 }
 
 /* matmul_backward: low-precision copies of dout, w and inp, plus the
- * partial column sums of the bias gradient. */
+ * partial column sums of the bias gradient where no weight gradient is
+ * asked for, or else the bias gradient the weight-gradient GEMM writes
+ * (CUBLASLT_EPILOGUE_BGRADB, OC floats) before it is added to db: the same
+ * part, at least OC floats for N >= 1. */
 static inline size_t cuda_ws_matmul_backward(int low, size_t N, size_t C, size_t OC)
 {
     size_t ws = cuda_ws_part(sat_mul(cuda_ws_colsum_chunks(N), OC), 4);

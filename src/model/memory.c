@@ -51,6 +51,8 @@ static size_t workspace_bytes(const bert_config *cfg, int micro, size_t N, int T
         need = max_size(need, cuda_ws_matmul_forward(low, N, shapes[i][0], shapes[i][1]));
         need = max_size(need, cuda_ws_matmul_backward(low, N, shapes[i][0], shapes[i][1]));
     }
+    /* Q, K and V in one GEMM (matmul_forward_n) */
+    need = max_size(need, cuda_ws_matmul_forward_n(low, 3, N, C, C));
     if (T) need = max_size(need, cuda_ws_attention(low, (size_t)micro, (size_t)T, NH, HS));
     need = max_size(need, cuda_ws_layernorm_backward(N, C));
     need = max_size(need, cuda_ws_embedding_backward(N, C, cuda_ws_sort_temp_bound(N)));

@@ -31,7 +31,13 @@
  *   BGRADA          bias[i] = sum_k op(A)[i, k] (one per row of D)
  *   BGRADB          bias[j] = sum_k op(B)[k, j] (one per column of D)
  * with x = alpha * product + beta * C. A bias gradient is written (=), not
- * added to. What cuBLASLt refuses is refused: a bias epilogue without a
+ * added to. BGRADA only with A not transposed and BGRADB only with B
+ * transposed: the reduced operand stored with the bias index contiguous,
+ * the form NVIDIA's own code uses (apex's fused dense: the weight gradient
+ * with BGRADB, transa N, transb T); the epilogues' descriptions checked
+ * name no transposes, so the others are refused as unverified
+ * (NOT_SUPPORTED, as a heuristic with no kernel for them answers). What
+ * cuBLASLt refuses is refused: a bias epilogue without a
  * bias pointer or an aux epilogue without an aux pointer, an aux leading
  * dimension below D's rows or not a multiple of 8, an aux batch stride not
  * a multiple of 8, an aux type other than D's (INVALID_VALUE); a bias type
@@ -319,6 +325,9 @@ static cublasStatus_t check_epilogue(const cublasLtMatmulDescOpaque *desc, const
     uint32_t e = desc->epilogue;
     size_t esz = elem_size(D->type);
     if (epi_relu(e)) return CUBLAS_STATUS_NOT_SUPPORTED;
+    if ((e == CUBLASLT_EPILOGUE_BGRADA && desc->transa != CUBLAS_OP_N) ||
+        (e == CUBLASLT_EPILOGUE_BGRADB && desc->transb != CUBLAS_OP_T))
+        return CUBLAS_STATUS_NOT_SUPPORTED;
     if (epi_reads_bias(e) || epi_bgrad(e)) {
         if (!desc->bias) return CUBLAS_STATUS_INVALID_VALUE;
         if (desc->bias_type != -1 && desc->bias_type != (int32_t)D->type) return CUBLAS_STATUS_NOT_SUPPORTED;

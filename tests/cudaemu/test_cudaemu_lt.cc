@@ -696,9 +696,9 @@ static void test_epilogues(void)
         /* the weight gradient with the bias gradient: dW (+)= x dout^T, db = sum dout */
         {H, F, CUBLASLT_EPILOGUE_BGRADB, 0, 1, 24, 16, 40, 1, 1.0f, 1.0f},
         {BF, F, CUBLASLT_EPILOGUE_BGRADB, 0, 1, 11, 13, 37, 2, 1.0f, 0.0f},
-        {BF, BF, CUBLASLT_EPILOGUE_BGRADB, 1, 0, 10, 6, 50, 1, 1.0f, 0.0f},
+        {BF, BF, CUBLASLT_EPILOGUE_BGRADB, 1, 1, 10, 6, 50, 1, 1.0f, 0.0f},
         {H, F, CUBLASLT_EPILOGUE_BGRADA, 0, 1, 14, 8, 30, 1, 1.0f, 0.0f},
-        {BF, F, CUBLASLT_EPILOGUE_BGRADA, 1, 1, 7, 9, 21, 2, 1.0f, 1.0f},
+        {BF, F, CUBLASLT_EPILOGUE_BGRADA, 0, 0, 7, 9, 21, 2, 1.0f, 1.0f},
     };
     for (const epi_case &c : cases) run_epilogue(c);
 }
@@ -740,7 +740,7 @@ static int child_bgrad_short(void)
         epi_args ea = {CUBLASLT_EPILOGUE_BGRADB, bias, NULL, -1, -1, -1, -1, -1, 0, NULL};
         int devnull = open("/dev/null", 1);
         dup2(devnull, 2);
-        cublasStatus_t s = lt_gemm(CUBLAS_COMPUTE_32F, 0, 0, a, A, a, B, a, D, a, D, 1, 0, 0, &ea);
+        cublasStatus_t s = lt_gemm(CUBLAS_COMPUTE_32F, 0, 1, a, A, a, B, a, D, a, D, 1, 0, 0, &ea);
         _exit(s == CUBLAS_STATUS_SUCCESS ? 0 : 1);
     }
     int st = 0;
@@ -801,8 +801,36 @@ static void test_epilogue_refusals(void)
     check(run({BIAS, NULL, NULL, -1, -1, -1, -1, -1, 0, NULL}) == INVALID, "BIAS without a bias pointer: INVALID_VALUE");
     check(run({BIAS, bias, NULL, -1, -1, -1, CUDA_R_32F, -1, 0, NULL}) == UNSUPPORTED,
           "BIAS with BIAS_DATA_TYPE fp32 for fp16 D (a wrong bias type): NOT_SUPPORTED");
-    check(run({CUBLASLT_EPILOGUE_BGRADB, bias, NULL, -1, -1, -1, CUDA_R_16BF, -1, 0, NULL}) == UNSUPPORTED,
+    /* the bias gradients: BGRADB with B transposed, BGRADA with A not
+     * (cudaemu_lt.cc says why only those) */
+    const operand bt = {CUDA_R_16F, 6, 4, 6, 1, 0}, at = {CUDA_R_16F, 4, 8, 4, 1, 0};
+    const epi_args bgb = {CUBLASLT_EPILOGUE_BGRADB, bias, NULL, -1, -1, -1, -1, -1, 0, NULL};
+    const epi_args bga = {CUBLASLT_EPILOGUE_BGRADA, bias, NULL, -1, -1, -1, -1, -1, 0, NULL};
+    check(lt_gemm(CUBLAS_COMPUTE_32F, 0, 1, a, A, bt, B, d, D, d, D, 1, 0, 0, &bgb) == OK,
+          "BGRADB with B transposed (the weight gradient's form): accepted");
+    check(run(bgb) == UNSUPPORTED, "BGRADB with B not transposed: NOT_SUPPORTED");
+    check(lt_gemm(CUBLAS_COMPUTE_32F, 0, 1, a, A, bt, B, d, D, d, D, 1, 0, 0, &bga) == OK,
+          "BGRADA with A not transposed: accepted");
+    check(lt_gemm(CUBLAS_COMPUTE_32F, 1, 0, at, A, b, B, d, D, d, D, 1, 0, 0, &bga) == UNSUPPORTED,
+          "BGRADA with A transposed: NOT_SUPPORTED");
+    const epi_args bgb16 = {CUBLASLT_EPILOGUE_BGRADB, bias, NULL, -1, -1, -1, CUDA_R_16BF, -1, 0, NULL};
+    check(lt_gemm(CUBLAS_COMPUTE_32F, 0, 1, a, A, bt, B, d, D, d, D, 1, 0, 0, &bgb16) == UNSUPPORTED,
           "BGRADB with a bf16 bias gradient for fp16 D: NOT_SUPPORTED");
+    /* Planted faults in the linear layer's two epilogue calls as
+     * cuda_dense.cu makes them (C 4 inputs, OC 8 outputs, N 6 rows): the
+     * output's leading dimension C where it is OC, and dout's OC-row
+     * leading dimension given as C; each refused, not read out of place. */
+    const operand wt = {CUDA_R_16F, 4, 8, 4, 1, 0}, x = {CUDA_R_16F, 4, 6, 4, 1, 0};
+    const operand out_bad = {CUDA_R_16F, 8, 6, 4, 1, 0}, out = {CUDA_R_16F, 8, 6, 8, 1, 0};
+    const epi_args eb = {BIAS, bias, NULL, -1, -1, -1, -1, -1, 0, NULL};
+    check(lt_gemm(CUBLAS_COMPUTE_32F, 1, 0, wt, A, x, B, out, D, out, D, 1, 0, 0, &eb) == OK &&
+              lt_gemm(CUBLAS_COMPUTE_32F, 1, 0, wt, A, x, B, out_bad, D, out_bad, D, 1, 0, 0, &eb) == INVALID,
+          "planted: the forward's BIAS call with the output's ld C (4) for OC (8) rows: INVALID_VALUE");
+    const operand xs = {CUDA_R_16F, 4, 6, 4, 1, 0}, dout = {CUDA_R_16F, 8, 6, 8, 1, 0},
+                  dout_bad = {CUDA_R_16F, 8, 6, 4, 1, 0}, dw = {CUDA_R_16F, 4, 8, 4, 1, 0};
+    check(lt_gemm(CUBLAS_COMPUTE_32F, 0, 1, xs, A, dout, B, dw, D, dw, D, 1, 1, 0, &bgb) == OK &&
+              lt_gemm(CUBLAS_COMPUTE_32F, 0, 1, xs, A, dout_bad, B, dw, D, dw, D, 1, 1, 0, &bgb) == INVALID,
+          "planted: the weight gradient's BGRADB call with dout's ld C (4) for OC (8) rows: INVALID_VALUE");
     check(run({BIAS, bias, NULL, -1, -1, -1, -1, -1, 4, NULL}) == INVALID,
           "BIAS_POINTER set with 4 bytes: INVALID_VALUE");
     check(run({3, bias, NULL, -1, -1, -1, -1, -1, 0, NULL}) == INVALID, "EPILOGUE 3 (no such epilogue): INVALID_VALUE");

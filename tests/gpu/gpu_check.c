@@ -374,6 +374,30 @@ static void ops_matmul_gelu(buf2 x, double gt, uint64_t *s)
         b2_free(w), b2_free(bias), b2_free(out), b2_free(d), b2_free(di), b2_free(dw), b2_free(db);
     }
 
+    /* Q, K, V at once (matmul_forward_n): weights and biases interleaved
+     * as params.c lays them out (one batched GEMM on CUDA), then the
+     * outputs in reverse order (unequal spacing: one GEMM each). Its own
+     * stream, so the inputs of the ops after it stay as they were. */
+    {
+        uint64_t s3 = 4321;
+        size_t wb = (size_t)OPS_OC * CH + OPS_OC, no = (size_t)N * OPS_OC;
+        buf2 wq = b2_rand(3 * wb, &s3, -0.2f, 0.2f), o3 = b2_new(3 * no, NULL);
+        for (int pass = 0; pass < 2; pass++) {
+            backend_act *oc3[3], *og3[3];
+            const float *wc3[3], *wg3[3], *bc3[3], *bg3[3];
+            for (int i = 0; i < 3; i++) {
+                size_t at = (size_t)(pass ? 2 - i : i) * no;
+                oc3[i] = o3.c + at, og3[i] = o3.g + at;
+                wc3[i] = wq.c + i * wb, wg3[i] = wq.g + i * wb;
+                bc3[i] = wc3[i] + (size_t)OPS_OC * CH, bg3[i] = wg3[i] + (size_t)OPS_OC * CH;
+            }
+            BOTH(C->matmul_forward_n(cc, 3, oc3, x.c, wc3, bc3, N, CH, OPS_OC),
+                 G->matmul_forward_n(gg, 3, og3, x.g, wg3, bg3, N, CH, OPS_OC));
+            b2_cmp("matmul_forward_n", pass ? "out (q, k, v apart unequally)" : "out (q, k, v, one GEMM)", o3, gt);
+        }
+        b2_free(wq), b2_free(o3);
+    }
+
     buf2 h = b2_rand((size_t)N * I, s, -5, 5), gy = b2_new((size_t)N * I, NULL);
     BOTH(C->gelu_forward(cc, gy.c, h.c, (size_t)N * I), G->gelu_forward(gg, gy.g, h.g, (size_t)N * I));
     b2_cmp("gelu_forward", "out", gy, 1e-6);

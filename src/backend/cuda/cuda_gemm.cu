@@ -107,6 +107,20 @@ int cuda_gemm(cuda_ctx *ctx, int ta, int tb, int m, int n, int k, const void *A,
               const void *B, int ldb, long long sB, float *D, int ldd, long long sD, int batch, float alpha,
               float beta, gemm_type t)
 {
+    return cuda_gemm_epi(ctx, ta, tb, m, n, k, A, lda, sA, B, ldb, sB, D, ldd, sD, batch, alpha, beta, t,
+                         GEMM_EPI_NONE, NULL, 0);
+}
+
+static cublasLtEpilogue_t lt_epilogue(gemm_epi e)
+{
+    return e == GEMM_EPI_BIAS ? CUBLASLT_EPILOGUE_BIAS : e == GEMM_EPI_BGRADB ? CUBLASLT_EPILOGUE_BGRADB
+                                                                                : CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+int cuda_gemm_epi(cuda_ctx *ctx, int ta, int tb, int m, int n, int k, const void *A, int lda, long long sA,
+                  const void *B, int ldb, long long sB, float *D, int ldd, long long sD, int batch, float alpha,
+                  float beta, gemm_type t, gemm_epi epi, float *bias, long long sbias)
+{
     if (ctx->error) return 1;
     if (m <= 0 || n <= 0 || batch <= 0) return 0;
     cublasLtMatmulDesc_t op = NULL;
@@ -119,10 +133,19 @@ int cuda_gemm(cuda_ctx *ctx, int ta, int tb, int m, int n, int k, const void *A,
     size_t esz = t == GEMM_F32 ? 4 : 2;
     uint32_t ua = cuda_operand_align(A, lda, sA, batch, esz), ub = cuda_operand_align(B, ldb, sB, batch, esz);
     uint32_t ud = cuda_operand_align(D, ldd, sD, batch, 4);
-    int key[20] = {ta, tb, m, n, k, lda, ldb, ldd, batch, (int)t, (int)ct, (int)ua, (int)ub, (int)ud, 0};
+    /* cuBLASLt's heuristic reads the bias pointer: its alignment is part
+     * of the answer, so of the key. */
+    uint32_t ubias = epi ? cuda_operand_align(bias, 0, epi == GEMM_EPI_BIAS ? sbias : 0, batch, 4) : 0;
+    cublasLtEpilogue_t lepi = lt_epilogue(epi);
+    int key[20] = {ta, tb, m, n, k, lda, ldb, ldd, batch, (int)t, (int)ct, (int)ua, (int)ub, (int)ud,
+                   (int)epi, (int)ubias, 0};
     long long strides[3] = {sA, sB, sD};
     size_t wsb = CUDA_WS_CUBLASLT;
     gemm_cache_entry *hit = cache_find(ctx, key, strides);
+    if (k <= 0 && epi) {
+        cuda_fail_at(ctx, "cuda_gemm_epi", __FILE__, __LINE__, __func__, "an epilogue over an empty sum (k 0)");
+        return 1;
+    }
     if (k <= 0) {
         /* An empty sum: D = beta D, which cuBLASLt may not accept. */
         if (beta == 0.0f) {
@@ -136,6 +159,17 @@ int cuda_gemm(cuda_ctx *ctx, int ta, int tb, int m, int n, int k, const void *A,
     LT_TRY(cublasLtMatmulDescCreate(&op, ct, CUDA_R_32F));
     LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    if (epi) {
+        /* the bias (gradient) is of D's type, fp32 */
+        int32_t bt = CUDA_R_32F;
+        LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &lepi, sizeof lepi));
+        LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+        LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+        if (batch > 1) {
+            int64_t sb = sbias;
+            LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &sb, sizeof sb));
+        }
+    }
     /* Stored shapes: A is m x k (k x m when transposed), B is k x n (n x k). */
     LT_TRY(cublasLtMatrixLayoutCreate(&la, dt, ta ? k : m, ta ? m : k, lda));
     LT_TRY(cublasLtMatrixLayoutCreate(&lb, dt, tb ? n : k, tb ? k : n, ldb));
@@ -161,8 +195,9 @@ int cuda_gemm(cuda_ctx *ctx, int ta, int tb, int m, int n, int k, const void *A,
         LT_TRY(cublasLtMatmulAlgoGetHeuristic(ctx->lt, op, la, lb, ld, ld, pref, 1, &res, &nres));
         if (nres < 1 || res.state != CUBLAS_STATUS_SUCCESS) {
             char what[160];
-            snprintf(what, sizeof what, "no cuBLASLt algorithm for m %d n %d k %d batch %d (type %d, compute %d)", m,
-                     n, k, batch, (int)t, (int)ct);
+            snprintf(what, sizeof what,
+                     "no cuBLASLt algorithm for m %d n %d k %d batch %d (type %d, compute %d, epilogue %d)", m, n, k,
+                     batch, (int)t, (int)ct, (int)lepi);
             cuda_fail_at(ctx, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__, __func__, what);
             goto done;
         }
