@@ -392,6 +392,7 @@ extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmul
                 }
         }
     }
+    if (ed) cudaemu_mark_written(D, ed); /* for the race check's "never written" */
     cudaemu_check_guards(who);
     lt_matmuls++;
     return CUBLAS_STATUS_SUCCESS;
