@@ -529,6 +529,9 @@ void cudaemu::run_grid(const char *kernel, const char *argtext, body_fn fn, void
         race_block_begin(p, (uint32_t)bi);
 #endif
         run_block(p);
+#ifdef CUDAEMU_RACECHECK
+        race_block_end(p);
+#endif
     }
 #ifdef CUDAEMU_RACECHECK
     race_launch_end();

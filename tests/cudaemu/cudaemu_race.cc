@@ -415,19 +415,46 @@ __attribute__((noreturn)) void report_bounds(uintptr_t a, unsigned sz, int wr)
     if (best) describe_tensor(best, t, sizeof t);
     schedule_note(sched, sizeof sched);
     if (best)
-        cudaemu_fatal("racecheck: %s %u bytes at %p, %zu bytes %s %s%s (%s)", wr ? "writes" : "reads", sz, (void *)a,
-                      after ? dist : dist, after ? "past the end of" : "before the start of", t, lands, sched);
+    {
+        static char how[96];
+        if (dist) snprintf(how, sizeof how, "%zu bytes %s", dist, after ? "past the end of" : "before the start of");
+        else snprintf(how, sizeof how, "%s", after ? "right past the end of" : "right before the start of");
+        cudaemu_fatal("racecheck: %s %u bytes at %p, %s %s%s (%s)", wr ? "writes" : "reads", sz, (void *)a, how, t,
+                      lands, sched);
+    }
     cudaemu_fatal("racecheck: %s %u bytes at %p, device memory no pointer argument of the kernel points into%s (%s)",
                   wr ? "writes" : "reads", sz, (void *)a, lands, sched);
 }
 
-__attribute__((noreturn)) void report_unwritten(uintptr_t a, unsigned sz, const char *since)
+/* A read of memory nothing wrote is reported after the others: at the
+ * block's next barrier or end (shared memory) or at the launch's end
+ * (device memory), so that when a writer comes later in the same phase or
+ * launch, the race, which names both threads, is what stops the run. */
+struct pending_t {
+    int set;
+    char msg[1536];
+};
+__thread pending_t pend_shared;
+pending_t pend_global;
+std::mutex pend_mu;
+
+void note_unwritten(pending_t *pd, const pool *p, unsigned tid, uintptr_t a, unsigned sz, const char *since)
 {
-    static char what[512], sched[160];
+    if (pd->set) return;
+    static __thread char what[512], who[64], blk[64], sched[160];
     describe(a, what, sizeof what);
+    thread_name(p, tid, who, sizeof who);
+    block_name(p, p->rc_block, blk, sizeof blk);
     schedule_note(sched, sizeof sched);
-    cudaemu_fatal("racecheck: reads %u bytes at %p (%s) that nothing has written %s (%s)", sz, (void *)a, what, since,
-                  sched);
+    snprintf(pd->msg, sizeof pd->msg,
+             "kernel %s, %s, %s: racecheck: reads %u bytes at %p (%s) that nothing has written %s (%s)", L.kernel, blk,
+             who, sz, (void *)a, what, since, sched);
+    pd->set = 1;
+}
+
+void flush_pending(pending_t *pd)
+{
+    if (pd->set) cudaemu_fatal("%s", pd->msg);
 }
 
 void global_access(pool *p, unsigned tid, uintptr_t a, unsigned sz, int wr)
@@ -444,8 +471,9 @@ void global_access(pool *p, unsigned tid, uintptr_t a, unsigned sz, int wr)
         uint8_t bit = (uint8_t)(1u << (b & 7));
         if (wr) {
             if (!(g_init[b >> 3] & bit)) __atomic_fetch_or(&g_init[b >> 3], bit, __ATOMIC_RELAXED);
-        } else if (!(g_init[b >> 3] & bit)) {
-            report_unwritten(a, sz, "since cudaMalloc (no copy, memset, kernel, cuBLASLt or sort wrote it)");
+        } else if (!(g_init[b >> 3] & bit) && !pend_global.set) {
+            std::lock_guard<std::mutex> lock(pend_mu);
+            note_unwritten(&pend_global, p, tid, a, sz, "since cudaMalloc (no copy, memset, kernel, cuBLASLt or sort wrote it)");
         }
     }
     uint64_t cur = rec_make(p->rc_block, tid, p->rc_phase, p->rc_vc[tid][tid & 31]);
@@ -476,7 +504,7 @@ void local_access(local_ent *sh, uintptr_t off, pool *p, unsigned tid, uintptr_t
         uint64_t bits = 0;
         for (uintptr_t b = b0; b < b1; b++) bits |= 1ull << (b & 1);
         if (wr) e->tag |= bits;
-        else if ((e->tag & bits) != bits) report_unwritten(a, sz, since);
+        else if ((e->tag & bits) != bits) note_unwritten(&pend_shared, p, tid, a, sz, since);
         granule(e->rec, cur, p, tid, a, sz, wr);
     }
 }
@@ -532,7 +560,14 @@ void cudaemu::race_launch_begin(const char *kernel, const char *argtext, const v
 
 void cudaemu::race_launch_end(void)
 {
+    flush_pending(&pend_global);
     L.nr = 0;
+}
+
+void cudaemu::race_block_end(pool *p)
+{
+    (void)p;
+    flush_pending(&pend_shared);
 }
 
 void cudaemu::race_block_begin(pool *p, uint32_t block)
@@ -547,6 +582,7 @@ void cudaemu::race_block_begin(pool *p, uint32_t block)
 
 void cudaemu::race_barrier(pool *p)
 {
+    flush_pending(&pend_shared);
     p->rc_phase++;
     memset(p->rc_vc, 0, (size_t)p->n * sizeof p->rc_vc[0]);
     for (int t = 0; t < p->n; t++) p->rc_vc[t][t & 31] = 1;

@@ -68,6 +68,7 @@ extern uint64_t base_seed;
 void race_launch_begin(const char *kernel, const char *argtext, const void *const *ptrs, int nargs);
 void race_launch_end(void);
 void race_block_begin(pool *p, uint32_t block);
+void race_block_end(pool *p);
 void race_barrier(pool *p);
 void race_warp_sync(pool *p, int base, unsigned mask);
 #endif
