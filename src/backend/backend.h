@@ -178,6 +178,12 @@ typedef struct {
      * AdamW (tests/backend/test_ops_torch.c). */
     void (*adamw)(void *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
                   float eps, float wd, int64_t t, float grad_scale);
+
+    /* Optional (NULL: none): [p, p + bytes) of backend memory is one tensor,
+     * `name`, for a memory checker (the CUDA backend on its CPU stand-in
+     * then stops a kernel that reaches past it into a neighbour carved out
+     * of the same allocation). No effect on results. */
+    void (*annotate)(void *ctx, const void *p, size_t bytes, const char *name);
 } backend_i;
 
 typedef struct backend {

@@ -55,6 +55,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -279,6 +280,32 @@ static void act_bind_more(bert_acts *a, bert_acts *set0, float *block, const siz
         if (!act_per_set(i, recompute)) *to[i] = *from[i];
 }
 
+/* Names set k's activations to a backend that checks memory
+ * (backend_i.annotate), each layer's slice apart, so that a kernel reaching
+ * past one into its neighbour in the block is stopped. Sets after the first
+ * name only their own tensors. */
+static void act_annotate(const backend *be, bert_acts *a, const size_t sizes[NUM_ACTS], int k, int layers,
+                         recompute_kind recompute)
+{
+    static const char *const names[NUM_ACTS] = {
+        "emb", "emb_mean", "emb_rstd", "x", "q", "k", "v", "ctx", "probs", "res1", "ln1_mean", "ln1_rstd",
+        "h1", "ffn_pre", "ffn_act", "res2", "ln2_mean", "ln2_rstd", "logits", "dlogits", "loss", "d_x", "d_h1",
+        "d_a", "d_ctx", "d_q", "d_k", "d_v", "d_ffn_act", "d_ffn_pre", "d_scratch", "d_out", "d_in"};
+    if (!be->i->annotate) return;
+    float **f[NUM_ACTS];
+    act_fields(a, f);
+    for (int i = 0; i < NUM_ACTS; i++) {
+        if (!*f[i] || !sizes[i] || (k > 0 && !act_per_set(i, recompute))) continue;
+        int slices = i == 3 ? layers + 1 : i >= 4 && i <= 17 ? (recompute == RECOMPUTE_LAYER ? 1 : layers) : 1;
+        size_t n = sizes[i] / (size_t)slices;
+        for (int l = 0; l < slices; l++) {
+            char name[64];
+            snprintf(name, sizeof name, slices > 1 ? "activation set %d %s[%d]" : "activation set %d %s", k, names[i], l);
+            be->i->annotate(be->ctx, *f[i] + (size_t)l * n, n * sizeof(float), name);
+        }
+    }
+}
+
 /* Floats of activations: set 0 whole, and the per-set part of each other. */
 static size_t act_total(const bert_config *cfg, int B, int T, int64_t max_tokens, recompute_kind recompute, int lo,
                         int hi, int sets)
@@ -471,6 +498,7 @@ int bert_model_create(bert_model **out, const bert_model_opts *o)
         for (int i = 0; i < NUM_ACTS; i++)
             if (act_per_set(i, m->recompute)) more += sizes[i];
     }
+    for (int k = 0; k < sets; k++) act_annotate(be, &m->sets[k].a, sizes, k, hi - lo, m->recompute);
 
     size_t BT = m->max_rows, nints = int_count(max_B, BT);
     int32_t *ints = be->i->alloc(c, mul_size(mul_size(nints, (size_t)sets), sizeof(int32_t)));

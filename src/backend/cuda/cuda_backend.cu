@@ -217,6 +217,13 @@ static void cb_free(void *vctx)
     free(ctx);
 }
 
+/* backend_i.annotate: tells the CPU stand-in's race check (nothing on a GPU). */
+static void cb_annotate(void *vctx, const void *p, size_t bytes, const char *name)
+{
+    (void)vctx, (void)p, (void)bytes, (void)name;
+    CUDAEMU_ANNOTATE_SUBBUFFER(p, bytes, name);
+}
+
 static const backend_i cuda_backend_i = {
     .name = "cuda",
     .probs_optional = 0, /* its softmax writes probs, and P V reads them */
@@ -247,6 +254,7 @@ static const backend_i cuda_backend_i = {
     .scale = cuda_scale,
     .all_finite = cuda_all_finite,
     .adamw = cuda_adamw,
+    .annotate = cb_annotate,
 };
 
 /* ------------------------------------------------------------------------
