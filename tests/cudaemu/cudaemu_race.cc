@@ -405,9 +405,12 @@ __attribute__((noreturn)) void report_bounds(uintptr_t a, unsigned sz, int wr)
     uintptr_t base;
     size_t ab;
     int near = cudaemu_alloc_near((const void *)a, &base, &ab);
-    if (cudaemu_tensor_of((const void *)a, &lo, &hi, nm, sizeof nm))
-        snprintf(lands, sizeof lands, "; it lands in %s%s%s (%zu bytes at %p), which no argument of the kernel points into",
-                 nm[0] ? "tensor \"" : "an allocation", nm, nm[0] ? "\"" : "", (size_t)(hi - lo), (void *)lo);
+    if (cudaemu_tensor_of((const void *)a, &lo, &hi, nm, sizeof nm) && nm[0])
+        snprintf(lands, sizeof lands, "; it lands in tensor \"%s\" (%zu bytes at %p), which no argument of the kernel "
+                 "points into", nm, (size_t)(hi - lo), (void *)lo);
+    else if (near == 1)
+        snprintf(lands, sizeof lands, "; it lands in a part of the device allocation of %zu bytes at %p that no "
+                 "argument's tensor covers", ab, (void *)base);
     else if (near == 2 || near == 3)
         snprintf(lands, sizeof lands, "; it lands in the guard zone of the device allocation of %zu bytes at %p", ab,
                  (void *)base);

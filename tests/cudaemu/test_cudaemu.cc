@@ -454,7 +454,7 @@ static void stale_pattern(uint32_t *bits, int launches)
 }
 
 /* In a child (CUDAEMU_SEED set by the parent): the pattern of 4 launches on stdout. */
-static void print_pattern(void)
+[[maybe_unused]] static void print_pattern(void)
 {
     uint32_t b[4 * NT / 32];
     stale_pattern(b, 4);
@@ -584,7 +584,7 @@ static int child(void (*fn)(void), std::string *err)
 }
 
 /* Runs fn in a child with CUDAEMU_SEED=seed; what it printed on stdout. */
-static std::string child_stdout(void (*fn)(void), const char *seed)
+[[maybe_unused]] static std::string child_stdout(void (*fn)(void), const char *seed)
 {
     int pfd[2];
     std::string out;
