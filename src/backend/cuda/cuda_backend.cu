@@ -76,7 +76,7 @@ void *cuda_mem_alloc(cuda_ctx *ctx, size_t bytes)
                 (double)n / 1048576.0, cudaGetErrorString(e), (double)fr / 1048576.0, (double)tot / 1048576.0);
         return NULL;
     }
-    CUDAEMU_ANNOTATE_SUBBUFFER(p, bytes ? bytes : 1, "an allocation (backend alloc)"); /* its rounding is not its */
+    CUDAEMU_ANNOTATE_SUBBUFFER(p, bytes ? bytes : 1, "an allocation (backend alloc)"); /* the rounding is outside it */
     ctx->recs[ctx->nrecs].p = p;
     ctx->recs[ctx->nrecs].bytes = n;
     ctx->nrecs++;

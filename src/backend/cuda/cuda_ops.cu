@@ -76,13 +76,13 @@ __global__ void pos_grad_kernel(float *dwpe, const float *dout, int B, int T, in
     }
 }
 
-/* Token types: which types occur (one block, one store per flag), partial
- * sums per chunk of rows and type, then the chunks in order into the rows
- * of the types that occur (only those exist for certain: bert.c checks the
- * ids against type_vocab_size, which the op is not told). */
-/* CUDA_WS_MAX_TYPES warps: warp w sets present[w]; warp 0 reports an id out
- * of range. One thread stores each flag: many storing the same 1 would be a
- * data race in CUDA's memory model (the stand-in's race check stops on it). */
+/* Token types: which types occur, partial sums per chunk of rows and type,
+ * then the chunks in order into the rows of the types that occur (only
+ * those exist for certain: bert.c checks the ids against type_vocab_size,
+ * which the op is not told). The flags: one block of CUDA_WS_MAX_TYPES
+ * warps, warp w storing present[w] once (many threads storing the same 1
+ * would be a data race in CUDA's memory model; the stand-in's race check
+ * stops on it); warp 0 reports an id out of range. */
 __global__ void type_present_kernel(int *present, int *dev_err, const int32_t *types, int N)
 {
     int w = threadIdx.x / 32, lane = threadIdx.x % 32, found = 0, bad = 0;
