@@ -667,3 +667,25 @@ extern "C" void __tsan_func_entry(void *) {}
 extern "C" void __tsan_func_exit(void) {}
 extern "C" void __tsan_vptr_update(void **, void *) {}
 extern "C" void __tsan_vptr_read(void **) {}
+/* clang's instrumentation turns memcpy, memmove and memset into these */
+extern "C" void *__tsan_memcpy(void *d, const void *s, unsigned long n)
+{
+    if (n) {
+        on_access((void *)s, (unsigned)n, 0);
+        on_access(d, (unsigned)n, 1);
+    }
+    return memcpy(d, s, n);
+}
+extern "C" void *__tsan_memmove(void *d, const void *s, unsigned long n)
+{
+    if (n) {
+        on_access((void *)s, (unsigned)n, 0);
+        on_access(d, (unsigned)n, 1);
+    }
+    return memmove(d, s, n);
+}
+extern "C" void *__tsan_memset(void *d, int c, unsigned long n)
+{
+    if (n) on_access(d, (unsigned)n, 1);
+    return memset(d, c, n);
+}
