@@ -148,6 +148,12 @@ typedef struct {
 #define BACKEND_OP(name, ret, params) ret(*name) params;
 #define BACKEND_OPT(name, cpu, cuda, ret, params) ret(*name) params;
 #include "backend/ops.def"
+
+    /* Optional (NULL: none): [p, p + bytes) of backend memory is one tensor,
+     * `name`, for a memory checker (the CUDA backend on its CPU stand-in
+     * then stops a kernel that reaches past it into a neighbour carved out
+     * of the same allocation). No effect on results. */
+    void (*annotate)(void *ctx, const void *p, size_t bytes, const char *name);
 } backend_i;
 
 typedef struct backend {

@@ -57,6 +57,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -181,6 +182,33 @@ static void act_bind_more(bert_acts *a, bert_acts *set0, float *block, const siz
     act_fields(set0, from);
     for (int i = 0; i < ACT_COUNT; i++)
         if (!act_per_set((act_id)i, recompute)) *to[i] = *from[i];
+}
+
+/* Names set k's activations to a backend that checks memory
+ * (backend_i.annotate), each layer's slice apart, so that a kernel reaching
+ * past one into its neighbour in the block is stopped. Sets after the first
+ * name only their own tensors. */
+static void act_annotate(const backend *be, bert_acts *a, const size_t sizes[ACT_COUNT], int k, int layers,
+                         int recompute)
+{
+    static const char *const names[ACT_COUNT] = {
+        "emb", "emb_mean", "emb_rstd", "x", "q", "k", "v", "ctx", "probs", "res1", "ln1_mean", "ln1_rstd",
+        "h1", "ffn_pre", "ffn_act", "res2", "ln2_mean", "ln2_rstd", "logits", "dlogits", "loss", "d_x", "d_h1",
+        "d_a", "d_ctx", "d_q", "d_k", "d_v", "d_ffn_act", "d_ffn_pre", "d_scratch", "d_out", "d_in"};
+    if (!be->i->annotate) return;
+    float **f[ACT_COUNT];
+    act_fields(a, f);
+    for (int i = 0; i < ACT_COUNT; i++) {
+        if (!*f[i] || !sizes[i] || (k > 0 && !act_per_set((act_id)i, recompute))) continue;
+        act_scope sc = act_scope_of((act_id)i);
+        int slices = sc == ACT_SCOPE_BOUNDARY ? layers + 1 : sc == ACT_SCOPE_LAYER && !recompute ? layers : 1;
+        size_t n = sizes[i] / (size_t)slices;
+        for (int l = 0; l < slices; l++) {
+            char name[64];
+            snprintf(name, sizeof name, slices > 1 ? "activation set %d %s[%d]" : "activation set %d %s", k, names[i], l);
+            be->i->annotate(be->ctx, *f[i] + (size_t)l * n, n * sizeof(float), name);
+        }
+    }
 }
 
 /* o's stage: layers [*lo, *hi) and activation sets, the defaults (0) filled
@@ -360,6 +388,7 @@ int bert_model_create(bert_model **out, const bert_model_opts *o)
         for (int i = 0; i < ACT_COUNT; i++)
             if (act_per_set((act_id)i, rec)) more += sizes[i];
     }
+    for (int k = 0; k < sets; k++) act_annotate(be, &m->sets[k].a, sizes, k, hi - lo, rec);
 
     size_t BT = m->max_rows, nints = act_int_count(max_B, BT);
     int32_t *ints = be->i->alloc(c, mul_size(mul_size(nints, (size_t)sets), sizeof(int32_t)));

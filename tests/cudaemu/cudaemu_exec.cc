@@ -7,10 +7,11 @@
  * for: a warp intrinsic whose mask's lanes have all arrived (with the same
  * mask) completes; a barrier completes when every thread of the block waits
  * at one. Anything else is a deadlock on a real GPU, and stops the run with
- * the kernel, the block and the threads named. Fibers run in thread order
- * (in reverse order in odd-numbered blocks), and the order turns round at
- * each barrier, so that a read of shared memory that misses a barrier sees
- * stale data in some blocks whichever side of it the reader is.
+ * the kernel, the block and the threads named. The fibers' order is drawn
+ * afresh for every barrier phase, and the blocks' order for every launch,
+ * from a seed (CUDAEMU_SEED, mixed with the launch's number), so that a
+ * read that misses its barrier sees stale data in some phases whichever
+ * side of the writer it is, and the same seed replays the same schedules.
  *
  * Context switches are a few instructions of assembly (x86-64: callee-saved
  * registers and the stack pointer). Each fiber has its own 16 KiB stack
@@ -18,6 +19,7 @@
  * they do not all fall into the same cache sets (with a stride of a whole
  * number of pages, 128 fibers' hot stack lines thrash a few L1 sets). */
 #include "cuda_runtime.h"
+#include "exec_internal.h"
 
 #include <omp.h>
 #include <stdarg.h>
@@ -37,43 +39,9 @@
 namespace cudaemu {
 
 __thread ethread *t_cur;
-
-enum { ST_RUN, ST_BAR, ST_WARP, ST_DONE };
-
-#define MAX_THREADS 1024
-#define STACK_BYTES (16 * 1024)
-#define STACK_STRIDE (STACK_BYTES + 4096) /* the stack and the guard page below it */
-#define DYN_SHARED_MAX (48 * 1024)
-
-struct fiber {
-    ethread et;
-    int state;
-    void *sp; /* its stack pointer while it waits */
-    /* the warp intrinsic it waits in */
-    shfl_kind kind;
-    const char *wname;
-    unsigned mask;
-    int arg, width;
-    uint64_t val, result;
-};
-
-struct pool {
-    fiber f[MAX_THREADS];
-    char *stacks; /* MAX_THREADS of STACK_STRIDE bytes */
-    block_state blk;
-    const char *kernel;
-    body_fn fn;
-    void *closure;
-    void *sched_sp;
-    int n;
-    int nbar, nwarp, ndone;   /* how many fibers wait at a barrier, in a warp intrinsic, have returned */
-    unsigned char warp_waiting[MAX_THREADS / 32]; /* warps with a lane in a warp intrinsic */
-    dim3 tid_dims;            /* the block shape the fibers' thread indices were computed for */
-    size_t shared_bytes;
-    alignas(16) unsigned char dyn[DYN_SHARED_MAX];
-};
-
-static __thread pool *t_pool;
+__thread pool *t_pool;
+unsigned long long launch_no;
+uint64_t base_seed;
 
 } // namespace cudaemu
 
@@ -99,7 +67,7 @@ extern "C" void cudaemu_fatal(const char *fmt, ...)
     if (__atomic_exchange_n(&fatal_once, 1, __ATOMIC_SEQ_CST)) {
         for (;;) pause(); /* another thread is reporting; it exits */
     }
-    char at[320], msg[1024];
+    static char at[320], msg[2048]; /* static: a fiber's stack is 16 KiB */
     where(at, sizeof at);
     va_list ap;
     va_start(ap, fmt);
@@ -229,6 +197,11 @@ uint64_t cudaemu::warp_op(shfl_kind kind, unsigned mask, uint64_t v, int arg, in
     return f->result;
 }
 
+void cudaemu::warp_collective(unsigned mask, const char *name)
+{
+    warp_op(SHFL_COLLECTIVE, mask, 0, 0, 32, name);
+}
+
 /* ------------------------------------------------------------------------
  * The scheduler of one block. */
 
@@ -302,7 +275,7 @@ static int resolve_warps(pool *p)
             default: break;
             }
             if (f->kind == SHFL_BALLOT) f->result = ballot;
-            else if (f->kind == SHFL_SYNCWARP) f->result = 0;
+            else if (f->kind == SHFL_SYNCWARP || f->kind == SHFL_COLLECTIVE) f->result = 0;
             else {
                 if (src >= lanes || !((mask >> src) & 1u))
                     block_fatal(p, base + l, "%s reads lane %d, which is not in the mask 0x%08x", f->wname, src, mask);
@@ -314,19 +287,49 @@ static int resolve_warps(pool *p)
                 p->f[base + l].state = ST_RUN;
                 p->nwarp--;
             }
+#ifdef CUDAEMU_RACECHECK
+        race_warp_sync(p, base, mask);
+#endif
         done++;
     }
     return done;
 }
 
-static void run_block(pool *p, int reverse)
+/* splitmix64's finaliser: the schedule's random numbers. */
+static uint64_t mix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* The order the fibers run in during barrier phase `phase`: a permutation
+ * drawn from the block's schedule, so that over launches and phases every
+ * pair of threads runs in both orders. */
+static void phase_order(pool *p, uint64_t phase)
+{
+    uint64_t s = mix64(p->sched ^ mix64(phase + 1));
+    for (int i = 0; i < p->n; i++) p->order[i] = (uint16_t)i;
+    for (int i = p->n - 1; i > 0; i--) {
+        s = mix64(s);
+        int j = (int)(s % (uint64_t)(i + 1));
+        uint16_t t = p->order[i];
+        p->order[i] = p->order[j];
+        p->order[j] = t;
+    }
+}
+
+static void run_block(pool *p)
 {
     if (p->shared_bytes) memset(p->dyn, CUDAEMU_FILL, p->shared_bytes);
     for (int i = 0; i < p->n; i++) fiber_start(p, i);
     p->nbar = p->nwarp = p->ndone = 0;
+    uint64_t phase = 0;
+    phase_order(p, phase);
     for (;;) {
         for (int k = 0; k < p->n; k++) {
-            fiber *f = &p->f[reverse ? p->n - 1 - k : k];
+            fiber *f = &p->f[p->order[k]];
             if (f->state == ST_RUN) run_fiber(p, f);
         }
         if (p->nwarp) {
@@ -346,7 +349,10 @@ static void run_block(pool *p, int reverse)
         }
         for (int i = 0; i < p->n; i++) p->f[i].state = ST_RUN; /* every thread is at the barrier */
         p->nbar = 0;
-        reverse = !reverse;
+#ifdef CUDAEMU_RACECHECK
+        race_barrier(p);
+#endif
+        phase_order(p, ++phase);
     }
 }
 
@@ -449,14 +455,54 @@ void prof_add(const char *kernel, long long threads, double s)
 }
 } // namespace
 
+/* CUDAEMU_SEED (a number; 1 when unset): the seed of every launch's
+ * schedule, mixed with the launch's number. The same seed gives the same
+ * schedules, so a run that failed replays. */
+static void seed_init(void)
+{
+    static int done;
+    if (done) return;
+    done = 1;
+    const char *e = getenv("CUDAEMU_SEED");
+    char *end = NULL;
+    base_seed = 1;
+    if (e && *e) {
+        base_seed = strtoull(e, &end, 0);
+        if (*end) cudaemu_fatal("CUDAEMU_SEED=%s: not a number", e);
+    }
+}
+
+static uint64_t gcd64(uint64_t a, uint64_t b)
+{
+    while (b) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
 void cudaemu::run_grid(const char *kernel, const char *argtext, body_fn fn, void *closure, dim3 grid, dim3 block,
                        size_t shared, const void *const *ptrs, int nargs)
 {
     long long nblocks = (long long)grid.x * grid.y * grid.z;
     int n = (int)(block.x * block.y * block.z);
     double t0 = now_s();
+    seed_init();
+    uint64_t lseed = mix64(base_seed ^ mix64(++launch_no));
+    /* The blocks' order: block k runs as (first + k * stride) mod nblocks,
+     * stride prime to nblocks, both drawn from the launch's seed. */
+    uint64_t nb = (uint64_t)nblocks, first = mix64(lseed ^ 1) % nb, stride = 1;
+    if (nb > 2) {
+        stride = 1 + mix64(lseed ^ 2) % (nb - 1);
+        while (gcd64(stride, nb) != 1) stride = stride % (nb - 1) + 1;
+    }
+#ifdef CUDAEMU_RACECHECK
+    race_launch_begin(kernel, argtext, ptrs, nargs);
+#endif
 #pragma omp parallel for schedule(dynamic, 16)
-    for (long long bi = 0; bi < nblocks; bi++) {
+    for (long long k = 0; k < nblocks; k++) {
+        long long bi = (long long)((first + (unsigned __int128)stride * (uint64_t)k % nb) % nb);
         pool *p = get_pool();
         p->kernel = kernel;
         p->fn = fn;
@@ -468,6 +514,7 @@ void cudaemu::run_grid(const char *kernel, const char *argtext, body_fn fn, void
         p->blk.bidx.x = (unsigned)(bi % grid.x);
         p->blk.bidx.y = (unsigned)((bi / grid.x) % grid.y);
         p->blk.bidx.z = (unsigned)(bi / ((long long)grid.x * grid.y));
+        p->sched = mix64(lseed ^ (uint64_t)bi);
         if (p->tid_dims.x != block.x || p->tid_dims.y != block.y || p->tid_dims.z != block.z) {
             for (int i = 0; i < n; i++) {
                 ethread *t = &p->f[i].et;
@@ -478,8 +525,17 @@ void cudaemu::run_grid(const char *kernel, const char *argtext, body_fn fn, void
             }
             p->tid_dims = block;
         }
-        run_block(p, (int)(bi & 1)); /* odd blocks start in reverse order */
+#ifdef CUDAEMU_RACECHECK
+        race_block_begin(p, (uint32_t)bi);
+#endif
+        run_block(p);
+#ifdef CUDAEMU_RACECHECK
+        race_block_end(p);
+#endif
     }
+#ifdef CUDAEMU_RACECHECK
+    race_launch_end();
+#endif
     prof_add(kernel, nblocks * n, now_s() - t0);
     const void *base = NULL;
     size_t bytes = 0;

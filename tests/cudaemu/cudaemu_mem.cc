@@ -11,6 +11,15 @@
 
 #include <map>
 #include <mutex>
+#include <string>
+
+#ifdef CUDAEMU_RACECHECK
+/* cudaemu_race.cc: device memory comes from the race detector's region
+ * (its shadow lies at a fixed distance); written bytes are recorded. */
+extern "C" char *cudaemu_race_alloc(size_t bytes);
+extern "C" void cudaemu_race_free(char *raw, size_t bytes);
+extern "C" void cudaemu_race_mark(const void *p, size_t bytes);
+#endif
 
 /* ------------------------------------------------------------------------
  * The card. */
@@ -204,6 +213,12 @@ struct freed_rec {
 freed_rec freed[FREED_KEEP];
 size_t nfreed;
 size_t used, peak;
+/* The annotated tensors (CUDAEMU_ANNOTATE_SUBBUFFER), by their start. */
+struct sub_rec {
+    size_t bytes;
+    std::string name;
+};
+std::map<uintptr_t, sub_rec> subs;
 } // namespace
 
 static size_t round256(size_t n)
@@ -220,7 +235,11 @@ extern "C" cudaError_t cudaMalloc(void **p, size_t bytes)
     if (r < bytes) return fail(cudaErrorMemoryAllocation);
     std::lock_guard<std::mutex> lock(mu);
     if (r > mem_total() || used > mem_total() - r) return fail(cudaErrorMemoryAllocation);
+#ifdef CUDAEMU_RACECHECK
+    char *raw = cudaemu_race_alloc(r + 2 * CUDAEMU_GUARD);
+#else
     char *raw = (char *)aligned_alloc(256, r + 2 * CUDAEMU_GUARD);
+#endif
     if (!raw) return fail(cudaErrorMemoryAllocation);
     memset(raw, GUARD_BYTE, CUDAEMU_GUARD);
     memset(raw + CUDAEMU_GUARD, CUDAEMU_FILL, bytes);
@@ -299,12 +318,94 @@ extern "C" cudaError_t cudaFree(void *p)
     }
     alloc_rec r = it->second;
     live.erase(it);
+    subs.erase(subs.lower_bound((uintptr_t)p), subs.lower_bound((uintptr_t)p + r.bytes));
     used -= r.rounded;
     freed[nfreed % FREED_KEEP] = freed_rec{(uintptr_t)p, r.bytes};
     nfreed++;
     lock.unlock();
+#ifdef CUDAEMU_RACECHECK
+    cudaemu_race_free(r.raw, r.rounded + 2 * CUDAEMU_GUARD);
+#else
     free(r.raw);
+#endif
     return cudaSuccess;
+}
+
+extern "C" void cudaemu_annotate_subbuffer(const void *p, size_t bytes, const char *name)
+{
+    uintptr_t a = (uintptr_t)p, base = 0;
+    std::unique_lock<std::mutex> lock(mu);
+    const alloc_rec *r = find_live(a, &base);
+    if (!bytes) return;
+    if (!r || a >= base + r->bytes || bytes > base + r->bytes - a) {
+        lock.unlock();
+        cudaemu_check_device(p, bytes, "CUDAEMU_ANNOTATE_SUBBUFFER", name ? name : "the tensor"); /* stops */
+        return;
+    }
+    /* a later annotation replaces what it overlaps */
+    auto it = subs.lower_bound(a);
+    if (it != subs.begin()) {
+        auto prev = std::prev(it);
+        if (prev->first + prev->second.bytes > a) it = prev;
+    }
+    while (it != subs.end() && it->first < a + bytes) it = subs.erase(it);
+    subs[a] = sub_rec{bytes, name ? name : "?"};
+}
+
+extern "C" int cudaemu_tensor_of(const void *p, uintptr_t *lo, uintptr_t *hi, char *name, size_t cap)
+{
+    uintptr_t a = (uintptr_t)p, base = 0;
+    std::lock_guard<std::mutex> lock(mu);
+    const alloc_rec *r = find_live(a, &base);
+    if (!r || a >= base + r->bytes) return 0;
+    auto it = subs.upper_bound(a);
+    if (it != subs.begin()) {
+        --it;
+        if (a < it->first + it->second.bytes) {
+            *lo = it->first;
+            *hi = it->first + it->second.bytes;
+            if (cap) snprintf(name, cap, "%s", it->second.name.c_str());
+            return 1;
+        }
+    }
+    *lo = base;
+    *hi = base + r->bytes;
+    if (cap) name[0] = 0;
+    return 1;
+}
+
+/* The allocation holding or nearest below p, for naming an address in a
+ * report: 1 and its start and size when p is inside one, 2 when p is in
+ * the guard zone or rounding after one, 0 otherwise. */
+extern "C" int cudaemu_alloc_near(const void *p, uintptr_t *base, size_t *bytes)
+{
+    std::lock_guard<std::mutex> lock(mu);
+    uintptr_t a = (uintptr_t)p;
+    auto it = live.upper_bound(a);
+    if (it != live.begin()) {
+        --it;
+        *base = it->first;
+        *bytes = it->second.bytes;
+        if (a < it->first + it->second.bytes) return 1;
+        if (a < it->first + it->second.rounded + CUDAEMU_GUARD) return 2;
+    }
+    it = live.upper_bound(a);
+    if (it != live.end() && a + CUDAEMU_GUARD >= it->first) {
+        *base = it->first;
+        *bytes = it->second.bytes;
+        return 3; /* the guard zone before it */
+    }
+    return 0;
+}
+
+extern "C" void cudaemu_mark_written(const void *p, size_t bytes)
+{
+#ifdef CUDAEMU_RACECHECK
+    cudaemu_race_mark(p, bytes);
+#else
+    (void)p;
+    (void)bytes;
+#endif
 }
 
 static int guard_ok(const alloc_rec *r)
@@ -382,6 +483,7 @@ extern "C" cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum
     if (dev_src) cudaemu_check_device(src, bytes, "cudaMemcpy", "the source");
     else if (cudaemu_is_device(src)) cudaemu_fatal("cudaMemcpy: the source %p is device memory, but the copy's kind says host", src);
     memmove(dst, src, bytes);
+    if (dev_dst) cudaemu_mark_written(dst, bytes);
     return cudaSuccess;
 }
 
@@ -396,6 +498,7 @@ extern "C" cudaError_t cudaMemset(void *p, int value, size_t bytes)
     if (!bytes) return cudaSuccess;
     cudaemu_check_device(p, bytes, "cudaMemset", "the destination");
     memset(p, value, bytes);
+    cudaemu_mark_written(p, bytes);
     return cudaSuccess;
 }
 

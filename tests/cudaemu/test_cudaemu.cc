@@ -180,6 +180,67 @@ __global__ void shfl_kinds_kernel(int *out)
     out[threadIdx.x * 4 + 3] = (int)__ballot_sync(0xffffffffu, l & 1);
 }
 
+/* A loop over shared-memory tiles (bertc's tiled kernels): each thread
+ * loads its element of tile k, then reads its neighbour's; drop_barrier
+ * removes the barrier that keeps tile k + 1's loads from overwriting tile
+ * k while others still read it. */
+__global__ void tile_loop_kernel(float *out, const float *x, int ntiles, int drop_barrier)
+{
+    __shared__ float tile[NT];
+    float acc = 0;
+    for (int k = 0; k < ntiles; k++) {
+        tile[threadIdx.x] = x[(size_t)k * NT + threadIdx.x];
+        __syncthreads();
+        acc += tile[(threadIdx.x + 1) % NT];
+        if (!drop_barrier) __syncthreads(); /* the planted bug drops this one */
+    }
+    out[blockIdx.x * NT + threadIdx.x] = acc;
+}
+
+/* Lane 0 of each warp publishes a value that the next warp reads. */
+__global__ void warp_publish_kernel(float *out, int with_barrier)
+{
+    __shared__ float v[NT / 32];
+    int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (threadIdx.x < NT / 32) v[threadIdx.x] = -1.0f;
+    __syncthreads();
+    if (lane == 0) v[w] = (float)w;
+    if (with_barrier) __syncthreads();
+    out[threadIdx.x] = v[(w + 1) % (NT / 32)];
+}
+
+/* Each block copies x to y, then reads the next block's y (a planted
+ * dependence between blocks of one launch). */
+__global__ void next_block_kernel(float *z, float *y, const float *x)
+{
+    size_t i = (size_t)blockIdx.x * NT + threadIdx.x;
+    y[i] = x[i];
+    z[i] = y[((size_t)(blockIdx.x + 1) % gridDim.x) * NT + threadIdx.x];
+}
+
+/* Each lane takes lane + 1's value through a shuffle and then reads what
+ * lane + 1 stored in shared memory: ordered when the store comes before
+ * the shuffle, a race when after. */
+__global__ void shfl_store_kernel(float *out, int store_after)
+{
+    __shared__ float sh[NT];
+    sh[threadIdx.x] = 0.0f;
+    __syncthreads();
+    int lane = threadIdx.x % 32, src = (threadIdx.x & ~31u) + (lane + 1) % 32;
+    if (!store_after) sh[threadIdx.x] = (float)threadIdx.x;
+    float v = __shfl_sync(0xffffffffu, (float)lane, (lane + 1) % 32);
+    if (store_after) sh[threadIdx.x] = (float)threadIdx.x;
+    out[threadIdx.x] = v + sh[src];
+}
+
+/* GELU-shaped: out[i] = f(inp[i]) for i < n + extra_out, reading inp up to
+ * n + extra_in (the planted bugs: one float past a tensor). */
+__global__ void gelu_like_kernel(float *out, const float *inp, int n, int extra_out, int extra_in)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n + extra_out) out[i] = 0.5f * inp[i < n ? i : (extra_in ? i : n - 1)];
+}
+
 /* ------------------------------------------------------------------------ */
 
 static float *dev(size_t n)
@@ -232,6 +293,10 @@ static int row_sums(int drop_barrier, double *maxerr)
     return *maxerr > 1e-5;
 }
 
+#ifndef CUDAEMU_RACECHECK
+static void pair_orders(void);
+#endif
+
 static void model(void)
 {
     double err;
@@ -244,11 +309,14 @@ static void model(void)
     int ok = 1;
     for (int i = 0; i < NT; i++) ok &= h[i] == (float)((i + 1) % NT);
     check(ok, "execution model: after __syncthreads() every thread sees its neighbour's write");
+#ifndef CUDAEMU_RACECHECK /* a race: the racecheck build stops on it (its planted faults) */
     CUDAEMU_LAUNCH(neighbour_kernel, 1, NT, 0, 0, o, 0);
     down(h, o, NT);
     int stale = 0;
     for (int i = 0; i < NT; i++) stale += h[i] == -1.0f;
     check(stale > 0, "execution model: without the barrier %d of %d threads read the value from before it", stale, NT);
+    pair_orders();
+#endif
 
     int *io = NULL;
     cudaMalloc((void **)&io, 64 * 4 * sizeof(int));
@@ -323,6 +391,8 @@ static void bug_barrier(void)
 static void bug_index(void)
 {
     float *a = dev(1000), *b = dev(1000), *o = dev(1000);
+    cudaMemset(a, 0, 4000);
+    cudaMemset(b, 0, 4000);
     CUDAEMU_LAUNCH(add_kernel, 4, 256, 0, 0, o, a, b, (size_t)1000, 1);
     exit(0);
 }
@@ -330,6 +400,7 @@ static void bug_index(void)
 static void bug_shuffle(void)
 {
     float *x = dev(64), *o = dev(2);
+    cudaMemset(x, 0, 64 * sizeof(float));
     CUDAEMU_LAUNCH(warp_sum_kernel, 1, 64, 0, 0, o, x, 1);
     exit(0);
 }
@@ -344,6 +415,7 @@ static void bug_divergent_barrier(void)
 static void bug_host_pointer(void)
 {
     float *a = dev(100), *o = dev(100);
+    cudaMemset(a, 0, 400);
     static float host[100];
     CUDAEMU_LAUNCH(add_kernel, 1, 128, 0, 0, o, a, host, (size_t)100, 0);
     exit(0);
@@ -364,6 +436,129 @@ static void bug_memcpy(void)
     cudaMemcpy(a, h, sizeof h, cudaMemcpyHostToDevice);
     exit(0);
 }
+
+/* The pattern of stale reads of neighbour_kernel without its barrier, in
+ * `launches` launches: bit t of word l set when thread t read the value
+ * from before its neighbour's store in launch l. */
+static void stale_pattern(uint32_t *bits, int launches)
+{
+    float *o = dev(NT), h[NT];
+    for (int l = 0; l < launches; l++) {
+        CUDAEMU_LAUNCH(neighbour_kernel, 1, NT, 0, 0, o, 0);
+        down(h, o, NT);
+        for (int w = 0; w < NT / 32; w++) bits[l * (NT / 32) + w] = 0;
+        for (int t = 0; t < NT; t++)
+            if (h[t] == -1.0f) bits[l * (NT / 32) + t / 32] |= 1u << (t % 32);
+    }
+    cudaFree(o);
+}
+
+/* In a child (CUDAEMU_SEED set by the parent): the pattern of 4 launches on stdout. */
+[[maybe_unused]] static void print_pattern(void)
+{
+    uint32_t b[4 * NT / 32];
+    stale_pattern(b, 4);
+    for (int i = 0; i < 4 * NT / 32; i++) printf("%08x", b[i]);
+    printf("\n");
+    fflush(stdout);
+    exit(0);
+}
+
+#ifdef CUDAEMU_RACECHECK
+/* The race detector's planted faults: each must stop the run (exit 70). */
+static void race_one_block_reduction(void)
+{
+    float *x = dev(300), *o = dev(1);
+    cudaMemset(x, 0, 300 * sizeof(float));
+    CUDAEMU_LAUNCH(row_sum_kernel, 1, NT, 0, 0, o, x, 300, 1);
+    exit(0);
+}
+
+static void race_tile_loop(void)
+{
+    float *x = dev(4 * NT), *o = dev(NT);
+    cudaMemset(x, 0, 4 * NT * sizeof(float));
+    CUDAEMU_LAUNCH(tile_loop_kernel, 1, NT, 0, 0, o, x, 4, 1);
+    exit(0);
+}
+
+static void race_warp_publish(void)
+{
+    float *o = dev(NT);
+    CUDAEMU_LAUNCH(warp_publish_kernel, 1, NT, 0, 0, o, 0);
+    exit(0);
+}
+
+static void race_next_block(void)
+{
+    float *x = dev(4 * NT), *y = dev(4 * NT), *z = dev(4 * NT);
+    cudaMemset(x, 0, 4 * NT * sizeof(float));
+    cudaMemset(y, 0, 4 * NT * sizeof(float));
+    CUDAEMU_LAUNCH(next_block_kernel, 4, NT, 0, 0, z, y, x);
+    exit(0);
+}
+
+static void race_shfl_store(void)
+{
+    float *o = dev(NT);
+    CUDAEMU_LAUNCH(shfl_store_kernel, 1, NT, 0, 0, o, 1);
+    exit(0);
+}
+
+/* Two tensors carved out of one allocation, as the backend carves
+ * activations: "gelu.out" then "ln.inp". */
+static float *carved(float **second)
+{
+    float *blk = dev(2048), *x = dev(1024);
+    cudaMemset(blk, 0, 2048 * sizeof(float));
+    cudaMemset(x, 0, 1000 * sizeof(float));
+    CUDAEMU_ANNOTATE_SUBBUFFER(blk, 1000 * sizeof(float), "gelu.out");
+    CUDAEMU_ANNOTATE_SUBBUFFER(blk + 1000, 1000 * sizeof(float), "ln.inp");
+    *second = x;
+    return blk;
+}
+
+static void bounds_write_past(void)
+{
+    float *x, *blk = carved(&x);
+    CUDAEMU_LAUNCH(gelu_like_kernel, 4, 256, 0, 0, blk, x, 1000, 1, 0);
+    exit(0);
+}
+
+static void bounds_read_past(void)
+{
+    float *x, *blk = carved(&x);
+    /* the input is the second tensor of the block: reading one past it
+     * lands in the block's unannotated tail */
+    CUDAEMU_LAUNCH(gelu_like_kernel, 4, 256, 0, 0, x, blk + 1000, 1000, 1, 1);
+    exit(0);
+}
+
+static void bounds_unwritten(void)
+{
+    float *a = dev(100), *b = dev(100), *o = dev(100);
+    cudaMemset(a, 0, 400);
+    CUDAEMU_LAUNCH(add_kernel, 1, 128, 0, 0, o, a, b, (size_t)100, 0);
+    exit(0);
+}
+
+/* The clean versions of the planted faults, each racecheck-clean. */
+static void race_clean(void)
+{
+    float *x = dev(300 * 4), *o = dev(4 * NT), *y = dev(4 * NT);
+    cudaMemset(x, 0, 1200 * sizeof(float));
+    cudaMemset(o, 0, 4 * NT * sizeof(float));
+    CUDAEMU_LAUNCH(row_sum_kernel, 4, NT, 0, 0, o, x, 300, 0);
+    CUDAEMU_LAUNCH(tile_loop_kernel, 1, NT, 0, 0, o, x, 4, 0);
+    CUDAEMU_LAUNCH(warp_publish_kernel, 1, NT, 0, 0, o, 1);
+    CUDAEMU_LAUNCH(shfl_store_kernel, 1, NT, 0, 0, o, 0);
+    CUDAEMU_LAUNCH(add_kernel, 4, NT, 0, 0, y, o, o, (size_t)(4 * NT), 0);
+    float *xx, *blk = carved(&xx);
+    CUDAEMU_LAUNCH(gelu_like_kernel, 4, 256, 0, 0, blk, xx, 1000, 0, 0);
+    printf("clean kernels ran\n");
+    exit(0);
+}
+#endif
 
 /* Runs fn in a child; its exit status and what it wrote to stderr. */
 static int child(void (*fn)(void), std::string *err)
@@ -388,6 +583,30 @@ static int child(void (*fn)(void), std::string *err)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/* Runs fn in a child with CUDAEMU_SEED=seed; what it printed on stdout. */
+[[maybe_unused]] static std::string child_stdout(void (*fn)(void), const char *seed)
+{
+    int pfd[2];
+    std::string out;
+    if (pipe(pfd)) return out;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(pfd[0]);
+        dup2(pfd[1], 1);
+        setenv("CUDAEMU_SEED", seed, 1);
+        fn();
+        exit(0);
+    }
+    close(pfd[1]);
+    char buf[4096];
+    ssize_t k;
+    while ((k = read(pfd[0], buf, sizeof buf)) > 0) out.append(buf, (size_t)k);
+    close(pfd[0]);
+    waitpid(pid, NULL, 0);
+    return out;
+}
+
 static void planted(const char *what, void (*fn)(void), int want_status, const char *want1, const char *want2)
 {
     std::string err;
@@ -397,6 +616,35 @@ static void planted(const char *what, void (*fn)(void), int want_status, const c
              (!want2 || err.find(want2) != std::string::npos);
     check(ok, "planted bug caught: %s (exit %d): %s", what, st, err.empty() ? "(wrong results)" : err.c_str());
 }
+
+#ifndef CUDAEMU_RACECHECK /* (the racecheck build stops on neighbour_kernel's race) */
+/* Schedules: with a seed per launch, every pair of neighbouring threads is
+ * seen in both orders (a missing barrier shows in the values whichever
+ * side the reader is); the same CUDAEMU_SEED gives the same schedules, and
+ * another seed others. */
+static void schedules(void)
+{
+    std::string a = child_stdout(print_pattern, "7"), b = child_stdout(print_pattern, "7"),
+                c = child_stdout(print_pattern, "8");
+    check(!a.empty() && a == b && a != c, "schedules: CUDAEMU_SEED=7 replays the same stale reads (%zu hex digits), "
+          "CUDAEMU_SEED=8 gives others", a.size());
+}
+
+static void pair_orders(void)
+{
+    enum { LAUNCHES = 32 };
+    uint32_t bits[LAUNCHES * NT / 32];
+    stale_pattern(bits, LAUNCHES);
+    int both = 0;
+    for (int t = 0; t < NT; t++) {
+        int stale = 0;
+        for (int l = 0; l < LAUNCHES; l++) stale += (bits[l * (NT / 32) + t / 32] >> (t % 32)) & 1;
+        both += stale > 0 && stale < LAUNCHES;
+    }
+    check(both == NT, "schedules: over %d launches, each of the %d threads ran both before and after the neighbour "
+          "it reads (%d did)", LAUNCHES, NT, both);
+}
+#endif
 
 int main(void)
 {
@@ -410,9 +658,15 @@ int main(void)
         check(st == 0, "memory cap: cudaMalloc fails past CUDAEMU_MEM_LIMIT and succeeds after a free (exit %d) %s", st,
               err.c_str());
     }
+#ifdef CUDAEMU_RACECHECK
+    /* the racecheck build stops at the first racing or stray access */
+    planted("a barrier removed from a block reduction", bug_barrier, 70, "racecheck:", "no __syncthreads() between");
+    planted("an index off by one", bug_index, 70, "kernel add_kernel, block", "right past the end of argument");
+#else
     planted("a barrier removed from a block reduction", bug_barrier, 3, NULL, NULL);
     planted("an index off by one", bug_index, 70, "kernel add_kernel wrote outside the device allocation",
             "argument 1 (o)");
+#endif
     planted("a shuffle in divergent code", bug_shuffle, 70, "kernel warp_sum_kernel, block (0,0,0), thread",
             "never calls it");
     planted("a barrier in divergent code", bug_divergent_barrier, 70, "kernel early_return_kernel, block (0,0,0)",
@@ -421,6 +675,43 @@ int main(void)
             "not device memory");
     planted("a freed pointer passed to a kernel", bug_freed_pointer, 70, "kernel add_kernel: argument 2 (f)", "freed");
     planted("a copy past the end of an allocation", bug_memcpy, 70, "cudaMemcpy: the destination", "past the end");
+#ifndef CUDAEMU_RACECHECK
+    schedules();
+#else
+    {
+        std::string err;
+        int st = child(race_clean, &err);
+        check(st == 0, "racecheck: the clean kernels (block reductions, a tile loop, warp publishing, a shuffle "
+                       "after the store, in-bounds tensors) run without a report (exit %d) %s", st, err.c_str());
+    }
+    planted("racecheck: a barrier removed from a one-block reduction", race_one_block_reduction, 70,
+            "kernel row_sum_kernel, block (0,0,0), thread", "::sh), which thread");
+    planted("racecheck: a barrier removed from a loop over shared-memory tiles", race_tile_loop, 70,
+            "kernel tile_loop_kernel, block (0,0,0), thread", "::tile), which thread");
+    planted("racecheck: lane 0 of each warp writes what another warp reads without a barrier", race_warp_publish, 70,
+            "kernel warp_publish_kernel, block (0,0,0), thread", "no __syncthreads() between them (");
+    planted("racecheck: a block reads another block's output in the same launch", race_next_block, 70,
+            "kernel next_block_kernel, block", "in the same launch: no two blocks of a launch are ordered");
+    planted("racecheck: a shuffle whose source lane stores after the call", race_shfl_store, 70,
+            "kernel shfl_store_kernel, block (0,0,0), thread", "and no warp-synchronous call with both lanes");
+    planted("racecheck: one float written past a tensor carved out of a larger allocation", bounds_write_past, 70,
+            "writes 4 bytes at", "right past the end of argument 1 (blk), tensor \"gelu.out\" of 4000 bytes; it lands "
+            "in tensor \"ln.inp\"");
+    planted("racecheck: one float read past a tensor", bounds_read_past, 70, "reads 4 bytes at",
+            "past the end of argument 2 (blk + 1000), tensor \"ln.inp\"");
+    planted("racecheck: a read of device memory nothing wrote", bounds_unwritten, 70,
+            "kernel add_kernel, block (0,0,0), thread", "argument 3 (b)");
+    {
+        /* the same seed replays the same report */
+        std::string e1, e2;
+        setenv("CUDAEMU_SEED", "12345", 1);
+        child(race_warp_publish, &e1);
+        child(race_warp_publish, &e2);
+        unsetenv("CUDAEMU_SEED");
+        check(e1 == e2 && e1.find("CUDAEMU_SEED=12345") != std::string::npos,
+              "racecheck: a report names its seed, and the seed replays it word for word");
+    }
+#endif
     conversions();
     model();
     return check_summary();

@@ -76,6 +76,7 @@ void *cuda_mem_alloc(cuda_ctx *ctx, size_t bytes)
                 (double)n / 1048576.0, cudaGetErrorString(e), (double)fr / 1048576.0, (double)tot / 1048576.0);
         return NULL;
     }
+    CUDAEMU_ANNOTATE_SUBBUFFER(p, bytes ? bytes : 1, "an allocation (backend alloc)"); /* the rounding is outside it */
     ctx->recs[ctx->nrecs].p = p;
     ctx->recs[ctx->nrecs].bytes = n;
     ctx->nrecs++;
@@ -231,6 +232,13 @@ static void *cb_get_proc(const char *name)
     return NULL;
 }
 
+/* backend_i.annotate: tells the CPU stand-in's race check (nothing on a GPU). */
+static void cb_annotate(void *vctx, const void *p, size_t bytes, const char *name)
+{
+    (void)vctx, (void)p, (void)bytes, (void)name;
+    CUDAEMU_ANNOTATE_SUBBUFFER(p, bytes, name);
+}
+
 static const backend_i cuda_backend_i = {
     .name = "cuda",
     .probs_optional = 0, /* its softmax writes probs, and P V reads them */
@@ -240,6 +248,7 @@ static const backend_i cuda_backend_i = {
 #define BACKEND_OP(name, ret, params) .name = cuda_##name,
 #define BACKEND_OPT(name, cpu, cuda, ret, params) .name = BACKEND_FN_##cuda(cuda_##name),
 #include "backend/ops.def"
+    .annotate = cb_annotate,
 };
 
 /* ------------------------------------------------------------------------

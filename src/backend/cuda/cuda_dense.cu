@@ -75,17 +75,24 @@ __global__ void pos_grad_kernel(float *dwpe, const float *dout, int B, int T, in
     }
 }
 
-/* Token types: which types occur (plain stores of 1: order-free), partial
- * sums per chunk of rows and type, then the chunks in order into the rows
- * of the types that occur (only those exist for certain: bert.c checks the
- * ids against type_vocab_size, which the op is not told). */
+/* Token types: which types occur, partial sums per chunk of rows and type,
+ * then the chunks in order into the rows of the types that occur (only
+ * those exist for certain: bert.c checks the ids against type_vocab_size,
+ * which the op is not told). The flags: one block of CUDA_WS_MAX_TYPES
+ * warps, warp w storing present[w] once (many threads storing the same 1
+ * would be a data race in CUDA's memory model; the stand-in's race check
+ * stops on it); warp 0 reports an id out of range. */
 __global__ void type_present_kernel(int *present, int *dev_err, const int32_t *types, int N)
 {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= N) return;
-    int t = types ? types[i] : 0;
-    if (t >= 0 && t < CUDA_WS_MAX_TYPES) present[t] = 1;
-    else *dev_err = CUDA_DEV_ERR_TYPE_ID;
+    int w = threadIdx.x / 32, lane = threadIdx.x % 32, found = 0, bad = 0;
+    for (int i = lane; i < N; i += 32) {
+        int t = types ? types[i] : 0;
+        found |= t == w;
+        bad |= t < 0 || t >= CUDA_WS_MAX_TYPES;
+    }
+    unsigned any = __ballot_sync(0xffffffffu, found), any_bad = __ballot_sync(0xffffffffu, bad);
+    if (lane == 0) present[w] = any != 0;
+    if (lane == 0 && w == 0 && any_bad) *dev_err = CUDA_DEV_ERR_TYPE_ID;
 }
 
 __global__ void type_grad_stage1(float *part, const float *dout, const int32_t *types, int N, int C)
@@ -165,7 +172,7 @@ void cuda_embedding_backward(void *vctx, float *dwte, float *dwpe, float *dwtt, 
     }
     if (dwtt && !ctx->error) {
         CUDA_TRY(ctx, cudaMemsetAsync(present, 0, CUDA_WS_MAX_TYPES * 4, ctx->stream));
-        CUDA_LAUNCH(type_present_kernel, (unsigned)((N + 255) / 256), 256, 0, ctx->stream,
+        CUDA_LAUNCH(type_present_kernel, 1, CUDA_WS_MAX_TYPES * 32, 0, ctx->stream,
             present, ctx->dev_err, types, N);
         CUDA_LAUNCHED(ctx);
         int nchunks = (int)cuda_ws_colsum_chunks((size_t)N);

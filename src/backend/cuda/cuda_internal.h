@@ -52,6 +52,9 @@ extern "C" {
 #else
 #define CUDA_LAUNCH(kernel, grid, block, shared, stream, ...) kernel<<<grid, block, shared, stream>>>(__VA_ARGS__)
 #define CUDA_DYN_SHARED(type, name) extern __shared__ type name[]
+/* Tells the stand-in's race check where a tensor carved out of a larger
+ * allocation ends (docs/cudaemu.md); nothing on a GPU. */
+#define CUDAEMU_ANNOTATE_SUBBUFFER(p, bytes, name) ((void)0)
 #endif
 
 /* The element type of GEMM inputs. */
@@ -141,6 +144,7 @@ static inline void *cuda_ws_take(char **cur, size_t bytes)
 {
     void *p = *cur;
     *cur += cuda_ws_round(bytes);
+    CUDAEMU_ANNOTATE_SUBBUFFER(p, bytes, "a workspace part (cuda_ws_take)");
     return p;
 }
 

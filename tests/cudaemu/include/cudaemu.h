@@ -52,6 +52,18 @@ int cudaemu_is_device(const void *p);
  * overwritten. */
 void cudaemu_check_guards(const char *after);
 
+/* Declares [p, p + bytes) of a live device allocation a tensor named
+ * `name` (CUDAEMU_ANNOTATE_SUBBUFFER; a later annotation replaces the ones
+ * it overlaps; cudaFree forgets them). Outside a device allocation it
+ * stops the run. */
+void cudaemu_annotate_subbuffer(const void *p, size_t bytes, const char *name);
+/* The tensor holding p: the annotated sub-buffer, else the allocation (its
+ * name "" then); 0 when p is not device memory. */
+int cudaemu_tensor_of(const void *p, uintptr_t *lo, uintptr_t *hi, char *name, size_t cap);
+/* Racecheck builds: [p, p + bytes) of device memory now holds data (a copy,
+ * a memset, a cuBLASLt output), so kernels may read it. A no-op elsewhere. */
+void cudaemu_mark_written(const void *p, size_t bytes);
+
 /* The emulated card (CUDAEMU_DEVICE): compute capability. */
 void cudaemu_card_cc(int *major, int *minor);
 

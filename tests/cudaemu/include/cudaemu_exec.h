@@ -82,8 +82,22 @@ void check_arg(const char *kernel, const char *argtext, int i, const void *p);
 void *dyn_shared(void);
 /* Device side of __syncthreads and of the warp intrinsics. */
 void syncthreads(void);
-enum shfl_kind { SHFL_IDX, SHFL_UP, SHFL_DOWN, SHFL_XOR, SHFL_SYNCWARP, SHFL_BALLOT, SHFL_WMMA /* mma.h's collectives */ };
+enum shfl_kind { SHFL_IDX, SHFL_UP, SHFL_DOWN, SHFL_XOR, SHFL_SYNCWARP, SHFL_BALLOT, SHFL_WMMA /* mma.h's collectives */,
+                 SHFL_COLLECTIVE };
 uint64_t warp_op(shfl_kind kind, unsigned mask, uint64_t v, int arg, int width, const char *name);
+
+/* A warp-synchronous point, for emulating a warp-collective call (WMMA's
+ * load_matrix_sync, mma_sync, store_matrix_sync, ...): the calling lane
+ * waits until every lane of `mask` has called it with the same mask (a
+ * lane outside the mask, or one that never calls, stops the run as for a
+ * shuffle), and the race detector then treats it as ordering the lanes of
+ * the mask: what each lane wrote before the call is visible to every lane
+ * of the mask after it. `name` names the call in reports. Call it where the
+ * real call synchronises the warp: before the fragment's shared or global
+ * memory is read (load) and after it is written (store), e.g.
+ *   warp_collective(0xffffffffu, "wmma::load_matrix_sync"); then read.
+ * It returns nothing and exchanges nothing. */
+void warp_collective(unsigned mask, const char *name);
 
 template <typename T> static inline T shfl(shfl_kind kind, unsigned mask, T v, int arg, int width, const char *name)
 {
@@ -139,6 +153,15 @@ static void launch(const char *kname, const char *argtext, void (*k)(P...), dim3
 #define CUDAEMU_LAUNCH(k, grid, block, shared, stream, ...)                                                    \
     ::cudaemu::launch(#k, #__VA_ARGS__, k, grid, block, shared, stream, __VA_ARGS__)
 #define CUDAEMU_DYN_SHARED(type, name) type *const name = (type *)::cudaemu::dyn_shared()
+/* The bytes [p, p + bytes) of a device allocation are one tensor, `name`
+ * (a string the stand-in copies): the race check (docs/cudaemu.md) then
+ * holds a kernel to the tensors its arguments point into, and reports an
+ * access past one, with the kernel and the tensor, even where the next
+ * byte belongs to another tensor of the same allocation. A later
+ * annotation replaces every earlier one it overlaps. src/backend/cuda
+ * calls it where it carves tensors out of larger allocations; under nvcc
+ * it is nothing. */
+#define CUDAEMU_ANNOTATE_SUBBUFFER(p, bytes, name) cudaemu_annotate_subbuffer((p), (bytes), (name))
 
 #define threadIdx (::cudaemu::t_cur->tid)
 #define blockIdx (::cudaemu::t_cur->blk->bidx)

@@ -118,6 +118,8 @@ struct DeviceRadixSort {
             values_out[i] = values_in[order[i]];
         }
         memset(d_temp_storage, 0xFF, need);
+        cudaemu_mark_written(keys_out, kb); /* for the race check's "never written" */
+        cudaemu_mark_written(values_out, vb);
         cudaemu_check_guards(who);
         return cudaSuccess;
     }
