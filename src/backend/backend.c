@@ -39,6 +39,13 @@ int backend_set_batch_invariant(backend *b, int on)
     return f ? f(b->ctx, on) : 0;
 }
 
+int backend_attention_saves_lse(const backend *b, int HS)
+{
+    typedef int (*saves_lse_fn)(void *ctx, int HS);
+    saves_lse_fn f = (saves_lse_fn)backend_get_proc(b, BACKEND_PROC_ATTENTION_SAVES_LSE);
+    return f ? f(b->ctx, HS) != 0 : 0;
+}
+
 int backend_cpu_set_bf16(backend *b, int on, char *impl, size_t cap)
 {
     set_bf16_fn f = (set_bf16_fn)backend_get_proc(b, BACKEND_PROC_BF16);

@@ -75,6 +75,29 @@ static inline float backend_score_scale(int HS)
     return (float)(1.0 / sqrt((double)HS));
 }
 
+/* Floats attention_forward saves in probs for `rows` rows of windows at
+ * most T long (ops.def): the probabilities, NH rows T (packed: NH sum
+ * len^2 fits), or, where the backend's attention saves the log-sum-exp
+ * (lse 1: backend_attention_saves_lse), lse [NH,rows] fp32 then, from the
+ * next multiple of 64 floats, its output [rows, NH*HS] in 16 bits. */
+static inline size_t backend_attention_lse_part(size_t rows, int NH)
+{
+    return (rows * (size_t)NH + 63) & ~(size_t)63;
+}
+
+static inline size_t backend_attention_saved_floats(int lse, size_t rows, int T, int NH, int HS)
+{
+    if (!lse) return rows * (size_t)NH * (size_t)T;
+    return backend_attention_lse_part(rows, NH) + (rows * (size_t)NH * (size_t)HS + 1) / 2;
+}
+
+/* Floats of attention_backward's scratch: as probs, or none (NULL) where
+ * the attention saves the log-sum-exp. */
+static inline size_t backend_attention_scratch_floats(int lse, size_t rows, int T, int NH)
+{
+    return lse ? 0 : rows * (size_t)NH * (size_t)T;
+}
+
 /* Activation memory: the ops' activations (ops.def) are backend memory of
  * the element type the backend declares (backend_act_type), not float. */
 typedef void backend_act;
@@ -199,8 +222,13 @@ static inline size_t backend_act_size(const backend *b)
 #define BACKEND_PROC_ANSWER_PRECISION "set_answer_precision" /* int (void *ctx, precision_kind, char *, size_t) */
 #define BACKEND_PROC_ANSWER_CHECK "answer_check"             /* int (precision_kind, char *kernel, size_t cap) */
 #define BACKEND_PROC_KERNEL_INFO "kernel_info"               /* char *(const char *what, char *buf, size_t cap) */
+#define BACKEND_PROC_ATTENTION_SAVES_LSE "attention_saves_lse" /* int (void *ctx, int HS) */
 /* b's function called name, or NULL. */
 void *backend_get_proc(const backend *b, const char *name);
+/* 1 when b's attention_forward saves the log-sum-exp (and its output) in
+ * probs instead of the probabilities, for heads of HS
+ * (backend_attention_saved_floats); 0 for a backend without the function. */
+int backend_attention_saves_lse(const backend *b, int HS);
 /* The same without an instance, by device name ("cpu"): for checks made
  * before a backend exists. NULL for a device without the function. */
 void *backend_reg_get_proc(const char *device, const char *name);

@@ -105,6 +105,26 @@ static inline size_t cuda_ws_attention(int low, size_t B, size_t T, size_t NH, s
     return sat_add(ws, cuda_ws_part(nc, 4));
 }
 
+/* Whether attention runs the 16-bit flash kernels (cuda_flash.h) and saves
+ * the log-sum-exp instead of the probabilities (backend.h,
+ * backend_attention_saved_floats): fp16/bf16 with HS a multiple of 16 up
+ * to 64 (flash_attention_supported; tests/cudaemu/test_flash.cc checks that
+ * the two agree). The CUDA backend's door (attention_saves_lse) and the
+ * memory planner both ask this. */
+static inline int cuda_ws_attention_lse(int low, size_t HS)
+{
+    return low && HS >= 16 && HS <= 64 && HS % 16 == 0;
+}
+
+/* attention on the flash kernels, N rows (padded B*T, or the packed
+ * tokens): 16-bit copies of q, k, v and dout, the 16-bit dq, dk and dv, and
+ * backward's row terms dvec [NH,N] fp32. */
+static inline size_t cuda_ws_attention_flash(size_t N, size_t NH, size_t HS)
+{
+    size_t nc = sat_mul(N, sat_mul(NH, HS));
+    return sat_add(sat_mul(7, cuda_ws_part(nc, 2)), cuda_ws_part(sat_mul(NH, N), 4));
+}
+
 /* layernorm_backward: partial column sums for dw and db. */
 static inline size_t cuda_ws_layernorm_backward(size_t N, size_t C)
 {

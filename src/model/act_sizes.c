@@ -1,6 +1,7 @@
 /* The activation table (act_sizes.h). */
 #include "model/act_sizes.h"
 
+#include "backend/backend.h"
 #include "core/sat.h"
 
 /* 64-byte alignment for every tensor of the block. */
@@ -29,20 +30,23 @@ size_t act_att(const bert_config *cfg, int B, int T, int64_t max_tokens)
     return sat_mul(sat_mul(act_rows(B, T, max_tokens), (size_t)cfg->num_attention_heads), (size_t)T);
 }
 
-act_strides act_strides_for(const bert_config *cfg, int B, int T, int64_t max_tokens)
+act_strides act_strides_for(const bert_config *cfg, int B, int T, int64_t max_tokens, int att_lse)
 {
     size_t N = act_rows(B, T, max_tokens);
     act_strides s;
     s.nc = round16(sat_mul(N, (size_t)cfg->hidden_size));
     s.ni = round16(sat_mul(N, (size_t)cfg->intermediate_size));
     s.n1 = round16(N);
-    s.att = round16(act_att(cfg, B, T, max_tokens));
+    int NH = cfg->num_attention_heads;
+    s.att = round16(att_lse ? backend_attention_saved_floats(1, N, T, NH, cfg->hidden_size / NH)
+                            : act_att(cfg, B, T, max_tokens));
+    s.scr = att_lse ? 0 : s.att;
     return s;
 }
 
-void act_units(size_t unit[ACT_COUNT], const bert_config *cfg, int B, int T, int64_t max_tokens)
+void act_units(size_t unit[ACT_COUNT], const bert_config *cfg, int B, int T, int64_t max_tokens, int att_lse)
 {
-    act_strides s = act_strides_for(cfg, B, T, max_tokens);
+    act_strides s = act_strides_for(cfg, B, T, max_tokens, att_lse);
     size_t head = round16(sat_mul(act_rows(B, T, max_tokens), 2)); /* (N, 2): start, end */
     for (int i = 0; i < ACT_COUNT; i++) unit[i] = s.nc; /* (N, C): most of them */
     unit[ACT_EMB_MEAN] = unit[ACT_EMB_RSTD] = s.n1;
@@ -52,7 +56,7 @@ void act_units(size_t unit[ACT_COUNT], const bert_config *cfg, int B, int T, int
     unit[ACT_LOGITS] = unit[ACT_DLOGITS] = head;
     unit[ACT_LOSS] = 16;
     unit[ACT_D_FFN_ACT] = unit[ACT_D_FFN_PRE] = s.ni;
-    unit[ACT_D_SCRATCH] = s.att;
+    unit[ACT_D_SCRATCH] = s.scr;
 }
 
 /* How many of a tensor of scope sc a stage of layers [lo, hi) holds. */
@@ -69,11 +73,11 @@ static size_t scope_count(act_scope sc, int first, int last, int lo, int hi, int
     }
 }
 
-void act_sizes(size_t sizes[ACT_COUNT], const bert_config *cfg, int B, int T, int64_t max_tokens, int recompute,
-               int lo, int hi)
+void act_sizes(size_t sizes[ACT_COUNT], const bert_config *cfg, int B, int T, int64_t max_tokens, int att_lse,
+               int recompute, int lo, int hi)
 {
     size_t unit[ACT_COUNT];
-    act_units(unit, cfg, B, T, max_tokens);
+    act_units(unit, cfg, B, T, max_tokens, att_lse);
     int first = lo == 0, last = hi == cfg->num_hidden_layers;
     for (int i = 0; i < ACT_COUNT; i++)
         sizes[i] = sat_mul(scope_count(act_scope_of((act_id)i), first, last, lo, hi, recompute), unit[i]);
@@ -86,10 +90,11 @@ int act_per_set(act_id i, int recompute)
     return sc != ACT_SCOPE_WORK;
 }
 
-size_t act_total(const bert_config *cfg, int B, int T, int64_t max_tokens, int recompute, int lo, int hi, int sets)
+size_t act_total(const bert_config *cfg, int B, int T, int64_t max_tokens, int att_lse, int recompute, int lo, int hi,
+                 int sets)
 {
     size_t sizes[ACT_COUNT], total = 0;
-    act_sizes(sizes, cfg, B, T, max_tokens, recompute, lo, hi);
+    act_sizes(sizes, cfg, B, T, max_tokens, att_lse, recompute, lo, hi);
     for (int i = 0; i < ACT_COUNT; i++)
         total = sat_add(total, sat_mul(sizes[i], act_per_set((act_id)i, recompute) ? (size_t)sets : 1));
     return total;

@@ -49,25 +49,29 @@ typedef enum {
 
 act_scope act_scope_of(act_id i);
 
-/* Per-layer tensors are stored with this stride (floats) between layers. */
+/* Per-layer tensors are stored with this stride (floats) between layers.
+ * att_lse (every function's below): the backend's attention saves the
+ * log-sum-exp, not the probabilities (bert_model_opts.att_lse): probs are
+ * backend_attention_saved_floats' and backward's scratch none. */
 typedef struct {
-    size_t nc, ni, n1, att; /* N*C, N*I, N, NH*N*T for the largest batch, rounded */
+    size_t nc, ni, n1, att; /* N*C, N*I, N, NH*N*T (or the lse's) for the largest batch, rounded */
+    size_t scr;             /* attention backward's scratch: att, or 0 with the lse */
 } act_strides;
 
 /* Rows a micro-batch holds: B x T, or max_tokens (> 0). */
 size_t act_rows(int B, int T, int64_t max_tokens);
 /* Attention probabilities' floats per layer: NH x rows x T. */
 size_t act_att(const bert_config *cfg, int B, int T, int64_t max_tokens);
-act_strides act_strides_for(const bert_config *cfg, int B, int T, int64_t max_tokens);
+act_strides act_strides_for(const bert_config *cfg, int B, int T, int64_t max_tokens, int att_lse);
 
 /* unit[i]: the floats of one tensor i (one layer's, one boundary's). */
-void act_units(size_t unit[ACT_COUNT], const bert_config *cfg, int B, int T, int64_t max_tokens);
+void act_units(size_t unit[ACT_COUNT], const bert_config *cfg, int B, int T, int64_t max_tokens, int att_lse);
 
 /* sizes[i]: the floats of tensor i that a stage of layers [lo, hi) holds
  * (0, L: the whole model); recompute 1: the per-layer tensors other than x
  * have one layer's slot. */
-void act_sizes(size_t sizes[ACT_COUNT], const bert_config *cfg, int B, int T, int64_t max_tokens, int recompute,
-               int lo, int hi);
+void act_sizes(size_t sizes[ACT_COUNT], const bert_config *cfg, int B, int T, int64_t max_tokens, int att_lse,
+               int recompute, int lo, int hi);
 
 /* 1 for the tensors every activation set (one per micro-batch in flight)
  * has its own of: those saved for backward (the per-layer ones only
@@ -77,7 +81,8 @@ int act_per_set(act_id i, int recompute);
 
 /* Floats of a stage's activations with `sets` sets: set 0 whole, and the
  * per-set part of each other. */
-size_t act_total(const bert_config *cfg, int B, int T, int64_t max_tokens, int recompute, int lo, int hi, int sets);
+size_t act_total(const bert_config *cfg, int B, int T, int64_t max_tokens, int att_lse, int recompute, int lo, int hi,
+                 int sets);
 
 /* The batch's int32 values one set holds: ids, types, mask, pos (rows
  * each), start, end (B each), cu (B + 1). */

@@ -68,7 +68,8 @@ typedef struct {
     float *x;                    /* (L+1,N,C) residual stream: x[0] embeddings out, x[l+1] layer l out */
     float *q, *k, *v;            /* (L,N,C) projections, heads as C = NH*HS */
     float *ctx;                  /* (L,N,C) attention context: attention.output.dense input */
-    float *probs;                /* (L,B,NH,T,T) softmax before dropout; packed: (L, NH sum len^2) */
+    float *probs;                /* (L,B,NH,T,T) softmax before dropout; packed: (L, NH sum len^2); or
+                                  * what an attention that saves the lse keeps (att_lse) */
     float *res1;                 /* (L,N,C) dropout(attention.output.dense) + x[l]: LayerNorm input */
     float *ln1_mean, *ln1_rstd;  /* (L,N) */
     float *h1;                   /* (L,N,C) attention block output: FFN input */
@@ -86,7 +87,8 @@ typedef struct {
     float *d_ctx;                /* (N,C) */
     float *d_q, *d_k, *d_v;      /* (N,C) */
     float *d_ffn_act, *d_ffn_pre; /* (N,I) */
-    float *d_scratch;            /* (B,NH,T,T) attention backward's working memory (packed: as probs) */
+    float *d_scratch;            /* (B,NH,T,T) attention backward's working memory (packed: as probs; NULL
+                                  * where the attention saves the lse) */
     /* Pipeline stages, per set: the gradient of x[hi] from the next stage
      * (not the last stage), the gradient of x[lo] for the previous one (not
      * the first). */
@@ -109,7 +111,8 @@ struct bert_model {
     param_table table;
     backend *be;
     int max_B, T;
-    size_t max_rows, max_att;    /* rows (tokens) and probs floats per layer the buffers hold */
+    size_t max_rows;             /* rows (tokens) the buffers hold */
+    int att_lse;                 /* the backend's attention saves the lse (backend_attention_saves_lse) */
     recompute_kind recompute;    /* RECOMPUTE_LAYER: one slot of per-layer activations (see the top) */
     int forward_only;            /* bert_model_opts' (no gradients; activations not written up front) */
     float *params, *grads;
@@ -226,7 +229,8 @@ size_t bert_activation_bytes(const bert_model_opts *o)
 {
     int lo, hi, sets;
     if (o->max_B <= 0 || o->T <= 0 || o->max_tokens < 0 || stage_of(o, &lo, &hi, &sets)) return 0;
-    size_t f = act_total(o->cfg, o->max_B, o->T, o->max_tokens, o->recompute == RECOMPUTE_LAYER, lo, hi, sets);
+    size_t f = act_total(o->cfg, o->max_B, o->T, o->max_tokens, o->att_lse, o->recompute == RECOMPUTE_LAYER, lo, hi,
+                         sets);
     size_t ints = sat_mul(act_int_count(o->max_B, act_rows(o->max_B, o->T, o->max_tokens)), (size_t)sets);
     return sat_add(sat_mul(f, sizeof(float)), sat_mul(ints, sizeof(int32_t)));
 }
@@ -340,7 +344,7 @@ int bert_model_create(bert_model **out, const bert_model_opts *o)
     m->recompute = o->recompute;
     m->forward_only = o->forward_only;
     m->max_rows = act_rows(max_B, T, max_tokens);
-    m->max_att = act_att(cfg, max_B, T, max_tokens);
+    m->att_lse = backend_attention_saves_lse(be, cfg->hidden_size / cfg->num_attention_heads);
     m->lo = lo;
     m->hi = hi;
     m->nsets = sets;
@@ -366,9 +370,9 @@ int bert_model_create(bert_model **out, const bert_model_opts *o)
 
     size_t sizes[ACT_COUNT];
     int rec = m->recompute == RECOMPUTE_LAYER;
-    act_sizes(sizes, cfg, max_B, T, max_tokens, rec, lo, hi);
-    m->act_floats = act_total(cfg, max_B, T, max_tokens, rec, lo, hi, sets);
-    m->st = act_strides_for(cfg, max_B, T, max_tokens);
+    act_sizes(sizes, cfg, max_B, T, max_tokens, m->att_lse, rec, lo, hi);
+    m->act_floats = act_total(cfg, max_B, T, max_tokens, m->att_lse, rec, lo, hi, sets);
+    m->st = act_strides_for(cfg, max_B, T, max_tokens, m->att_lse);
     m->act_block = be->i->alloc(c, mul_size(m->act_floats, sizeof(float)));
     if (!m->act_block) goto fail;
     /* Written once now, so that its pages are the process's from the start:

@@ -101,6 +101,12 @@ typedef struct {
      * bert_backward ERR_RUNTIME), and the activations are not written up
      * front (their pages are touched by the forwards that use them). */
     int forward_only;
+    /* bert_activation_bytes only (bert_model_create asks o->be,
+     * backend_attention_saves_lse): 1 when the backend's attention saves the
+     * log-sum-exp instead of the probabilities, so probs per layer are
+     * backend_attention_saved_floats and backward has no scratch (the CUDA
+     * backend in fp16/bf16, cuda_ws_attention_lse). */
+    int att_lse;
 } bert_model_opts;
 
 /* Allocates parameters, gradients and activations on o->be. Parameters

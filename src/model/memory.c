@@ -36,9 +36,17 @@ static size_t max_size(size_t a, size_t b)
     return a > b ? a : b;
 }
 
+/* Whether the CUDA backend's attention saves the lse (cuda_ws_attention_lse:
+ * fp16/bf16 on the flash kernels); low as workspace_bytes'. */
+static int att_lse(const bert_config *cfg, int low)
+{
+    return cuda_ws_attention_lse(low, (size_t)(cfg->hidden_size / cfg->num_attention_heads));
+}
+
 /* The CUDA backend's workspace: the fixed buffers plus the largest need
  * of any op one training step runs on N token rows; attention's for
- * micro-batches of `micro` x T (T 0: packed, the varlen kernel needs none). */
+ * micro-batches of `micro` x T (T 0: packed, the varlen kernel needs none),
+ * or the flash kernels' for N rows (att_lse), padded or packed. */
 static size_t workspace_bytes(const bert_config *cfg, int micro, size_t N, int T, int low)
 {
     size_t C = (size_t)cfg->hidden_size, I = (size_t)cfg->intermediate_size;
@@ -53,7 +61,8 @@ static size_t workspace_bytes(const bert_config *cfg, int micro, size_t N, int T
     }
     /* Q, K and V in one GEMM (matmul_forward_n) */
     need = max_size(need, cuda_ws_matmul_forward_n(low, 3, N, C, C));
-    if (T) need = max_size(need, cuda_ws_attention(low, (size_t)micro, (size_t)T, NH, HS));
+    if (att_lse(cfg, low)) need = max_size(need, cuda_ws_attention_flash(N, NH, HS));
+    else if (T) need = max_size(need, cuda_ws_attention(low, (size_t)micro, (size_t)T, NH, HS));
     need = max_size(need, cuda_ws_layernorm_backward(N, C));
     need = max_size(need, cuda_ws_embedding_backward(N, C, cuda_ws_sort_temp_bound(N)));
     need = max_size(need, cuda_ws_qa_loss((size_t)micro));
@@ -77,6 +86,11 @@ static void sum_total(memory_answer *a)
 static int low_precision(precision_kind prec)
 {
     return prec == PREC_AUTO || prec == PREC_FP16 || prec == PREC_BF16;
+}
+
+int memory_attention_lse(const bert_config *cfg, precision_kind prec)
+{
+    return att_lse(cfg, low_precision(prec));
 }
 
 /* The whole model's padded plan: the checks of every query's sizes. */
@@ -110,7 +124,8 @@ static int plan_padded(const memory_query *q, memory_answer *out)
     out->params = block;
     out->grads = block;
     out->optimizer = sat_add_i64(block, block);
-    bert_model_opts mo = {.cfg = cfg, .max_B = micro, .T = T, .recompute = rc};
+    bert_model_opts mo = {.cfg = cfg, .max_B = micro, .T = T, .recompute = rc,
+                          .att_lse = att_lse(cfg, low_precision(prec))};
     out->activations = sat_i64(bert_activation_bytes(&mo));
     size_t N = sat_mul((size_t)micro, (size_t)T);
     out->workspace = sat_i64(workspace_bytes(cfg, micro, N, T, low_precision(prec)));
@@ -122,7 +137,7 @@ static int plan_padded(const memory_query *q, memory_answer *out)
 static void plan_packed(const memory_query *q, memory_answer *out)
 {
     bert_model_opts mo = {.cfg = q->cfg, .max_B = q->micro, .T = q->T, .max_tokens = q->max_tokens,
-                          .recompute = q->recompute};
+                          .recompute = q->recompute, .att_lse = att_lse(q->cfg, low_precision(q->prec))};
     out->activations = sat_i64(bert_activation_bytes(&mo));
     out->workspace = sat_i64(workspace_bytes(q->cfg, q->micro, (size_t)q->max_tokens, 0, low_precision(q->prec)));
     sum_total(out);
@@ -165,10 +180,10 @@ typedef struct {
     size_t ints;  /* the batch's int32 arrays */
 } act_parts;
 
-static void activation_parts(const bert_config *cfg, int micro, int T, act_parts *p)
+static void activation_parts(const bert_config *cfg, int micro, int T, int lse, act_parts *p)
 {
     size_t unit[ACT_COUNT];
-    act_units(unit, cfg, micro, T, 0);
+    act_units(unit, cfg, micro, T, 0, lse);
     memset(p, 0, sizeof *p);
     for (int i = 0; i < ACT_COUNT; i++) {
         size_t *part;
@@ -230,7 +245,7 @@ static void plan_stage_range(const memory_query *q, int S, int D, int stage, int
     out->params = out->grads = sat_i64(sat_mul(np, sizeof(float)));
     out->optimizer = sat_i64(sat_mul(sat_mul(2, adam), sizeof(float)));
     act_parts a;
-    activation_parts(q->cfg, q->micro, q->T, &a);
+    activation_parts(q->cfg, q->micro, q->T, att_lse(q->cfg, low_precision(q->prec)), &a);
     size_t n = (size_t)(end - first), rec = q->recompute == RECOMPUTE_LAYER;
     size_t saved = sat_add(sat_mul(n + 1, a.x), rec ? 0 : sat_mul(n, a.layer));
     if (out->embeddings) saved = sat_add(saved, a.emb);

@@ -19,8 +19,9 @@
  *
  * What is stored in which precision today: parameters, gradients, Adam m
  * and v in fp32 (the master copy), activations in fp32 (the backend op
- * table is fp32); fp16/bf16 change only the workspace (the GEMM input
- * copies). --recompute layer is bert.c's layout when it recomputes each
+ * table is fp32); fp16/bf16 change the workspace (the GEMM input copies)
+ * and attention's saved tensors (the flash kernels' lse instead of the
+ * probabilities, where cuda_ws_attention_lse says). --recompute layer is bert.c's layout when it recomputes each
  * layer in backward: each layer's input kept, one layer's activations
  * live (bert_model_opts' recompute). */
 #ifndef BERTC_MEMORY_H
@@ -32,6 +33,12 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* bert_model_opts.att_lse for the CUDA backend in prec: 1 where its
+ * attention saves the lse, not the probabilities (fp16/bf16, and auto, on
+ * the flash kernels, cuda_ws_attention_lse). The planner's activations are
+ * bert_activation_bytes' with it. */
+int memory_attention_lse(const bert_config *cfg, precision_kind prec);
 
 /* recompute_kind (model/bert.h) by name: "none" / "layer"; ERR_INPUT otherwise. */
 int memory_parse_recompute(const char *s, recompute_kind *out);

@@ -21,6 +21,7 @@
 #include "emu_check.h"
 
 #include "backend/cuda/cuda_flash.h"
+#include "backend/cuda/cuda_ws.h"
 
 extern "C" {
 #include "core/err.h"
@@ -355,6 +356,12 @@ int main(void)
                                        32, 48, 0.0f, philox_stream{}) == cudaErrorInvalidValue,
           "flash: head size 24 or 128, fp32, ldqkv 48 < C 64: refused (cudaErrorInvalidValue, nothing run); 64 "
           "supported");
+    /* the planner's and the backend's rule (cuda_ws_attention_lse) is these kernels' */
+    int agree = 1;
+    for (int hs = 1; hs <= 160; hs++)
+        agree &= cuda_ws_attention_lse(1, (size_t)hs) == flash_attention_supported(hs) && !cuda_ws_attention_lse(0, (size_t)hs);
+    check(agree, "flash: cuda_ws_attention_lse(fp16/bf16, HS) is flash_attention_supported(HS) for HS 1..160, "
+                 "and never for fp32/tf32");
     backend_free(&cpu);
     return check_summary();
 }

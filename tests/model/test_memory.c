@@ -33,7 +33,7 @@ static void check_config(const char *name, int vocab, int T)
     int rc = memory_plan(&(memory_query){.cfg = &cfg, .micro = 4, .T = T, .prec = PREC_BF16}, &p);
     CHECK(rc == 0, "%s: %s", name, err_msg());
     int64_t n = param_formula(&cfg);
-    bert_model_opts mo = {.cfg = &cfg, .max_B = 4, .T = T};
+    bert_model_opts mo = {.cfg = &cfg, .max_B = 4, .T = T, .att_lse = memory_attention_lse(&cfg, PREC_BF16)};
     printf("%s T=%d: %lld parameters (formula %lld), activations %lld B (bert.c %zu B), workspace %lld B, total %lld B\n",
            name, T, (long long)p.n_params, (long long)n, (long long)p.activations, bert_activation_bytes(&mo),
            (long long)p.workspace, (long long)p.total);
@@ -47,9 +47,10 @@ static void check_config(const char *name, int vocab, int T)
 /* BERT-base, micro-batch 32, T 384: the workspace is the fixed part plus
  * attention's, worked out by hand. fp32: q, k, v, dout copies and the fp32
  * output, 5 x 32*384*768*4 = 188743680, plus P' 32*12*384*384*4 =
- * 226492416. bf16: 4 x 18874368 + 113246208 + 37748736 = 226492416. The
- * fixed part includes adamw_multi's table: 199 tensors x 64 B = 12736,
- * rounded to 12800. */
+ * 226492416. bf16 (the flash kernels): 16-bit q, k, v, dout, dq, dk, dv,
+ * 7 x 18874368, plus dvec 12*12288*4 = 589824: 132710400. The fixed part
+ * includes adamw_multi's table: 199 tensors x 64 B = 12736, rounded to
+ * 12800. */
 static void check_base_workspace(void)
 {
     bert_config cfg;
@@ -62,7 +63,7 @@ static void check_base_workspace(void)
     q.prec = PREC_TF32;
     CHECK(memory_plan(&q, &pt) == 0, "%s", err_msg());
     int64_t fixed = (32 << 20) + 1024 * 8 + 256 + 12800;
-    int64_t want32 = fixed + 188743680 + 226492416, want16 = fixed + 226492416;
+    int64_t want32 = fixed + 188743680 + 226492416, want16 = fixed + 132710400;
     printf("base 32x384 workspace: fp32 %lld (want %lld), bf16 %lld (want %lld), tf32 %lld\n", (long long)p32.workspace,
            (long long)want32, (long long)p16.workspace, (long long)want16, (long long)pt.workspace);
     CHECK(p32.workspace == want32, "fp32 workspace");
@@ -94,7 +95,8 @@ static void check_recompute(void)
     /* layer = a one-layer model's activations + 11 more layer inputs (N*C floats each). */
     bert_config one = cfg;
     one.num_hidden_layers = 1;
-    int64_t want = (int64_t)bert_activation_bytes(&(bert_model_opts){.cfg = &one, .max_B = 8, .T = 384}) +
+    int64_t want = (int64_t)bert_activation_bytes(&(bert_model_opts){.cfg = &one, .max_B = 8, .T = 384,
+                                                                      .att_lse = memory_attention_lse(&cfg, PREC_BF16)}) +
                    11LL * 8 * 384 * 768 * 4;
     CHECK(layer.activations == want, "recompute layer activations %lld, want %lld", (long long)layer.activations,
           (long long)want);
@@ -252,12 +254,16 @@ static void check_layouts(void)
              * it without the QA head and the working buffers, and those once */
             bert_config half = cfg;
             half.num_hidden_layers = L / 2;
-            int64_t A = (int64_t)bert_activation_bytes(&(bert_model_opts){.cfg = &half, .max_B = micro, .T = T, .recompute = rc ? RECOMPUTE_LAYER : RECOMPUTE_NONE});
-            int64_t N = (int64_t)micro * T, C = cfg.hidden_size, I = cfg.intermediate_size;
-            int64_t nc = r16(N * C), ni = r16(N * I), n1 = r16(N), att = r16(N * cfg.num_attention_heads * T);
+            int lse = memory_attention_lse(&cfg, PREC_BF16);
+            int64_t A = (int64_t)bert_activation_bytes(&(bert_model_opts){
+                .cfg = &half, .max_B = micro, .T = T, .recompute = rc ? RECOMPUTE_LAYER : RECOMPUTE_NONE, .att_lse = lse});
+            int64_t N = (int64_t)micro * T, C = cfg.hidden_size, I = cfg.intermediate_size, NH = cfg.num_attention_heads;
+            /* bf16: attention saves lse [NH,N] (to a multiple of 64) and its 16-bit output, no scratch */
+            int64_t nc = r16(N * C), ni = r16(N * I), n1 = r16(N);
+            int64_t att = lse ? r16((NH * N + 63) / 64 * 64 + (N * C + 1) / 2) : r16(N * NH * T), scr = lse ? 0 : att;
             int64_t emb = 4 * (nc + 2 * n1), head = 4 * (r16(2 * N) + 16), head_work = 4 * r16(2 * N);
             int64_t layer = 4 * (7 * nc + att + 4 * n1 + 2 * ni);
-            int64_t work = 4 * (7 * nc + 2 * ni + att) + (rc ? layer : 0), ints = 4 * (4 * N + 3 * micro + 1);
+            int64_t work = 4 * (7 * nc + 2 * ni + scr) + (rc ? layer : 0), ints = 4 * (4 * N + 3 * micro + 1);
             int64_t want1 = A - emb, want0 = 2 * (A - head - head_work - work - ints) + work + ints;
             printf("%s recompute %d, 2 stages, micro 4 x 384: activations stage 0 %lld (want %lld), stage 1 %lld (want "
                    "%lld); one stage %lld\n", names[ci], rc, (long long)s0.activations, (long long)want0,
@@ -391,11 +397,13 @@ static void check_stage_split(void)
     CHECK(memory_split(&q, sp) == 0 && split_is(sp, 12, "0,1,2,3,4,5,6,7,8,9,10,11,12"), "S = L");
     /* 12 in 5: 3 layers is the least the largest stage can have; the
      * 3-layer stages go where the embeddings' and the head's FLOPs are not;
-     * of those splits the smallest largest peak: at 8 x 384 stage 0 (5
+     * of those splits the smallest largest peak: at 16 x 384 stage 0 (5
      * micro-batches in flight) takes 2 layers, at 1 x 384 the embeddings'
-     * weights weigh more and it takes 1 */
+     * weights weigh more and it takes 1 (in bf16 the attention saves its
+     * lse, not the probabilities: at 8 x 384 too) */
     q.stages = 5;
-    CHECK(memory_split(&q, sp) == 0 && split_is(sp, 5, "0,2,4,7,10,12"), "12 layers in 5 stages, micro-batch 8");
+    q.micro = 16;
+    CHECK(memory_split(&q, sp) == 0 && split_is(sp, 5, "0,2,4,7,10,12"), "12 layers in 5 stages, micro-batch 16");
     q.micro = 1;
     CHECK(memory_split(&q, sp) == 0 && split_is(sp, 5, "0,1,4,7,10,12"), "12 layers in 5 stages, micro-batch 1");
     /* 3 layers in 2 stages: the embeddings (30 C a token) cost more than

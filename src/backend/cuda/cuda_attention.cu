@@ -18,9 +18,17 @@
  * workspace (cuda_ws_attention) holds those copies, P' (or the score
  * gradient) in the GEMM input type, and one fp32 (B,NH,T,HS) GEMM output.
  *
- * A fused flash-style kernel (no T x T matrix in memory) is the next step;
- * it needs the op table to stop saving probs, which bert.c reads back. */
+ * fp16 and bf16 (cuda_ws_attention_lse: HS a multiple of 16 up to 64) run
+ * neither: the flash kernels of cuda_flash.cu, padded and packed alike, on
+ * Tensor Cores in 16 bits, with no T x T matrix in memory. probs then holds
+ * what their backward needs (backend_attention_saved_floats): lse [NH,N]
+ * fp32, then out [N,C] in 16 bits; scratch is not used. Activations are
+ * fp32 today, so q, k, v (and dout) are converted to 16 bits once per call
+ * into the workspace (cuda_ws_attention_flash), out back to fp32, and
+ * backward's 16-bit gradients, which flash writes (=), are added (+=) to the
+ * fp32 ones in one kernel. */
 #include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_flash.h"
 
 #include <float.h>
 #include <math.h>
@@ -260,6 +268,125 @@ static void attention_padded_backward(cuda_ctx *ctx, float *dq, float *dk, float
     }
 }
 
+/* ---- 16 bits: the flash kernels ---- */
+
+__device__ __forceinline__ float att_to_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float att_to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+template <typename TT> static cudaDataType_t att_flash_type();
+template <> cudaDataType_t att_flash_type<__half>() { return CUDA_R_16F; }
+template <> cudaDataType_t att_flash_type<__nv_bfloat16>() { return CUDA_R_16BF; }
+
+// d_i (n) = s_i converted, for the s_i not NULL: up to four tensors in one pass
+template <typename TT>
+__global__ void att_to16_kernel(TT *d0, TT *d1, TT *d2, TT *d3, const float *s0, const float *s1, const float *s2,
+                                const float *s3, size_t n)
+{
+    GRID_STRIDE(i, n) {
+        if (s0) d0[i] = att_from_float<TT>(s0[i]);
+        if (s1) d1[i] = att_from_float<TT>(s1[i]);
+        if (s2) d2[i] = att_from_float<TT>(s2[i]);
+        if (s3) d3[i] = att_from_float<TT>(s3[i]);
+    }
+}
+
+// d (n) = s converted to fp32
+template <typename TT> __global__ void att_from16_kernel(float *d, const TT *s, size_t n)
+{
+    GRID_STRIDE(i, n) d[i] = att_to_float(s[i]);
+}
+
+// d_i (n) += s_i, for the d_i not NULL: the three gradients in one pass
+template <typename TT>
+__global__ void att_add16_kernel(float *d0, float *d1, float *d2, const TT *s0, const TT *s1, const TT *s2, size_t n)
+{
+    GRID_STRIDE(i, n) {
+        if (d0) d0[i] = __fadd_rn(d0[i], att_to_float(s0[i]));
+        if (d1) d1[i] = __fadd_rn(d1[i], att_to_float(s1[i]));
+        if (d2) d2[i] = __fadd_rn(d2[i], att_to_float(s2[i]));
+    }
+}
+
+/* The workspace of the 16-bit path: q, k, v, dout, dq, dk, dv in 16 bits
+ * [N,C], dvec [NH,N] fp32 (cuda_ws_attention_flash). */
+typedef struct {
+    void *q, *k, *v, *dout, *dq, *dk, *dv;
+    float *dvec;
+} flash_ws;
+
+static int flash_workspace(cuda_ctx *ctx, flash_ws *f, const backend_windows *w, int NH, int HS)
+{
+    size_t N = (size_t)w->N, nc = N * (size_t)NH * HS;
+    char *cur = (char *)cuda_ws_get(ctx, cuda_ws_attention_flash(N, (size_t)NH, (size_t)HS));
+    if (!cur) return 1;
+    f->q = cuda_ws_take(&cur, nc * 2);
+    f->k = cuda_ws_take(&cur, nc * 2);
+    f->v = cuda_ws_take(&cur, nc * 2);
+    f->dout = cuda_ws_take(&cur, nc * 2);
+    f->dq = cuda_ws_take(&cur, nc * 2);
+    f->dk = cuda_ws_take(&cur, nc * 2);
+    f->dv = cuda_ws_take(&cur, nc * 2);
+    f->dvec = (float *)cuda_ws_take(&cur, N * (size_t)NH * 4);
+    return 0;
+}
+
+/* The saved out [N,C] in 16 bits, after lse in saved
+ * (backend_attention_saved_floats). */
+static void *flash_saved_out(const float *saved, const backend_windows *w, int NH)
+{
+    return (void *)(saved + backend_attention_lse_part((size_t)w->N, NH));
+}
+
+// out (N,C); saved: lse (NH,N), out (N,C) 16-bit; q, k, v (N,C)
+template <typename TT>
+static void flash_forward(cuda_ctx *ctx, float *out, float *saved, const float *q, const float *k, const float *v,
+                          const backend_windows *w, int NH, int HS, float p, philox_stream rng)
+{
+    flash_ws f;
+    if (!saved) {
+        cuda_fail_at(ctx, "attention_forward", __FILE__, __LINE__, __func__, "probs NULL (its backward's lse)");
+        return;
+    }
+    if (flash_workspace(ctx, &f, w, NH, HS)) return;
+    size_t nc = (size_t)w->N * NH * HS;
+    unsigned g = cuda_blocks(nc, 256);
+    TT *oh = (TT *)flash_saved_out(saved, w, NH);
+    CUDA_LAUNCH(att_to16_kernel<TT>, g, 256, 0, ctx->stream, (TT *)f.q, (TT *)f.k, (TT *)f.v, (TT *)NULL, q, k, v,
+        (const float *)NULL, nc);
+    CUDA_LAUNCHED(ctx);
+    CUDA_TRY(ctx, flash_attention_forward(ctx->stream, att_flash_type<TT>(), oh, saved, f.q, f.k, f.v, w, NH, HS,
+                                          NH * HS, p, rng));
+    CUDA_LAUNCH(att_from16_kernel<TT>, g, 256, 0, ctx->stream, out, (const TT *)oh, nc);
+    CUDA_LAUNCHED(ctx);
+}
+
+// dq, dk, dv (N,C) +=; dout, q, k, v (N,C); saved as flash_forward's
+template <typename TT>
+static void flash_backward(cuda_ctx *ctx, float *dq, float *dk, float *dv, const float *dout, const float *q,
+                           const float *k, const float *v, const float *saved, const backend_windows *w, int NH,
+                           int HS, float p, philox_stream rng)
+{
+    flash_ws f;
+    if (!dq && !dk && !dv) return;
+    if (flash_workspace(ctx, &f, w, NH, HS)) return;
+    size_t nc = (size_t)w->N * NH * HS;
+    unsigned g = cuda_blocks(nc, 256);
+    CUDA_LAUNCH(att_to16_kernel<TT>, g, 256, 0, ctx->stream, (TT *)f.q, (TT *)f.k, (TT *)f.v, (TT *)f.dout, q, k,
+        v, dout, nc);
+    CUDA_LAUNCHED(ctx);
+    CUDA_TRY(ctx, flash_attention_backward(ctx->stream, att_flash_type<TT>(), dq ? f.dq : NULL, dk ? f.dk : NULL,
+                                           dv ? f.dv : NULL, f.dvec, f.dout, flash_saved_out(saved, w, NH), f.q,
+                                           f.k, f.v, saved, w, NH, HS, NH * HS, p, rng));
+    CUDA_LAUNCH(att_add16_kernel<TT>, g, 256, 0, ctx->stream, dq, dk, dv, (const TT *)f.dq, (const TT *)f.dk,
+        (const TT *)f.dv, nc);
+    CUDA_LAUNCHED(ctx);
+}
+
+static int att_flash(const cuda_ctx *ctx, int HS)
+{
+    return cuda_ws_attention_lse(ctx->gtype != GEMM_F32, (size_t)HS);
+}
+
 void cuda_attention_forward(void *vctx, backend_act *vout, backend_act *vprobs, const backend_act *vq,
                             const backend_act *vk, const backend_act *vv, const backend_windows *w, int NH, int HS,
                             float p, philox_stream rng)
@@ -271,7 +398,10 @@ void cuda_attention_forward(void *vctx, backend_act *vout, backend_act *vprobs, 
     const float *v = (const float *)vv;
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || w->B <= 0 || w->max_len <= 0 || NH <= 0 || HS <= 0) return;
-    if (w->cu_seqlens) cuda_attention_packed_forward(ctx, out, probs, q, k, v, w, NH, HS, p, rng);
+    if (att_flash(ctx, HS)) {
+        if (ctx->gtype == GEMM_F16) flash_forward<__half>(ctx, out, probs, q, k, v, w, NH, HS, p, rng);
+        else flash_forward<__nv_bfloat16>(ctx, out, probs, q, k, v, w, NH, HS, p, rng);
+    } else if (w->cu_seqlens) cuda_attention_packed_forward(ctx, out, probs, q, k, v, w, NH, HS, p, rng);
     else attention_padded_forward(ctx, out, probs, q, k, v, w->mask, w->B, w->T, NH, HS, p, rng);
 }
 
@@ -291,7 +421,10 @@ void cuda_attention_backward(void *vctx, backend_act *vdq, backend_act *vdk, bac
     const float *probs = (const float *)vprobs;
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || w->B <= 0 || w->max_len <= 0 || NH <= 0 || HS <= 0) return;
-    if (w->cu_seqlens)
+    if (att_flash(ctx, HS)) {
+        if (ctx->gtype == GEMM_F16) flash_backward<__half>(ctx, dq, dk, dv, dout, q, k, v, probs, w, NH, HS, p, rng);
+        else flash_backward<__nv_bfloat16>(ctx, dq, dk, dv, dout, q, k, v, probs, w, NH, HS, p, rng);
+    } else if (w->cu_seqlens)
         cuda_attention_packed_backward(ctx, dq, dk, dv, scratch, dout, q, k, v, probs, w, NH, HS, p, rng);
     else attention_padded_backward(ctx, dq, dk, dv, scratch, dout, q, k, v, probs, w->B, w->T, NH, HS, p, rng);
 }

@@ -225,10 +225,19 @@ static backend_dtype cb_act_type(void *vctx)
     return BACKEND_F32;
 }
 
-/* No backend-specific extras: its precision is chosen at creation, and
- * cuBLASLt is not batch-invariant (backend.h). */
+/* fp16/bf16 attention on the flash kernels saves the log-sum-exp
+ * (cuda_attention.cu). */
+static int cb_attention_saves_lse(void *vctx, int HS)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    return HS > 0 && cuda_ws_attention_lse(ctx->gtype != GEMM_F32, (size_t)HS);
+}
+
+/* Its precision is chosen at creation, and cuBLASLt is not batch-invariant
+ * (backend.h): of the door's functions, only what attention saves. */
 static void *cb_get_proc(const char *name)
 {
+    if (name && !strcmp(name, BACKEND_PROC_ATTENTION_SAVES_LSE)) return (void *)cb_attention_saves_lse;
     return NULL;
 }
 
