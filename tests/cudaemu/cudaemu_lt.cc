@@ -589,6 +589,11 @@ extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmul
         }
     }
     if (ed) cudaemu_mark_written(D, ed); /* for the race check's "never written" */
+    if (epi_bgrad(epi) && p.m > 0 && p.n > 0)
+        cudaemu_mark_written(desc->bias, ((size_t)(p.batch - 1) * (size_t)desc->bias_stride + blen) * esz);
+    if (epi_writes_aux(epi) && p.m > 0 && p.n > 0)
+        cudaemu_mark_written(desc->aux, ((size_t)(p.batch - 1) * (size_t)desc->aux_stride +
+                                         (size_t)(p.n - 1) * desc->aux_ld + p.m) * esz);
     cudaemu_check_guards(who);
     lt_matmuls++;
     return CUBLAS_STATUS_SUCCESS;

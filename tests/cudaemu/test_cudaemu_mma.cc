@@ -287,7 +287,7 @@ int main(void)
     planted("lane 7 waits at __syncthreads() instead of load_matrix_sync", F_BARRIER,
             "wmma::load_matrix_sync(matrix_a) with mask 0xffffffff, but lane 7", "waits at __syncthreads()");
     planted("lane 9 passes another pointer", F_POINTER, "but lane 9 (", "must be the same in every lane");
-    planted("lanes 16-31 load matrix_b while 0-15 load matrix_a", F_OTHER_LOAD, "while lane 16 calls",
+    planted("lanes 16-31 load matrix_b while 0-15 load matrix_a", F_OTHER_LOAD, "while lane",
             "must make the same WMMA call");
     planted("a pointer 2 bytes past 32-byte alignment", F_ALIGN, "is not 32-byte (256-bit) aligned", NULL);
     planted("a leading dimension of 20 halves (40 bytes)", F_LDM, "is not a multiple of 16 bytes", NULL);

@@ -183,8 +183,11 @@ static inline void store_matrix_sync(float *p, const fragment<accumulator, 16, 1
  * has met, each computes its own elements of D from the whole tiles; after
  * the warp has met again (every lane done reading), each writes them (D
  * may be C). */
+/* Not instrumented for the race check (no_sanitize_thread): it reads the
+ * other lanes' fragments through the stand-in's own slots, which are the
+ * emulation's registers, not memory a kernel shares. */
 template <typename T, typename LA, typename LB>
-static inline void mma_sync(fragment<accumulator, 16, 16, 16, float> &d, const fragment<matrix_a, 16, 16, 16, T, LA> &a,
+__attribute__((no_sanitize_thread)) static inline void mma_sync(fragment<accumulator, 16, 16, 16, float> &d, const fragment<matrix_a, 16, 16, 16, T, LA> &a,
                             const fragment<matrix_b, 16, 16, 16, T, LB> &b,
                             const fragment<accumulator, 16, 16, 16, float> &c)
 {
