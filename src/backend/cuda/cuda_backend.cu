@@ -218,11 +218,11 @@ static void cb_free(void *vctx)
     free(ctx);
 }
 
-/* Activations are fp32 in every precision today; the GEMMs convert their
- * inputs (cuda_convert). */
+/* The element type of activation memory: ctx->atype. */
 static backend_dtype cb_act_type(void *vctx)
 {
-    return BACKEND_F32;
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    return ctx->atype == GEMM_F16 ? BACKEND_F16 : ctx->atype == GEMM_BF16 ? BACKEND_BF16 : BACKEND_F32;
 }
 
 /* fp16/bf16 attention on the flash kernels saves the log-sum-exp
@@ -342,6 +342,7 @@ extern "C" int cuda_backend_create(backend *out, const cuda_backend_opts *o)
     ctx->device = o->device;
     ctx->prec = prec;
     ctx->gtype = prec == PREC_FP16 ? GEMM_F16 : prec == PREC_BF16 ? GEMM_BF16 : GEMM_F32;
+    ctx->atype = GEMM_F32; /* fp32 activations in every precision today */
     ctx->limit = o->mem_limit;
     int rc = 0;
     cudaError_t e;
