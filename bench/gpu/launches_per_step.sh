@@ -21,7 +21,9 @@ run() { # steps packing
         tail -3 "$W/e$1$2" >&2
         exit 1
     }
-    awk '/cudaemu profile/ {p=1; next} p && NF>=4 {s+=$2; k[$1]=$2} END {print s; for (x in k) print "K", x, k[x]}' \
+    # a row is: name (which may hold spaces, "(flash_fwd_kernel<T, ND>)"), launches, threads, seconds
+    awk '/cudaemu profile/ {p=1; next} p && NF>=4 {n=$(NF-2); $NF=""; $(NF-1)=""; $(NF-2)=""; gsub(/[ ()]/, "");
+         s+=n; k[$0]=n} END {print s; for (x in k) print "K", x, k[x]}' \
         "$W/e$1$2" >"$W/c$1$2"
 }
 for pk in none varlen; do
