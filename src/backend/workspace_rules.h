@@ -131,6 +131,16 @@ static inline size_t cuda_ws_layernorm_backward(size_t N, size_t C)
     return sat_mul(2, cuda_ws_part(sat_mul(cuda_ws_colsum_chunks(N), C), 4));
 }
 
+/* The fused LayerNorm backwards (residual_layernorm_backward,
+ * embedding_layernorm_backward; cuda_fused.h): a partial row of dw and one
+ * of db per CUDA_WS_FUSED_LN_ROWS rows, which a second launch adds in order. */
+#define CUDA_WS_FUSED_LN_ROWS 32
+static inline size_t cuda_ws_fused_ln_backward(size_t N, size_t C)
+{
+    size_t parts = (N + CUDA_WS_FUSED_LN_ROWS - 1) / CUDA_WS_FUSED_LN_ROWS;
+    return sat_mul(2, cuda_ws_part(sat_mul(parts, C), 4));
+}
+
 /* An upper bound of CUB's radix sort temporary storage for N int pairs:
  * its alternate key and value buffers plus histograms and tile state. The
  * backend asks CUB for the exact figure and uses that when it is larger. */

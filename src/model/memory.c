@@ -64,6 +64,7 @@ static size_t workspace_bytes(const bert_config *cfg, int micro, size_t N, int T
     if (att_lse(cfg, low)) need = max_size(need, cuda_ws_attention_flash(N, NH, HS));
     else if (T) need = max_size(need, cuda_ws_attention(low, (size_t)micro, (size_t)T, NH, HS));
     need = max_size(need, cuda_ws_layernorm_backward(N, C));
+    need = max_size(need, cuda_ws_fused_ln_backward(N, C)); /* the fused LayerNorm backwards (bert.c's) */
     need = max_size(need, cuda_ws_embedding_backward(N, C, cuda_ws_sort_temp_bound(N)));
     need = max_size(need, cuda_ws_qa_loss((size_t)micro));
     /* adamw_multi's tensor table (an entry per tensor: a rank's pieces or

@@ -9,6 +9,8 @@
  *   mt_adamw      n single-tensor adamw calls, with the clip and the
  *                 overflow skip
  *   gelu          gelu_forward, gelu_backward
+ *   ops table     the op table's fused LayerNorm entries (ops.def), which
+ *                 bert.c calls, against the launchers (the same bits)
  * in fp32, fp16 and bf16 activations, padded and packed windows, with and
  * without dropout, C a multiple of 4 (4-wide accesses) and not.
  *
@@ -180,6 +182,15 @@ static void compare(const char *what, gemm_type t, const std::vector<float> &dev
               mx, ulps, type_name(t), mode == 0 ? "bit for bit" : "1 ulp", bad ? " MISMATCHES" : "");
 }
 
+/* compare() under the name "<tag> <part>". */
+static void compare_part(const char *tag, const char *part, gemm_type t, const std::vector<float> &dev,
+                         const std::vector<float> &ref, int mode, double tol)
+{
+    char what[160];
+    snprintf(what, sizeof what, "%s %s", tag, part);
+    compare(what, t, dev, ref, mode, tol);
+}
+
 static int out_mode(gemm_type t)
 {
     return t == GEMM_F32 ? 1 : 2;
@@ -296,15 +307,10 @@ static void test_residual_ln(gemm_type t, int packed, int large, float p, int C)
     g_cpu.i->layernorm_forward(g_cpu.ctx, out.cpu, mean.cpu, rstd.cpu, sum.cpu, w.cpu, b.cpu, N, C, eps);
     std::vector<float> o_ref = cpu_get(out.cpu, NC);
     for (float &v : o_ref) v = round_to(t, v);
-    char what[160];
-    snprintf(what, sizeof what, "%s fwd sum", tag);
-    compare(what, t, gpu_get(t, sum.gpu, NC), s_ref, 0, 0);
-    snprintf(what, sizeof what, "%s fwd out", tag);
-    compare(what, t, gpu_get(t, out.gpu, NC), o_ref, out_mode(t), 1e-5);
-    snprintf(what, sizeof what, "%s fwd mean", tag);
-    compare(what, GEMM_F32, gpu_get(GEMM_F32, mean.gpu, N), cpu_get(mean.cpu, N), 1, 1e-5);
-    snprintf(what, sizeof what, "%s fwd rstd", tag);
-    compare(what, GEMM_F32, gpu_get(GEMM_F32, rstd.gpu, N), cpu_get(rstd.cpu, N), 1, 1e-5);
+    compare_part(tag, "fwd sum", t, gpu_get(t, sum.gpu, NC), s_ref, 0, 0);
+    compare_part(tag, "fwd out", t, gpu_get(t, out.gpu, NC), o_ref, out_mode(t), 1e-5);
+    compare_part(tag, "fwd mean", GEMM_F32, gpu_get(GEMM_F32, mean.gpu, N), cpu_get(mean.cpu, N), 1, 1e-5);
+    compare_part(tag, "fwd rstd", GEMM_F32, gpu_get(GEMM_F32, rstd.gpu, N), cpu_get(rstd.cpu, N), 1, 1e-5);
     residual_ln_in_place(tag, t, res, x, out, sum, w, b, &win.gpu, C, eps, p);
 
     /* Backward from the device's saved sum, mean, rstd (given to both). */
@@ -327,14 +333,10 @@ static void test_residual_ln(gemm_type t, int packed, int large, float p, int C)
     std::vector<float> dres_ref = cpu_get(dres.cpu, NC), dx_ref = cpu_get(dx.cpu, NC);
     for (float &v : dres_ref) v = round_to(t, v);
     for (float &v : dx_ref) v = round_to(t, v);
-    snprintf(what, sizeof what, "%s bwd dresidual (+=)", tag);
-    compare(what, t, gpu_get(t, dres.gpu, NC), dres_ref, out_mode(t), 1e-5);
-    snprintf(what, sizeof what, "%s bwd dx (+=)", tag);
-    compare(what, t, gpu_get(t, dx.gpu, NC), dx_ref, out_mode(t), 1e-5);
-    snprintf(what, sizeof what, "%s bwd dw (+=)", tag);
-    compare(what, GEMM_F32, gpu_get(GEMM_F32, dw.gpu, C), cpu_get(dw.cpu, C), 1, 1e-5);
-    snprintf(what, sizeof what, "%s bwd db (+=)", tag);
-    compare(what, GEMM_F32, gpu_get(GEMM_F32, db.gpu, C), cpu_get(db.cpu, C), 1, 1e-5);
+    compare_part(tag, "bwd dresidual (+=)", t, gpu_get(t, dres.gpu, NC), dres_ref, out_mode(t), 1e-5);
+    compare_part(tag, "bwd dx (+=)", t, gpu_get(t, dx.gpu, NC), dx_ref, out_mode(t), 1e-5);
+    compare_part(tag, "bwd dw (+=)", GEMM_F32, gpu_get(GEMM_F32, dw.gpu, C), cpu_get(dw.cpu, C), 1, 1e-5);
+    compare_part(tag, "bwd db (+=)", GEMM_F32, gpu_get(GEMM_F32, db.gpu, C), cpu_get(db.cpu, C), 1, 1e-5);
 
     tensor *all[] = {&res, &x, &w, &b, &out, &sum, &mean, &rstd, &dout, &dres, &dx, &dw, &db, &dsum};
     for (tensor *a : all) tensor_free(*a);
@@ -558,12 +560,9 @@ static void test_embed_ln(gemm_type t, int packed, int large, float p, int C)
     g_cpu.i->dropout_forward(g_cpu.ctx, out.cpu, out.cpu, &win.cpu, C, p, g_rng);
     std::vector<float> o_ref = cpu_get(out.cpu, NC);
     for (float &v : o_ref) v = round_to(t, v);
-    snprintf(what, sizeof what, "%s fwd out", tag);
-    compare(what, t, gpu_get(t, out.gpu, NC), o_ref, out_mode(t), 1e-5);
-    snprintf(what, sizeof what, "%s fwd mean", tag);
-    compare(what, GEMM_F32, gpu_get(GEMM_F32, mean.gpu, N), cpu_get(mean.cpu, N), 1, 1e-5);
-    snprintf(what, sizeof what, "%s fwd rstd", tag);
-    compare(what, GEMM_F32, gpu_get(GEMM_F32, rstd.gpu, N), cpu_get(rstd.cpu, N), 1, 1e-5);
+    compare_part(tag, "fwd out", t, gpu_get(t, out.gpu, NC), o_ref, out_mode(t), 1e-5);
+    compare_part(tag, "fwd mean", GEMM_F32, gpu_get(GEMM_F32, mean.gpu, N), cpu_get(mean.cpu, N), 1, 1e-5);
+    compare_part(tag, "fwd rstd", GEMM_F32, gpu_get(GEMM_F32, rstd.gpu, N), cpu_get(rstd.cpu, N), 1, 1e-5);
 
     /* Backward with the device's mean and rstd on both sides. */
     std::vector<float> m_dev = gpu_get(GEMM_F32, mean.gpu, N), r_dev = gpu_get(GEMM_F32, rstd.gpu, N);
@@ -584,8 +583,8 @@ static void test_embed_ln(gemm_type t, int packed, int large, float p, int C)
     g_cpu.i->dropout_backward(g_cpu.ctx, dy.cpu, dout.cpu, &win.cpu, C, p, g_rng);
     g_cpu.i->layernorm_backward(g_cpu.ctx, demb.cpu, dw.cpu, db.cpu, dy.cpu, e.cpu, w.cpu, mean.cpu, rstd.cpu, N, C);
     g_cpu.i->embedding_backward(g_cpu.ctx, dwte.cpu, dwpe.cpu, dwtt.cpu, demb.cpu, ic, ic + N, pc, N, T, C);
-    snprintf(what, sizeof what, "%s bwd demb (fp32 scratch)", tag);
-    compare(what, GEMM_F32, gpu_get(GEMM_F32, demb.gpu, NC), cpu_get(demb.cpu, NC), 1, 1e-5);
+    compare_part(tag, "bwd demb (fp32 scratch)", GEMM_F32, gpu_get(GEMM_F32, demb.gpu, NC), cpu_get(demb.cpu, NC), 1,
+                 1e-5);
     struct {
         const char *name;
         tensor *x;
@@ -599,8 +598,7 @@ static void test_embed_ln(gemm_type t, int packed, int large, float p, int C)
     g_cpu.i->upload(g_cpu.ctx, dwte.cpu, dwte.h.data(), dwte.n * 4);
     g_cpu.i->upload(g_cpu.ctx, demb.cpu, de.data(), NC * 4);
     g_cpu.i->embedding_backward(g_cpu.ctx, dwte.cpu, NULL, NULL, demb.cpu, ic, ic + N, pc, N, T, C);
-    snprintf(what, sizeof what, "%s bwd dwte from the same demb", tag);
-    compare(what, GEMM_F32, dwte_dev, cpu_get(dwte.cpu, dwte.n), 0, 0);
+    compare_part(tag, "bwd dwte from the same demb", GEMM_F32, dwte_dev, cpu_get(dwte.cpu, dwte.n), 0, 0);
 
     tensor *ts[] = {&wte, &wpe, &wtt, &w, &b, &out, &e, &mean, &rstd, &dout, &dy, &demb, &dwte, &dwpe, &dwtt, &dw, &db};
     for (tensor *a : ts) tensor_free(*a);
@@ -770,6 +768,117 @@ static void test_adamw_multi_gap(void)
     g_gpu.i->release(g_gpu.ctx, p);
 }
 
+/* ------------------------------------------------------------------------
+ * 5. The op table's entries (ops.def's residual_layernorm_* and
+ * embedding_layernorm_*, which bert.c calls): the CPU has none; CUDA's, on
+ * the context's activation type, write the launchers' bits into twins of
+ * the same buffers (padded B3, C 64, dropout 0.1); a C above
+ * CUDA_FUSED_MAX_C is declined (1) by all four with nothing written. */
+
+/* The outputs of one op pair: [0] the launchers', [1] the op's, equal at start. */
+struct op_outs {
+    std::vector<tensor> x[2];
+};
+
+static void op_outs_add(op_outs &o, gemm_type t, size_t n)
+{
+    o.x[0].push_back(tensor_make(t, n, -1, 1));
+    tensor y = tensor_make(t, n, 0, 0);
+    y.h = o.x[0].back().h;
+    tensor_put(y);
+    o.x[1].push_back(y);
+}
+
+/* 1 when every output of the two sides (or of side 0 and its host copy:
+ * nothing written) holds the same values. */
+static int op_outs_same(op_outs &o, int untouched)
+{
+    int same = 1;
+    for (size_t k = 0; k < o.x[0].size(); k++) {
+        const tensor &a = o.x[0][k], &b = o.x[1][k];
+        same &= gpu_get(a.t, a.gpu, a.n) == (untouched ? a.h : gpu_get(b.t, b.gpu, b.n));
+    }
+    return same;
+}
+
+static void op_outs_free(op_outs &o)
+{
+    for (int s = 0; s < 2; s++)
+        for (tensor &x : o.x[s]) tensor_free(x);
+}
+
+/* The four ops on C columns of win's rows; side 1 the table's, side 0 the
+ * launchers' (launch 0: not called). tab: [T, C] fp32, the three
+ * embedding tables (ids < 3, types 0, padded positions). Returns the ops'
+ * results, or'ed. */
+static int ops_run(gemm_type t, op_outs &o, int side, int launch, const tensor &in, const float *tab,
+                   const int32_t *ig, const backend_windows *win, int C)
+{
+    const float p = 0.1f, eps = 1e-12f;
+    int N = win->N;
+    tensor *y = o.x[side].data();
+    void *out = y[0].gpu, *sum = y[1].gpu, *dres = y[2].gpu, *dx = y[3].gpu;
+    float *f[10];
+    for (int k = 0; k < 10; k++) f[k] = (float *)y[4 + k].gpu; /* mean rstd dw db dwte dwpe dwtt scratch w b */
+    const void *x = in.gpu, *res = (const char *)in.gpu + (size_t)N * C * type_size(t);
+    int rc = 0;
+    if (side) {
+        rc |= g_gpu.i->residual_layernorm_forward(g_gpu.ctx, out, sum, f[0], f[1], res, x, f[8], f[9], win, C, eps, p,
+                                                  g_rng);
+        rc |= g_gpu.i->residual_layernorm_backward(g_gpu.ctx, dres, dx, f[2], f[3], x, sum, f[0], f[1], f[8], win, C,
+                                                   p, g_rng);
+        rc |= g_gpu.i->embedding_layernorm_forward(g_gpu.ctx, out, f[0], f[1], ig, ig + N, NULL, tab, tab, tab, f[8],
+                                                   f[9], win, C, eps, p, g_rng);
+        rc |= g_gpu.i->embedding_layernorm_backward(g_gpu.ctx, f[4], f[5], f[6], f[2], f[3], f[7], x, ig, ig + N, NULL,
+                                                    f[0], f[1], tab, tab, tab, f[8], win, C, p, g_rng);
+    } else if (launch) {
+        cuda_fused_residual_ln_forward(g_ctx, t, out, sum, f[0], f[1], res, x, f[8], f[9], win, C, eps, p, g_rng);
+        cuda_fused_residual_ln_backward(g_ctx, t, dres, dx, f[2], f[3], x, sum, f[0], f[1], f[8], win, C, p, g_rng);
+        cuda_fused_embed_ln_forward(g_ctx, t, out, f[0], f[1], ig, ig + N, NULL, tab, tab, tab, f[8], f[9], win, C, eps,
+                                    p, g_rng);
+        cuda_fused_embed_ln_backward(g_ctx, t, f[4], f[5], f[6], f[2], f[3], f[7], x, ig, ig + N, NULL, f[0], f[1], tab,
+                                     tab, tab, f[8], win, C, p, g_rng);
+    }
+    return rc;
+}
+
+static void test_ops_table(gemm_type t, int C)
+{
+    windows win = windows_make(0, 0);
+    int N = win.gpu.N, decline = C > CUDA_FUSED_MAX_C;
+    size_t NC = (size_t)N * C;
+    tensor in = tensor_make(t, 2 * NC, -2, 2); /* x, then the residual */
+    tensor tab = tensor_make(GEMM_F32, (size_t)win.gpu.T * C, -1, 1);
+    std::vector<int32_t> ids(2 * (size_t)N, 0); /* ids then types: row 0 of the tables */
+    for (int n = 0; n < N; n++) ids[n] = n % 3;
+    int32_t *ig = (int32_t *)g_gpu.i->alloc(g_gpu.ctx, ids.size() * 4);
+    g_gpu.i->upload(g_gpu.ctx, ig, ids.data(), ids.size() * 4);
+    op_outs o;
+    /* out, sum, dres, dx; mean, rstd, dw, db, dwte, dwpe, dwtt, scratch, w, b */
+    size_t c = (size_t)C;
+    const size_t n[14] = {NC, NC, NC, NC, (size_t)N, (size_t)N, c, c, 3 * c, c * win.gpu.T, c, NC, c, c};
+    for (int k = 0; k < 14; k++) op_outs_add(o, k < 4 ? t : GEMM_F32, n[k]);
+    gemm_type was = g_ctx->atype;
+    g_ctx->atype = t;
+    ops_run(t, o, 0, !decline, in, (const float *)tab.gpu, ig, &win.gpu, C);
+    int rc = ops_run(t, o, 1, 0, in, (const float *)tab.gpu, ig, &win.gpu, C);
+    g_ctx->atype = was;
+    if (synced("ops table")) {
+        if (decline)
+            check(rc == 1 && op_outs_same(o, 1),
+                  "ops table %s C=%d above CUDA_FUSED_MAX_C: declined (%d), nothing written", type_name(t), C, rc);
+        else
+            check(rc == 0 && op_outs_same(o, 0),
+                  "ops table %s C=%d: residual_layernorm_*, embedding_layernorm_* on ctx->atype = the launchers' bits",
+                  type_name(t), C);
+    }
+    op_outs_free(o);
+    tensor_free(in);
+    tensor_free(tab);
+    g_gpu.i->release(g_gpu.ctx, ig);
+    windows_free(win);
+}
+
 int main(void)
 {
     if (backend_cpu_create(&g_cpu, 2)) {
@@ -820,6 +929,11 @@ int main(void)
         }
     for (gemm_type t : types)
         for (int offset = 0; offset < 2; offset++) test_gelu(t, offset);
+    check(!g_cpu.i->residual_layernorm_forward && !g_cpu.i->residual_layernorm_backward &&
+              !g_cpu.i->embedding_layernorm_forward && !g_cpu.i->embedding_layernorm_backward,
+          "ops table: the CPU backend has no fused LayerNorm ops (bert.c runs the ops they fuse)");
+    for (gemm_type t : types) test_ops_table(t, 64);
+    test_ops_table(GEMM_F32, CUDA_FUSED_MAX_C + 4);
     backend_free(&g_gpu);
     backend_free(&g_cpu);
     return check_summary();

@@ -152,17 +152,49 @@ __global__ void fused_colsum_stage2(float *dw, float *db, const float *pw, const
     if (db) db[c] = __fadd_rn(db[c], (float)ab);
 }
 
-size_t cuda_fused_ln_backward_ws(size_t N, size_t C)
+/* The LayerNorm backward kernels' rows and column sums. Block k takes rows
+ * k R .. k R + R-1 (R = CUDA_FUSED_LN_ROWS), warp j of it every
+ * FUSED_WARPS-th of them from j; each warp sums its rows' column terms
+ * into its own accumulators aw, ab [C] of the shared acc (when pw; a lane
+ * only its own columns: zeroed here), and at the end the block adds its
+ * warps in order into its partial row of dw and db (a barrier first: every
+ * warp's rows are in). A fixed order, whatever the GPU. */
+struct fused_ln_rows {
+    int lane, first, end; /* this warp's first row, the block's end */
+    float *aw, *ab;
+};
+
+__device__ __forceinline__ fused_ln_rows fused_ln_rows_begin(float *acc, const float *pw, int N, int C)
 {
-    size_t parts = (N + CUDA_FUSED_LN_ROWS - 1) / CUDA_FUSED_LN_ROWS;
-    return sat_mul(2, cuda_ws_part(sat_mul(parts, C), 4));
+    int warp = threadIdx.x / 32, r0 = blockIdx.x * CUDA_FUSED_LN_ROWS;
+    fused_ln_rows r = {(int)threadIdx.x % 32, r0 + warp, min(N, r0 + CUDA_FUSED_LN_ROWS), acc + (size_t)warp * 2 * C,
+                       NULL};
+    r.ab = r.aw + C;
+    if (pw)
+        for (int c = r.lane * 4; c < C; c += 128)
+            for (int l = 0; l < min(4, C - c); l++) r.aw[c + l] = r.ab[c + l] = 0.0f;
+    return r;
+}
+
+__device__ __forceinline__ void fused_acc_store(float *pw, float *pb, const float *acc, int C)
+{
+    __syncthreads();
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float sw = 0, sb = 0;
+        for (int j = 0; j < FUSED_WARPS; j++) {
+            sw = __fadd_rn(sw, acc[(size_t)j * 2 * C + c]);
+            sb = __fadd_rn(sb, acc[(size_t)j * 2 * C + C + c]);
+        }
+        pw[(size_t)blockIdx.x * C + c] = sw;
+        pb[(size_t)blockIdx.x * C + c] = sb;
+    }
 }
 
 /* The LayerNorm backward kernels' partials: one row of C floats per block
  * of CUDA_FUSED_LN_ROWS rows, for dw and for db, in the workspace. */
 static int fused_ln_partials(cuda_ctx *ctx, int N, int C, float **pw, float **pb)
 {
-    char *cur = (char *)cuda_ws_get(ctx, cuda_fused_ln_backward_ws((size_t)N, (size_t)C));
+    char *cur = (char *)cuda_ws_get(ctx, cuda_ws_fused_ln_backward((size_t)N, (size_t)C));
     if (!cur) return -1;
     size_t parts = ((size_t)N + CUDA_FUSED_LN_ROWS - 1) / CUDA_FUSED_LN_ROWS;
     *pw = (float *)cuda_ws_take(&cur, parts * (size_t)C * 4);
@@ -263,11 +295,8 @@ void cuda_fused_residual_ln_forward(void *vctx, gemm_type at, void *out, void *s
     FUSED_DISPATCH(at, residual_ln_forward, ctx, out, sum, mean, rstd, residual, x, w, b, win, C, eps, p, rng);
 }
 
-/* Backward: block k takes rows k R .. k R + R-1 (R = CUDA_FUSED_LN_ROWS),
- * warp j of it every FUSED_WARPS-th of them from j; each warp sums its
- * rows' dout * xhat and dout per column into its own row of shared memory
- * (a lane only its own columns), and the block adds the warps in order
- * into its partials: a fixed order, whatever the GPU. */
+/* Backward: rows and column sums as fused_ln_rows (dout * xhat and dout
+ * per column). */
 template <typename T>
 __global__ void fused_residual_ln_bwd_kernel(T *dres, T *dx, float *pw, float *pb, const T *dout, const T *sum,
                                              const float *mean, const float *rstd, const float *w, const int32_t *cu,
@@ -275,17 +304,12 @@ __global__ void fused_residual_ln_bwd_kernel(T *dres, T *dx, float *pw, float *p
                                              int vec)
 {
     CUDA_DYN_SHARED(float, acc); /* [FUSED_WARPS][2][C] when pw */
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    float *aw = acc + (size_t)warp * 2 * C, *ab = aw + C;
-    if (pw)
-        for (int c = lane * 4; c < C; c += 128)
-            for (int l = 0; l < min(4, C - c); l++) aw[c + l] = ab[c + l] = 0.0f;
-    int r0 = blockIdx.x * CUDA_FUSED_LN_ROWS, r1 = min(N, r0 + CUDA_FUSED_LN_ROWS);
-    for (int row = r0 + warp; row < r1; row += FUSED_WARPS) {
+    fused_ln_rows rows = fused_ln_rows_begin(acc, pw, N, C);
+    for (int row = rows.first; row < rows.end; row += FUSED_WARPS) {
         size_t off = (size_t)row * C;
         float m = mean[row], rs = rstd[row];
         float sg = 0, sgx = 0;
-        for (int c = lane * 4; c < C; c += 128) {
+        for (int c = rows.lane * 4; c < C; c += 128) {
             int k = min(4, C - c);
             float dv[4], sv[4], wv[4];
             load4(dv, dout + off + c, k, vec);
@@ -299,7 +323,7 @@ __global__ void fused_residual_ln_bwd_kernel(T *dres, T *dx, float *pw, float *p
         }
         float mg = fused_warp_sum(sg) / (float)C, mgx = fused_warp_sum(sgx) / (float)C;
         uint64_t base = dx && p > 0.0f ? fused_padded_base(cu, B, Tw, C, row) : 0;
-        for (int c = lane * 4; c < C; c += 128) {
+        for (int c = rows.lane * 4; c < C; c += 128) {
             int k = min(4, C - c);
             float dv[4], sv[4], wv[4], ds[4];
             load4(dv, dout + off + c, k, vec);
@@ -310,8 +334,8 @@ __global__ void fused_residual_ln_bwd_kernel(T *dres, T *dx, float *pw, float *p
                 float g = __fmul_rn(dv[l], wv[l]);
                 ds[l] = __fmul_rn(rs, __fsub_rn(__fsub_rn(g, mg), __fmul_rn(xhat, mgx)));
                 if (pw && l < k) {
-                    aw[c + l] = __fadd_rn(aw[c + l], __fmul_rn(dv[l], xhat));
-                    ab[c + l] = __fadd_rn(ab[c + l], dv[l]);
+                    rows.aw[c + l] = __fadd_rn(rows.aw[c + l], __fmul_rn(dv[l], xhat));
+                    rows.ab[c + l] = __fadd_rn(rows.ab[c + l], dv[l]);
                 }
             }
             if (dres) {
@@ -333,17 +357,7 @@ __global__ void fused_residual_ln_bwd_kernel(T *dres, T *dx, float *pw, float *p
             }
         }
     }
-    if (!pw) return; /* the same for every thread of the grid */
-    __syncthreads();
-    for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float sw = 0, sb = 0;
-        for (int j = 0; j < FUSED_WARPS; j++) {
-            sw = __fadd_rn(sw, acc[(size_t)j * 2 * C + c]);
-            sb = __fadd_rn(sb, acc[(size_t)j * 2 * C + C + c]);
-        }
-        pw[(size_t)blockIdx.x * C + c] = sw;
-        pb[(size_t)blockIdx.x * C + c] = sb;
-    }
+    if (pw) fused_acc_store(pw, pb, acc, C); /* pw: the same for every thread of the grid */
 }
 
 template <typename T>
@@ -375,6 +389,31 @@ void cuda_fused_residual_ln_backward(void *vctx, gemm_type at, void *dresidual, 
     if (!dresidual && !dx && !dw && !db) return;
     if (fused_check_c(ctx, C, __func__)) return;
     FUSED_DISPATCH(at, residual_ln_backward, ctx, dresidual, dx, dw, db, dout, sum, mean, rstd, w, win, C, p, rng);
+}
+
+/* The op table's entries (ops.def): the launchers on the context's
+ * activation type. A hidden size the backward kernels do not take is
+ * declined by forward and backward alike (the caller then runs the ops
+ * they fuse, and a forward of one kind never meets a backward of the other). */
+int cuda_residual_layernorm_forward(void *ctx, backend_act *out, backend_act *sum, float *mean, float *rstd,
+                                    const backend_act *residual, const backend_act *x, const float *w, const float *b,
+                                    const backend_windows *win, int C, float eps, float p, philox_stream rng)
+{
+    if (C > CUDA_FUSED_MAX_C) return 1;
+    cuda_fused_residual_ln_forward(ctx, ((cuda_ctx *)ctx)->atype, out, sum, mean, rstd, residual, x, w, b, win, C, eps,
+                                   p, rng);
+    return 0;
+}
+
+int cuda_residual_layernorm_backward(void *ctx, backend_act *dresidual, backend_act *dx, float *dw, float *db,
+                                     const backend_act *dout, const backend_act *sum, const float *mean,
+                                     const float *rstd, const float *w, const backend_windows *win, int C, float p,
+                                     philox_stream rng)
+{
+    if (C > CUDA_FUSED_MAX_C) return 1;
+    cuda_fused_residual_ln_backward(ctx, ((cuda_ctx *)ctx)->atype, dresidual, dx, dw, db, dout, sum, mean, rstd, w,
+                                    win, C, p, rng);
+    return 0;
 }
 
 /* ------------------------------------------------------------------------
@@ -484,13 +523,8 @@ __global__ void fused_embed_ln_bwd_kernel(float *demb, float *pw, float *pb, con
                                           float scale, philox_stream rng, int vec)
 {
     CUDA_DYN_SHARED(float, acc); /* [FUSED_WARPS][2][C] when pw */
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    float *aw = acc + (size_t)warp * 2 * C, *ab = aw + C;
-    if (pw)
-        for (int c = lane * 4; c < C; c += 128)
-            for (int l = 0; l < min(4, C - c); l++) aw[c + l] = ab[c + l] = 0.0f;
-    int r0 = blockIdx.x * CUDA_FUSED_LN_ROWS, r1 = min(N, r0 + CUDA_FUSED_LN_ROWS);
-    for (int row = r0 + warp; row < r1; row += FUSED_WARPS) {
+    fused_ln_rows rows = fused_ln_rows_begin(acc, pw, N, C);
+    for (int row = rows.first; row < rows.end; row += FUSED_WARPS) {
         size_t off = (size_t)row * C;
         float m = mean[row], rs = rstd[row];
         const float *we = wte + (size_t)ids[row] * C;
@@ -498,7 +532,7 @@ __global__ void fused_embed_ln_bwd_kernel(float *demb, float *pw, float *pb, con
         const float *pe = wpe + (size_t)(pos ? pos[row] : row % Tw) * C;
         uint64_t base = p > 0.0f ? fused_padded_base(cu, B, Tw, C, row) : 0;
         float sg = 0, sgx = 0;
-        for (int c = lane * 4; c < C; c += 128) {
+        for (int c = rows.lane * 4; c < C; c += 128) {
             int k = min(4, C - c);
             float dv[4], ev[4], wv[4], mul[4];
             load4(dv, dout + off + c, k, vec);
@@ -513,7 +547,7 @@ __global__ void fused_embed_ln_bwd_kernel(float *demb, float *pw, float *pb, con
             }
         }
         float mg = fused_warp_sum(sg) / (float)C, mgx = fused_warp_sum(sgx) / (float)C;
-        for (int c = lane * 4; c < C; c += 128) {
+        for (int c = rows.lane * 4; c < C; c += 128) {
             int k = min(4, C - c);
             float dv[4], ev[4], wv[4], mul[4], de[4];
             load4(dv, dout + off + c, k, vec);
@@ -526,24 +560,14 @@ __global__ void fused_embed_ln_bwd_kernel(float *demb, float *pw, float *pb, con
                 float g = __fmul_rn(dy, wv[l]);
                 de[l] = __fmul_rn(rs, __fsub_rn(__fsub_rn(g, mg), __fmul_rn(xhat, mgx)));
                 if (pw && l < k) {
-                    aw[c + l] = __fadd_rn(aw[c + l], __fmul_rn(dy, xhat));
-                    ab[c + l] = __fadd_rn(ab[c + l], dy);
+                    rows.aw[c + l] = __fadd_rn(rows.aw[c + l], __fmul_rn(dy, xhat));
+                    rows.ab[c + l] = __fadd_rn(rows.ab[c + l], dy);
                 }
             }
             store4(demb + off + c, de, k, vec);
         }
     }
-    if (!pw) return;
-    __syncthreads();
-    for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float sw = 0, sb = 0;
-        for (int j = 0; j < FUSED_WARPS; j++) {
-            sw = __fadd_rn(sw, acc[(size_t)j * 2 * C + c]);
-            sb = __fadd_rn(sb, acc[(size_t)j * 2 * C + C + c]);
-        }
-        pw[(size_t)blockIdx.x * C + c] = sw;
-        pb[(size_t)blockIdx.x * C + c] = sb;
-    }
+    if (pw) fused_acc_store(pw, pb, acc, C);
 }
 
 template <typename T>
@@ -582,6 +606,30 @@ void cuda_fused_embed_ln_backward(void *vctx, gemm_type at, float *dwte, float *
     if (fused_check_c(ctx, C, __func__)) return;
     FUSED_DISPATCH(at, embed_ln_backward, ctx, dwte, dwpe, dwtt, dw, db, demb, dout, ids, types, pos, mean, rstd, wte,
                    wpe, wtt, w, win, C, p, rng);
+}
+
+/* The op table's entries, as the residual ones above. */
+int cuda_embedding_layernorm_forward(void *ctx, backend_act *out, float *mean, float *rstd, const int32_t *ids,
+                                     const int32_t *types, const int32_t *pos, const float *wte, const float *wpe,
+                                     const float *wtt, const float *w, const float *b, const backend_windows *win,
+                                     int C, float eps, float p, philox_stream rng)
+{
+    if (C > CUDA_FUSED_MAX_C) return 1;
+    cuda_fused_embed_ln_forward(ctx, ((cuda_ctx *)ctx)->atype, out, mean, rstd, ids, types, pos, wte, wpe, wtt, w, b,
+                                win, C, eps, p, rng);
+    return 0;
+}
+
+int cuda_embedding_layernorm_backward(void *ctx, float *dwte, float *dwpe, float *dwtt, float *dw, float *db,
+                                      float *scratch, const backend_act *dout, const int32_t *ids, const int32_t *types,
+                                      const int32_t *pos, const float *mean, const float *rstd, const float *wte,
+                                      const float *wpe, const float *wtt, const float *w, const backend_windows *win,
+                                      int C, float p, philox_stream rng)
+{
+    if (C > CUDA_FUSED_MAX_C) return 1;
+    cuda_fused_embed_ln_backward(ctx, ((cuda_ctx *)ctx)->atype, dwte, dwpe, dwtt, dw, db, scratch, dout, ids, types,
+                                 pos, mean, rstd, wte, wpe, wtt, w, win, C, p, rng);
+    return 0;
 }
 
 /* ------------------------------------------------------------------------

@@ -1,7 +1,9 @@
-/* Fused kernels of the CUDA backend for 16-bit activations (issue 47), not
- * yet in the op table: each launcher replaces a sequence of backend.h ops
- * and is tested against that sequence on the CPU backend
- * (tests/cudaemu/test_fused.cc). CUDA C++ only.
+/* Fused kernels of the CUDA backend for 16-bit activations (issue 47): each
+ * launcher replaces a sequence of backend.h ops and is tested against that
+ * sequence on the CPU backend (tests/cudaemu/test_fused.cc). CUDA C++ only.
+ * The LayerNorm ones are the op table's optional residual_layernorm_* and
+ * embedding_layernorm_* (ops.def; cuda_fused.cu's cuda_* entries pass
+ * ctx->atype), which bert.c calls; the others are not in the table yet.
  *
  * Activations (x, residual, out, the saved sum, dout and activation
  * gradients) are of the type `at` names: GEMM_F32 float, GEMM_F16 __half,
@@ -21,27 +23,26 @@
  *
  * Determinism: no float atomics. Column sums (LayerNorm dw, db) are partial
  * sums per block of CUDA_FUSED_LN_ROWS rows, then a second kernel adds the
- * blocks in a fixed order; they take cuda_fused_ln_backward_ws(N, C) bytes
- * of the context's workspace (cuda_ws_get), which the memory planner must
- * count when these join the op table. The global norm is the same two
- * stages (one launch for the per-chunk partials, one that finishes). The
- * results depend on the sizes only, not on the GPU. */
+ * blocks in a fixed order; they take cuda_ws_fused_ln_backward(N, C) bytes
+ * of the context's workspace (cuda_ws_get; backend/workspace_rules.h's
+ * formula, which the memory planner counts). The global norm is the same
+ * two stages (one launch for the per-chunk partials, one that finishes).
+ * The results depend on the sizes only, not on the GPU. */
 #ifndef BERTC_CUDA_FUSED_H
 #define BERTC_CUDA_FUSED_H
 
 #include "backend/cuda/cuda_internal.h"
 
 /* Largest C the LayerNorm backward kernels take: their per-warp column
- * accumulators (4 warps x 2 x C floats) live in shared memory, 48 KiB. */
+ * accumulators (4 warps x 2 x C floats) live in shared memory, 48 KiB.
+ * The op table's entries decline a larger C (ops.def: the caller runs the
+ * unfused ops). */
 #define CUDA_FUSED_MAX_C 1536
 
 /* Rows per block of the LayerNorm backward kernels (8 per warp): N / 32
- * blocks (128 for N = 4096), and as many partial rows of dw and db. */
-#define CUDA_FUSED_LN_ROWS 32
-
-/* Workspace bytes of the two LayerNorm backward launchers (for the
- * planner): 2 x ceil(N / CUDA_FUSED_LN_ROWS) x C floats. */
-size_t cuda_fused_ln_backward_ws(size_t N, size_t C);
+ * blocks (128 for N = 4096), and as many partial rows of dw and db, which
+ * is the workspace cuda_ws_fused_ln_backward counts. */
+#define CUDA_FUSED_LN_ROWS CUDA_WS_FUSED_LN_ROWS
 
 /* ------------------------------------------------------------------------
  * Residual add + dropout + LayerNorm (BertSelfOutput, BertOutput):
