@@ -564,6 +564,19 @@ static void hidden_dropout(bert_model *m, float *x, philox_stream rng)
     m->be->i->dropout_forward(m->be->ctx, x, x, &m->win, m->cfg.hidden_size, m->p_hidden, rng);
 }
 
+/* sum = residual + dropout(sum), out = LayerNorm(sum), mean and rstd saved
+ * (BertSelfOutput, BertOutput) as the backend's one fused op: 1 when it
+ * ran, 0 when the caller runs the ops it fuses (no op, or sizes it
+ * declines). */
+static int residual_ln_fused(bert_model *m, float *out, float *mean, float *rstd, float *sum, const float *residual,
+                             const float *w, const float *b, philox_stream rng)
+{
+    const backend_i *o = m->be->i;
+    return o->residual_layernorm_forward &&
+           !o->residual_layernorm_forward(m->be->ctx, out, sum, mean, rstd, residual, sum, w, b, &m->win,
+                                          m->cfg.hidden_size, m->cfg.layer_norm_eps, m->p_hidden, rng);
+}
+
 static void layer_forward(bert_model *m, int l)
 {
     const backend_i *o = m->be->i;
@@ -592,16 +605,50 @@ static void layer_forward(bert_model *m, int l)
     o->attention_forward(c, t.ctx, probs, t.q, t.k, t.v, &m->win, NH, HS, m->p_attn,
                          stream_at(m->rng, l, DROPOUT_ATTN_PROBS));
     o->matmul_forward(c, t.res1, t.ctx, w->attn_out_w, w->attn_out_b, N, C, C);
-    if (ph > 0) hidden_dropout(m, t.res1, stream_at(m->rng, l, DROPOUT_ATTN_OUT));
-    o->add(c, t.res1, t.res1, xin, NC);
-    o->layernorm_forward(c, t.h1, t.ln1_mean, t.ln1_rstd, t.res1, w->attn_ln_w, w->attn_ln_b, N, C, eps);
+    if (!residual_ln_fused(m, t.h1, t.ln1_mean, t.ln1_rstd, t.res1, xin, w->attn_ln_w, w->attn_ln_b,
+                           stream_at(m->rng, l, DROPOUT_ATTN_OUT))) {
+        if (ph > 0) hidden_dropout(m, t.res1, stream_at(m->rng, l, DROPOUT_ATTN_OUT));
+        o->add(c, t.res1, t.res1, xin, NC);
+        o->layernorm_forward(c, t.h1, t.ln1_mean, t.ln1_rstd, t.res1, w->attn_ln_w, w->attn_ln_b, N, C, eps);
+    }
 
     o->matmul_forward(c, t.ffn_pre, t.h1, w->ffn_in_w, w->ffn_in_b, N, C, I);
     o->gelu_forward(c, t.ffn_act, t.ffn_pre, NI);
     o->matmul_forward(c, t.res2, t.ffn_act, w->ffn_out_w, w->ffn_out_b, N, I, C);
-    if (ph > 0) hidden_dropout(m, t.res2, stream_at(m->rng, l, DROPOUT_FFN_OUT));
-    o->add(c, t.res2, t.res2, t.h1, NC);
-    o->layernorm_forward(c, xout, t.ln2_mean, t.ln2_rstd, t.res2, w->ffn_ln_w, w->ffn_ln_b, N, C, eps);
+    if (!residual_ln_fused(m, xout, t.ln2_mean, t.ln2_rstd, t.res2, t.h1, w->ffn_ln_w, w->ffn_ln_b,
+                           stream_at(m->rng, l, DROPOUT_FFN_OUT))) {
+        if (ph > 0) hidden_dropout(m, t.res2, stream_at(m->rng, l, DROPOUT_FFN_OUT));
+        o->add(c, t.res2, t.res2, t.h1, NC);
+        o->layernorm_forward(c, xout, t.ln2_mean, t.ln2_rstd, t.res2, w->ffn_ln_w, w->ffn_ln_b, N, C, eps);
+    }
+}
+
+/* Whether the embeddings run as the backend's fused ops, and the fp32
+ * [N, C] scratch the backward one writes (NULL: the unfused ops). Both
+ * directions or neither: the fused forward does not write emb, which the
+ * unfused backward reads (a backend declines the same sizes in both). The
+ * scratch is a working buffer free by then: d_h1 while activations are
+ * fp32, else d_ffn_act (N x I activations) where that holds it. */
+static float *emb_fused_scratch(const bert_model *m)
+{
+    const backend_i *o = m->be->i;
+    size_t es = backend_act_size(m->be), need = (size_t)m->cfg.hidden_size * sizeof(float);
+    if (!o->embedding_layernorm_forward || !o->embedding_layernorm_backward) return NULL;
+    if ((size_t)m->cfg.hidden_size * es >= need) return m->a.d_h1;
+    return (size_t)m->cfg.intermediate_size * es >= need ? m->a.d_ffn_act : NULL;
+}
+
+/* x[0] = dropout(LayerNorm(word + position + type)) as the fused op: 1
+ * when it ran, 0 when the caller runs the ops it fuses. */
+static int embeddings_fused(bert_model *m, philox_stream rng)
+{
+    const bert_acts *a = &m->a;
+    const bert_params *p = &m->p;
+    return emb_fused_scratch(m) &&
+           !m->be->i->embedding_layernorm_forward(m->be->ctx, a->x, a->emb_mean, a->emb_rstd, m->d_ids, m->d_types,
+                                                  m->packed ? m->d_pos : NULL, p->word_emb, p->pos_emb, p->type_emb,
+                                                  p->emb_ln_w, p->emb_ln_b, &m->win, m->cfg.hidden_size,
+                                                  m->cfg.layer_norm_eps, m->p_hidden, rng);
 }
 
 /* The forward of the current set: the embeddings when the model has them,
@@ -660,7 +707,7 @@ static int forward_set(bert_model *m, const bert_batch *b, float dropout_hidden,
     const bert_params *p = &m->p;
 
     /* not the first stage: x[lo] is the previous stage's output, placed by the caller */
-    if (first) {
+    if (first && !embeddings_fused(m, stream_at(rng, -1, DROPOUT_EMBEDDINGS))) {
         o->embedding_forward(c, a->emb, m->d_ids, m->d_types, packed ? m->d_pos : NULL, p->word_emb, p->pos_emb,
                              p->type_emb, N, T, C);
         o->layernorm_forward(c, a->x, a->emb_mean, a->emb_rstd, a->emb, p->emb_ln_w, p->emb_ln_b, N, C, eps);
@@ -711,6 +758,42 @@ static const float *dropout_back(bert_model *m, const float *dout, size_t n, phi
     m->be->i->zero(m->be->ctx, m->a.d_a, n * sizeof(float));
     m->be->i->dropout_backward(m->be->ctx, m->a.d_a, dout, &m->win, m->cfg.hidden_size, m->p_hidden, rng);
     return m->a.d_a;
+}
+
+/* residual_ln_fused's backward from dout: dres (zeroed by the caller) +=
+ * d(sum), and the gradient before the dropout as dropout_back gives it:
+ * in d_a (zeroed here: the op accumulates), or with dropout off dres
+ * itself, which then holds d(sum) alone. Returns where that is, or NULL
+ * when the caller runs the ops it fuses. */
+static const float *residual_ln_back_fused(bert_model *m, float *dres, float *dw, float *db, const float *dout,
+                                           const float *sum, const float *w, const float *mean, const float *rstd,
+                                           philox_stream rng)
+{
+    const backend_i *o = m->be->i;
+    int C = m->cfg.hidden_size;
+    if (!o->residual_layernorm_backward) return NULL;
+    float *dx = m->p_hidden > 0 ? m->a.d_a : NULL;
+    if (dx) o->zero(m->be->ctx, dx, (size_t)m->N * C * backend_act_size(m->be));
+    if (o->residual_layernorm_backward(m->be->ctx, dres, dx, dw, db, dout, sum, mean, rstd, w, &m->win, C,
+                                       m->p_hidden, rng))
+        return NULL;
+    return dx ? dx : dres;
+}
+
+/* The embeddings' backward from d_x as the fused op (emb_fused_scratch):
+ * it writes the LayerNorm input's gradient to the scratch (=), so nothing
+ * is zeroed. 1 when it ran. */
+static int embeddings_back_fused(bert_model *m, philox_stream rng)
+{
+    const bert_acts *a = &m->a;
+    const bert_params *p = &m->p, *g = &m->g;
+    float *scratch = emb_fused_scratch(m);
+    return scratch &&
+           !m->be->i->embedding_layernorm_backward(m->be->ctx, g->word_emb, g->pos_emb, g->type_emb, g->emb_ln_w,
+                                                   g->emb_ln_b, scratch, a->d_x, m->d_ids, m->d_types,
+                                                   m->packed ? m->d_pos : NULL, a->emb_mean, a->emb_rstd,
+                                                   p->word_emb, p->pos_emb, p->type_emb, p->emb_ln_w, &m->win,
+                                                   m->cfg.hidden_size, m->p_hidden, rng);
 }
 
 void bert_model_set_grads_ready(bert_model *m, bert_grads_ready_fn fn, void *arg)
@@ -803,9 +886,13 @@ static int backward_set(bert_model *m, float grad_scale)
         /* FFN block: d_x holds d(layer output). d_h1 collects d(h1) from the
          * residual and, last, from intermediate.dense. */
         o->zero(c, a->d_h1, fNC);
-        o->layernorm_backward(c, a->d_h1, gw->ffn_ln_w, gw->ffn_ln_b, a->d_x, t.res2, w->ffn_ln_w, t.ln2_mean,
-                              t.ln2_rstd, N, C);
-        const float *d_out = dropout_back(m, a->d_h1, NC, stream_at(rng, l, DROPOUT_FFN_OUT));
+        const float *d_out = residual_ln_back_fused(m, a->d_h1, gw->ffn_ln_w, gw->ffn_ln_b, a->d_x, t.res2, w->ffn_ln_w,
+                                                    t.ln2_mean, t.ln2_rstd, stream_at(rng, l, DROPOUT_FFN_OUT));
+        if (!d_out) {
+            o->layernorm_backward(c, a->d_h1, gw->ffn_ln_w, gw->ffn_ln_b, a->d_x, t.res2, w->ffn_ln_w, t.ln2_mean,
+                                  t.ln2_rstd, N, C);
+            d_out = dropout_back(m, a->d_h1, NC, stream_at(rng, l, DROPOUT_FFN_OUT));
+        }
         o->zero(c, a->d_ffn_act, fNI);
         o->matmul_backward(c, a->d_ffn_act, gw->ffn_out_w, gw->ffn_out_b, d_out, t.ffn_act, w->ffn_out_w, N, I, C);
         o->zero(c, a->d_ffn_pre, fNI);
@@ -814,9 +901,13 @@ static int backward_set(bert_model *m, float grad_scale)
 
         /* Attention block: d_x is free now and collects d(x[l]) the same way. */
         o->zero(c, a->d_x, fNC);
-        o->layernorm_backward(c, a->d_x, gw->attn_ln_w, gw->attn_ln_b, a->d_h1, t.res1, w->attn_ln_w, t.ln1_mean,
-                              t.ln1_rstd, N, C);
-        d_out = dropout_back(m, a->d_x, NC, stream_at(rng, l, DROPOUT_ATTN_OUT));
+        d_out = residual_ln_back_fused(m, a->d_x, gw->attn_ln_w, gw->attn_ln_b, a->d_h1, t.res1, w->attn_ln_w,
+                                       t.ln1_mean, t.ln1_rstd, stream_at(rng, l, DROPOUT_ATTN_OUT));
+        if (!d_out) {
+            o->layernorm_backward(c, a->d_x, gw->attn_ln_w, gw->attn_ln_b, a->d_h1, t.res1, w->attn_ln_w, t.ln1_mean,
+                                  t.ln1_rstd, N, C);
+            d_out = dropout_back(m, a->d_x, NC, stream_at(rng, l, DROPOUT_ATTN_OUT));
+        }
         o->zero(c, a->d_ctx, fNC);
         o->matmul_backward(c, a->d_ctx, gw->attn_out_w, gw->attn_out_b, d_out, t.ctx, w->attn_out_w, N, C, C);
         o->zero(c, a->d_q, fNC);
@@ -837,12 +928,14 @@ static int backward_set(bert_model *m, float grad_scale)
         return rc ? err_wrap(rc, "bert_backward") : 0;
     }
 
-    const float *d_emb_ln = dropout_back(m, a->d_x, NC, stream_at(rng, -1, DROPOUT_EMBEDDINGS));
-    o->zero(c, a->d_h1, fNC);
-    o->layernorm_backward(c, a->d_h1, g->emb_ln_w, g->emb_ln_b, d_emb_ln, a->emb, p->emb_ln_w, a->emb_mean,
-                          a->emb_rstd, N, C);
-    o->embedding_backward(c, g->word_emb, g->pos_emb, g->type_emb, a->d_h1, m->d_ids, m->d_types,
-                          m->packed ? m->d_pos : NULL, N, T, C);
+    if (!embeddings_back_fused(m, stream_at(rng, -1, DROPOUT_EMBEDDINGS))) {
+        const float *d_emb_ln = dropout_back(m, a->d_x, NC, stream_at(rng, -1, DROPOUT_EMBEDDINGS));
+        o->zero(c, a->d_h1, fNC);
+        o->layernorm_backward(c, a->d_h1, g->emb_ln_w, g->emb_ln_b, d_emb_ln, a->emb, p->emb_ln_w, a->emb_mean,
+                              a->emb_rstd, N, C);
+        o->embedding_backward(c, g->word_emb, g->pos_emb, g->type_emb, a->d_h1, m->d_ids, m->d_types,
+                              m->packed ? m->d_pos : NULL, N, T, C);
+    }
     /* transformers builds word_embeddings with padding_idx = pad_token_id:
      * that row never receives a gradient. The row holds nothing else, so
      * clearing it keeps the accumulated sum of every micro-batch right. */
