@@ -350,6 +350,16 @@ static int low_precision(const cuda_ctx *ctx)
     return ctx->gtype != GEMM_F32;
 }
 
+/* The weight w (n floats) as the GEMMs read it: itself in fp32/tf32; in
+ * fp16/bf16 converted into scratch (n 16-bit elements), which it returns.
+ * The one place a GEMM's weight is prepared. */
+static const void *matmul_weight(cuda_ctx *ctx, const float *w, size_t n, void *scratch)
+{
+    if (!low_precision(ctx)) return w;
+    cuda_convert(ctx, scratch, w, n, ctx->gtype);
+    return scratch;
+}
+
 /* The product of n linear layers on one input (n = 1: a plain one). w[i]
  * and b[i] are equally spaced (sw, sb floats apart) as are out[i] (sout):
  * one strided-batched GEMM, the input shared (stride 0). */
@@ -377,9 +387,10 @@ static void linear_forward(cuda_ctx *ctx, int n, float *out, long long sout, con
         if (!cur) return;
         char *xl = (char *)cuda_ws_take(&cur, (size_t)N * C * 2), *wl = (char *)cuda_ws_take(&cur, (size_t)n * OC * C * 2);
         cuda_convert(ctx, xl, inp, (size_t)N * C, ctx->gtype);
-        for (int i = 0; i < n; i++)
-            cuda_convert(ctx, wl + (size_t)i * OC * C * 2, w + (size_t)i * sw, (size_t)OC * C, ctx->gtype);
-        A = wl;
+        for (int i = 0; i < n; i++) {
+            const void *wi = matmul_weight(ctx, w + (size_t)i * sw, (size_t)OC * C, wl + (size_t)i * OC * C * 2);
+            if (i == 0) A = wi;
+        }
         B = xl;
         sA = (long long)OC * C;
     }
@@ -451,10 +462,9 @@ void cuda_matmul_backward(void *vctx, backend_act *vdinp, float *dw, float *db, 
         void *wl = cuda_ws_take(&cur, (size_t)OC * C * 2);
         void *xl = cuda_ws_take(&cur, (size_t)N * C * 2);
         cuda_convert(ctx, dl, dout, (size_t)N * OC, ctx->gtype);
-        if (dinp) cuda_convert(ctx, wl, w, (size_t)OC * C, ctx->gtype);
+        if (dinp) W = matmul_weight(ctx, w, (size_t)OC * C, wl);
         if (dw) cuda_convert(ctx, xl, inp, (size_t)N * C, ctx->gtype);
         D = dl;
-        W = wl;
         X = xl;
     }
     // dinp^T (C x N) += w^T (stored C x OC) * dout^T (stored OC x N)
