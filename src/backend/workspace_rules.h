@@ -62,11 +62,14 @@ static inline size_t cuda_ws_colsum_chunks(size_t N)
 }
 
 /* matmul_forward_n over n layers (Q, K, V: 3) in one GEMM: low-precision
- * copies of inp and the n weights, side by side. */
+ * copies of inp (fp32 activations) or of the n biases (16-bit activations:
+ * the bias epilogue's bias is of the output's type), and of the n weights,
+ * side by side. */
 static inline size_t cuda_ws_matmul_forward_n(int low, size_t n, size_t N, size_t C, size_t OC)
 {
     if (!low) return 0;
-    return sat_add(cuda_ws_part(sat_mul(N, C), 2), cuda_ws_part(sat_mul(n, sat_mul(OC, C)), 2));
+    size_t first = sat_mul(N, C) > sat_mul(n, OC) ? sat_mul(N, C) : sat_mul(n, OC);
+    return sat_add(cuda_ws_part(first, 2), cuda_ws_part(sat_mul(n, sat_mul(OC, C)), 2));
 }
 
 /* matmul_forward: low-precision copies of inp and w. */

@@ -11,6 +11,8 @@
  * index of a row starts at a multiple of C, so of 4). */
 #include "backend/cuda/cuda_fused.h"
 
+#include "backend/cuda/cuda_act.cuh"
+
 #include "backend/adamw_consts.h"
 
 #include <math.h>
@@ -22,18 +24,6 @@
 
 #define FUSED_GRID_STRIDE(i, n) \
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
-
-/* ------------------------------------------------------------------------
- * Activation types: to fp32 and back (round to nearest even). */
-
-__device__ __forceinline__ float act_f(float x) { return x; }
-__device__ __forceinline__ float act_f(__half x) { return __half2float(x); }
-__device__ __forceinline__ float act_f(__nv_bfloat16 x) { return __bfloat162float(x); }
-
-template <typename T> __device__ __forceinline__ T act_of(float x);
-template <> __device__ __forceinline__ float act_of<float>(float x) { return x; }
-template <> __device__ __forceinline__ __half act_of<__half>(float x) { return __float2half_rn(x); }
-template <> __device__ __forceinline__ __nv_bfloat16 act_of<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 
 /* V neighbouring elements in one aligned access (16 bytes at most). */
 template <typename T, int V> struct alignas(sizeof(T) * V) fused_pack {
@@ -60,12 +50,6 @@ template <typename T> __device__ __forceinline__ void store4(T *p, const float f
     } else {
         for (int l = 0; l < k; l++) p[l] = act_of<T>(f[l]);
     }
-}
-
-/* f rounded to T and back: the value a store of f holds. */
-template <typename T> __device__ __forceinline__ float act_round(float f)
-{
-    return act_f(act_of<T>(f));
 }
 
 __device__ __forceinline__ float fused_warp_sum(float v)
@@ -111,12 +95,7 @@ static int fused_vec_ok(int C, const void *const *ptrs, int n)
     return 1;
 }
 
-#define FUSED_DISPATCH(at, fn, ...)                                                                            \
-    do {                                                                                                       \
-        if ((at) == GEMM_F16) fn<__half>(__VA_ARGS__);                                                         \
-        else if ((at) == GEMM_BF16) fn<__nv_bfloat16>(__VA_ARGS__);                                            \
-        else fn<float>(__VA_ARGS__);                                                                           \
-    } while (0)
+#define FUSED_DISPATCH(at, fn, ...) ACT_DISPATCH(at, fn, __VA_ARGS__)
 
 static unsigned fused_row_blocks(int N)
 {
