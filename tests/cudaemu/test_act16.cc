@@ -265,6 +265,18 @@ static void test_gelu(size_t n)
     for (tensor *x : {&inp, &out, &dout, &dinp}) tensor_free(*x);
 }
 
+/* Syncs, then x against the CPU's value rounded, bit for bit; 0 when the
+ * device reported an error. */
+static int synced_exact(const char *op, const windows &win, float p, const char *name, const tensor &x)
+{
+    char what[160], more[48];
+    snprintf(more, sizeof more, " p=%.1f %s", p, name);
+    tag_of(what, sizeof what, op, win, more);
+    if (!synced(what)) return 0;
+    expect(what, x.t, gpu_get(x.t, x.gpu, x.n), cpu_get(x.cpu, x.n), 1, 0);
+    return 1;
+}
+
 /* dropout forward (into a new buffer and in place), backward (+=), add */
 static void test_dropout_add(const windows &win, int C, float p)
 {
@@ -274,18 +286,12 @@ static void test_dropout_add(const windows &win, int C, float p)
     tensor inp = tensor_make(t, NC, -2, 2), out = tensor_make(t, NC, 0, 0), dinp = tensor_make(t, NC, -1, 1);
     g_gpu.i->dropout_forward(g_ctx, out.gpu, inp.gpu, &win.gpu, C, p, g_rng);
     g_cpu.i->dropout_forward(g_cpu.ctx, out.cpu, inp.cpu, &win.cpu, C, p, g_rng);
-    snprintf(more, sizeof more, " p=%.1f out", p);
-    tag_of(what, sizeof what, "dropout_forward", win, more);
-    if (!synced(what)) return;
-    expect(what, t, gpu_get(t, out.gpu, NC), cpu_get(out.cpu, NC), 1, 0);
+    if (!synced_exact("dropout_forward", win, p, "out", out)) return;
     /* backward from the output as the device holds it */
     cpu_round(t, out.cpu, NC);
     g_gpu.i->dropout_backward(g_ctx, dinp.gpu, out.gpu, &win.gpu, C, p, g_rng);
     g_cpu.i->dropout_backward(g_cpu.ctx, dinp.cpu, out.cpu, &win.cpu, C, p, g_rng);
-    snprintf(more, sizeof more, " p=%.1f dinp (+=)", p);
-    tag_of(what, sizeof what, "dropout_backward", win, more);
-    if (!synced(what)) return;
-    expect(what, t, gpu_get(t, dinp.gpu, NC), cpu_get(dinp.cpu, NC), 1, 0);
+    if (!synced_exact("dropout_backward", win, p, "dinp (+=)", dinp)) return;
     cpu_round(t, dinp.cpu, NC);
     /* in place, then add */
     g_gpu.i->dropout_forward(g_ctx, inp.gpu, inp.gpu, &win.gpu, C, p, g_rng);
