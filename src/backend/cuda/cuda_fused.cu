@@ -646,6 +646,7 @@ static void mt_sum_squares(cuda_ctx *ctx, cuda_mt_status *status, double *part, 
 {
     if (ctx->error || ntens <= 0) return;
     if (nchunks > 0) {
+        CUDAEMU_ANNOTATE_TABLE(tab, ntens, cuda_mt_tensor, g, n, sizeof(float));
         CUDA_LAUNCH(fused_mt_sumsq_kernel, (unsigned)nchunks, MT_THREADS, 0, ctx->stream, part, tab, ntens);
         CUDA_LAUNCHED(ctx);
     }
@@ -712,6 +713,12 @@ void cuda_mt_adamw(void *vctx, const cuda_mt_tensor *tab, int ntens, int64_t nch
     /* grad_scale is the device's (status); the constants' own is unused */
     adamw_consts kd = adamw_consts_make(lr, b1, b2, eps, wd, t, 1.0f);
     adamw_consts kn = adamw_consts_make(lr, b1, b2, eps, 0.0f, t, 1.0f);
+    /* the tensors the kernel reaches through the table (the stand-in's race check) */
+    CUDAEMU_ANNOTATE_TABLE(tab, ntens, cuda_mt_tensor, p, n, sizeof(float));
+    CUDAEMU_ANNOTATE_TABLE(tab, ntens, cuda_mt_tensor, g, n, sizeof(float));
+    CUDAEMU_ANNOTATE_TABLE(tab, ntens, cuda_mt_tensor, m, n, sizeof(float));
+    CUDAEMU_ANNOTATE_TABLE(tab, ntens, cuda_mt_tensor, v, n, sizeof(float));
+    CUDAEMU_ANNOTATE_TABLE(tab, ntens, cuda_mt_tensor, p16, n, copy == GEMM_F32 ? sizeof(float) : sizeof(__half));
     if (copy == GEMM_F16)
         CUDA_LAUNCH(fused_mt_adamw_kernel<__half>, (unsigned)nchunks, MT_THREADS, 0, ctx->stream,
             tab, ntens, status, kd, kn);

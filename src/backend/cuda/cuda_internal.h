@@ -56,6 +56,10 @@ extern "C" {
 /* Tells the stand-in's race check where a tensor carved out of a larger
  * allocation ends (docs/cudaemu.md); nothing on a GPU. */
 #define CUDAEMU_ANNOTATE_SUBBUFFER(p, bytes, name) ((void)0)
+/* Tells it which tensors the next launch reaches through a table in
+ * device memory (count entries of type, each one's pointer field to its
+ * int64_t nfield elements of elem bytes); nothing on a GPU. */
+#define CUDAEMU_ANNOTATE_TABLE(tab, count, type, field, nfield, elem) ((void)0)
 #endif
 
 /* The element type of GEMM inputs. */
