@@ -10,6 +10,7 @@
  * and drawing one Philox block for its 4 dropout uniforms (the padded
  * index of a row starts at a multiple of C, so of 4). */
 #include "backend/cuda/cuda_fused.h"
+#include "backend/cuda/cuda_act.h"
 
 #include "backend/adamw_consts.h"
 
@@ -22,18 +23,6 @@
 
 #define FUSED_GRID_STRIDE(i, n) \
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
-
-/* ------------------------------------------------------------------------
- * Activation types: to fp32 and back (round to nearest even). */
-
-__device__ __forceinline__ float act_f(float x) { return x; }
-__device__ __forceinline__ float act_f(__half x) { return __half2float(x); }
-__device__ __forceinline__ float act_f(__nv_bfloat16 x) { return __bfloat162float(x); }
-
-template <typename T> __device__ __forceinline__ T act_of(float x);
-template <> __device__ __forceinline__ float act_of<float>(float x) { return x; }
-template <> __device__ __forceinline__ __half act_of<__half>(float x) { return __float2half_rn(x); }
-template <> __device__ __forceinline__ __nv_bfloat16 act_of<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 
 /* V neighbouring elements in one aligned access (16 bytes at most). */
 template <typename T, int V> struct alignas(sizeof(T) * V) fused_pack {
