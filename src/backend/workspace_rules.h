@@ -119,13 +119,21 @@ static inline int cuda_ws_attention_lse(int low, size_t HS)
     return low && HS >= 16 && HS <= 64 && HS % 16 == 0;
 }
 
-/* attention on the flash kernels, N rows (padded B*T, or the packed
- * tokens): 16-bit copies of q, k, v and dout, the 16-bit dq, dk and dv, and
- * backward's row terms dvec [NH,N] fp32. */
+/* attention on the flash kernels with fp32 activations, N rows (padded
+ * B*T, or the packed tokens): 16-bit copies of q, k, v and dout, the 16-bit
+ * dq, dk and dv, and backward's row terms dvec [NH,N] fp32. */
 static inline size_t cuda_ws_attention_flash(size_t N, size_t NH, size_t HS)
 {
     size_t nc = sat_mul(N, sat_mul(NH, HS));
     return sat_add(sat_mul(7, cuda_ws_part(nc, 2)), cuda_ws_part(sat_mul(NH, N), 4));
+}
+
+/* attention on the flash kernels with 16-bit activations (the backend's
+ * atype fp16/bf16): they read and write the activations in place, so
+ * forward needs nothing and backward only its row terms dvec [NH,N] fp32. */
+static inline size_t cuda_ws_attention_flash16(size_t N, size_t NH)
+{
+    return cuda_ws_part(sat_mul(NH, N), 4);
 }
 
 /* layernorm_backward: partial column sums for dw and db. */

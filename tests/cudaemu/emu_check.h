@@ -7,7 +7,9 @@
 
 #include "cuda_runtime_api.h"
 
+#include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +32,19 @@ static void check(int ok, const char *fmt, ...)
     va_end(ap);
     if (!ok) failures++;
     else passes++;
+}
+
+/* The largest |a[i] - b[i]| over the largest |b[i]| (infinite where a
+ * difference is NaN): the error of a against the reference b. */
+static inline double emu_rel_err(const float *a, const float *b, size_t n)
+{
+    double e = 0, m = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        e = d != d ? INFINITY : (d > e ? d : e);
+        m = fabs((double)b[i]) > m ? fabs((double)b[i]) : m;
+    }
+    return e / m;
 }
 
 /* The last line and the exit status. */

@@ -204,14 +204,14 @@ void cuda_colsum_add(cuda_ctx *ctx, float *out, const void *x, gemm_type t, int 
 #include "backend/ops.def"
 
 /* cuda_varlen.cu: attention over packed windows (w->cu_seqlens set), called
- * by cuda_attention_forward and _backward. */
-void cuda_attention_packed_forward(cuda_ctx *ctx, float *out, float *probs, const float *q, const float *k,
-                                   const float *v, const backend_windows *w, int NH, int HS, float p,
+ * by cuda_attention_forward and _backward off the flash kernels;
+ * activations of ctx->atype, probs and scratch fp32. */
+void cuda_attention_packed_forward(cuda_ctx *ctx, void *out, float *probs, const void *q, const void *k,
+                                   const void *v, const backend_windows *w, int NH, int HS, float p,
                                    philox_stream rng);
-void cuda_attention_packed_backward(cuda_ctx *ctx, float *dq, float *dk, float *dv, float *scratch,
-                                    const float *dout, const float *q, const float *k, const float *v,
-                                    const float *probs, const backend_windows *w, int NH, int HS, float p,
-                                    philox_stream rng);
+void cuda_attention_packed_backward(cuda_ctx *ctx, void *dq, void *dk, void *dv, float *scratch, const void *dout,
+                                    const void *q, const void *k, const void *v, const float *probs,
+                                    const backend_windows *w, int NH, int HS, float p, philox_stream rng);
 
 /* Dropout's multiplier for uniform u: torch multiplies by a 0/1 mask
  * divided by (1 - p); 0 when p >= 1. */
