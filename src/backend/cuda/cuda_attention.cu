@@ -38,7 +38,7 @@
  * once per call into the workspace (cuda_ws_attention_flash), out back to
  * fp32, and backward's 16-bit gradients, which flash writes (=), are added
  * (+=) to the fp32 ones in one kernel. */
-#include "backend/cuda/cuda_act.h"
+#include "backend/cuda/cuda_act.cuh"
 #include "backend/cuda/cuda_flash.h"
 #include "backend/cuda/cuda_internal.h"
 

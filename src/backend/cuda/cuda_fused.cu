@@ -10,8 +10,6 @@
  * and drawing one Philox block for its 4 dropout uniforms (the padded
  * index of a row starts at a multiple of C, so of 4). */
 #include "backend/cuda/cuda_fused.h"
-#include "backend/cuda/cuda_act.h"
-
 #include "backend/cuda/cuda_act.cuh"
 
 #include "backend/adamw_consts.h"

@@ -19,7 +19,7 @@
  *
  * Shared memory per block: (HS + max_len) floats forward and for the query
  * rows of backward, 2 max_len floats for the key rows. */
-#include "backend/cuda/cuda_act.h"
+#include "backend/cuda/cuda_act.cuh"
 #include "backend/cuda/cuda_internal.h"
 
 #include <float.h>
