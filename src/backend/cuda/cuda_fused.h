@@ -80,11 +80,12 @@ void cuda_fused_embed_ln_forward(void *ctx, gemm_type at, void *out, float *mean
 /* de = LayerNorm backward of (dropout backward of dout), written (=) to
  * the scratch demb [N,C] fp32 (required: any N*C floats the caller has
  * free); dw, db += as above; then dwte, dwpe, dwtt += the rows of de as
- * cuda_embedding_backward sums them (it is called: stable sort by id,
+ * cuda_embedding_backward sums them (cuda_embedding_backward_as is
+ * called on the fp32 scratch, whatever `at` is: stable sort by id,
  * deterministic, no atomics; bit for bit the CPU backend's sums of the
  * same de). Any of the five gradients may be NULL. C <= CUDA_FUSED_MAX_C.
  * Launches: the rows, the column sums' second stage (with dw or db), then
- * cuda_embedding_backward's. */
+ * embedding_backward's. */
 void cuda_fused_embed_ln_backward(void *ctx, gemm_type at, float *dwte, float *dwpe, float *dwtt, float *dw, float *db,
                                   float *demb, const void *dout, const int32_t *ids, const int32_t *types,
                                   const int32_t *pos, const float *mean, const float *rstd, const float *wte,
