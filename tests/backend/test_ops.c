@@ -325,27 +325,48 @@ static void test_matmul(int has_bias)
 
 /* --------------------------------------------------------------------- gelu */
 
-enum { NG = 61 };
+enum { NG = 61, NE = 64 };
 
-typedef struct {
-    double x[NG], r[NG], out[NG];
-} gelu_prob;
+/* An elementwise op's problem (GELU, dropout): out = f(x) over n <= NE
+ * values, the loss r . out; ref computes out. */
+typedef struct ew_prob {
+    int n;
+    double x[NE], r[NE], out[NE];
+    float p;
+    philox_stream rng;
+    void (*ref)(struct ew_prob *e);
+} ew_prob;
 
-static void ref_gelu(gelu_prob *p)
+static double L_elementwise(void *vp)
 {
-    for (int i = 0; i < NG; i++) p->out[i] = 0.5 * p->x[i] * (1 + erf(p->x[i] / sqrt(2.0)));
+    ew_prob *e = vp;
+    e->ref(e);
+    return dot(e->out, e->r, (size_t)e->n);
 }
 
-static double L_gelu(void *vp)
+/* The op's forward (out) and backward (dinp) against the reference and its
+ * numerical gradient, x and r the problem's in floats; note ends the names
+ * of the checks. */
+static void check_elementwise(ew_prob *e, const char *name, const char *note, const float *out, const float *dinp)
 {
-    gelu_prob *p = vp;
-    ref_gelu(p);
-    return dot(p->out, p->r, NG);
+    char what[96];
+    e->ref(e);
+    snprintf(what, sizeof what, "%s forward%s", name, note);
+    check_fwd(what, out, e->out, (size_t)e->n, 1e-6);
+    double g[NE];
+    numgrad(L_elementwise, e, e->x, (size_t)e->n, g);
+    snprintf(what, sizeof what, "%s d inp%s", name, note);
+    check_grad(what, dinp, g, (size_t)e->n);
+}
+
+static void ref_gelu(ew_prob *p)
+{
+    for (int i = 0; i < p->n; i++) p->out[i] = 0.5 * p->x[i] * (1 + erf(p->x[i] / sqrt(2.0)));
 }
 
 static void test_gelu(void)
 {
-    static gelu_prob p;
+    static ew_prob p = {.n = NG, .ref = ref_gelu};
     float x[NG], r[NG], out[NG], dinp[NG] = {0};
     tu_fill(x, NG, -5, 5);
     x[0] = 0;
@@ -356,12 +377,8 @@ static void test_gelu(void)
     to_double(p.x, x, NG);
     to_double(p.r, r, NG);
     be.i->gelu_forward(be.ctx, out, x, NG);
-    ref_gelu(&p);
-    check_fwd("gelu forward", out, p.out, NG, 1e-6);
     be.i->gelu_backward(be.ctx, dinp, x, r, NG);
-    double g[NG];
-    numgrad(L_gelu, &p, p.x, NG, g);
-    check_grad("gelu d inp", dinp, g, NG);
+    check_elementwise(&p, "gelu", "", out, dinp);
 }
 
 /* ---------------------------------------------------------------- attention */
@@ -583,28 +600,15 @@ static void test_attention_long(float p, int packed)
 
 enum { ND = 37 };
 
-typedef struct {
-    double x[ND], r[ND], out[ND];
-    float p;
-    philox_stream rng;
-} drop_prob;
-
-static void ref_dropout(drop_prob *d)
+static void ref_dropout(ew_prob *d)
 {
-    for (int i = 0; i < ND; i++)
+    for (int i = 0; i < d->n; i++)
         d->out[i] = philox_keep(d->rng, (uint64_t)i, d->p) ? d->x[i] / (1.0 - d->p) : 0.0;
-}
-
-static double L_dropout(void *vp)
-{
-    drop_prob *d = vp;
-    ref_dropout(d);
-    return dot(d->out, d->r, ND);
 }
 
 static void test_dropout_grad(void)
 {
-    static drop_prob d;
+    static ew_prob d = {.n = ND, .ref = ref_dropout};
     float x[ND], r[ND], out[ND], dinp[ND] = {0};
     tu_fill(x, ND, -2, 2);
     tu_fill(r, ND, -1, 1);
@@ -614,12 +618,8 @@ static void test_dropout_grad(void)
     d.rng = (philox_stream){5, 11, 2};
     backend_windows w = backend_windows_padded(1, ND, NULL);
     be.i->dropout_forward(be.ctx, out, x, &w, 1, d.p, d.rng);
-    ref_dropout(&d);
-    check_fwd("dropout forward (p=0.30)", out, d.out, ND, 1e-6);
     be.i->dropout_backward(be.ctx, dinp, r, &w, 1, d.p, d.rng);
-    double g[ND];
-    numgrad(L_dropout, &d, d.x, ND, g);
-    check_grad("dropout d inp (p=0.30)", dinp, g, ND);
+    check_elementwise(&d, "dropout", " (p=0.30)", out, dinp);
 }
 
 /* ---------------------------------------------------------------- embedding */
