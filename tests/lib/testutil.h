@@ -6,6 +6,7 @@
 #ifndef BERTC_TESTUTIL_H
 #define BERTC_TESTUTIL_H
 
+#include "model/bert.h"
 #include "model/config.h"
 #include "model/params.h"
 #include "model/hf_dir.h"
@@ -98,5 +99,11 @@ void tu_make_batch(const tu_batch_spec *s, int32_t *ids, int32_t *types, int32_t
  * missing, of another size or type. */
 float *tu_st_f32(const st_file *f, const char *name, size_t n);
 int32_t *tu_st_i32(const st_file *f, const char *name, size_t n);
+/* The batch of a reference file: its "shape" (B, T), "input_ids",
+ * "token_type_ids", "attention_mask" and, with labels, "start_positions"
+ * and "end_positions", in malloc'ed arrays (tu_st_batch_free); -1 (counted
+ * failures) when one is missing. */
+int tu_st_batch(const st_file *f, int labels, bert_batch *b);
+void tu_st_batch_free(bert_batch *b);
 
 #endif
