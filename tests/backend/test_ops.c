@@ -56,6 +56,17 @@ static void check_grad(const char *name, const float *got, const double *want, s
     check_fwd(name, got, want, n, 1e-3);
 }
 
+/* L, the loss of a problem of type TYPE for its numerical gradient: the
+ * reference REF computes p->out, and the loss is r . out over COUNT values
+ * (an expression of the problem p). */
+#define LOSS_OF(L, type, ref, count)                  \
+    static double L(void *vp)                         \
+    {                                                 \
+        type *p = vp;                                 \
+        ref(p);                                       \
+        return dot(p->out, p->r, (size_t)(count));    \
+    }
+
 /* Central differences of L(prob) for every element of x (which L reads). */
 static void numgrad(double (*L)(void *), void *prob, double *x, size_t n, double *g)
 {
@@ -213,12 +224,7 @@ static void ref_layernorm(ln_prob *p)
     }
 }
 
-static double L_layernorm(void *vp)
-{
-    ln_prob *p = vp;
-    ref_layernorm(p);
-    return dot(p->out, p->r, N * C);
-}
+LOSS_OF(L_layernorm, ln_prob, ref_layernorm, N * C)
 
 static void test_layernorm(void)
 {
@@ -279,12 +285,7 @@ static void ref_matmul(mm_prob *p)
         }
 }
 
-static double L_matmul(void *vp)
-{
-    mm_prob *p = vp;
-    ref_matmul(p);
-    return dot(p->out, p->r, N * OC);
-}
+LOSS_OF(L_matmul, mm_prob, ref_matmul, N * OC)
 
 static void test_matmul(int has_bias)
 {
@@ -337,12 +338,7 @@ typedef struct ew_prob {
     void (*ref)(struct ew_prob *e);
 } ew_prob;
 
-static double L_elementwise(void *vp)
-{
-    ew_prob *e = vp;
-    e->ref(e);
-    return dot(e->out, e->r, (size_t)e->n);
-}
+LOSS_OF(L_elementwise, ew_prob, p->ref, p->n)
 
 /* The op's forward (out) and backward (dinp) against the reference and its
  * numerical gradient, x and r the problem's in floats; note ends the names
@@ -426,12 +422,7 @@ static void ref_attention(att_prob *a)
     free(row);
 }
 
-static double L_attention(void *vp)
-{
-    att_prob *a = vp;
-    ref_attention(a);
-    return dot(a->out, a->r, (size_t)a->B * a->T * a->NH * a->HS);
-}
+LOSS_OF(L_attention, att_prob, ref_attention, (size_t)p->B * p->T * p->NH * p->HS)
 
 static void test_attention(float p)
 {
@@ -636,12 +627,7 @@ static void ref_embedding(emb_prob *e)
             e->out[n * C + c] = e->wte[e->ids[n] * C + c] + e->wpe[(n % T) * C + c] + e->wtt[e->types[n] * C + c];
 }
 
-static double L_embedding(void *vp)
-{
-    emb_prob *e = vp;
-    ref_embedding(e);
-    return dot(e->out, e->r, N * C);
-}
+LOSS_OF(L_embedding, emb_prob, ref_embedding, N * C)
 
 static void test_embedding(void)
 {
