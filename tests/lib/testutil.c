@@ -140,6 +140,22 @@ const char *tu_write_tmp_bytes(const char *name, const void *data, size_t n)
     return p;
 }
 
+void tu_mutants(const char *name, const void *base, size_t n, int iters, uint64_t seed, tu_mutate_fn mutate,
+                tu_load_fn load, void *arg, int counts[3])
+{
+    char *buf = malloc(n + 8);
+    uint64_t state = seed;
+    counts[0] = counts[1] = counts[2] = 0;
+    for (int it = 0; it < iters; it++) {
+        memcpy(buf, base, n);
+        size_t len = n;
+        mutate(buf, &len, it, &state);
+        int rc = load(tu_write_tmp_bytes(name, buf, len), arg);
+        counts[rc == 0 ? 0 : rc == ERR_INPUT ? 1 : 2]++;
+    }
+    free(buf);
+}
+
 const char *tu_write_tmp(const char *name, const char *text)
 {
     return tu_write_tmp_bytes(name, text, strlen(text));
