@@ -83,9 +83,10 @@ static int train_start(trainer_opts *o, const cli_api_key_opts *ak, int supervis
     char init_dir[4096];
     if (tf_bert_is_google_dir(o->model_dir)) {
         path_join(init_dir, sizeof init_dir, o->out_dir, "init_model");
-        /* Data parallel: rank 0 converts, the others wait for it. */
+        /* Rank 0 converts, the others wait for it (with one process the
+         * agreement is its own code). */
         rc = dist_rank() == 0 ? tf_bert_export_dir(o->model_dir, init_dir, -1, (uint64_t)o->seed, NULL) : 0;
-        if (dist_active()) rc = dist_agree(rc);
+        rc = dist_agree(rc);
         if (rc) {
             free(key);
             return rc;
