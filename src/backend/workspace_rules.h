@@ -62,11 +62,14 @@ static inline size_t cuda_ws_colsum_chunks(size_t N)
 }
 
 /* matmul_forward_n over n layers (Q, K, V: 3) in one GEMM: low-precision
- * copies of inp and the n weights, side by side. */
+ * copies of inp (fp32 activations) or of the n biases (16-bit activations:
+ * the bias epilogue's bias is of the output's type), and of the n weights,
+ * side by side. */
 static inline size_t cuda_ws_matmul_forward_n(int low, size_t n, size_t N, size_t C, size_t OC)
 {
     if (!low) return 0;
-    return sat_add(cuda_ws_part(sat_mul(N, C), 2), cuda_ws_part(sat_mul(n, sat_mul(OC, C)), 2));
+    size_t first = sat_mul(N, C) > sat_mul(n, OC) ? sat_mul(N, C) : sat_mul(n, OC);
+    return sat_add(cuda_ws_part(first, 2), cuda_ws_part(sat_mul(n, sat_mul(OC, C)), 2));
 }
 
 /* matmul_forward: low-precision copies of inp and w. */
@@ -116,13 +119,21 @@ static inline int cuda_ws_attention_lse(int low, size_t HS)
     return low && HS >= 16 && HS <= 64 && HS % 16 == 0;
 }
 
-/* attention on the flash kernels, N rows (padded B*T, or the packed
- * tokens): 16-bit copies of q, k, v and dout, the 16-bit dq, dk and dv, and
- * backward's row terms dvec [NH,N] fp32. */
+/* attention on the flash kernels with fp32 activations, N rows (padded
+ * B*T, or the packed tokens): 16-bit copies of q, k, v and dout, the 16-bit
+ * dq, dk and dv, and backward's row terms dvec [NH,N] fp32. */
 static inline size_t cuda_ws_attention_flash(size_t N, size_t NH, size_t HS)
 {
     size_t nc = sat_mul(N, sat_mul(NH, HS));
     return sat_add(sat_mul(7, cuda_ws_part(nc, 2)), cuda_ws_part(sat_mul(NH, N), 4));
+}
+
+/* attention on the flash kernels with 16-bit activations (the backend's
+ * atype fp16/bf16): they read and write the activations in place, so
+ * forward needs nothing and backward only its row terms dvec [NH,N] fp32. */
+static inline size_t cuda_ws_attention_flash16(size_t N, size_t NH)
+{
+    return cuda_ws_part(sat_mul(NH, N), 4);
 }
 
 /* layernorm_backward: partial column sums for dw and db. */
