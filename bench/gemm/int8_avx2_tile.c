@@ -22,56 +22,44 @@ static double now(void) {
     return t.tv_sec + t.tv_nsec * 1e-9;
 }
 #define T __attribute__((target("avx2,fma"), noinline))
+#define PRAGMA(x) _Pragma(#x)
+#define UNROLL(n) PRAGMA(GCC unroll n)
+/* The 16-bit pair sums of A's 4 bytes s (broadcast; u what the row takes
+ * of them once) with B's 32 bytes b: bertc's sign trick, and the plain
+ * product of 7-bit weights. */
+#define SIGNED_U(s) _mm256_abs_epi8(s)
+#define SIGNED(u, s, b) _mm256_maddubs_epi16(u, _mm256_sign_epi8(b, s))
+#define PLAIN_U(s) (s)
+#define PLAIN(u, s, b) _mm256_maddubs_epi16(u, b)
+/* A kernel of R rows x 16 columns a pass, PROD its products. */
+#define TILE16(name, R, PROD)                                                                                   \
+    T void name(int kg, const uint32_t *a, const uint32_t *b, int32_t *out) {                                   \
+        const __m256i ones = _mm256_set1_epi16(1);                                                              \
+        for (int h = 0; h < NR; h += 16)                                                                        \
+            for (int i0 = 0; i0 < MR; i0 += R) {                                                                \
+                __m256i c[R][2] = {0};                                                                          \
+                const uint32_t *ap = a + 4 * i0, *bp = b + h;                                                   \
+                for (int g = 0; g < kg; g += 4, ap += 4 * MR)                                                   \
+                    UNROLL(4) for (int gg = 0; gg < 4; gg++, bp += NR) {                                        \
+                        __m256i b0 = _mm256_loadu_si256((const __m256i *)bp),                                   \
+                                b1 = _mm256_loadu_si256((const __m256i *)(bp + 8));                             \
+                        UNROLL(R) for (int r = 0; r < R; r++) {                                                 \
+                            __m256i s = _mm256_set1_epi32(ap[4 * r + gg]), u = PROD##_U(s);                     \
+                            c[r][0] = _mm256_add_epi32(c[r][0], _mm256_madd_epi16(PROD(u, s, b0), ones));       \
+                            c[r][1] = _mm256_add_epi32(c[r][1], _mm256_madd_epi16(PROD(u, s, b1), ones));       \
+                        }                                                                                       \
+                    }                                                                                           \
+                for (int r = 0; r < R; r++)                                                                     \
+                    for (int v = 0; v < 2; v++)                                                                 \
+                        _mm256_storeu_si256((__m256i *)(out + (i0 + r) * NR + h + 8 * v), c[r][v]);             \
+            }                                                                                                   \
+    }
 /* sign trick 4x16 */
-T void k_sign(int kg, const uint32_t *a, const uint32_t *b, int32_t *out) {
-    const __m256i ones = _mm256_set1_epi16(1);
-    for (int h = 0; h < NR; h += 16)
-        for (int i0 = 0; i0 < MR; i0 += 4) {
-            __m256i c[4][2] = {0};
-            const uint32_t *ap = a + 4 * i0, *bp = b + h;
-            for (int g = 0; g < kg; g += 4, ap += 4 * MR)
-#pragma GCC unroll 4
-                for (int gg = 0; gg < 4; gg++, bp += NR) {
-                    __m256i b0 = _mm256_loadu_si256((const __m256i *)bp),
-                            b1 = _mm256_loadu_si256((const __m256i *)(bp + 8));
-#pragma GCC unroll 4
-                    for (int r = 0; r < 4; r++) {
-                        __m256i s = _mm256_set1_epi32(ap[4 * r + gg]), u = _mm256_abs_epi8(s);
-                        c[r][0] = _mm256_add_epi32(
-                            c[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_sign_epi8(b0, s)), ones));
-                        c[r][1] = _mm256_add_epi32(
-                            c[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_sign_epi8(b1, s)), ones));
-                    }
-                }
-            for (int r = 0; r < 4; r++)
-                for (int v = 0; v < 2; v++)
-                    _mm256_storeu_si256((__m256i *)(out + (i0 + r) * NR + h + 8 * v), c[r][v]);
-        }
-}
+TILE16(k_sign, 4, SIGNED)
 /* 7-bit weights, 4x16 */
-T void k_plain(int kg, const uint32_t *a, const uint32_t *b, int32_t *out) {
-    const __m256i ones = _mm256_set1_epi16(1);
-    for (int h = 0; h < NR; h += 16)
-        for (int i0 = 0; i0 < MR; i0 += 4) {
-            __m256i c[4][2] = {0};
-            const uint32_t *ap = a + 4 * i0, *bp = b + h;
-            for (int g = 0; g < kg; g += 4, ap += 4 * MR)
-#pragma GCC unroll 4
-                for (int gg = 0; gg < 4; gg++, bp += NR) {
-                    __m256i b0 = _mm256_loadu_si256((const __m256i *)bp),
-                            b1 = _mm256_loadu_si256((const __m256i *)(bp + 8));
-#pragma GCC unroll 4
-                    for (int r = 0; r < 4; r++) {
-                        __m256i s = _mm256_set1_epi32(ap[4 * r + gg]);
-                        c[r][0] = _mm256_add_epi32(c[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(s, b0), ones));
-                        c[r][1] = _mm256_add_epi32(c[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(s, b1), ones));
-                    }
-                }
-            for (int r = 0; r < 4; r++)
-                for (int v = 0; v < 2; v++)
-                    _mm256_storeu_si256((__m256i *)(out + (i0 + r) * NR + h + 8 * v), c[r][v]);
-        }
-}
+TILE16(k_plain, 4, PLAIN)
+/* sign trick 6x16 */
+TILE16(k_sign5, 6, SIGNED)
 /* 7-bit weights, 3x32, B from memory */
 T void k_plain3(int kg, const uint32_t *a, const uint32_t *b, int32_t *out) {
     const __m256i ones = _mm256_set1_epi16(1);
@@ -98,32 +86,6 @@ T void k_plain3(int kg, const uint32_t *a, const uint32_t *b, int32_t *out) {
     }
 }
 
-/* sign trick 6x16 */
-T void k_sign5(int kg, const uint32_t *a, const uint32_t *b, int32_t *out) {
-    const __m256i ones = _mm256_set1_epi16(1);
-    for (int h = 0; h < NR; h += 16)
-        for (int i0 = 0; i0 < MR; i0 += 6) {
-            __m256i c[6][2] = {0};
-            const uint32_t *ap = a + 4 * i0, *bp = b + h;
-            for (int g = 0; g < kg; g += 4, ap += 4 * MR)
-#pragma GCC unroll 4
-                for (int gg = 0; gg < 4; gg++, bp += NR) {
-                    __m256i b0 = _mm256_loadu_si256((const __m256i *)bp),
-                            b1 = _mm256_loadu_si256((const __m256i *)(bp + 8));
-#pragma GCC unroll 6
-                    for (int r = 0; r < 6; r++) {
-                        __m256i s = _mm256_set1_epi32(ap[4 * r + gg]), u = _mm256_abs_epi8(s);
-                        c[r][0] = _mm256_add_epi32(
-                            c[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_sign_epi8(b0, s)), ones));
-                        c[r][1] = _mm256_add_epi32(
-                            c[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_sign_epi8(b1, s)), ones));
-                    }
-                }
-            for (int r = 0; r < 6; r++)
-                for (int v = 0; v < 2; v++)
-                    _mm256_storeu_si256((__m256i *)(out + (i0 + r) * NR + h + 8 * v), c[r][v]);
-        }
-}
 int main() {
     int kg = 96;
     static uint32_t a[96 * MR], b[96 * NR];

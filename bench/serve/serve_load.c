@@ -15,6 +15,8 @@
  * each line's answer alone (text and offsets), one a line. --api-key sends
  * "Authorization: Bearer KEY" with every request (`bertc serve --api-key`). */
 #define _GNU_SOURCE
+#include "loopback.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -58,22 +60,7 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int dial(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return -1;
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)g_port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
+static int dial(void) { return loopback_dial(g_port, 0, 1); }
 
 typedef struct {
     int fd;

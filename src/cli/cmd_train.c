@@ -83,9 +83,10 @@ static int train_start(trainer_opts *o, const cli_api_key_opts *ak, int supervis
     char init_dir[4096];
     if (tf_bert_is_google_dir(o->model_dir)) {
         path_join(init_dir, sizeof init_dir, o->out_dir, "init_model");
-        /* Data parallel: rank 0 converts, the others wait for it. */
+        /* Rank 0 converts, the others wait for it (with one process the
+         * agreement is its own code). */
         rc = dist_rank() == 0 ? tf_bert_export_dir(o->model_dir, init_dir, -1, (uint64_t)o->seed, NULL) : 0;
-        if (dist_active()) rc = dist_agree(rc);
+        rc = dist_agree(rc);
         if (rc) {
             free(key);
             return rc;
@@ -184,25 +185,8 @@ static int train_main(int argc, char **argv)
     if (split && (rc = cli_parse_pipeline_split("train", split, o.pipeline_stages, o.pipeline_split,
                                                 &o.pipeline_split_n)))
         return rc;
-    int ranks = dist_size();
-    if (o.shard_optimizer && ranks < 2)
-        return err_set(ERR_INPUT, "train --shard-optimizer: needs data-parallel ranks to share the optimizer state "
-                       "among (mpirun -np N bertc train ..., N >= 2); this is %s", dist_launched() ?
-                       "a job of 1 rank" : "one process without a launcher");
-    if (o.pipeline_stages > 1 && !dist_launched())
-        return err_set(ERR_INPUT, "train --pipeline-stages %d: one process per stage: run it under a launcher, "
-                       "e.g. mpirun -np %d bertc train ...", o.pipeline_stages, o.pipeline_stages);
-    if (o.pipeline_stages > 1 && ranks % o.pipeline_stages != 0)
-        return err_set(ERR_INPUT, "train --pipeline-stages %d: %d ranks are not a multiple of the stages (ranks = "
-                       "stages x data-parallel copies)", o.pipeline_stages, ranks);
-    ranks /= o.pipeline_stages; /* data-parallel ranks: the pipeline's copies */
-    if (ranks > o.batch)
-        return err_set(ERR_INPUT, "train: %d ranks but --batch %d: every rank needs at least one example per step "
-                       "(--batch is the global batch)", ranks, o.batch);
-    if (ranks > 1 && o.micro_batch > 0 && ((o.batch + o.micro_batch - 1) / o.micro_batch) % ranks != 0)
-        return err_set(ERR_INPUT, "train: --batch %d in micro-batches of %d is %d per step, which %d ranks do not "
-                       "divide (each rank takes whole micro-batches: make ceil(batch/micro-batch) a multiple of %d)",
-                       o.batch, o.micro_batch, (o.batch + o.micro_batch - 1) / o.micro_batch, ranks, ranks);
+    rc = trainer_opts_check_job(&o);
+    if (rc) return rc;
     if (supervise > 0 && dist_launched())
         return err_set(ERR_INPUT, "train --supervise: cannot restart one rank of an mpirun/srun job alone; rerun "
                        "the same mpirun command (it resumes from the last checkpoint), or let the job script do it");

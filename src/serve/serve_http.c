@@ -388,6 +388,16 @@ int serve_check_bind(const char *bind)
     return err_set(ERR_INPUT, "serve --bind %s: not an IPv4 or IPv6 address", bind);
 }
 
+/* What serve_start made besides the batcher and the daemon (the key wiped). */
+static void server_free(serve_server *s)
+{
+    pthread_cond_destroy(&s->idle);
+    pthread_mutex_destroy(&s->mu);
+    sb_free(&s->health);
+    apikey_wipe(&s->key);
+    free(s);
+}
+
 int serve_start(serve_server **out, qa_model *m, const serve_opts *o)
 {
     if (m->T != o->fo.max_seq_length)
@@ -441,11 +451,7 @@ int serve_start(serve_server **out, qa_model *m, const serve_opts *o)
     return 0;
 fail:
     serve_batcher_free(s->b);
-    pthread_cond_destroy(&s->idle);
-    pthread_mutex_destroy(&s->mu);
-    sb_free(&s->health);
-    apikey_wipe(&s->key);
-    free(s);
+    server_free(s);
     return rc;
 }
 
@@ -474,9 +480,5 @@ void serve_stop(serve_server *s, double grace_s)
     /* The batcher runs what is queued (resuming those connections) before it stops. */
     serve_batcher_free(s->b);
     MHD_stop_daemon(s->d);
-    pthread_cond_destroy(&s->idle);
-    pthread_mutex_destroy(&s->mu);
-    sb_free(&s->health);
-    apikey_wipe(&s->key);
-    free(s);
+    server_free(s);
 }

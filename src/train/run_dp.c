@@ -146,6 +146,14 @@ static int dp_start(run_ctx *c)
 }
 
 /* Every rank a whole copy of the model. */
+int run_dp_check(const trainer_opts *o, int ranks, int launched, int *replicas)
+{
+    (void)o;
+    (void)launched;
+    *replicas = ranks;
+    return 0;
+}
+
 int run_dp_configure(run_ctx *c)
 {
     c->rk.lay = (run_layout){.ranks = c->rk.ranks, .replicas = c->rk.ranks, .stages = 1, .adam_ranks = 1};
@@ -304,7 +312,7 @@ int run_dp_logits(void *arg, const features *f, float *start, float *end)
 }
 
 const run_strategy run_strategy_data_parallel = {
-    .name = "data parallel", .options = "",
+    .name = "data parallel", .options = "", .check = run_dp_check,
     /* the step (run_step.c) */
     .pass = run_dp_pass, .reduce = dp_reduce,
     /* around the steps */

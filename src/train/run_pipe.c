@@ -111,6 +111,25 @@ static void pipe_signal_line(const run_ctx *c, char *buf, size_t cap)
     run_signal_text(c, where, buf, cap);
 }
 
+/* One rank a stage, the ranks S x D. */
+static int pipe_check(const trainer_opts *o, int ranks, int launched, int *replicas)
+{
+    int S = o->pipeline_stages;
+    *replicas = ranks / S;
+    /* Each stage's optimizer already holds only its own layers' moments;
+     * sharding them over the pipeline's copies as well is not done. */
+    if (o->shard_optimizer)
+        return err_set(ERR_INPUT, "train: --shard-optimizer with --pipeline-stages %d is not supported (each stage "
+                       "already keeps only its layers' AdamW moments): use one of the two", S);
+    if (!launched)
+        return err_set(ERR_INPUT, "train --pipeline-stages %d: one process per stage: run it under a launcher, "
+                       "e.g. mpirun -np %d bertc train ...", S, S);
+    if (ranks % S != 0)
+        return err_set(ERR_INPUT, "train --pipeline-stages %d: %d ranks are not a multiple of the stages (ranks = "
+                       "stages x data-parallel copies)", S, ranks);
+    return 0;
+}
+
 /* The split and this rank's place, checked (ERR_INPUT) before the run dir
  * is touched. */
 static int pipe_configure(run_ctx *c)
@@ -582,7 +601,7 @@ static void pipe_info(run_ctx *c)
 }
 
 const run_strategy run_strategy_pipeline = {
-    .name = "pipeline 1F1B", .options = "",
+    .name = "pipeline 1F1B", .options = "", .check = pipe_check,
     /* the step (run_step.c) */
     .pass = pipe_pass, .reduce = pipe_reduce, .terms = pipe_terms,
     /* around the steps */

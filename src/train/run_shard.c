@@ -137,6 +137,18 @@ static void shard_describe(const run_ctx *c)
            memory_fmt_bytes(b2, sizeof b2, (int64_t)(2 * total * sizeof(float))), c->rk.rank);
 }
 
+/* Data parallel with at least two ranks to spread the Adam state over. */
+static int shard_check(const trainer_opts *o, int ranks, int launched, int *replicas)
+{
+    *replicas = ranks;
+    if (ranks < 2)
+        return err_set(ERR_INPUT, "train --shard-optimizer: needs data-parallel ranks to share the optimizer state "
+                       "among (mpirun -np N bertc train ..., N >= 2); this is %s", launched ?
+                       "a job of 1 rank" : "one process without a launcher");
+    (void)o;
+    return 0;
+}
+
 /* Data parallel whose Adam state is spread over the ranks. */
 static int shard_configure(run_ctx *c)
 {
@@ -228,7 +240,7 @@ static int shard_gather(run_ctx *c, int optimizer)
 }
 
 const run_strategy run_strategy_sharded = {
-    .name = "sharded optimizer", .options = " shard_optimizer=1",
+    .name = "sharded optimizer", .options = " shard_optimizer=1", .check = shard_check,
     /* the step (run_step.c) */
     .pass = run_dp_pass, .reduce = shard_reduce, .terms = shard_terms, .updated = shard_updated,
     /* around the steps */

@@ -4,6 +4,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -42,31 +43,72 @@ static json_t *u64_hex(uint64_t v)
     return json_string(buf);
 }
 
+/* The fields of state.json besides format, version and fingerprint, in
+ * the order they are written and read. */
+typedef enum { F_INT, F_U64, F_REAL } field_kind;
+typedef enum {
+    F_ALWAYS,   /* written, and required when read */
+    F_OLDER,    /* written; absent in the state.json of older bertc versions: `absent` */
+    F_WHEN_SET, /* written when not `absent` (a run's state.json stays as it was without the feature) */
+} field_presence;
+typedef struct {
+    const char *key;
+    field_kind kind;
+    size_t off;
+    int64_t min;     /* F_INT: the least value read */
+    field_presence presence;
+    int64_t absent;  /* F_INT: the value when absent */
+} state_field;
+#define FIELD(key, kind, member, min, presence, absent) {key, kind, offsetof(train_state, member), min, presence, absent}
+static const state_field fields[] = {
+    FIELD("step", F_INT, step, 0, F_ALWAYS, 0),
+    FIELD("epoch", F_INT, epoch, 0, F_ALWAYS, 0),
+    FIELD("loader_cursor", F_INT, cursor, 0, F_ALWAYS, 0),
+    FIELD("shuffle_seed", F_U64, shuffle_seed, 0, F_ALWAYS, 0),
+    FIELD("rng_seed", F_U64, rng_seed, 0, F_ALWAYS, 0),
+    FIELD("rng_counter", F_U64, rng_counter, 0, F_ALWAYS, 0),
+    FIELD("loss_scale", F_REAL, loss_scale, 0, F_ALWAYS, 0),
+    /* before fp16 training: the loss was never scaled, the tracker 0 */
+    FIELD("loss_scale_growth_tracker", F_INT, loss_scale_growth, 0, F_OLDER, 0),
+    FIELD("skipped_steps", F_INT, skipped_steps, 0, F_ALWAYS, 0),
+    /* before skipped steps in a row were counted across resumes: 0 */
+    FIELD("skipped_in_row", F_INT, skipped_in_row, 0, F_OLDER, 0),
+    FIELD("adam_t", F_INT, adam_t, 0, F_ALWAYS, 0),
+    FIELD("restarts", F_INT, restarts, 0, F_ALWAYS, 0),
+    /* before data-parallel training: one process */
+    FIELD("ranks", F_INT, ranks, 1, F_OLDER, 1),
+    FIELD("shard_optimizer", F_INT, shard_optimizer, 0, F_WHEN_SET, 0),
+    FIELD("pipeline_stages", F_INT, stages, 1, F_WHEN_SET, 1),
+    FIELD("elapsed_s", F_REAL, elapsed_s, 0, F_ALWAYS, 0),
+    FIELD("smoothed_loss", F_REAL, smoothed_loss, 0, F_ALWAYS, 0),
+    FIELD("examples_seen", F_INT, examples_seen, 0, F_ALWAYS, 0),
+};
+#define NFIELDS (sizeof fields / sizeof fields[0])
+
+static void put_field(json_t *o, const train_state *s, const state_field *f)
+{
+    const char *p = (const char *)s + f->off;
+    if (f->kind == F_U64) {
+        json_object_set_new(o, f->key, u64_hex(*(const uint64_t *)p));
+    } else if (f->kind == F_REAL) {
+        json_object_set_new(o, f->key, real_or_null(*(const double *)p));
+    } else {
+        int64_t v = *(const int64_t *)p;
+        /* what its absence means, where that is more than 0 (the ranks of a
+         * state never laid out: one process) */
+        if (f->presence != F_ALWAYS && v <= 0 && f->absent > 0) v = f->absent;
+        if (f->presence == F_WHEN_SET && v <= f->absent) return;
+        json_object_set_new(o, f->key, json_integer(v));
+    }
+}
+
 int train_state_to_json(const train_state *s, char **text, size_t *len)
 {
     json_t *o = json_object();
     json_object_set_new(o, "format", json_string("bertc-train-state"));
     json_object_set_new(o, "format_version", json_integer(1));
     json_object_set_new(o, "bertc_version", json_string(s->version));
-    json_object_set_new(o, "step", json_integer(s->step));
-    json_object_set_new(o, "epoch", json_integer(s->epoch));
-    json_object_set_new(o, "loader_cursor", json_integer(s->cursor));
-    json_object_set_new(o, "shuffle_seed", u64_hex(s->shuffle_seed));
-    json_object_set_new(o, "rng_seed", u64_hex(s->rng_seed));
-    json_object_set_new(o, "rng_counter", u64_hex(s->rng_counter));
-    json_object_set_new(o, "loss_scale", real_or_null(s->loss_scale));
-    json_object_set_new(o, "loss_scale_growth_tracker", json_integer(s->loss_scale_growth));
-    json_object_set_new(o, "skipped_steps", json_integer(s->skipped_steps));
-    json_object_set_new(o, "skipped_in_row", json_integer(s->skipped_in_row));
-    json_object_set_new(o, "adam_t", json_integer(s->adam_t));
-    json_object_set_new(o, "restarts", json_integer(s->restarts));
-    json_object_set_new(o, "ranks", json_integer(s->ranks > 0 ? s->ranks : 1));
-    /* only when on: an unsharded run's state.json stays as it was */
-    if (s->shard_optimizer) json_object_set_new(o, "shard_optimizer", json_integer(1));
-    if (s->stages > 1) json_object_set_new(o, "pipeline_stages", json_integer(s->stages));
-    json_object_set_new(o, "elapsed_s", real_or_null(s->elapsed_s));
-    json_object_set_new(o, "smoothed_loss", real_or_null(s->smoothed_loss));
-    json_object_set_new(o, "examples_seen", json_integer(s->examples_seen));
+    for (size_t i = 0; i < NFIELDS; i++) put_field(o, s, &fields[i]);
     json_t *fp = json_object();
     for (int i = 0; i < s->nfp; i++) json_object_set_new(fp, s->fp[i].key, json_string(s->fp[i].value));
     json_object_set_new(o, "fingerprint", fp);
@@ -121,6 +163,16 @@ static int get_u64(json_t *o, const char *path, const char *key, uint64_t *out)
     return 0;
 }
 
+static int get_field(json_t *o, const char *path, train_state *s, const state_field *f)
+{
+    char *p = (char *)s + f->off;
+    if (f->kind == F_U64) return get_u64(o, path, f->key, (uint64_t *)p);
+    if (f->kind == F_REAL) return get_real(o, path, f->key, (double *)p);
+    *(int64_t *)p = f->absent;
+    if (f->presence != F_ALWAYS && !json_object_get(o, f->key)) return 0;
+    return get_int(o, path, f->key, f->min, (int64_t *)p);
+}
+
 int train_state_load(const char *path, train_state *s)
 {
     memset(s, 0, sizeof *s);
@@ -136,38 +188,12 @@ int train_state_load(const char *path, train_state *s)
         rc = err_set(ERR_INPUT, "%s: not a bertc state.json (field \"format\")", path);
     else if ((rc = get_int(o, path, "format_version", 1, &fv)) == 0 && fv != 1)
         rc = err_set(ERR_INPUT, "%s: format_version %lld is not supported (this bertc reads 1)", path, (long long)fv);
-    if (!rc) rc = get_int(o, path, "step", 0, &s->step);
-    if (!rc) rc = get_int(o, path, "epoch", 0, &s->epoch);
-    if (!rc) rc = get_int(o, path, "loader_cursor", 0, &s->cursor);
-    if (!rc) rc = get_u64(o, path, "shuffle_seed", &s->shuffle_seed);
-    if (!rc) rc = get_u64(o, path, "rng_seed", &s->rng_seed);
-    if (!rc) rc = get_u64(o, path, "rng_counter", &s->rng_counter);
-    if (!rc) rc = get_real(o, path, "loss_scale", &s->loss_scale);
-    /* Absent in the state.json of bertc versions before fp16 training: their
-     * runs never scaled the loss, so the tracker was 0. */
-    if (!rc && json_object_get(o, "loss_scale_growth_tracker"))
-        rc = get_int(o, path, "loss_scale_growth_tracker", 0, &s->loss_scale_growth);
-    if (!rc) rc = get_int(o, path, "skipped_steps", 0, &s->skipped_steps);
-    /* Absent before bertc counted skipped steps in a row across resumes: 0. */
-    if (!rc && json_object_get(o, "skipped_in_row")) rc = get_int(o, path, "skipped_in_row", 0, &s->skipped_in_row);
+    for (size_t i = 0; i < NFIELDS && !rc; i++) rc = get_field(o, path, s, &fields[i]);
     if (!rc && s->skipped_in_row > s->skipped_steps)
         rc = err_set(ERR_INPUT, "%s: field \"skipped_in_row\": %lld is more than skipped_steps %lld", path,
                      (long long)s->skipped_in_row, (long long)s->skipped_steps);
-    if (!rc) rc = get_int(o, path, "adam_t", 0, &s->adam_t);
-    if (!rc) rc = get_int(o, path, "restarts", 0, &s->restarts);
-    /* Absent before data-parallel training: one process. */
-    s->ranks = 1;
-    if (!rc && json_object_get(o, "ranks")) rc = get_int(o, path, "ranks", 1, &s->ranks);
-    s->shard_optimizer = 0;
-    if (!rc && json_object_get(o, "shard_optimizer")) rc = get_int(o, path, "shard_optimizer", 0, &s->shard_optimizer);
     if (!rc && s->shard_optimizer > 1)
         rc = err_set(ERR_INPUT, "%s: field \"shard_optimizer\": %lld is not 0 or 1", path, (long long)s->shard_optimizer);
-    /* Absent: no pipeline. */
-    s->stages = 1;
-    if (!rc && json_object_get(o, "pipeline_stages")) rc = get_int(o, path, "pipeline_stages", 1, &s->stages);
-    if (!rc) rc = get_real(o, path, "elapsed_s", &s->elapsed_s);
-    if (!rc) rc = get_real(o, path, "smoothed_loss", &s->smoothed_loss);
-    if (!rc) rc = get_int(o, path, "examples_seen", 0, &s->examples_seen);
     if (!rc && !ver) rc = err_set(ERR_INPUT, "%s: field \"bertc_version\" is missing or not a string", path);
     if (!rc) snprintf(s->version, sizeof s->version, "%s", ver);
     if (!rc && !json_is_object(fp)) rc = err_set(ERR_INPUT, "%s: field \"fingerprint\" is missing or not an object", path);

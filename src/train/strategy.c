@@ -2,13 +2,38 @@
  * line here; and the layout of the ranks a checkpoint records. */
 #include "train/strategy.h"
 
+#include "core/err.h"
+
 #include <stdio.h>
+
+/* The mode the options ask for. */
+static const run_strategy *asked(const trainer_opts *o)
+{
+    if (o->pipeline_stages > 1) return &run_strategy_pipeline;
+    if (o->shard_optimizer) return &run_strategy_sharded;
+    return &run_strategy_data_parallel;
+}
 
 const run_strategy *run_strategy_pick(const trainer_opts *o, int ranks)
 {
-    if (o->pipeline_stages > 1) return &run_strategy_pipeline;
-    if (o->shard_optimizer && ranks > 1) return &run_strategy_sharded;
-    return &run_strategy_data_parallel;
+    const run_strategy *s = asked(o);
+    /* one rank has no one to share the Adam state with (bertc train
+     * refuses it: the sharded mode's check) */
+    return s == &run_strategy_sharded && ranks < 2 ? &run_strategy_data_parallel : s;
+}
+
+int run_strategy_check(const trainer_opts *o, int ranks, int launched)
+{
+    int D = ranks, rc = asked(o)->check(o, ranks, launched, &D);
+    if (rc) return rc;
+    if (D > o->batch)
+        return err_set(ERR_INPUT, "train: %d ranks but --batch %d: every rank needs at least one example per step "
+                       "(--batch is the global batch)", D, o->batch);
+    if (D > 1 && o->micro_batch > 0 && ((o->batch + o->micro_batch - 1) / o->micro_batch) % D != 0)
+        return err_set(ERR_INPUT, "train: --batch %d in micro-batches of %d is %d per step, which %d ranks do not "
+                       "divide (each rank takes whole micro-batches: make ceil(batch/micro-batch) a multiple of %d)",
+                       o->batch, o->micro_batch, (o->batch + o->micro_batch - 1) / o->micro_batch, D, D);
+    return 0;
 }
 
 run_layout run_layout_saved(const train_state *s)

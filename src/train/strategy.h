@@ -21,7 +21,8 @@
  * step's reduce, into which the agreement on a failure is folded (the
  * failing rank's message is fetched only when one failed).
  *
- * Around the steps: signal_line (before the set-up: what a rank prints when
+ * Before the run: check (bertc train's options against the job's ranks,
+ * run_strategy_check). Around the steps: signal_line (before the set-up: what a rank prints when
  * it gets a signal; empty with one process), configure (this rank's place,
  * c->rk.lay and c->rk.replica, checked before the run dir is touched), start
  * (this rank's model and optimizer, once the host blocks hold the initial
@@ -64,6 +65,10 @@ typedef struct {
 typedef struct run_strategy {
     const char *name;
     const char *options; /* what it adds to the options line of the report ("" nothing) */
+    /* The options against a job of `ranks` ranks (launched: under
+     * mpirun/srun), before any set-up: ERR_INPUT naming the option, else 0
+     * and *replicas, the data-parallel copies of the model. */
+    int (*check)(const trainer_opts *o, int ranks, int launched, int *replicas);
     void (*signal_line)(const struct run_ctx *c, char *buf, size_t cap);
     int (*configure)(struct run_ctx *c);
     int (*start)(struct run_ctx *c);
@@ -95,6 +100,10 @@ typedef struct {
 
 /* strategy.c: the mode of o with `ranks` ranks. */
 const run_strategy *run_strategy_pick(const trainer_opts *o, int ranks);
+/* The options against a job of `ranks` ranks (launched: under a
+ * launcher): the mode's check, then what every mode needs of its
+ * data-parallel copies (ERR_INPUT naming the option). */
+int run_strategy_check(const trainer_opts *o, int ranks, int launched);
 /* The layout a checkpoint's state records (runs from before pipelines
  * recorded no stages: 1), this run's into the state, and what a resumed
  * run says when the two differ (stdout). */
@@ -124,6 +133,7 @@ typedef struct {
 void run_signal_text(const struct run_ctx *c, const char *where, char *buf, size_t cap);
 void run_dp_signal_line(const struct run_ctx *c, char *buf, size_t cap);
 int run_dp_configure(struct run_ctx *c);
+int run_dp_check(const trainer_opts *o, int ranks, int launched, int *replicas);
 int run_dp_init(struct run_ctx *c, int (*bucket)(struct comm *cm, float *x, size_t n));
 int run_dp_connect(struct run_ctx *c);
 int run_dp_pass(struct run_ctx *c, const int32_t *idx, int count, float scale, double *loss);

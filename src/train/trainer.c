@@ -9,6 +9,7 @@
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "core/err.h"
+#include "comm/dist.h"
 #include "train/ckpt.h"
 #include "train/sigcatch.h"
 
@@ -75,17 +76,17 @@ int trainer_opts_check(const trainer_opts *o)
     if (o->micro_batch > o->batch)
         return err_set(ERR_INPUT, "train: --micro-batch %d is larger than --batch %d", o->micro_batch, o->batch);
     if (o->dropout >= 1) return err_set(ERR_INPUT, "train --dropout: %g must be below 1", o->dropout);
-    /* Each stage's optimizer already holds only its own layers' moments;
-     * sharding them over the pipeline's copies as well is not done. */
-    if (o->shard_optimizer && o->pipeline_stages > 1)
-        return err_set(ERR_INPUT, "train: --shard-optimizer with --pipeline-stages %d is not supported (each stage "
-                       "already keeps only its layers' AdamW moments): use one of the two", o->pipeline_stages);
     if (o->http_port >= 0 && o->http_bind && *o->http_bind) {
         unsigned char addr[16];
         if (inet_pton(AF_INET, o->http_bind, addr) != 1 && inet_pton(AF_INET6, o->http_bind, addr) != 1)
             return err_set(ERR_INPUT, "train --http-bind %s: not an IPv4 or IPv6 address", o->http_bind);
     }
     return 0;
+}
+
+int trainer_opts_check_job(const trainer_opts *o)
+{
+    return run_strategy_check(o, dist_size(), dist_launched());
 }
 
 /* Saves when --save-every or --save-every-minutes says so. A full disk or

@@ -109,7 +109,7 @@ typedef struct {
      * AdamW moments of 1/N of the parameters (ZeRO stage 1; train/run_shard.c).
      * Not part of the resume fingerprint: checkpoints hold the whole
      * moments either way. Refused with --pipeline-stages > 1
-     * (trainer_opts_check). */
+     * (trainer_opts_check_job). */
     int shard_optimizer;
     /* Pipeline model parallelism (train/pipeline.h, under mpirun/srun):
      * --pipeline-stages S (1: none) splits the encoder layers into S
@@ -124,6 +124,10 @@ typedef struct {
 void trainer_opts_default(trainer_opts *o);
 /* Checks the options against each other (ERR_INPUT naming the option). */
 int trainer_opts_check(const trainer_opts *o);
+/* Checks the options against this job's ranks and launcher, as the
+ * parallel mode they ask for needs them (train/strategy.h; ERR_INPUT
+ * naming the option). */
+int trainer_opts_check_job(const trainer_opts *o);
 int trainer_run(const trainer_opts *o);
 
 #endif

@@ -56,6 +56,17 @@ static void check_grad(const char *name, const float *got, const double *want, s
     check_fwd(name, got, want, n, 1e-3);
 }
 
+/* L, the loss of a problem of type TYPE for its numerical gradient: the
+ * reference REF computes p->out, and the loss is r . out over COUNT values
+ * (an expression of the problem p). */
+#define LOSS_OF(L, type, ref, count)                  \
+    static double L(void *vp)                         \
+    {                                                 \
+        type *p = vp;                                 \
+        ref(p);                                       \
+        return dot(p->out, p->r, (size_t)(count));    \
+    }
+
 /* Central differences of L(prob) for every element of x (which L reads). */
 static void numgrad(double (*L)(void *), void *prob, double *x, size_t n, double *g)
 {
@@ -213,12 +224,7 @@ static void ref_layernorm(ln_prob *p)
     }
 }
 
-static double L_layernorm(void *vp)
-{
-    ln_prob *p = vp;
-    ref_layernorm(p);
-    return dot(p->out, p->r, N * C);
-}
+LOSS_OF(L_layernorm, ln_prob, ref_layernorm, N * C)
 
 static void test_layernorm(void)
 {
@@ -279,12 +285,7 @@ static void ref_matmul(mm_prob *p)
         }
 }
 
-static double L_matmul(void *vp)
-{
-    mm_prob *p = vp;
-    ref_matmul(p);
-    return dot(p->out, p->r, N * OC);
-}
+LOSS_OF(L_matmul, mm_prob, ref_matmul, N * OC)
 
 static void test_matmul(int has_bias)
 {
@@ -325,27 +326,43 @@ static void test_matmul(int has_bias)
 
 /* --------------------------------------------------------------------- gelu */
 
-enum { NG = 61 };
+enum { NG = 61, NE = 64 };
 
-typedef struct {
-    double x[NG], r[NG], out[NG];
-} gelu_prob;
+/* An elementwise op's problem (GELU, dropout): out = f(x) over n <= NE
+ * values, the loss r . out; ref computes out. */
+typedef struct ew_prob {
+    int n;
+    double x[NE], r[NE], out[NE];
+    float p;
+    philox_stream rng;
+    void (*ref)(struct ew_prob *e);
+} ew_prob;
 
-static void ref_gelu(gelu_prob *p)
+LOSS_OF(L_elementwise, ew_prob, p->ref, p->n)
+
+/* The op's forward (out) and backward (dinp) against the reference and its
+ * numerical gradient, x and r the problem's in floats; note ends the names
+ * of the checks. */
+static void check_elementwise(ew_prob *e, const char *name, const char *note, const float *out, const float *dinp)
 {
-    for (int i = 0; i < NG; i++) p->out[i] = 0.5 * p->x[i] * (1 + erf(p->x[i] / sqrt(2.0)));
+    char what[96];
+    e->ref(e);
+    snprintf(what, sizeof what, "%s forward%s", name, note);
+    check_fwd(what, out, e->out, (size_t)e->n, 1e-6);
+    double g[NE];
+    numgrad(L_elementwise, e, e->x, (size_t)e->n, g);
+    snprintf(what, sizeof what, "%s d inp%s", name, note);
+    check_grad(what, dinp, g, (size_t)e->n);
 }
 
-static double L_gelu(void *vp)
+static void ref_gelu(ew_prob *p)
 {
-    gelu_prob *p = vp;
-    ref_gelu(p);
-    return dot(p->out, p->r, NG);
+    for (int i = 0; i < p->n; i++) p->out[i] = 0.5 * p->x[i] * (1 + erf(p->x[i] / sqrt(2.0)));
 }
 
 static void test_gelu(void)
 {
-    static gelu_prob p;
+    static ew_prob p = {.n = NG, .ref = ref_gelu};
     float x[NG], r[NG], out[NG], dinp[NG] = {0};
     tu_fill(x, NG, -5, 5);
     x[0] = 0;
@@ -356,12 +373,8 @@ static void test_gelu(void)
     to_double(p.x, x, NG);
     to_double(p.r, r, NG);
     be.i->gelu_forward(be.ctx, out, x, NG);
-    ref_gelu(&p);
-    check_fwd("gelu forward", out, p.out, NG, 1e-6);
     be.i->gelu_backward(be.ctx, dinp, x, r, NG);
-    double g[NG];
-    numgrad(L_gelu, &p, p.x, NG, g);
-    check_grad("gelu d inp", dinp, g, NG);
+    check_elementwise(&p, "gelu", "", out, dinp);
 }
 
 /* ---------------------------------------------------------------- attention */
@@ -409,12 +422,7 @@ static void ref_attention(att_prob *a)
     free(row);
 }
 
-static double L_attention(void *vp)
-{
-    att_prob *a = vp;
-    ref_attention(a);
-    return dot(a->out, a->r, (size_t)a->B * a->T * a->NH * a->HS);
-}
+LOSS_OF(L_attention, att_prob, ref_attention, (size_t)p->B * p->T * p->NH * p->HS)
 
 static void test_attention(float p)
 {
@@ -583,28 +591,15 @@ static void test_attention_long(float p, int packed)
 
 enum { ND = 37 };
 
-typedef struct {
-    double x[ND], r[ND], out[ND];
-    float p;
-    philox_stream rng;
-} drop_prob;
-
-static void ref_dropout(drop_prob *d)
+static void ref_dropout(ew_prob *d)
 {
-    for (int i = 0; i < ND; i++)
+    for (int i = 0; i < d->n; i++)
         d->out[i] = philox_keep(d->rng, (uint64_t)i, d->p) ? d->x[i] / (1.0 - d->p) : 0.0;
-}
-
-static double L_dropout(void *vp)
-{
-    drop_prob *d = vp;
-    ref_dropout(d);
-    return dot(d->out, d->r, ND);
 }
 
 static void test_dropout_grad(void)
 {
-    static drop_prob d;
+    static ew_prob d = {.n = ND, .ref = ref_dropout};
     float x[ND], r[ND], out[ND], dinp[ND] = {0};
     tu_fill(x, ND, -2, 2);
     tu_fill(r, ND, -1, 1);
@@ -614,12 +609,8 @@ static void test_dropout_grad(void)
     d.rng = (philox_stream){5, 11, 2};
     backend_windows w = backend_windows_padded(1, ND, NULL);
     be.i->dropout_forward(be.ctx, out, x, &w, 1, d.p, d.rng);
-    ref_dropout(&d);
-    check_fwd("dropout forward (p=0.30)", out, d.out, ND, 1e-6);
     be.i->dropout_backward(be.ctx, dinp, r, &w, 1, d.p, d.rng);
-    double g[ND];
-    numgrad(L_dropout, &d, d.x, ND, g);
-    check_grad("dropout d inp (p=0.30)", dinp, g, ND);
+    check_elementwise(&d, "dropout", " (p=0.30)", out, dinp);
 }
 
 /* ---------------------------------------------------------------- embedding */
@@ -636,12 +627,7 @@ static void ref_embedding(emb_prob *e)
             e->out[n * C + c] = e->wte[e->ids[n] * C + c] + e->wpe[(n % T) * C + c] + e->wtt[e->types[n] * C + c];
 }
 
-static double L_embedding(void *vp)
-{
-    emb_prob *e = vp;
-    ref_embedding(e);
-    return dot(e->out, e->r, N * C);
-}
+LOSS_OF(L_embedding, emb_prob, ref_embedding, N * C)
 
 static void test_embedding(void)
 {

@@ -44,23 +44,11 @@ BERTC_API_KEY="a b" expect 2 "serve BERTC_API_KEY: not a usable API key: byte 1 
 # no key file is quoted back: the messages above name the file, never its bytes
 grep -q "abc\|def" "$cli_tmp/err" && cli_bad "a key file's content in a message"
 
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$cli_tmp"; }
-trap cleanup EXIT
-# start NAME ARGS...: a server on a free port (stderr in $cli_tmp/NAME.err); sets port and pid
+# start NAME ARGS...: a server of $M on a free port (stderr in $cli_tmp/NAME.err); sets port and pid
 start() {
     local name=$1
     shift
-    rm -f "$cli_tmp/$name.port"
-    "$BERTC" serve --model $M --port 0 --port-file "$cli_tmp/$name.port" --threads 1 --batch-wait-ms 2 "$@" \
-        2>"$cli_tmp/$name.err" &
-    pid=$!
-    pids+=("$pid")
-    for _ in $(seq 400); do [ -s "$cli_tmp/$name.port" ] && grep -q "^serve: listening" "$cli_tmp/$name.err" && break; sleep 0.05; done
-    sleep 0.1 # the lines printed after "listening"
-    port=$(cat "$cli_tmp/$name.port" 2>/dev/null)
-    echo "$name: $(grep -v '^bertc: loaded' "$cli_tmp/$name.err" | tr '\n' '|')"
-    [ -n "$port" ] || cli_bad "$name did not start: $(cat "$cli_tmp/$name.err")"
+    cli_serve "$name" --model $M --batch-wait-ms 2 "$@"
 }
 stop() { kill -TERM "$pid"; wait "$pid" || cli_bad "exit $? after SIGTERM"; }
 # req NAME METHOD PATH [curl args]: status in $cli_tmp/NAME.code, head in NAME.head, body in NAME.body
@@ -181,5 +169,5 @@ cli_n=$((cli_n + 1))
 echo "case $cli_n: 127.0.0.1 without a key: $(grep -c warning "$cli_tmp/loop.err") warning lines"
 grep -q warning "$cli_tmp/loop.err" && cli_bad "a warning on loopback"
 stop
-pids=()
+cli_pids=()
 finish

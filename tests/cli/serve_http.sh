@@ -18,21 +18,11 @@ expect 2 "missing required option --model" -- serve
 expect 2 "serve --bind nowhere: not an IPv4 or IPv6 address" -- serve --model $M --bind nowhere --port 0
 expect 2 "no such model dir" -- serve --model $cli_tmp/none
 
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$cli_tmp"; }
-trap cleanup EXIT
-# start NAME ARGS...: a server on a free port; sets port and pid
+# start NAME ARGS...: a server of $M on a free port; sets port and pid
 start() {
     local name=$1
     shift
-    rm -f "$cli_tmp/$name.port"
-    "$BERTC" serve --model $M --port 0 --port-file "$cli_tmp/$name.port" --threads 1 "$@" 2>"$cli_tmp/$name.err" &
-    pid=$!
-    pids+=("$pid")
-    for _ in $(seq 200); do [ -s "$cli_tmp/$name.port" ] && break; sleep 0.05; done
-    port=$(cat "$cli_tmp/$name.port" 2>/dev/null)
-    echo "$name: $(head -2 "$cli_tmp/$name.err" | tail -1)"
-    [ -n "$port" ] || cli_bad "$name did not start: $(cat "$cli_tmp/$name.err")"
+    cli_serve "$name" --model $M "$@"
 }
 # post NAME BODYFILE [curl args]: status to $cli_tmp/NAME.code, body to $cli_tmp/NAME.json
 post() {
@@ -157,5 +147,5 @@ wait $pid; rc=$?
 echo "queue: SIGTERM with a request in flight -> exit $rc; $(tail -2 "$cli_tmp/queue.err" | tr '\n' ' ')"
 [ "$rc" -eq 0 ] || cli_bad "exit $rc after SIGTERM"
 grep -q "serve: stopped" "$cli_tmp/queue.err" || cli_bad "no stop line"
-pids=()
+cli_pids=()
 finish

@@ -32,19 +32,10 @@ echo "run B: the same with --http 0 (any free port), under requests"
 B=$cli_tmp/B
 "$BERTC" train "${COMMON[@]}" --out "$B" --http 0 >"$B.log" 2>&1 &
 pid=$!
-port=
-for _ in $(seq 1 200); do
-    port=$(grep -oE 'live page: http://127\.0\.0\.1:[0-9]+/' "$B.log" | grep -oE '[0-9]+/$' | tr -d /)
-    [ -n "$port" ] && break
-    sleep 0.05
-done
+port=$(cli_live_port "$B.log" 127.0.0.1)
 echo "  live page on port ${port:-none}"
 [ -n "$port" ] || cli_bad "no 'live page:' line: $(head -5 "$B.log")"
-# wait for a few steps
-for _ in $(seq 1 400); do
-    [ -f "$B/metrics.csv" ] && [ "$(wc -l <"$B/metrics.csv")" -gt 5 ] && break
-    sleep 0.05
-done
+cli_wait_lines "$B/metrics.csv" 5 # a few steps
 if [ -n "$port" ]; then
     cli_n=$((cli_n + 1))
     get "$port" /api/status >"$cli_tmp/status"

@@ -35,17 +35,12 @@ R=$cli_tmp/run
     --api-key-file "$cli_tmp/key" >"$R.log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null; rm -rf "$cli_tmp"' EXIT
-port=
-for _ in $(seq 1 400); do
-    port=$(grep -oE 'live page: http://0\.0\.0\.0:[0-9]+/' "$R.log" | grep -oE '[0-9]+/$' | tr -d /)
-    [ -n "$port" ] && break
-    sleep 0.05
-done
+port=$(cli_live_port "$R.log" 0.0.0.0)
 echo "live page on port ${port:-none}: $(grep -F 'live page' "$R.log")"
 [ -n "$port" ] || cli_bad "no 'live page:' line: $(head -5 "$R.log")"
 grep -qF "it needs the API key: open /?key=KEY" "$R.log" || cli_bad "the live page line does not say a key is needed"
 grep -q "warning" "$R.log" && cli_bad "a warning with a key: $(grep warning "$R.log")"
-for _ in $(seq 1 400); do [ -f "$R/metrics.csv" ] && [ "$(wc -l <"$R/metrics.csv")" -gt 2 ] && break; sleep 0.05; done
+cli_wait_lines "$R/metrics.csv" 2
 # get NAME PATH [curl args]: status in NAME.code, head in NAME.head, body in NAME.body
 get() {
     local name=$1 path=$2

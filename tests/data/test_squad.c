@@ -198,6 +198,54 @@ static void test_relocate(void)
     squad_free(&d);
 }
 
+/* Up to 3 random edits: a byte replaced, deleted, or made a JSON
+ * delimiter. */
+static void squad_mutate(char *buf, size_t *len, int it, uint64_t *state)
+{
+    int edits = 1 + it % 3;
+    for (int e = 0; e < edits; e++) {
+        *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+        size_t at = (size_t)(*state >> 33) % *len;
+        unsigned char byte = (unsigned char)(*state >> 20);
+        int kind = (int)((*state >> 12) % 3);
+        if (kind == 0) buf[at] = (char)byte;                                    /* replace */
+        else if (kind == 1) memmove(buf + at, buf + at + 1, (*len)-- - at - 1); /* delete */
+        else buf[at] = "{}[]\",:0-9"[byte % 11];                               /* structural */
+    }
+    /* the file is the text: up to a NUL byte a replacement may have made */
+    const char *nul = memchr(buf, 0, *len);
+    if (nul) *len = (size_t)(nul - buf);
+}
+
+/* The answers of d whose text is not at their offset. */
+static int misplaced_answers(const squad_data *d)
+{
+    int bad = 0;
+    for (int i = 0; i < d->n; i++) {
+        const squad_example *x = &d->ex[i];
+        const squad_context *c = &d->contexts[x->context];
+        for (int k = 0; k < x->n_answers; k++) {
+            int st = x->answer_start[k];
+            size_t tl = strlen(x->answer_text[k]);
+            bad += st >= 0 && (st > c->ncp || c->cp_byte[st] + tl > c->nbytes ||
+                               memcmp(c->text + c->cp_byte[st], x->answer_text[k], tl));
+        }
+    }
+    return bad;
+}
+
+/* Loads a mutant; adds its misplaced answers to *bad. */
+static int squad_load_check(const char *path, void *bad)
+{
+    squad_data d;
+    int rc = squad_load(path, &d);
+    if (rc == 0) {
+        *(int *)bad += misplaced_answers(&d);
+        squad_free(&d);
+    }
+    return rc;
+}
+
 /* Random byte changes to a small valid file: every result is a clean load
  * (with answers where it says) or ERR_INPUT, never a crash. */
 static void test_mutations(void)
@@ -207,48 +255,9 @@ static void test_mutations(void)
         "\"qas\": [{\"id\": \"q1\", \"question\": \"Where?\", \"answers\": [{\"text\": \"here\", \"answer_start\": 11}, "
         "{\"text\": \"caf\u00e9\", \"answer_start\": 3}]}, {\"id\": \"q2\", \"question\": \"What?\", \"answers\": [], "
         "\"is_impossible\": true}]}]}]}";
-    size_t n = strlen(base);
-    char *buf = malloc(n + 8);
-    uint64_t state = 12345;
-    int iters = tu_sanitized() ? 400 : 3000, loaded = 0, rejected = 0, other = 0, bad = 0;
-    for (int it = 0; it < iters; it++) {
-        memcpy(buf, base, n + 1);
-        size_t len = n;
-        int edits = 1 + it % 3;
-        for (int e = 0; e < edits; e++) {
-            state = state * 6364136223846793005ull + 1442695040888963407ull;
-            size_t at = (size_t)(state >> 33) % len;
-            unsigned char byte = (unsigned char)(state >> 20);
-            int kind = (int)((state >> 12) % 3);
-            if (kind == 0) buf[at] = (char)byte;                              /* replace */
-            else if (kind == 1) memmove(buf + at, buf + at + 1, len-- - at);  /* delete */
-            else buf[at] = "{}[]\",:0-9"[byte % 11];                         /* structural */
-        }
-        buf[len] = 0;
-        const char *path = tu_write_tmp("mutant.json", buf);
-        squad_data d;
-        int rc = squad_load(path, &d);
-        if (rc == 0) {
-            loaded++;
-            for (int i = 0; i < d.n; i++) {
-                const squad_example *x = &d.ex[i];
-                const squad_context *c = &d.contexts[x->context];
-                for (int k = 0; k < x->n_answers; k++) {
-                    int st = x->answer_start[k];
-                    size_t tl = strlen(x->answer_text[k]);
-                    if (st >= 0 && (st > c->ncp || c->cp_byte[st] + tl > c->nbytes ||
-                                    memcmp(c->text + c->cp_byte[st], x->answer_text[k], tl)))
-                        bad++;
-                }
-            }
-            squad_free(&d);
-        } else if (rc == ERR_INPUT) {
-            rejected++;
-        } else {
-            other++;
-        }
-    }
-    free(buf);
+    int iters = tu_sanitized() ? 400 : 3000, bad = 0, n[3];
+    tu_mutants("mutant.json", base, strlen(base), iters, 12345, squad_mutate, squad_load_check, &bad, n);
+    int loaded = n[0], rejected = n[1], other = n[2];
     printf("mutations: %d files, %d loaded, %d rejected (ERR_INPUT), %d other codes, %d misplaced answers\n", iters,
            loaded, rejected, other, bad);
     CHECK(other == 0 && bad == 0, "mutations: %d other return codes, %d misplaced answers", other, bad);

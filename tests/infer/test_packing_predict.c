@@ -40,6 +40,38 @@ static int run_logits(bert_model *bm, int packing, const features *f, float *s, 
     return qa_model_logits(&m, f, s, e, NULL);
 }
 
+/* The packed logits against the padded ones on every real position (within
+ * 1e-5 of the largest), -inf on the packed padding; the padded padding is
+ * set to -inf, as the masked padded path gives it. */
+static void compare_logits(const features *f, int nq, float *s_pad, float *e_pad, const float *s_pk, const float *e_pk)
+{
+    size_t n = (size_t)f->n * f->T;
+    long real = 0, bad = 0, pad_not_inf = 0;
+    double mx = 0, worst = 0;
+    for (size_t i = 0; i < n; i++)
+        if (f->attention_mask[i]) {
+            mx = fabs(s_pad[i]) > mx ? fabs(s_pad[i]) : mx;
+            mx = fabs(e_pad[i]) > mx ? fabs(e_pad[i]) : mx;
+        }
+    for (size_t i = 0; i < n; i++) {
+        if (!f->attention_mask[i]) {
+            pad_not_inf += !(isinf(s_pk[i]) && s_pk[i] < 0 && isinf(e_pk[i]) && e_pk[i] < 0);
+            s_pad[i] = e_pad[i] = -INFINITY; /* the masked padded path */
+            continue;
+        }
+        real++;
+        double ds = fabs(s_pk[i] - s_pad[i]), de = fabs(e_pk[i] - e_pad[i]);
+        double dd = ds > de ? ds : de;
+        worst = dd > worst ? dd : worst;
+        bad += !(dd <= 1e-5 * mx);
+    }
+    printf("%d questions, %d windows, %ld real positions of %zu (%.1f%% padding): logits max |diff| %.3e, "
+           "largest |logit| %.3f, %ld beyond 1e-5 relative\n",
+           nq, f->n, real, n, 100.0 * (double)(n - (size_t)real) / (double)n, worst, mx, bad);
+    CHECK(bad == 0, "%ld logits differ beyond 1e-5 of the largest", bad);
+    CHECK(pad_not_inf == 0, "%ld padding positions are not -inf", pad_not_inf);
+}
+
 int main(int argc, char **argv)
 {
     int all = argc > 1 && !strcmp(argv[1], "all");
@@ -85,30 +117,7 @@ int main(int argc, char **argv)
     if (!rc) rc = run_logits(pk, 1, &f, s_pk, e_pk);
     CHECK(rc == 0, "logits: %s", err_msg());
     if (!rc) {
-        long real = 0, bad = 0, pad_not_inf = 0;
-        double mx = 0, worst = 0;
-        for (size_t i = 0; i < n; i++)
-            if (f.attention_mask[i]) {
-                mx = fabs(s_pad[i]) > mx ? fabs(s_pad[i]) : mx;
-                mx = fabs(e_pad[i]) > mx ? fabs(e_pad[i]) : mx;
-            }
-        for (size_t i = 0; i < n; i++) {
-            if (!f.attention_mask[i]) {
-                pad_not_inf += !(isinf(s_pk[i]) && s_pk[i] < 0 && isinf(e_pk[i]) && e_pk[i] < 0);
-                s_pad[i] = e_pad[i] = -INFINITY; /* the masked padded path */
-                continue;
-            }
-            real++;
-            double ds = fabs(s_pk[i] - s_pad[i]), de = fabs(e_pk[i] - e_pad[i]);
-            double dd = ds > de ? ds : de;
-            worst = dd > worst ? dd : worst;
-            bad += !(dd <= 1e-5 * mx);
-        }
-        printf("%d questions, %d windows, %ld real positions of %zu (%.1f%% padding): logits max |diff| %.3e, "
-               "largest |logit| %.3f, %ld beyond 1e-5 relative\n",
-               d.n, f.n, real, n, 100.0 * (double)(n - (size_t)real) / (double)n, worst, mx, bad);
-        CHECK(bad == 0, "%ld logits differ beyond 1e-5 of the largest", bad);
-        CHECK(pad_not_inf == 0, "%ld padding positions are not -inf", pad_not_inf);
+        compare_logits(&f, d.n, s_pad, e_pad, s_pk, e_pk);
 
         qa_predictions a = {0}, b = {0};
         postprocess_opts po = {.n_best = PREDICT_N_BEST, .max_answer_length = PREDICT_MAX_ANSWER_LENGTH};

@@ -27,16 +27,12 @@ static void check_reference(const char *name, json_t *contexts)
 {
     ppref ref;
     if (ppref_read(&ref, name, 0, contexts, "SQuAD dev")) return;
+    qa_predictions p;
+    int rc = ppref_predict(&ref, &(postprocess_opts){0}, &p);
+    CHECK(rc == 0, "postprocess: %s", err_msg());
     ppref_reader *r = &ref.r;
     squad_data *d = &ref.d;
-    const features *f = &ref.f;
-    const float *sl = ref.start_logits, *el = ref.end_logits;
-    int ne = ref.ne, nf = ref.nf, T = ref.T, n_best = ref.n_best, max_len = ref.max_len;
-
-    qa_predictions p;
-    int rc = postprocess_predictions(d, f, sl, el,
-                                     &(postprocess_opts){.n_best = n_best, .max_answer_length = max_len}, &p);
-    CHECK(rc == 0, "postprocess: %s", err_msg());
+    int ne = ref.ne;
     int text_bad = 0, n_empty = 0;
     ppref_nbest_diff nd = {0};
     for (int i = 0; rc == 0 && i < ne && !r->bad; i++) {
@@ -52,7 +48,7 @@ static void check_reference(const char *name, json_t *contexts)
     CHECK(!r->bad && r->p == r->end, "%s: layout", name);
     printf("%s: %d examples, %d features, T=%d: %d prediction texts differ, %d n-best counts differ, "
            "%d of %d n-best entries differ in text/order/logits; max |score diff| %.2e, max |prob diff| %.2e; %d \"empty\"\n",
-           name, ne, nf, T, text_bad, nd.nbest_bad, nd.order_bad, nd.n_answers, nd.max_score, nd.max_prob, n_empty);
+           name, ne, ref.nf, ref.T, text_bad, nd.nbest_bad, nd.order_bad, nd.n_answers, nd.max_score, nd.max_prob, n_empty);
     CHECK(text_bad == 0 && nd.nbest_bad == 0 && nd.order_bad == 0, "%s: predictions differ from utils_qa.py", name);
     CHECK(nd.max_score <= 1e-6 && nd.max_prob <= 1e-6, "%s: scores %.3g probabilities %.3g beyond 1e-6", name,
           nd.max_score, nd.max_prob);
@@ -63,14 +59,10 @@ static void check_reference(const char *name, json_t *contexts)
     char out[512];
     snprintf(out, sizeof out, "%s/%s.predictions.json", tu_tmpdir(), name);
     CHECK(predictions_write_json(out, d, &p) == 0, "write %s: %s", out, err_msg());
-    char *js;
     size_t jn;
-    if (file_read_all(out, &js, &jn) == 0) {
-        uint64_t h = hash64(js, jn, HASH64_INIT);
-        printf("%s: predictions.json %zu bytes, %s Python's\n", name, jn, h == want_pred_hash ? "identical to" : "DIFFERENT from");
-        CHECK(h == want_pred_hash, "%s: predictions.json bytes differ from json.dumps(indent=4, ensure_ascii=False)", name);
-        free(js);
-    }
+    uint64_t h = ppref_file_hash(out, &jn);
+    printf("%s: predictions.json %zu bytes, %s Python's\n", name, jn, h == want_pred_hash ? "identical to" : "DIFFERENT from");
+    CHECK(h == want_pred_hash, "%s: predictions.json bytes differ from json.dumps(indent=4, ensure_ascii=False)", name);
     snprintf(out, sizeof out, "%s/%s.nbest.json", tu_tmpdir(), name);
     CHECK(nbest_write_json(out, d, &p) == 0, "write %s: %s", out, err_msg());
     json_error_t je;
@@ -82,12 +74,10 @@ static void check_reference(const char *name, json_t *contexts)
         CHECK(t && strcmp(t, p.nbest[0][0].text) == 0, "nbest file: first text");
     }
     json_decref(nj);
-    if (file_read_all(out, &js, &jn) == 0) {
-        /* numpy's float32 exp may differ from expf in the last bit, so this is reported, not required */
-        printf("%s: nbest_predictions.json %zu bytes, %s Python's (informational)\n", name, jn,
-               hash64(js, jn, HASH64_INIT) == want_nbest_hash ? "identical to" : "differs from");
-        free(js);
-    }
+    /* numpy's float32 exp may differ from expf in the last bit, so this is reported, not required */
+    h = ppref_file_hash(out, &jn);
+    printf("%s: nbest_predictions.json %zu bytes, %s Python's (informational)\n", name, jn,
+           h == want_nbest_hash ? "identical to" : "differs from");
     qa_predictions_free(&p);
     ppref_free(&ref);
 }

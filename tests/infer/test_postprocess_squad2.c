@@ -28,33 +28,18 @@
 
 #include "postprocess_ref.h"
 
-static uint64_t file_hash(const char *path, size_t *len)
-{
-    char *s;
-    size_t n;
-    if (file_read_all(path, &s, &n) != 0) return 0;
-    uint64_t h = hash64(s, n, HASH64_INIT);
-    free(s);
-    *len = n;
-    return h;
-}
-
 static void check_reference(const char *name, json_t *contexts)
 {
     ppref ref;
     if (ppref_read(&ref, name, 1, contexts, "the v2 slice")) return;
+    const double *thr = ref.thr;
+    postprocess_opts po = {.version_2_with_negative = 1, .null_score_diff_threshold = thr[0]};
+    qa_predictions p;
+    int rc = ppref_predict(&ref, &po, &p);
+    CHECK(rc == 0, "postprocess: %s", err_msg());
     ppref_reader *r = &ref.r;
     squad_data *d = &ref.d;
-    const features *f = &ref.f;
-    const float *sl = ref.start_logits, *el = ref.end_logits;
-    int ne = ref.ne, nf = ref.nf, T = ref.T, n_best = ref.n_best, max_len = ref.max_len, nt = ref.nt;
-    const double *thr = ref.thr;
-
-    qa_predictions p;
-    postprocess_opts po = {.n_best = n_best, .max_answer_length = max_len, .version_2_with_negative = 1};
-    po.null_score_diff_threshold = thr[0];
-    int rc = postprocess_predictions(d, f, sl, el, &po, &p);
-    CHECK(rc == 0, "postprocess: %s", err_msg());
+    int ne = ref.ne, nt = ref.nt;
     int text_bad = 0, diff_bad = 0, n_null = 0;
     ppref_nbest_diff nd = {0};
     for (int i = 0; rc == 0 && i < ne && !r->bad; i++) {
@@ -77,7 +62,7 @@ static void check_reference(const char *name, json_t *contexts)
     printf("%s: %d examples, %d features, T=%d: %d predictions differ, %d null odds differ, %d n-best counts differ, "
            "%d of %d n-best entries differ in text/order/logits; max |score diff| %.2e, max |prob diff| %.2e; "
            "%d null predictions, %d null entries in n-best lists\n",
-           name, ne, nf, T, text_bad, diff_bad, nd.nbest_bad, nd.order_bad, nd.n_answers, nd.max_score, nd.max_prob,
+           name, ne, ref.nf, ref.T, text_bad, diff_bad, nd.nbest_bad, nd.order_bad, nd.n_answers, nd.max_score, nd.max_prob,
            n_null, nd.n_null_entries);
     CHECK(text_bad == 0 && diff_bad == 0 && nd.nbest_bad == 0 && nd.order_bad == 0,
           "%s: predictions differ from utils_qa.py", name);
@@ -90,25 +75,25 @@ static void check_reference(const char *name, json_t *contexts)
     size_t jn = 0;
     snprintf(out, sizeof out, "%s/%s.null_odds.json", tu_tmpdir(), name);
     CHECK(null_odds_write_json(out, d, &p) == 0, "write %s: %s", out, err_msg());
-    uint64_t h = file_hash(out, &jn);
+    uint64_t h = ppref_file_hash(out, &jn);
     printf("%s: null_odds.json %zu bytes, %s Python's\n", name, jn, h == want_odds ? "identical to" : "DIFFERENT from");
     CHECK(h == want_odds, "%s: null_odds.json bytes differ", name);
     snprintf(out, sizeof out, "%s/%s.nbest.json", tu_tmpdir(), name);
     CHECK(nbest_write_json(out, d, &p) == 0, "write %s: %s", out, err_msg());
-    h = file_hash(out, &jn);
+    h = ppref_file_hash(out, &jn);
     printf("%s: nbest_predictions.json %zu bytes, %s Python's (informational: numpy's float32 exp)\n", name, jn,
            h == want_nbest ? "identical to" : "differs from");
     qa_predictions_free(&p);
     for (int t = 0; t < nt; t++) {
         po.null_score_diff_threshold = thr[t];
-        rc = postprocess_predictions(d, f, sl, el, &po, &p);
+        rc = ppref_predict(&ref, &po, &p);
         CHECK(rc == 0, "postprocess at %g: %s", thr[t], err_msg());
         if (rc) continue;
         int nn = 0;
         for (int i = 0; i < ne; i++) nn += qa_prediction_text(&p, i)[0] == 0;
         snprintf(out, sizeof out, "%s/%s.pred%d.json", tu_tmpdir(), name, t);
         CHECK(predictions_write_json(out, d, &p) == 0, "write %s: %s", out, err_msg());
-        h = file_hash(out, &jn);
+        h = ppref_file_hash(out, &jn);
         printf("%s: threshold %g: %d null answers, predictions.json %zu bytes, %s Python's\n", name, thr[t], nn, jn,
                h == want_pred[t] ? "identical to" : "DIFFERENT from");
         CHECK(h == want_pred[t], "%s: predictions.json at threshold %g differs", name, thr[t]);

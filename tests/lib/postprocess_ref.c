@@ -155,6 +155,26 @@ int ppref_read(ppref *ref, const char *name, int squad2, json_t *contexts, const
     return 0;
 }
 
+int ppref_predict(const ppref *ref, const postprocess_opts *po, qa_predictions *p)
+{
+    postprocess_opts o = *po;
+    o.n_best = ref->n_best;
+    o.max_answer_length = ref->max_len;
+    return postprocess_predictions(&ref->d, &ref->f, ref->start_logits, ref->end_logits, &o, p);
+}
+
+uint64_t ppref_file_hash(const char *path, size_t *len)
+{
+    char *s;
+    size_t n;
+    *len = 0;
+    if (file_read_all(path, &s, &n) != 0) return 0;
+    uint64_t h = hash64(s, n, HASH64_INIT);
+    free(s);
+    *len = n;
+    return h;
+}
+
 void ppref_free(ppref *ref)
 {
     for (int i = 0; i < ref->d.n; i++) free(ref->d.ex[i].id);

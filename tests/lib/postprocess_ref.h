@@ -63,6 +63,12 @@ typedef struct {
  * each. Returns 0, or -1 (a counted failure) when the file cannot be read. */
 int ppref_read(ppref *ref, const char *name, int squad2, json_t *contexts, const char *source);
 void ppref_free(ppref *ref);
+/* postprocess_predictions of the file's windows and logits with its n_best
+ * and max_answer_length (the rest of po: the caller's). */
+int ppref_predict(const ppref *ref, const postprocess_opts *po, qa_predictions *p);
+/* hash64 of a written file's bytes, their count in *len (0 and 0 when it
+ * cannot be read). */
+uint64_t ppref_file_hash(const char *path, size_t *len);
 
 /* How the n-best lists differ from the reference's, summed over examples. */
 typedef struct {

@@ -140,6 +140,22 @@ const char *tu_write_tmp_bytes(const char *name, const void *data, size_t n)
     return p;
 }
 
+void tu_mutants(const char *name, const void *base, size_t n, int iters, uint64_t seed, tu_mutate_fn mutate,
+                tu_load_fn load, void *arg, int counts[3])
+{
+    char *buf = malloc(n + 8);
+    uint64_t state = seed;
+    counts[0] = counts[1] = counts[2] = 0;
+    for (int it = 0; it < iters; it++) {
+        memcpy(buf, base, n);
+        size_t len = n;
+        mutate(buf, &len, it, &state);
+        int rc = load(tu_write_tmp_bytes(name, buf, len), arg);
+        counts[rc == 0 ? 0 : rc == ERR_INPUT ? 1 : 2]++;
+    }
+    free(buf);
+}
+
 const char *tu_write_tmp(const char *name, const char *text)
 {
     return tu_write_tmp_bytes(name, text, strlen(text));
@@ -244,4 +260,33 @@ int32_t *tu_st_i32(const st_file *f, const char *name, size_t n)
     int32_t *out = malloc(n * sizeof *out);
     memcpy(out, t->data, n * sizeof *out); /* the mapping need not be 4-byte aligned */
     return out;
+}
+
+int tu_st_batch(const st_file *f, int labels, bert_batch *b)
+{
+    memset(b, 0, sizeof *b);
+    int32_t *shape = tu_st_i32(f, "shape", 2);
+    if (!shape) return -1;
+    b->B = shape[0];
+    b->T = shape[1];
+    free(shape);
+    size_t BT = (size_t)b->B * b->T;
+    b->input_ids = tu_st_i32(f, "input_ids", BT);
+    b->token_type_ids = tu_st_i32(f, "token_type_ids", BT);
+    b->attention_mask = tu_st_i32(f, "attention_mask", BT);
+    if (labels) {
+        b->start_positions = tu_st_i32(f, "start_positions", (size_t)b->B);
+        b->end_positions = tu_st_i32(f, "end_positions", (size_t)b->B);
+    }
+    int ok = b->input_ids && b->token_type_ids && b->attention_mask && (!labels || (b->start_positions && b->end_positions));
+    return ok ? 0 : -1;
+}
+
+void tu_st_batch_free(bert_batch *b)
+{
+    free((void *)b->input_ids);
+    free((void *)b->token_type_ids);
+    free((void *)b->attention_mask);
+    free((void *)b->start_positions);
+    free((void *)b->end_positions);
 }

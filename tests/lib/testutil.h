@@ -6,6 +6,7 @@
 #ifndef BERTC_TESTUTIL_H
 #define BERTC_TESTUTIL_H
 
+#include "model/bert.h"
 #include "model/config.h"
 #include "model/params.h"
 #include "model/hf_dir.h"
@@ -98,5 +99,22 @@ void tu_make_batch(const tu_batch_spec *s, int32_t *ids, int32_t *types, int32_t
  * missing, of another size or type. */
 float *tu_st_f32(const st_file *f, const char *name, size_t n);
 int32_t *tu_st_i32(const st_file *f, const char *name, size_t n);
+/* Mutation testing of a file reader: iters copies of the valid bytes
+ * base[0..n), each changed by mutate (in place; the buffer holds n + 8
+ * bytes; *len may shrink; it: the copy's number; *state: the caller's
+ * generator, from seed) and written to NAME in tu_tmpdir(), then given to
+ * load, which returns the reader's code (having checked what it read, when
+ * 0). Counts the codes: counts[0] 0, counts[1] ERR_INPUT, counts[2] any
+ * other. */
+typedef void (*tu_mutate_fn)(char *buf, size_t *len, int it, uint64_t *state);
+typedef int (*tu_load_fn)(const char *path, void *arg);
+void tu_mutants(const char *name, const void *base, size_t n, int iters, uint64_t seed, tu_mutate_fn mutate,
+                tu_load_fn load, void *arg, int counts[3]);
+/* The batch of a reference file: its "shape" (B, T), "input_ids",
+ * "token_type_ids", "attention_mask" and, with labels, "start_positions"
+ * and "end_positions", in malloc'ed arrays (tu_st_batch_free); -1 (counted
+ * failures) when one is missing. */
+int tu_st_batch(const st_file *f, int labels, bert_batch *b);
+void tu_st_batch_free(bert_batch *b);
 
 #endif

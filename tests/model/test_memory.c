@@ -209,6 +209,8 @@ static int plans_equal(const memory_answer *a, const memory_answer *b)
            a->total == b->total;
 }
 
+static void check_layouts_refused(void);
+
 /* Pipeline stages and the sharded optimizer (memory_plan's layouts): one stage
  * is the whole model's plan; stages' parameters, gradients and Adam state
  * sum to the whole; sharding over D ranks divides Adam's m and v by D up to
@@ -321,6 +323,13 @@ static void check_layouts(void)
             }
         }
     }
+    check_layouts_refused();
+}
+
+/* Layouts memory_plan refuses: stages or ranks out of range, a stage past
+ * the last, packed micro-batches on stages. */
+static void check_layouts_refused(void)
+{
     bert_config cfg;
     config_named("base", 30522, &cfg);
     memory_answer st;

@@ -176,21 +176,10 @@ int main(void)
           "config L%d H%d A%d I%d V%d", cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads,
           cfg.intermediate_size, cfg.vocab_size);
 
-    int32_t *shape = tu_st_i32(&ref, "shape", 2);
+    bert_batch batch;
     float *hp = tu_st_f32(&ref, "hparams", 8);
-    if (!shape || !hp) return tu_done();
-    int B = shape[0], T = shape[1];
-    size_t BT = (size_t)B * T;
-    bert_batch batch = {.B = B, .T = T};
-    int32_t *ids = tu_st_i32(&ref, "input_ids", BT), *types = tu_st_i32(&ref, "token_type_ids", BT);
-    int32_t *mask = tu_st_i32(&ref, "attention_mask", BT), *sp = tu_st_i32(&ref, "start_positions", B);
-    int32_t *ep = tu_st_i32(&ref, "end_positions", B);
-    if (!ids || !types || !mask || !sp || !ep) return tu_done();
-    batch.input_ids = ids;
-    batch.token_type_ids = types;
-    batch.attention_mask = mask;
-    batch.start_positions = sp;
-    batch.end_positions = ep;
+    if (tu_st_batch(&ref, 1, &batch) || !hp) return tu_done();
+    int B = batch.B, T = batch.T;
 
     backend be;
     bert_model *m = NULL;
@@ -221,7 +210,8 @@ int main(void)
 
     free(params);
     free(zero_grad);
-    free(ids), free(types), free(mask), free(sp), free(ep), free(shape), free(hp);
+    tu_st_batch_free(&batch);
+    free(hp);
     optim_free(opt);
     bert_model_free(m);
     backend_free(&be);

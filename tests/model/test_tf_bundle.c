@@ -108,14 +108,10 @@ static void check_logits(void)
         CHECK(0, "%s", err_msg());
         return;
     }
-    int32_t *shape = tu_st_i32(&ref, "shape", 2);
-    if (!shape) return;
-    int B = shape[0], T = shape[1];
+    bert_batch batch;
+    if (tu_st_batch(&ref, 0, &batch)) return;
+    int B = batch.B, T = batch.T;
     size_t BT = (size_t)B * T;
-    bert_batch batch = {.B = B, .T = T};
-    batch.input_ids = tu_st_i32(&ref, "input_ids", BT);
-    batch.token_type_ids = tu_st_i32(&ref, "token_type_ids", BT);
-    batch.attention_mask = tu_st_i32(&ref, "attention_mask", BT);
     backend be;
     bert_model *m = NULL;
     if (backend_cpu_create(&be, 2) ||
@@ -137,10 +133,7 @@ static void check_logits(void)
     free(el);
     bert_model_free(m);
     backend_free(&be);
-    free((void *)batch.input_ids);
-    free((void *)batch.token_type_ids);
-    free((void *)batch.attention_mask);
-    free(shape);
+    tu_st_batch_free(&batch);
     st_close(&ref);
     free(params);
     param_table_free(&t);

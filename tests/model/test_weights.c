@@ -272,6 +272,37 @@ static void test_bad_files(void)
     expect_open_error("a directory", make_dir("dir.safetensors"), "not a regular file", NULL);
 }
 
+/* Up to 4 bytes changed, mostly in the length and the header: to a JSON
+ * or dtype character, or any byte. */
+static void st_mutate(char *m, size_t *len, int it, uint64_t *x)
+{
+    int flips = 1 + it % 4;
+    for (int k = 0; k < flips; k++) {
+        *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
+        size_t pos = (*x >> 8) % (it % 10 ? 8 + 160 : *len);
+        const char pool[] = "0123456789[]{}\",:- \"FIUB\\";
+        m[pos] = (*x >> 40) & 1 ? pool[(*x >> 48) % (sizeof pool - 1)] : (char)(*x >> 32);
+    }
+}
+
+/* Opens a mutant and reads its small tensors (ASan checks the reads). */
+static int st_open_read(const char *path, void *arg)
+{
+    st_file f;
+    int rc = st_open(path, &f);
+    if (rc) return rc;
+    for (int i = 0; i < f.n; i++) {
+        const st_tensor *t = &f.tensors[i];
+        size_t n = t->numel < 64 ? t->numel : 0;
+        float fo[64];
+        int64_t io[64];
+        if (n == t->numel) (t->dtype == ST_I32 || t->dtype == ST_I64) ? st_read_i64(&f, t, io, n)
+                                                                       : st_read_f32(&f, t, fo, n);
+    }
+    st_close(&f);
+    return 0;
+}
+
 /* Every truncation of a good file is refused; random byte changes in it
  * are refused or read cleanly, never a crash (ASan checks the reads). */
 static void test_mutations(void)
@@ -294,41 +325,11 @@ static void test_mutations(void)
     }
     printf("truncations: %d of %zu refused\n", refused, len);
     CHECK(refused == (int)len, "%zu truncations accepted", len - (size_t)refused);
-    uint64_t x = 0x9e3779b97f4a7c15ull;
-    int iters = tu_sanitized() ? 400 : 4000, opened = 0, errs = 0, other = 0;
-    char *m = malloc(len);
-    for (int it = 0; it < iters; it++) {
-        memcpy(m, bytes, len);
-        int flips = 1 + it % 4;
-        for (int k = 0; k < flips; k++) {
-            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-            size_t pos = (x >> 8) % (it % 10 ? 8 + 160 : len); /* mostly the length and the header */
-            const char pool[] = "0123456789[]{}\",:- \"FIUB\\";
-            m[pos] = (x >> 40) & 1 ? pool[(x >> 48) % (sizeof pool - 1)] : (char)(x >> 32);
-        }
-        tu_write_file(bad, m, len);
-        st_file f;
-        int rc = st_open(bad, &f);
-        if (rc == 0) {
-            opened++;
-            for (int i = 0; i < f.n; i++) {
-                const st_tensor *t = &f.tensors[i];
-                size_t n = t->numel < 64 ? t->numel : 0;
-                float fo[64];
-                int64_t io[64];
-                if (n == t->numel) (t->dtype == ST_I32 || t->dtype == ST_I64) ? st_read_i64(&f, t, io, n)
-                                                                               : st_read_f32(&f, t, fo, n);
-            }
-            st_close(&f);
-        } else if (rc == ERR_INPUT) {
-            errs++;
-        } else {
-            other++;
-        }
-    }
+    int iters = tu_sanitized() ? 400 : 4000, n[3];
+    tu_mutants("mut.safetensors", bytes, len, iters, 0x9e3779b97f4a7c15ull, st_mutate, st_open_read, NULL, n);
+    int opened = n[0], errs = n[1], other = n[2];
     printf("mutations: %d files, %d opened, %d refused with ERR_INPUT, %d other\n", iters, opened, errs, other);
     CHECK(other == 0 && errs > iters / 2, "mutations: %d other results", other);
-    free(m);
     free(bytes);
 }
 

@@ -9,6 +9,7 @@
  * a bad key is refused at start. */
 #define _GNU_SOURCE
 #include "testutil.h"
+#include "loopback.h"
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/fileio.h"
@@ -27,20 +28,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-static int connect_to(int port, int nonblock)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | (nonblock ? SOCK_NONBLOCK : 0), 0);
-    if (fd < 0) return -1;
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0 && errno != EINPROGRESS) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
+static int connect_to(int port, int nonblock) { return loopback_dial(port, nonblock ? SOCK_NONBLOCK : 0, 0); }
 
 /* Sends req, reads the whole answer (until the server closes, 10 s at most)
  * into a malloc'ed string; returns the status code (0: none). */

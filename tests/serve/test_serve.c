@@ -11,6 +11,7 @@
 #include "serve/serve_batch.h"
 #include "serve/serve_http.h"
 #include "testutil.h"
+#include "loopback.h"
 
 #include <arpa/inet.h>
 #include <jansson.h>
@@ -38,16 +39,8 @@ typedef struct {
 static int http_do(int port, const char *method, const char *path, const char *body, size_t n, http_resp *r)
 {
     memset(r, 0, sizeof *r);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int fd = loopback_dial(port, 0, 0);
     if (fd < 0) return -1;
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
-        close(fd);
-        return -1;
-    }
     char head[256];
     int hn = snprintf(head, sizeof head,
                       "%s %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\n"

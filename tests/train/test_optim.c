@@ -174,6 +174,19 @@ static void check_nonfinite(const opt_rig *g, optim *o, float *got)
     printf("non-finite gradients: 2 steps skipped, %lld counted\n", (long long)optim_skipped(o));
 }
 
+/* The AdamW tests' recipe: large steps (lr 1e-2, weight decay 0.1,
+ * clipping at 1) over a schedule of `total` steps, one of warm-up. */
+static optim_config test_config(int64_t total)
+{
+    optim_config c = optim_config_default();
+    c.lr = 1e-2;
+    c.weight_decay = 0.1;
+    c.max_grad_norm = 1.0;
+    c.warmup_steps = 1;
+    c.total_steps = total;
+    return c;
+}
+
 static void test_adamw(backend *be)
 {
     bert_config cfg = tu_small_config(50, 2, 2);
@@ -191,12 +204,7 @@ static void test_adamw(backend *be)
         return;
     }
     be->i->upload(be->ctx, dp, hp, bytes);
-    optim_config c = optim_config_default();
-    c.lr = 1e-2;
-    c.weight_decay = 0.1;
-    c.max_grad_norm = 1.0;
-    c.warmup_steps = 1;
-    c.total_steps = 4;
+    optim_config c = test_config(4);
     int decay_tensors = 0;
     for (int i = 0; i < t.n; i++) decay_tensors += t.info[i].decay;
     CHECK(decay_tensors > 0 && decay_tensors < t.n, "the table mixes decay (%d) and no-decay tensors (%d)",
@@ -375,11 +383,7 @@ static void test_sharded(backend *be, int D)
     float *pf = be->i->alloc(be->ctx, bytes), *ps = be->i->alloc(be->ctx, bytes), *dg = be->i->alloc(be->ctx, bytes);
     be->i->upload(be->ctx, pf, hp, bytes);
     be->i->upload(be->ctx, ps, hp, bytes);
-    optim_config c = optim_config_default();
-    c.lr = 1e-2;
-    c.weight_decay = 0.1;
-    c.warmup_steps = 1;
-    c.total_steps = 6;
+    optim_config c = test_config(6);
     int same_norm = 1, same_skip = 1;
     for (int k = 0; k < 5; k++) {
         /* steps 0, 1, 3, 4 clipped; step 2 not; step 3 has a NaN (skipped) */
@@ -441,67 +445,89 @@ static void random_batch(int B, int T, int V, uint64_t seed, int32_t *ids, int32
     }
 }
 
+/* A model of tu_small_config(50, 2, 2) with random weights (seed 5), and
+ * a random batch of B <= RIG_MAX_B rows of RIG_T tokens (random_batch's
+ * seed): what the accumulation and determinism tests start from. */
+enum { RIG_MAX_B = 3, RIG_T = 16 };
+typedef struct {
+    bert_config cfg;
+    param_table t;
+    float *params; /* the initial weights */
+    int32_t ids[RIG_MAX_B * RIG_T], types[RIG_MAX_B * RIG_T], mask[RIG_MAX_B * RIG_T], sp[RIG_MAX_B], ep[RIG_MAX_B];
+    bert_batch batch;
+    bert_model *m;
+} model_rig;
+
+static int rig_open(model_rig *r, backend *be, int B, uint64_t seed)
+{
+    r->cfg = tu_small_config(50, 2, 2);
+    param_table_init(&r->t, &r->cfg);
+    r->params = malloc(r->t.total * sizeof *r->params);
+    model_init_random(&r->cfg, &r->t, r->params, 5);
+    random_batch(B, RIG_T, r->cfg.vocab_size, seed, r->ids, r->types, r->mask, r->sp, r->ep);
+    r->batch = (bert_batch){B, RIG_T, r->ids, r->types, r->mask, r->sp, r->ep, NULL, 0};
+    r->m = NULL;
+    int rc = bert_model_create(&r->m, &(bert_model_opts){.cfg = &r->cfg, .be = be, .max_B = B, .T = RIG_T});
+    if (!rc) rc = bert_model_set_params(r->m, r->params);
+    CHECK(rc == 0, "model: %s", err_msg());
+    return rc;
+}
+
+static void rig_close(model_rig *r)
+{
+    if (r->m) bert_model_free(r->m);
+    param_table_free(&r->t);
+    free(r->params);
+}
+
 static void test_accumulation(backend *be)
 {
-    bert_config cfg = tu_small_config(50, 2, 2);
-    enum { B = 2, T = 16 };
-    param_table t;
-    param_table_init(&t, &cfg);
-    float *init = malloc(t.total * sizeof *init);
-    model_init_random(&cfg, &t, init, 5);
-    int32_t ids[B * T], types[B * T], mask[B * T], sp[B], ep[B];
-    random_batch(B, T, cfg.vocab_size, 11, ids, types, mask, sp, ep);
-    bert_model *m = NULL;
-    if (bert_model_create(&m, &(bert_model_opts){.cfg = &cfg, .be = be, .max_B = B, .T = T}) ||
-        bert_model_set_params(m, init)) {
-        CHECK(0, "model: %s", err_msg());
+    enum { B = 2, T = RIG_T };
+    model_rig g;
+    if (rig_open(&g, be, B, 11)) {
+        rig_close(&g);
         return;
     }
+    bert_model *m = g.m;
+    size_t n = g.t.total;
     philox_stream rng = {.seed = 1};
-    bert_batch whole = {B, T, ids, types, mask, sp, ep, NULL, 0};
-    float *g1 = malloc(t.total * sizeof *g1), *g2 = malloc(t.total * sizeof *g2);
+    float *g1 = malloc(n * sizeof *g1), *g2 = malloc(n * sizeof *g2);
     bert_zero_grad(m);
-    int rc = bert_forward(m, &whole, 0, 0, rng, NULL, NULL, NULL);
+    int rc = bert_forward(m, &g.batch, 0, 0, rng, NULL, NULL, NULL);
     if (!rc) rc = bert_backward(m, 1.0f);
     CHECK(rc == 0, "whole batch: %s", err_msg());
-    be->i->download(be->ctx, g1, bert_model_grads(m), t.total * sizeof *g1);
+    be->i->download(be->ctx, g1, bert_model_grads(m), n * sizeof *g1);
     bert_zero_grad(m);
     for (int r = 0; r < B && !rc; r++) {
-        bert_batch one = {1, T, ids + r * T, types + r * T, mask + r * T, sp + r, ep + r, NULL, 0};
+        bert_batch one = {1, T, g.ids + r * T, g.types + r * T, g.mask + r * T, g.sp + r, g.ep + r, NULL, 0};
         rc = bert_forward(m, &one, 0, 0, rng, NULL, NULL, NULL);
         if (!rc) rc = bert_backward(m, 0.5f);
     }
     CHECK(rc == 0, "micro-batches: %s", err_msg());
-    be->i->download(be->ctx, g2, bert_model_grads(m), t.total * sizeof *g2);
-    tu_close("accumulation: 2 micro-batches x 1 row (grad_scale 0.5) vs 1 batch of 2 rows", g2, g1, t.total, 0, 1e-6);
+    be->i->download(be->ctx, g2, bert_model_grads(m), n * sizeof *g2);
+    tu_close("accumulation: 2 micro-batches x 1 row (grad_scale 0.5) vs 1 batch of 2 rows", g2, g1, n, 0, 1e-6);
     double sq = 0;
-    for (size_t j = 0; j < t.total; j++) sq += (double)g1[j] * g1[j];
+    for (size_t j = 0; j < n; j++) sq += (double)g1[j] * g1[j];
     CHECK(sq > 1e-6, "the gradients are not trivially zero (norm %g)", sqrt(sq));
-    free(g1), free(g2), free(init);
-    bert_model_free(m);
-    param_table_free(&t);
+    free(g1), free(g2);
+    rig_close(&g);
 }
 
 /* Three full training steps (dropout on) from the same start; returns the parameters. */
 static float *train_run(backend *be, uint64_t seed, size_t *n_out)
 {
-    bert_config cfg = tu_small_config(50, 2, 2);
-    enum { B = 3, T = 16 };
-    param_table t;
-    param_table_init(&t, &cfg);
-    float *p = malloc(t.total * sizeof *p);
-    model_init_random(&cfg, &t, p, 5);
-    int32_t ids[B * T], types[B * T], mask[B * T], sp[B], ep[B];
-    random_batch(B, T, cfg.vocab_size, 13, ids, types, mask, sp, ep);
-    bert_batch b = {B, T, ids, types, mask, sp, ep, NULL, 0};
-    bert_model *m = NULL;
+    model_rig g;
     optim *o = NULL;
-    if (bert_model_create(&m, &(bert_model_opts){.cfg = &cfg, .be = be, .max_B = B, .T = T}) ||
-        bert_model_set_params(m, p) || optim_create(&o, be, bert_model_table(m))) {
-        CHECK(0, "train_run: %s", err_msg());
-        free(p);
+    int rc = rig_open(&g, be, 3, 13);
+    if (!rc) {
+        rc = optim_create(&o, be, bert_model_table(g.m));
+        CHECK(rc == 0, "train_run: %s", err_msg());
+    }
+    if (rc) {
+        rig_close(&g);
         return NULL;
     }
+    bert_model *m = g.m;
     optim_config c = optim_config_default();
     c.lr = 1e-3;
     c.warmup_steps = 1;
@@ -509,16 +535,17 @@ static float *train_run(backend *be, uint64_t seed, size_t *n_out)
     for (int k = 0; k < 3; k++) {
         philox_stream rng = {.seed = seed, .step = (uint32_t)k};
         bert_zero_grad(m);
-        int rc = bert_forward(m, &b, 0.1f, 0.1f, rng, NULL, NULL, NULL);
+        rc = bert_forward(m, &g.batch, 0.1f, 0.1f, rng, NULL, NULL, NULL);
         if (!rc) rc = bert_backward(m, 1.0f);
         if (!rc) rc = optim_step(o, bert_model_params(m), bert_model_grads(m), &c, k, 1.0f, NULL);
         CHECK(rc == 0, "train step %d: %s", k, err_msg());
     }
+    float *p = g.params;
     bert_model_get_params(m, p);
-    *n_out = t.total;
+    *n_out = g.t.total;
     optim_free(o);
-    bert_model_free(m);
-    param_table_free(&t);
+    g.params = NULL; /* the result */
+    rig_close(&g);
     return p;
 }
 

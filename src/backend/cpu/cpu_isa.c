@@ -20,28 +20,49 @@ static unsigned long long xcr0(void)
     return ((unsigned long long)hi << 32) | lo;
 }
 
-/* Leaf 7 (AVX2, AVX-512, AMX) and the extended leaf's LZCNT. */
-static void detect_leaf7(cpu_isa_info *c)
+/* Where CPUID tells each feature: leaf, subleaf, register, bit. */
+enum { EAX, EBX, ECX, EDX };
+typedef struct {
+    unsigned leaf, sub;
+    int reg, bit;
+    size_t field; /* offsetof(cpu_isa_info, ...) */
+} feature_bit;
+#define FEATURE(f, leaf, sub, reg, bit) {leaf, sub, reg, bit, offsetof(cpu_isa_info, f)}
+static const feature_bit feature_bits[] = {
+    FEATURE(sse3, 1, 0, ECX, 0), FEATURE(ssse3, 1, 0, ECX, 9), FEATURE(fma, 1, 0, ECX, 12),
+    FEATURE(sse41, 1, 0, ECX, 19), FEATURE(sse42, 1, 0, ECX, 20), FEATURE(movbe, 1, 0, ECX, 22),
+    FEATURE(avx, 1, 0, ECX, 28), FEATURE(f16c, 1, 0, ECX, 29),
+    /* leaf 7: AVX2, BMI, AVX-512, AMX */
+    FEATURE(bmi1, 7, 0, EBX, 3), FEATURE(avx2, 7, 0, EBX, 5), FEATURE(bmi2, 7, 0, EBX, 8), FEATURE(avx512f, 7, 0, EBX, 16),
+    FEATURE(avx512dq, 7, 0, EBX, 17), FEATURE(avx512cd, 7, 0, EBX, 28), FEATURE(avx512bw, 7, 0, EBX, 30),
+    FEATURE(avx512vl, 7, 0, EBX, 31), FEATURE(avx512_vnni, 7, 0, ECX, 11), FEATURE(amx_bf16, 7, 0, EDX, 22),
+    FEATURE(avx512_fp16, 7, 0, EDX, 23), FEATURE(amx_tile, 7, 0, EDX, 24),
+    FEATURE(avx_vnni, 7, 1, EAX, 4), FEATURE(avx512_bf16, 7, 1, EAX, 5),
+    /* the extended leaf */
+    FEATURE(lzcnt, 0x80000001u, 0, ECX, 5),
+};
+
+/* The registers of a leaf and subleaf the CPU has (0 otherwise): basic
+ * leaves up to maxleaf, leaf 7's subleaves up to what its subleaf 0 says,
+ * extended leaves as far as the CPU reports them. */
+static int cpuid_regs(unsigned leaf, unsigned sub, unsigned maxleaf, unsigned r[4])
 {
-    unsigned a = 0, b = 0, cc = 0, d = 0;
-    __get_cpuid_count(7, 0, &a, &b, &cc, &d);
-    c->bmi1 = (b >> 3) & 1;
-    c->avx2 = (b >> 5) & 1;
-    c->bmi2 = (b >> 8) & 1;
-    c->avx512f = (b >> 16) & 1;
-    c->avx512dq = (b >> 17) & 1;
-    c->avx512cd = (b >> 28) & 1;
-    c->avx512bw = (b >> 30) & 1;
-    c->avx512vl = (b >> 31) & 1;
-    c->avx512_vnni = (cc >> 11) & 1;
-    c->amx_bf16 = (d >> 22) & 1;
-    c->avx512_fp16 = (d >> 23) & 1;
-    c->amx_tile = (d >> 24) & 1;
-    unsigned sub = a;
-    if (sub >= 1) {
-        __get_cpuid_count(7, 1, &a, &b, &cc, &d);
-        c->avx_vnni = (a >> 4) & 1;
-        c->avx512_bf16 = (a >> 5) & 1;
+    if (leaf & 0x80000000u) return __get_cpuid(leaf, &r[EAX], &r[EBX], &r[ECX], &r[EDX]);
+    if (leaf > maxleaf) return 0;
+    if (sub > 0) {
+        __get_cpuid_count(leaf, 0, &r[EAX], &r[EBX], &r[ECX], &r[EDX]);
+        if (sub > r[EAX]) return 0;
+    }
+    __get_cpuid_count(leaf, sub, &r[EAX], &r[EBX], &r[ECX], &r[EDX]);
+    return 1;
+}
+
+static void detect_features(cpu_isa_info *c, unsigned maxleaf)
+{
+    for (size_t i = 0; i < sizeof feature_bits / sizeof feature_bits[0]; i++) {
+        const feature_bit *f = &feature_bits[i];
+        unsigned r[4] = {0};
+        if (cpuid_regs(f->leaf, f->sub, maxleaf, r)) *(int *)((char *)c + f->field) = (r[f->reg] >> f->bit) & 1;
     }
 }
 #endif
@@ -61,17 +82,8 @@ void cpu_isa_detect(cpu_isa_info *c)
     int base_family = (int)((a >> 8) & 0xf), base_model = (int)((a >> 4) & 0xf);
     c->family = base_family == 0xf ? base_family + (int)((a >> 20) & 0xff) : base_family;
     c->model = (base_family == 6 || base_family == 0xf) ? base_model | (int)(((a >> 16) & 0xf) << 4) : base_model;
-    c->sse3 = cc & 1;
-    c->ssse3 = (cc >> 9) & 1;
-    c->fma = (cc >> 12) & 1;
-    c->sse41 = (cc >> 19) & 1;
-    c->sse42 = (cc >> 20) & 1;
-    c->movbe = (cc >> 22) & 1;
     int osxsave = (cc >> 27) & 1;
-    c->avx = (cc >> 28) & 1;
-    c->f16c = (cc >> 29) & 1;
-    if (maxleaf >= 7) detect_leaf7(c);
-    if (__get_cpuid(0x80000001, &a, &b, &cc, &d)) c->lzcnt = (cc >> 5) & 1;
+    detect_features(c, maxleaf);
     if (osxsave) {
         unsigned long long x = xcr0();
         c->os_ymm = (x & 0x6) == 0x6;

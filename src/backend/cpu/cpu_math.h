@@ -96,6 +96,31 @@ static inline void cpu_sqrt_array(float *dst, const float *src, size_t n)
     for (; i < n; i++) dst[i] = sqrtf(src[i]);
 }
 
+/* The arithmetic of e^x and erf(x), written once for the scalar functions
+ * and their 8-lane forms below: GCC's vector operators apply to __m256 as
+ * to float (a constant taken to every lane), each operation rounded alone
+ * (no contraction), so both compute the same operations in the same order
+ * (tools/check_vector_math.c checks every input). The 16-lane forms keep
+ * their intrinsics: no AVX-512 machine was at hand to check them on.
+ *
+ * e^x: round(x / ln2) by the 1.5 * 2^23 trick (|x / ln2| < 2^22 here), the
+ * Cody-Waite reduction r = x - k ln2 (ln2 in two parts), and Cephes'
+ * degree-5 polynomial for e^r (z = r * r). */
+#define CPU_EXP_ROUND(xc) ((xc) * 1.44269504088896341f + 12582912.0f - 12582912.0f)
+#define CPU_EXP_REDUCE(xc, kf) ((xc) - (kf) * 0.693359375f - (kf) * -2.12194440e-4f)
+#define CPU_EXP_POLY(r, z)                                                                                   \
+    ((((((1.9875691500e-4f * (r) + 1.3981999507e-3f) * (r) + 8.3334519073e-3f) * (r) + 4.1665795894e-2f) * (r) + \
+       1.6666665459e-1f) * (r) + 5.0000001201e-1f) * (z) + (r) + 1.0f)
+/* erf: x + x P(x^2) below 0.921875 (z = x * x); above, 1 - e^(-x^2) Q(t) with
+ * t = 1 / (1 + |x| / 2). */
+#define CPU_ERF_SMALL(x, z)                                                                                     \
+    ((x) + (x) * ((((((8.397949945e-05f * (z) + -8.149848147e-04f) * (z) + 5.201720500e-03f) * (z) +               \
+                    -2.685970449e-02f) * (z) + 1.128370167e-01f) * (z) + -3.761263419e-01f) * (z) + 1.283791667e-01f))
+#define CPU_ERFC_T(a) (1.0f / (1.0f + 0.5f * (a)))
+#define CPU_ERFC_Q(t)                                                                                          \
+    (((((((1.198415930e-01f * (t) + -4.730046766e-01f) * (t) + 5.660646725e-01f) * (t) + -1.059859575e-01f) * (t) + \
+         3.489958066e-01f) * (t) + 2.593330577e-01f) * (t) + 2.849702568e-01f) * (t) + -1.581554266e-04f)
+
 /* e^x for all floats: NaN stays NaN, large x gives inf, very negative x
  * underflows to 0 (gradually). Cody-Waite reduction x = k ln2 + r with
  * |r| <= ln2/2, Cephes' degree-5 polynomial for e^r, then 2^k applied as
@@ -106,18 +131,8 @@ CPU_INLINE float cpu_expf(float x)
     float xc = nan ? 0.0f : x;
     xc = xc < -104.0f ? -104.0f : xc;
     xc = xc > 89.0f ? 89.0f : xc;
-    /* round(x / ln2) by the 1.5 * 2^23 trick (|x / ln2| < 2^22 here) */
-    float kf = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    float r = xc - kf * 0.693359375f;
-    r = r - kf * -2.12194440e-4f;
-    float z = r * r;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * z + r + 1.0f;
+    float kf = CPU_EXP_ROUND(xc), r = CPU_EXP_REDUCE(xc, kf);
+    float p = CPU_EXP_POLY(r, r * r);
     int32_t k = (int32_t)kf;
     int32_t k1 = k / 2, k2 = k - k1;
     float y = p * cpu_bits_to_float((k1 + 127) << 23) * cpu_bits_to_float((k2 + 127) << 23);
@@ -135,25 +150,8 @@ CPU_INLINE float cpu_erff(float x)
 {
     float a = x < 0.0f ? -x : x;
     float z = x * x;
-    float p = 8.397949945e-05f;
-    p = p * z + -8.149848147e-04f;
-    p = p * z + 5.201720500e-03f;
-    p = p * z + -2.685970449e-02f;
-    p = p * z + 1.128370167e-01f;
-    p = p * z + -3.761263419e-01f;
-    p = p * z + 1.283791667e-01f;
-    float small = x + x * p;
-
-    float t = 1.0f / (1.0f + 0.5f * a);
-    float q = 1.198415930e-01f;
-    q = q * t + -4.730046766e-01f;
-    q = q * t + 5.660646725e-01f;
-    q = q * t + -1.059859575e-01f;
-    q = q * t + 3.489958066e-01f;
-    q = q * t + 2.593330577e-01f;
-    q = q * t + 2.849702568e-01f;
-    q = q * t + -1.581554266e-04f;
-    float big = 1.0f - cpu_expf(-z) * q;
+    float small = CPU_ERF_SMALL(x, z);
+    float big = 1.0f - cpu_expf(-z) * CPU_ERFC_Q(CPU_ERFC_T(a));
     big = a >= 3.92f ? 1.0f : big;
     big = x < 0.0f ? -big : big;
     float r = a < 0.921875f ? small : big;
@@ -176,18 +174,8 @@ __attribute__((target("avx2"), always_inline)) static inline __m256 cpu_expf8(__
 {
     __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
     __m256 xc = _mm256_min_ps(_mm256_max_ps(x, CPU_SET8(-104.0f)), CPU_SET8(89.0f));
-    const __m256 shift = CPU_SET8(12582912.0f);
-    __m256 kf = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(xc, CPU_SET8(1.44269504088896341f)), shift), shift);
-    __m256 r = _mm256_sub_ps(xc, _mm256_mul_ps(kf, CPU_SET8(0.693359375f)));
-    r = _mm256_sub_ps(r, _mm256_mul_ps(kf, CPU_SET8(-2.12194440e-4f)));
-    __m256 z = _mm256_mul_ps(r, r);
-    __m256 p = CPU_SET8(1.9875691500e-4f);
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), CPU_SET8(1.3981999507e-3f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), CPU_SET8(8.3334519073e-3f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), CPU_SET8(4.1665795894e-2f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), CPU_SET8(1.6666665459e-1f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), CPU_SET8(5.0000001201e-1f));
-    p = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(p, z), r), CPU_SET8(1.0f));
+    __m256 kf = CPU_EXP_ROUND(xc), r = CPU_EXP_REDUCE(xc, kf);
+    __m256 p = CPU_EXP_POLY(r, r * r);
     __m256i k = _mm256_cvttps_epi32(kf);
     __m256i k1 = _mm256_srai_epi32(_mm256_add_epi32(k, _mm256_srli_epi32(k, 31)), 1);
     __m256i k2 = _mm256_sub_epi32(k, k1);
@@ -202,25 +190,9 @@ __attribute__((target("avx2"), always_inline)) static inline __m256 cpu_erff8(__
     const __m256 sign = CPU_SET8(-0.0f);
     __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
     __m256 a = _mm256_blendv_ps(x, _mm256_xor_ps(x, sign), neg);
-    __m256 z = _mm256_mul_ps(x, x);
-    __m256 p = CPU_SET8(8.397949945e-05f);
-    p = _mm256_add_ps(_mm256_mul_ps(p, z), CPU_SET8(-8.149848147e-04f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, z), CPU_SET8(5.201720500e-03f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, z), CPU_SET8(-2.685970449e-02f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, z), CPU_SET8(1.128370167e-01f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, z), CPU_SET8(-3.761263419e-01f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, z), CPU_SET8(1.283791667e-01f));
-    __m256 small = _mm256_add_ps(x, _mm256_mul_ps(x, p));
-    __m256 t = _mm256_div_ps(CPU_SET8(1.0f), _mm256_add_ps(CPU_SET8(1.0f), _mm256_mul_ps(CPU_SET8(0.5f), a)));
-    __m256 q = CPU_SET8(1.198415930e-01f);
-    q = _mm256_add_ps(_mm256_mul_ps(q, t), CPU_SET8(-4.730046766e-01f));
-    q = _mm256_add_ps(_mm256_mul_ps(q, t), CPU_SET8(5.660646725e-01f));
-    q = _mm256_add_ps(_mm256_mul_ps(q, t), CPU_SET8(-1.059859575e-01f));
-    q = _mm256_add_ps(_mm256_mul_ps(q, t), CPU_SET8(3.489958066e-01f));
-    q = _mm256_add_ps(_mm256_mul_ps(q, t), CPU_SET8(2.593330577e-01f));
-    q = _mm256_add_ps(_mm256_mul_ps(q, t), CPU_SET8(2.849702568e-01f));
-    q = _mm256_add_ps(_mm256_mul_ps(q, t), CPU_SET8(-1.581554266e-04f));
-    __m256 big = _mm256_sub_ps(CPU_SET8(1.0f), _mm256_mul_ps(cpu_expf8(_mm256_xor_ps(z, sign)), q));
+    __m256 z = x * x;
+    __m256 small = CPU_ERF_SMALL(x, z);
+    __m256 big = 1.0f - cpu_expf8(_mm256_xor_ps(z, sign)) * CPU_ERFC_Q(CPU_ERFC_T(a));
     big = _mm256_blendv_ps(big, CPU_SET8(1.0f), _mm256_cmp_ps(a, CPU_SET8(3.92f), _CMP_GE_OQ));
     big = _mm256_blendv_ps(big, _mm256_xor_ps(big, sign), neg);
     __m256 r = _mm256_blendv_ps(big, small, _mm256_cmp_ps(a, CPU_SET8(0.921875f), _CMP_LT_OQ));

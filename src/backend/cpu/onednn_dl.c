@@ -116,25 +116,33 @@ typedef struct {
     void *memory;
 } exec_arg_t;
 
+/* The oneDNN 2 functions bertc calls, each named once: its field of dn,
+ * whose name after dnnl_ is the symbol, and its parameters (all return a
+ * dnnl_status_t, 0 on success). */
+#define DNNL_FUNCS(X)                                                                              \
+    X(engine_create, (void **, int, size_t))                                                       \
+    X(stream_create, (void **, void *, unsigned))                                                  \
+    X(stream_wait, (void *))                                                                       \
+    X(memory_desc_init_by_tag, (md_t *, int, const int64_t *, int, int))                           \
+    X(matmul_desc_init, (matmul_desc_t *, const md_t *, const md_t *, const md_t *, const md_t *)) \
+    X(primitive_attr_create, (void **))                                                            \
+    X(primitive_attr_destroy, (void *))                                                            \
+    X(primitive_attr_set_post_ops, (void *, const void *))                                         \
+    X(post_ops_create, (void **))                                                                  \
+    X(post_ops_append_sum, (void *, float))                                                        \
+    X(post_ops_destroy, (void *))                                                                  \
+    X(primitive_desc_create, (void **, const void *, const void *, void *, const void *))          \
+    X(primitive_desc_query, (const void *, int, int, void *))                                      \
+    X(primitive_desc_destroy, (void *))                                                            \
+    X(primitive_create, (void **, const void *))                                                   \
+    X(primitive_execute, (const void *, void *, int, const exec_arg_t *))                          \
+    X(memory_create, (void **, const md_t *, void *, void *))                                      \
+    X(memory_destroy, (void *))
+
 static struct {
-    int (*engine_create)(void **, int, size_t);
-    int (*stream_create)(void **, void *, unsigned);
-    int (*stream_wait)(void *);
-    int (*md_init_by_tag)(md_t *, int, const int64_t *, int, int);
-    int (*matmul_desc_init)(matmul_desc_t *, const md_t *, const md_t *, const md_t *, const md_t *);
-    int (*attr_create)(void **);
-    int (*attr_destroy)(void *);
-    int (*attr_set_post_ops)(void *, const void *);
-    int (*post_ops_create)(void **);
-    int (*post_ops_append_sum)(void *, float);
-    int (*post_ops_destroy)(void *);
-    int (*pd_create)(void **, const void *, const void *, void *, const void *);
-    int (*pd_query)(const void *, int, int, void *);
-    int (*pd_destroy)(void *);
-    int (*prim_create)(void **, const void *);
-    int (*prim_execute)(const void *, void *, int, const exec_arg_t *);
-    int (*mem_create)(void **, const md_t *, void *, void *);
-    int (*mem_destroy)(void *);
+#define DNNL_FIELD(name, params) int(*name) params;
+    DNNL_FUNCS(DNNL_FIELD)
+#undef DNNL_FIELD
 } dn;
 
 static pthread_once_t bf16_once = PTHREAD_ONCE_INIT;
@@ -152,7 +160,7 @@ static void *g_prim[2][2][2]; /* [transa][transb][beta 1] */
 static int md_2d(md_t *md, int64_t rows, int64_t cols, int trans, int dt)
 {
     int64_t dims[MAX_NDIMS] = {rows, cols};
-    return dn.md_init_by_tag(md, 2, dims, dt, trans ? TAG_BA : TAG_AB);
+    return dn.memory_desc_init_by_tag(md, 2, dims, dt, trans ? TAG_BA : TAG_AB);
 }
 
 /* The primitive for (ta, tb, beta), made on first use; NULL when oneDNN refuses. */
@@ -165,18 +173,19 @@ static void *bf16_prim(int ta, int tb, int beta1)
         matmul_desc_t d;
         void *attr = NULL, *po = NULL, *pd = NULL;
         const int64_t R = RUNTIME_DIM;
-        if (md_2d(&a, R, R, ta, DT_BF16) == 0 && md_2d(&b, R, R, tb, DT_BF16) == 0 && md_2d(&c, R, R, 0, DT_F32) == 0 && dn.matmul_desc_init(&d, &a, &b, NULL, &c) == 0 &&
-            dn.attr_create(&attr) == 0 && dn.post_ops_create(&po) == 0 &&
-            (!beta1 || dn.post_ops_append_sum(po, 1.0f) == 0) && dn.attr_set_post_ops(attr, po) == 0 &&
-            dn.pd_create(&pd, &d, attr, g_engine, NULL) == 0) {
+        if (md_2d(&a, R, R, ta, DT_BF16) == 0 && md_2d(&b, R, R, tb, DT_BF16) == 0 && md_2d(&c, R, R, 0, DT_F32) == 0 &&
+            dn.matmul_desc_init(&d, &a, &b, NULL, &c) == 0 &&
+            dn.primitive_attr_create(&attr) == 0 && dn.post_ops_create(&po) == 0 &&
+            (!beta1 || dn.post_ops_append_sum(po, 1.0f) == 0) && dn.primitive_attr_set_post_ops(attr, po) == 0 &&
+            dn.primitive_desc_create(&pd, &d, attr, g_engine, NULL) == 0) {
             const char *impl = NULL;
-            if (!bf16_impl[0] && dn.pd_query(pd, QUERY_IMPL_INFO_STR, 0, &impl) == 0 && impl)
+            if (!bf16_impl[0] && dn.primitive_desc_query(pd, QUERY_IMPL_INFO_STR, 0, &impl) == 0 && impl)
                 snprintf(bf16_impl, sizeof bf16_impl, "%s", impl);
-            if (dn.prim_create(&p, pd) != 0) p = NULL;
+            if (dn.primitive_create(&p, pd) != 0) p = NULL;
         }
-        if (pd) dn.pd_destroy(pd);
+        if (pd) dn.primitive_desc_destroy(pd);
         if (po) dn.post_ops_destroy(po);
-        if (attr) dn.attr_destroy(attr);
+        if (attr) dn.primitive_attr_destroy(attr);
         g_prim[ta][tb][beta1] = p;
     }
     pthread_mutex_unlock(&bf16_lock);
@@ -195,24 +204,9 @@ static void bf16_init_once(void)
         return;
     }
     const dynlib_sym syms[] = {
-        {&dn.engine_create, "dnnl_engine_create", NULL, 0},
-        {&dn.stream_create, "dnnl_stream_create", NULL, 0},
-        {&dn.stream_wait, "dnnl_stream_wait", NULL, 0},
-        {&dn.md_init_by_tag, "dnnl_memory_desc_init_by_tag", NULL, 0},
-        {&dn.matmul_desc_init, "dnnl_matmul_desc_init", NULL, 0},
-        {&dn.attr_create, "dnnl_primitive_attr_create", NULL, 0},
-        {&dn.attr_destroy, "dnnl_primitive_attr_destroy", NULL, 0},
-        {&dn.attr_set_post_ops, "dnnl_primitive_attr_set_post_ops", NULL, 0},
-        {&dn.post_ops_create, "dnnl_post_ops_create", NULL, 0},
-        {&dn.post_ops_append_sum, "dnnl_post_ops_append_sum", NULL, 0},
-        {&dn.post_ops_destroy, "dnnl_post_ops_destroy", NULL, 0},
-        {&dn.pd_create, "dnnl_primitive_desc_create", NULL, 0},
-        {&dn.pd_query, "dnnl_primitive_desc_query", NULL, 0},
-        {&dn.pd_destroy, "dnnl_primitive_desc_destroy", NULL, 0},
-        {&dn.prim_create, "dnnl_primitive_create", NULL, 0},
-        {&dn.prim_execute, "dnnl_primitive_execute", NULL, 0},
-        {&dn.mem_create, "dnnl_memory_create", NULL, 0},
-        {&dn.mem_destroy, "dnnl_memory_destroy", NULL, 0},
+#define DNNL_SYM(name, params) {&dn.name, "dnnl_" #name, NULL, 0},
+        DNNL_FUNCS(DNNL_SYM)
+#undef DNNL_SYM
     };
     if (dynlib_resolve(&g_dl, syms, sizeof syms / sizeof syms[0]) != 0) {
         snprintf(bf16_why, sizeof bf16_why, "oneDNN %s lacks %s", g_lib.version, g_dl.missing);
@@ -263,13 +257,13 @@ int onednn_gemm_bf16(int transa, int transb, int64_t M, int64_t N, int64_t K, co
     void *ma = NULL, *mb = NULL, *mc = NULL;
     int rc = -1;
     if (md_2d(&a, M, K, transa, DT_BF16) == 0 && md_2d(&b, K, N, transb, DT_BF16) == 0 &&
-        md_2d(&c, M, N, 0, DT_F32) == 0 && dn.mem_create(&ma, &a, g_engine, (void *)A) == 0 &&
-        dn.mem_create(&mb, &b, g_engine, (void *)B) == 0 && dn.mem_create(&mc, &c, g_engine, C) == 0) {
+        md_2d(&c, M, N, 0, DT_F32) == 0 && dn.memory_create(&ma, &a, g_engine, (void *)A) == 0 &&
+        dn.memory_create(&mb, &b, g_engine, (void *)B) == 0 && dn.memory_create(&mc, &c, g_engine, C) == 0) {
         exec_arg_t args[3] = {{ARG_SRC, ma}, {ARG_WEIGHTS, mb}, {ARG_DST, mc}};
-        rc = dn.prim_execute(p, g_stream, 3, args) == 0 && dn.stream_wait(g_stream) == 0 ? 0 : -1;
+        rc = dn.primitive_execute(p, g_stream, 3, args) == 0 && dn.stream_wait(g_stream) == 0 ? 0 : -1;
     }
-    if (ma) dn.mem_destroy(ma);
-    if (mb) dn.mem_destroy(mb);
-    if (mc) dn.mem_destroy(mc);
+    if (ma) dn.memory_destroy(ma);
+    if (mb) dn.memory_destroy(mb);
+    if (mc) dn.memory_destroy(mc);
     return rc;
 }

@@ -168,12 +168,48 @@ cli_need_browser() {
         if [ -z "$t" ] || ! command -v "$t" >/dev/null; then echo "skipped: chromium, curl or jq is not installed"; exit 0; fi
     done
 }
-# cli_serve_start MODEL: bertc serve on a free port in the background; sets
-# pid and port, and kills it on exit.
-cli_serve_start() {
-    "$BERTC" serve --model "$1" --port 0 --port-file "$cli_tmp/port" --threads 1 2>"$cli_tmp/serve.err" &
+# cli_serve NAME ARGS...: bertc serve ARGS (--model among them) on a free
+# port in the background, stderr in $cli_tmp/NAME.err; waits for its
+# "listening" line, prints what it said, sets pid and port. Every server
+# started so (cli_pids) is killed on exit.
+cli_pids=()
+cli_serve() {
+    local name=$1
+    shift
+    rm -f "$cli_tmp/$name.port"
+    "$BERTC" serve --port 0 --port-file "$cli_tmp/$name.port" --threads 1 "$@" 2>"$cli_tmp/$name.err" &
     pid=$!
-    trap 'kill $pid 2>/dev/null; rm -rf "$cli_tmp"' EXIT
-    for _ in $(seq 200); do [ -s "$cli_tmp/port" ] && break; sleep 0.05; done
-    port=$(cat "$cli_tmp/port")
+    cli_pids+=("$pid")
+    trap 'for p in "${cli_pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$cli_tmp"' EXIT
+    for _ in $(seq 400); do
+        [ -s "$cli_tmp/$name.port" ] && grep -q "^serve: listening" "$cli_tmp/$name.err" && break
+        sleep 0.05
+    done
+    sleep 0.1 # the lines printed after "listening"
+    port=$(cat "$cli_tmp/$name.port" 2>/dev/null)
+    echo "$name: $(grep -v '^bertc: loaded' "$cli_tmp/$name.err" | tr '\n' '|')"
+    [ -n "$port" ] || cli_bad "$name did not start: $(cat "$cli_tmp/$name.err")"
+}
+# cli_serve_start MODEL: cli_serve of MODEL as "serve".
+cli_serve_start() { cli_serve serve --model "$1"; }
+
+# cli_live_port LOG ADDR: the port of the "live page: http://ADDR:PORT/"
+# line a training run in the background writes to LOG (waited for up to
+# 20 s; empty when none came).
+cli_live_port() {
+    local addr=${2//./\\.} p=
+    for _ in $(seq 1 400); do
+        p=$(grep -oE "live page: http://$addr:[0-9]+/" "$1" | grep -oE '[0-9]+/$' | tr -d /)
+        [ -n "$p" ] && break
+        sleep 0.05
+    done
+    echo "$p"
+}
+# cli_wait_lines FILE N: waits up to 20 s for FILE to hold more than N lines
+# (a run's metrics.csv after a few steps).
+cli_wait_lines() {
+    for _ in $(seq 1 400); do
+        [ -f "$1" ] && [ "$(wc -l <"$1")" -gt "$2" ] && break
+        sleep 0.05
+    done
 }
