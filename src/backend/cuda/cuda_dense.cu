@@ -319,8 +319,9 @@ void cuda_layernorm_backward(void *vctx, backend_act *vdinp, float *dw, float *d
  * The linear layer: one cuBLASLt call forward, the bias in its epilogue
  * (CUBLASLT_EPILOGUE_BIAS, fp32 as the output); backward the weight
  * gradient's GEMM carries the bias gradient (CUBLASLT_EPILOGUE_BGRADB, of
- * dout as the GEMM reads it: fp32 only, cuda_matmul_backward says why). Low precision converts inp, w (and dout)
- * into the workspace; fp32/tf32 hand the arrays to cuBLASLt as they are.
+ * dout as the GEMM reads it: fp32 only, cuda_matmul_backward says why). Low precision converts inp (and dout)
+ * into the workspace and reads w from its 16-bit copy (cuda_weights.cu);
+ * fp32/tf32 hand the arrays to cuBLASLt as they are.
  *
  * The epilogue adds the bias after the product (torch's addmm, and the CPU
  * backend, start from the bias): the sums differ in rounding, within the
@@ -375,13 +376,12 @@ static void linear_forward(cuda_ctx *ctx, int n, float *out, long long sout, con
     if (low_precision(ctx)) {
         char *cur = (char *)cuda_ws_get(ctx, cuda_ws_matmul_forward_n(1, (size_t)n, (size_t)N, (size_t)C, (size_t)OC));
         if (!cur) return;
-        char *xl = (char *)cuda_ws_take(&cur, (size_t)N * C * 2), *wl = (char *)cuda_ws_take(&cur, (size_t)n * OC * C * 2);
+        char *xl = (char *)cuda_ws_take(&cur, (size_t)N * C * 2);
         cuda_convert(ctx, xl, inp, (size_t)N * C, ctx->gtype);
-        for (int i = 0; i < n; i++)
-            cuda_convert(ctx, wl + (size_t)i * OC * C * 2, w + (size_t)i * sw, (size_t)OC * C, ctx->gtype);
-        A = wl;
+        /* the n weights in their 16-bit copy, as far apart as in w */
+        A = cuda_weights16(ctx, w, (size_t)(n - 1) * (size_t)sw + (size_t)OC * C);
+        if (!A) return;
         B = xl;
-        sA = (long long)OC * C;
     }
     // out^T (OC x N) = w (stored C x OC, transposed) * inp^T (C x N) [+ b]
     if (b)
@@ -448,13 +448,11 @@ void cuda_matmul_backward(void *vctx, backend_act *vdinp, float *dw, float *db, 
     const void *D = dout, *W = w, *X = inp;
     if (low) {
         void *dl = cuda_ws_take(&cur, (size_t)N * OC * 2);
-        void *wl = cuda_ws_take(&cur, (size_t)OC * C * 2);
         void *xl = cuda_ws_take(&cur, (size_t)N * C * 2);
         cuda_convert(ctx, dl, dout, (size_t)N * OC, ctx->gtype);
-        if (dinp) cuda_convert(ctx, wl, w, (size_t)OC * C, ctx->gtype);
+        if (dinp && !(W = cuda_weights16(ctx, w, (size_t)OC * C))) return;
         if (dw) cuda_convert(ctx, xl, inp, (size_t)N * C, ctx->gtype);
         D = dl;
-        W = wl;
         X = xl;
     }
     // dinp^T (C x N) += w^T (stored C x OC) * dout^T (stored OC x N)
