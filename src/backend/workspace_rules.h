@@ -72,8 +72,10 @@ static inline size_t cuda_ws_weight_copy(int low, size_t n_floats)
 }
 
 /* matmul_forward_n over n layers (Q, K, V: 3) in one GEMM: a low-precision
- * copy of inp, which they share (the weights are read from their 16-bit
- * copy, cuda_ws_weight_copy). */
+ * copy of inp, which they share, with fp32 activations (16-bit ones are
+ * read as they are and take none of it); the weights, and the biases the
+ * epilogue reads in 16 bits, are read from their 16-bit copy
+ * (cuda_ws_weight_copy). */
 static inline size_t cuda_ws_matmul_forward_n(int low, size_t n, size_t N, size_t C, size_t OC)
 {
     (void)n, (void)OC;
@@ -126,13 +128,21 @@ static inline int cuda_ws_attention_lse(int low, size_t HS)
     return low && HS >= 16 && HS <= 64 && HS % 16 == 0;
 }
 
-/* attention on the flash kernels, N rows (padded B*T, or the packed
- * tokens): 16-bit copies of q, k, v and dout, the 16-bit dq, dk and dv, and
- * backward's row terms dvec [NH,N] fp32. */
+/* attention on the flash kernels with fp32 activations, N rows (padded
+ * B*T, or the packed tokens): 16-bit copies of q, k, v and dout, the 16-bit
+ * dq, dk and dv, and backward's row terms dvec [NH,N] fp32. */
 static inline size_t cuda_ws_attention_flash(size_t N, size_t NH, size_t HS)
 {
     size_t nc = sat_mul(N, sat_mul(NH, HS));
     return sat_add(sat_mul(7, cuda_ws_part(nc, 2)), cuda_ws_part(sat_mul(NH, N), 4));
+}
+
+/* attention on the flash kernels with 16-bit activations (the backend's
+ * atype fp16/bf16): they read and write the activations in place, so
+ * forward needs nothing and backward only its row terms dvec [NH,N] fp32. */
+static inline size_t cuda_ws_attention_flash16(size_t N, size_t NH)
+{
+    return cuda_ws_part(sat_mul(NH, N), 4);
 }
 
 /* layernorm_backward: partial column sums for dw and db. */

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <vector>
 
 #if !defined(__x86_64__)
 #error "cudaemu's fibers switch stacks in x86-64 assembly"
@@ -183,12 +184,7 @@ uint64_t cudaemu::warp_op(shfl_kind kind, unsigned mask, uint64_t v, int arg, in
     fiber *f = (fiber *)t_cur;
     if (width <= 0 || width > 32 || (width & (width - 1)))
         cudaemu_fatal("%s: width %d is not a power of two up to 32", name, width);
-    f->kind = kind;
-    f->wname = name;
-    f->mask = mask;
-    f->val = v;
-    f->arg = arg;
-    f->width = width;
+    f->call = warp_call{kind, name, mask, arg, width, v};
     f->state = ST_WARP;
     pool *p = t_pool;
     p->nwarp++;
@@ -238,48 +234,49 @@ static int resolve_warps(pool *p)
             }
         if (first < 0) continue;
         fiber *f0 = &p->f[base + first];
-        unsigned mask = f0->mask;
+        unsigned mask = f0->call.mask;
         for (int l = 0; l < 32; l++) {
             int in = (mask >> l) & 1u;
             if (l >= lanes) {
                 if (in)
                     block_fatal(p, base + first, "%s with mask 0x%08x names lane %d, which does not exist (the block has %d threads)",
-                                f0->wname, mask, l, p->n);
+                                f0->call.name, mask, l, p->n);
                 continue;
             }
             fiber *f = &p->f[base + l];
             if (f->state == ST_WARP) {
-                if (!in)
-                    block_fatal(p, base + l, "%s with mask 0x%08x, which leaves out the calling lane %d", f->wname, f->mask, l);
-                if (f->mask != mask || f->kind != f0->kind)
-                    block_fatal(p, base + l, "%s with mask 0x%08x while lane %d called %s with mask 0x%08x", f->wname, f->mask,
-                                first, f0->wname, mask);
+                const warp_call &c = f->call;
+                if (!in) block_fatal(p, base + l, "%s with mask 0x%08x, which leaves out the calling lane %d", c.name, c.mask, l);
+                if (c.mask != mask || c.kind != f0->call.kind)
+                    block_fatal(p, base + l, "%s with mask 0x%08x while lane %d called %s with mask 0x%08x", c.name, c.mask,
+                                first, f0->call.name, mask);
             } else if (in) {
-                block_fatal(p, base + first, "%s with mask 0x%08x, but lane %d (thread %d) never calls it: it %s", f0->wname,
+                block_fatal(p, base + first, "%s with mask 0x%08x, but lane %d (thread %d) never calls it: it %s", f0->call.name,
                             mask, l, base + l, state_name(f->state));
             }
         }
         /* every lane of the mask is here: exchange */
         uint64_t ballot = 0;
         for (int l = 0; l < lanes; l++)
-            if ((mask >> l) & 1u) ballot |= (p->f[base + l].val ? 1ull : 0ull) << l;
+            if ((mask >> l) & 1u) ballot |= (p->f[base + l].call.val ? 1ull : 0ull) << l;
         for (int l = 0; l < lanes; l++) {
             if (!((mask >> l) & 1u)) continue;
             fiber *f = &p->f[base + l];
-            int wd = f->width, seg = l & ~(wd - 1), src = l;
-            switch (f->kind) {
-            case SHFL_IDX: src = seg + (f->arg & (wd - 1)); break;
-            case SHFL_UP: src = (l - seg) >= f->arg ? l - f->arg : l; break;
-            case SHFL_DOWN: src = (l - seg) + f->arg < wd ? l + f->arg : l; break;
-            case SHFL_XOR: src = (l ^ f->arg) < seg + wd && (l ^ f->arg) >= seg ? (l ^ f->arg) : l; break;
+            const warp_call &c = f->call;
+            int wd = c.width, seg = l & ~(wd - 1), src = l;
+            switch (c.kind) {
+            case SHFL_IDX: src = seg + (c.arg & (wd - 1)); break;
+            case SHFL_UP: src = (l - seg) >= c.arg ? l - c.arg : l; break;
+            case SHFL_DOWN: src = (l - seg) + c.arg < wd ? l + c.arg : l; break;
+            case SHFL_XOR: src = (l ^ c.arg) < seg + wd && (l ^ c.arg) >= seg ? (l ^ c.arg) : l; break;
             default: break;
             }
-            if (f->kind == SHFL_BALLOT) f->result = ballot;
-            else if (f->kind == SHFL_SYNCWARP || f->kind == SHFL_COLLECTIVE) f->result = 0;
+            if (c.kind == SHFL_BALLOT) f->result = ballot;
+            else if (c.kind == SHFL_SYNCWARP || c.kind == SHFL_COLLECTIVE) f->result = 0;
             else {
                 if (src >= lanes || !((mask >> src) & 1u))
-                    block_fatal(p, base + l, "%s reads lane %d, which is not in the mask 0x%08x", f->wname, src, mask);
-                f->result = p->f[base + src].val;
+                    block_fatal(p, base + l, "%s reads lane %d, which is not in the mask 0x%08x", c.name, src, mask);
+                f->result = p->f[base + src].call.val;
             }
         }
         for (int l = 0; l < lanes; l++)
@@ -373,7 +370,7 @@ int cudaemu::launch_ok(const char *kernel, dim3 g, dim3 b, size_t shared, cudaSt
 }
 
 /* The text of argument i in the launch's argument list. */
-static void arg_text(const char *argtext, int i, char *out, size_t cap)
+void cudaemu::arg_text(const char *argtext, int i, char *out, size_t cap)
 {
     int depth = 0, k = 0;
     const char *s = argtext, *start = argtext;
@@ -403,6 +400,86 @@ void cudaemu::check_arg(const char *kernel, const char *argtext, int i, const vo
     arg_text(argtext, i, a, sizeof a);
     snprintf(what, sizeof what, "argument %d (%s)", i + 1, a);
     cudaemu_check_device(p, 0, who, what); /* stops, saying what p is */
+}
+
+/* ------------------------------------------------------------------------
+ * Tables of tensors in device memory (CUDAEMU_ANNOTATE_TABLE): declared
+ * for the next launch on this thread, checked and taken by it. */
+
+namespace {
+struct table_decl {
+    const void *tab;
+    int count;
+    size_t stride, ptr_off, n_off, elem;
+    const char *field;
+};
+thread_local std::vector<table_decl> t_decls;
+thread_local std::vector<table_tensor> t_tables;
+} // namespace
+
+extern "C" void cudaemu_annotate_table(const void *tab, int count, size_t stride, size_t ptr_off, size_t n_off,
+                                       size_t elem, const char *field)
+{
+    t_decls.push_back(table_decl{tab, count, stride, ptr_off, n_off, elem, field});
+}
+
+/* Entry e of table d (argument i): its extent, which must lie inside the
+ * tensor its pointer points into. */
+static void take_entry(const char *kernel, const char *argtext, int i, const table_decl &d, int e)
+{
+    const char *ent = (const char *)d.tab + (size_t)e * d.stride;
+    const char *ptr;
+    int64_t n;
+    memcpy(&ptr, ent + d.ptr_off, sizeof ptr);
+    memcpy(&n, ent + d.n_off, sizeof n);
+    if (!ptr || n <= 0) return; /* nothing the kernel touches */
+    char who[256], what[512], a[160];
+    arg_text(argtext, i, a, sizeof a);
+    snprintf(who, sizeof who, "kernel %s", kernel);
+    snprintf(what, sizeof what, "argument %d (%s), entry %d's %s (%lld elements of %zu bytes)", i + 1, a, e, d.field,
+             (long long)n, d.elem);
+    table_tensor t;
+    size_t bytes = (size_t)n * d.elem;
+    if (!cudaemu_tensor_of(ptr, &t.lo, &t.hi, t.name, sizeof t.name)) {
+        cudaemu_check_device(ptr, bytes, who, what); /* stops, saying what ptr is */
+        return;
+    }
+    if ((uintptr_t)ptr + bytes > t.hi)
+        cudaemu_fatal("%s: %s reaches %zu bytes past the end of %s%s%s of %zu bytes at %p", who, what,
+                      (size_t)((uintptr_t)ptr + bytes - t.hi), t.name[0] ? "tensor \"" : "its allocation", t.name,
+                      t.name[0] ? "\"" : "", (size_t)(t.hi - t.lo), (void *)t.lo);
+    t.lo = (uintptr_t)ptr;
+    t.hi = (uintptr_t)ptr + bytes;
+    t.arg = i;
+    t.entry = e;
+    t.field = d.field;
+    t_tables.push_back(t);
+}
+
+void cudaemu::take_tables(const char *kernel, const char *argtext, const void *const *ptrs, int nargs)
+{
+    t_tables.clear();
+    std::vector<table_decl> decls;
+    decls.swap(t_decls);
+    for (const table_decl &d : decls) {
+        int i = 0;
+        while (i < nargs && ptrs[i] != d.tab) i++;
+        if (i == nargs)
+            cudaemu_fatal("kernel %s: CUDAEMU_ANNOTATE_TABLE declared a table of %s at %p for this launch, and no "
+                          "argument of the kernel is that table",
+                          kernel, d.field, d.tab);
+        char who[256], what[256], a[160];
+        arg_text(argtext, i, a, sizeof a);
+        snprintf(who, sizeof who, "kernel %s", kernel);
+        snprintf(what, sizeof what, "argument %d (%s), a table of %d entries of %zu bytes", i + 1, a, d.count, d.stride);
+        if (d.count > 0) cudaemu_check_device(d.tab, (size_t)d.count * d.stride, who, what);
+        for (int e = 0; e < d.count; e++) take_entry(kernel, argtext, i, d, e);
+    }
+}
+
+const std::vector<table_tensor> &cudaemu::launch_tables(void)
+{
+    return t_tables;
 }
 
 extern "C" int cudaemu_guard_damage(const void **base, size_t *bytes); /* cudaemu_mem.cc */

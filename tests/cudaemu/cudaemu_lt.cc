@@ -45,7 +45,9 @@
  * and fp8); a bias or aux pointer not aligned to its element, or less
  * aligned at the matmul than at the heuristic, which read the pointers to
  * choose (INVALID_VALUE). The ReLU epilogues are named but NOT_SUPPORTED
- * (bertc has no ReLU). */
+ * (bertc has no ReLU). With CUBLASLT_LOG_LEVEL at 1 or more (cuBLASLt's
+ * own variable: errors), each of those epilogue refusals also says on
+ * stderr what it refused and why. */
 #include "cublasLt.h"
 #include "cuda_bf16.h"
 #include "cuda_fp16.h"
@@ -57,6 +59,9 @@
 #include <atomic>
 #include <climits>
 #include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -318,28 +323,52 @@ static uint32_t ptr_align(const void *x, int64_t ld_bytes)
     return (uint32_t)(a & (~a + 1));
 }
 
+/* An epilogue refusal: s, and under CUBLASLT_LOG_LEVEL >= 1 its reason
+ * on stderr. */
+static cublasStatus_t refuse(cublasStatus_t s, uint32_t epilogue, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static cublasStatus_t refuse(cublasStatus_t s, uint32_t epilogue, const char *fmt, ...)
+{
+    const char *lv = getenv("CUBLASLT_LOG_LEVEL");
+    if (!lv || atoi(lv) < 1) return s;
+    char why[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "cudaemu: cuBLASLt [Error]: epilogue %u refused (%s): %s\n", epilogue,
+            s == CUBLAS_STATUS_NOT_SUPPORTED ? "CUBLAS_STATUS_NOT_SUPPORTED" : "CUBLAS_STATUS_INVALID_VALUE", why);
+    return s;
+}
+
 /* The epilogue's arguments, as cuBLASLt checks them (the file's comment). */
 static cublasStatus_t check_epilogue(const cublasLtMatmulDescOpaque *desc, const cublasLtMatrixLayoutOpaque *D,
                                      const problem &p)
 {
+    const cublasStatus_t INVALID = CUBLAS_STATUS_INVALID_VALUE, UNSUPPORTED = CUBLAS_STATUS_NOT_SUPPORTED;
     uint32_t e = desc->epilogue;
     size_t esz = elem_size(D->type);
-    if (epi_relu(e)) return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (epi_relu(e)) return refuse(UNSUPPORTED, e, "the ReLU epilogues are not emulated");
     if ((e == CUBLASLT_EPILOGUE_BGRADA && desc->transa != CUBLAS_OP_N) ||
         (e == CUBLASLT_EPILOGUE_BGRADB && desc->transb != CUBLAS_OP_T))
-        return CUBLAS_STATUS_NOT_SUPPORTED;
+        return refuse(UNSUPPORTED, e, "BGRADA only with A not transposed, BGRADB only with B transposed");
     if (epi_reads_bias(e) || epi_bgrad(e)) {
-        if (!desc->bias) return CUBLAS_STATUS_INVALID_VALUE;
-        if (desc->bias_type != -1 && desc->bias_type != (int32_t)D->type) return CUBLAS_STATUS_NOT_SUPPORTED;
-        if ((uintptr_t)desc->bias % esz) return CUBLAS_STATUS_INVALID_VALUE;
-        if (p.batch > 1 && desc->bias_stride < 0) return CUBLAS_STATUS_INVALID_VALUE;
+        if (!desc->bias) return refuse(INVALID, e, "no bias pointer");
+        if (desc->bias_type != -1 && desc->bias_type != (int32_t)D->type)
+            return refuse(UNSUPPORTED, e, "bias type %d is not D's type %d", (int)desc->bias_type, (int)D->type);
+        if ((uintptr_t)desc->bias % esz) return refuse(INVALID, e, "bias pointer not aligned to its %zu bytes", esz);
+        if (p.batch > 1 && desc->bias_stride < 0) return refuse(INVALID, e, "batched, and no bias batch stride");
     }
     if (epi_writes_aux(e) || epi_dgelu(e)) {
-        if (!desc->aux) return CUBLAS_STATUS_INVALID_VALUE;
-        if (desc->aux_ld < p.m || desc->aux_ld % 8) return CUBLAS_STATUS_INVALID_VALUE;
-        if (p.batch > 1 && (desc->aux_stride < 0 || desc->aux_stride % 8)) return CUBLAS_STATUS_INVALID_VALUE;
-        if (desc->aux_type != -1 && desc->aux_type != (int32_t)D->type) return CUBLAS_STATUS_INVALID_VALUE;
-        if ((uintptr_t)desc->aux % esz) return CUBLAS_STATUS_INVALID_VALUE;
+        if (!desc->aux) return refuse(INVALID, e, "no aux pointer");
+        if (desc->aux_ld < p.m || desc->aux_ld % 8)
+            return refuse(INVALID, e, "aux leading dimension %lld: not at least D's %d rows and a multiple of 8",
+                          (long long)desc->aux_ld, p.m);
+        if (p.batch > 1 && (desc->aux_stride < 0 || desc->aux_stride % 8))
+            return refuse(INVALID, e, "aux batch stride %lld: not a multiple of 8", (long long)desc->aux_stride);
+        if (desc->aux_type != -1 && desc->aux_type != (int32_t)D->type)
+            return refuse(INVALID, e, "aux type %d is not D's type %d", (int)desc->aux_type, (int)D->type);
+        if ((uintptr_t)desc->aux % esz) return refuse(INVALID, e, "aux pointer not aligned to its %zu bytes", esz);
     }
     return CUBLAS_STATUS_SUCCESS;
 }

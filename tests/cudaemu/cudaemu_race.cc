@@ -41,7 +41,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 using namespace cudaemu;
 
@@ -120,9 +123,13 @@ inline int relation(uint64_t r, const pool *p, unsigned tid)
 /* ------------------------------------------------------------------------
  * The running launch. */
 
+/* A tensor of the launch: where a pointer argument points (the annotated
+ * sub-buffer or the allocation), or an entry of a table argument
+ * (CUDAEMU_ANNOTATE_TABLE: entry >= 0, its field, its extent). */
 struct arg_range {
     uintptr_t lo, hi;
-    int arg;
+    int arg, entry;
+    const char *field;
     char name[96];
 };
 
@@ -130,10 +137,24 @@ struct launch_state {
     const char *kernel, *argtext;
     const void *const *ptrs;
     int nargs;
-    arg_range r[64];
+    std::vector<arg_range> r; /* in argument order, for naming */
+    /* for "is it inside a tensor": (lo, hi) sorted by lo, and the largest
+     * hi up to each */
+    std::vector<std::pair<uintptr_t, uintptr_t>> by_lo;
+    std::vector<uintptr_t> max_hi;
     int nr;
     uint32_t id;
 } L;
+
+/* Whether [a, a + sz) lies inside one tensor of the launch. */
+inline int in_tensor(uintptr_t a, unsigned sz)
+{
+    size_t j = (size_t)(std::upper_bound(L.by_lo.begin(), L.by_lo.end(), std::make_pair(a, UINTPTR_MAX)) -
+                        L.by_lo.begin());
+    while (j-- > 0 && L.max_hi[j] >= a + sz)
+        if (L.by_lo[j].second >= a + sz) return 1;
+    return 0;
+}
 
 unsigned long long g_serial;
 
@@ -237,33 +258,14 @@ int tls_symbol(size_t off, char *out, size_t cap, size_t *within)
     return found;
 }
 
-/* The argument text i of the launch. */
-void arg_text(int i, char *out, size_t cap)
-{
-    int depth = 0, k = 0;
-    const char *s = L.argtext, *start = L.argtext;
-    for (;; s++) {
-        if (*s == '(' || *s == '[' || *s == '{') depth++;
-        else if (*s == ')' || *s == ']' || *s == '}') depth--;
-        if ((*s == ',' && depth == 0) || !*s) {
-            if (k == i) {
-                while (start < s && *start == ' ') start++;
-                snprintf(out, cap, "%.*s", (int)(s - start), start);
-                return;
-            }
-            k++;
-            start = s + 1;
-        }
-        if (!*s) break;
-    }
-    snprintf(out, cap, "?");
-}
-
 void describe_tensor(const arg_range *r, char *out, size_t cap)
 {
     char a[128];
-    arg_text(r->arg, a, sizeof a);
-    if (r->name[0])
+    arg_text(L.argtext, r->arg, a, sizeof a);
+    if (r->entry >= 0)
+        snprintf(out, cap, "argument %d (%s), entry %d's %s (%zu bytes, in %s%s%s)", r->arg + 1, a, r->entry, r->field,
+                 (size_t)(r->hi - r->lo), r->name[0] ? "tensor \"" : "an allocation", r->name, r->name[0] ? "\"" : "");
+    else if (r->name[0])
         snprintf(out, cap, "argument %d (%s), tensor \"%s\" of %zu bytes", r->arg + 1, a, r->name, (size_t)(r->hi - r->lo));
     else snprintf(out, cap, "argument %d (%s), its allocation of %zu bytes", r->arg + 1, a, (size_t)(r->hi - r->lo));
 }
@@ -462,13 +464,7 @@ void flush_pending(pending_t *pd)
 
 void global_access(pool *p, unsigned tid, uintptr_t a, unsigned sz, int wr)
 {
-    int in = 0;
-    for (int i = 0; i < L.nr; i++)
-        if (a >= L.r[i].lo && a + sz <= L.r[i].hi) {
-            in = 1;
-            break;
-        }
-    if (!in) report_bounds(a, sz, wr);
+    if (!in_tensor(a, sz)) report_bounds(a, sz, wr);
     size_t off = a - g_lo;
     for (size_t b = off; b < off + sz; b++) {
         uint8_t bit = (uint8_t)(1u << (b & 7));
@@ -550,20 +546,40 @@ void cudaemu::race_launch_begin(const char *kernel, const char *argtext, const v
     L.argtext = argtext;
     L.ptrs = ptrs;
     L.nargs = nargs;
-    L.nr = 0;
+    L.r.clear();
     if (++L.id == 0xffffffffu) L.id = 1;
-    for (int i = 0; i < nargs && L.nr < 64; i++) {
-        if (!ptrs[i]) continue;
-        arg_range *r = &L.r[L.nr];
-        if (!cudaemu_tensor_of(ptrs[i], &r->lo, &r->hi, r->name, sizeof r->name)) continue;
-        r->arg = i;
-        L.nr++;
+    for (int i = 0; i < nargs; i++) {
+        arg_range r;
+        if (!ptrs[i] || !cudaemu_tensor_of(ptrs[i], &r.lo, &r.hi, r.name, sizeof r.name)) continue;
+        r.arg = i;
+        r.entry = -1;
+        r.field = NULL;
+        L.r.push_back(r);
     }
+    for (const table_tensor &t : launch_tables()) {
+        arg_range r;
+        r.lo = t.lo;
+        r.hi = t.hi;
+        r.arg = t.arg;
+        r.entry = t.entry;
+        r.field = t.field;
+        memcpy(r.name, t.name, sizeof r.name);
+        L.r.push_back(r);
+    }
+    L.nr = (int)L.r.size();
+    L.by_lo.clear();
+    for (const arg_range &r : L.r) L.by_lo.push_back(std::make_pair(r.lo, r.hi));
+    std::sort(L.by_lo.begin(), L.by_lo.end());
+    L.max_hi.resize(L.by_lo.size());
+    for (size_t j = 0; j < L.by_lo.size(); j++)
+        L.max_hi[j] = j && L.max_hi[j - 1] > L.by_lo[j].second ? L.max_hi[j - 1] : L.by_lo[j].second;
 }
 
 void cudaemu::race_launch_end(void)
 {
     flush_pending(&pend_global);
+    L.r.clear();
+    L.by_lo.clear();
     L.nr = 0;
 }
 

@@ -6,6 +6,8 @@
 
 #include "cuda_runtime.h"
 
+#include <vector>
+
 namespace cudaemu {
 
 enum { ST_RUN, ST_BAR, ST_WARP, ST_DONE };
@@ -15,16 +17,21 @@ enum { ST_RUN, ST_BAR, ST_WARP, ST_DONE };
 #define STACK_STRIDE (STACK_BYTES + 4096) /* the stack and the guard page below it */
 #define DYN_SHARED_MAX (48 * 1024)
 
+/* A warp intrinsic as a lane called it. */
+struct warp_call {
+    shfl_kind kind;
+    const char *name;
+    unsigned mask;
+    int arg, width;
+    uint64_t val; /* the lane's value (a shuffle's source, a ballot's predicate) */
+};
+
 struct fiber {
     ethread et;
     int state;
-    void *sp; /* its stack pointer while it waits */
-    /* the warp intrinsic it waits in */
-    shfl_kind kind;
-    const char *wname;
-    unsigned mask;
-    int arg, width;
-    uint64_t val, result;
+    void *sp;       /* its stack pointer while it waits */
+    warp_call call; /* the warp intrinsic it waits in */
+    uint64_t result;
 };
 
 struct pool {
@@ -57,6 +64,23 @@ struct pool {
 };
 
 extern __thread pool *t_pool;
+
+/* The text of argument i of a launch's argument list (its source text,
+ * CUDAEMU_LAUNCH's #__VA_ARGS__). */
+void arg_text(const char *argtext, int i, char *out, size_t cap);
+
+/* A tensor the running launch reaches through a table argument
+ * (CUDAEMU_ANNOTATE_TABLE): the entry's extent [lo, hi), the argument, the
+ * entry, its field, and the name of the tensor it lies in ("" for a whole
+ * allocation). */
+struct table_tensor {
+    uintptr_t lo, hi;
+    int arg, entry;
+    const char *field;
+    char name[96];
+};
+/* Those of the launch on this thread (take_tables). */
+const std::vector<table_tensor> &launch_tables(void);
 
 /* The launch counter and the schedule's seed of the running launch
  * (CUDAEMU_SEED, mixed with the launch's number). */

@@ -9,8 +9,11 @@
  *    in a child process; each must be caught: a barrier removed (the result
  *    is wrong), an index off by one (a guard zone written: the run stops),
  *    a shuffle in divergent code, a barrier in divergent code, a host
- *    pointer and a freed pointer passed to a kernel (each stops the run
- *    naming the kernel, and the block and thread or the argument).
+ *    pointer and a freed pointer passed to a kernel, a table entry (in
+ *    device memory, CUDAEMU_ANNOTATE_TABLE) whose n reaches past its tensor
+ *    (each stops the run naming the kernel, and the block and thread or the
+ *    argument). The racecheck build adds the race detector's own planted
+ *    faults (docs/cudaemu.md lists them).
  * Prints every comparison; exits 1 when one fails. */
 #include "cuda_bf16.h"
 #include "cuda_fp16.h"
@@ -241,6 +244,41 @@ __global__ void gelu_like_kernel(float *out, const float *inp, int n, int extra_
     if (i < n + extra_out) out[i] = 0.5f * inp[i < n ? i : (extra_in ? i : n - 1)];
 }
 
+/* fused_residual_ln_bwd_kernel's column sums (cuda_fused.cu): each warp
+ * adds its rows per column into its own row of dynamic shared memory (a
+ * lane only its own columns), then the block adds the warps' rows in
+ * order; drop_barrier removes the barrier between the two. */
+__global__ void ln_colsum_kernel(float *part, const float *x, int rows, int C, int drop_barrier)
+{
+    CUDAEMU_DYN_SHARED(float, acc); /* [NT / 32][C] */
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    float *aw = acc + (size_t)warp * C;
+    for (int c = lane; c < C; c += 32) aw[c] = 0.0f;
+    for (int row = warp; row < rows; row += NT / 32)
+        for (int c = lane; c < C; c += 32) aw[c] += x[(size_t)row * C + c];
+    if (!drop_barrier) __syncthreads(); /* the planted bug drops this one */
+    for (int c = threadIdx.x; c < C; c += NT) {
+        float sum = 0;
+        for (int j = 0; j < NT / 32; j++) sum += acc[(size_t)j * C + c];
+        part[(size_t)blockIdx.x * C + c] = sum;
+    }
+}
+
+/* A table of tensors in device memory, as cuda_fused.cu's multi-tensor
+ * AdamW reaches its parameters: a block per entry doubles its n floats.
+ * The launch declares the entries (CUDAEMU_ANNOTATE_TABLE). */
+struct table_entry {
+    float *x;
+    int64_t n;
+};
+
+__global__ void table_scale_kernel(const table_entry *tab, int ntens, int extra)
+{
+    if ((int)blockIdx.x >= ntens) return;
+    const table_entry *e = tab + blockIdx.x;
+    for (int64_t i = threadIdx.x; i < e->n + extra; i += NT) e->x[i] = 2.0f * e->x[i];
+}
+
 /* ------------------------------------------------------------------------ */
 
 static float *dev(size_t n)
@@ -251,6 +289,14 @@ static float *dev(size_t n)
         exit(2);
     }
     return (float *)p;
+}
+
+/* n floats of device memory, set to 0. */
+static float *dev0(size_t n)
+{
+    float *p = dev(n);
+    cudaMemset(p, 0, n * sizeof(float));
+    return p;
 }
 
 static void up(float *d, const float *h, size_t n)
@@ -390,35 +436,27 @@ static void bug_barrier(void)
 
 static void bug_index(void)
 {
-    float *a = dev(1000), *b = dev(1000), *o = dev(1000);
-    cudaMemset(a, 0, 4000);
-    cudaMemset(b, 0, 4000);
+    float *a = dev0(1000), *b = dev0(1000), *o = dev(1000);
     CUDAEMU_LAUNCH(add_kernel, 4, 256, 0, 0, o, a, b, (size_t)1000, 1);
-    exit(0);
 }
 
 static void bug_shuffle(void)
 {
-    float *x = dev(64), *o = dev(2);
-    cudaMemset(x, 0, 64 * sizeof(float));
+    float *x = dev0(64), *o = dev(2);
     CUDAEMU_LAUNCH(warp_sum_kernel, 1, 64, 0, 0, o, x, 1);
-    exit(0);
 }
 
 static void bug_divergent_barrier(void)
 {
     float *o = dev(NT);
     CUDAEMU_LAUNCH(early_return_kernel, 1, NT, 0, 0, o, 100);
-    exit(0);
 }
 
 static void bug_host_pointer(void)
 {
-    float *a = dev(100), *o = dev(100);
-    cudaMemset(a, 0, 400);
+    float *a = dev0(100), *o = dev(100);
     static float host[100];
     CUDAEMU_LAUNCH(add_kernel, 1, 128, 0, 0, o, a, host, (size_t)100, 0);
-    exit(0);
 }
 
 static void bug_freed_pointer(void)
@@ -426,7 +464,6 @@ static void bug_freed_pointer(void)
     float *a = dev(100), *o = dev(100), *f = dev(100);
     cudaFree(f);
     CUDAEMU_LAUNCH(add_kernel, 1, 128, 0, 0, o, f, a, (size_t)100, 0);
-    exit(0);
 }
 
 static void bug_memcpy(void)
@@ -434,7 +471,38 @@ static void bug_memcpy(void)
     float *a = dev(100), h[101];
     memset(h, 0, sizeof h);
     cudaMemcpy(a, h, sizeof h, cudaMemcpyHostToDevice);
-    exit(0);
+}
+
+/* Two tensors carved out of one allocation, as the backend carves
+ * activations: "gelu.out" then "ln.inp". */
+static float *carved(float **second)
+{
+    float *blk = dev0(2048), *x = dev(1024);
+    cudaMemset(x, 0, 1000 * sizeof(float));
+    CUDAEMU_ANNOTATE_SUBBUFFER(blk, 1000 * sizeof(float), "gelu.out");
+    CUDAEMU_ANNOTATE_SUBBUFFER(blk + 1000, 1000 * sizeof(float), "ln.inp");
+    *second = x;
+    return blk;
+}
+
+/* A device table over two tensors of 1000 floats, carved()'s "gelu.out"
+ * and "ln.out", the first entry `extra` floats longer (into "ln.inp");
+ * declared for the next launch when `declare` is set. */
+static table_entry *table_over(int64_t extra, int declare)
+{
+    float *x, *blk = carved(&x);
+    CUDAEMU_ANNOTATE_SUBBUFFER(x, 1000 * sizeof(float), "ln.out");
+    table_entry h[2] = {{blk, 1000 + extra}, {x, 1000}}, *t = NULL;
+    if (cudaMalloc((void **)&t, sizeof h) != cudaSuccess) exit(2);
+    cudaMemcpy(t, h, sizeof h, cudaMemcpyHostToDevice);
+    if (declare) CUDAEMU_ANNOTATE_TABLE(t, 2, table_entry, x, n, sizeof(float));
+    return t;
+}
+
+static void bug_table_entry(void)
+{
+    table_entry *t = table_over(1, 1);
+    CUDAEMU_LAUNCH(table_scale_kernel, 2, NT, 0, 0, t, 2, 0);
 }
 
 /* The pattern of stale reads of neighbour_kernel without its barrier, in
@@ -468,61 +536,59 @@ static void stale_pattern(uint32_t *bits, int launches)
 /* The race detector's planted faults: each must stop the run (exit 70). */
 static void race_one_block_reduction(void)
 {
-    float *x = dev(300), *o = dev(1);
-    cudaMemset(x, 0, 300 * sizeof(float));
+    float *x = dev0(300), *o = dev(1);
     CUDAEMU_LAUNCH(row_sum_kernel, 1, NT, 0, 0, o, x, 300, 1);
-    exit(0);
 }
 
 static void race_tile_loop(void)
 {
-    float *x = dev(4 * NT), *o = dev(NT);
-    cudaMemset(x, 0, 4 * NT * sizeof(float));
+    float *x = dev0(4 * NT), *o = dev(NT);
     CUDAEMU_LAUNCH(tile_loop_kernel, 1, NT, 0, 0, o, x, 4, 1);
-    exit(0);
 }
 
 static void race_warp_publish(void)
 {
     float *o = dev(NT);
     CUDAEMU_LAUNCH(warp_publish_kernel, 1, NT, 0, 0, o, 0);
-    exit(0);
 }
 
 static void race_next_block(void)
 {
-    float *x = dev(4 * NT), *y = dev(4 * NT), *z = dev(4 * NT);
-    cudaMemset(x, 0, 4 * NT * sizeof(float));
-    cudaMemset(y, 0, 4 * NT * sizeof(float));
+    float *x = dev0(4 * NT), *y = dev0(4 * NT), *z = dev(4 * NT);
     CUDAEMU_LAUNCH(next_block_kernel, 4, NT, 0, 0, z, y, x);
-    exit(0);
 }
 
 static void race_shfl_store(void)
 {
     float *o = dev(NT);
     CUDAEMU_LAUNCH(shfl_store_kernel, 1, NT, 0, 0, o, 1);
-    exit(0);
 }
 
-/* Two tensors carved out of one allocation, as the backend carves
- * activations: "gelu.out" then "ln.inp". */
-static float *carved(float **second)
+static void race_ln_colsum(void)
 {
-    float *blk = dev(2048), *x = dev(1024);
-    cudaMemset(blk, 0, 2048 * sizeof(float));
-    cudaMemset(x, 0, 1000 * sizeof(float));
-    CUDAEMU_ANNOTATE_SUBBUFFER(blk, 1000 * sizeof(float), "gelu.out");
-    CUDAEMU_ANNOTATE_SUBBUFFER(blk + 1000, 1000 * sizeof(float), "ln.inp");
-    *second = x;
-    return blk;
+    float *x = dev0(16 * 64), *part = dev(64);
+    CUDAEMU_LAUNCH(ln_colsum_kernel, 1, NT, NT / 32 * 64 * sizeof(float), 0, part, x, 16, 64, 1);
+}
+
+/* A table kernel launched without its declaration: the tensors it reaches
+ * through the table are no argument's. */
+static void table_undeclared(void)
+{
+    table_entry *t = table_over(0, 0);
+    CUDAEMU_LAUNCH(table_scale_kernel, 2, NT, 0, 0, t, 2, 0);
+}
+
+/* A table kernel that runs one float past its entry's n. */
+static void table_kernel_past(void)
+{
+    table_entry *t = table_over(0, 1);
+    CUDAEMU_LAUNCH(table_scale_kernel, 2, NT, 0, 0, t, 2, 1);
 }
 
 static void bounds_write_past(void)
 {
     float *x, *blk = carved(&x);
     CUDAEMU_LAUNCH(gelu_like_kernel, 4, 256, 0, 0, blk, x, 1000, 1, 0);
-    exit(0);
 }
 
 static void bounds_read_past(void)
@@ -531,23 +597,18 @@ static void bounds_read_past(void)
     /* the input is the second tensor of the block: reading one past it
      * lands in the block's unannotated tail */
     CUDAEMU_LAUNCH(gelu_like_kernel, 4, 256, 0, 0, x, blk + 1000, 1000, 1, 1);
-    exit(0);
 }
 
 static void bounds_unwritten(void)
 {
-    float *a = dev(100), *b = dev(100), *o = dev(100);
-    cudaMemset(a, 0, 400);
+    float *a = dev0(100), *b = dev(100), *o = dev(100);
     CUDAEMU_LAUNCH(add_kernel, 1, 128, 0, 0, o, a, b, (size_t)100, 0);
-    exit(0);
 }
 
 /* The clean versions of the planted faults, each racecheck-clean. */
 static void race_clean(void)
 {
-    float *x = dev(300 * 4), *o = dev(4 * NT), *y = dev(4 * NT);
-    cudaMemset(x, 0, 1200 * sizeof(float));
-    cudaMemset(o, 0, 4 * NT * sizeof(float));
+    float *x = dev0(300 * 4), *o = dev0(4 * NT), *y = dev(4 * NT);
     CUDAEMU_LAUNCH(row_sum_kernel, 4, NT, 0, 0, o, x, 300, 0);
     CUDAEMU_LAUNCH(tile_loop_kernel, 1, NT, 0, 0, o, x, 4, 0);
     CUDAEMU_LAUNCH(warp_publish_kernel, 1, NT, 0, 0, o, 1);
@@ -555,33 +616,12 @@ static void race_clean(void)
     CUDAEMU_LAUNCH(add_kernel, 4, NT, 0, 0, y, o, o, (size_t)(4 * NT), 0);
     float *xx, *blk = carved(&xx);
     CUDAEMU_LAUNCH(gelu_like_kernel, 4, 256, 0, 0, blk, xx, 1000, 0, 0);
+    CUDAEMU_LAUNCH(ln_colsum_kernel, 1, NT, NT / 32 * 64 * sizeof(float), 0, y, x, 16, 64, 0);
+    table_entry *t = table_over(0, 1);
+    CUDAEMU_LAUNCH(table_scale_kernel, 2, NT, 0, 0, t, 2, 0);
     printf("clean kernels ran\n");
-    exit(0);
 }
 #endif
-
-/* Runs fn in a child; its exit status and what it wrote to stderr. */
-static int child(void (*fn)(void), std::string *err)
-{
-    int pfd[2];
-    if (pipe(pfd)) return -1;
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(pfd[0]);
-        dup2(pfd[1], 2);
-        fn();
-        exit(0);
-    }
-    close(pfd[1]);
-    char buf[4096];
-    ssize_t k;
-    while ((k = read(pfd[0], buf, sizeof buf)) > 0) err->append(buf, (size_t)k);
-    close(pfd[0]);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
 
 /* Runs fn in a child with CUDAEMU_SEED=seed; what it printed on stdout. */
 [[maybe_unused]] static std::string child_stdout(void (*fn)(void), const char *seed)
@@ -610,7 +650,7 @@ static int child(void (*fn)(void), std::string *err)
 static void planted(const char *what, void (*fn)(void), int want_status, const char *want1, const char *want2)
 {
     std::string err;
-    int st = child(fn, &err);
+    int st = emu_child(fn, &err);
     while (!err.empty() && err.back() == '\n') err.pop_back();
     int ok = st == want_status && (!want1 || err.find(want1) != std::string::npos) &&
              (!want2 || err.find(want2) != std::string::npos);
@@ -653,7 +693,7 @@ int main(void)
     {
         std::string err;
         setenv("CUDAEMU_MEM_LIMIT", "1MiB", 1);
-        int st = child(mem_cap, &err);
+        int st = emu_child(mem_cap, &err);
         unsetenv("CUDAEMU_MEM_LIMIT");
         check(st == 0, "memory cap: cudaMalloc fails past CUDAEMU_MEM_LIMIT and succeeds after a free (exit %d) %s", st,
               err.c_str());
@@ -675,14 +715,19 @@ int main(void)
             "not device memory");
     planted("a freed pointer passed to a kernel", bug_freed_pointer, 70, "kernel add_kernel: argument 2 (f)", "freed");
     planted("a copy past the end of an allocation", bug_memcpy, 70, "cudaMemcpy: the destination", "past the end");
+    planted("a table entry whose n reaches past its tensor", bug_table_entry, 70,
+            "kernel table_scale_kernel: argument 1 (t), entry 0's table_entry.x (1001 elements of 4 bytes) reaches 4 "
+            "bytes past the end of tensor \"gelu.out\" of 4000 bytes",
+            NULL);
 #ifndef CUDAEMU_RACECHECK
     schedules();
 #else
     {
         std::string err;
-        int st = child(race_clean, &err);
+        int st = emu_child(race_clean, &err);
         check(st == 0, "racecheck: the clean kernels (block reductions, a tile loop, warp publishing, a shuffle "
-                       "after the store, in-bounds tensors) run without a report (exit %d) %s", st, err.c_str());
+                       "after the store, in-bounds tensors, LayerNorm column sums, a declared table) run without a "
+                       "report (exit %d) %s", st, err.c_str());
     }
     planted("racecheck: a barrier removed from a one-block reduction", race_one_block_reduction, 70,
             "kernel row_sum_kernel, block (0,0,0), thread", "::sh), which thread");
@@ -701,12 +746,19 @@ int main(void)
             "past the end of argument 2 (blk + 1000), tensor \"ln.inp\"");
     planted("racecheck: a read of device memory nothing wrote", bounds_unwritten, 70,
             "kernel add_kernel, block (0,0,0), thread", "argument 3 (b)");
+    planted("racecheck: a barrier removed from a LayerNorm backward's column sums over shared memory", race_ln_colsum,
+            70, "kernel ln_colsum_kernel, block (0,0,0), thread", "of the block's dynamic shared memory), which thread");
+    planted("racecheck: a table kernel launched without its CUDAEMU_ANNOTATE_TABLE", table_undeclared, 70,
+            "kernel table_scale_kernel, block", "which no argument of the kernel points into");
+    planted("racecheck: a table kernel one float past its entry's n", table_kernel_past, 70,
+            "reads 4 bytes at", "right past the end of argument 1 (t), entry 0's table_entry.x (4000 bytes, in tensor "
+            "\"gelu.out\"); it lands in tensor \"ln.inp\"");
     {
         /* the same seed replays the same report */
         std::string e1, e2;
         setenv("CUDAEMU_SEED", "12345", 1);
-        child(race_warp_publish, &e1);
-        child(race_warp_publish, &e2);
+        emu_child(race_warp_publish, &e1);
+        emu_child(race_warp_publish, &e2);
         unsetenv("CUDAEMU_SEED");
         check(e1 == e2 && e1.find("CUDAEMU_SEED=12345") != std::string::npos,
               "racecheck: a report names its seed, and the seed replays it word for word");

@@ -41,29 +41,7 @@
 #include <vector>
 
 static uint32_t rng = 12345;
-static float frand(void) /* in [-1, 1) */
-{
-    rng = rng * 1664525u + 1013904223u;
-    return (float)(rng >> 8) / (float)(1 << 23) - 1.0f;
-}
 
-template <typename T> static T *upload(const std::vector<T> &h)
-{
-    void *d = NULL;
-    if (cudaMalloc(&d, h.size() * sizeof(T)) != cudaSuccess) {
-        fprintf(stderr, "cudaMalloc failed\n");
-        exit(1);
-    }
-    cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice);
-    return (T *)d;
-}
-
-template <typename T> static std::vector<T> download(const T *d, size_t n)
-{
-    std::vector<T> h(n);
-    cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost);
-    return h;
-}
 
 /* ------------------------------------------------------------------------
  * cuBLASLt. */
@@ -114,16 +92,21 @@ static cublasStatus_t lt_gemm(cublasComputeType_t ct, int ta, int tb, const oper
                               void *D, float alpha, float beta, uint32_t promise = 0, const epi_args *e = NULL)
 {
     cublasLtMatmulDesc_t op = NULL;
-    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL, ld = NULL;
+    cublasLtMatrixLayout_t lay[4] = {NULL, NULL, NULL, NULL}; /* A, B, C, D */
     cublasLtMatmulPreference_t pref = NULL;
     cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasLtMatmulHeuristicResult_t res;
     int nres = 0;
     size_t wsb = 1 << 20;
-    uint32_t ua = promise ? promise : cuda_operand_align(A, oa.ld, oa.stride, oa.batch, oa.esz());
-    uint32_t ub = promise ? promise : cuda_operand_align(B, ob.ld, ob.stride, ob.batch, ob.esz());
-    uint32_t uc = promise ? promise : cuda_operand_align(C, oc.ld, oc.stride, oc.batch, oc.esz());
-    uint32_t ud = promise ? promise : cuda_operand_align(D, od.ld, od.stride, od.batch, od.esz());
+    /* A, B, C, D: the alignment the preference promises (cuBLASLt numbers
+     * the four attributes in that order) */
+    const operand *opd[4] = {&oa, &ob, &oc, &od};
+    const void *ptr[4] = {A, B, C, D};
+    uint32_t align[4];
+    for (int i = 0; i < 4; i++) {
+        const operand &o = *opd[i];
+        align[i] = promise ? promise : cuda_operand_align(ptr[i], o.ld, o.stride, o.batch, o.esz());
+    }
     static void *ws = NULL;
     if (!ws) cudaMalloc(&ws, wsb);
     cublasStatus_t s;
@@ -154,15 +137,16 @@ static cublasStatus_t lt_gemm(cublasComputeType_t ct, int ta, int tb, const oper
                                                sizeof e->aux_type));
     }
     s = CUBLAS_STATUS_INVALID_VALUE;
-    if (!(la = layout(oa)) || !(lb = layout(ob)) || !(lc = layout(oc)) || !(ld = layout(od))) goto done;
+    for (int i = 0; i < 4; i++)
+        if (!(lay[i] = layout(*opd[i]))) goto done;
     TRY(cublasLtMatmulPreferenceCreate(&pref));
     TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
-    TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &ua, sizeof ua));
-    TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ub, sizeof ub));
-    TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &uc, sizeof uc));
-    TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ud, sizeof ud));
+    for (int i = 0; i < 4; i++)
+        TRY(cublasLtMatmulPreferenceSetAttribute(
+            pref, (cublasLtMatmulPreferenceAttributes_t)(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES + i), &align[i],
+            sizeof align[i]));
     memset(&res, 0, sizeof res);
-    TRY(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, ld, pref, 1, &res, &nres));
+    TRY(cublasLtMatmulAlgoGetHeuristic(lt, op, lay[0], lay[1], lay[2], lay[3], pref, 1, &res, &nres));
     if (nres != 1 || res.state != CUBLAS_STATUS_SUCCESS || res.workspaceSize > wsb) {
         s = CUBLAS_STATUS_NOT_SUPPORTED;
         goto done;
@@ -170,14 +154,12 @@ static cublasStatus_t lt_gemm(cublasComputeType_t ct, int ta, int tb, const oper
     if (e && e->bias_at_matmul)
         TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &e->bias_at_matmul,
                                            sizeof e->bias_at_matmul));
-    s = cublasLtMatmul(lt, op, &alpha, A, la, B, lb, &beta, C, lc, D, ld, &res.algo, ws, wsb, 0);
+    s = cublasLtMatmul(lt, op, &alpha, A, lay[0], B, lay[1], &beta, C, lay[2], D, lay[3], &res.algo, ws, wsb, 0);
 #undef TRY
 done:
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    if (ld) cublasLtMatrixLayoutDestroy(ld);
-    if (lc) cublasLtMatrixLayoutDestroy(lc);
-    if (lb) cublasLtMatrixLayoutDestroy(lb);
-    if (la) cublasLtMatrixLayoutDestroy(la);
+    for (int i = 3; i >= 0; i--)
+        if (lay[i]) cublasLtMatrixLayoutDestroy(lay[i]);
     if (op) cublasLtMatmulDescDestroy(op);
     return s;
 }
@@ -198,7 +180,7 @@ static host_operand make_input(const operand &o, bool tf32)
     if (o.type == CUDA_R_32F) h.f32.resize(n);
     else h.bits.resize(n);
     for (size_t i = 0; i < n; i++) {
-        float x = frand();
+        float x = emu_frand(&rng);
         if (o.type == CUDA_R_32F) {
             h.f32[i] = x;
             h.seen[i] = tf32 ? cudaemu_round_tf32(x) : x;
@@ -215,7 +197,7 @@ static host_operand make_input(const operand &o, bool tf32)
 
 static void *upload_input(const host_operand &h)
 {
-    return h.f32.size() ? (void *)upload(h.f32) : (void *)upload(h.bits);
+    return h.f32.size() ? (void *)emu_upload(h.f32) : (void *)emu_upload(h.bits);
 }
 
 struct gemm_case {
@@ -255,14 +237,14 @@ static void run_gemm(const gemm_case &g)
     std::vector<float> hc(oc.elems(), sentinel), hd(od.elems(), sentinel);
     for (int b = 0; b < g.batch; b++)
         for (int j = 0; j < g.n; j++)
-            for (int i = 0; i < g.m; i++) hc[b * oc.stride + (size_t)j * oc.ld + i] = g.nan_c ? NAN : frand();
+            for (int i = 0; i < g.m; i++) hc[b * oc.stride + (size_t)j * oc.ld + i] = g.nan_c ? NAN : emu_frand(&rng);
     if (g.in_place) hd = hc;
     void *A = upload_input(ha), *B = upload_input(hb);
-    float *D = upload(hd), *C = g.in_place ? D : upload(hc);
+    float *D = emu_upload(hd), *C = g.in_place ? D : emu_upload(hc);
 
     long long before = cudaemu_lt_matmul_count();
     cublasStatus_t s = lt_gemm(g.ct, g.ta, g.tb, oa, A, ob, B, oc, C, od, D, g.alpha, g.beta);
-    std::vector<float> out = download(D, od.elems());
+    std::vector<float> out = emu_download(D, od.elems());
 
     /* the reference, and the error against |alpha| sum |a b| + |beta c| */
     double worst = 0, worst_plain = 0;
@@ -545,24 +527,24 @@ static void *upload_typed(const std::vector<float> &v, cudaDataType_t t, std::ve
     if (t == CUDA_R_32F) {
         if (seen)
             for (size_t i = 0; i < v.size(); i++) (*seen)[i] = v[i];
-        return upload(v);
+        return emu_upload(v);
     }
     std::vector<uint16_t> b(v.size());
     for (size_t i = 0; i < v.size(); i++) {
         b[i] = t == CUDA_R_16F ? cudaemu_f2h_bits(v[i]) : cudaemu_f2bf_bits(v[i]);
         if (seen) (*seen)[i] = t == CUDA_R_16F ? cudaemu_h2f_bits(b[i]) : cudaemu_bf2f_bits(b[i]);
     }
-    return upload(b);
+    return emu_upload(b);
 }
 
 static std::vector<double> download_typed(const void *d, size_t n, cudaDataType_t t)
 {
     std::vector<double> out(n);
     if (t == CUDA_R_32F) {
-        std::vector<float> h = download((const float *)d, n);
+        std::vector<float> h = emu_download((const float *)d, n);
         for (size_t i = 0; i < n; i++) out[i] = h[i];
     } else {
-        std::vector<uint16_t> h = download((const uint16_t *)d, n);
+        std::vector<uint16_t> h = emu_download((const uint16_t *)d, n);
         for (size_t i = 0; i < n; i++) out[i] = t == CUDA_R_16F ? cudaemu_h2f_bits(h[i]) : cudaemu_bf2f_bits(h[i]);
     }
     return out;
@@ -593,7 +575,7 @@ static void run_epilogue(const epi_case &c)
     host_operand ha = make_input(oa, false), hb = make_input(ob, false);
     void *A = upload_input(ha), *B = upload_input(hb);
     std::vector<float> cv(od.elems());
-    for (float &x : cv) x = frand();
+    for (float &x : cv) x = emu_frand(&rng);
     std::vector<double> cseen;
     void *C = upload_typed(cv, c.out, &cseen);
     void *D = upload_typed(std::vector<float>(od.elems(), 777.0f), c.out, NULL);
@@ -602,8 +584,8 @@ static void run_epilogue(const epi_case &c)
     int64_t bstride = blen + 4, aux_ld = ((c.m + 7) / 8) * 8 + 8, xstride = aux_ld * c.n + 16;
     size_t nbias = (size_t)(c.batch - 1) * bstride + blen, naux = (size_t)(c.batch - 1) * xstride + (size_t)(c.n - 1) * aux_ld + c.m;
     std::vector<float> bv(nbias), xv(naux);
-    for (float &x : bv) x = frand();
-    for (float &x : xv) x = 2.0f * frand();
+    for (float &x : bv) x = emu_frand(&rng);
+    for (float &x : xv) x = 2.0f * emu_frand(&rng);
     std::vector<double> bseen, xseen;
     void *bias = (reads_bias || bgrad) ? upload_typed(bv, c.out, &bseen) : NULL;
     void *aux = (aux_out || dgelu) ? upload_typed(xv, c.out, &xseen) : NULL;
@@ -734,9 +716,10 @@ static int child_bgrad_short(void)
     pid_t pid = fork();
     if (pid == 0) {
         const operand a = {CUDA_R_16F, 8, 8, 8, 1, 0};
-        void *A = upload(std::vector<uint16_t>(64, 0x3c00)), *B = upload(std::vector<uint16_t>(64, 0x3c00));
-        void *D = upload(std::vector<uint16_t>(64, 0));
-        void *bias = upload(std::vector<uint16_t>(7, 0));
+        void *A = emu_upload(std::vector<uint16_t>(64, 0x3c00));
+        void *B = emu_upload(std::vector<uint16_t>(64, 0x3c00));
+        void *D = emu_upload(std::vector<uint16_t>(64, 0));
+        void *bias = emu_upload(std::vector<uint16_t>(7, 0));
         epi_args ea = {CUBLASLT_EPILOGUE_BGRADB, bias, NULL, -1, -1, -1, -1, -1, 0, NULL};
         int devnull = open("/dev/null", 1);
         dup2(devnull, 2);
@@ -746,6 +729,61 @@ static int child_bgrad_short(void)
     int st = 0;
     waitpid(pid, &st, 0);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Planted faults in the epilogue GEMMs (issue 47's new kernel family),
+ * each in a child process with cuBLASLt's error log on
+ * (CUBLASLT_LOG_LEVEL=1) that fails as cuda_gemm.cu fails on a refused
+ * call (exit 1): an fp16 GEMM of 10 x 6 (k 4) with the epilogue e. */
+static void epilogue_child(const epi_args &e)
+{
+    setenv("CUBLASLT_LOG_LEVEL", "1", 1);
+    const operand a = {CUDA_R_16F, 10, 4, 10, 1, 0}, b = {CUDA_R_16F, 4, 6, 4, 1, 0}, d = {CUDA_R_16F, 10, 6, 10, 1, 0};
+    void *A = emu_upload(std::vector<uint16_t>(40, 0x3c00)), *B = emu_upload(std::vector<uint16_t>(24, 0x3c00));
+    void *D = emu_upload(std::vector<uint16_t>(60, 0));
+    cublasStatus_t s = lt_gemm(CUBLAS_COMPUTE_32F, 0, 0, a, A, b, B, d, D, d, D, 1, 0, 0, &e);
+    exit(s == CUBLAS_STATUS_SUCCESS ? 0 : 1);
+}
+
+/* GELU_AUX_BIAS with the aux leading dimension of the inputs' 8 rows
+ * where D has 10 (a wrong leading dimension). */
+static void fault_aux_ld(void)
+{
+    void *bias = emu_upload(std::vector<uint16_t>(10, 0)), *aux = emu_upload(std::vector<uint16_t>(64, 0));
+    epilogue_child({CUBLASLT_EPILOGUE_GELU_AUX_BIAS, bias, aux, 8, -1, -1, -1, -1, 0, NULL});
+}
+
+/* The same with its right leading dimension (16): runs. */
+static void fault_aux_ld_fixed(void)
+{
+    void *bias = emu_upload(std::vector<uint16_t>(10, 0)), *aux = emu_upload(std::vector<uint16_t>(96, 0));
+    epilogue_child({CUBLASLT_EPILOGUE_GELU_AUX_BIAS, bias, aux, 16, -1, -1, -1, -1, 0, NULL});
+}
+
+/* BIAS with an fp32 bias for fp16 D (a wrong bias type). */
+static void fault_bias_type(void)
+{
+    void *bias = emu_upload(std::vector<float>(10, 0.0f));
+    epilogue_child({CUBLASLT_EPILOGUE_BIAS, bias, NULL, -1, -1, -1, CUDA_R_32F, -1, 0, NULL});
+}
+
+static void epilogue_planted(const char *what, void (*fn)(void), int want_status, const char *want)
+{
+    std::string err;
+    int st = emu_child(fn, &err);
+    while (!err.empty() && err.back() == '\n') err.pop_back();
+    check(st == want_status && (!want || err.find(want) != std::string::npos), "planted: %s (exit %d): %s", what, st,
+          err.empty() ? "(no report)" : err.c_str());
+}
+
+static void test_epilogue_faults(void)
+{
+    epilogue_planted("GELU_AUX_BIAS with aux ld 16 for D's 10 rows: runs", fault_aux_ld_fixed, 0, NULL);
+    epilogue_planted("GELU_AUX_BIAS with aux ld 8 for D's 10 rows: refused, the call fails", fault_aux_ld, 1,
+                     "epilogue 164 refused (CUBLAS_STATUS_INVALID_VALUE): aux leading dimension 8: not at least D's "
+                     "10 rows");
+    epilogue_planted("BIAS with an fp32 bias for fp16 D: refused, the call fails", fault_bias_type, 1,
+                     "epilogue 4 refused (CUBLAS_STATUS_NOT_SUPPORTED): bias type 0 is not D's type 2");
 }
 
 /* The output types there are kernels for: D of the inputs' 16-bit type,
@@ -879,7 +917,8 @@ static int child_matmul(int short_a, int host_a)
     if (pid == 0) {
         const operand a = {CUDA_R_32F, 8, 8, 8, 2, 64}, d = a;
         std::vector<float> h(a.elems(), 1.0f);
-        float *A = upload(std::vector<float>(a.elems() - (short_a ? 1 : 0), 1.0f)), *B = upload(h), *D = upload(h);
+        float *A = emu_upload(std::vector<float>(a.elems() - (short_a ? 1 : 0), 1.0f));
+        float *B = emu_upload(h), *D = emu_upload(h);
         int devnull = open("/dev/null", 1);
         dup2(devnull, 2);
         cublasStatus_t s =
@@ -909,19 +948,19 @@ static void test_sort(void)
     const int N = 1000;
     std::vector<int32_t> keys(N), vals(N);
     for (int i = 0; i < N; i++) {
-        keys[i] = (int32_t)(frand() * 6); /* -5 .. 5, many equal */
+        keys[i] = (int32_t)(emu_frand(&rng) * 6); /* -5 .. 5, many equal */
         vals[i] = i;
     }
     keys[3] = INT_MIN;
     keys[4] = INT_MAX;
     keys[5] = -1;
-    int32_t *kin = upload(keys), *vin = upload(vals), *kout, *vout;
+    int32_t *kin = emu_upload(keys), *vin = emu_upload(vals), *kout, *vout;
     cudaMalloc((void **)&kout, N * 4);
     cudaMalloc((void **)&vout, N * 4);
     size_t need = 0;
     cudaError_t e = cub::DeviceRadixSort::SortPairs(NULL, need, (const int32_t *)kin, kout, (const int32_t *)vin,
                                                     vout, N, 0, 32, (cudaStream_t)0);
-    std::vector<int32_t> untouched = download(kout, N);
+    std::vector<int32_t> untouched = emu_download(kout, N);
     check(e == cudaSuccess && need > 0 && untouched[0] == -1 && untouched[N - 1] == -1,
           "%s query for %d int pairs: %zu bytes, nothing written", who, N, need);
     bool within = true;
@@ -937,7 +976,7 @@ static void test_sort(void)
     cudaMalloc(&temp, need);
     size_t small = need - 1;
     e = cub::DeviceRadixSort::SortPairs(temp, small, (const int32_t *)kin, kout, (const int32_t *)vin, vout, N, 0, 32);
-    untouched = download(kout, N);
+    untouched = emu_download(kout, N);
     check(e == cudaErrorInvalidValue && untouched[0] == -1, "%s with %zu bytes of %zu: cudaErrorInvalidValue", who,
           small, need);
 
@@ -947,12 +986,12 @@ static void test_sort(void)
     std::vector<int> order(N);
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return keys[a] < keys[b]; });
-    std::vector<int32_t> ko = download(kout, N), vo = download(vout, N);
+    std::vector<int32_t> ko = emu_download(kout, N), vo = emu_download(vout, N);
     bool same = true;
     for (int i = 0; i < N; i++) same = same && ko[i] == keys[order[i]] && vo[i] == order[i];
     check(e == cudaSuccess && same && ko[0] == INT_MIN && ko[N - 1] == INT_MAX,
           "%s of %d signed keys (INT_MIN .. INT_MAX, many equal): stable, negatives first", who, N);
-    std::vector<unsigned char> t = download((unsigned char *)temp, need);
+    std::vector<unsigned char> t = emu_download((unsigned char *)temp, need);
     check(std::all_of(t.begin(), t.end(), [](unsigned char c) { return c == 0xFF; }),
           "%s leaves its temporary storage 0xFF", who);
 
@@ -960,8 +999,8 @@ static void test_sort(void)
     e = cub::DeviceRadixSort::SortPairs(temp, tb, (const int32_t *)kin, kout, (const int32_t *)vin, vout, N, 0, 4);
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return (keys[a] & 15) < (keys[b] & 15); });
-    ko = download(kout, N);
-    vo = download(vout, N);
+    ko = emu_download(kout, N);
+    vo = emu_download(vout, N);
     same = true;
     for (int i = 0; i < N; i++) same = same && ko[i] == keys[order[i]] && vo[i] == order[i];
     check(e == cudaSuccess && same, "%s by bits [0, 4): stable by the low digit", who);
@@ -973,8 +1012,8 @@ static void test_sort(void)
     /* float keys in IEEE order, with double values */
     std::vector<float> fk = {2.0f, -0.0f, -INFINITY, 1.0f, 0.0f, -3.5f, INFINITY, -0.0f};
     std::vector<double> fv = {0, 1, 2, 3, 4, 5, 6, 7};
-    float *fkin = upload(fk), *fkout;
-    double *fvin = upload(fv), *fvout;
+    float *fkin = emu_upload(fk), *fkout;
+    double *fvin = emu_upload(fv), *fvout;
     cudaMalloc((void **)&fkout, fk.size() * 4);
     cudaMalloc((void **)&fvout, fv.size() * 8);
     size_t fneed = 0;
@@ -982,7 +1021,7 @@ static void test_sort(void)
     void *ftemp;
     cudaMalloc(&ftemp, fneed);
     e = cub::DeviceRadixSort::SortPairs(ftemp, fneed, (const float *)fkin, fkout, (const double *)fvin, fvout, 8);
-    std::vector<double> fo = download(fvout, 8), want = {2, 5, 1, 7, 4, 3, 0, 6};
+    std::vector<double> fo = emu_download(fvout, 8), want = {2, 5, 1, 7, 4, 3, 0, 6};
     check(e == cudaSuccess && fo == want, "%s of float keys: -inf -3.5 -0 -0 0 1 2 inf, stable", who);
     cudaFree(fkin);
     cudaFree(fkout);
@@ -1000,6 +1039,7 @@ int main(void)
 {
     cublasStatus_t s = cublasLtCreate(&lt);
     check(s == CUBLAS_STATUS_SUCCESS, "cublasLtCreate");
+    test_epilogue_faults(); /* children: before any threads start */
     test_tf32_rounding();
     test_products();
     test_refusals();

@@ -12,7 +12,8 @@
  *    mma_sync, a lane at __syncthreads() instead of load_matrix_sync, lanes
  *    with different pointers, lanes calling different loads, a pointer not
  *    32-byte aligned, a leading dimension not a multiple of 16 bytes, a tile
- *    past its allocation, a block whose last warp is short.
+ *    past its allocation, a block whose last warp is short, a store from
+ *    half a warp (lanes 16-31 return before it).
  * Prints every comparison; exits 1 when one fails. */
 #include "cuda_bf16.h"
 #include "cuda_fp16.h"
@@ -33,26 +34,6 @@
 using namespace nvcuda;
 
 static uint32_t rng = 2024;
-static float frand(void) /* in [-1, 1) */
-{
-    rng = rng * 1664525u + 1013904223u;
-    return (float)(rng >> 8) / (float)(1 << 23) - 1.0f;
-}
-
-template <typename T> static T *dev_upload(const std::vector<T> &h)
-{
-    void *d = NULL;
-    if (cudaMalloc(&d, h.size() * sizeof(T)) != cudaSuccess) exit(2);
-    cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice);
-    return (T *)d;
-}
-
-template <typename T> static std::vector<T> dev_download(const T *d, size_t n)
-{
-    std::vector<T> h(n);
-    cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost);
-    return h;
-}
 
 template <typename T> static T to16(float v);
 template <> __half to16<__half>(float v) { return __float2half_rn(v); }
@@ -126,15 +107,15 @@ template <typename T, typename LA, typename LB> static void run_case(const mma_c
               sd = 16LL * ldd;
     std::vector<T> ha(sa * c.warps), hb(sb * c.warps);
     std::vector<float> hc(sc * c.warps);
-    for (T &x : ha) x = to16<T>(frand());
-    for (T &x : hb) x = to16<T>(frand());
-    for (float &x : hc) x = frand();
-    T *A = dev_upload(ha), *B = dev_upload(hb);
-    float *C = dev_upload(hc), *D = c.inplace ? C : dev_upload(std::vector<float>(sd * c.warps, 777.0f));
+    for (T &x : ha) x = to16<T>(emu_frand(&rng));
+    for (T &x : hb) x = to16<T>(emu_frand(&rng));
+    for (float &x : hc) x = emu_frand(&rng);
+    T *A = emu_upload(ha), *B = emu_upload(hb);
+    float *C = emu_upload(hc), *D = c.inplace ? C : emu_upload(std::vector<float>(sd * c.warps, 777.0f));
     CUDAEMU_LAUNCH((mma_kernel<T, LA, LB>), 1, 32 * c.warps, 0, 0, D, A, B, C, lda, ldb, ldc, ldd, sa, sb, sc, sd,
                    c.ktiles, c.ccol, c.dcol, c.scale);
     cudaError_t e = cudaDeviceSynchronize();
-    std::vector<float> out = dev_download(D, (size_t)sd * c.warps);
+    std::vector<float> out = emu_download(D, (size_t)sd * c.warps);
     double worst = 0;
     for (int w = 0; w < c.warps; w++)
         for (int i = 0; i < 16; i++)
@@ -177,12 +158,12 @@ template <typename T> static void run_all(const char *tname)
     }
     /* through shared memory */
     std::vector<T> ha(256), hb(256);
-    for (T &x : ha) x = to16<T>(frand());
-    for (T &x : hb) x = to16<T>(frand());
-    T *A = dev_upload(ha), *B = dev_upload(hb);
-    float *D = dev_upload(std::vector<float>(256, 777.0f));
+    for (T &x : ha) x = to16<T>(emu_frand(&rng));
+    for (T &x : hb) x = to16<T>(emu_frand(&rng));
+    T *A = emu_upload(ha), *B = emu_upload(hb);
+    float *D = emu_upload(std::vector<float>(256, 777.0f));
     CUDAEMU_LAUNCH(mma_shared_kernel<T>, 1, 96, 1024 + 32, 0, D, A, B, 0.5f);
-    std::vector<float> out = dev_download(D, 256);
+    std::vector<float> out = emu_download(D, 256);
     double worst = 0;
     for (int i = 0; i < 16; i++)
         for (int j = 0; j < 16; j++) {
@@ -205,7 +186,7 @@ template <typename T> static void run_all(const char *tname)
  * Planted faults. */
 
 /* mode: what goes wrong in the one warp's load-load-mma-store. */
-enum { F_RETURN, F_BARRIER, F_POINTER, F_OTHER_LOAD, F_ALIGN, F_LDM, F_PAST_END, F_SHORT_WARP };
+enum { F_RETURN, F_BARRIER, F_POINTER, F_OTHER_LOAD, F_ALIGN, F_LDM, F_PAST_END, F_SHORT_WARP, F_HALF_STORE };
 
 __global__ void fault_kernel(float *D, const __half *A, const __half *B, int mode)
 {
@@ -229,6 +210,7 @@ __global__ void fault_kernel(float *D, const __half *A, const __half *B, int mod
     wmma::load_matrix_sync(fb, B, 16);
     if (mode == F_RETURN && lane == 5) return;
     wmma::mma_sync(acc, fa, fb, acc);
+    if (mode == F_HALF_STORE && lane >= 16) return; /* a store under `if (lane < 16)` */
     wmma::store_matrix_sync(D, acc, 16, wmma::mem_row_major);
     if (mode == F_BARRIER) __syncthreads();
 }
@@ -237,41 +219,18 @@ static int fault_mode;
 
 static void run_fault(void)
 {
-    __half *A = dev_upload(std::vector<__half>(256, __float2half_rn(1.0f)));
-    __half *B = dev_upload(std::vector<__half>(256, __float2half_rn(1.0f)));
-    float *D = dev_upload(std::vector<float>(256, 0.0f));
+    __half *A = emu_upload(std::vector<__half>(256, __float2half_rn(1.0f)));
+    __half *B = emu_upload(std::vector<__half>(256, __float2half_rn(1.0f)));
+    float *D = emu_upload(std::vector<float>(256, 0.0f));
     CUDAEMU_LAUNCH(fault_kernel, 1, fault_mode == F_SHORT_WARP ? 48 : 32, 0, 0, D, A, B, fault_mode);
     exit(0);
-}
-
-/* Runs the fault in a child; its exit status and what it wrote to stderr. */
-static int child(int mode, std::string *err)
-{
-    int pfd[2];
-    if (pipe(pfd)) return -1;
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(pfd[0]);
-        dup2(pfd[1], 2);
-        fault_mode = mode;
-        run_fault();
-        exit(0);
-    }
-    close(pfd[1]);
-    char buf[4096];
-    ssize_t k;
-    while ((k = read(pfd[0], buf, sizeof buf)) > 0) err->append(buf, (size_t)k);
-    close(pfd[0]);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 static void planted(const char *what, int mode, const char *want1, const char *want2)
 {
     std::string err;
-    int st = child(mode, &err);
+    fault_mode = mode; /* the child's copy */
+    int st = emu_child(run_fault, &err);
     while (!err.empty() && err.back() == '\n') err.pop_back();
     int ok = st == 70 && err.find("kernel fault_kernel, block (0,0,0)") != std::string::npos &&
              (!want1 || err.find(want1) != std::string::npos) && (!want2 || err.find(want2) != std::string::npos);
@@ -294,6 +253,8 @@ int main(void)
     planted("a tile past the end of its allocation", F_PAST_END, "the tile reaches", "past the end");
     planted("a block of 48 threads (the second warp has 16 lanes)", F_SHORT_WARP, "names lane 16, which does not exist",
             NULL);
+    planted("lanes 16-31 skip store_matrix_sync (a store from half a warp)", F_HALF_STORE,
+            "wmma::store_matrix_sync with mask 0xffffffff, but lane 16", "never calls it: it has returned");
     run_all<__half>("fp16");
     run_all<__nv_bfloat16>("bf16");
     return check_summary();

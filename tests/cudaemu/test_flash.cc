@@ -90,16 +90,9 @@ static std::vector<float> download16(const void *d, size_t n, cudaDataType_t t)
     return f;
 }
 
-/* The largest |a - b| over the largest |b|. */
 static double rel_err(const std::vector<float> &a, const std::vector<float> &b)
 {
-    double e = 0, m = 1e-30;
-    for (size_t i = 0; i < a.size(); i++) {
-        double d = fabs((double)a[i] - b[i]);
-        e = std::isnan(d) ? INFINITY : std::max(e, d);
-        m = std::max(m, fabs((double)b[i]));
-    }
-    return e / m;
+    return emu_rel_err(a.data(), b.data(), a.size());
 }
 
 /* The CPU backend's attention forward and backward on fp32 copies. */
@@ -181,8 +174,8 @@ static bool same_bytes_again(cudaDataType_t t, const void *O, const void *dK, co
     void *O2, *dK2;
     cudaMalloc(&O2, n * 2);
     cudaMalloc(&dK2, span * 2);
-    flash_attention_forward(0, t, O2, lse, Q, K, V, &wd, NH, HS, ld, p, rng);
-    flash_attention_backward(0, t, NULL, dK2, NULL, dvec, dO, O2, Q, K, V, lse, &wd, NH, HS, ld, p, rng);
+    flash_attention_forward(0, t, O2, NULL, lse, Q, K, V, &wd, NH, HS, ld, p, rng);
+    flash_attention_backward(0, t, NULL, dK2, NULL, dvec, dO, O2, Q, K, V, lse, &wd, NH, HS, ld, p, rng, 0);
     std::vector<uint16_t> a(n), a2(n), g(n), g2(n);
     cudaMemcpy(a.data(), O, n * 2, cudaMemcpyDeviceToHost);
     cudaMemcpy(a2.data(), O2, n * 2, cudaMemcpyDeviceToHost);
@@ -282,8 +275,8 @@ static void run_case(const flash_case &c, cudaDataType_t t)
     cudaMalloc(&O, n * 2);
     cudaMalloc((void **)&lse, nl * 4);
     cudaMalloc((void **)&dvec, nl * 4);
-    cudaError_t e1 = flash_attention_forward(0, t, O, lse, Q, K, V, &wd, NH, HS, ld, c.p, rng);
-    cudaError_t e2 = flash_attention_backward(0, t, dQ, dK, dV, dvec, dO, O, Q, K, V, lse, &wd, NH, HS, ld, c.p, rng);
+    cudaError_t e1 = flash_attention_forward(0, t, O, NULL, lse, Q, K, V, &wd, NH, HS, ld, c.p, rng);
+    cudaError_t e2 = flash_attention_backward(0, t, dQ, dK, dV, dvec, dO, O, Q, K, V, lse, &wd, NH, HS, ld, c.p, rng, 0);
     cudaDeviceSynchronize();
     std::vector<float> out = download16(O, n, t), gl(nl), dq = download_rows(dQ, N, C, ld, t),
                        dk = download_rows(dK, N, C, ld, t), dv = download_rows(dV, N, C, ld, t);
@@ -348,12 +341,12 @@ int main(void)
     /* refusals */
     backend_windows w = backend_windows_padded(1, 16, NULL);
     check(!flash_attention_supported(24) && !flash_attention_supported(128) && flash_attention_supported(64) &&
-              flash_attention_forward(0, CUDA_R_16F, NULL, NULL, NULL, NULL, NULL, &w, 1, 24, 24, 0.0f, philox_stream{}) ==
+              flash_attention_forward(0, CUDA_R_16F, NULL, NULL, NULL, NULL, NULL, NULL, &w, 1, 24, 24, 0.0f, philox_stream{}) ==
                   cudaErrorInvalidValue &&
-              flash_attention_forward(0, CUDA_R_32F, NULL, NULL, NULL, NULL, NULL, &w, 1, 32, 32, 0.0f, philox_stream{}) ==
+              flash_attention_forward(0, CUDA_R_32F, NULL, NULL, NULL, NULL, NULL, NULL, &w, 1, 32, 32, 0.0f, philox_stream{}) ==
                   cudaErrorInvalidValue &&
               flash_attention_backward(0, CUDA_R_16F, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, &w, 2,
-                                       32, 48, 0.0f, philox_stream{}) == cudaErrorInvalidValue,
+                                       32, 48, 0.0f, philox_stream{}, 0) == cudaErrorInvalidValue,
           "flash: head size 24 or 128, fp32, ldqkv 48 < C 64: refused (cudaErrorInvalidValue, nothing run); 64 "
           "supported");
     /* the planner's and the backend's rule (cuda_ws_attention_lse) is these kernels' */

@@ -16,6 +16,8 @@
  * the test's, the same cuBLASLt call) bit for bit. Planted: W written
  * behind the backend's back (a raw cudaMemcpy, as an op that forgot to
  * mark the copy) must stop the next GEMM with "stale 16-bit weight copy".
+ * With 16-bit activations (atype set by the test) the biases the epilogue
+ * reads come from the copy as well.
  * fp32: no copy is made and nothing more is allocated. */
 #include "backend/cuda/cuda_internal.h"
 
@@ -54,17 +56,10 @@ static std::vector<float> host_rand(size_t n, float lo, float hi)
     return h;
 }
 
+/* x rounded to t (fp16 or bf16), as the copy stores it: its bits */
 static uint16_t bits16(gemm_type t, float x)
 {
-    uint16_t u;
-    if (t == GEMM_F16) {
-        __half h = __float2half_rn(x);
-        memcpy(&u, &h, 2);
-    } else {
-        __nv_bfloat16 h = __float2bfloat16_rn(x);
-        memcpy(&u, &h, 2);
-    }
-    return u;
+    return t == GEMM_F16 ? (uint16_t)__float2half_rn(x).__x : (uint16_t)__float2bfloat16_rn(x).__x;
 }
 
 static int synced(const char *what)
@@ -97,8 +92,8 @@ static int forward_same(const float *W, size_t off, const float *x, const float 
     B->matmul_forward(g_ctx, (backend_act *)out, (const backend_act *)x, W + off, bias, N, C, OC);
     cuda_convert(g_ctx, xl, x, (size_t)N * C, g_ctx->gtype);
     cuda_convert(g_ctx, wl, W + off, (size_t)OC * C, g_ctx->gtype);
-    cuda_gemm_epi(g_ctx, 1, 0, OC, N, C, wl, C, 0, xl, C, 0, ref, OC, 0, 1, 1.0f, 0.0f, g_ctx->gtype, GEMM_EPI_BIAS,
-                  (float *)bias, 0);
+    cuda_gemm_epi(g_ctx, 1, 0, OC, N, C, wl, C, 0, xl, C, 0, ref, OC, 0, 1, 1.0f, 0.0f, g_ctx->gtype, GEMM_F32,
+                  GEMM_EPI_BIAS, (void *)bias, 0);
     if (!synced("matmul_forward")) return 0;
     std::vector<float> a((size_t)N * OC), b((size_t)N * OC);
     B->download(g_ctx, a.data(), out, a.size() * 4);
@@ -230,6 +225,52 @@ static void test_writes(rig &r)
           "matmul_forward's bit for bit: %s", tn, same3 ? "yes" : "NO");
 }
 
+/* 16-bit activations (ctx->atype = gtype, as the test sets it): the bias
+ * the epilogue reads in 16 bits comes from the copy too. matmul_forward_n
+ * (Q, K, V strided) with the copy current converts nothing, and each
+ * output equals the old path's (weight and bias converted into buffers of
+ * the test's, the same cuBLASLt call with a 16-bit D) bit for bit. */
+static void test_act16(rig &r)
+{
+    const char *tn = g_ctx->gtype == GEMM_F16 ? "fp16" : "bf16";
+    g_ctx->atype = g_ctx->gtype;
+    void *x16 = B->alloc(g_ctx, (size_t)N * C * 2), *o16 = B->alloc(g_ctx, 3 * (size_t)N * OC * 2);
+    void *ref16 = B->alloc(g_ctx, (size_t)N * OC * 2), *bl = B->alloc(g_ctx, (size_t)OC * 2);
+    cuda_convert(g_ctx, x16, r.x, (size_t)N * C, g_ctx->gtype);
+    backend_act *o3[3];
+    const float *w3[3], *b3[3];
+    for (int i = 0; i < 3; i++) {
+        o3[i] = (backend_act *)((uint16_t *)o16 + (size_t)i * N * OC);
+        w3[i] = r.W + (size_t)i * (OC * C + OC);
+        b3[i] = w3[i] + OC * C;
+    }
+    B->matmul_forward(g_ctx, o3[0], (const backend_act *)x16, w3[0], b3[0], N, C, OC); /* the copy current */
+    int64_t before = g_ctx->wc_refreshes;
+    B->matmul_forward_n(g_ctx, 3, o3, (const backend_act *)x16, w3, b3, N, C, OC);
+    int64_t conv = g_ctx->wc_refreshes - before;
+    int same = synced("matmul_forward_n (16-bit activations)");
+    std::vector<uint16_t> got(3 * (size_t)N * OC), want((size_t)N * OC);
+    B->download(g_ctx, got.data(), o16, got.size() * 2);
+    for (int i = 0; i < 3 && same; i++) {
+        cuda_convert(g_ctx, r.wl, w3[i], (size_t)OC * C, g_ctx->gtype);
+        cuda_convert(g_ctx, bl, b3[i], (size_t)OC, g_ctx->gtype);
+        cuda_gemm_epi(g_ctx, 1, 0, OC, N, C, r.wl, C, 0, x16, C, 0, ref16, OC, 0, 1, 1.0f, 0.0f, g_ctx->gtype,
+                      g_ctx->gtype, GEMM_EPI_BIAS, bl, 0);
+        same = synced("the old path (16-bit activations)");
+        B->download(g_ctx, want.data(), ref16, want.size() * 2);
+        same = same && !memcmp(got.data() + (size_t)i * N * OC, want.data(), want.size() * 2);
+    }
+    check(same && conv == 0,
+          "%s 16-bit activations: matmul_forward_n reads weights and biases from the copy, conversions %lld (want "
+          "0), each output == the old path's bit for bit: %s",
+          tn, (long long)conv, same ? "yes" : "NO");
+    B->release(g_ctx, bl);
+    B->release(g_ctx, ref16);
+    B->release(g_ctx, o16);
+    B->release(g_ctx, x16);
+    g_ctx->atype = GEMM_F32;
+}
+
 /* A release drops the copy; a new allocation (the same address, likely)
  * starts with a copy of its own. */
 static void test_release(rig &r)
@@ -301,6 +342,7 @@ static void run(precision_kind prec)
     r.xl = B->alloc(g_ctx, (size_t)N * C * 2);
     r.wl = B->alloc(g_ctx, (size_t)OC * C * 2);
     test_writes(r);
+    test_act16(r);
     test_release(r);
     test_planted(r);
     backend_free(&g_be);

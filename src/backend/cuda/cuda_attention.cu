@@ -22,44 +22,55 @@
  * neither: the flash kernels of cuda_flash.cu, padded and packed alike, on
  * Tensor Cores in 16 bits, with no T x T matrix in memory. probs then holds
  * what their backward needs (backend_attention_saved_floats): lse [NH,N]
- * fp32, then out [N,C] in 16 bits; scratch is not used. Activations are
- * fp32 today, so q, k, v (and dout) are converted to 16 bits once per call
- * into the workspace (cuda_ws_attention_flash), out back to fp32, and
- * backward's 16-bit gradients, which flash writes (=), are added (+=) to the
- * fp32 ones in one kernel. */
-#include "backend/cuda/cuda_internal.h"
+ * fp32, then out [N,C] in 16 bits; scratch is not used.
+ *
+ * Activations (q, k, v, out, dout, dq, dk, dv) are of the context's type
+ * (cuda_ctx.atype). 16-bit (atype = gtype, fp16 or bf16): the flash
+ * kernels read q, k, v and dout where they are ([N,C], head h at column
+ * h*HS), write out and its saved copy in one store, and add (+=, as every
+ * backward op) dq, dk and dv in their last store, rounding the fp32 sum
+ * once; their only working memory is backward's row terms dvec [NH,N] fp32
+ * (cuda_ws_attention_flash16). Off flash (HS not a multiple of 16, or
+ * above 64) the padded path's permutes read and write the 16-bit
+ * activations, and the packed kernels are templated on the type; probs and
+ * scratch stay fp32 there. fp32 activations (every precision until issue
+ * 47's flip): in fp16/bf16 q, k, v (and dout) are converted to 16 bits
+ * once per call into the workspace (cuda_ws_attention_flash), out back to
+ * fp32, and backward's 16-bit gradients, which flash writes (=), are added
+ * (+=) to the fp32 ones in one kernel. */
+#include "backend/cuda/cuda_act.cuh"
 #include "backend/cuda/cuda_flash.h"
+#include "backend/cuda/cuda_internal.h"
 
 #include <float.h>
 #include <math.h>
 
+#include <type_traits>
+
 #define ATT_THREADS 128
 
-template <typename T> __device__ __forceinline__ T att_from_float(float x);
-template <> __device__ __forceinline__ float att_from_float<float>(float x) { return x; }
-template <> __device__ __forceinline__ __half att_from_float<__half>(float x) { return __float2half_rn(x); }
-template <> __device__ __forceinline__ __nv_bfloat16 att_from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-
-// dst (B,NH,T,HS) = src (B,T,NH*HS), converted
-template <typename TT> __global__ void permute_in_kernel(TT *dst, const float *src, int T, int NH, int HS, size_t n)
+// dst (B,NH,T,HS) = src (B,T,NH*HS) (an activation), converted
+template <typename TT, typename TA>
+__global__ void permute_in_kernel(TT *dst, const TA *src, int T, int NH, int HS, size_t n)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         size_t d = i % (size_t)HS, r = i / (size_t)HS;
         size_t t = r % (size_t)T, bh = r / (size_t)T;
         size_t h = bh % (size_t)NH, b = bh / (size_t)NH;
-        dst[i] = att_from_float<TT>(src[((b * T + t) * NH + h) * HS + d]);
+        dst[i] = act_of<TT>(act_f(src[((b * T + t) * NH + h) * HS + d]));
     }
 }
 
-// dst (B,T,NH*HS) (+)= src (B,NH,T,HS)
-__global__ void permute_out_kernel(float *dst, const float *src, int T, int NH, int HS, size_t n, int accumulate)
+// dst (B,T,NH*HS) (an activation) (+)= src (B,NH,T,HS)
+template <typename TA>
+__global__ void permute_out_kernel(TA *dst, const float *src, int T, int NH, int HS, size_t n, int accumulate)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         size_t d = i % (size_t)HS, r = i / (size_t)HS;
         size_t h = r % (size_t)NH, bt = r / (size_t)NH;
         size_t t = bt % (size_t)T, b = bt / (size_t)T;
         float v = src[((b * NH + h) * T + t) * HS + d];
-        dst[i] = accumulate ? __fadd_rn(dst[i], v) : v;
+        dst[i] = act_of<TA>(accumulate ? __fadd_rn(act_f(dst[i]), v) : v);
     }
 }
 
@@ -95,7 +106,7 @@ __global__ void drop_convert_kernel(TT *dst, const float *probs, size_t n, float
             size_t i = g * 4 + (size_t)l;
             if (i >= n) break;
             float v = p > 0.0f ? __fmul_rn(probs[i], u[l] >= p ? scale : 0.0f) : probs[i];
-            dst[i] = att_from_float<TT>(v);
+            dst[i] = act_of<TT>(v);
         }
     }
 }
@@ -124,7 +135,7 @@ __global__ void softmax_backward_kernel(TT *ds, float *dp, const float *probs, i
     dot = cuda_block_sum<ATT_THREADS>(dot, sh);
     TT *o = ds + base;
     for (int j = threadIdx.x; j < T; j += ATT_THREADS)
-        o[j] = att_from_float<TT>(__fmul_rn(__fmul_rn(__fsub_rn(g[j], dot), P[j]), scaling));
+        o[j] = act_of<TT>(__fmul_rn(__fmul_rn(__fsub_rn(g[j], dot), P[j]), scaling));
 }
 
 typedef struct {
@@ -148,22 +159,41 @@ static int att_workspace(cuda_ctx *ctx, att_ws *w, int B, int T, int NH, int HS)
     return 0;
 }
 
-static void permute_in(cuda_ctx *ctx, void *dst, const float *src, int B, int T, int NH, int HS)
+/* dst (B,NH,T,HS) in the GEMM input type = the activation src (B,T,C). A
+ * 16-bit activation is of the GEMM input type (cuda_ctx.atype). */
+template <typename TA> static void permute_in_as(cuda_ctx *ctx, void *dst, const TA *src, int B, int T, int NH, int HS)
 {
     size_t n = (size_t)B * T * NH * HS;
     unsigned g = cuda_blocks(n, 256);
-    if (ctx->gtype == GEMM_F16) CUDA_LAUNCH(permute_in_kernel<__half>, g, 256, 0, ctx->stream,
-        (__half *)dst, src, T, NH, HS, n);
+    if constexpr (!std::is_same<TA, float>::value)
+        CUDA_LAUNCH((permute_in_kernel<TA, TA>), g, 256, 0, ctx->stream, (TA *)dst, src, T, NH, HS, n);
+    else if (ctx->gtype == GEMM_F16)
+        CUDA_LAUNCH((permute_in_kernel<__half, float>), g, 256, 0, ctx->stream, (__half *)dst, src, T, NH, HS, n);
     else if (ctx->gtype == GEMM_BF16)
-        CUDA_LAUNCH(permute_in_kernel<__nv_bfloat16>, g, 256, 0, ctx->stream, (__nv_bfloat16 *)dst, src, T, NH, HS, n);
-    else CUDA_LAUNCH(permute_in_kernel<float>, g, 256, 0, ctx->stream, (float *)dst, src, T, NH, HS, n);
+        CUDA_LAUNCH((permute_in_kernel<__nv_bfloat16, float>), g, 256, 0, ctx->stream, (__nv_bfloat16 *)dst, src, T,
+            NH, HS, n);
+    else CUDA_LAUNCH((permute_in_kernel<float, float>), g, 256, 0, ctx->stream, (float *)dst, src, T, NH, HS, n);
     CUDA_LAUNCHED(ctx);
 }
 
-static void permute_out(cuda_ctx *ctx, float *dst, const float *src, int B, int T, int NH, int HS, int acc)
+static void permute_in(cuda_ctx *ctx, void *dst, const void *src, int B, int T, int NH, int HS)
+{
+    if (ctx->atype == GEMM_F16) permute_in_as(ctx, dst, (const __half *)src, B, T, NH, HS);
+    else if (ctx->atype == GEMM_BF16) permute_in_as(ctx, dst, (const __nv_bfloat16 *)src, B, T, NH, HS);
+    else permute_in_as(ctx, dst, (const float *)src, B, T, NH, HS);
+}
+
+// the activation dst (B,T,C) (+)= src (B,NH,T,HS) fp32
+static void permute_out(cuda_ctx *ctx, void *dst, const float *src, int B, int T, int NH, int HS, int acc)
 {
     size_t n = (size_t)B * T * NH * HS;
-    CUDA_LAUNCH(permute_out_kernel, cuda_blocks(n, 256), 256, 0, ctx->stream, dst, src, T, NH, HS, n, acc);
+    unsigned g = cuda_blocks(n, 256);
+    if (ctx->atype == GEMM_F16)
+        CUDA_LAUNCH(permute_out_kernel<__half>, g, 256, 0, ctx->stream, (__half *)dst, src, T, NH, HS, n, acc);
+    else if (ctx->atype == GEMM_BF16)
+        CUDA_LAUNCH(permute_out_kernel<__nv_bfloat16>, g, 256, 0, ctx->stream, (__nv_bfloat16 *)dst, src, T, NH, HS,
+            n, acc);
+    else CUDA_LAUNCH(permute_out_kernel<float>, g, 256, 0, ctx->stream, (float *)dst, src, T, NH, HS, n, acc);
     CUDA_LAUNCHED(ctx);
 }
 
@@ -187,9 +217,9 @@ static const void *dropped_probs(cuda_ctx *ctx, void *ph, const float *probs, si
     return ph;
 }
 
-// out (B,T,C); probs (B,NH,T,T); q, k, v (B,T,C); mask (B,T) or NULL
-static void attention_padded_forward(cuda_ctx *ctx, float *out, float *probs, const float *q, const float *k,
-                                     const float *v, const int32_t *mask, int B, int T, int NH, int HS, float p,
+// out (B,T,C); probs (B,NH,T,T) fp32; q, k, v (B,T,C); mask (B,T) or NULL
+static void attention_padded_forward(cuda_ctx *ctx, void *out, float *probs, const void *q, const void *k,
+                                     const void *v, const int32_t *mask, int B, int T, int NH, int HS, float p,
                                      philox_stream rng)
 {
     att_ws w;
@@ -214,10 +244,9 @@ static void attention_padded_forward(cuda_ctx *ctx, float *out, float *probs, co
 
 /* Masked scores pass their gradient through unchanged (P is 0 there): the
  * mask is not needed. */
-// dq, dk, dv (B,T,C) +=; scratch (B,NH,T,T); dout, q, k, v (B,T,C); probs (B,NH,T,T)
-static void attention_padded_backward(cuda_ctx *ctx, float *dq, float *dk, float *dv, float *scratch,
-                                      const float *dout, const float *q, const float *k, const float *v,
-                                      const float *probs, int B, int T, int NH, int HS, float p, philox_stream rng)
+// dq, dk, dv (B,T,C) +=; scratch (B,NH,T,T) fp32; dout, q, k, v (B,T,C); probs (B,NH,T,T) fp32
+static void attention_padded_backward(cuda_ctx *ctx, void *dq, void *dk, void *dv, float *scratch, const void *dout,
+                                      const void *q, const void *k, const void *v, const float *probs, int B, int T, int NH, int HS, float p, philox_stream rng)
 {
     att_ws w;
     if (att_workspace(ctx, &w, B, T, NH, HS)) return;
@@ -270,9 +299,6 @@ static void attention_padded_backward(cuda_ctx *ctx, float *dq, float *dk, float
 
 /* ---- 16 bits: the flash kernels ---- */
 
-__device__ __forceinline__ float att_to_float(__half x) { return __half2float(x); }
-__device__ __forceinline__ float att_to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-
 template <typename TT> static cudaDataType_t att_flash_type();
 template <> cudaDataType_t att_flash_type<__half>() { return CUDA_R_16F; }
 template <> cudaDataType_t att_flash_type<__nv_bfloat16>() { return CUDA_R_16BF; }
@@ -283,17 +309,17 @@ __global__ void att_to16_kernel(TT *d0, TT *d1, TT *d2, TT *d3, const float *s0,
                                 const float *s3, size_t n)
 {
     GRID_STRIDE(i, n) {
-        if (s0) d0[i] = att_from_float<TT>(s0[i]);
-        if (s1) d1[i] = att_from_float<TT>(s1[i]);
-        if (s2) d2[i] = att_from_float<TT>(s2[i]);
-        if (s3) d3[i] = att_from_float<TT>(s3[i]);
+        if (s0) d0[i] = act_of<TT>(s0[i]);
+        if (s1) d1[i] = act_of<TT>(s1[i]);
+        if (s2) d2[i] = act_of<TT>(s2[i]);
+        if (s3) d3[i] = act_of<TT>(s3[i]);
     }
 }
 
 // d (n) = s converted to fp32
 template <typename TT> __global__ void att_from16_kernel(float *d, const TT *s, size_t n)
 {
-    GRID_STRIDE(i, n) d[i] = att_to_float(s[i]);
+    GRID_STRIDE(i, n) d[i] = act_f(s[i]);
 }
 
 // d_i (n) += s_i, for the d_i not NULL: the three gradients in one pass
@@ -301,14 +327,14 @@ template <typename TT>
 __global__ void att_add16_kernel(float *d0, float *d1, float *d2, const TT *s0, const TT *s1, const TT *s2, size_t n)
 {
     GRID_STRIDE(i, n) {
-        if (d0) d0[i] = __fadd_rn(d0[i], att_to_float(s0[i]));
-        if (d1) d1[i] = __fadd_rn(d1[i], att_to_float(s1[i]));
-        if (d2) d2[i] = __fadd_rn(d2[i], att_to_float(s2[i]));
+        if (d0) d0[i] = __fadd_rn(d0[i], act_f(s0[i]));
+        if (d1) d1[i] = __fadd_rn(d1[i], act_f(s1[i]));
+        if (d2) d2[i] = __fadd_rn(d2[i], act_f(s2[i]));
     }
 }
 
-/* The workspace of the 16-bit path: q, k, v, dout, dq, dk, dv in 16 bits
- * [N,C], dvec [NH,N] fp32 (cuda_ws_attention_flash). */
+/* The workspace of the 16-bit path with fp32 activations: q, k, v, dout,
+ * dq, dk, dv in 16 bits [N,C], dvec [NH,N] fp32 (cuda_ws_attention_flash). */
 typedef struct {
     void *q, *k, *v, *dout, *dq, *dk, *dv;
     float *dvec;
@@ -331,55 +357,79 @@ static int flash_workspace(cuda_ctx *ctx, flash_ws *f, const backend_windows *w,
 }
 
 /* The saved out [N,C] in 16 bits, after lse in saved
- * (backend_attention_saved_floats). */
-static void *flash_saved_out(const float *saved, const backend_windows *w, int NH)
+ * (backend_attention_saved_floats); NULL (and the context failed) where
+ * saved is NULL. */
+static void *flash_saved_out(cuda_ctx *ctx, const float *saved, const backend_windows *w, int NH)
 {
-    return (void *)(saved + backend_attention_lse_part((size_t)w->N, NH));
+    if (saved) return (void *)(saved + backend_attention_lse_part((size_t)w->N, NH));
+    cuda_fail_at(ctx, "attention", __FILE__, __LINE__, __func__, "probs NULL (its backward's lse)");
+    return NULL;
 }
 
-// out (N,C); saved: lse (NH,N), out (N,C) 16-bit; q, k, v (N,C)
+// out (N,C) fp32; saved: lse (NH,N), out (N,C) 16-bit; q, k, v (N,C) fp32
 template <typename TT>
-static void flash_forward(cuda_ctx *ctx, float *out, float *saved, const float *q, const float *k, const float *v,
+static void flash_forward(cuda_ctx *ctx, void *out, float *saved, const void *q, const void *k, const void *v,
                           const backend_windows *w, int NH, int HS, float p, philox_stream rng)
 {
     flash_ws f;
-    if (!saved) {
-        cuda_fail_at(ctx, "attention_forward", __FILE__, __LINE__, __func__, "probs NULL (its backward's lse)");
-        return;
-    }
-    if (flash_workspace(ctx, &f, w, NH, HS)) return;
+    TT *oh = (TT *)flash_saved_out(ctx, saved, w, NH);
+    if (!oh || flash_workspace(ctx, &f, w, NH, HS)) return;
     size_t nc = (size_t)w->N * NH * HS;
     unsigned g = cuda_blocks(nc, 256);
-    TT *oh = (TT *)flash_saved_out(saved, w, NH);
-    CUDA_LAUNCH(att_to16_kernel<TT>, g, 256, 0, ctx->stream, (TT *)f.q, (TT *)f.k, (TT *)f.v, (TT *)NULL, q, k, v,
-        (const float *)NULL, nc);
+    CUDA_LAUNCH(att_to16_kernel<TT>, g, 256, 0, ctx->stream, (TT *)f.q, (TT *)f.k, (TT *)f.v, (TT *)NULL,
+        (const float *)q, (const float *)k, (const float *)v, (const float *)NULL, nc);
     CUDA_LAUNCHED(ctx);
-    CUDA_TRY(ctx, flash_attention_forward(ctx->stream, att_flash_type<TT>(), oh, saved, f.q, f.k, f.v, w, NH, HS,
-                                          NH * HS, p, rng));
-    CUDA_LAUNCH(att_from16_kernel<TT>, g, 256, 0, ctx->stream, out, (const TT *)oh, nc);
+    CUDA_TRY(ctx, flash_attention_forward(ctx->stream, att_flash_type<TT>(), oh, NULL, saved, f.q, f.k, f.v, w, NH,
+                                          HS, NH * HS, p, rng));
+    CUDA_LAUNCH(att_from16_kernel<TT>, g, 256, 0, ctx->stream, (float *)out, (const TT *)oh, nc);
     CUDA_LAUNCHED(ctx);
 }
 
-// dq, dk, dv (N,C) +=; dout, q, k, v (N,C); saved as flash_forward's
+// dq, dk, dv (N,C) fp32 +=; dout, q, k, v (N,C) fp32; saved as flash_forward's
 template <typename TT>
-static void flash_backward(cuda_ctx *ctx, float *dq, float *dk, float *dv, const float *dout, const float *q,
-                           const float *k, const float *v, const float *saved, const backend_windows *w, int NH,
-                           int HS, float p, philox_stream rng)
+static void flash_backward(cuda_ctx *ctx, void *dq, void *dk, void *dv, const void *dout, const void *q,
+                           const void *k, const void *v, const float *saved, const backend_windows *w, int NH, int HS,
+                           float p, philox_stream rng)
 {
     flash_ws f;
-    if (!dq && !dk && !dv) return;
-    if (flash_workspace(ctx, &f, w, NH, HS)) return;
+    const void *oh = flash_saved_out(ctx, saved, w, NH);
+    if (!oh || flash_workspace(ctx, &f, w, NH, HS)) return;
     size_t nc = (size_t)w->N * NH * HS;
     unsigned g = cuda_blocks(nc, 256);
-    CUDA_LAUNCH(att_to16_kernel<TT>, g, 256, 0, ctx->stream, (TT *)f.q, (TT *)f.k, (TT *)f.v, (TT *)f.dout, q, k,
-        v, dout, nc);
+    CUDA_LAUNCH(att_to16_kernel<TT>, g, 256, 0, ctx->stream, (TT *)f.q, (TT *)f.k, (TT *)f.v, (TT *)f.dout,
+        (const float *)q, (const float *)k, (const float *)v, (const float *)dout, nc);
     CUDA_LAUNCHED(ctx);
     CUDA_TRY(ctx, flash_attention_backward(ctx->stream, att_flash_type<TT>(), dq ? f.dq : NULL, dk ? f.dk : NULL,
-                                           dv ? f.dv : NULL, f.dvec, f.dout, flash_saved_out(saved, w, NH), f.q,
-                                           f.k, f.v, saved, w, NH, HS, NH * HS, p, rng));
-    CUDA_LAUNCH(att_add16_kernel<TT>, g, 256, 0, ctx->stream, dq, dk, dv, (const TT *)f.dq, (const TT *)f.dk,
-        (const TT *)f.dv, nc);
+                                           dv ? f.dv : NULL, f.dvec, f.dout, oh, f.q, f.k, f.v, saved, w, NH, HS,
+                                           NH * HS, p, rng, 0));
+    CUDA_LAUNCH(att_add16_kernel<TT>, g, 256, 0, ctx->stream, (float *)dq, (float *)dk, (float *)dv,
+        (const TT *)f.dq, (const TT *)f.dk, (const TT *)f.dv, nc);
     CUDA_LAUNCHED(ctx);
+}
+
+/* 16-bit activations: the flash kernels on them, in place. Forward writes
+ * out and the saved copy in one store. */
+static void flash16_forward(cuda_ctx *ctx, void *out, float *saved, const void *q, const void *k, const void *v,
+                            const backend_windows *w, int NH, int HS, float p, philox_stream rng)
+{
+    void *oh = flash_saved_out(ctx, saved, w, NH);
+    if (!oh) return;
+    cudaDataType_t t = ctx->atype == GEMM_F16 ? CUDA_R_16F : CUDA_R_16BF;
+    CUDA_TRY(ctx, flash_attention_forward(ctx->stream, t, out, oh, saved, q, k, v, w, NH, HS, NH * HS, p, rng));
+}
+
+/* Backward adds to dq, dk, dv in the kernels' last store; dvec is the
+ * workspace (cuda_ws_attention_flash16). */
+static void flash16_backward(cuda_ctx *ctx, void *dq, void *dk, void *dv, const void *dout, const void *q,
+                             const void *k, const void *v, const float *saved, const backend_windows *w, int NH,
+                             int HS, float p, philox_stream rng)
+{
+    const void *oh = flash_saved_out(ctx, saved, w, NH);
+    float *dvec = (float *)cuda_ws_get(ctx, cuda_ws_attention_flash16((size_t)w->N, (size_t)NH));
+    if (!oh || !dvec) return;
+    cudaDataType_t t = ctx->atype == GEMM_F16 ? CUDA_R_16F : CUDA_R_16BF;
+    CUDA_TRY(ctx, flash_attention_backward(ctx->stream, t, dq, dk, dv, dvec, dout, oh, q, k, v, saved, w, NH, HS,
+                                           NH * HS, p, rng, 1));
 }
 
 static int att_flash(const cuda_ctx *ctx, int HS)
@@ -387,44 +437,46 @@ static int att_flash(const cuda_ctx *ctx, int HS)
     return cuda_ws_attention_lse(ctx->gtype != GEMM_F32, (size_t)HS);
 }
 
-void cuda_attention_forward(void *vctx, backend_act *vout, backend_act *vprobs, const backend_act *vq,
-                            const backend_act *vk, const backend_act *vv, const backend_windows *w, int NH, int HS,
-                            float p, philox_stream rng)
+/* 1 when there is work and the types are ones this file knows: fp32
+ * activations, or 16-bit ones of the GEMM input type (issue 47's rule). */
+static int att_ready(cuda_ctx *ctx, const backend_windows *w, int NH, int HS)
 {
-    float *out = (float *)vout;
-    float *probs = (float *)vprobs;
-    const float *q = (const float *)vq;
-    const float *k = (const float *)vk;
-    const float *v = (const float *)vv;
-    cuda_ctx *ctx = (cuda_ctx *)vctx;
-    if (ctx->error || w->B <= 0 || w->max_len <= 0 || NH <= 0 || HS <= 0) return;
-    if (att_flash(ctx, HS)) {
-        if (ctx->gtype == GEMM_F16) flash_forward<__half>(ctx, out, probs, q, k, v, w, NH, HS, p, rng);
-        else flash_forward<__nv_bfloat16>(ctx, out, probs, q, k, v, w, NH, HS, p, rng);
-    } else if (w->cu_seqlens) cuda_attention_packed_forward(ctx, out, probs, q, k, v, w, NH, HS, p, rng);
-    else attention_padded_forward(ctx, out, probs, q, k, v, w->mask, w->B, w->T, NH, HS, p, rng);
+    if (ctx->error || w->B <= 0 || w->max_len <= 0 || NH <= 0 || HS <= 0) return 0;
+    if (ctx->atype == GEMM_F32 || ctx->atype == ctx->gtype) return 1;
+    cuda_fail_at(ctx, "attention", __FILE__, __LINE__, __func__, "16-bit activations of another type than the GEMMs'");
+    return 0;
 }
 
-void cuda_attention_backward(void *vctx, backend_act *vdq, backend_act *vdk, backend_act *vdv, backend_act *vscratch,
-                             const backend_act *vdout, const backend_act *vq, const backend_act *vk,
-                             const backend_act *vv, const backend_act *vprobs, const backend_windows *w, int NH, int HS,
+void cuda_attention_forward(void *vctx, backend_act *out, backend_act *probs, const backend_act *q,
+                            const backend_act *k, const backend_act *v, const backend_windows *w, int NH, int HS,
+                            float p, philox_stream rng)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    float *saved = (float *)probs; /* fp32 probabilities, or lse and a 16-bit out (flash) */
+    if (!att_ready(ctx, w, NH, HS)) return;
+    if (!att_flash(ctx, HS)) {
+        if (w->cu_seqlens) cuda_attention_packed_forward(ctx, out, saved, q, k, v, w, NH, HS, p, rng);
+        else attention_padded_forward(ctx, out, saved, q, k, v, w->mask, w->B, w->T, NH, HS, p, rng);
+    } else if (ctx->atype != GEMM_F32) flash16_forward(ctx, out, saved, q, k, v, w, NH, HS, p, rng);
+    else if (ctx->gtype == GEMM_F16) flash_forward<__half>(ctx, out, saved, q, k, v, w, NH, HS, p, rng);
+    else flash_forward<__nv_bfloat16>(ctx, out, saved, q, k, v, w, NH, HS, p, rng);
+}
+
+void cuda_attention_backward(void *vctx, backend_act *dq, backend_act *dk, backend_act *dv, backend_act *scratch,
+                             const backend_act *dout, const backend_act *q, const backend_act *k,
+                             const backend_act *v, const backend_act *probs, const backend_windows *w, int NH, int HS,
                              float p, philox_stream rng)
 {
-    float *dq = (float *)vdq;
-    float *dk = (float *)vdk;
-    float *dv = (float *)vdv;
-    float *scratch = (float *)vscratch;
-    const float *dout = (const float *)vdout;
-    const float *q = (const float *)vq;
-    const float *k = (const float *)vk;
-    const float *v = (const float *)vv;
-    const float *probs = (const float *)vprobs;
     cuda_ctx *ctx = (cuda_ctx *)vctx;
-    if (ctx->error || w->B <= 0 || w->max_len <= 0 || NH <= 0 || HS <= 0) return;
-    if (att_flash(ctx, HS)) {
-        if (ctx->gtype == GEMM_F16) flash_backward<__half>(ctx, dq, dk, dv, dout, q, k, v, probs, w, NH, HS, p, rng);
-        else flash_backward<__nv_bfloat16>(ctx, dq, dk, dv, dout, q, k, v, probs, w, NH, HS, p, rng);
-    } else if (w->cu_seqlens)
-        cuda_attention_packed_backward(ctx, dq, dk, dv, scratch, dout, q, k, v, probs, w, NH, HS, p, rng);
-    else attention_padded_backward(ctx, dq, dk, dv, scratch, dout, q, k, v, probs, w->B, w->T, NH, HS, p, rng);
+    const float *saved = (const float *)probs;
+    if (!att_ready(ctx, w, NH, HS) || (!dq && !dk && !dv)) return;
+    if (!att_flash(ctx, HS)) {
+        if (w->cu_seqlens)
+            cuda_attention_packed_backward(ctx, dq, dk, dv, (float *)scratch, dout, q, k, v, saved, w, NH, HS, p, rng);
+        else
+            attention_padded_backward(ctx, dq, dk, dv, (float *)scratch, dout, q, k, v, saved, w->B, w->T, NH, HS, p,
+                                      rng);
+    } else if (ctx->atype != GEMM_F32) flash16_backward(ctx, dq, dk, dv, dout, q, k, v, saved, w, NH, HS, p, rng);
+    else if (ctx->gtype == GEMM_F16) flash_backward<__half>(ctx, dq, dk, dv, dout, q, k, v, saved, w, NH, HS, p, rng);
+    else flash_backward<__nv_bfloat16>(ctx, dq, dk, dv, dout, q, k, v, saved, w, NH, HS, p, rng);
 }

@@ -4,38 +4,47 @@
  * backend's arithmetic in the same order where that is cheap (so several
  * agree bit for bit: embeddings, dropout, add); explicit __fadd_rn /
  * __fmul_rn keep nvcc from fusing a multiply and an add the CPU rounds
- * separately. */
-#include "backend/cuda/cuda_internal.h"
+ * separately. Activations are of ctx->atype: the kernels are templates on
+ * it (cuda_act.cuh), fp32 inside, rounding once where they store. */
+#include "backend/cuda/cuda_act.cuh"
+#include "backend/cuda/cuda_fused.h"
 
 #include <cub/cub.cuh>
 
 /* ------------------------------------------------------------------------
  * Embedding. As transformers: (word + token type) + position. */
 
-__global__ void embedding_forward_kernel(float *out, const int32_t *ids, const int32_t *types, const int32_t *pos,
-                                         const float *wte, const float *wpe, const float *wtt, int T, int C, size_t n)
+template <typename T>
+__global__ void embedding_forward_kernel(T *out, const int32_t *ids, const int32_t *types, const int32_t *pos,
+                                         const float *wte, const float *wpe, const float *wtt, int Tw, int C, size_t n)
 {
     GRID_STRIDE(i, n)
     {
         size_t row = i / (size_t)C;
         int c = (int)(i % (size_t)C);
-        int t = pos ? pos[row] : (int)(row % (size_t)T);
+        int t = pos ? pos[row] : (int)(row % (size_t)Tw);
         float we = wte[(size_t)ids[row] * C + c];
         float te = wtt[(size_t)(types ? types[row] : 0) * C + c];
-        out[i] = __fadd_rn(__fadd_rn(we, te), wpe[(size_t)t * C + c]);
+        out[i] = act_of<T>(__fadd_rn(__fadd_rn(we, te), wpe[(size_t)t * C + c]));
     }
 }
 
+template <typename T>
+static void embedding_forward(cuda_ctx *ctx, void *out, const int32_t *ids, const int32_t *types, const int32_t *pos,
+                              const float *wte, const float *wpe, const float *wtt, int Tw, int C, size_t n)
+{
+    CUDA_LAUNCH(embedding_forward_kernel<T>, cuda_blocks(n, 256), 256, 0, ctx->stream,
+        (T *)out, ids, types, pos, wte, wpe, wtt, Tw, C, n);
+}
+
 // out (N,C); ids, types, pos (N) (pos NULL: row % T); wte (V,C), wpe (P,C), wtt (TV,C)
-void cuda_embedding_forward(void *vctx, backend_act *vout, const int32_t *ids, const int32_t *types, const int32_t *pos,
+void cuda_embedding_forward(void *vctx, backend_act *out, const int32_t *ids, const int32_t *types, const int32_t *pos,
                             const float *wte, const float *wpe, const float *wtt, int N, int T, int C)
 {
-    float *out = (float *)vout;
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     size_t n = (size_t)N * C;
     if (ctx->error || n == 0) return;
-    CUDA_LAUNCH(embedding_forward_kernel, cuda_blocks(n, 256), 256, 0, ctx->stream,
-        out, ids, types, pos, wte, wpe, wtt, T, C, n);
+    ACT_DISPATCH(ctx->atype, embedding_forward, ctx, out, ids, types, pos, wte, wpe, wtt, T, C, n);
     CUDA_LAUNCHED(ctx);
 }
 
@@ -50,27 +59,28 @@ __global__ void iota_kernel(int32_t *x, int n)
  * position of each key sums that key's rows in row order (the sort is
  * stable), as the CPU backend does, so the sums agree bit for bit. A thread
  * per column. */
-__global__ void sorted_grad_kernel(float *dtab, const float *dout, const int32_t *sorted_keys, const int32_t *rows,
-                                   int N, int C)
+template <typename T>
+__global__ void sorted_grad_kernel(float *dtab, const T *dout, const int32_t *sorted_keys, const int32_t *rows, int N,
+                                   int C)
 {
     int i = blockIdx.x;
     int key = sorted_keys[i];
     if (i > 0 && sorted_keys[i - 1] == key) return;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float g = dtab[(size_t)key * C + c];
-        for (int j = i; j < N && sorted_keys[j] == key; j++) g = __fadd_rn(g, dout[(size_t)rows[j] * C + c]);
+        for (int j = i; j < N && sorted_keys[j] == key; j++) g = __fadd_rn(g, act_f(dout[(size_t)rows[j] * C + c]));
         dtab[(size_t)key * C + c] = g;
     }
 }
 
-/* Padded rows (B,T): dwpe[t, c] += dout[b, t, c] for b in order. */
-__global__ void pos_grad_kernel(float *dwpe, const float *dout, int B, int T, int C)
+/* Padded rows (B,Tw): dwpe[t, c] += dout[b, t, c] for b in order. */
+template <typename T> __global__ void pos_grad_kernel(float *dwpe, const T *dout, int B, int Tw, int C)
 {
-    size_t n = (size_t)T * C;
+    size_t n = (size_t)Tw * C;
     GRID_STRIDE(i, n)
     {
         float g = dwpe[i];
-        for (int b = 0; b < B; b++) g = __fadd_rn(g, dout[(size_t)b * n + i]);
+        for (int b = 0; b < B; b++) g = __fadd_rn(g, act_f(dout[(size_t)b * n + i]));
         dwpe[i] = g;
     }
 }
@@ -95,7 +105,7 @@ __global__ void type_present_kernel(int *present, int *dev_err, const int32_t *t
     if (lane == 0 && w == 0 && any_bad) *dev_err = CUDA_DEV_ERR_TYPE_ID;
 }
 
-__global__ void type_grad_stage1(float *part, const float *dout, const int32_t *types, int N, int C)
+template <typename T> __global__ void type_grad_stage1(float *part, const T *dout, const int32_t *types, int N, int C)
 {
     int c = blockIdx.y * blockDim.x + threadIdx.x;
     int chunk = blockIdx.x;
@@ -106,7 +116,7 @@ __global__ void type_grad_stage1(float *part, const float *dout, const int32_t *
     for (int r = r0; r < r1; r++) {
         int t = types ? types[r] : 0;
         if (t < 0 || t >= CUDA_WS_MAX_TYPES) continue;
-        p[(size_t)t * C + c] = __fadd_rn(p[(size_t)t * C + c], dout[(size_t)r * C + c]);
+        p[(size_t)t * C + c] = __fadd_rn(p[(size_t)t * C + c], act_f(dout[(size_t)r * C + c]));
     }
 }
 
@@ -123,7 +133,8 @@ __global__ void type_grad_stage2(float *dwtt, const float *part, const int *pres
 /* rows sorted by keys[N] (stable: equal keys keep row order) into dtab
  * (keys x C) += dout rows; keys_out, vals_in, vals_out and sort_ws are
  * workspace, temp bytes of it for the sort. */
-static void sorted_grad(cuda_ctx *ctx, float *dtab, const float *dout, const int32_t *keys, int N, int C,
+template <typename T>
+static void sorted_grad(cuda_ctx *ctx, float *dtab, const T *dout, const int32_t *keys, int N, int C,
                         int32_t *keys_out, int32_t *vals_in, int32_t *vals_out, void *sort_ws, size_t temp)
 {
     CUDA_LAUNCH(iota_kernel, (unsigned)((N + 255) / 256), 256, 0, ctx->stream, vals_in, N);
@@ -134,16 +145,15 @@ static void sorted_grad(cuda_ctx *ctx, float *dtab, const float *dout, const int
     /* A thread per column: a frequent key (padding, [CLS], position 0) is
      * one long serial sum, so it should not also loop over columns. */
     unsigned wt = (unsigned)(C < 1024 ? (C + 31) / 32 * 32 : 1024);
-    CUDA_LAUNCH(sorted_grad_kernel, (unsigned)N, wt, 0, ctx->stream, dtab, dout, keys_out, vals_out, N, C);
+    CUDA_LAUNCH(sorted_grad_kernel<T>, (unsigned)N, wt, 0, ctx->stream, dtab, dout, keys_out, vals_out, N, C);
     CUDA_LAUNCHED(ctx);
 }
 
-void cuda_embedding_backward(void *vctx, float *dwte, float *dwpe, float *dwtt, const backend_act *vdout,
-                             const int32_t *ids, const int32_t *types, const int32_t *pos, int N, int T, int C)
+template <typename T>
+static void embedding_backward(cuda_ctx *ctx, float *dwte, float *dwpe, float *dwtt, const void *vdout,
+                               const int32_t *ids, const int32_t *types, const int32_t *pos, int N, int Tw, int C)
 {
-    const float *dout = (const float *)vdout;
-    cuda_ctx *ctx = (cuda_ctx *)vctx;
-    if (ctx->error || N <= 0 || C <= 0) return;
+    const T *dout = (const T *)vdout;
     size_t sort_temp = 0;
     if (dwte || (dwpe && pos)) {
         cudaError_t e = cub::DeviceRadixSort::SortPairs(NULL, sort_temp, (const int32_t *)NULL, (int32_t *)NULL,
@@ -167,7 +177,8 @@ void cuda_embedding_backward(void *vctx, float *dwte, float *dwpe, float *dwtt, 
         /* the workspace again: the stream runs the word sort's kernels first */
         sorted_grad(ctx, dwpe, dout, pos, N, C, keys_out, vals_in, vals_out, sort_ws, sort_temp);
     } else if (dwpe && !ctx->error) {
-        CUDA_LAUNCH(pos_grad_kernel, cuda_blocks((size_t)T * C, 256), 256, 0, ctx->stream, dwpe, dout, N / T, T, C);
+        CUDA_LAUNCH(pos_grad_kernel<T>, cuda_blocks((size_t)Tw * C, 256), 256, 0, ctx->stream, dwpe, dout, N / Tw, Tw,
+            C);
         CUDA_LAUNCHED(ctx);
     }
     if (dwtt && !ctx->error) {
@@ -177,12 +188,20 @@ void cuda_embedding_backward(void *vctx, float *dwte, float *dwpe, float *dwtt, 
         CUDA_LAUNCHED(ctx);
         int nchunks = (int)cuda_ws_colsum_chunks((size_t)N);
         dim3 g1((unsigned)nchunks, (unsigned)((C + 127) / 128));
-        CUDA_LAUNCH(type_grad_stage1, g1, 128, 0, ctx->stream, part, dout, types, N, C);
+        CUDA_LAUNCH(type_grad_stage1<T>, g1, 128, 0, ctx->stream, part, dout, types, N, C);
         CUDA_LAUNCHED(ctx);
         dim3 g2((unsigned)((C + 127) / 128), (unsigned)CUDA_WS_MAX_TYPES);
         CUDA_LAUNCH(type_grad_stage2, g2, 128, 0, ctx->stream, dwtt, part, present, nchunks, C);
         CUDA_LAUNCHED(ctx);
     }
+}
+
+void cuda_embedding_backward(void *vctx, float *dwte, float *dwpe, float *dwtt, const backend_act *dout,
+                             const int32_t *ids, const int32_t *types, const int32_t *pos, int N, int T, int C)
+{
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    if (ctx->error || N <= 0 || C <= 0) return;
+    ACT_DISPATCH(ctx->atype, embedding_backward, ctx, dwte, dwpe, dwtt, dout, ids, types, pos, N, T, C);
 }
 
 /* ------------------------------------------------------------------------
@@ -195,69 +214,77 @@ __device__ __forceinline__ float warp_sum(float v)
     return v;
 }
 
-__global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd, const float *inp, const float *w,
-                                         const float *b, int N, int C, float eps)
+template <typename T>
+__global__ void layernorm_forward_kernel(T *out, float *mean, float *rstd, const T *inp, const float *w, const float *b,
+                                         int N, int C, float eps)
 {
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (row >= N) return;
-    const float *x = inp + (size_t)row * C;
+    const T *x = inp + (size_t)row * C;
     float s = 0;
-    for (int c = lane; c < C; c += 32) s += x[c];
+    for (int c = lane; c < C; c += 32) s += act_f(x[c]);
     float m = warp_sum(s) / (float)C;
     float v = 0;
     for (int c = lane; c < C; c += 32) {
-        float d = x[c] - m;
+        float d = act_f(x[c]) - m;
         v += d * d;
     }
     float rs = 1.0f / sqrtf(warp_sum(v) / (float)C + eps);
-    float *o = out + (size_t)row * C;
-    for (int c = lane; c < C; c += 32) o[c] = fmaf(__fmul_rn(__fsub_rn(x[c], m), rs), w[c], b[c]);
+    T *o = out + (size_t)row * C;
+    for (int c = lane; c < C; c += 32) o[c] = act_of<T>(fmaf(__fmul_rn(__fsub_rn(act_f(x[c]), m), rs), w[c], b[c]));
     if (lane == 0) {
         mean[row] = m;
         rstd[row] = rs;
     }
 }
 
+template <typename T>
+static void layernorm_forward(cuda_ctx *ctx, void *out, float *mean, float *rstd, const void *inp, const float *w,
+                              const float *b, int N, int C, float eps)
+{
+    CUDA_LAUNCH(layernorm_forward_kernel<T>, (unsigned)((N + 3) / 4), 128, 0, ctx->stream,
+        (T *)out, mean, rstd, (const T *)inp, w, b, N, C, eps);
+}
+
 // out (N,C); mean, rstd (N); inp (N,C); w, b (C)
-void cuda_layernorm_forward(void *vctx, backend_act *vout, float *mean, float *rstd, const backend_act *vinp,
+void cuda_layernorm_forward(void *vctx, backend_act *out, float *mean, float *rstd, const backend_act *inp,
                             const float *w, const float *b, int N, int C, float eps)
 {
-    float *out = (float *)vout;
-    const float *inp = (const float *)vinp;
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || N <= 0 || C <= 0) return;
-    CUDA_LAUNCH(layernorm_forward_kernel, (unsigned)((N + 3) / 4), 128, 0, ctx->stream,
-        out, mean, rstd, inp, w, b, N, C, eps);
+    ACT_DISPATCH(ctx->atype, layernorm_forward, ctx, out, mean, rstd, inp, w, b, N, C, eps);
     CUDA_LAUNCHED(ctx);
 }
 
 /* dinp += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout * w */
-__global__ void layernorm_backward_kernel(float *dinp, const float *dout, const float *inp, const float *w,
-                                          const float *mean, const float *rstd, int N, int C)
+template <typename T>
+__global__ void layernorm_backward_kernel(T *dinp, const T *dout, const T *inp, const float *w, const float *mean,
+                                          const float *rstd, int N, int C)
 {
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (row >= N) return;
-    const float *x = inp + (size_t)row * C, *d = dout + (size_t)row * C;
+    const T *x = inp + (size_t)row * C, *d = dout + (size_t)row * C;
     float m = mean[row], rs = rstd[row];
     float sg = 0, sgx = 0;
     for (int c = lane; c < C; c += 32) {
-        float g = d[c] * w[c];
+        float g = act_f(d[c]) * w[c];
         sg += g;
-        sgx += g * ((x[c] - m) * rs);
+        sgx += g * ((act_f(x[c]) - m) * rs);
     }
     float mg = warp_sum(sg) / (float)C, mgx = warp_sum(sgx) / (float)C;
-    float *di = dinp + (size_t)row * C;
+    T *di = dinp + (size_t)row * C;
     for (int c = lane; c < C; c += 32) {
-        float xhat = __fmul_rn(__fsub_rn(x[c], m), rs);
-        float g = __fmul_rn(d[c], w[c]);
-        di[c] = __fadd_rn(di[c], __fmul_rn(rs, __fsub_rn(__fsub_rn(g, mg), __fmul_rn(xhat, mgx))));
+        float xhat = __fmul_rn(__fsub_rn(act_f(x[c]), m), rs);
+        float g = __fmul_rn(act_f(d[c]), w[c]);
+        di[c] = act_of<T>(__fadd_rn(act_f(di[c]), __fmul_rn(rs, __fsub_rn(__fsub_rn(g, mg), __fmul_rn(xhat, mgx)))));
     }
 }
 
 /* dw, db partials: per chunk of rows, column sums of dout * xhat and dout. */
-__global__ void layernorm_param_stage1(float *pw, float *pb, const float *dout, const float *inp, const float *mean,
+template <typename T>
+__global__ void layernorm_param_stage1(float *pw, float *pb, const T *dout, const T *inp, const float *mean,
                                        const float *rstd, int N, int C)
 {
     int c = blockIdx.y * blockDim.x + threadIdx.x;
@@ -266,8 +293,8 @@ __global__ void layernorm_param_stage1(float *pw, float *pb, const float *dout, 
     int r0 = chunk * CUDA_WS_COLSUM_ROWS, r1 = min(N, r0 + CUDA_WS_COLSUM_ROWS);
     double aw = 0, ab = 0;
     for (int r = r0; r < r1; r++) {
-        float d = dout[(size_t)r * C + c];
-        float xhat = __fmul_rn(__fsub_rn(inp[(size_t)r * C + c], mean[r]), rstd[r]);
+        float d = act_f(dout[(size_t)r * C + c]);
+        float xhat = __fmul_rn(__fsub_rn(act_f(inp[(size_t)r * C + c]), mean[r]), rstd[r]);
         aw += (double)d * xhat;
         ab += d;
     }
@@ -288,18 +315,30 @@ __global__ void layernorm_param_stage2(float *dw, float *db, const float *pw, co
     if (db) db[c] = __fadd_rn(db[c], (float)ab);
 }
 
-void cuda_layernorm_backward(void *vctx, backend_act *vdinp, float *dw, float *db, const backend_act *vdout,
-                             const backend_act *vinp, const float *w, const float *mean, const float *rstd, int N,
+template <typename T>
+static void layernorm_dinp(cuda_ctx *ctx, void *dinp, const void *dout, const void *inp, const float *w,
+                           const float *mean, const float *rstd, int N, int C)
+{
+    CUDA_LAUNCH(layernorm_backward_kernel<T>, (unsigned)((N + 3) / 4), 128, 0, ctx->stream,
+        (T *)dinp, (const T *)dout, (const T *)inp, w, mean, rstd, N, C);
+}
+
+template <typename T>
+static void layernorm_params(cuda_ctx *ctx, float *pw, float *pb, const void *dout, const void *inp,
+                             const float *mean, const float *rstd, int N, int C, dim3 grid)
+{
+    CUDA_LAUNCH(layernorm_param_stage1<T>, grid, 128, 0, ctx->stream,
+        pw, pb, (const T *)dout, (const T *)inp, mean, rstd, N, C);
+}
+
+void cuda_layernorm_backward(void *vctx, backend_act *dinp, float *dw, float *db, const backend_act *dout,
+                             const backend_act *inp, const float *w, const float *mean, const float *rstd, int N,
                              int C)
 {
-    float *dinp = (float *)vdinp;
-    const float *dout = (const float *)vdout;
-    const float *inp = (const float *)vinp;
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || N <= 0 || C <= 0) return;
     if (dinp) {
-        CUDA_LAUNCH(layernorm_backward_kernel, (unsigned)((N + 3) / 4), 128, 0, ctx->stream,
-            dinp, dout, inp, w, mean, rstd, N, C);
+        ACT_DISPATCH(ctx->atype, layernorm_dinp, ctx, dinp, dout, inp, w, mean, rstd, N, C);
         CUDA_LAUNCHED(ctx);
     }
     if (!dw && !db) return;
@@ -309,7 +348,7 @@ void cuda_layernorm_backward(void *vctx, backend_act *vdinp, float *dw, float *d
     float *pw = (float *)cuda_ws_take(&cur, (size_t)nchunks * C * 4);
     float *pb = (float *)cuda_ws_take(&cur, (size_t)nchunks * C * 4);
     dim3 g1((unsigned)nchunks, (unsigned)((C + 127) / 128));
-    CUDA_LAUNCH(layernorm_param_stage1, g1, 128, 0, ctx->stream, pw, pb, dout, inp, mean, rstd, N, C);
+    ACT_DISPATCH(ctx->atype, layernorm_params, ctx, pw, pb, dout, inp, mean, rstd, N, C, g1);
     CUDA_LAUNCHED(ctx);
     CUDA_LAUNCH(layernorm_param_stage2, (unsigned)((C + 127) / 128), 128, 0, ctx->stream, dw, db, pw, pb, nchunks, C);
     CUDA_LAUNCHED(ctx);
@@ -317,11 +356,17 @@ void cuda_layernorm_backward(void *vctx, backend_act *vdinp, float *dw, float *d
 
 /* ------------------------------------------------------------------------
  * The linear layer: one cuBLASLt call forward, the bias in its epilogue
- * (CUBLASLT_EPILOGUE_BIAS, fp32 as the output); backward the weight
+ * (CUBLASLT_EPILOGUE_BIAS, of the output's type); backward the weight
  * gradient's GEMM carries the bias gradient (CUBLASLT_EPILOGUE_BGRADB, of
- * dout as the GEMM reads it: fp32 only, cuda_matmul_backward says why). Low precision converts inp (and dout)
- * into the workspace and reads w from its 16-bit copy (cuda_weights.cu);
- * fp32/tf32 hand the arrays to cuBLASLt as they are.
+ * dout as the GEMM reads it: cuda_matmul_backward says when). fp32/tf32
+ * hand the arrays to cuBLASLt as they are. fp16/bf16 read the weights (and
+ * a 16-bit output's bias) from their 16-bit copy (matmul_weight,
+ * cuda_weights.cu); with fp32 activations they convert inp (and dout) into
+ * the workspace, and the GEMMs write fp32; with 16-bit activations
+ * (ctx->atype, the same type as ctx->gtype) the GEMMs read inp and dout as
+ * they are and write out and dinp in 16 bits (cuBLASLt's D type, rounded
+ * once from the fp32 accumulator, the bias of that type as the epilogue
+ * wants it); the weight gradient stays an fp32 output.
  *
  * The epilogue adds the bias after the product (torch's addmm, and the CPU
  * backend, start from the bias): the sums differ in rounding, within the
@@ -332,11 +377,16 @@ void cuda_layernorm_backward(void *vctx, backend_act *vdinp, float *dw, float *d
 
 /* out[r, c] = b[c] over N rows of OC: only for C = 0 (no product to carry
  * an epilogue). */
-__global__ void bias_fill_kernel(float *out, const float *b, size_t N, int OC)
+template <typename T> __global__ void bias_fill_kernel(T *out, const float *b, size_t N, int OC)
 {
     size_t n = N * (size_t)OC;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        out[i] = b[i % (size_t)OC];
+        out[i] = act_of<T>(b[i % (size_t)OC]);
+}
+
+template <typename T> static void bias_fill(cuda_ctx *ctx, void *out, const float *b, size_t N, int OC)
+{
+    CUDA_LAUNCH(bias_fill_kernel<T>, cuda_blocks(N * (size_t)OC, 256), 256, 0, ctx->stream, (T *)out, b, N, OC);
 }
 
 /* out[i] += x[i] over n */
@@ -351,70 +401,95 @@ static int low_precision(const cuda_ctx *ctx)
     return ctx->gtype != GEMM_F32;
 }
 
+/* Whether activations are 16-bit: the GEMMs then read and write them as
+ * they are (the contract makes atype gtype or fp32). */
+static int act16(const cuda_ctx *ctx)
+{
+    return ctx->atype != GEMM_F32;
+}
+
+/* The weight w (n floats) as the GEMMs read it: itself in fp32/tf32; in
+ * fp16/bf16 its 16-bit copy (cuda_weights.cu: converted only where a write
+ * since the last read made it stale; the optimizer's pass keeps it
+ * current), NULL with the failure recorded. The one place a GEMM's weight
+ * (or a 16-bit output's bias) is prepared. */
+static const void *matmul_weight(cuda_ctx *ctx, const float *w, size_t n)
+{
+    return low_precision(ctx) ? cuda_weights16(ctx, w, n) : w;
+}
+
+/* C = 0: out = the bias rows, or 0 (no product to carry an epilogue). */
+static void linear_empty(cuda_ctx *ctx, int n, char *out, long long sout, const float *b, long long sb, int N, int OC)
+{
+    size_t nout = (size_t)N * OC, es = act_size(ctx->atype);
+    for (int i = 0; i < n && !ctx->error; i++) {
+        char *o = out + (size_t)i * sout * es;
+        if (b) {
+            ACT_DISPATCH(ctx->atype, bias_fill, ctx, o, b + (size_t)i * sb, (size_t)N, OC);
+            CUDA_LAUNCHED(ctx);
+        } else {
+            CUDA_TRY(ctx, cudaMemsetAsync(o, 0, nout * es, ctx->stream));
+        }
+    }
+}
+
 /* The product of n linear layers on one input (n = 1: a plain one). w[i]
- * and b[i] are equally spaced (sw, sb floats apart) as are out[i] (sout):
- * one strided-batched GEMM, the input shared (stride 0). */
-static void linear_forward(cuda_ctx *ctx, int n, float *out, long long sout, const float *inp, const float *w,
+ * and b[i] are equally spaced (sw, sb floats apart) as are out[i] (sout
+ * elements): one strided-batched GEMM, the input shared (stride 0). */
+static void linear_forward(cuda_ctx *ctx, int n, void *out, long long sout, const void *inp, const float *w,
                            long long sw, const float *b, long long sb, int N, int C, int OC)
 {
-    size_t nout = (size_t)N * OC;
     if (C <= 0) {
-        for (int i = 0; i < n && !ctx->error; i++) {
-            float *o = out + (size_t)i * sout;
-            if (b) {
-                CUDA_LAUNCH(bias_fill_kernel, cuda_blocks(nout, 256), 256, 0, ctx->stream, o, b + (size_t)i * sb,
-                    (size_t)N, OC);
-                CUDA_LAUNCHED(ctx);
-            } else {
-                CUDA_TRY(ctx, cudaMemsetAsync(o, 0, nout * sizeof(float), ctx->stream));
-            }
-        }
+        linear_empty(ctx, n, (char *)out, sout, b, sb, N, OC);
         return;
     }
     const void *A = w, *B = inp;
-    long long sA = sw;
+    void *bias = (void *)b;
+    long long sA = sw, sbias = sb;
     if (low_precision(ctx)) {
-        char *cur = (char *)cuda_ws_get(ctx, cuda_ws_matmul_forward_n(1, (size_t)n, (size_t)N, (size_t)C, (size_t)OC));
-        if (!cur) return;
-        char *xl = (char *)cuda_ws_take(&cur, (size_t)N * C * 2);
-        cuda_convert(ctx, xl, inp, (size_t)N * C, ctx->gtype);
-        /* the n weights in their 16-bit copy, as far apart as in w */
-        A = cuda_weights16(ctx, w, (size_t)(n - 1) * (size_t)sw + (size_t)OC * C);
+        /* the n weights (and biases) in their 16-bit copy, as far apart as in w (and b) */
+        A = matmul_weight(ctx, w, (size_t)(n - 1) * (size_t)sw + (size_t)OC * C);
         if (!A) return;
-        B = xl;
+        if (!act16(ctx)) {
+            char *xl = (char *)cuda_ws_get(ctx, cuda_ws_matmul_forward_n(1, (size_t)n, (size_t)N, (size_t)C, (size_t)OC));
+            if (!xl) return;
+            cuda_convert(ctx, xl, (const float *)inp, (size_t)N * C, ctx->gtype);
+            B = xl;
+        } else if (b && !(bias = (void *)matmul_weight(ctx, b, (size_t)(n - 1) * (size_t)sb + (size_t)OC))) {
+            return;
+        }
     }
     // out^T (OC x N) = w (stored C x OC, transposed) * inp^T (C x N) [+ b]
-    if (b)
-        cuda_gemm_epi(ctx, 1, 0, OC, N, C, A, C, sA, B, C, 0, out, OC, sout, n, 1.0f, 0.0f, ctx->gtype, GEMM_EPI_BIAS,
-                      (float *)b, sb);
-    else
-        cuda_gemm(ctx, 1, 0, OC, N, C, A, C, sA, B, C, 0, out, OC, sout, n, 1.0f, 0.0f, ctx->gtype);
+    cuda_gemm_epi(ctx, 1, 0, OC, N, C, A, C, sA, B, C, 0, out, OC, sout, n, 1.0f, 0.0f, ctx->gtype, ctx->atype,
+                  b ? GEMM_EPI_BIAS : GEMM_EPI_NONE, b ? bias : NULL, sbias);
 }
 
 // out (N,OC) = inp (N,C) @ w (OC,C)^T + b (OC)
-void cuda_matmul_forward(void *vctx, backend_act *vout, const backend_act *vinp, const float *w, const float *b, int N,
+void cuda_matmul_forward(void *vctx, backend_act *out, const backend_act *inp, const float *w, const float *b, int N,
                          int C, int OC)
 {
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || N <= 0 || OC <= 0) return;
-    linear_forward(ctx, 1, (float *)vout, 0, (const float *)vinp, w, 0, b, 0, N, C, OC);
+    linear_forward(ctx, 1, out, 0, inp, w, 0, b, 0, N, C, OC);
 }
 
 /* Q, K and V in one GEMM when their weights, biases and outputs are each
  * equally spaced (params.c lays q_w, q_b, k_w, ... out in that order, so
  * the weights are C*C + C floats apart, and bert.c's q, k, v are arrays of
  * one size); otherwise one GEMM each. */
-void cuda_matmul_forward_n(void *vctx, int n, backend_act *const *vout, const backend_act *vinp,
+void cuda_matmul_forward_n(void *vctx, int n, backend_act *const *vout, const backend_act *inp,
                            const float *const *w, const float *const *b, int N, int C, int OC)
 {
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || N <= 0 || OC <= 0 || n <= 0) return;
-    float *const *out = (float *const *)vout;
-    const float *inp = (const float *)vinp;
-    long long sout = n > 1 ? out[1] - out[0] : 0, sw = n > 1 ? w[1] - w[0] : 0, sb = b && n > 1 ? b[1] - b[0] : 0;
+    /* the outputs' spacing in elements of the activation type */
+    long long es = (long long)act_size(ctx->atype);
+    char *const *out = (char *const *)vout;
+    long long sout = n > 1 ? (out[1] - out[0]) / es : 0, sw = n > 1 ? w[1] - w[0] : 0;
+    long long sb = b && n > 1 ? b[1] - b[0] : 0;
     int strided = 1;
     for (int i = 1; i < n; i++)
-        strided &= out[i] - out[i - 1] == sout && w[i] - w[i - 1] == sw && (!b || b[i] - b[i - 1] == sb);
+        strided &= out[i] - out[i - 1] == sout * es && w[i] - w[i - 1] == sw && (!b || b[i] - b[i - 1] == sb);
     /* outputs apart by at least one output, weights by one weight */
     strided &= n == 1 || (sout >= (long long)N * OC && sw >= (long long)OC * C && (!b || sb >= OC));
     if (strided) {
@@ -424,43 +499,45 @@ void cuda_matmul_forward_n(void *vctx, int n, backend_act *const *vout, const ba
     for (int i = 0; i < n; i++) linear_forward(ctx, 1, out[i], 0, inp, w[i], 0, b ? b[i] : NULL, 0, N, C, OC);
 }
 
-void cuda_matmul_backward(void *vctx, backend_act *vdinp, float *dw, float *db, const backend_act *vdout,
-                          const backend_act *vinp, const float *w, int N, int C, int OC)
+/* dinp += dout w, dw += dout^T inp, db += the column sums of dout. The
+ * bias gradient rides on the weight gradient's GEMM (BGRADB) where that
+ * sums exactly what the op is given: fp32 inputs, or 16-bit activations
+ * (dout is then the 16-bit array itself, and the sum is fp32 as the
+ * GEMM's output, as torch's autocast sums its fp16 gradient). With fp32
+ * activations in tf32/fp16/bf16 the GEMM reads a rounded dout, and a bias
+ * gradient that cancels, as qa_outputs' does, would lose its digits
+ * (cudaemu_model's PyTorch reference): there, and with no weight-gradient
+ * GEMM to carry it, the fp32 column sums. */
+void cuda_matmul_backward(void *vctx, backend_act *dinp, float *dw, float *db, const backend_act *dout,
+                          const backend_act *inp, const float *w, int N, int C, int OC)
 {
-    float *dinp = (float *)vdinp;
-    const float *dout = (const float *)vdout;
-    const float *inp = (const float *)vinp;
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || N <= 0 || OC <= 0 || C < 0) return;
-    int low = low_precision(ctx);
+    int low = low_precision(ctx), a16 = act16(ctx);
     char *cur = (char *)cuda_ws_get(ctx, cuda_ws_matmul_backward(low, (size_t)N, (size_t)C, (size_t)OC));
     if (!cur) return;
     /* the column sums' partials, or BGRADB's vector (OC floats: fewer) */
     float *part = (float *)cuda_ws_take(&cur, cuda_ws_colsum_chunks((size_t)N) * (size_t)OC * sizeof(float));
-    /* BGRADB sums dout as the GEMM reads it: exact only for fp32 inputs
-     * (tf32 and 16-bit round it first, and a bias gradient that cancels,
-     * as qa_outputs' does, loses its digits: cudaemu_model's PyTorch
-     * reference); otherwise, or with no weight-gradient GEMM to carry it,
-     * the fp32 column sums. */
-    int bgrad = db && dw && C > 0 && ctx->gtype == GEMM_F32 && ctx->prec != PREC_TF32;
-    if (db && !bgrad) cuda_colsum_add(ctx, db, dout, N, OC, part);
+    int bgrad = db && dw && C > 0 && (a16 || (ctx->gtype == GEMM_F32 && ctx->prec != PREC_TF32));
+    if (db && !bgrad) cuda_colsum_add(ctx, db, dout, ctx->atype, N, OC, part);
     if (C == 0 || (!dinp && !dw)) return;
     const void *D = dout, *W = w, *X = inp;
     if (low) {
         void *dl = cuda_ws_take(&cur, (size_t)N * OC * 2);
         void *xl = cuda_ws_take(&cur, (size_t)N * C * 2);
-        cuda_convert(ctx, dl, dout, (size_t)N * OC, ctx->gtype);
-        if (dinp && !(W = cuda_weights16(ctx, w, (size_t)OC * C))) return;
-        if (dw) cuda_convert(ctx, xl, inp, (size_t)N * C, ctx->gtype);
-        D = dl;
-        X = xl;
+        if (!a16) cuda_convert(ctx, dl, (const float *)dout, (size_t)N * OC, ctx->gtype);
+        if (dinp && !(W = matmul_weight(ctx, w, (size_t)OC * C))) return;
+        if (dw && !a16) cuda_convert(ctx, xl, (const float *)inp, (size_t)N * C, ctx->gtype);
+        if (!a16) D = dl, X = xl;
     }
     // dinp^T (C x N) += w^T (stored C x OC) * dout^T (stored OC x N)
-    if (dinp) cuda_gemm(ctx, 0, 0, C, N, OC, W, C, 0, D, OC, 0, dinp, C, 0, 1, 1.0f, 1.0f, ctx->gtype);
+    if (dinp)
+        cuda_gemm_epi(ctx, 0, 0, C, N, OC, W, C, 0, D, OC, 0, dinp, C, 0, 1, 1.0f, 1.0f, ctx->gtype, ctx->atype,
+                      GEMM_EPI_NONE, NULL, 0);
     // dw^T (C x OC) += inp^T (stored C x N) * dout (stored OC x N, transposed); part[j] = sum_n dout[n, j]
     if (bgrad) {
-        cuda_gemm_epi(ctx, 0, 1, C, OC, N, X, C, 0, D, OC, 0, dw, C, 0, 1, 1.0f, 1.0f, ctx->gtype, GEMM_EPI_BGRADB,
-                      part, 0);
+        cuda_gemm_epi(ctx, 0, 1, C, OC, N, X, C, 0, D, OC, 0, dw, C, 0, 1, 1.0f, 1.0f, ctx->gtype, GEMM_F32,
+                      GEMM_EPI_BGRADB, part, 0);
         if (ctx->error) return;
         CUDA_LAUNCH(vec_add_kernel, (unsigned)((OC + 255) / 256), 256, 0, ctx->stream, db, part, OC);
         CUDA_LAUNCHED(ctx);
@@ -470,50 +547,18 @@ void cuda_matmul_backward(void *vctx, backend_act *vdinp, float *dw, float *db, 
 }
 
 /* ------------------------------------------------------------------------
- * GELU, exact: x * 0.5 * (1 + erf(x / sqrt 2)). */
+ * GELU, exact: x * 0.5 * (1 + erf(x / sqrt 2)): cuda_fused.cu's kernels,
+ * on every activation type (the same arithmetic element by element, so the
+ * same bits as an fp32 kernel of their own would give). */
 
-#define GELU_ALPHA 0.70710678118654752440f
-#define GELU_BETA 0.39894228040143267794f
-
-__global__ void gelu_forward_kernel(float *out, const float *inp, size_t n)
+void cuda_gelu_forward(void *vctx, backend_act *out, const backend_act *inp, size_t n)
 {
-    GRID_STRIDE(i, n)
-    {
-        float x = inp[i];
-        out[i] = __fmul_rn(__fmul_rn(x, 0.5f), __fadd_rn(1.0f, erff(__fmul_rn(x, GELU_ALPHA))));
-    }
+    cuda_fused_gelu_forward(vctx, ((cuda_ctx *)vctx)->atype, out, inp, n);
 }
 
-__global__ void gelu_backward_kernel(float *dinp, const float *inp, const float *dout, size_t n)
+void cuda_gelu_backward(void *vctx, backend_act *dinp, const backend_act *inp, const backend_act *dout, size_t n)
 {
-    GRID_STRIDE(i, n)
-    {
-        float x = inp[i];
-        float cdf = __fmul_rn(0.5f, __fadd_rn(1.0f, erff(__fmul_rn(x, GELU_ALPHA))));
-        float pdf = __fmul_rn(GELU_BETA, expf(__fmul_rn(__fmul_rn(x, x), -0.5f)));
-        dinp[i] = __fadd_rn(dinp[i], __fmul_rn(dout[i], __fadd_rn(cdf, __fmul_rn(x, pdf))));
-    }
-}
-
-void cuda_gelu_forward(void *vctx, backend_act *vout, const backend_act *vinp, size_t n)
-{
-    float *out = (float *)vout;
-    const float *inp = (const float *)vinp;
-    cuda_ctx *ctx = (cuda_ctx *)vctx;
-    if (ctx->error || n == 0) return;
-    CUDA_LAUNCH(gelu_forward_kernel, cuda_blocks(n, 256), 256, 0, ctx->stream, out, inp, n);
-    CUDA_LAUNCHED(ctx);
-}
-
-void cuda_gelu_backward(void *vctx, backend_act *vdinp, const backend_act *vinp, const backend_act *vdout, size_t n)
-{
-    float *dinp = (float *)vdinp;
-    const float *inp = (const float *)vinp;
-    const float *dout = (const float *)vdout;
-    cuda_ctx *ctx = (cuda_ctx *)vctx;
-    if (ctx->error || n == 0 || !dinp) return;
-    CUDA_LAUNCH(gelu_backward_kernel, cuda_blocks(n, 256), 256, 0, ctx->stream, dinp, inp, dout, n);
-    CUDA_LAUNCHED(ctx);
+    cuda_fused_gelu_backward(vctx, ((cuda_ctx *)vctx)->atype, dinp, inp, dout, n);
 }
 
 /* ------------------------------------------------------------------------
@@ -522,8 +567,8 @@ void cuda_gelu_backward(void *vctx, backend_act *vdinp, const backend_act *vinp,
  * flat one: one Philox block per 4 elements. A packed batch's element finds
  * its window by bisection and draws its own uniform at the padded index. */
 
-__global__ void dropout_kernel(float *out, const float *inp, size_t n, float p, float scale, philox_stream rng,
-                               int accumulate)
+template <typename T>
+__global__ void dropout_kernel(T *out, const T *inp, size_t n, float p, float scale, philox_stream rng, int accumulate)
 {
     size_t nblk = (n + 3) / 4;
     GRID_STRIDE(g, nblk)
@@ -533,8 +578,8 @@ __global__ void dropout_kernel(float *out, const float *inp, size_t n, float p, 
         for (int l = 0; l < 4; l++) {
             size_t i = g * 4 + (size_t)l;
             if (i >= n) break;
-            float v = __fmul_rn(inp[i], u[l] >= p ? scale : 0.0f);
-            out[i] = accumulate ? __fadd_rn(out[i], v) : v;
+            float v = __fmul_rn(act_f(inp[i]), u[l] >= p ? scale : 0.0f);
+            out[i] = act_of<T>(accumulate ? __fadd_rn(act_f(out[i]), v) : v);
         }
     }
 }
@@ -550,31 +595,34 @@ __device__ __forceinline__ int window_of(const int32_t *cu, int B, int row)
     return lo;
 }
 
-__global__ void dropout_packed_kernel(float *out, const float *inp, const int32_t *cu, int B, int T, int C, float p,
+template <typename T>
+__global__ void dropout_packed_kernel(T *out, const T *inp, const int32_t *cu, int B, int Tw, int C, float p,
                                       float scale, philox_stream rng, int accumulate, size_t n)
 {
     GRID_STRIDE(i, n)
     {
         int row = (int)(i / (size_t)C), c = (int)(i % (size_t)C);
         int b = window_of(cu, B, row);
-        uint64_t idx = ((uint64_t)b * (uint64_t)T + (uint64_t)(row - cu[b])) * (uint64_t)C + (uint64_t)c;
-        float v = __fmul_rn(inp[i], philox_uniform(rng, idx) >= p ? scale : 0.0f);
-        out[i] = accumulate ? __fadd_rn(out[i], v) : v;
+        uint64_t idx = ((uint64_t)b * (uint64_t)Tw + (uint64_t)(row - cu[b])) * (uint64_t)C + (uint64_t)c;
+        float v = __fmul_rn(act_f(inp[i]), philox_uniform(rng, idx) >= p ? scale : 0.0f);
+        out[i] = act_of<T>(accumulate ? __fadd_rn(act_f(out[i]), v) : v);
     }
 }
 
-static void dropout_launch(cuda_ctx *ctx, float *out, const float *inp, const backend_windows *w, int C, float p,
+template <typename T>
+static void dropout_launch(cuda_ctx *ctx, void *vout, const void *vinp, const backend_windows *w, int C, float p,
                            philox_stream rng, int accumulate)
 {
+    T *out = (T *)vout;
+    const T *inp = (const T *)vinp;
     size_t n = (size_t)w->N * C;
     float scale = cuda_dropout_scale(p);
     if (w->cu_seqlens)
-        CUDA_LAUNCH(dropout_packed_kernel, cuda_blocks(n, 256), 256, 0, ctx->stream,
+        CUDA_LAUNCH(dropout_packed_kernel<T>, cuda_blocks(n, 256), 256, 0, ctx->stream,
             out, inp, w->cu_seqlens, w->B, w->T, C, p, scale, rng, accumulate, n);
     else
-        CUDA_LAUNCH(dropout_kernel, cuda_blocks((n + 3) / 4, 256), 256, 0, ctx->stream,
+        CUDA_LAUNCH(dropout_kernel<T>, cuda_blocks((n + 3) / 4, 256), 256, 0, ctx->stream,
             out, inp, n, p, scale, rng, accumulate);
-    CUDA_LAUNCHED(ctx);
 }
 
 // out, inp (w->N, C); out may equal inp
@@ -585,35 +633,44 @@ void cuda_dropout_forward(void *vctx, backend_act *out, const backend_act *inp, 
     size_t n = (size_t)w->N * C;
     if (ctx->error || n == 0) return;
     if (p <= 0.0f) {
-        if (out != inp) CUDA_TRY(ctx, cudaMemcpyAsync(out, inp, n * sizeof(float), cudaMemcpyDeviceToDevice, ctx->stream));
+        if (out != inp)
+            CUDA_TRY(ctx, cudaMemcpyAsync(out, inp, n * act_size(ctx->atype), cudaMemcpyDeviceToDevice, ctx->stream));
         return;
     }
-    dropout_launch(ctx, (float *)out, (const float *)inp, w, C, p, rng, 0);
+    ACT_DISPATCH(ctx->atype, dropout_launch, ctx, out, inp, w, C, p, rng, 0);
+    CUDA_LAUNCHED(ctx);
 }
 
 /* p = 0: dinp += dout, as cuda_add. */
 void cuda_dropout_backward(void *vctx, backend_act *dinp, const backend_act *dout, const backend_windows *w, int C,
                            float p, philox_stream rng)
 {
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
     size_t n = (size_t)w->N * C;
-    if (((cuda_ctx *)vctx)->error || n == 0 || !dinp) return;
-    if (p <= 0.0f) cuda_add(vctx, dinp, dinp, dout, n);
-    else dropout_launch((cuda_ctx *)vctx, (float *)dinp, (const float *)dout, w, C, p, rng, 1);
+    if (ctx->error || n == 0 || !dinp) return;
+    if (p <= 0.0f) {
+        cuda_add(vctx, dinp, dinp, dout, n);
+        return;
+    }
+    ACT_DISPATCH(ctx->atype, dropout_launch, ctx, dinp, dout, w, C, p, rng, 1);
+    CUDA_LAUNCHED(ctx);
 }
 
-__global__ void add_kernel(float *out, const float *a, const float *b, size_t n)
+template <typename T> __global__ void add_kernel(T *out, const T *a, const T *b, size_t n)
 {
-    GRID_STRIDE(i, n) out[i] = __fadd_rn(a[i], b[i]);
+    GRID_STRIDE(i, n) out[i] = act_of<T>(__fadd_rn(act_f(a[i]), act_f(b[i])));
+}
+
+template <typename T> static void add_launch(cuda_ctx *ctx, void *out, const void *a, const void *b, size_t n)
+{
+    CUDA_LAUNCH(add_kernel<T>, cuda_blocks(n, 256), 256, 0, ctx->stream, (T *)out, (const T *)a, (const T *)b, n);
 }
 
 // out = a + b (n); out may alias a or b
-void cuda_add(void *vctx, backend_act *vout, const backend_act *va, const backend_act *vb, size_t n)
+void cuda_add(void *vctx, backend_act *out, const backend_act *a, const backend_act *b, size_t n)
 {
-    float *out = (float *)vout;
-    const float *a = (const float *)va;
-    const float *b = (const float *)vb;
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || n == 0) return;
-    CUDA_LAUNCH(add_kernel, cuda_blocks(n, 256), 256, 0, ctx->stream, out, a, b, n);
+    ACT_DISPATCH(ctx->atype, add_launch, ctx, out, a, b, n);
     CUDA_LAUNCHED(ctx);
 }

@@ -114,6 +114,26 @@ __device__ __forceinline__ void fl_window(const int32_t *cu, int T, int b, int *
     }
 }
 
+/* A block's place: window b (its first row r0, its length L), head h, the
+ * first x0 of the FL_BQ rows it owns, and the thread's warp and lane. */
+struct fl_place {
+    int b, h, x0, r0, L, tid, wp, lane;
+};
+
+/* The block's place; false when its rows start past the window's end (the
+ * block has nothing to do). */
+__device__ __forceinline__ bool fl_place_of(const int32_t *cu, int Tp, fl_place *at)
+{
+    at->b = (int)blockIdx.z;
+    at->h = (int)blockIdx.y;
+    at->x0 = (int)blockIdx.x * FL_BQ;
+    fl_window(cu, Tp, at->b, &at->r0, &at->L);
+    at->tid = (int)threadIdx.x;
+    at->wp = at->tid / 32;
+    at->lane = at->tid % 32;
+    return at->x0 < at->L;
+}
+
 /* Score of query i against key j of window b: the scaled product, with
  * -FLT_MAX added where the padded batch's mask says padding. */
 __device__ __forceinline__ float fl_score(float dot, float scale, const int32_t *mask, int b, int T, int j)
@@ -149,14 +169,74 @@ __device__ __forceinline__ void fl_load_rows(T *dst, const T *src, int r0, int L
  * staging tile, then rows below L of it to dst as 16-bit. */
 template <typename T>
 __device__ __forceinline__ void fl_store_rows(T *dst, float *stage, wmma::fragment<wmma::accumulator, 16, 16, 16, float> *acc,
-                                              int nd, int r0, int L, int r_first, int C, int h, int HS, int lane)
+                                              int nd, int r0, int L, int r_first, int C, int h, int HS, int lane,
+                                              int accumulate)
 {
     FL_UNROLL
     for (int c = 0; c < nd; c++) wmma::store_matrix_sync(stage + c * 16, acc[c], HS, wmma::mem_row_major);
     __syncwarp();
     for (int x = lane; x < 16 * HS; x += 32) {
         int r = x / HS, d = x % HS, i = r_first + r;
-        if (i < L) dst[(size_t)(r0 + i) * C + (size_t)h * HS + d] = fl_t<T>(stage[x]);
+        if (i >= L) continue;
+        T *o = dst + (size_t)(r0 + i) * C + (size_t)h * HS + d;
+        *o = fl_t<T>(accumulate ? __fadd_rn(fl_f(*o), stage[x]) : stage[x]);
+    }
+}
+
+/* acc[c] += A B over `tiles` 16-wide steps of the inner dimension, c over
+ * the HS / 16 column fragments: A a warp's [16, 16 tiles] tile (lda), B a
+ * [16 tiles, HS] tile. */
+template <typename T, int ND>
+__device__ __forceinline__ void fl_mma_rows(wmma::fragment<wmma::accumulator, 16, 16, 16, float> *acc, const T *a,
+                                            int lda, const T *b, int tiles)
+{
+    constexpr int HS = 16 * ND;
+    FL_UNROLL
+    for (int c = 0; c < ND; c++)
+        for (int kk = 0; kk < tiles; kk++) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> af;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> bf;
+            wmma::load_matrix_sync(af, a + kk * 16, lda);
+            wmma::load_matrix_sync(bf, b + kk * 16 * HS + c * 16, HS);
+            wmma::mma_sync(acc[c], af, bf, acc[c]);
+        }
+}
+
+/* Backward's two products of a warp's 16 rows against `tiles` x 16 rows
+ * of the other side, both as column-major B: s1 = A1 B1^T (scores) and
+ * s2 = A2 B2^T (dP), fp32 into s1 (ld1) and s2 (ld2). */
+template <typename T, int ND>
+__device__ __forceinline__ void fl_two_products(const wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> *a1,
+                                                const wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> *a2,
+                                                const T *b1, const T *b2, int tiles, float *s1, int ld1, float *s2,
+                                                int ld2)
+{
+    constexpr int HS = 16 * ND;
+    for (int n = 0; n < tiles; n++) {
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> sa, ga;
+        wmma::fill_fragment(sa, 0.0f);
+        wmma::fill_fragment(ga, 0.0f);
+        FL_UNROLL
+        for (int d = 0; d < ND; d++) {
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> f1, f2;
+            wmma::load_matrix_sync(f1, b1 + n * 16 * HS + d * 16, HS);
+            wmma::load_matrix_sync(f2, b2 + n * 16 * HS + d * 16, HS);
+            wmma::mma_sync(sa, a1[d], f1, sa);
+            wmma::mma_sync(ga, a2[d], f2, ga);
+        }
+        wmma::store_matrix_sync(s1 + n * 16, sa, ld1, wmma::mem_row_major);
+        wmma::store_matrix_sync(s2 + n * 16, ga, ld2, wmma::mem_row_major);
+    }
+}
+
+/* lse and D of query rows q0 .. q0 + FL_BQ - 1 (0 past the window's end). */
+__device__ __forceinline__ void fl_load_row_terms(float *sLse, float *sDv, const float *lse, const float *dvec, int q0,
+                                                  int r0, int L, int N, int h)
+{
+    for (int r = (int)threadIdx.x; r < FL_BQ; r += FL_THREADS) {
+        int i = q0 + r;
+        sLse[r] = i < L ? lse[(size_t)h * N + r0 + i] : 0.0f;
+        sDv[r] = i < L ? dvec[(size_t)h * N + r0 + i] : 0.0f;
     }
 }
 
@@ -202,7 +282,7 @@ static size_t fl_fwd_shared(int HS)
 
 // grid (ceil(max_len / FL_BQ), NH, B), FL_THREADS: query rows q0 .. q0 + FL_BQ - 1 of window b, head h.
 template <typename T, int ND>
-__global__ void flash_fwd_kernel(T *out, float *lse, const T *q, const T *k, const T *v, const int32_t *cu,
+__global__ void flash_fwd_kernel(T *out, T *out2, float *lse, const T *q, const T *k, const T *v, const int32_t *cu,
                                  const int32_t *mask, int N, int Tp, int NH, int ld, float scale, float p,
                                  float dscale, philox_stream rng)
 {
@@ -210,13 +290,11 @@ __global__ void flash_fwd_kernel(T *out, float *lse, const T *q, const T *k, con
         FL_TRAP();
     } else {
         FL_DYN_SHARED(fl_raw);
-        int b = (int)blockIdx.z, h = (int)blockIdx.y, q0 = (int)blockIdx.x * FL_BQ;
-        int r0, L;
-        fl_window(cu, Tp, b, &r0, &L);
-        if (q0 >= L) return;
-        constexpr int HS = 16 * ND, nd = ND;
-        int C = NH * HS, tid = (int)threadIdx.x, wp = tid / 32, lane = tid % 32;
-        int SW = HS > FL_BK ? HS : FL_BK;
+        fl_place at;
+        if (!fl_place_of(cu, Tp, &at)) return;
+        int b = at.b, h = at.h, q0 = at.x0, r0 = at.r0, L = at.L, tid = at.tid, wp = at.wp, lane = at.lane;
+        constexpr int HS = 16 * ND, nd = ND, SW = HS > FL_BK ? HS : FL_BK;
+        int C = NH * HS;
         T *sQ = (T *)fl_align(fl_raw), *sK = sQ + FL_BQ * HS, *sV = sK + FL_BK * HS, *sP = sV + FL_BK * HS;
         float *sS = (float *)(sP + FL_BQ * FL_BK), *sO = sS + FL_BQ * SW, *sM = sO + FL_BQ * HS, *sL = sM + FL_BQ;
 
@@ -299,7 +377,11 @@ __global__ void flash_fwd_kernel(T *out, float *lse, const T *q, const T *k, con
         }
         for (int x = lane; x < 16 * HS; x += 32) {
             int r = wp * 16 + x / HS, d = x % HS, i = q0 + r;
-            if (i < L) out[(size_t)(r0 + i) * C + (size_t)h * HS + d] = fl_t<T>(sOw[x] / sL[r]);
+            if (i >= L) continue;
+            size_t off = (size_t)(r0 + i) * C + (size_t)h * HS + d;
+            T o = fl_t<T>(sOw[x] / sL[r]);
+            out[off] = o;
+            if (out2) out2[off] = o;
         }
         if (lane < 16) {
             int r = wp * 16 + lane, i = q0 + r;
@@ -309,20 +391,20 @@ __global__ void flash_fwd_kernel(T *out, float *lse, const T *q, const T *k, con
 }
 
 template <typename T, int ND>
-static cudaError_t fl_forward(cudaStream_t s, T *out, float *lse, const T *q, const T *k, const T *v,
+static cudaError_t fl_forward(cudaStream_t s, T *out, T *out2, float *lse, const T *q, const T *k, const T *v,
                               const backend_windows *w, int NH, int HS, int ld, float p, philox_stream rng)
 {
     size_t shared = fl_fwd_shared(HS);
     dim3 grid((unsigned)((w->max_len + FL_BQ - 1) / FL_BQ), (unsigned)NH, (unsigned)w->B);
     float dscale = p >= 1.0f ? 0.0f : 1.0f / (1.0f - p);
-    FL_LAUNCH((flash_fwd_kernel<T, ND>), grid, FL_THREADS, shared, s, out, lse, q, k, v, w->cu_seqlens, w->mask, w->N,
+    FL_LAUNCH((flash_fwd_kernel<T, ND>), grid, FL_THREADS, shared, s, out, out2, lse, q, k, v, w->cu_seqlens, w->mask, w->N,
               w->T, NH, ld, backend_score_scale(HS), p, dscale, rng);
     return cudaGetLastError();
 }
 
-cudaError_t flash_attention_forward(cudaStream_t stream, cudaDataType_t t, void *out, float *lse, const void *q,
-                                    const void *k, const void *v, const backend_windows *w, int NH, int HS, int ldqkv,
-                                    float p, philox_stream rng)
+cudaError_t flash_attention_forward(cudaStream_t stream, cudaDataType_t t, void *out, void *out2, float *lse,
+                                    const void *q, const void *k, const void *v, const backend_windows *w, int NH,
+                                    int HS, int ldqkv, float p, philox_stream rng)
 {
     if (!flash_attention_supported(HS) || !fl_grid_ok(w, NH) || ldqkv < NH * HS ||
         fl_fwd_shared(HS) > FL_SHARED_MAX)
@@ -330,13 +412,13 @@ cudaError_t flash_attention_forward(cudaStream_t stream, cudaDataType_t t, void 
     if (t == CUDA_R_16F)
         return fl_by_hs(HS, [&](auto nd) {
             typedef __half H;
-            return fl_forward<H, decltype(nd)::value>(stream, (H *)out, lse, (const H *)q, (const H *)k,
+            return fl_forward<H, decltype(nd)::value>(stream, (H *)out, (H *)out2, lse, (const H *)q, (const H *)k,
                                                       (const H *)v, w, NH, HS, ldqkv, p, rng);
         });
     if (t == CUDA_R_16BF)
         return fl_by_hs(HS, [&](auto nd) {
             typedef __nv_bfloat16 B16;
-            return fl_forward<B16, decltype(nd)::value>(stream, (B16 *)out, lse, (const B16 *)q, (const B16 *)k,
+            return fl_forward<B16, decltype(nd)::value>(stream, (B16 *)out, (B16 *)out2, lse, (const B16 *)q, (const B16 *)k,
                                                         (const B16 *)v, w, NH, HS, ldqkv, p, rng);
         });
     return cudaErrorInvalidValue;
@@ -376,31 +458,39 @@ static size_t fl_kv_shared(int HS)
            (size_t)2 * FL_BQ * 4;
 }
 
+/* The scalars both backward kernels take (their pointers are arguments
+ * of their own, which the stand-in's bounds checks see): the rows N, the
+ * padded length Tp, the heads, out's row stride C = NH * HS, q/k/v's
+ * row stride, the constants, and
+ * whether to add to the gradients. */
+struct fl_bwd_consts {
+    int N, Tp, NH, C, ld;
+    float scale, p, dscale;
+    philox_stream rng;
+    int accumulate;
+};
+
 // grid (ceil(max_len / FL_BQ), NH, B), FL_THREADS: key rows j0 .. j0 + FL_BQ - 1; over every query tile
 // (FL_BQ rows): dv = P'^T dO, dk = dS^T Q.
 template <typename T, int ND>
 __global__ void flash_bwd_kv_kernel(T *dk, T *dv, const T *dout, const T *q, const T *k, const T *v, const float *lse,
-                                    const float *dvec, const int32_t *cu, const int32_t *mask, int N, int Tp, int NH,
-                                    int ld, float scale, float p, float dscale, philox_stream rng)
+                                    const float *dvec, const int32_t *cu, const int32_t *mask, fl_bwd_consts a)
 {
     if constexpr (!fl_arch_ok<T>::value) {
         FL_TRAP();
     } else {
         FL_DYN_SHARED(fl_raw);
-        int b = (int)blockIdx.z, h = (int)blockIdx.y, j0 = (int)blockIdx.x * FL_BQ;
-        int r0, L;
-        fl_window(cu, Tp, b, &r0, &L);
-        if (j0 >= L) return;
-        constexpr int HS = 16 * ND, nd = ND;
-        int C = NH * HS, tid = (int)threadIdx.x, wp = tid / 32, lane = tid % 32;
-        int SW = HS > FL_BQ ? HS : FL_BQ;
+        fl_place at;
+        if (!fl_place_of(cu, a.Tp, &at)) return;
+        int b = at.b, h = at.h, j0 = at.x0, r0 = at.r0, L = at.L, wp = at.wp, lane = at.lane;
+        constexpr int HS = 16 * ND, nd = ND, SW = HS > FL_BQ ? HS : FL_BQ;
         T *sK = (T *)fl_align(fl_raw), *sV = sK + FL_BQ * HS, *sQ = sV + FL_BQ * HS, *sO = sQ + FL_BQ * HS;
         float *sS = (float *)(sO + FL_BQ * HS), *sG = sS + FL_BQ * SW;
         T *sP = (T *)(sG + FL_BQ * SW), *sD = sP + FL_BQ * FL_BQ;
         float *sLse = (float *)(sD + FL_BQ * FL_BQ), *sDv = sLse + FL_BQ;
 
-        fl_load_rows(sK, k, r0, L, j0, FL_BQ, ld, h, HS);
-        fl_load_rows(sV, v, r0, L, j0, FL_BQ, ld, h, HS);
+        fl_load_rows(sK, k, r0, L, j0, FL_BQ, a.ld, h, HS);
+        fl_load_rows(sV, v, r0, L, j0, FL_BQ, a.ld, h, HS);
         __syncthreads();
         wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> kf[FL_MAX_HS / 16], vf[FL_MAX_HS / 16];
         wmma::fragment<wmma::accumulator, 16, 16, 16, float> dka[FL_MAX_HS / 16], dva[FL_MAX_HS / 16];
@@ -416,59 +506,31 @@ __global__ void flash_bwd_kv_kernel(T *dk, T *dv, const T *dout, const T *q, con
 
         for (int q0 = 0; q0 < L; q0 += FL_BQ) {
             __syncthreads(); /* the last tile's Q and dO are read */
-            fl_load_rows(sQ, q, r0, L, q0, FL_BQ, ld, h, HS);
-            fl_load_rows(sO, dout, r0, L, q0, FL_BQ, C, h, HS);
-            for (int r = tid; r < FL_BQ; r += FL_THREADS) {
-                int i = q0 + r;
-                sLse[r] = i < L ? lse[(size_t)h * N + r0 + i] : 0.0f;
-                sDv[r] = i < L ? dvec[(size_t)h * N + r0 + i] : 0.0f;
-            }
+            fl_load_rows(sQ, q, r0, L, q0, FL_BQ, a.ld, h, HS);
+            fl_load_rows(sO, dout, r0, L, q0, FL_BQ, a.C, h, HS);
+            fl_load_row_terms(sLse, sDv, lse, dvec, q0, r0, L, a.N, h);
             __syncthreads();
             /* S^T_w = K_w Q^T and dP'^T_w = V_w dO^T: 16 keys x FL_BQ queries */
-            for (int n = 0; n < FL_BQ / 16; n++) {
-                wmma::fragment<wmma::accumulator, 16, 16, 16, float> sa, ga;
-                wmma::fill_fragment(sa, 0.0f);
-                wmma::fill_fragment(ga, 0.0f);
-                FL_UNROLL
-                for (int d = 0; d < nd; d++) {
-                    wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> qb, ob;
-                    wmma::load_matrix_sync(qb, sQ + n * 16 * HS + d * 16, HS);
-                    wmma::load_matrix_sync(ob, sO + n * 16 * HS + d * 16, HS);
-                    wmma::mma_sync(sa, kf[d], qb, sa);
-                    wmma::mma_sync(ga, vf[d], ob, ga);
-                }
-                wmma::store_matrix_sync(sSw + n * 16, sa, SW, wmma::mem_row_major);
-                wmma::store_matrix_sync(sGw + n * 16, ga, SW, wmma::mem_row_major);
-            }
+            fl_two_products<T, ND>(kf, vf, sQ, sO, FL_BQ / 16, sSw, SW, sGw, SW);
             __syncwarp();
             for (int x = lane; x < 16 * FL_BQ; x += 32) {
                 int r = x / FL_BQ, c = x % FL_BQ, j = j0 + wp * 16 + r, i = q0 + c;
                 float pk = 0.0f, ds = 0.0f;
                 if (i < L && j < L)
-                    fl_grad_pair(sSw[r * SW + c], sGw[r * SW + c], sLse[c], sDv[c], scale,
-                                 fl_mult(rng, b, h, NH, Tp, i, j, p, dscale), mask, b, Tp, j, &pk, &ds);
+                    fl_grad_pair(sSw[r * SW + c], sGw[r * SW + c], sLse[c], sDv[c], a.scale,
+                                 fl_mult(a.rng, b, h, a.NH, a.Tp, i, j, a.p, a.dscale), mask, b, a.Tp, j, &pk, &ds);
                 sPw[x] = fl_t<T>(pk);
                 sDw[x] = fl_t<T>(ds);
             }
             __syncwarp();
             /* dV_w += P'^T_w dO, dK_w += dS^T_w Q */
-            FL_UNROLL
-            for (int c = 0; c < nd; c++)
-                for (int kk = 0; kk < FL_BQ / 16; kk++) {
-                    wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> pa, da;
-                    wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> ob, qb;
-                    wmma::load_matrix_sync(pa, sPw + kk * 16, FL_BQ);
-                    wmma::load_matrix_sync(ob, sO + kk * 16 * HS + c * 16, HS);
-                    wmma::mma_sync(dva[c], pa, ob, dva[c]);
-                    wmma::load_matrix_sync(da, sDw + kk * 16, FL_BQ);
-                    wmma::load_matrix_sync(qb, sQ + kk * 16 * HS + c * 16, HS);
-                    wmma::mma_sync(dka[c], da, qb, dka[c]);
-                }
+            fl_mma_rows<T, ND>(dva, sPw, FL_BQ, sO, FL_BQ / 16);
+            fl_mma_rows<T, ND>(dka, sDw, FL_BQ, sQ, FL_BQ / 16);
         }
         __syncwarp();
-        if (dk) fl_store_rows(dk, sSw, dka, nd, r0, L, j0 + wp * 16, ld, h, HS, lane);
+        if (dk) fl_store_rows(dk, sSw, dka, nd, r0, L, j0 + wp * 16, a.ld, h, HS, lane, a.accumulate);
         __syncwarp();
-        if (dv) fl_store_rows(dv, sSw, dva, nd, r0, L, j0 + wp * 16, ld, h, HS, lane);
+        if (dv) fl_store_rows(dv, sSw, dva, nd, r0, L, j0 + wp * 16, a.ld, h, HS, lane, a.accumulate);
     }
 }
 
@@ -483,32 +545,24 @@ static size_t fl_q_shared(int HS)
 // dq = dS K.
 template <typename T, int ND>
 __global__ void flash_bwd_q_kernel(T *dq, const T *dout, const T *q, const T *k, const T *v, const float *lse,
-                                   const float *dvec, const int32_t *cu, const int32_t *mask, int N, int Tp, int NH,
-                                   int ld, float scale, float p, float dscale, philox_stream rng)
+                                   const float *dvec, const int32_t *cu, const int32_t *mask, fl_bwd_consts a)
 {
     if constexpr (!fl_arch_ok<T>::value) {
         FL_TRAP();
     } else {
         FL_DYN_SHARED(fl_raw);
-        int b = (int)blockIdx.z, h = (int)blockIdx.y, q0 = (int)blockIdx.x * FL_BQ;
-        int r0, L;
-        fl_window(cu, Tp, b, &r0, &L);
-        if (q0 >= L) return;
-        constexpr int HS = 16 * ND, nd = ND;
-        int C = NH * HS, tid = (int)threadIdx.x, wp = tid / 32, lane = tid % 32;
-        int SW = HS > FL_BK ? HS : FL_BK;
+        fl_place at;
+        if (!fl_place_of(cu, a.Tp, &at)) return;
+        int b = at.b, h = at.h, q0 = at.x0, r0 = at.r0, L = at.L, wp = at.wp, lane = at.lane;
+        constexpr int HS = 16 * ND, nd = ND, SW = HS > FL_BK ? HS : FL_BK;
         T *sQ = (T *)fl_align(fl_raw), *sO = sQ + FL_BQ * HS, *sK = sO + FL_BQ * HS, *sV = sK + FL_BK * HS;
         float *sS = (float *)(sV + FL_BK * HS), *sG = sS + FL_BQ * SW;
         T *sD = (T *)(sG + FL_BQ * FL_BK);
         float *sLse = (float *)(sD + FL_BQ * FL_BK), *sDv = sLse + FL_BQ;
 
-        fl_load_rows(sQ, q, r0, L, q0, FL_BQ, ld, h, HS);
-        fl_load_rows(sO, dout, r0, L, q0, FL_BQ, C, h, HS);
-        for (int r = tid; r < FL_BQ; r += FL_THREADS) {
-            int i = q0 + r;
-            sLse[r] = i < L ? lse[(size_t)h * N + r0 + i] : 0.0f;
-            sDv[r] = i < L ? dvec[(size_t)h * N + r0 + i] : 0.0f;
-        }
+        fl_load_rows(sQ, q, r0, L, q0, FL_BQ, a.ld, h, HS);
+        fl_load_rows(sO, dout, r0, L, q0, FL_BQ, a.C, h, HS);
+        fl_load_row_terms(sLse, sDv, lse, dvec, q0, r0, L, a.N, h);
         __syncthreads();
         wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> qf[FL_MAX_HS / 16], of[FL_MAX_HS / 16];
         wmma::fragment<wmma::accumulator, 16, 16, 16, float> dqa[FL_MAX_HS / 16];
@@ -523,55 +577,33 @@ __global__ void flash_bwd_q_kernel(T *dq, const T *dout, const T *q, const T *k,
 
         for (int k0 = 0; k0 < L; k0 += FL_BK) {
             __syncthreads(); /* the last tile's K and V are read */
-            fl_load_rows(sK, k, r0, L, k0, FL_BK, ld, h, HS);
-            fl_load_rows(sV, v, r0, L, k0, FL_BK, ld, h, HS);
+            fl_load_rows(sK, k, r0, L, k0, FL_BK, a.ld, h, HS);
+            fl_load_rows(sV, v, r0, L, k0, FL_BK, a.ld, h, HS);
             __syncthreads();
             /* S_w = Q_w K^T and dP'_w = dO_w V^T: 16 queries x FL_BK keys */
-            for (int n = 0; n < FL_BK / 16; n++) {
-                wmma::fragment<wmma::accumulator, 16, 16, 16, float> sa, ga;
-                wmma::fill_fragment(sa, 0.0f);
-                wmma::fill_fragment(ga, 0.0f);
-                FL_UNROLL
-                for (int d = 0; d < nd; d++) {
-                    wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> kb, vb;
-                    wmma::load_matrix_sync(kb, sK + n * 16 * HS + d * 16, HS);
-                    wmma::load_matrix_sync(vb, sV + n * 16 * HS + d * 16, HS);
-                    wmma::mma_sync(sa, qf[d], kb, sa);
-                    wmma::mma_sync(ga, of[d], vb, ga);
-                }
-                wmma::store_matrix_sync(sSw + n * 16, sa, SW, wmma::mem_row_major);
-                wmma::store_matrix_sync(sGw + n * 16, ga, FL_BK, wmma::mem_row_major);
-            }
+            fl_two_products<T, ND>(qf, of, sK, sV, FL_BK / 16, sSw, SW, sGw, FL_BK);
             __syncwarp();
             for (int x = lane; x < 16 * FL_BK; x += 32) {
                 int r = x / FL_BK, c = x % FL_BK, i = q0 + wp * 16 + r, j = k0 + c;
                 float pk = 0.0f, ds = 0.0f;
                 if (i < L && j < L)
-                    fl_grad_pair(sSw[r * SW + c], sGw[x], sLse[wp * 16 + r], sDv[wp * 16 + r], scale,
-                                 fl_mult(rng, b, h, NH, Tp, i, j, p, dscale), mask, b, Tp, j, &pk, &ds);
+                    fl_grad_pair(sSw[r * SW + c], sGw[x], sLse[wp * 16 + r], sDv[wp * 16 + r], a.scale,
+                                 fl_mult(a.rng, b, h, a.NH, a.Tp, i, j, a.p, a.dscale), mask, b, a.Tp, j, &pk, &ds);
                 sDw[x] = fl_t<T>(ds);
             }
             __syncwarp();
             /* dQ_w += dS_w K */
-            FL_UNROLL
-            for (int c = 0; c < nd; c++)
-                for (int kk = 0; kk < FL_BK / 16; kk++) {
-                    wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> da;
-                    wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> kb;
-                    wmma::load_matrix_sync(da, sDw + kk * 16, FL_BK);
-                    wmma::load_matrix_sync(kb, sK + kk * 16 * HS + c * 16, HS);
-                    wmma::mma_sync(dqa[c], da, kb, dqa[c]);
-                }
+            fl_mma_rows<T, ND>(dqa, sDw, FL_BK, sK, FL_BK / 16);
         }
         __syncwarp();
-        fl_store_rows(dq, sSw, dqa, nd, r0, L, q0 + wp * 16, ld, h, HS, lane);
+        fl_store_rows(dq, sSw, dqa, nd, r0, L, q0 + wp * 16, a.ld, h, HS, lane, a.accumulate);
     }
 }
 
 template <typename T, int ND>
 static cudaError_t fl_backward(cudaStream_t s, T *dq, T *dk, T *dv, float *dvec, const T *dout, const T *out,
                                const T *q, const T *k, const T *v, const float *lse, const backend_windows *w, int NH,
-                               int HS, int ld, float p, philox_stream rng)
+                               int HS, int ld, float p, philox_stream rng, int accumulate)
 {
     dim3 grid((unsigned)((w->max_len + FL_BQ - 1) / FL_BQ), (unsigned)NH, (unsigned)w->B);
     float dscale = p >= 1.0f ? 0.0f : 1.0f / (1.0f - p), scale = backend_score_scale(HS);
@@ -579,14 +611,15 @@ static cudaError_t fl_backward(cudaStream_t s, T *dq, T *dk, T *dv, float *dvec,
     FL_LAUNCH(flash_dvec_kernel<T>, (unsigned)((rows + 255) / 256), 256, 0, s, dvec, dout, out, w->N, NH, HS);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
+    fl_bwd_consts a = {w->N, w->T, NH, NH * HS, ld, scale, p, dscale, rng, accumulate};
     if (dk || dv) {
         FL_LAUNCH((flash_bwd_kv_kernel<T, ND>), grid, FL_THREADS, fl_kv_shared(HS), s, dk, dv, dout, q, k, v, lse, dvec,
-                  w->cu_seqlens, w->mask, w->N, w->T, NH, ld, scale, p, dscale, rng);
+                  w->cu_seqlens, w->mask, a);
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }
     if (dq) {
-        FL_LAUNCH((flash_bwd_q_kernel<T, ND>), grid, FL_THREADS, fl_q_shared(HS), s, dq, dout, q, k, v, lse, dvec,
-                  w->cu_seqlens, w->mask, w->N, w->T, NH, ld, scale, p, dscale, rng);
+        FL_LAUNCH((flash_bwd_q_kernel<T, ND>), grid, FL_THREADS, fl_q_shared(HS), s, dq, dout, q, k, v, lse, dvec, w->cu_seqlens,
+                  w->mask, a);
         e = cudaGetLastError();
     }
     return e;
@@ -595,7 +628,7 @@ static cudaError_t fl_backward(cudaStream_t s, T *dq, T *dk, T *dv, float *dvec,
 cudaError_t flash_attention_backward(cudaStream_t stream, cudaDataType_t t, void *dq, void *dk, void *dv, float *dvec,
                                      const void *dout, const void *out, const void *q, const void *k, const void *v,
                                      const float *lse, const backend_windows *w, int NH, int HS, int ldqkv,
-                                     float p, philox_stream rng)
+                                     float p, philox_stream rng, int accumulate)
 {
     if (!flash_attention_supported(HS) || !fl_grid_ok(w, NH) || ldqkv < NH * HS ||
         fl_kv_shared(HS) > FL_SHARED_MAX || fl_q_shared(HS) > FL_SHARED_MAX)
@@ -605,14 +638,15 @@ cudaError_t flash_attention_backward(cudaStream_t stream, cudaDataType_t t, void
             typedef __half H;
             return fl_backward<H, decltype(nd)::value>(stream, (H *)dq, (H *)dk, (H *)dv, dvec, (const H *)dout,
                                                        (const H *)out, (const H *)q, (const H *)k, (const H *)v, lse,
-                                                       w, NH, HS, ldqkv, p, rng);
+                                                       w, NH, HS, ldqkv, p, rng, accumulate);
         });
     if (t == CUDA_R_16BF)
         return fl_by_hs(HS, [&](auto nd) {
             typedef __nv_bfloat16 B16;
             return fl_backward<B16, decltype(nd)::value>(stream, (B16 *)dq, (B16 *)dk, (B16 *)dv, dvec,
                                                          (const B16 *)dout, (const B16 *)out, (const B16 *)q,
-                                                         (const B16 *)k, (const B16 *)v, lse, w, NH, HS, ldqkv, p, rng);
+                                                         (const B16 *)k, (const B16 *)v, lse, w, NH, HS, ldqkv, p, rng,
+                                                         accumulate);
         });
     return cudaErrorInvalidValue;
 }

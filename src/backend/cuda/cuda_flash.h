@@ -21,9 +21,11 @@
  * forward's output) for the row terms D = rowsum(dout * out), kept in
  * dvec [NH, N] fp32 (working memory of flash_attention_lse_floats).
  *
- * Unlike backend.h's +=, the gradients are written (=): dq, dk and dv are
- * the attention's only contribution to those buffers in a layer, so no
- * zeroing is needed. Any of them may be NULL.
+ * The gradients are written (=), or with accumulate 1 added (+=, as
+ * backend.h's ops do) to what dq, dk and dv hold: the sum in fp32, rounded
+ * once to the 16-bit type. Any of them may be NULL. Forward writes its
+ * output to out and, where out2 is not NULL, the same bytes to out2 (the
+ * backend's activation and the copy its backward reads).
  *
  * Supported: HS a multiple of 16 up to 64 (BERT-base/large: 64, MiniLM:
  * 32), ldqkv >= C; flash_attention_supported says. Otherwise the launchers return
@@ -49,17 +51,19 @@ int flash_attention_supported(int HS);
 /* Floats of lse (and of dvec): NH * w->N. */
 size_t flash_attention_lse_floats(const backend_windows *w, int NH);
 
-/* out [N, C] = softmax(q k^T * scale + mask) with dropout, times v;
- * lse [NH, N] saved for backward. t: CUDA_R_16F or CUDA_R_16BF. */
-cudaError_t flash_attention_forward(cudaStream_t stream, cudaDataType_t t, void *out, float *lse, const void *q,
-                                    const void *k, const void *v, const backend_windows *w, int NH, int HS, int ldqkv,
-                                    float p, philox_stream rng);
+/* out [N, C] (and out2, NULL or a second [N, C]) = softmax(q k^T * scale
+ * + mask) with dropout, times v; lse [NH, N] saved for backward. t:
+ * CUDA_R_16F or CUDA_R_16BF. */
+cudaError_t flash_attention_forward(cudaStream_t stream, cudaDataType_t t, void *out, void *out2, float *lse,
+                                    const void *q, const void *k, const void *v, const backend_windows *w, int NH,
+                                    int HS, int ldqkv, float p, philox_stream rng);
 
-/* dq, dk, dv [N, C] = (written) the gradients of the forward's out for
- * dout; dvec [NH, N] working memory; out and lse the forward's. */
+/* dq, dk, dv [N, C] = (accumulate 0) or += (1) the gradients of the
+ * forward's out for dout; dvec [NH, N] working memory; out and lse the
+ * forward's. */
 cudaError_t flash_attention_backward(cudaStream_t stream, cudaDataType_t t, void *dq, void *dk, void *dv, float *dvec,
                                      const void *dout, const void *out, const void *q, const void *k, const void *v,
                                      const float *lse, const backend_windows *w, int NH, int HS, int ldqkv,
-                                     float p, philox_stream rng);
+                                     float p, philox_stream rng, int accumulate);
 
 #endif

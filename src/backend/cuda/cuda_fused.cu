@@ -10,6 +10,7 @@
  * and drawing one Philox block for its 4 dropout uniforms (the padded
  * index of a row starts at a multiple of C, so of 4). */
 #include "backend/cuda/cuda_fused.h"
+#include "backend/cuda/cuda_act.cuh"
 
 #include "backend/adamw_consts.h"
 
@@ -22,18 +23,6 @@
 
 #define FUSED_GRID_STRIDE(i, n) \
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
-
-/* ------------------------------------------------------------------------
- * Activation types: to fp32 and back (round to nearest even). */
-
-__device__ __forceinline__ float act_f(float x) { return x; }
-__device__ __forceinline__ float act_f(__half x) { return __half2float(x); }
-__device__ __forceinline__ float act_f(__nv_bfloat16 x) { return __bfloat162float(x); }
-
-template <typename T> __device__ __forceinline__ T act_of(float x);
-template <> __device__ __forceinline__ float act_of<float>(float x) { return x; }
-template <> __device__ __forceinline__ __half act_of<__half>(float x) { return __float2half_rn(x); }
-template <> __device__ __forceinline__ __nv_bfloat16 act_of<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 
 /* V neighbouring elements in one aligned access (16 bytes at most). */
 template <typename T, int V> struct alignas(sizeof(T) * V) fused_pack {
@@ -60,12 +49,6 @@ template <typename T> __device__ __forceinline__ void store4(T *p, const float f
     } else {
         for (int l = 0; l < k; l++) p[l] = act_of<T>(f[l]);
     }
-}
-
-/* f rounded to T and back: the value a store of f holds. */
-template <typename T> __device__ __forceinline__ float act_round(float f)
-{
-    return act_f(act_of<T>(f));
 }
 
 __device__ __forceinline__ float fused_warp_sum(float v)
@@ -111,12 +94,7 @@ static int fused_vec_ok(int C, const void *const *ptrs, int n)
     return 1;
 }
 
-#define FUSED_DISPATCH(at, fn, ...)                                                                            \
-    do {                                                                                                       \
-        if ((at) == GEMM_F16) fn<__half>(__VA_ARGS__);                                                         \
-        else if ((at) == GEMM_BF16) fn<__nv_bfloat16>(__VA_ARGS__);                                            \
-        else fn<float>(__VA_ARGS__);                                                                           \
-    } while (0)
+#define FUSED_DISPATCH(at, fn, ...) ACT_DISPATCH(at, fn, __VA_ARGS__)
 
 static unsigned fused_row_blocks(int N)
 {
@@ -667,6 +645,7 @@ static void mt_sum_squares(cuda_ctx *ctx, cuda_mt_status *status, double *part, 
 {
     if (ctx->error || ntens <= 0) return;
     if (nchunks > 0) {
+        CUDAEMU_ANNOTATE_TABLE(tab, ntens, cuda_mt_tensor, g, n, sizeof(float));
         CUDA_LAUNCH(fused_mt_sumsq_kernel, (unsigned)nchunks, MT_THREADS, 0, ctx->stream, part, tab, ntens);
         CUDA_LAUNCHED(ctx);
     }
@@ -733,6 +712,12 @@ void cuda_mt_adamw(void *vctx, const cuda_mt_tensor *tab, int ntens, int64_t nch
     /* grad_scale is the device's (status); the constants' own is unused */
     adamw_consts kd = adamw_consts_make(lr, b1, b2, eps, wd, t, 1.0f);
     adamw_consts kn = adamw_consts_make(lr, b1, b2, eps, 0.0f, t, 1.0f);
+    /* the tensors the kernel reaches through the table (the stand-in's race check) */
+    CUDAEMU_ANNOTATE_TABLE(tab, ntens, cuda_mt_tensor, p, n, sizeof(float));
+    CUDAEMU_ANNOTATE_TABLE(tab, ntens, cuda_mt_tensor, g, n, sizeof(float));
+    CUDAEMU_ANNOTATE_TABLE(tab, ntens, cuda_mt_tensor, m, n, sizeof(float));
+    CUDAEMU_ANNOTATE_TABLE(tab, ntens, cuda_mt_tensor, v, n, sizeof(float));
+    CUDAEMU_ANNOTATE_TABLE(tab, ntens, cuda_mt_tensor, p16, n, copy == GEMM_F32 ? sizeof(float) : sizeof(__half));
     if (copy == GEMM_F16)
         CUDA_LAUNCH(fused_mt_adamw_kernel<__half>, (unsigned)nchunks, MT_THREADS, 0, ctx->stream,
             tab, ntens, status, kd, kn);

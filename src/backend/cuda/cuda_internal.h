@@ -2,6 +2,7 @@
  * macros, the workspace and the ops, split over these files:
  *   cuda_backend.cu    context, allocator, memory ops, the op table, probe
  *   cuda_gemm.cu       cuBLASLt GEMMs, conversions, column sums (the ops' products)
+ *   cuda_act.cuh       the activation type in kernels (ctx->atype: load, store)
  * and the ops by job, as the CPU backend's ops_*.c, each kernel beside its
  * launcher:
  *   cuda_dense.cu      embedding, layernorm, matmul, gelu, dropout, add
@@ -56,6 +57,10 @@ extern "C" {
 /* Tells the stand-in's race check where a tensor carved out of a larger
  * allocation ends (docs/cudaemu.md); nothing on a GPU. */
 #define CUDAEMU_ANNOTATE_SUBBUFFER(p, bytes, name) ((void)0)
+/* Tells it which tensors the next launch reaches through a table in
+ * device memory (count entries of type, each one's pointer field to its
+ * int64_t nfield elements of elem bytes); nothing on a GPU. */
+#define CUDAEMU_ANNOTATE_TABLE(tab, count, type, field, nfield, elem) ((void)0)
 #endif
 
 /* The element type of GEMM inputs. */
@@ -190,15 +195,17 @@ int cuda_gemm(cuda_ctx *ctx, int ta, int tb, int m, int n, int k, const void *A,
  * adding them with cuda_block_tree_sum over 256 threads gives
  * cuda_sum_squares's result, bit for bit. */
 unsigned cuda_sum_squares_parts(cuda_ctx *ctx, double *part, const float *x, size_t n);
-/* cuBLASLt's epilogues the linear layer uses. GEMM_EPI_BIAS: D = alpha
- * op(A) op(B) + beta D + bias[i] (fp32 as D, bias[m], batch b's at bias +
- * b * sbias). GEMM_EPI_BGRADB: as plain, and bias[j] = sum_k op(B)[k, j]
- * (n floats, written, not added to), with B transposed (tb = 1: the one
- * form NVIDIA's own code uses; the stand-in refuses the others). */
+/* cuda_gemm with D of type dt (GEMM_F32, or t's 16-bit type with 16-bit
+ * inputs: cuBLASLt's rule) and cuBLASLt's epilogues the linear layer uses.
+ * GEMM_EPI_BIAS: D = alpha op(A) op(B) + beta D + bias[i] (bias[m] of D's
+ * type, batch b's at bias + b * sbias). GEMM_EPI_BGRADB: as plain, and
+ * bias[j] = sum_k op(B)[k, j] (n elements of D's type, written, not added
+ * to), with B transposed (tb = 1: the one form NVIDIA's own code uses; the
+ * stand-in refuses the others). */
 typedef enum { GEMM_EPI_NONE = 0, GEMM_EPI_BIAS, GEMM_EPI_BGRADB } gemm_epi;
 int cuda_gemm_epi(cuda_ctx *ctx, int ta, int tb, int m, int n, int k, const void *A, int lda, long long sA,
-                  const void *B, int ldb, long long sB, float *D, int ldd, long long sD, int batch, float alpha,
-                  float beta, gemm_type t, gemm_epi epi, float *bias, long long sbias);
+                  const void *B, int ldb, long long sB, void *D, int ldd, long long sD, int batch, float alpha,
+                  float beta, gemm_type t, gemm_type dt, gemm_epi epi, void *bias, long long sbias);
 /* fp32 -> GEMM input type, n elements (a copy for GEMM_F32). */
 void cuda_convert(cuda_ctx *ctx, void *dst, const float *src, size_t n, gemm_type t);
 /* The 16-bit weight copies (cuda_weights.cu says how they stay right).
@@ -215,9 +222,10 @@ const void *cuda_weights16(cuda_ctx *ctx, const float *w, size_t n);
 void *cuda_weights_copy_of(cuda_ctx *ctx, const float *p, size_t n);
 void cuda_weights_wrote(cuda_ctx *ctx, const void *p, size_t bytes);
 void cuda_weights_release(cuda_ctx *ctx, const void *p);
-/* out[c] += sum over the N rows of x[r * C + c], deterministically; part is
- * workspace of cuda_ws_colsum_chunks(N) * C floats. */
-void cuda_colsum_add(cuda_ctx *ctx, float *out, const float *x, int N, int C, float *part);
+/* out[c] += sum over the N rows of x[r * C + c] (x of type t),
+ * deterministically; part is workspace of cuda_ws_colsum_chunks(N) * C
+ * floats. */
+void cuda_colsum_add(cuda_ctx *ctx, float *out, const void *x, gemm_type t, int N, int C, float *part);
 
 /* The ops: cuda_NAME for every line of backend/ops.def, and the optional
  * ones this backend has. */
@@ -226,14 +234,14 @@ void cuda_colsum_add(cuda_ctx *ctx, float *out, const float *x, int N, int C, fl
 #include "backend/ops.def"
 
 /* cuda_varlen.cu: attention over packed windows (w->cu_seqlens set), called
- * by cuda_attention_forward and _backward. */
-void cuda_attention_packed_forward(cuda_ctx *ctx, float *out, float *probs, const float *q, const float *k,
-                                   const float *v, const backend_windows *w, int NH, int HS, float p,
+ * by cuda_attention_forward and _backward off the flash kernels;
+ * activations of ctx->atype, probs and scratch fp32. */
+void cuda_attention_packed_forward(cuda_ctx *ctx, void *out, float *probs, const void *q, const void *k,
+                                   const void *v, const backend_windows *w, int NH, int HS, float p,
                                    philox_stream rng);
-void cuda_attention_packed_backward(cuda_ctx *ctx, float *dq, float *dk, float *dv, float *scratch,
-                                    const float *dout, const float *q, const float *k, const float *v,
-                                    const float *probs, const backend_windows *w, int NH, int HS, float p,
-                                    philox_stream rng);
+void cuda_attention_packed_backward(cuda_ctx *ctx, void *dq, void *dk, void *dv, float *scratch, const void *dout,
+                                    const void *q, const void *k, const void *v, const float *probs,
+                                    const backend_windows *w, int NH, int HS, float p, philox_stream rng);
 
 /* Dropout's multiplier for uniform u: torch multiplies by a 0/1 mask
  * divided by (1 - p); 0 when p >= 1. */

@@ -2,7 +2,7 @@
  * (a fixed-order block reduction: the result depends on n only), scale,
  * all_finite and the fused AdamW on fp32 master weights. */
 #include "backend/adamw_consts.h"
-#include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_act.cuh"
 
 #include <math.h>
 #include <stdio.h>
@@ -14,7 +14,10 @@
  * NaN when every window is ignored; total (start + end) / 2; each window's
  * softmax over its first len positions (backend.h). One warp per (window,
  * side) writes that window's gradient and loss; then one thread sums the
- * window losses in order, so the result does not depend on scheduling. */
+ * window losses in order, so the result does not depend on scheduling.
+ * logits and dlogits are activations (ctx->atype): read exactly, the math
+ * in double, each gradient rounded to fp32 and then to the activation type
+ * where it is stored; the loss is fp32. */
 
 #define QA_THREADS 256
 
@@ -35,9 +38,9 @@ __device__ int loss_len(const int32_t *cu, const int32_t *mask, int b, int T, in
     return c;
 }
 
-__global__ void qa_loss_kernel(float *loss, float *dlogits, const float *logits, const int32_t *start,
-                               const int32_t *end, const int32_t *cu, const int32_t *mask, int B, int T,
-                               float grad_scale, double *rowloss)
+template <typename A>
+__global__ void qa_loss_kernel(float *loss, A *dlogits, const A *logits, const int32_t *start, const int32_t *end,
+                               const int32_t *cu, const int32_t *mask, int B, int T, float grad_scale, double *rowloss)
 {
     __shared__ int count[2];
     if (threadIdx.x < 2) {
@@ -58,19 +61,20 @@ __global__ void qa_loss_kernel(float *loss, float *dlogits, const float *logits,
         }
         int len = loss_len(cu, mask, b, T, lane);
         size_t row0 = cu ? (size_t)cu[b] : (size_t)b * T;
-        const float *x = logits + row0 * 2 + side;
-        float *d = dlogits ? dlogits + row0 * 2 + side : NULL;
+        const A *x = logits + row0 * 2 + side;
+        A *d = dlogits ? dlogits + row0 * 2 + side : NULL;
         double mx = -INFINITY;
-        for (int t = lane; t < len; t += 32) mx = fmax(mx, (double)x[2 * t]);
+        for (int t = lane; t < len; t += 32) mx = fmax(mx, (double)act_f(x[2 * t]));
         for (int o = 16; o > 0; o >>= 1) mx = fmax(mx, __shfl_xor_sync(0xffffffffu, mx, o));
         double se = 0;
-        for (int t = lane; t < len; t += 32) se += exp((double)x[2 * t] - mx);
+        for (int t = lane; t < len; t += 32) se += exp((double)act_f(x[2 * t]) - mx);
         for (int o = 16; o > 0; o >>= 1) se += __shfl_xor_sync(0xffffffffu, se, o);
         double lse = mx + log(se);
         double g = 0.5 * (double)grad_scale / count[side];
         if (d)
-            for (int t = lane; t < len; t += 32) d[2 * t] = (float)((exp((double)x[2 * t] - lse) - (t == target)) * g);
-        if (lane == 0) rowloss[pair] = target < len ? lse - (double)x[2 * target] : INFINITY;
+            for (int t = lane; t < len; t += 32)
+                d[2 * t] = act_of<A>((float)((exp((double)act_f(x[2 * t]) - lse) - (t == target)) * g));
+        if (lane == 0) rowloss[pair] = target < len ? lse - (double)act_f(x[2 * target]) : INFINITY;
     }
     __syncthreads();
     if (threadIdx.x == 0 && loss) {
@@ -84,19 +88,25 @@ __global__ void qa_loss_kernel(float *loss, float *dlogits, const float *logits,
     }
 }
 
+template <typename A>
+static void qa_loss(cuda_ctx *ctx, float *loss, void *dlogits, const void *logits, const int32_t *start,
+                    const int32_t *end, const backend_windows *w, float grad_scale, double *rowloss)
+{
+    CUDA_LAUNCH(qa_loss_kernel<A>, 1, QA_THREADS, 0, ctx->stream, loss, (A *)dlogits, (const A *)logits, start, end,
+        w->cu_seqlens, w->mask, w->B, w->T, grad_scale, rowloss);
+}
+
 // loss (1); dlogits, logits (w->N,2); start, end (w->B)
-void cuda_qa_loss(void *vctx, float *loss, backend_act *vdlogits, const backend_act *vlogits, const int32_t *start,
+void cuda_qa_loss(void *vctx, float *loss, backend_act *dlogits, const backend_act *logits, const int32_t *start,
                   const int32_t *end, const backend_windows *w, float grad_scale)
 {
-    float *dlogits = (float *)vdlogits;
-    const float *logits = (const float *)vlogits;
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || w->B <= 0 || w->N <= 0) return;
     double *rowloss = (double *)cuda_ws_get(ctx, cuda_ws_qa_loss((size_t)w->B));
     if (!rowloss) return;
-    if (dlogits) CUDA_TRY(ctx, cudaMemsetAsync(dlogits, 0, (size_t)w->N * 2 * sizeof(float), ctx->stream));
-    CUDA_LAUNCH(qa_loss_kernel, 1, QA_THREADS, 0, ctx->stream,
-        loss, dlogits, logits, start, end, w->cu_seqlens, w->mask, w->B, w->T, grad_scale, rowloss);
+    if (dlogits)
+        CUDA_TRY(ctx, cudaMemsetAsync(dlogits, 0, (size_t)w->N * 2 * act_size(ctx->atype), ctx->stream));
+    ACT_DISPATCH(ctx->atype, qa_loss, ctx, loss, dlogits, logits, start, end, w, grad_scale, rowloss);
     CUDA_LAUNCHED(ctx);
 }
 

@@ -6,13 +6,20 @@
  * layout's flat index, and the row of the context. Backward is two kernels:
  * per query row (dP, dS into scratch, dq) and per key row (dk and dv summed
  * over the window's query rows in order): no atomics, so the results are
- * deterministic. Everything is fp32 whatever the GEMM precision; the
+ * deterministic. The math is fp32 whatever the GEMM precision; the
  * products are plain loops, not cuBLASLt (windows of many lengths are not
- * one strided batch). The offset of a window's probs, NH sum_{b' < b}
+ * one strided batch). q, k, v, out and the gradients are activations of
+ * the context's type (cuda_ctx.atype; the kernels are templated on it,
+ * loading as fp32 and rounding once per stored element); probs and
+ * scratch are fp32 (backend_attention_saved_floats' floats) in every
+ * precision. The 16-bit runs of the models in use (HS 32, 64) take the
+ * flash kernels instead: these serve head sizes that are not a multiple
+ * of 16 or are above 64. The offset of a window's probs, NH sum_{b' < b}
  * len_b'^2, is summed by each block from cu_seqlens (B is small).
  *
  * Shared memory per block: (HS + max_len) floats forward and for the query
  * rows of backward, 2 max_len floats for the key rows. */
+#include "backend/cuda/cuda_act.cuh"
 #include "backend/cuda/cuda_internal.h"
 
 #include <float.h>
@@ -41,23 +48,31 @@ __device__ __forceinline__ float vl_mult(philox_stream rng, int b, int h, int NH
     return philox_uniform(rng, idx) >= p ? dscale : 0.0f;
 }
 
-__device__ __forceinline__ float vl_dot(const float *a, const float *b, int n)
+template <typename TA> __device__ __forceinline__ float vl_dot(const float *a, const TA *b, int n)
 {
     float s = 0;
-    for (int d = 0; d < n; d++) s = fmaf(a[d], b[d], s);
+    for (int d = 0; d < n; d++) s = fmaf(a[d], act_f(b[d]), s);
     return s;
 }
 
 /* sum_j w[j] m[r0 + j][col] over the T rows of a window, j in order. */
-__device__ __forceinline__ float vl_col_dot(const float *w, const float *m, int r0, int T, int C, size_t col)
+template <typename TA>
+__device__ __forceinline__ float vl_col_dot(const float *w, const TA *m, int r0, int T, int C, size_t col)
 {
     float acc = 0;
-    for (int j = 0; j < T; j++) acc = fmaf(w[j], m[(size_t)(r0 + j) * C + col], acc);
+    for (int j = 0; j < T; j++) acc = fmaf(w[j], act_f(m[(size_t)(r0 + j) * C + col]), acc);
     return acc;
 }
 
+/* *o += x, rounded once to the activation type. */
+template <typename TA> __device__ __forceinline__ void vl_add(TA *o, float x)
+{
+    *o = act_of<TA>(__fadd_rn(act_f(*o), x));
+}
+
 // grid (max_len, NH, B)
-__global__ void att_varlen_fwd_kernel(float *out, float *probs, const float *q, const float *k, const float *v,
+template <typename TA>
+__global__ void att_varlen_fwd_kernel(TA *out, float *probs, const TA *q, const TA *k, const TA *v,
                                       const int32_t *cu, int NH, int HS, int Tp, float scaling, float p, float dscale,
                                       philox_stream rng)
 {
@@ -68,7 +83,7 @@ __global__ void att_varlen_fwd_kernel(float *out, float *probs, const float *q, 
     if (i >= T) return;
     int C = NH * HS;
     float *qs = vl_sh, *pd = vl_sh + HS;
-    for (int d = threadIdx.x; d < HS; d += VL_THREADS) qs[d] = q[(size_t)(r0 + i) * C + (size_t)h * HS + d];
+    for (int d = threadIdx.x; d < HS; d += VL_THREADS) qs[d] = act_f(q[(size_t)(r0 + i) * C + (size_t)h * HS + d]);
     __syncthreads();
     float *P = probs + vl_probs_base(cu, b, NH) + (size_t)h * T * T + (size_t)i * T;
     float mx = -INFINITY;
@@ -85,12 +100,13 @@ __global__ void att_varlen_fwd_kernel(float *out, float *probs, const float *q, 
     }
     __syncthreads();
     for (int d = threadIdx.x; d < HS; d += VL_THREADS)
-        out[(size_t)(r0 + i) * C + (size_t)h * HS + d] = vl_col_dot(pd, v, r0, T, C, (size_t)h * HS + d);
+        out[(size_t)(r0 + i) * C + (size_t)h * HS + d] = act_of<TA>(vl_col_dot(pd, v, r0, T, C, (size_t)h * HS + d));
 }
 
 // grid (max_len, NH, B): query row i. dS into scratch, dq +=.
-__global__ void att_varlen_bwd_rows_kernel(float *dq, float *scratch, const float *dout, const float *k,
-                                           const float *v, const float *probs, const int32_t *cu, int NH, int HS,
+template <typename TA>
+__global__ void att_varlen_bwd_rows_kernel(TA *dq, float *scratch, const TA *dout, const TA *k, const TA *v,
+                                           const float *probs, const int32_t *cu, int NH, int HS,
                                            int Tp, float scaling, float p, float dscale, philox_stream rng)
 {
     CUDA_DYN_SHARED(float, vl_sh);
@@ -99,7 +115,7 @@ __global__ void att_varlen_bwd_rows_kernel(float *dq, float *scratch, const floa
     if (i >= T) return;
     __shared__ float red[VL_THREADS / 32];
     float *dos = vl_sh, *ds = vl_sh + HS;
-    for (int d = threadIdx.x; d < HS; d += VL_THREADS) dos[d] = dout[(size_t)(r0 + i) * C + (size_t)h * HS + d];
+    for (int d = threadIdx.x; d < HS; d += VL_THREADS) dos[d] = act_f(dout[(size_t)(r0 + i) * C + (size_t)h * HS + d]);
     __syncthreads();
     size_t at = vl_probs_base(cu, b, NH) + (size_t)h * T * T + (size_t)i * T;
     const float *P = probs + at;
@@ -118,15 +134,14 @@ __global__ void att_varlen_bwd_rows_kernel(float *dq, float *scratch, const floa
     }
     __syncthreads();
     if (!dq) return;
-    for (int d = threadIdx.x; d < HS; d += VL_THREADS) {
-        float *o = dq + (size_t)(r0 + i) * C + (size_t)h * HS + d;
-        *o = __fadd_rn(*o, vl_col_dot(ds, k, r0, T, C, (size_t)h * HS + d));
-    }
+    for (int d = threadIdx.x; d < HS; d += VL_THREADS)
+        vl_add(dq + (size_t)(r0 + i) * C + (size_t)h * HS + d, vl_col_dot(ds, k, r0, T, C, (size_t)h * HS + d));
 }
 
 // grid (max_len, NH, B): key row j. dk += sum_i dS[i][j] q_i, dv += sum_i P'[i][j] dout_i.
-__global__ void att_varlen_bwd_cols_kernel(float *dk, float *dv, const float *scratch, const float *dout,
-                                           const float *q, const float *probs, const int32_t *cu, int NH, int HS,
+template <typename TA>
+__global__ void att_varlen_bwd_cols_kernel(TA *dk, TA *dv, const float *scratch, const TA *dout, const TA *q,
+                                           const float *probs, const int32_t *cu, int NH, int HS,
                                            int Tp, float p, float dscale, philox_stream rng)
 {
     CUDA_DYN_SHARED(float, vl_sh);
@@ -147,12 +162,12 @@ __global__ void att_varlen_bwd_cols_kernel(float *dk, float *dv, const float *sc
         float ak = 0, av = 0;
         for (int i = 0; i < T; i++) {
             size_t row = (size_t)(r0 + i) * C + (size_t)h * HS + d;
-            ak = fmaf(sc[i], q[row], ak);
-            av = fmaf(pd[i], dout[row], av);
+            ak = fmaf(sc[i], act_f(q[row]), ak);
+            av = fmaf(pd[i], act_f(dout[row]), av);
         }
         size_t o = (size_t)(r0 + j) * C + (size_t)h * HS + d;
-        if (dk) dk[o] = __fadd_rn(dk[o], ak);
-        if (dv) dv[o] = __fadd_rn(dv[o], av);
+        if (dk) vl_add(dk + o, ak);
+        if (dv) vl_add(dv + o, av);
     }
 }
 
@@ -168,34 +183,56 @@ static int vl_launch_ok(cuda_ctx *ctx, int B, int max_len, int NH, size_t shared
     return 1;
 }
 
-void cuda_attention_packed_forward(cuda_ctx *ctx, float *out, float *probs, const float *q, const float *k,
-                                   const float *v, const backend_windows *w, int NH, int HS, float p,
-                                   philox_stream rng)
+template <typename TA>
+static void vl_forward(cuda_ctx *ctx, void *out, float *probs, const void *q, const void *k, const void *v,
+                       const backend_windows *w, int NH, int HS, float p, philox_stream rng)
 {
     int B = w->B, max_len = w->max_len;
     size_t shared = (size_t)(HS + max_len) * sizeof(float);
     if (!vl_launch_ok(ctx, B, max_len, NH, shared)) return;
     dim3 grid((unsigned)max_len, (unsigned)NH, (unsigned)B);
-    CUDA_LAUNCH(att_varlen_fwd_kernel, grid, VL_THREADS, shared, ctx->stream,
-        out, probs, q, k, v, w->cu_seqlens, NH, HS, w->T, backend_score_scale(HS), p, cuda_dropout_scale(p), rng);
+    CUDA_LAUNCH(att_varlen_fwd_kernel<TA>, grid, VL_THREADS, shared, ctx->stream, (TA *)out, probs, (const TA *)q,
+        (const TA *)k, (const TA *)v, w->cu_seqlens, NH, HS, w->T, backend_score_scale(HS), p, cuda_dropout_scale(p),
+        rng);
     CUDA_LAUNCHED(ctx);
 }
 
-void cuda_attention_packed_backward(cuda_ctx *ctx, float *dq, float *dk, float *dv, float *scratch,
-                                    const float *dout, const float *q, const float *k, const float *v,
-                                    const float *probs, const backend_windows *w, int NH, int HS, float p,
-                                    philox_stream rng)
+template <typename TA>
+static void vl_backward(cuda_ctx *ctx, void *dq, void *dk, void *dv, float *scratch, const void *dout, const void *q,
+                        const void *k, const void *v, const float *probs, const backend_windows *w, int NH, int HS,
+                        float p, philox_stream rng)
 {
     int B = w->B, max_len = w->max_len;
     size_t shared1 = (size_t)(HS + max_len) * sizeof(float), shared2 = (size_t)2 * max_len * sizeof(float);
     if (!vl_launch_ok(ctx, B, max_len, NH, shared1 > shared2 ? shared1 : shared2)) return;
     dim3 grid((unsigned)max_len, (unsigned)NH, (unsigned)B);
     float dscale = cuda_dropout_scale(p);
-    CUDA_LAUNCH(att_varlen_bwd_rows_kernel, grid, VL_THREADS, shared1, ctx->stream,
-        dq, scratch, dout, k, v, probs, w->cu_seqlens, NH, HS, w->T, backend_score_scale(HS), p, dscale, rng);
+    CUDA_LAUNCH(att_varlen_bwd_rows_kernel<TA>, grid, VL_THREADS, shared1, ctx->stream, (TA *)dq, scratch,
+        (const TA *)dout, (const TA *)k, (const TA *)v, probs, w->cu_seqlens, NH, HS, w->T, backend_score_scale(HS), p,
+        dscale, rng);
     CUDA_LAUNCHED(ctx);
     if (!dk && !dv) return;
-    CUDA_LAUNCH(att_varlen_bwd_cols_kernel, grid, VL_THREADS, shared2, ctx->stream,
-        dk, dv, scratch, dout, q, probs, w->cu_seqlens, NH, HS, w->T, p, dscale, rng);
+    CUDA_LAUNCH(att_varlen_bwd_cols_kernel<TA>, grid, VL_THREADS, shared2, ctx->stream, (TA *)dk, (TA *)dv, scratch,
+        (const TA *)dout, (const TA *)q, probs, w->cu_seqlens, NH, HS, w->T, p, dscale, rng);
     CUDA_LAUNCHED(ctx);
+}
+
+void cuda_attention_packed_forward(cuda_ctx *ctx, void *out, float *probs, const void *q, const void *k,
+                                   const void *v, const backend_windows *w, int NH, int HS, float p,
+                                   philox_stream rng)
+{
+    if (ctx->atype == GEMM_F16) vl_forward<__half>(ctx, out, probs, q, k, v, w, NH, HS, p, rng);
+    else if (ctx->atype == GEMM_BF16) vl_forward<__nv_bfloat16>(ctx, out, probs, q, k, v, w, NH, HS, p, rng);
+    else vl_forward<float>(ctx, out, probs, q, k, v, w, NH, HS, p, rng);
+}
+
+void cuda_attention_packed_backward(cuda_ctx *ctx, void *dq, void *dk, void *dv, float *scratch, const void *dout,
+                                    const void *q, const void *k, const void *v, const float *probs,
+                                    const backend_windows *w, int NH, int HS, float p, philox_stream rng)
+{
+    if (ctx->atype == GEMM_F16)
+        vl_backward<__half>(ctx, dq, dk, dv, scratch, dout, q, k, v, probs, w, NH, HS, p, rng);
+    else if (ctx->atype == GEMM_BF16)
+        vl_backward<__nv_bfloat16>(ctx, dq, dk, dv, scratch, dout, q, k, v, probs, w, NH, HS, p, rng);
+    else vl_backward<float>(ctx, dq, dk, dv, scratch, dout, q, k, v, probs, w, NH, HS, p, rng);
 }

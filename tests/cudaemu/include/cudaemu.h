@@ -57,6 +57,16 @@ void cudaemu_check_guards(const char *after);
  * it overlaps; cudaFree forgets them). Outside a device allocation it
  * stops the run. */
 void cudaemu_annotate_subbuffer(const void *p, size_t bytes, const char *name);
+/* For the next kernel launch on this thread (CUDAEMU_ANNOTATE_TABLE): the
+ * argument `tab` is a table in device memory of `count` entries of
+ * `stride` bytes, and each entry's pointer at byte `ptr_off` reaches `elem`
+ * bytes times the int64_t at byte `n_off` of the entry, a tensor the kernel
+ * may touch beside its pointer arguments (`field` names it in reports).
+ * The launch checks each entry's extent against the tensor its pointer
+ * points into (an entry reaching past it stops the run) and the race check
+ * holds the kernel to those extents. */
+void cudaemu_annotate_table(const void *tab, int count, size_t stride, size_t ptr_off, size_t n_off, size_t elem,
+                            const char *field);
 /* The tensor holding p: the annotated sub-buffer, else the allocation (its
  * name "" then); 0 when p is not device memory. */
 int cudaemu_tensor_of(const void *p, uintptr_t *lo, uintptr_t *hi, char *name, size_t cap);

@@ -20,6 +20,7 @@
 #include "cuda_runtime_api.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -77,6 +78,11 @@ int launch_ok(const char *kernel, dim3 grid, dim3 block, size_t shared, cudaStre
 /* Checks argument i (a pointer) of a kernel: NULL or inside a live device
  * allocation; stops the run otherwise. */
 void check_arg(const char *kernel, const char *argtext, int i, const void *p);
+/* Takes this thread's table declarations (cudaemu_annotate_table) for the
+ * launch: each table must be one of the pointer arguments ptrs[], and each
+ * entry's extent must lie inside the tensor its pointer points into; stops
+ * the run otherwise. */
+void take_tables(const char *kernel, const char *argtext, const void *const *ptrs, int nargs);
 
 /* The block's dynamic shared memory. */
 void *dyn_shared(void);
@@ -133,6 +139,7 @@ static void launch_impl(const char *kname, const char *argtext, void (*k)(P...),
     typedef closure<void (*)(P...), typename std::decay<P>::type...> cl_t;
     cl_t cl{k, std::tuple<typename std::decay<P>::type...>(static_cast<typename std::decay<P>::type>(std::forward<A>(a))...)};
     const void *ptrs[sizeof...(P) + 1] = {ptr_of(std::get<I>(cl.args))..., nullptr};
+    take_tables(kname, argtext, ptrs, (int)sizeof...(P));
     if (!launch_ok(kname, grid, block, shared, stream)) return;
     for (size_t i = 0; i < sizeof...(P); i++)
         if (ptrs[i]) check_arg(kname, argtext, (int)i, ptrs[i]);
@@ -162,6 +169,19 @@ static void launch(const char *kname, const char *argtext, void (*k)(P...), dim3
  * calls it where it carves tensors out of larger allocations; under nvcc
  * it is nothing. */
 #define CUDAEMU_ANNOTATE_SUBBUFFER(p, bytes, name) cudaemu_annotate_subbuffer((p), (bytes), (name))
+/* The next launch reaches tensors through a table in device memory: `tab`
+ * (one of its arguments) holds `count` entries of `type`, and each entry's
+ * pointer `field` points to `nfield` (an int64_t field of the entry)
+ * elements of `elem` bytes. One call per pointer field; under nvcc it is
+ * nothing. The launch checks every entry against its tensor, and the race
+ * check then knows the entries' extents as the kernel's tensors (cudaemu.h,
+ * cudaemu_annotate_table). */
+#define CUDAEMU_ANNOTATE_TABLE(tab, count, type, field, nfield, elem)                                          \
+    do {                                                                                                       \
+        static_assert(sizeof(((type *)0)->nfield) == sizeof(int64_t), #type "." #nfield " must be an int64_t"); \
+        cudaemu_annotate_table((tab), (count), sizeof(type), offsetof(type, field), offsetof(type, nfield), (elem), \
+                               #type "." #field);                                                             \
+    } while (0)
 
 #define threadIdx (::cudaemu::t_cur->tid)
 #define blockIdx (::cudaemu::t_cur->blk->bidx)

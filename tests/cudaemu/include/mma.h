@@ -86,19 +86,15 @@ template <typename T> struct cudaemu_fragment_base {
     T x[num_elements];
 };
 
-template <typename T, typename Layout>
-class fragment<matrix_a, 16, 16, 16, T, Layout> : public cudaemu_fragment_base<T> {
+/* matrix_a and matrix_b (the accumulator: below) */
+template <typename Use, typename T, typename Layout>
+class fragment<Use, 16, 16, 16, T, Layout> : public cudaemu_fragment_base<T> {
+    static_assert(std::is_same<Use, matrix_a>::value || std::is_same<Use, matrix_b>::value,
+                  "cudaemu's wmma: matrix_a, matrix_b, or an accumulator of float");
     static_assert(std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value,
-                  "cudaemu's wmma: matrix_a of __half or __nv_bfloat16");
+                  "cudaemu's wmma: matrix_a and matrix_b of __half or __nv_bfloat16");
     static_assert(std::is_same<Layout, row_major>::value || std::is_same<Layout, col_major>::value,
-                  "matrix_a needs row_major or col_major");
-};
-template <typename T, typename Layout>
-class fragment<matrix_b, 16, 16, 16, T, Layout> : public cudaemu_fragment_base<T> {
-    static_assert(std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value,
-                  "cudaemu's wmma: matrix_b of __half or __nv_bfloat16");
-    static_assert(std::is_same<Layout, row_major>::value || std::is_same<Layout, col_major>::value,
-                  "matrix_b needs row_major or col_major");
+                  "matrix_a and matrix_b need row_major or col_major");
 };
 template <> class fragment<accumulator, 16, 16, 16, float, void> : public cudaemu_fragment_base<float> {};
 
@@ -136,25 +132,17 @@ static inline void cudaemu_wmma_load(fragment<Use, 16, 16, 16, T, Layout> &f, co
     ::cudaemu::wmma_end(name);
 }
 
-template <typename T>
-static inline void load_matrix_sync(fragment<matrix_a, 16, 16, 16, T, row_major> &f, const T *p, unsigned ldm)
+/* matrix_a or matrix_b, row- or column-major (an accumulator is loaded
+ * with a layout: below). */
+template <typename Use, typename T, typename Layout>
+static inline void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout> &f, const T *p, unsigned ldm)
 {
-    cudaemu_wmma_load(f, p, ldm, 0, ::cudaemu::WMMA_LOAD_A, "wmma::load_matrix_sync(matrix_a)");
-}
-template <typename T>
-static inline void load_matrix_sync(fragment<matrix_a, 16, 16, 16, T, col_major> &f, const T *p, unsigned ldm)
-{
-    cudaemu_wmma_load(f, p, ldm, 1, ::cudaemu::WMMA_LOAD_A, "wmma::load_matrix_sync(matrix_a)");
-}
-template <typename T>
-static inline void load_matrix_sync(fragment<matrix_b, 16, 16, 16, T, row_major> &f, const T *p, unsigned ldm)
-{
-    cudaemu_wmma_load(f, p, ldm, 0, ::cudaemu::WMMA_LOAD_B, "wmma::load_matrix_sync(matrix_b)");
-}
-template <typename T>
-static inline void load_matrix_sync(fragment<matrix_b, 16, 16, 16, T, col_major> &f, const T *p, unsigned ldm)
-{
-    cudaemu_wmma_load(f, p, ldm, 1, ::cudaemu::WMMA_LOAD_B, "wmma::load_matrix_sync(matrix_b)");
+    static_assert(std::is_same<Use, matrix_a>::value || std::is_same<Use, matrix_b>::value,
+                  "load_matrix_sync of an accumulator takes a layout");
+    const bool a = std::is_same<Use, matrix_a>::value;
+    cudaemu_wmma_load(f, p, ldm, std::is_same<Layout, col_major>::value,
+                      a ? ::cudaemu::WMMA_LOAD_A : ::cudaemu::WMMA_LOAD_B,
+                      a ? "wmma::load_matrix_sync(matrix_a)" : "wmma::load_matrix_sync(matrix_b)");
 }
 static inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float> &f, const float *p, unsigned ldm,
                                     layout_t layout)
