@@ -10,6 +10,9 @@
  *   stale, the NCCL all-gather, all-reduce, reduce-scatter and p2p receive
  *   (their entry points mark the copy stale before NCCL refuses: it is
  *   not emulated), a release and a new allocation in its place.
+ * A copy holds the span GEMMs have read: the first read converts just that
+ * span, a write outside it marks nothing, a read past it converts what it
+ * adds.
  * Each check downloads the copy and compares it with W rounded on the
  * host, bit for bit, and counts the conversions (cuda_ctx.wc_refreshes).
  * The matmul outputs equal the old path's (W converted into a buffer of
@@ -39,8 +42,6 @@ static cuda_ctx *g_ctx;
 static const backend_i *B;
 
 enum { N = 24, C = 40, OC = 24, NW = 3 * (OC * C + OC) + 100 };
-/* The floats a copy of W spans: its allocation's, rounded to 256 bytes. */
-static const size_t NF = (NW * 4 + 255) / 256 * 64;
 
 static uint64_t g_seed = 777;
 static float uniform(float lo, float hi)
@@ -113,7 +114,7 @@ static void after_write(const char *what, rig &r, size_t lo, size_t hi)
 {
     const char *tn = g_ctx->gtype == GEMM_F16 ? "fp16" : "bf16";
     cuda_wcopy *c = g_ctx->nwc ? &g_ctx->wc[0] : NULL;
-    size_t slo = c ? c->stale_lo : 0, shi = c ? c->stale_hi : NF; /* none yet: made stale all over */
+    size_t slo = c ? c->stale_lo : 0, shi = c ? c->stale_hi : 0;
     int64_t before = g_ctx->wc_refreshes;
     int same = forward_same(r.W, OC * C + OC, r.x, r.bias, r.out, r.ref, r.xl, r.wl);
     int64_t one = g_ctx->wc_refreshes - before;
@@ -126,15 +127,42 @@ static void after_write(const char *what, rig &r, size_t lo, size_t hi)
           tn, what, slo, shi, lo, hi, (long long)one, (long long)none, ok ? "yes" : "NO", same ? "yes" : "NO");
 }
 
+/* The first read of W: the copy made, [lo, hi) its span, converted in one
+ * launch, W's other floats neither read nor held (the copy's span is what
+ * GEMMs read, no more: the rounding of an allocation, or a tensor's spare
+ * float, is no conversion's input). A write outside the span marks
+ * nothing; a read past it converts only what it adds. Read through
+ * cuda_weights16, as matmul_weight does. */
+static void first_read(rig &r, size_t lo, size_t hi)
+{
+    const char *tn = g_ctx->gtype == GEMM_F16 ? "fp16" : "bf16";
+    int64_t before = g_ctx->wc_refreshes;
+    int ok = cuda_weights16(g_ctx, r.W + lo, hi - lo) != NULL && synced("the first read");
+    cuda_wcopy *c = g_ctx->nwc ? &g_ctx->wc[0] : NULL;
+    ok = ok && c && c->read_lo == lo && c->read_hi == hi && c->stale_lo >= c->stale_hi;
+    check(ok && g_ctx->wc_refreshes - before == 1 && copy_matches(r.W + lo, hi - lo),
+          "%s first read of floats [%zu, %zu): the copy made, that span held (%zu, %zu) and converted once (%lld), "
+          "copy == W rounded", tn, lo, hi, c ? c->read_lo : 0, c ? c->read_hi : 0,
+          (long long)(g_ctx->wc_refreshes - before));
+    if (!ok || hi >= NW) return;
+    B->zero(g_ctx, r.W + hi, 4);
+    int unmarked = c->stale_lo >= c->stale_hi;
+    before = g_ctx->wc_refreshes;
+    ok = cuda_weights16(g_ctx, r.W + lo, NW - lo) != NULL && synced("a read past the span");
+    check(ok && unmarked && c->read_hi == NW && g_ctx->wc_refreshes - before == 1 && copy_matches(r.W, NW),
+          "%s a write past the span marks nothing (%s); a read to float %d widens it, one conversion (%lld), "
+          "copy == W rounded", tn, unmarked ? "yes" : "NO", (int)NW, (long long)(g_ctx->wc_refreshes - before));
+}
+
 static void test_writes(rig &r)
 {
     const char *tn = g_ctx->gtype == GEMM_F16 ? "fp16" : "bf16";
     std::vector<float> h = host_rand(NW, -0.3f, 0.3f);
     B->upload(g_ctx, r.W, h.data(), NW * 4);
     int64_t used0 = g_ctx->used - (int64_t)g_ctx->ws_bytes;
-    after_write("first read (the copy made)", r, 0, NF);
+    first_read(r, 0, NW);
     /* the copy spans the allocation: 2 bytes per float, rounded as the
-     * planner's rule (besides the workspace the matmul grew) */
+     * planner's rule */
     int64_t grew = g_ctx->used - (int64_t)g_ctx->ws_bytes - used0;
     check(g_ctx->nwc == 1 && grew == (int64_t)cuda_ws_weight_copy(1, NW),
           "%s the copy: %d made, %lld bytes (the planner's cuda_ws_weight_copy: %zu)", tn, g_ctx->nwc,
@@ -284,7 +312,7 @@ static void test_release(rig &r)
     std::vector<float> h = host_rand(NW, -0.3f, 0.3f);
     B->upload(g_ctx, r.W, h.data(), NW * 4);
     check(dropped, "%s release: the copy freed with its allocation", tn);
-    after_write("a new allocation in its place", r, 0, NF);
+    first_read(r, 0, OC * C + OC);
 }
 
 /* Planted: W written with a raw cudaMemcpy (no backend op: nothing marks

@@ -451,8 +451,9 @@ static void linear_forward(cuda_ctx *ctx, int n, void *out, long long sout, cons
         A = matmul_weight(ctx, w, (size_t)(n - 1) * (size_t)sw + (size_t)OC * C);
         if (!A) return;
         if (!act16(ctx)) {
-            char *xl = (char *)cuda_ws_get(ctx, cuda_ws_matmul_forward_n(1, (size_t)n, (size_t)N, (size_t)C, (size_t)OC));
-            if (!xl) return;
+            char *cur = (char *)cuda_ws_get(ctx, cuda_ws_matmul_forward_n(1, (size_t)n, (size_t)N, (size_t)C, (size_t)OC));
+            if (!cur) return;
+            char *xl = (char *)cuda_ws_take(&cur, (size_t)N * C * 2);
             cuda_convert(ctx, xl, (const float *)inp, (size_t)N * C, ctx->gtype);
             B = xl;
         } else if (b && !(bias = (void *)matmul_weight(ctx, b, (size_t)(n - 1) * (size_t)sb + (size_t)OC))) {

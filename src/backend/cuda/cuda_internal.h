@@ -72,12 +72,15 @@ typedef struct {
 } cuda_alloc_rec;
 
 /* The 16-bit copy of an fp32 allocation that GEMMs read weights from, in
- * fp16 and bf16 (cuda_weights.cu): the floats [stale_lo, stale_hi) were
- * written since its last refresh (none when stale_lo >= stale_hi). */
+ * fp16 and bf16 (cuda_weights.cu): GEMMs have read the floats [read_lo,
+ * read_hi) of it (the span the copy holds; none when read_lo >= read_hi),
+ * and [stale_lo, stale_hi), inside that span, were written since its last
+ * refresh (none when stale_lo >= stale_hi). */
 typedef struct {
     const char *base; /* the fp32 allocation */
     size_t nf;        /* its floats (its rounded bytes / 4) */
     void *p16;        /* nf elements of the context's gtype */
+    size_t read_lo, read_hi;
     size_t stale_lo, stale_hi;
 } cuda_wcopy;
 

@@ -3,10 +3,14 @@
  * workspace first, forward and backward, each step (about 1 GB of traffic
  * a step for BERT-base, and a launch per weight).
  *
- * A copy belongs to one allocation (cuda_alloc_rec): made, stale all over,
- * the first time a matmul reads a weight inside that allocation (bert.c's
- * parameter block: one copy of every weight), 2 bytes per float of it,
- * freed with it (cuda_mem_release). Each copy keeps the floats written
+ * A copy belongs to one allocation (cuda_alloc_rec): made the first time
+ * a matmul reads a weight inside that allocation (bert.c's parameter
+ * block: one copy of every weight), 2 bytes per float of it, freed with it
+ * (cuda_mem_release). It holds the span GEMMs have read (the hull of their
+ * weights): a read beyond it widens the span and converts what it adds, so
+ * no conversion reads floats no GEMM asked for (the allocation's rounding,
+ * a caller's spare float: the stand-in's race check holds a kernel to the
+ * tensor it is given). Each copy keeps the floats of its span written
  * since its last refresh as one stale interval; the next read converts
  * that interval in one launch, so a copy a GEMM reads is always the fp32
  * weight rounded (__float2half_rn / __float2bfloat16_rn, as cuda_convert).
@@ -38,7 +42,7 @@ static cuda_wcopy *wcopy_find(cuda_ctx *ctx, const void *p)
     return NULL;
 }
 
-/* A new copy of the allocation that holds w, stale all over; NULL with the
+/* A new copy of the allocation that holds w, its span empty; NULL with the
  * failure recorded. */
 static cuda_wcopy *wcopy_make(cuda_ctx *ctx, const float *w)
 {
@@ -77,12 +81,39 @@ static cuda_wcopy *wcopy_make(cuda_ctx *ctx, const float *w)
     c->base = base;
     c->nf = nf;
     c->p16 = p16;
-    c->stale_lo = 0;
-    c->stale_hi = nf;
+    c->read_lo = c->read_hi = 0;
+    c->stale_lo = c->stale_hi = 0;
     return c;
 }
 
 #ifdef CUDAEMU
+/* [*lo, *hi) joined with [a, b) (an empty interval, lo >= hi, joins as
+ * nothing). */
+static void span_join(size_t *lo, size_t *hi, size_t a, size_t b)
+{
+    if (a >= b) return;
+    if (*lo >= *hi) {
+        *lo = a;
+        *hi = b;
+        return;
+    }
+    if (a < *lo) *lo = a;
+    if (b > *hi) *hi = b;
+}
+
+/* The span widened to [a, b) read now: what it adds is stale (it was
+ * never converted). */
+static void wcopy_widen(cuda_wcopy *c, size_t a, size_t b)
+{
+    if (c->read_lo >= c->read_hi) {
+        span_join(&c->stale_lo, &c->stale_hi, a, b);
+    } else {
+        span_join(&c->stale_lo, &c->stale_hi, a, a < c->read_lo ? c->read_lo : a);
+        span_join(&c->stale_lo, &c->stale_hi, b > c->read_hi ? c->read_hi : b, b);
+    }
+    span_join(&c->read_lo, &c->read_hi, a, b);
+}
+
 /* The stand-in runs every call before it returns: the copy must hold the
  * fp32 weight rounded, element for element, wherever a GEMM reads it. */
 static void wcopy_verify(cuda_ctx *ctx, const cuda_wcopy *c, size_t off, size_t n)
@@ -122,6 +153,7 @@ const void *cuda_weights16(cuda_ctx *ctx, const float *w, size_t n)
         return NULL;
     }
     off /= sizeof(float);
+    wcopy_widen(c, off, off + n);
     if (c->stale_lo < c->stale_hi) {
         cuda_convert(ctx, (char *)c->p16 + c->stale_lo * 2, (const float *)c->base + c->stale_lo,
                      c->stale_hi - c->stale_lo, ctx->gtype);
@@ -150,16 +182,13 @@ void cuda_weights_wrote(cuda_ctx *ctx, const void *p, size_t bytes)
         cuda_wcopy *c = &ctx->wc[i];
         const char *end = c->base + c->nf * sizeof(float);
         if (hi <= c->base || lo >= end) continue;
-        /* the floats the bytes touch, joined to what is stale already */
+        /* the floats of the span the bytes touch (outside it nothing is
+         * held), joined to what is stale already */
         size_t a = (size_t)((lo > c->base ? lo : c->base) - c->base) / sizeof(float);
         size_t b = ((size_t)((hi < end ? hi : end) - c->base) + sizeof(float) - 1) / sizeof(float);
-        if (c->stale_lo >= c->stale_hi) {
-            c->stale_lo = a;
-            c->stale_hi = b;
-        } else {
-            if (a < c->stale_lo) c->stale_lo = a;
-            if (b > c->stale_hi) c->stale_hi = b;
-        }
+        if (a < c->read_lo) a = c->read_lo;
+        if (b > c->read_hi) b = c->read_hi;
+        span_join(&c->stale_lo, &c->stale_hi, a, b);
     }
 }
 
