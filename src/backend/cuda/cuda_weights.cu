@@ -86,7 +86,6 @@ static cuda_wcopy *wcopy_make(cuda_ctx *ctx, const float *w)
     return c;
 }
 
-#ifdef CUDAEMU
 /* [*lo, *hi) joined with [a, b) (an empty interval, lo >= hi, joins as
  * nothing). */
 static void span_join(size_t *lo, size_t *hi, size_t a, size_t b)
@@ -114,6 +113,7 @@ static void wcopy_widen(cuda_wcopy *c, size_t a, size_t b)
     span_join(&c->read_lo, &c->read_hi, a, b);
 }
 
+#ifdef CUDAEMU
 /* The stand-in runs every call before it returns: the copy must hold the
  * fp32 weight rounded, element for element, wherever a GEMM reads it. */
 static void wcopy_verify(cuda_ctx *ctx, const cuda_wcopy *c, size_t off, size_t n)
