@@ -11,7 +11,8 @@
  * CUDA_WS_ALIGN boundary, which cuBLASLt's Tensor Core kernels want.
  *
  * Letters as in backend.h. "Low precision" (fp16, bf16) converts GEMM
- * inputs to 2-byte types; fp32 and tf32 feed fp32 to the GEMMs directly,
+ * inputs to 2-byte types (the weights once, into a copy the optimizer
+ * keeps current: cuda_ws_weight_copy); fp32 and tf32 feed fp32 to the GEMMs directly,
  * except attention, which always works on per-head copies. Sizes
  * saturate (core/sat.h). */
 #ifndef BERTC_BACKEND_WORKSPACE_RULES_H
@@ -61,24 +62,33 @@ static inline size_t cuda_ws_colsum_chunks(size_t N)
     return (N + CUDA_WS_COLSUM_ROWS - 1) / CUDA_WS_COLSUM_ROWS;
 }
 
-/* matmul_forward_n over n layers (Q, K, V: 3) in one GEMM: low-precision
- * copies of inp (fp32 activations) or of the n biases (16-bit activations:
- * the bias epilogue's bias is of the output's type), and of the n weights,
- * side by side. */
-static inline size_t cuda_ws_matmul_forward_n(int low, size_t n, size_t N, size_t C, size_t OC)
+/* The 16-bit copy of the weights that low-precision GEMMs read (not
+ * workspace the ops take, but the backend's working memory all the same):
+ * 2 bytes per float of the allocation the weights live in, n_floats of
+ * them (the parameter block), rounded as the allocator rounds both. */
+static inline size_t cuda_ws_weight_copy(int low, size_t n_floats)
 {
-    if (!low) return 0;
-    size_t first = sat_mul(N, C) > sat_mul(n, OC) ? sat_mul(N, C) : sat_mul(n, OC);
-    return sat_add(cuda_ws_part(first, 2), cuda_ws_part(sat_mul(n, sat_mul(OC, C)), 2));
+    return low ? cuda_ws_round(cuda_ws_round(sat_mul(n_floats, 4)) / 2) : 0;
 }
 
-/* matmul_forward: low-precision copies of inp and w. */
+/* matmul_forward_n over n layers (Q, K, V: 3) in one GEMM: a low-precision
+ * copy of inp, which they share, with fp32 activations (16-bit ones are
+ * read as they are and take none of it); the weights, and the biases the
+ * epilogue reads in 16 bits, are read from their 16-bit copy
+ * (cuda_ws_weight_copy). */
+static inline size_t cuda_ws_matmul_forward_n(int low, size_t n, size_t N, size_t C, size_t OC)
+{
+    (void)n, (void)OC;
+    return low ? cuda_ws_part(sat_mul(N, C), 2) : 0;
+}
+
+/* matmul_forward: a low-precision copy of inp. */
 static inline size_t cuda_ws_matmul_forward(int low, size_t N, size_t C, size_t OC)
 {
     return cuda_ws_matmul_forward_n(low, 1, N, C, OC);
 }
 
-/* matmul_backward: low-precision copies of dout, w and inp, plus the
+/* matmul_backward: low-precision copies of dout and inp, plus the
  * partial column sums of the bias gradient where no weight gradient is
  * asked for, or else the bias gradient the weight-gradient GEMM writes
  * (CUBLASLT_EPILOGUE_BGRADB, OC floats) before it is added to db: the same
@@ -88,7 +98,6 @@ static inline size_t cuda_ws_matmul_backward(int low, size_t N, size_t C, size_t
     size_t ws = cuda_ws_part(sat_mul(cuda_ws_colsum_chunks(N), OC), 4);
     if (low) {
         ws = sat_add(ws, cuda_ws_part(sat_mul(N, OC), 2));
-        ws = sat_add(ws, cuda_ws_part(sat_mul(OC, C), 2));
         ws = sat_add(ws, cuda_ws_part(sat_mul(N, C), 2));
     }
     return ws;

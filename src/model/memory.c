@@ -68,12 +68,13 @@ static size_t workspace_bytes(const bert_config *cfg, int micro, size_t N, int T
     need = max_size(need, cuda_ws_embedding_backward(N, C, cuda_ws_sort_temp_bound(N)));
     need = max_size(need, cuda_ws_qa_loss((size_t)micro));
     /* adamw_multi's tensor table (an entry per tensor: a rank's pieces or
-     * a stage's slice split none) beside the fixed buffers */
+     * a stage's slice split none) beside the fixed buffers, and the 16-bit
+     * copy of the parameters that the GEMMs read */
     param_table t;
     param_table_init(&t, cfg);
-    size_t table = cuda_ws_part((size_t)t.n, CUDA_WS_MT_ENTRY);
+    size_t table = cuda_ws_part((size_t)t.n, CUDA_WS_MT_ENTRY), copy = cuda_ws_weight_copy(low, t.total);
     param_table_free(&t);
-    return sat_add(sat_add(need, CUDA_WS_FIXED), table);
+    return sat_add(sat_add(sat_add(need, CUDA_WS_FIXED), table), copy);
 }
 
 static void sum_total(memory_answer *a)
@@ -242,6 +243,12 @@ static void plan_stage_range(const memory_query *q, int S, int D, int stage, int
     out->in_flight = S - stage;
     size_t np, adam;
     stage_params(q->cfg, out, D, &np, &adam);
+    /* the workspace: the whole model's (the largest need of an op either
+     * stage runs), with the 16-bit weight copy of the stage's parameters */
+    int low = low_precision(q->prec);
+    if (out->workspace != INT64_MAX)
+        out->workspace +=
+            (int64_t)cuda_ws_weight_copy(low, np) - (int64_t)cuda_ws_weight_copy(low, (size_t)out->n_params);
     out->n_params = sat_i64(np);
     out->params = out->grads = sat_i64(sat_mul(np, sizeof(float)));
     out->optimizer = sat_i64(sat_mul(sat_mul(2, adam), sizeof(float)));
@@ -254,7 +261,6 @@ static void plan_stage_range(const memory_query *q, int S, int D, int stage, int
     size_t work = sat_add(a.work, rec ? a.layer : 0);
     size_t floats = sat_add(sat_mul((size_t)out->in_flight, saved), work);
     out->activations = sat_i64(sat_add(sat_mul(floats, sizeof(float)), sat_mul(a.ints, sizeof(int32_t))));
-    /* the workspace: the whole model's (the largest need of an op either stage runs) */
     sum_total(out);
 }
 

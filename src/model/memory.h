@@ -19,8 +19,9 @@
  *
  * What is stored in which precision today: parameters, gradients, Adam m
  * and v in fp32 (the master copy), activations in fp32 (the backend op
- * table is fp32); fp16/bf16 change the workspace (the GEMM input copies)
- * and attention's saved tensors (the flash kernels' lse instead of the
+ * table is fp32); fp16/bf16 change the workspace (the GEMM input copies,
+ * among them the 16-bit copy of the parameters, 2 bytes each) and
+ * attention's saved tensors (the flash kernels' lse instead of the
  * probabilities, where cuda_ws_attention_lse says). --recompute layer is bert.c's layout when it recomputes each
  * layer in backward: each layer's input kept, one layer's activations
  * live (bert_model_opts' recompute). */
@@ -90,7 +91,8 @@ typedef struct {
     int64_t grads;              /* fp32 gradients */
     int64_t optimizer;          /* AdamW m and v, fp32 (the most one rank keeps) */
     int64_t activations;        /* saved for backward, backward's buffers, the batch's token arrays */
-    int64_t workspace;          /* the backend's working memory: cuBLASLt, GEMM input copies, attention */
+    int64_t workspace;          /* the backend's working memory: cuBLASLt, GEMM input copies (fp16/bf16: the
+                                 * stage's parameters in 16 bits among them), attention */
     int64_t total;              /* the sum: the predicted peak of what bertc allocates */
     int layer_first, layer_end; /* encoder layers [first, end) */
     int embeddings, qa_head;    /* 1: the stage holds them */

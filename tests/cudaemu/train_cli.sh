@@ -63,10 +63,14 @@ for p in fp32 bf16 fp16; do
     fi
 done
 # The optimizer in one launch a step (adamw_multi): 40 of the multi-tensor AdamW and of the norm's
-# first stage, no single-tensor adamw (CUDAEMU_PROFILE's table: kernel, launches, ...).
+# first stage, no single-tensor adamw (CUDAEMU_PROFILE's table: kernel, launches, ...). In fp16 and
+# bf16 the launch also writes the 16-bit weight copy: its template is the copy's type.
 for p in fp32 bf16 fp16; do
     launches() { awk -v k="$1" '$1 == k { print $2 }' "$W/cuda-$p.err"; }
-    mt=$(launches "fused_mt_adamw_kernel<float>") one=$(launches adamw_kernel) ss=$(launches sum_squares_stage1)
+    k=float
+    [ $p = fp16 ] && k=__half
+    [ $p = bf16 ] && k=__nv_bfloat16
+    mt=$(launches "fused_mt_adamw_kernel<$k>") one=$(launches adamw_kernel) ss=$(launches sum_squares_stage1)
     [ "${mt:-0}" = 40 ] && [ -z "$one" ] && [ "${ss:-0}" = 40 ] &&
         res "PASS optimizer $p: 40 steps, 40 multi-tensor AdamW launches, 40 norms, no single-tensor adamw" ||
         res "FAIL optimizer $p: multi-tensor AdamW ${mt:-0}, single-tensor adamw ${one:-0}, norms ${ss:-0} in 40 steps"

@@ -48,7 +48,9 @@ static void check_config(const char *name, int vocab, int T)
  * attention's, worked out by hand. fp32: q, k, v, dout copies and the fp32
  * output, 5 x 32*384*768*4 = 188743680, plus P' 32*12*384*384*4 =
  * 226492416. bf16 (the flash kernels): 16-bit q, k, v, dout, dq, dk, dv,
- * 7 x 18874368, plus dvec 12*12288*4 = 589824: 132710400. The fixed part
+ * 7 x 18874368, plus dvec 12*12288*4 = 589824: 132710400, and the 16-bit
+ * copy of the 108,893,186 parameters: their block 435572744 B rounded to
+ * 435572992, half of it 217786496 rounded to 217786624. The fixed part
  * includes adamw_multi's table: 199 tensors x 64 B = 12736, rounded to
  * 12800. */
 static void check_base_workspace(void)
@@ -63,7 +65,7 @@ static void check_base_workspace(void)
     q.prec = PREC_TF32;
     CHECK(memory_plan(&q, &pt) == 0, "%s", err_msg());
     int64_t fixed = (32 << 20) + 1024 * 8 + 256 + 12800;
-    int64_t want32 = fixed + 188743680 + 226492416, want16 = fixed + 132710400;
+    int64_t want32 = fixed + 188743680 + 226492416, want16 = fixed + 132710400 + 217786624;
     printf("base 32x384 workspace: fp32 %lld (want %lld), bf16 %lld (want %lld), tf32 %lld\n", (long long)p32.workspace,
            (long long)want32, (long long)p16.workspace, (long long)want16, (long long)pt.workspace);
     CHECK(p32.workspace == want32, "fp32 workspace");
@@ -471,7 +473,11 @@ static void check_ws_helpers(void)
     CHECK(cuda_ws_round(SIZE_MAX - 3) == SIZE_MAX, "round saturates");
     CHECK(sat_mul(SIZE_MAX / 2, 3) == SIZE_MAX && sat_add(SIZE_MAX, 1) == SIZE_MAX, "saturation");
     CHECK(cuda_ws_matmul_forward(0, 100, 100, 100) == 0, "fp32 matmul converts nothing");
-    CHECK(cuda_ws_matmul_forward(1, 100, 64, 32) == cuda_ws_round(12800) + cuda_ws_round(4096), "bf16 matmul forward");
+    /* the input's copy only: the weight is read from its 16-bit copy */
+    CHECK(cuda_ws_matmul_forward(1, 100, 64, 32) == cuda_ws_round(12800), "bf16 matmul forward");
+    CHECK(cuda_ws_weight_copy(0, 1000) == 0 && cuda_ws_weight_copy(1, 1000) == 2048 &&
+              cuda_ws_weight_copy(1, 65) == 256 && cuda_ws_weight_copy(1, 129) == 512,
+          "the 16-bit weight copy: half the parameter block's allocation, rounded");
     CHECK(cuda_ws_colsum_chunks(1) == 1 && cuda_ws_colsum_chunks(CUDA_WS_COLSUM_ROWS) == 1 &&
           cuda_ws_colsum_chunks(CUDA_WS_COLSUM_ROWS + 1) == 2, "chunks");
     char buf[32];

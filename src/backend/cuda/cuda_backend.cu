@@ -88,6 +88,7 @@ void *cuda_mem_alloc(cuda_ctx *ctx, size_t bytes)
 void cuda_mem_release(cuda_ctx *ctx, void *p)
 {
     if (!p) return;
+    if (ctx->nwc) cuda_weights_release(ctx, p); /* its 16-bit copy first (a record of its own) */
     for (int i = ctx->nrecs - 1; i >= 0; i--) {
         if (ctx->recs[i].p != p) continue;
         ctx->used -= (int64_t)ctx->recs[i].bytes;
@@ -144,6 +145,7 @@ static int cb_upload(void *vctx, void *dst, const void *host_src, size_t bytes)
     if (!bytes) return 0;
     /* From pageable memory the copy is staged before this returns, so the
      * caller may reuse host_src at once. */
+    cuda_weights_wrote(ctx, dst, bytes);
     CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, ctx->stream));
     return 0;
 }
@@ -166,6 +168,7 @@ static void cb_zero(void *vctx, void *p, size_t bytes)
 {
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || !bytes) return;
+    cuda_weights_wrote(ctx, p, bytes);
     CUDA_TRY(ctx, cudaMemsetAsync(p, 0, bytes, ctx->stream));
 }
 
@@ -173,6 +176,7 @@ static void cb_copy(void *vctx, void *dst, const void *src, size_t bytes)
 {
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || !bytes || dst == src) return;
+    cuda_weights_wrote(ctx, dst, bytes);
     CUDA_TRY(ctx, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx->stream));
 }
 
@@ -213,6 +217,7 @@ static void cb_free(void *vctx)
     for (int i = 0; i < ctx->nrecs; i++) cudaFree(ctx->recs[i].p);
     free(ctx->recs);
     free(ctx->mt_host);
+    free(ctx->wc);
     if (ctx->lt) cublasLtDestroy(ctx->lt);
     if (ctx->stream) cudaStreamDestroy(ctx->stream);
     free(ctx);
@@ -424,18 +429,24 @@ static int api_create(backend *out, int device, precision_kind precision, int64_
     return cuda_backend_create(out, &o);
 }
 
+/* NCCL writes the parameters of the sharded optimizer's all-gather, and
+ * whatever else the collectives and receives are given: their 16-bit
+ * copies go stale. */
 static int api_nccl_begin(void *vctx, float *dev_x, size_t n)
 {
+    cuda_weights_wrote((cuda_ctx *)vctx, dev_x, n * sizeof(float));
     return cuda_nccl_allreduce_begin((void *)((cuda_ctx *)vctx)->stream, dev_x, n);
 }
 
 static int api_nccl_reduce_scatter(void *vctx, float *dev_x, size_t n)
 {
+    cuda_weights_wrote((cuda_ctx *)vctx, dev_x, n * sizeof(float));
     return cuda_nccl_reduce_scatter_begin((void *)((cuda_ctx *)vctx)->stream, dev_x, n);
 }
 
 static int api_nccl_allgather(void *vctx, float *dev_x, size_t n)
 {
+    cuda_weights_wrote((cuda_ctx *)vctx, dev_x, n * sizeof(float));
     return cuda_nccl_allgather_begin((void *)((cuda_ctx *)vctx)->stream, dev_x, n);
 }
 
@@ -446,6 +457,7 @@ static int api_p2p_send(void *vctx, int ch, const float *dev, size_t n, int peer
 
 static int api_p2p_recv(void *vctx, int ch, float *dev, size_t n, int peer, int slot)
 {
+    cuda_weights_wrote((cuda_ctx *)vctx, dev, n * sizeof(float));
     return cuda_nccl_p2p_recv((void *)((cuda_ctx *)vctx)->stream, ch, dev, n, peer, slot);
 }
 

@@ -365,13 +365,14 @@ void cuda_layernorm_backward(void *vctx, backend_act *dinp, float *dw, float *db
  * (CUBLASLT_EPILOGUE_BIAS, of the output's type); backward the weight
  * gradient's GEMM carries the bias gradient (CUBLASLT_EPILOGUE_BGRADB, of
  * dout as the GEMM reads it: cuda_matmul_backward says when). fp32/tf32
- * hand the arrays to cuBLASLt as they are. fp16/bf16 convert the weights
- * (matmul_weight); with fp32 activations they convert inp (and dout) into
- * the workspace too, and the GEMMs write fp32; with 16-bit activations
+ * hand the arrays to cuBLASLt as they are. fp16/bf16 read the weights (and
+ * a 16-bit output's bias) from their 16-bit copy (matmul_weight,
+ * cuda_weights.cu); with fp32 activations they convert inp (and dout) into
+ * the workspace, and the GEMMs write fp32; with 16-bit activations
  * (ctx->atype, the same type as ctx->gtype) the GEMMs read inp and dout as
  * they are and write out and dinp in 16 bits (cuBLASLt's D type, rounded
- * once from the fp32 accumulator, the bias converted to that type as the
- * epilogue wants it); the weight gradient stays an fp32 output.
+ * once from the fp32 accumulator, the bias of that type as the epilogue
+ * wants it); the weight gradient stays an fp32 output.
  *
  * The epilogue adds the bias after the product (torch's addmm, and the CPU
  * backend, start from the bias): the sums differ in rounding, within the
@@ -414,13 +415,13 @@ static int act16(const cuda_ctx *ctx)
 }
 
 /* The weight w (n floats) as the GEMMs read it: itself in fp32/tf32; in
- * fp16/bf16 converted into scratch (n 16-bit elements), which it returns.
- * The one place a GEMM's weight (or a 16-bit output's bias) is prepared. */
-static const void *matmul_weight(cuda_ctx *ctx, const float *w, size_t n, void *scratch)
+ * fp16/bf16 its 16-bit copy (cuda_weights.cu: converted only where a write
+ * since the last read made it stale; the optimizer's pass keeps it
+ * current), NULL with the failure recorded. The one place a GEMM's weight
+ * (or a 16-bit output's bias) is prepared. */
+static const void *matmul_weight(cuda_ctx *ctx, const float *w, size_t n)
 {
-    if (!low_precision(ctx)) return w;
-    cuda_convert(ctx, scratch, w, n, ctx->gtype);
-    return scratch;
+    return low_precision(ctx) ? cuda_weights16(ctx, w, n) : w;
 }
 
 /* C = 0: out = the bias rows, or 0 (no product to carry an epilogue). */
@@ -452,22 +453,18 @@ static void linear_forward(cuda_ctx *ctx, int n, void *out, long long sout, cons
     void *bias = (void *)b;
     long long sA = sw, sbias = sb;
     if (low_precision(ctx)) {
-        char *cur = (char *)cuda_ws_get(ctx, cuda_ws_matmul_forward_n(1, (size_t)n, (size_t)N, (size_t)C, (size_t)OC));
-        if (!cur) return;
-        /* the first part: inp's copy (fp32 activations) or the biases' */
-        char *first = (char *)cuda_ws_take(&cur, (size_t)N * C * 2 > (size_t)n * OC * 2 ? (size_t)N * C * 2
-                                                                                          : (size_t)n * OC * 2);
-        char *wl = (char *)cuda_ws_take(&cur, (size_t)n * OC * C * 2);
-        if (!act16(ctx)) cuda_convert(ctx, first, (const float *)inp, (size_t)N * C, ctx->gtype);
-        else B = inp;
-        for (int i = 0; i < n; i++) {
-            const void *wi = matmul_weight(ctx, w + (size_t)i * sw, (size_t)OC * C, wl + (size_t)i * OC * C * 2);
-            if (i == 0) A = wi;
-            if (b && act16(ctx)) matmul_weight(ctx, b + (size_t)i * sb, (size_t)OC, first + (size_t)i * OC * 2);
+        /* the n weights (and biases) in their 16-bit copy, as far apart as in w (and b) */
+        A = matmul_weight(ctx, w, (size_t)(n - 1) * (size_t)sw + (size_t)OC * C);
+        if (!A) return;
+        if (!act16(ctx)) {
+            char *cur = (char *)cuda_ws_get(ctx, cuda_ws_matmul_forward_n(1, (size_t)n, (size_t)N, (size_t)C, (size_t)OC));
+            if (!cur) return;
+            char *xl = (char *)cuda_ws_take(&cur, (size_t)N * C * 2);
+            cuda_convert(ctx, xl, (const float *)inp, (size_t)N * C, ctx->gtype);
+            B = xl;
+        } else if (b && !(bias = (void *)matmul_weight(ctx, b, (size_t)(n - 1) * (size_t)sb + (size_t)OC))) {
+            return;
         }
-        if (!act16(ctx)) B = first;
-        else if (b) bias = first, sbias = OC;
-        sA = (long long)OC * C;
     }
     // out^T (OC x N) = w (stored C x OC, transposed) * inp^T (C x N) [+ b]
     cuda_gemm_epi(ctx, 1, 0, OC, N, C, A, C, sA, B, C, 0, out, OC, sout, n, 1.0f, 0.0f, ctx->gtype, ctx->atype,
@@ -534,10 +531,9 @@ void cuda_matmul_backward(void *vctx, backend_act *dinp, float *dw, float *db, c
     const void *D = dout, *W = w, *X = inp;
     if (low) {
         void *dl = cuda_ws_take(&cur, (size_t)N * OC * 2);
-        void *wl = cuda_ws_take(&cur, (size_t)OC * C * 2);
         void *xl = cuda_ws_take(&cur, (size_t)N * C * 2);
         if (!a16) cuda_convert(ctx, dl, (const float *)dout, (size_t)N * OC, ctx->gtype);
-        if (dinp) W = matmul_weight(ctx, w, (size_t)OC * C, wl);
+        if (dinp && !(W = matmul_weight(ctx, w, (size_t)OC * C))) return;
         if (dw && !a16) cuda_convert(ctx, xl, (const float *)inp, (size_t)N * C, ctx->gtype);
         if (!a16) D = dl, X = xl;
     }

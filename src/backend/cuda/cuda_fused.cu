@@ -812,7 +812,10 @@ static const cuda_mt_tensor *mt_table(cuda_ctx *ctx, float *params, const float 
         e->g = grads + r[i].off;
         e->m = m + r[i].state;
         e->v = v + r[i].state;
-        e->p16 = NULL;
+        /* the 16-bit copy the GEMMs read, written in the same pass: a current
+         * copy stays current, a stale one stays as stale as it was */
+        e->p16 = cuda_weights_copy_of(ctx, e->p, r[i].len);
+        if (!e->p16) cuda_weights_wrote(ctx, e->p, r[i].len * sizeof(float));
         e->n = (int64_t)r[i].len;
         e->decay = r[i].decay;
     }
@@ -874,7 +877,7 @@ int cuda_adamw_multi(void *vctx, backend_adamw_result *res, float *params, const
     }
     cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess && ntens)
-        cuda_mt_adamw(ctx, tab, ntens, nchunks, st, GEMM_F32, a->lr, a->b1, a->b2, a->eps, a->wd, a->t);
+        cuda_mt_adamw(ctx, tab, ntens, nchunks, st, ctx->gtype, a->lr, a->b1, a->b2, a->eps, a->wd, a->t);
     cuda_mt_status h;
     if (e == cudaSuccess && !ctx->error) e = cudaMemcpyAsync(&h, st, sizeof h, cudaMemcpyDeviceToHost, ctx->stream);
     if (e == cudaSuccess && !ctx->error) e = cudaStreamSynchronize(ctx->stream);

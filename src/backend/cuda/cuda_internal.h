@@ -10,6 +10,7 @@
  *                      the dispatch to packed windows
  *   cuda_varlen.cu     self-attention of packed windows (fp32 kernels)
  *   cuda_loss.cu       QA loss, sum_squares, scale, all_finite, AdamW
+ *   cuda_weights.cu    the 16-bit weight copies the GEMMs read in fp16/bf16
  *
  * Letters and the =/+= convention are backend.h's. Ops run in order on the
  * context's stream; they return nothing, so a failure (a CUDA error, an
@@ -70,6 +71,19 @@ typedef struct {
     size_t bytes;
 } cuda_alloc_rec;
 
+/* The 16-bit copy of an fp32 allocation that GEMMs read weights from, in
+ * fp16 and bf16 (cuda_weights.cu): GEMMs have read the floats [read_lo,
+ * read_hi) of it (the span the copy holds; none when read_lo >= read_hi),
+ * and [stale_lo, stale_hi), inside that span, were written since its last
+ * refresh (none when stale_lo >= stale_hi). */
+typedef struct {
+    const char *base; /* the fp32 allocation */
+    size_t nf;        /* its floats (its rounded bytes / 4) */
+    void *p16;        /* nf elements of the context's gtype */
+    size_t read_lo, read_hi;
+    size_t stale_lo, stale_hi;
+} cuda_wcopy;
+
 /* One cached cuBLASLt heuristic answer, keyed by everything it depends on. */
 typedef struct {
     int key[20];
@@ -107,6 +121,11 @@ typedef struct {
      * host copy it was uploaded from (uploaded again when it changes). */
     void *mt_dev, *mt_host;
     int mt_n, mt_cap;
+    /* The 16-bit weight copies (cuda_weights.cu; none in fp32 and tf32),
+     * and how many conversion launches have refreshed them. */
+    cuda_wcopy *wc;
+    int nwc, capwc;
+    int64_t wc_refreshes;
 } cuda_ctx;
 
 /* Codes kernels store in ctx->dev_err (a plain store: order-free). */
@@ -192,6 +211,20 @@ int cuda_gemm_epi(cuda_ctx *ctx, int ta, int tb, int m, int n, int k, const void
                   float beta, gemm_type t, gemm_type dt, gemm_epi epi, void *bias, long long sbias);
 /* fp32 -> GEMM input type, n elements (a copy for GEMM_F32). */
 void cuda_convert(cuda_ctx *ctx, void *dst, const float *src, size_t n, gemm_type t);
+/* The 16-bit weight copies (cuda_weights.cu says how they stay right).
+ * cuda_weights16: the copy of w[0, n) a GEMM reads (ctx->gtype), its stale
+ * part refreshed first in one conversion launch; the copy of w's
+ * allocation is made at the first read. NULL with the failure recorded.
+ * cuda_weights_copy_of: the copy of p[0, n) as it is (current or not), or
+ * NULL where p's allocation has none: adamw_multi writes it beside p.
+ * cuda_weights_wrote: every op that writes fp32 memory a weight may live
+ * in calls it with what it writes (before or after queueing the write);
+ * nothing without copies. cuda_weights_release: cuda_mem_release's, for
+ * the allocation at p. */
+const void *cuda_weights16(cuda_ctx *ctx, const float *w, size_t n);
+void *cuda_weights_copy_of(cuda_ctx *ctx, const float *p, size_t n);
+void cuda_weights_wrote(cuda_ctx *ctx, const void *p, size_t bytes);
+void cuda_weights_release(cuda_ctx *ctx, const void *p);
 /* out[c] += sum over the N rows of x[r * C + c] (x of type t),
  * deterministically; part is workspace of cuda_ws_colsum_chunks(N) * C
  * floats. */

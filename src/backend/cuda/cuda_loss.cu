@@ -176,6 +176,7 @@ void cuda_scale(void *vctx, float *x, size_t n, float s)
 {
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || n == 0) return;
+    cuda_weights_wrote(ctx, x, n * sizeof(float));
     CUDA_LAUNCH(scale_kernel, cuda_blocks(n, 256), 256, 0, ctx->stream, x, n, s);
     CUDA_LAUNCHED(ctx);
 }
@@ -240,6 +241,7 @@ void cuda_adamw(void *vctx, float *p, const float *g, float *m, float *v, size_t
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || n == 0) return;
     adamw_consts k = adamw_consts_make(lr, b1, b2, eps, wd, t, grad_scale);
+    cuda_weights_wrote(ctx, p, n * sizeof(float)); /* adamw_multi writes the 16-bit copy; this one does not */
     CUDA_LAUNCH(adamw_kernel, cuda_blocks(n, 256), 256, 0, ctx->stream, p, g, m, v, n, k);
     CUDA_LAUNCHED(ctx);
 }

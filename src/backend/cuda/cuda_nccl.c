@@ -140,35 +140,41 @@ int cuda_nccl_allreduce_begin(void *compute_stream, float *dev_x, size_t n)
     return r == NCCL_SUCCESS ? 0 : nccl_fail(r, "ncclAllReduce (a gradient bucket)");
 }
 
-int cuda_nccl_reduce_scatter_begin(void *compute_stream, float *dev_x, size_t n)
+/* The sharded optimizer's collectives on a bucket of n floats, cut as
+ * core/piece.h cuts it (q floats a rank, the last rank's also the tail):
+ * the gradients' reduce-scatter (every rank gets the sum of its piece; the
+ * tail is all-reduced, and the last rank uses it), or the parameters'
+ * all-gather (every rank's piece to all; the tail broadcast from the last
+ * rank). */
+static int bucket_collective(void *compute_stream, float *dev_x, size_t n, int gather)
 {
-    int rc = after_compute(compute_stream, "reduce-scatter");
+    int rc = after_compute(compute_stream, gather ? "all-gather" : "reduce-scatter");
     if (rc) return rc;
     size_t off, q;
-    piece_of(n, g.nranks, 0, &off, &q); /* core/piece.h: q floats a rank, the last rank's also the tail */
+    piece_of(n, g.nranks, 0, &off, &q);
     size_t tail = n - q * (size_t)g.nranks;
+    float *mine = dev_x + (size_t)g.rank * q, *rest = dev_x + q * (size_t)g.nranks;
     int r = NCCL_SUCCESS;
-    if (q) r = g.reduce_scatter(dev_x, dev_x + (size_t)g.rank * q, q, NCCL_FLOAT32, NCCL_SUM, g.comm, g.stream);
-    if (r != NCCL_SUCCESS) return nccl_fail(r, "ncclReduceScatter (a gradient bucket)");
-    /* the last rank's extra floats: every rank gets their sum, the last uses it */
-    if (tail) r = g.all_reduce(dev_x + q * (size_t)g.nranks, dev_x + q * (size_t)g.nranks, tail, NCCL_FLOAT32,
-                               NCCL_SUM, g.comm, g.stream);
-    return r == NCCL_SUCCESS ? 0 : nccl_fail(r, "ncclAllReduce (a gradient bucket's tail)");
+    if (q && gather) r = g.all_gather(mine, dev_x, q, NCCL_FLOAT32, g.comm, g.stream);
+    else if (q) r = g.reduce_scatter(dev_x, mine, q, NCCL_FLOAT32, NCCL_SUM, g.comm, g.stream);
+    if (r != NCCL_SUCCESS)
+        return nccl_fail(r, gather ? "ncclAllGather (the parameters of a bucket)"
+                                   : "ncclReduceScatter (a gradient bucket)");
+    if (tail && gather) r = g.broadcast(rest, rest, tail, NCCL_FLOAT32, g.nranks - 1, g.comm, g.stream);
+    else if (tail) r = g.all_reduce(rest, rest, tail, NCCL_FLOAT32, NCCL_SUM, g.comm, g.stream);
+    if (r == NCCL_SUCCESS) return 0;
+    return nccl_fail(r, gather ? "ncclBroadcast (a bucket's tail of parameters)"
+                               : "ncclAllReduce (a gradient bucket's tail)");
+}
+
+int cuda_nccl_reduce_scatter_begin(void *compute_stream, float *dev_x, size_t n)
+{
+    return bucket_collective(compute_stream, dev_x, n, 0);
 }
 
 int cuda_nccl_allgather_begin(void *compute_stream, float *dev_x, size_t n)
 {
-    int rc = after_compute(compute_stream, "all-gather");
-    if (rc) return rc;
-    size_t off, q;
-    piece_of(n, g.nranks, 0, &off, &q); /* core/piece.h: q floats a rank, the last rank's also the tail */
-    size_t tail = n - q * (size_t)g.nranks;
-    int r = NCCL_SUCCESS;
-    if (q) r = g.all_gather(dev_x + (size_t)g.rank * q, dev_x, q, NCCL_FLOAT32, g.comm, g.stream);
-    if (r != NCCL_SUCCESS) return nccl_fail(r, "ncclAllGather (the parameters of a bucket)");
-    if (tail) r = g.broadcast(dev_x + q * (size_t)g.nranks, dev_x + q * (size_t)g.nranks, tail, NCCL_FLOAT32,
-                              g.nranks - 1, g.comm, g.stream);
-    return r == NCCL_SUCCESS ? 0 : nccl_fail(r, "ncclBroadcast (a bucket's tail of parameters)");
+    return bucket_collective(compute_stream, dev_x, n, 1);
 }
 
 int cuda_nccl_allreduce_wait(void)
