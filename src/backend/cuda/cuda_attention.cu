@@ -425,8 +425,10 @@ static void flash16_backward(cuda_ctx *ctx, void *dq, void *dk, void *dv, const 
                              int HS, float p, philox_stream rng)
 {
     const void *oh = flash_saved_out(ctx, saved, w, NH);
-    float *dvec = (float *)cuda_ws_get(ctx, cuda_ws_attention_flash16((size_t)w->N, (size_t)NH));
-    if (!oh || !dvec) return;
+    char *cur = (char *)cuda_ws_get(ctx, cuda_ws_attention_flash16((size_t)w->N, (size_t)NH));
+    if (!oh || !cur) return;
+    /* taken as a part, so that the race check knows its extent (cuda_ws_take) */
+    float *dvec = (float *)cuda_ws_take(&cur, (size_t)w->N * (size_t)NH * sizeof(float));
     cudaDataType_t t = ctx->atype == GEMM_F16 ? CUDA_R_16F : CUDA_R_16BF;
     CUDA_TRY(ctx, flash_attention_backward(ctx->stream, t, dq, dk, dv, dvec, dout, oh, q, k, v, saved, w, NH, HS,
                                            NH * HS, p, rng, 1));
