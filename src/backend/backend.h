@@ -160,7 +160,8 @@ typedef struct {
     int (*sync)(void *ctx);
 
     /* The element type of activation memory (backend_act) in this context:
-     * BACKEND_F32 on the CPU and, today, on CUDA. */
+     * BACKEND_F32 on the CPU and on CUDA in fp32/tf32; CUDA in fp16/bf16
+     * keeps them in that type (BACKEND_F16 / BACKEND_BF16). */
     backend_dtype (*act_type)(void *ctx);
     /* The one door to what only some backends have (ggml's
      * get_proc_address): the function called name (BACKEND_PROC_*, below),

@@ -120,13 +120,12 @@ static inline int cuda_ws_attention_lse(int low, size_t HS)
 }
 
 /* Bytes of an activation (backend_act, cuda_ctx.atype): 16 bits in
- * fp16/bf16 (low 1) once CUDA_ACT16 is 1, issue 47's switch, fp32 in every
- * precision while it is 0. The CUDA backend sets ctx->atype from it and the
- * memory planner sizes the activations by it, so the two cannot disagree. */
-#define CUDA_ACT16 0
+ * fp16/bf16 (low 1, issue 47's 16-bit activations), fp32 in fp32/tf32. The
+ * CUDA backend sets ctx->atype from it and the memory planner sizes the
+ * activations by it, so the two cannot disagree. */
 static inline size_t cuda_ws_act_elem(int low)
 {
-    return low && CUDA_ACT16 ? 2 : 4;
+    return low ? 2 : 4;
 }
 
 /* attention on the flash kernels with fp32 activations, N rows (padded

@@ -19,8 +19,8 @@
  *
  * What is stored in which precision: parameters, gradients, Adam m and v
  * in fp32 (the master copy); activations in the backend's activation type
- * (memory_act_bytes: fp32, or 16 bits in fp16/bf16 once the CUDA backend
- * keeps them so), their statistics fp32; fp16/bf16 change the workspace
+ * (memory_act_bytes: 16 bits in fp16/bf16, as the CUDA backend keeps
+ * them; fp32 in fp32/tf32), their statistics fp32; fp16/bf16 change the workspace
  * (the GEMM input copies) and attention's saved tensors (the flash kernels' lse instead of the
  * probabilities, where cuda_ws_attention_lse says). --recompute layer is bert.c's layout when it recomputes each
  * layer in backward: each layer's input kept, one layer's activations
@@ -42,8 +42,7 @@
 int memory_attention_lse(const bert_config *cfg, precision_kind prec);
 
 /* bert_model_opts.act_bytes for the CUDA backend in prec: the bytes of an
- * activation (cuda_ws_act_elem: 2 in fp16/bf16 once the backend keeps them
- * in 16 bits, 4 otherwise). */
+ * activation (cuda_ws_act_elem: 2 in fp16/bf16, 4 otherwise). */
 size_t memory_act_bytes(precision_kind prec);
 
 /* recompute_kind (model/bert.h) by name: "none" / "layer"; ERR_INPUT otherwise. */

@@ -33,8 +33,8 @@
  * (cuda_ws_attention_flash16). Off flash (HS not a multiple of 16, or
  * above 64) the padded path's permutes read and write the 16-bit
  * activations, and the packed kernels are templated on the type; probs and
- * scratch stay fp32 there. fp32 activations (every precision until issue
- * 47's flip): in fp16/bf16 q, k, v (and dout) are converted to 16 bits
+ * scratch stay fp32 there. fp32 activations in fp16/bf16 (before issue
+ * 47's flip; a test may still set atype so): q, k, v (and dout) are converted to 16 bits
  * once per call into the workspace (cuda_ws_attention_flash), out back to
  * fp32, and backward's 16-bit gradients, which flash writes (=), are added
  * (+=) to the fp32 ones in one kernel. */

@@ -342,7 +342,7 @@ extern "C" int cuda_backend_create(backend *out, const cuda_backend_opts *o)
     ctx->device = o->device;
     ctx->prec = prec;
     ctx->gtype = prec == PREC_FP16 ? GEMM_F16 : prec == PREC_BF16 ? GEMM_BF16 : GEMM_F32;
-    /* the activations' type: gtype in fp16 / bf16 once CUDA_ACT16 says so (workspace_rules.h) */
+    /* the activations' type: gtype in fp16 / bf16, fp32 in fp32 / tf32 (cuda_ws_act_elem) */
     ctx->atype = cuda_ws_act_elem(ctx->gtype != GEMM_F32) == 2 ? ctx->gtype : GEMM_F32;
     ctx->limit = o->mem_limit;
     int rc = 0;
