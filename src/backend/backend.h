@@ -160,7 +160,8 @@ typedef struct {
     int (*sync)(void *ctx);
 
     /* The element type of activation memory (backend_act) in this context:
-     * BACKEND_F32 on the CPU and, today, on CUDA. */
+     * BACKEND_F32 on the CPU and on CUDA in fp32/tf32; CUDA in fp16/bf16
+     * keeps them in that type (BACKEND_F16 / BACKEND_BF16). */
     backend_dtype (*act_type)(void *ctx);
     /* The one door to what only some backends have (ggml's
      * get_proc_address): the function called name (BACKEND_PROC_*, below),
@@ -213,6 +214,19 @@ static inline size_t backend_act_size(const backend *b)
 {
     return backend_act_type(b) == BACKEND_F32 ? 4 : 2;
 }
+
+/* Host floats and activations of type t (act_convert.c): n values each
+ * way, a 16-bit type rounded to nearest even as CUDA's __float2half_rn /
+ * __float2bfloat16_rn (subnormals kept, NaN the canonical 0x7fff) and
+ * widened exactly; BACKEND_F32 copies. backend_act_round rounds x in place
+ * to the values type t holds (a CPU reference fed what the device sees). */
+void backend_act_from_float(backend_dtype t, void *dst, const float *src, size_t n);
+void backend_act_to_float(backend_dtype t, float *dst, const void *src, size_t n);
+void backend_act_round(backend_dtype t, float *x, size_t n);
+/* upload / download of n activations of b's type from / to host floats,
+ * converted on the host; fp32 is a plain upload / download. */
+int backend_act_upload(const backend *b, backend_act *dst, const float *src, size_t n);
+int backend_act_download(const backend *b, float *dst, const backend_act *src, size_t n);
 
 /* The door (backend_i.get_proc). The layers above call the typed wrappers
  * below (backend.c), never a backend's own functions by name; a backend

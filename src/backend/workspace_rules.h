@@ -128,6 +128,15 @@ static inline int cuda_ws_attention_lse(int low, size_t HS)
     return low && HS >= 16 && HS <= 64 && HS % 16 == 0;
 }
 
+/* Bytes of an activation (backend_act, cuda_ctx.atype): 16 bits in
+ * fp16/bf16 (low 1, issue 47's 16-bit activations), fp32 in fp32/tf32. The
+ * CUDA backend sets ctx->atype from it and the memory planner sizes the
+ * activations by it, so the two cannot disagree. */
+static inline size_t cuda_ws_act_elem(int low)
+{
+    return low ? 2 : 4;
+}
+
 /* attention on the flash kernels with fp32 activations, N rows (padded
  * B*T, or the packed tokens): 16-bit copies of q, k, v and dout, the 16-bit
  * dq, dk and dv, and backward's row terms dvec [NH,N] fp32. */

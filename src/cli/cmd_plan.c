@@ -57,6 +57,12 @@ static void print_row(int micro, const memory_answer *p)
 /* --packing varlen: the plan of packed micro-batches of `batch` windows, by
  * real tokens (--max-tokens, default batch x seq), and with a card the
  * largest --max-tokens that fits. */
+/* The tables' head of the activations: their type as the plan counts it (memory_act_bytes). */
+static const char *act_head(precision_kind prec)
+{
+    return memory_act_bytes(prec) == 2 ? "activations (16-bit)" : "activations (fp32)";
+}
+
 static int plan_packed(const memory_query *one, int batch, int64_t max_tokens, int64_t card)
 {
     char b1[32], b2[32];
@@ -70,7 +76,7 @@ static int plan_packed(const memory_query *one, int batch, int64_t max_tokens, i
     if (rc) return err_wrap(rc, "plan");
     printf("packed (--packing varlen): micro-batches of up to %d windows and %lld real tokens\n", batch,
            (long long)mt);
-    printf("  max tokens       activations (fp32)                workspace                        total\n");
+    printf("  max tokens       %-34sworkspace                        total\n", act_head(q.prec));
     for (q.max_tokens = seq; q.max_tokens < mt; q.max_tokens *= 2)
         if (memory_plan(&q, &p) == 0) print_row((int)q.max_tokens, &p);
     q.max_tokens = mt;
@@ -299,7 +305,7 @@ static int plan_single_text(const memory_query *one, int batch, const memory_ans
     printf("  gradients    %15lld B %11s  fp32\n", (long long)p1->grads, memory_fmt_bytes(b2, sizeof b2, p1->grads));
     printf("  optimizer    %15lld B %11s  AdamW m and v, fp32\n", (long long)p1->optimizer,
            memory_fmt_bytes(b3, sizeof b3, p1->optimizer));
-    printf("  micro-batch      activations (fp32)                workspace                        total\n");
+    printf("  micro-batch      %-34sworkspace                        total\n", act_head(one->prec));
     memory_query q = *one;
     for (int m = 1;; m *= 2) {
         int mb = m < batch ? m : batch;

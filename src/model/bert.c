@@ -7,8 +7,9 @@
  *
  * Memory (llm.c style): one block of parameters and one of gradients, in
  * param_table order; one block of activations reached through bert_acts,
- * whose pointers are filled from one table of sizes (model/act_sizes.h) for the
- * largest micro-batch (max_B x T). A smaller micro-batch uses the front of
+ * whose pointers are filled from one table of sizes in bytes
+ * (model/act_sizes.h: each tensor's element size, the activations' the
+ * backend's type) for the largest micro-batch (max_B x T). A smaller micro-batch uses the front of
  * each buffer. Per-layer activations are L buffers of the same size, side by
  * side.
  *
@@ -27,7 +28,7 @@
  * hidden dropouts and the loss take the windows (backend_windows: the
  * offsets d_cu instead of the padded batch's mask), the embeddings each
  * row's position (d_pos). The buffers are sized by tokens: max_rows rows
- * (max_B * T, or max_tokens) and NH * max_rows * T floats of probs per
+ * (max_B * T, or max_tokens) and NH * max_rows * T elements of probs per
  * layer, which holds NH sum len^2 for windows of at most T tokens. A padded
  * batch with mask_loss gives the loss its mask too.
  *
@@ -61,38 +62,41 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The activation tensors, byte addressed (act_at): activations of the
+ * backend's type (m->abytes each) but for the fp32 statistics (mean, rstd)
+ * and loss, and probs and d_scratch, floats (act_elem_bytes). */
 typedef struct {
     /* Saved by forward for backward. */
-    float *emb;                  /* (N,C) word + position + type: embedding LayerNorm input */
-    float *emb_mean, *emb_rstd;  /* (N) */
-    float *x;                    /* (L+1,N,C) residual stream: x[0] embeddings out, x[l+1] layer l out */
-    float *q, *k, *v;            /* (L,N,C) projections, heads as C = NH*HS */
-    float *ctx;                  /* (L,N,C) attention context: attention.output.dense input */
-    float *probs;                /* (L,B,NH,T,T) softmax before dropout; packed: (L, NH sum len^2); or
-                                  * what an attention that saves the lse keeps (att_lse) */
-    float *res1;                 /* (L,N,C) dropout(attention.output.dense) + x[l]: LayerNorm input */
-    float *ln1_mean, *ln1_rstd;  /* (L,N) */
-    float *h1;                   /* (L,N,C) attention block output: FFN input */
-    float *ffn_pre;              /* (L,N,I) intermediate.dense out: GELU input */
-    float *ffn_act;              /* (L,N,I) GELU out: output.dense input */
-    float *res2;                 /* (L,N,C) dropout(output.dense) + h1: LayerNorm input */
-    float *ln2_mean, *ln2_rstd;  /* (L,N) */
-    float *logits;               /* (N,2) start, end interleaved */
-    float *dlogits;              /* (N,2) */
-    float *loss;                 /* (1) */
+    void *emb;                  /* (N,C) word + position + type: embedding LayerNorm input */
+    void *emb_mean, *emb_rstd;  /* (N) */
+    void *x;                    /* (L+1,N,C) residual stream: x[0] embeddings out, x[l+1] layer l out */
+    void *q, *k, *v;            /* (L,N,C) projections, heads as C = NH*HS */
+    void *ctx;                  /* (L,N,C) attention context: attention.output.dense input */
+    void *probs;                /* (L,B,NH,T,T) softmax before dropout; packed: (L, NH sum len^2); or
+                                 * what an attention that saves the lse keeps (att_lse) */
+    void *res1;                 /* (L,N,C) dropout(attention.output.dense) + x[l]: LayerNorm input */
+    void *ln1_mean, *ln1_rstd;  /* (L,N) */
+    void *h1;                   /* (L,N,C) attention block output: FFN input */
+    void *ffn_pre;              /* (L,N,I) intermediate.dense out: GELU input */
+    void *ffn_act;              /* (L,N,I) GELU out: output.dense input */
+    void *res2;                 /* (L,N,C) dropout(output.dense) + h1: LayerNorm input */
+    void *ln2_mean, *ln2_rstd;  /* (L,N) */
+    void *logits;               /* (N,2) start, end interleaved */
+    void *dlogits;              /* (N,2) */
+    void *loss;                 /* (1) */
     /* Backward working buffers, one layer's worth. */
-    float *d_x;                  /* (N,C) gradient of the residual stream */
-    float *d_h1;                 /* (N,C) gradient of h1 */
-    float *d_a;                  /* (N,C) gradient before a hidden dropout */
-    float *d_ctx;                /* (N,C) */
-    float *d_q, *d_k, *d_v;      /* (N,C) */
-    float *d_ffn_act, *d_ffn_pre; /* (N,I) */
-    float *d_scratch;            /* (B,NH,T,T) attention backward's working memory (packed: as probs; NULL
-                                  * where the attention saves the lse) */
+    void *d_x;                  /* (N,C) gradient of the residual stream */
+    void *d_h1;                 /* (N,C) gradient of h1 */
+    void *d_a;                  /* (N,C) gradient before a hidden dropout */
+    void *d_ctx;                /* (N,C) */
+    void *d_q, *d_k, *d_v;      /* (N,C) */
+    void *d_ffn_act, *d_ffn_pre; /* (N,I) */
+    void *d_scratch;            /* (B,NH,T,T) attention backward's working memory (packed: as probs; NULL
+                                 * where the attention saves the lse) */
     /* Pipeline stages, per set: the gradient of x[hi] from the next stage
      * (not the last stage), the gradient of x[lo] for the previous one (not
      * the first). */
-    float *d_out, *d_in;         /* (N,C) */
+    void *d_out, *d_in;         /* (N,C) */
 } bert_acts;
 
 /* What one activation set holds besides its tensors: the batch's ints and
@@ -113,12 +117,13 @@ struct bert_model {
     int max_B, T;
     size_t max_rows;             /* rows (tokens) the buffers hold */
     int att_lse;                 /* the backend's attention saves the lse (backend_attention_saves_lse) */
+    size_t abytes;               /* bytes of an activation (backend_act_size) */
     recompute_kind recompute;    /* RECOMPUTE_LAYER: one slot of per-layer activations (see the top) */
     int forward_only;            /* bert_model_opts' (no gradients; activations not written up front) */
     float *params, *grads;
     bert_params p, g;
-    float *act_block;
-    size_t act_floats;
+    void *act_block;
+    size_t act_size;             /* bytes of act_block */
     bert_acts a;
     act_strides st;
     int32_t *d_ints;             /* backend: ids, types, mask, pos (max_rows each), start, end (max_B
@@ -126,7 +131,7 @@ struct bert_model {
     int32_t *d_ids, *d_types, *d_mask, *d_start, *d_end;
     int32_t *d_pos, *d_cu;
     int32_t *h_pos;              /* host: pos (max_rows) */
-    float *h_logits;             /* host (max_rows*2) */
+    float *h_logits;             /* host (max_rows*2), widened from the activation type */
     /* The last forward, for backward. */
     int Tb, has_labels;
     int packed;                  /* rows are the packed windows of d_cu (N of them) */
@@ -149,10 +154,16 @@ struct bert_model {
     int slot_holds;              /* recompute: the set whose layer hi-1 the layer slot holds (-1: none) */
 };
 
-/* The fields of a, in act_sizes' order. */
-static void act_fields(bert_acts *a, float **f[ACT_COUNT])
+/* p + bytes: the activations are addressed by bytes (act_sizes.h). */
+static void *act_at(const void *p, size_t bytes)
 {
-    float **ptrs[ACT_COUNT] = {
+    return (char *)p + bytes;
+}
+
+/* The fields of a, in act_sizes' order. */
+static void act_fields(bert_acts *a, void **f[ACT_COUNT])
+{
+    void **ptrs[ACT_COUNT] = {
         &a->emb,     &a->emb_mean, &a->emb_rstd, &a->x,       &a->q,        &a->k,         &a->v,
         &a->ctx,     &a->probs,    &a->res1,     &a->ln1_mean, &a->ln1_rstd, &a->h1,        &a->ffn_pre,
         &a->ffn_act, &a->res2,     &a->ln2_mean, &a->ln2_rstd, &a->logits,   &a->dlogits,   &a->loss,
@@ -162,25 +173,25 @@ static void act_fields(bert_acts *a, float **f[ACT_COUNT])
     memcpy(f, ptrs, sizeof ptrs);
 }
 
-static void act_bind(bert_acts *a, float *block, const size_t sizes[ACT_COUNT])
+static void act_bind(bert_acts *a, void *block, const size_t sizes[ACT_COUNT])
 {
-    float **f[ACT_COUNT];
+    void **f[ACT_COUNT];
     act_fields(a, f);
     for (int i = 0; i < ACT_COUNT; i++) {
         *f[i] = sizes[i] ? block : NULL;
-        block += sizes[i];
+        block = act_at(block, sizes[i]);
     }
 }
 
 /* Sets after the first: the per-set tensors one after the other from
  * block; the shared ones are set 0's. */
-static void act_bind_more(bert_acts *a, bert_acts *set0, float *block, const size_t sizes[ACT_COUNT],
+static void act_bind_more(bert_acts *a, bert_acts *set0, void *block, const size_t sizes[ACT_COUNT],
                           int recompute)
 {
     size_t own[ACT_COUNT];
     for (int i = 0; i < ACT_COUNT; i++) own[i] = act_per_set((act_id)i, recompute) ? sizes[i] : 0;
     act_bind(a, block, own);
-    float **to[ACT_COUNT], **from[ACT_COUNT];
+    void **to[ACT_COUNT], **from[ACT_COUNT];
     act_fields(a, to);
     act_fields(set0, from);
     for (int i = 0; i < ACT_COUNT; i++)
@@ -199,7 +210,7 @@ static void act_annotate(const backend *be, bert_acts *a, const size_t sizes[ACT
         "h1", "ffn_pre", "ffn_act", "res2", "ln2_mean", "ln2_rstd", "logits", "dlogits", "loss", "d_x", "d_h1",
         "d_a", "d_ctx", "d_q", "d_k", "d_v", "d_ffn_act", "d_ffn_pre", "d_scratch", "d_out", "d_in"};
     if (!be->i->annotate) return;
-    float **f[ACT_COUNT];
+    void **f[ACT_COUNT];
     act_fields(a, f);
     for (int i = 0; i < ACT_COUNT; i++) {
         if (!*f[i] || !sizes[i] || (k > 0 && !act_per_set((act_id)i, recompute))) continue;
@@ -209,7 +220,7 @@ static void act_annotate(const backend *be, bert_acts *a, const size_t sizes[ACT
         for (int l = 0; l < slices; l++) {
             char name[64];
             snprintf(name, sizeof name, slices > 1 ? "activation set %d %s[%d]" : "activation set %d %s", k, names[i], l);
-            be->i->annotate(be->ctx, *f[i] + (size_t)l * n, n * sizeof(float), name);
+            be->i->annotate(be->ctx, act_at(*f[i], (size_t)l * n), n, name);
         }
     }
 }
@@ -229,10 +240,10 @@ size_t bert_activation_bytes(const bert_model_opts *o)
 {
     int lo, hi, sets;
     if (o->max_B <= 0 || o->T <= 0 || o->max_tokens < 0 || stage_of(o, &lo, &hi, &sets)) return 0;
-    size_t f = act_total(o->cfg, o->max_B, o->T, o->max_tokens, o->att_lse, o->recompute == RECOMPUTE_LAYER, lo, hi,
-                         sets);
+    size_t bytes = act_total(o->cfg, o->max_B, o->T, o->max_tokens, o->att_lse, o->act_bytes,
+                             o->recompute == RECOMPUTE_LAYER, lo, hi, sets);
     size_t ints = sat_mul(act_int_count(o->max_B, act_rows(o->max_B, o->T, o->max_tokens)), (size_t)sets);
-    return sat_add(sat_mul(f, sizeof(float)), sat_mul(ints, sizeof(int32_t)));
+    return sat_add(bytes, sat_mul(ints, sizeof(int32_t)));
 }
 
 void bert_model_free(bert_model *m)
@@ -345,6 +356,7 @@ int bert_model_create(bert_model **out, const bert_model_opts *o)
     m->forward_only = o->forward_only;
     m->max_rows = act_rows(max_B, T, max_tokens);
     m->att_lse = backend_attention_saves_lse(be, cfg->hidden_size / cfg->num_attention_heads);
+    m->abytes = backend_act_size(be);
     m->lo = lo;
     m->hi = hi;
     m->nsets = sets;
@@ -370,10 +382,10 @@ int bert_model_create(bert_model **out, const bert_model_opts *o)
 
     size_t sizes[ACT_COUNT];
     int rec = m->recompute == RECOMPUTE_LAYER;
-    act_sizes(sizes, cfg, max_B, T, max_tokens, m->att_lse, rec, lo, hi);
-    m->act_floats = act_total(cfg, max_B, T, max_tokens, m->att_lse, rec, lo, hi, sets);
-    m->st = act_strides_for(cfg, max_B, T, max_tokens, m->att_lse);
-    m->act_block = be->i->alloc(c, mul_size(m->act_floats, sizeof(float)));
+    act_sizes(sizes, cfg, max_B, T, max_tokens, m->att_lse, m->abytes, rec, lo, hi);
+    m->act_size = act_total(cfg, max_B, T, max_tokens, m->att_lse, m->abytes, rec, lo, hi, sets);
+    m->st = act_strides_for(cfg, max_B, T, max_tokens, m->att_lse, m->abytes);
+    m->act_block = be->i->alloc(c, m->act_size);
     if (!m->act_block) goto fail;
     /* Written once now, so that its pages are the process's from the start:
      * a packed micro-batch uses only its N rows of each layer's slot, and
@@ -383,14 +395,14 @@ int bert_model_create(bert_model **out, const bert_model_opts *o)
      * touch a small part of the block (a packed batch's rows, attention's
      * sum of len^2), and clearing all of it up front cost more than the
      * pages it saves (10 % of a short predict). */
-    if (!m->forward_only) be->i->zero(c, m->act_block, mul_size(m->act_floats, sizeof(float)));
+    if (!m->forward_only) be->i->zero(c, m->act_block, m->act_size);
     act_bind(&m->sets[0].a, m->act_block, sizes);
-    float *more = m->act_block;
-    for (int i = 0; i < ACT_COUNT; i++) more += sizes[i];
+    void *more = m->act_block;
+    for (int i = 0; i < ACT_COUNT; i++) more = act_at(more, sizes[i]);
     for (int k = 1; k < sets; k++) {
         act_bind_more(&m->sets[k].a, &m->sets[0].a, more, sizes, rec);
         for (int i = 0; i < ACT_COUNT; i++)
-            if (act_per_set((act_id)i, rec)) more += sizes[i];
+            if (act_per_set((act_id)i, rec)) more = act_at(more, sizes[i]);
     }
     for (int k = 0; k < sets; k++) act_annotate(be, &m->sets[k].a, sizes, k, hi - lo, rec);
 
@@ -453,15 +465,27 @@ void bert_zero_grad(bert_model *m)
     if (m->grads) m->be->i->zero(m->be->ctx, m->grads, m->stable.total * sizeof(float));
 }
 
-float *bert_stage_x_in(bert_model *m, int set) { return set >= 0 && set < m->nsets ? m->sets[set].a.x : NULL; }
-
-const float *bert_stage_x_out(bert_model *m, int set)
+backend_act *bert_stage_x_in(bert_model *m, int set)
 {
-    return set >= 0 && set < m->nsets ? m->sets[set].a.x + (size_t)(m->hi - m->lo) * m->st.nc : NULL;
+    return set >= 0 && set < m->nsets ? m->sets[set].a.x : NULL;
 }
 
-float *bert_stage_dx_out(bert_model *m, int set) { return set >= 0 && set < m->nsets ? m->sets[set].a.d_out : NULL; }
-const float *bert_stage_dx_in(bert_model *m, int set) { return set >= 0 && set < m->nsets ? m->sets[set].a.d_in : NULL; }
+const backend_act *bert_stage_x_out(bert_model *m, int set)
+{
+    return set >= 0 && set < m->nsets ? act_at(m->sets[set].a.x, (size_t)(m->hi - m->lo) * m->st.nc) : NULL;
+}
+
+backend_act *bert_stage_dx_out(bert_model *m, int set)
+{
+    return set >= 0 && set < m->nsets ? m->sets[set].a.d_out : NULL;
+}
+
+const backend_act *bert_stage_dx_in(bert_model *m, int set)
+{
+    return set >= 0 && set < m->nsets ? m->sets[set].a.d_in : NULL;
+}
+
+size_t bert_model_act_size(const bert_model *m) { return m->abytes; }
 int bert_model_sets(const bert_model *m) { return m->nsets; }
 
 /* Window b's length in a packed batch, or its real tokens (a prefix of
@@ -540,7 +564,7 @@ static philox_stream stream_at(philox_stream rng, int layer, int site)
 
 /* Layer l's saved tensors: its own slot, or the one slot with recompute. */
 typedef struct {
-    float *q, *k, *v, *ctx, *probs, *res1, *ln1_mean, *ln1_rstd, *h1, *ffn_pre, *ffn_act, *res2, *ln2_mean, *ln2_rstd;
+    void *q, *k, *v, *ctx, *probs, *res1, *ln1_mean, *ln1_rstd, *h1, *ffn_pre, *ffn_act, *res2, *ln2_mean, *ln2_rstd;
 } layer_acts;
 
 static layer_acts layer_at(const bert_model *m, int l)
@@ -549,17 +573,18 @@ static layer_acts layer_at(const bert_model *m, int l)
     const act_strides *s = &m->st;
     size_t i = m->recompute ? 0 : (size_t)(l - m->lo);
     layer_acts t = {
-        a->q + i * s->nc,        a->k + i * s->nc,        a->v + i * s->nc,        a->ctx + i * s->nc,
-        a->probs + i * s->att,   a->res1 + i * s->nc,     a->ln1_mean + i * s->n1, a->ln1_rstd + i * s->n1,
-        a->h1 + i * s->nc,       a->ffn_pre + i * s->ni,  a->ffn_act + i * s->ni,  a->res2 + i * s->nc,
-        a->ln2_mean + i * s->n1, a->ln2_rstd + i * s->n1,
+        act_at(a->q, i * s->nc),        act_at(a->k, i * s->nc),        act_at(a->v, i * s->nc),
+        act_at(a->ctx, i * s->nc),      act_at(a->probs, i * s->att),   act_at(a->res1, i * s->nc),
+        act_at(a->ln1_mean, i * s->n1), act_at(a->ln1_rstd, i * s->n1), act_at(a->h1, i * s->nc),
+        act_at(a->ffn_pre, i * s->ni),  act_at(a->ffn_act, i * s->ni),  act_at(a->res2, i * s->nc),
+        act_at(a->ln2_mean, i * s->n1), act_at(a->ln2_rstd, i * s->n1),
     };
     return t;
 }
 
 /* Encoder layer l: x[l] -> x[l + 1], saving what backward needs in the
  * layer's slot; dropout as m->p_hidden, m->p_attn with masks from m->rng. */
-static void hidden_dropout(bert_model *m, float *x, philox_stream rng)
+static void hidden_dropout(bert_model *m, backend_act *x, philox_stream rng)
 {
     m->be->i->dropout_forward(m->be->ctx, x, x, &m->win, m->cfg.hidden_size, m->p_hidden, rng);
 }
@@ -568,8 +593,8 @@ static void hidden_dropout(bert_model *m, float *x, philox_stream rng)
  * (BertSelfOutput, BertOutput) as the backend's one fused op: 1 when it
  * ran, 0 when the caller runs the ops it fuses (no op, or sizes it
  * declines). */
-static int residual_ln_fused(bert_model *m, float *out, float *mean, float *rstd, float *sum, const float *residual,
-                             const float *w, const float *b, philox_stream rng)
+static int residual_ln_fused(bert_model *m, backend_act *out, float *mean, float *rstd, backend_act *sum,
+                             const backend_act *residual, const float *w, const float *b, philox_stream rng)
 {
     const backend_i *o = m->be->i;
     return o->residual_layernorm_forward &&
@@ -587,8 +612,8 @@ static void layer_forward(bert_model *m, int l)
     size_t NC = (size_t)N * C, NI = (size_t)N * I;
     float eps = cfg->layer_norm_eps, ph = m->p_hidden;
     const bert_layer_params *w = &m->p.layers[l];
-    const float *xin = m->a.x + (size_t)(l - m->lo) * m->st.nc;
-    float *xout = m->a.x + (size_t)(l - m->lo + 1) * m->st.nc;
+    const backend_act *xin = act_at(m->a.x, (size_t)(l - m->lo) * m->st.nc);
+    backend_act *xout = act_at(m->a.x, (size_t)(l - m->lo + 1) * m->st.nc);
     layer_acts t = layer_at(m, l);
 
     if (o->matmul_forward_n) {
@@ -601,7 +626,7 @@ static void layer_forward(bert_model *m, int l)
         o->matmul_forward(c, t.v, xin, w->v_w, w->v_b, N, C, C);
     }
     /* a forward-only model saves no probabilities where the backend can skip them */
-    float *probs = m->forward_only && o->probs_optional ? NULL : t.probs;
+    backend_act *probs = m->forward_only && o->probs_optional ? NULL : t.probs;
     o->attention_forward(c, t.ctx, probs, t.q, t.k, t.v, &m->win, NH, HS, m->p_attn,
                          stream_at(m->rng, l, DROPOUT_ATTN_PROBS));
     o->matmul_forward(c, t.res1, t.ctx, w->attn_out_w, w->attn_out_b, N, C, C);
@@ -716,14 +741,14 @@ static int forward_set(bert_model *m, const bert_batch *b, float dropout_hidden,
 
     for (int l = m->lo; l < m->hi; l++) layer_forward(m, l);
     m->slot_holds = m->cur;
-    if (last) o->matmul_forward(c, a->logits, a->x + (size_t)(L - m->lo) * s->nc, p->qa_w, p->qa_b, N, C, 2);
+    if (last) o->matmul_forward(c, a->logits, act_at(a->x, (size_t)(L - m->lo) * s->nc), p->qa_w, p->qa_b, N, C, 2);
     if (last && labels) o->qa_loss(c, a->loss, a->dlogits, a->logits, m->d_start, m->d_end, &m->loss_win, 1.0f);
 
     if ((rc = o->sync(c))) return err_wrap(rc, "bert_forward");
     if (last && labels && loss && (rc = o->download(c, loss, a->loss, sizeof(float))))
         return err_wrap(rc, "bert_forward: loss download");
     if (last && (start_logits || end_logits)) {
-        if ((rc = o->download(c, m->h_logits, a->logits, (size_t)N * 2 * sizeof(float))))
+        if ((rc = backend_act_download(m->be, m->h_logits, a->logits, (size_t)N * 2)))
             return err_wrap(rc, "bert_forward: logits download");
         for (int i = 0; i < N; i++) {
             if (start_logits) start_logits[i] = m->h_logits[2 * i];
@@ -752,10 +777,10 @@ int bert_stage_forward(bert_model *m, int set, const bert_batch *b, float dropou
 
 /* The gradient before a hidden dropout: d_a = dropout_backward(dout), or
  * dout itself when dropout is off. */
-static const float *dropout_back(bert_model *m, const float *dout, size_t n, philox_stream rng)
+static const backend_act *dropout_back(bert_model *m, const backend_act *dout, size_t n, philox_stream rng)
 {
     if (m->p_hidden <= 0) return dout;
-    m->be->i->zero(m->be->ctx, m->a.d_a, n * sizeof(float));
+    m->be->i->zero(m->be->ctx, m->a.d_a, n * m->abytes);
     m->be->i->dropout_backward(m->be->ctx, m->a.d_a, dout, &m->win, m->cfg.hidden_size, m->p_hidden, rng);
     return m->a.d_a;
 }
@@ -765,15 +790,15 @@ static const float *dropout_back(bert_model *m, const float *dout, size_t n, phi
  * in d_a (zeroed here: the op accumulates), or with dropout off dres
  * itself, which then holds d(sum) alone. Returns where that is, or NULL
  * when the caller runs the ops it fuses. */
-static const float *residual_ln_back_fused(bert_model *m, float *dres, float *dw, float *db, const float *dout,
-                                           const float *sum, const float *w, const float *mean, const float *rstd,
-                                           philox_stream rng)
+static const backend_act *residual_ln_back_fused(bert_model *m, backend_act *dres, float *dw, float *db,
+                                                 const backend_act *dout, const backend_act *sum, const float *w,
+                                                 const float *mean, const float *rstd, philox_stream rng)
 {
     const backend_i *o = m->be->i;
     int C = m->cfg.hidden_size;
     if (!o->residual_layernorm_backward) return NULL;
-    float *dx = m->p_hidden > 0 ? m->a.d_a : NULL;
-    if (dx) o->zero(m->be->ctx, dx, (size_t)m->N * C * backend_act_size(m->be));
+    backend_act *dx = m->p_hidden > 0 ? m->a.d_a : NULL;
+    if (dx) o->zero(m->be->ctx, dx, (size_t)m->N * C * m->abytes);
     if (o->residual_layernorm_backward(m->be->ctx, dres, dx, dw, db, dout, sum, mean, rstd, w, &m->win, C,
                                        m->p_hidden, rng))
         return NULL;
@@ -853,7 +878,7 @@ static int backward_set(bert_model *m, float grad_scale)
     const bert_config *cfg = &m->cfg;
     int T = m->Tb, C = cfg->hidden_size, I = cfg->intermediate_size, NH = cfg->num_attention_heads;
     int N = m->N, HS = C / NH, L = cfg->num_hidden_layers;
-    size_t NC = (size_t)N * C, NI = (size_t)N * I, fNC = NC * sizeof(float), fNI = NI * sizeof(float);
+    size_t NC = (size_t)N * C, NI = (size_t)N * I, fNC = NC * m->abytes, fNI = NI * m->abytes;
     const bert_acts *a = &m->a;
     const act_strides *s = &m->st;
     const bert_params *p = &m->p;
@@ -866,8 +891,8 @@ static int backward_set(bert_model *m, float grad_scale)
          * computed as the backend computes it, not rescaled afterwards. */
         o->qa_loss(c, a->loss, a->dlogits, a->logits, m->d_start, m->d_end, &m->loss_win, grad_scale);
         o->zero(c, a->d_x, fNC);
-        o->matmul_backward(c, a->d_x, g->qa_w, g->qa_b, a->dlogits, a->x + (size_t)(L - m->lo) * s->nc, p->qa_w, N,
-                           C, 2);
+        o->matmul_backward(c, a->d_x, g->qa_w, g->qa_b, a->dlogits, act_at(a->x, (size_t)(L - m->lo) * s->nc),
+                           p->qa_w, N, C, 2);
         rc = grads_ready(m, 0);
     } else {
         o->copy(c, a->d_x, a->d_out, fNC);
@@ -876,7 +901,7 @@ static int backward_set(bert_model *m, float grad_scale)
     for (int l = m->hi - 1; l >= m->lo && !rc; l--) {
         const bert_layer_params *w = &p->layers[l];
         const bert_layer_params *gw = &g->layers[l];
-        const float *xin = a->x + (size_t)(l - m->lo) * s->nc;
+        const backend_act *xin = act_at(a->x, (size_t)(l - m->lo) * s->nc);
         /* The layer slot still holds the last layer's forward when this
          * set's forward was the last one. Recomputing writes x[l + 1] again,
          * with the same values; nothing reads it any more. */
@@ -886,7 +911,7 @@ static int backward_set(bert_model *m, float grad_scale)
         /* FFN block: d_x holds d(layer output). d_h1 collects d(h1) from the
          * residual and, last, from intermediate.dense. */
         o->zero(c, a->d_h1, fNC);
-        const float *d_out = residual_ln_back_fused(m, a->d_h1, gw->ffn_ln_w, gw->ffn_ln_b, a->d_x, t.res2, w->ffn_ln_w,
+        const backend_act *d_out = residual_ln_back_fused(m, a->d_h1, gw->ffn_ln_w, gw->ffn_ln_b, a->d_x, t.res2, w->ffn_ln_w,
                                                     t.ln2_mean, t.ln2_rstd, stream_at(rng, l, DROPOUT_FFN_OUT));
         if (!d_out) {
             o->layernorm_backward(c, a->d_h1, gw->ffn_ln_w, gw->ffn_ln_b, a->d_x, t.res2, w->ffn_ln_w, t.ln2_mean,
@@ -929,7 +954,7 @@ static int backward_set(bert_model *m, float grad_scale)
     }
 
     if (!embeddings_back_fused(m, stream_at(rng, -1, DROPOUT_EMBEDDINGS))) {
-        const float *d_emb_ln = dropout_back(m, a->d_x, NC, stream_at(rng, -1, DROPOUT_EMBEDDINGS));
+        const backend_act *d_emb_ln = dropout_back(m, a->d_x, NC, stream_at(rng, -1, DROPOUT_EMBEDDINGS));
         o->zero(c, a->d_h1, fNC);
         o->layernorm_backward(c, a->d_h1, g->emb_ln_w, g->emb_ln_b, d_emb_ln, a->emb, p->emb_ln_w, a->emb_mean,
                               a->emb_rstd, N, C);

@@ -107,6 +107,10 @@ typedef struct {
      * backend_attention_saved_floats and backward has no scratch (the CUDA
      * backend in fp16/bf16, cuda_ws_attention_lse). */
     int att_lse;
+    /* bert_activation_bytes only (bert_model_create asks o->be,
+     * backend_act_size): bytes of an activation, 2 where the backend keeps
+     * them in fp16 / bf16; 0 is fp32's 4. */
+    size_t act_bytes;
 } bert_model_opts;
 
 /* Allocates parameters, gradients and activations on o->be. Parameters
@@ -165,7 +169,7 @@ void bert_zero_grad(bert_model *m);
  * `set` (0 .. sets - 1), whose tensors stay for bert_stage_backward of the
  * same set while other sets run forward and backward. A stage that is not
  * the first reads its input x[lo] from bert_stage_x_in(set), which the
- * caller fills first (N rows of C floats: N = B * T padded, cu_seqlens[B]
+ * caller fills first (N rows of C activations: N = B * T padded, cu_seqlens[B]
  * packed); every stage leaves its output x[hi] in bert_stage_x_out(set); a
  * stage that is not the last computes no loss and no logits (loss and the
  * logits are left alone). bert_stage_backward of a stage that is not the
@@ -176,14 +180,17 @@ void bert_zero_grad(bert_model *m);
  * are given to every stage (each reads what it needs), and the dropout
  * masks are drawn per global layer index, so the stages of a split model
  * compute what the whole model computes, bit for bit. All four buffers are
- * backend memory of the set, stable until the set's next forward. */
+ * backend memory of the set, stable until the set's next forward, N x C
+ * activations of the backend's type (bert_model_act_size bytes each). */
 int bert_stage_forward(bert_model *m, int set, const bert_batch *b, float dropout_hidden, float dropout_attn,
                        philox_stream rng, float *loss, float *start_logits, float *end_logits);
 int bert_stage_backward(bert_model *m, int set, float grad_scale);
-float *bert_stage_x_in(bert_model *m, int set);
-const float *bert_stage_x_out(bert_model *m, int set);
-float *bert_stage_dx_out(bert_model *m, int set);
-const float *bert_stage_dx_in(bert_model *m, int set);
+backend_act *bert_stage_x_in(bert_model *m, int set);
+const backend_act *bert_stage_x_out(bert_model *m, int set);
+backend_act *bert_stage_dx_out(bert_model *m, int set);
+const backend_act *bert_stage_dx_in(bert_model *m, int set);
+/* Bytes of one activation of the model (backend_act_size of its backend). */
+size_t bert_model_act_size(const bert_model *m);
 int bert_model_sets(const bert_model *m);
 
 /* Gradient buckets, for data-parallel training that sums gradients across

@@ -61,7 +61,10 @@ static size_t workspace_bytes(const bert_config *cfg, int micro, size_t N, int T
     }
     /* Q, K and V in one GEMM (matmul_forward_n) */
     need = max_size(need, cuda_ws_matmul_forward_n(low, 3, N, C, C));
-    if (att_lse(cfg, low)) need = max_size(need, cuda_ws_attention_flash(N, NH, HS));
+    /* flash with 16-bit activations works in place (cuda_ws_act_elem) */
+    if (att_lse(cfg, low))
+        need = max_size(need, cuda_ws_act_elem(low) == 2 ? cuda_ws_attention_flash16(N, NH)
+                                                         : cuda_ws_attention_flash(N, NH, HS));
     else if (T) need = max_size(need, cuda_ws_attention(low, (size_t)micro, (size_t)T, NH, HS));
     need = max_size(need, cuda_ws_layernorm_backward(N, C));
     need = max_size(need, cuda_ws_fused_ln_backward(N, C)); /* the fused LayerNorm backwards (bert.c's) */
@@ -93,6 +96,11 @@ static int low_precision(precision_kind prec)
 int memory_attention_lse(const bert_config *cfg, precision_kind prec)
 {
     return att_lse(cfg, low_precision(prec));
+}
+
+size_t memory_act_bytes(precision_kind prec)
+{
+    return cuda_ws_act_elem(low_precision(prec));
 }
 
 /* The whole model's padded plan: the checks of every query's sizes. */
@@ -127,7 +135,7 @@ static int plan_padded(const memory_query *q, memory_answer *out)
     out->grads = block;
     out->optimizer = sat_add_i64(block, block);
     bert_model_opts mo = {.cfg = cfg, .max_B = micro, .T = T, .recompute = rc,
-                          .att_lse = att_lse(cfg, low_precision(prec))};
+                          .att_lse = att_lse(cfg, low_precision(prec)), .act_bytes = memory_act_bytes(prec)};
     out->activations = sat_i64(bert_activation_bytes(&mo));
     size_t N = sat_mul((size_t)micro, (size_t)T);
     out->workspace = sat_i64(workspace_bytes(cfg, micro, N, T, low_precision(prec)));
@@ -139,7 +147,8 @@ static int plan_padded(const memory_query *q, memory_answer *out)
 static void plan_packed(const memory_query *q, memory_answer *out)
 {
     bert_model_opts mo = {.cfg = q->cfg, .max_B = q->micro, .T = q->T, .max_tokens = q->max_tokens,
-                          .recompute = q->recompute, .att_lse = att_lse(q->cfg, low_precision(q->prec))};
+                          .recompute = q->recompute, .att_lse = att_lse(q->cfg, low_precision(q->prec)),
+                          .act_bytes = memory_act_bytes(q->prec)};
     out->activations = sat_i64(bert_activation_bytes(&mo));
     out->workspace = sat_i64(workspace_bytes(q->cfg, q->micro, (size_t)q->max_tokens, 0, low_precision(q->prec)));
     sum_total(out);
@@ -164,7 +173,7 @@ char *memory_fmt_bytes(char *buf, size_t cap, int64_t bytes)
 /* ---- pipeline stages and the sharded optimizer ---- */
 
 /* The activation table (act_sizes.h) grouped by what a pipeline stage
- * keeps, in floats (ints: the batch's int32 arrays): saved per micro-batch
+ * keeps, in bytes (ints: the batch's int32 arrays, a count): saved per micro-batch
  * in flight, the embeddings' and one layer's (one x slot is a layer's
  * input), the QA head's (on the last stage, which has one micro-batch in
  * flight), and the working buffers of one backward. One stage with every
@@ -182,10 +191,10 @@ typedef struct {
     size_t ints;  /* the batch's int32 arrays */
 } act_parts;
 
-static void activation_parts(const bert_config *cfg, int micro, int T, int lse, act_parts *p)
+static void activation_parts(const bert_config *cfg, int micro, int T, int lse, size_t abytes, act_parts *p)
 {
     size_t unit[ACT_COUNT];
-    act_units(unit, cfg, micro, T, 0, lse);
+    act_units(unit, cfg, micro, T, 0, lse, abytes);
     memset(p, 0, sizeof *p);
     for (int i = 0; i < ACT_COUNT; i++) {
         size_t *part;
@@ -253,14 +262,15 @@ static void plan_stage_range(const memory_query *q, int S, int D, int stage, int
     out->params = out->grads = sat_i64(sat_mul(np, sizeof(float)));
     out->optimizer = sat_i64(sat_mul(sat_mul(2, adam), sizeof(float)));
     act_parts a;
-    activation_parts(q->cfg, q->micro, q->T, att_lse(q->cfg, low_precision(q->prec)), &a);
+    activation_parts(q->cfg, q->micro, q->T, att_lse(q->cfg, low_precision(q->prec)), memory_act_bytes(q->prec), &a);
     size_t n = (size_t)(end - first), rec = q->recompute == RECOMPUTE_LAYER;
     size_t saved = sat_add(sat_mul(n + 1, a.x), rec ? 0 : sat_mul(n, a.layer));
     if (out->embeddings) saved = sat_add(saved, a.emb);
     if (out->qa_head) saved = sat_add(saved, a.head);
     size_t work = sat_add(a.work, rec ? a.layer : 0);
-    size_t floats = sat_add(sat_mul((size_t)out->in_flight, saved), work);
-    out->activations = sat_i64(sat_add(sat_mul(floats, sizeof(float)), sat_mul(a.ints, sizeof(int32_t))));
+    size_t bytes = sat_add(sat_mul((size_t)out->in_flight, saved), work);
+    out->activations = sat_i64(sat_add(bytes, sat_mul(a.ints, sizeof(int32_t))));
+    /* the workspace: the whole model's (the largest need of an op either stage runs) */
     sum_total(out);
 }
 

@@ -17,11 +17,12 @@
  *   int mb = (int)memory_largest(&q, MEMORY_FIT_MICRO,
  *                                memory_budget_for_card(16 * GiB), 256); // 0: even 1 does not fit
  *
- * What is stored in which precision today: parameters, gradients, Adam m
- * and v in fp32 (the master copy), activations in fp32 (the backend op
- * table is fp32); fp16/bf16 change the workspace (the GEMM input copies,
- * among them the 16-bit copy of the parameters, 2 bytes each) and
- * attention's saved tensors (the flash kernels' lse instead of the
+ * What is stored in which precision: parameters, gradients, Adam m and v
+ * in fp32 (the master copy); activations in the backend's activation type
+ * (memory_act_bytes: 16 bits in fp16/bf16, as the CUDA backend keeps
+ * them; fp32 in fp32/tf32), their statistics fp32; fp16/bf16 add the
+ * 16-bit copy of the parameters the GEMMs read (2 bytes each) and change
+ * the workspace (the GEMM input copies) and attention's saved tensors (the flash kernels' lse instead of the
  * probabilities, where cuda_ws_attention_lse says). --recompute layer is bert.c's layout when it recomputes each
  * layer in backward: each layer's input kept, one layer's activations
  * live (bert_model_opts' recompute). */
@@ -40,6 +41,10 @@
  * the flash kernels, cuda_ws_attention_lse). The planner's activations are
  * bert_activation_bytes' with it. */
 int memory_attention_lse(const bert_config *cfg, precision_kind prec);
+
+/* bert_model_opts.act_bytes for the CUDA backend in prec: the bytes of an
+ * activation (cuda_ws_act_elem: 2 in fp16/bf16, 4 otherwise). */
+size_t memory_act_bytes(precision_kind prec);
 
 /* recompute_kind (model/bert.h) by name: "none" / "layer"; ERR_INPUT otherwise. */
 int memory_parse_recompute(const char *s, recompute_kind *out);

@@ -47,7 +47,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The per-set buffers a stage exchanges: four of floats, two headers. */
+/* The per-set buffers a stage exchanges: four of activations (the
+ * backend's type, unit_words), two headers. */
 enum { PX_IN, PX_OUT, PG_OUT, PG_IN, PH_IN, PH_OUT, PBUFS };
 enum { HDR_FIXED = 5 }; /* unit, micro-batch, piece, windows, rows; then cu_seqlens when packed */
 
@@ -204,7 +205,7 @@ static int pipe_start(run_ctx *c)
         p->host[b] = calloc((size_t)p->sets, sizeof *p->host[b]);
         if (!p->host[b]) return err_set(ERR_RUNTIME, "out of memory");
         for (int k = 0; c->qm.info.is_cuda && k < p->sets; k++) {
-            p->host[b][k] = malloc(rows * C * sizeof(float));
+            p->host[b][k] = malloc(rows * C * sizeof(float)); /* fits the activations of any type */
             if (!p->host[b][k])
                 return err_set(ERR_RUNTIME, "out of memory for the pipeline's host buffers (%zu floats)", rows * C);
         }
@@ -282,15 +283,30 @@ static int plan_units(run_ctx *c, const int32_t *idx, int count)
 }
 
 /* The backend buffer b of set k. */
-static float *stage_buf(run_ctx *c, int b, int k)
+static backend_act *stage_buf(run_ctx *c, int b, int k)
 {
     bert_model *m = c->qm.model;
     switch (b) {
     case PX_IN: return bert_stage_x_in(m, k);
-    case PX_OUT: return (float *)bert_stage_x_out(m, k);
+    case PX_OUT: return (backend_act *)bert_stage_x_out(m, k);
     case PG_OUT: return bert_stage_dx_out(m, k);
-    default: return (float *)bert_stage_dx_in(m, k);
+    default: return (backend_act *)bert_stage_dx_in(m, k);
     }
+}
+
+/* Bytes of unit u's rows x C activations (the backend's type), and the
+ * 4-byte words the communicator moves for them (comm_p2p_send counts
+ * floats): with 16-bit activations and an odd rows x C the last word
+ * carries 2 bytes of the buffer's padding (every activation tensor is
+ * rounded up to 64 bytes, act_sizes.h), which nobody reads. */
+static size_t unit_bytes(run_ctx *c, int u)
+{
+    return (size_t)pipe_of(c)->us.u[u].rows * (size_t)c->qm.cfg.hidden_size * bert_model_act_size(c->qm.model);
+}
+
+static size_t unit_words(run_ctx *c, int u)
+{
+    return (unit_bytes(c, u) + sizeof(float) - 1) / sizeof(float);
 }
 
 /* The device communicator's channel for buffer b of stage s (cuda_nccl.h):
@@ -333,14 +349,13 @@ static size_t header_bytes(run_ctx *c, int u)
 static int post_recv(run_ctx *c, int b, int k, int u)
 {
     pipe_run *p = pipe_of(c);
-    size_t bytes = (size_t)p->us.u[u].rows * (size_t)c->qm.cfg.hidden_size * sizeof(float);
     float *dst = p->host[b][k] ? p->host[b][k] : stage_buf(c, b, k);
     int rc = b == PX_IN ? comm_msg_recv(c->rk.cm, p->hdr[0][k], header_bytes(c, u), p->prev, tag_of(u, 2),
                                         slot_of(PH_IN, k))
                         : 0;
     int peer = b == PX_IN ? p->prev : p->next;
     return rc ? rc : comm_p2p_recv(c->rk.cm, nccl_channel(b, p->stage), tag_of(u, b == PG_OUT), dst,
-                                   bytes / sizeof(float), peer, slot_of(b, k));
+                                   unit_words(c, u), peer, slot_of(b, k));
 }
 
 /* Waits for buffer b (PX_IN with its header, PG_OUT) of set k (unit u),
@@ -354,8 +369,7 @@ static int wait_recv(run_ctx *c, int b, int k, int u)
     p->idle_s += clock_now_s() - t;
     if (!rc && p->host[b][k]) {
         backend *be = &c->qm.be;
-        size_t bytes = (size_t)p->us.u[u].rows * (size_t)c->qm.cfg.hidden_size * sizeof(float);
-        rc = be->i->upload(be->ctx, stage_buf(c, b, k), p->host[b][k], bytes);
+        rc = be->i->upload(be->ctx, stage_buf(c, b, k), p->host[b][k], unit_bytes(c, u));
     }
     return rc;
 }
@@ -364,7 +378,6 @@ static int wait_recv(run_ctx *c, int b, int k, int u)
 static int post_send(run_ctx *c, int b, int k, int u)
 {
     pipe_run *p = pipe_of(c);
-    size_t bytes = (size_t)p->us.u[u].rows * (size_t)c->qm.cfg.hidden_size * sizeof(float);
     const float *src = stage_buf(c, b, k);
     if (b == PX_OUT) {
         int n = unit_header(c, u, p->hdr[1][k]);
@@ -377,11 +390,11 @@ static int post_send(run_ctx *c, int b, int k, int u)
     }
     if (p->host[b][k]) {
         backend *be = &c->qm.be;
-        int rc = be->i->download(be->ctx, p->host[b][k], src, bytes);
+        int rc = be->i->download(be->ctx, p->host[b][k], src, unit_bytes(c, u));
         if (rc) return rc;
         src = p->host[b][k];
     }
-    return comm_p2p_send(c->rk.cm, nccl_channel(b, p->stage), tag_of(u, b == PG_IN), src, bytes / sizeof(float),
+    return comm_p2p_send(c->rk.cm, nccl_channel(b, p->stage), tag_of(u, b == PG_IN), src, unit_words(c, u),
                          b == PX_OUT ? p->next : p->prev, slot_of(b, k));
 }
 

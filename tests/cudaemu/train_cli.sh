@@ -10,7 +10,12 @@
 #     loss within 1e-4 relative (the emulated cuBLASLt is OpenBLAS's sgemm;
 #     the kernels sum in other orders than the CPU backend);
 #   - bf16 (an emulated H100) and fp16 with loss scaling (T4): every loss
-#     finite, the last within 5 % of the CPU's; fp16 starts at scale 65536;
+#     finite, the mean of the last 10 within 5 % of the CPU's; fp16 starts
+#     at scale 65536. The mean, not the last step's loss alone: with 16-bit
+#     activations a step's activation gradients can overflow fp16 at the
+#     loss scale, and the step is skipped (as torch's GradScaler skips it);
+#     one skipped update moves single-batch losses by up to 10 % in this
+#     short, noisy run (lr 5e-3), the mean over 10 batches by about 1 %;
 #   - a run killed (SIGKILL) after step 25 and resumed ends with the same
 #     losses and byte-identical final weights as the uninterrupted one;
 #   - predict --device cuda vs --device cpu on the trained model: at least
@@ -48,18 +53,21 @@ for p in fp32 bf16 fp16; do
             res "PASS train fp32 (emulated T4): ${w% *} losses vs CPU, worst relative difference ${w#* } (bound 1e-4)" ||
             res "FAIL train fp32 (emulated T4): ${w% *} losses vs CPU, worst relative difference ${w#* } (bound 1e-4)"
     else
-        r=$(paste -d, "$W/a" "$W/b" | awk -F, '{ if ($2 != $2 + 0 || $2 == "inf" || $2 == "nan") bad++; la = $1; lb = $2 }
-            END { d = la - lb; if (d < 0) d = -d; printf "%.4f %.4f %.3g %d", lb, la, d / la, bad + 0 }')
+        r=$(paste -d, "$W/a" "$W/b" | awk -F, '{ if ($2 != $2 + 0 || $2 == "inf" || $2 == "nan") bad++;
+            n++; la[n] = $1; lb[n] = $2 }
+            END { for (i = n - 9; i <= n; i++) { sa += la[i]; sb += lb[i] } d = sa - sb; if (d < 0) d = -d;
+                  printf "%.4f %.4f %.3g %d", sb / 10, sa / 10, d / sa, bad + 0 }')
         set -- $r
-        extra=""
+        skips=$(col "cuda-$p" grad_norm | grep -c inf)
+        extra=", $skips skipped step(s)"
         ok=$(awk -v rel="$3" -v bad="$4" 'BEGIN { print (rel <= 0.05 && bad == 0) ? 1 : 0 }')
         if [ $p = fp16 ]; then
             s0=$(col "cuda-$p" loss_scale | head -1)
-            extra=", first loss scale $s0"
+            extra="$extra, first loss scale $s0"
             [ "$s0" = 65536 ] || ok=0
         fi
-        [ "$ok" = 1 ] && res "PASS train $p (emulated $card): last loss $1 vs CPU $2 (rel $3, bound 0.05)$extra" ||
-            res "FAIL train $p (emulated $card): last loss $1 vs CPU $2 (rel $3, bound 0.05), $4 non-finite$extra"
+        [ "$ok" = 1 ] && res "PASS train $p (emulated $card): last 10 losses' mean $1 vs CPU $2 (rel $3, bound 0.05)$extra" ||
+            res "FAIL train $p (emulated $card): last 10 losses' mean $1 vs CPU $2 (rel $3, bound 0.05), $4 non-finite$extra"
     fi
 done
 # The optimizer in one launch a step (adamw_multi): 40 of the multi-tensor AdamW and of the norm's

@@ -10,11 +10,19 @@
  *   no GEMM: embedding, dropout, add, scale, AdamW   1e-6 (most agree bit for bit)
  *            layernorm, gelu, QA loss                1e-5
  *   GEMM ops: matmul, padded attention   fp32 1e-5, tf32 3e-3, fp16 3e-3, bf16 2e-2
- *   packed attention (fp32 kernels in every precision)   1e-5, gradients 2e-5 */
+ *   packed attention (fp32 kernels in every precision)   1e-5, gradients 2e-5
+ * Activation memory (backend_act) holds the CUDA backend's activation type
+ * (backend_act_type): its inputs are uploaded rounded to that type, and the
+ * CPU's inputs are rounded the same way, so both compute from the same
+ * values; where the type is 16 bits, an activation output is rounded once
+ * more on the GPU, which adds up to the type's unit roundoff (fp16 2^-11,
+ * bf16 2^-8 relative per element, so in the relative L2 error too) to its
+ * bound above. fp32 activations add nothing. */
 #include "gpu_check.h"
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda_module.h"
+#include "backend/workspace_rules.h"
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/rng.h"
@@ -135,28 +143,62 @@ bert_batch gc_bert_batch(const gc_batch *b)
 static backend g_cpu, g_gpu;
 static const char *g_prec = "";
 
+/* n values on both backends: fp32 (act 0: parameters, gradients,
+ * statistics, ints), or activations (act 1: the GPU's of its activation
+ * type, the CPU's fp32). */
 typedef struct {
     float *c, *g;
     size_t n;
+    int act;
 } buf2;
 
-static buf2 b2_new(size_t n, const float *host)
+/* The GPU's activation type when act, else fp32. */
+static backend_dtype b2_type(int act)
 {
-    buf2 b = {g_cpu.i->alloc(g_cpu.ctx, n * 4 + 4), g_gpu.i->alloc(g_gpu.ctx, n * 4 + 4), n};
+    return act ? backend_act_type(&g_gpu) : BACKEND_F32;
+}
+
+static buf2 b2_make(size_t n, const float *host, int act)
+{
+    buf2 b = {g_cpu.i->alloc(g_cpu.ctx, n * 4 + 4), g_gpu.i->alloc(g_gpu.ctx, n * 4 + 4), n, act};
     if (!b.c || !b.g) {
         fprintf(stderr, "gpu_check: allocation of %zu floats: %s\n", n, err_msg());
         exit(1);
     }
-    if (g_gpu.i->annotate && n) /* the stand-in's race check: a kernel reaching the extra float is stopped */
-        g_gpu.i->annotate(g_gpu.ctx, b.g, n * 4, "an ops-check tensor");
+    size_t esize = b2_type(act) == BACKEND_F32 ? 4 : 2;
+    if (g_gpu.i->annotate && n) /* the stand-in's race check: a kernel reaching past the tensor is stopped */
+        g_gpu.i->annotate(g_gpu.ctx, b.g, n * esize, "an ops-check tensor");
     if (host) {
-        g_cpu.i->upload(g_cpu.ctx, b.c, host, n * 4);
-        g_gpu.i->upload(g_gpu.ctx, b.g, host, n * 4);
+        /* both sides from the values the GPU's type holds */
+        float *r = malloc(n * 4 + 4);
+        memcpy(r, host, n * 4);
+        backend_act_round(b2_type(act), r, n);
+        g_cpu.i->upload(g_cpu.ctx, b.c, r, n * 4);
+        if (act) backend_act_upload(&g_gpu, b.g, r, n);
+        else g_gpu.i->upload(g_gpu.ctx, b.g, r, n * 4);
+        free(r);
     } else {
         g_cpu.i->zero(g_cpu.ctx, b.c, n * 4);
-        g_gpu.i->zero(g_gpu.ctx, b.g, n * 4);
+        g_gpu.i->zero(g_gpu.ctx, b.g, n * esize);
     }
     return b;
+}
+
+static buf2 b2_new(size_t n, const float *host)
+{
+    return b2_make(n, host, 0);
+}
+
+/* Activations: zeros, or host's values. */
+static buf2 b2_act(size_t n, const float *host)
+{
+    return b2_make(n, host, 1);
+}
+
+/* Element i of x's GPU side (activations of the GPU's type). */
+static void *b2_gpu_at(buf2 x, size_t i)
+{
+    return (char *)x.g + i * (b2_type(x.act) == BACKEND_F32 ? 4 : 2);
 }
 
 static void b2_free(buf2 b)
@@ -165,13 +207,44 @@ static void b2_free(buf2 b)
     g_gpu.i->release(g_gpu.ctx, b.g);
 }
 
-static buf2 b2_rand(size_t n, uint64_t *s, float lo, float hi)
+static buf2 b2_rand_as(size_t n, uint64_t *s, float lo, float hi, int act)
 {
     float *h = malloc(n * 4 + 4);
     for (size_t i = 0; i < n; i++) h[i] = gc_uniform(s, lo, hi);
-    buf2 b = b2_new(n, h);
+    buf2 b = b2_make(n, h, act);
     free(h);
     return b;
+}
+
+static buf2 b2_rand(size_t n, uint64_t *s, float lo, float hi)
+{
+    return b2_rand_as(n, s, lo, hi, 0);
+}
+
+/* Random activations. */
+static buf2 b2_arand(size_t n, uint64_t *s, float lo, float hi)
+{
+    return b2_rand_as(n, s, lo, hi, 1);
+}
+
+/* The CPU side's values of x in a new fp32 pair (an fp32 op's input taken
+ * from an activation). */
+static buf2 b2_fp32_of(buf2 x)
+{
+    float *h = malloc(x.n * 4 + 4);
+    g_cpu.i->sync(g_cpu.ctx);
+    g_cpu.i->download(g_cpu.ctx, h, x.c, x.n * 4);
+    buf2 b = b2_new(x.n, h);
+    free(h);
+    return b;
+}
+
+/* The unit roundoff of x's GPU type: what one rounding of an output adds
+ * to its bound (see the top). */
+static double b2_round_tol(buf2 x)
+{
+    backend_dtype t = b2_type(x.act);
+    return t == BACKEND_F16 ? 0x1p-11 : t == BACKEND_BF16 ? 0x1p-8 : 0;
 }
 
 /* int32 arrays as buf2 (the pointers are reinterpreted by the caller). */
@@ -186,10 +259,12 @@ static void b2_cmp(const char *op, const char *what, buf2 x, double tol)
     int rc = g_gpu.i->sync(g_gpu.ctx);
     if (rc) gc_result(0, "ops %s %s %s: the CUDA backend failed: %s", g_prec, op, what, err_msg());
     g_cpu.i->sync(g_cpu.ctx);
-    g_gpu.i->download(g_gpu.ctx, a, x.g, x.n * 4);
+    if (x.act) backend_act_download(&g_gpu, a, x.g, x.n);
+    else g_gpu.i->download(g_gpu.ctx, a, x.g, x.n * 4);
     g_cpu.i->download(g_cpu.ctx, b, x.c, x.n * 4);
     double mx = 0, r = gc_rel_l2(a, b, x.n, 1e-30, &mx);
-    gc_result(!rc && r <= tol, "ops %-5s %-28s %-6s n=%-8zu rel_l2 %.3e (bound %.0e) max_abs %.3e", g_prec, op, what,
+    tol += b2_round_tol(x);
+    gc_result(!rc && r <= tol, "ops %-5s %-28s %-6s n=%-8zu rel_l2 %.3e (bound %.2g) max_abs %.3e", g_prec, op, what,
               x.n, r, tol, mx);
     free(a);
     free(b);
@@ -224,15 +299,16 @@ static void ops_attention(const char *kind, const backend_windows *wc, const bac
         float p = drop ? 0.1f : 0.0f;
         char name[64];
         snprintf(name, sizeof name, "attention %s T=%d HS=%d p=%.1f", kind, wc->T, HS, (double)p);
-        buf2 q = b2_rand(N * CH, s, -1, 1), kk = b2_rand(N * CH, s, -1, 1);
-        buf2 v = b2_rand(N * CH, s, -1, 1), o = b2_new(N * CH, NULL);
-        buf2 probs = b2_new(nprobs, NULL), scr = b2_new(nprobs, NULL);
+        buf2 q = b2_arand(N * CH, s, -1, 1), kk = b2_arand(N * CH, s, -1, 1);
+        buf2 v = b2_arand(N * CH, s, -1, 1), o = b2_act(N * CH, NULL);
+        /* probs: activations, or the lse's layout counted in floats */
+        buf2 probs = b2_make(nprobs, NULL, !lse), scr = b2_act(nprobs, NULL);
         BOTH(C->attention_forward(cc, o.c, probs.c, q.c, kk.c, v.c, wc, NH, HS, p, rng),
              G->attention_forward(gg, o.g, probs.g, q.g, kk.g, v.g, wg, NH, HS, p, rng));
         if (!lse) b2_cmp(name, "probs", probs, gt);
         b2_cmp(name, "out", o, gt);
-        buf2 dq = b2_rand(N * CH, s, -1, 1), dk = b2_rand(N * CH, s, -1, 1);
-        buf2 dv = b2_rand(N * CH, s, -1, 1);
+        buf2 dq = b2_arand(N * CH, s, -1, 1), dk = b2_arand(N * CH, s, -1, 1);
+        buf2 dv = b2_arand(N * CH, s, -1, 1);
         BOTH(C->attention_backward(cc, dq.c, dk.c, dv.c, scr.c, dout.c, q.c, kk.c, v.c, probs.c, wc, NH, HS, p, rng),
              G->attention_backward(gg, dq.g, dk.g, dv.g, scr.g, dout.g, q.g, kk.g, v.g, probs.g, wg, NH, HS, p, rng));
         b2_cmp(name, "dq", dq, 2 * gt);
@@ -261,7 +337,7 @@ static void ops_attention_both(int B, int T, int NH, int HS, const int32_t *mask
     }
     buf2 bm = b2_ints(mask, (size_t)B * T), bcu = b2_ints(cu, (size_t)B + 1);
     size_t CH = (size_t)NH * HS;
-    buf2 dout = b2_rand((size_t)B * T * CH, s, -1, 1);
+    buf2 dout = b2_arand((size_t)B * T * CH, s, -1, 1);
     backend_windows wc = backend_windows_padded(B, T, (int32_t *)bm.c);
     backend_windows wg = backend_windows_padded(B, T, (int32_t *)bm.g);
     ops_attention("padded", &wc, &wg, (size_t)B * NH * T * T, NH, HS, dout, gt, rng, s);
@@ -294,11 +370,11 @@ static buf2 ops_embedding(uint64_t *s)
     }
     buf2 bid = b2_ints(ids, N), bty = b2_ints(types, N);
     buf2 wte = b2_rand((size_t)V * CH, s, -1, 1), wpe = b2_rand((size_t)T * CH, s, -1, 1);
-    buf2 wtt = b2_rand(2 * CH, s, -1, 1), emb = b2_new((size_t)N * CH, NULL);
+    buf2 wtt = b2_rand(2 * CH, s, -1, 1), emb = b2_act((size_t)N * CH, NULL);
     BOTH(C->embedding_forward(cc, emb.c, (int32_t *)bid.c, (int32_t *)bty.c, NULL, wte.c, wpe.c, wtt.c, N, T, CH),
          G->embedding_forward(gg, emb.g, (int32_t *)bid.g, (int32_t *)bty.g, NULL, wte.g, wpe.g, wtt.g, N, T, CH));
     b2_cmp("embedding_forward", "out", emb, 1e-6);
-    buf2 dout = b2_rand((size_t)N * CH, s, -1, 1);
+    buf2 dout = b2_arand((size_t)N * CH, s, -1, 1);
     buf2 dwte = b2_rand((size_t)V * CH, s, -1, 1), dwpe = b2_rand((size_t)T * CH, s, -1, 1);
     buf2 dwtt = b2_rand(2 * CH, s, -1, 1);
     BOTH(C->embedding_backward(cc, dwte.c, dwpe.c, dwtt.c, dout.c, (int32_t *)bid.c, (int32_t *)bty.c, NULL, N, T,
@@ -337,13 +413,13 @@ static buf2 ops_layernorm(buf2 dout, uint64_t *s)
     void *cc = g_cpu.ctx, *gg = g_gpu.ctx;
     enum { CH = OPS_CH };
     int N = OPS_B * OPS_T;
-    buf2 x = b2_rand((size_t)N * CH, s, -2, 3), lw = b2_rand(CH, s, 0.5f, 1.5f), lb = b2_rand(CH, s, -1, 1);
-    buf2 y = b2_new((size_t)N * CH, NULL), mean = b2_new(N, NULL), rstd = b2_new(N, NULL);
+    buf2 x = b2_arand((size_t)N * CH, s, -2, 3), lw = b2_rand(CH, s, 0.5f, 1.5f), lb = b2_rand(CH, s, -1, 1);
+    buf2 y = b2_act((size_t)N * CH, NULL), mean = b2_new(N, NULL), rstd = b2_new(N, NULL);
     BOTH(C->layernorm_forward(cc, y.c, mean.c, rstd.c, x.c, lw.c, lb.c, N, CH, 1e-12f),
          G->layernorm_forward(gg, y.g, mean.g, rstd.g, x.g, lw.g, lb.g, N, CH, 1e-12f));
     b2_cmp("layernorm_forward", "out", y, 1e-5);
     b2_cmp("layernorm_forward", "rstd", rstd, 1e-5);
-    buf2 dx = b2_rand((size_t)N * CH, s, -1, 1), dlw = b2_rand(CH, s, -1, 1), dlb = b2_rand(CH, s, -1, 1);
+    buf2 dx = b2_arand((size_t)N * CH, s, -1, 1), dlw = b2_rand(CH, s, -1, 1), dlb = b2_rand(CH, s, -1, 1);
     BOTH(C->layernorm_backward(cc, dx.c, dlw.c, dlb.c, dout.c, x.c, lw.c, mean.c, rstd.c, N, CH),
          G->layernorm_backward(gg, dx.g, dlw.g, dlb.g, dout.g, x.g, lw.g, mean.g, rstd.g, N, CH));
     b2_cmp("layernorm_backward", "dinp", dx, 1e-5);
@@ -367,14 +443,14 @@ static void ops_matmul_gelu(buf2 x, double gt, uint64_t *s)
         char name[32];
         snprintf(name, sizeof name, "matmul OC=%d", oc);
         buf2 w = b2_rand((size_t)oc * CH, s, -0.2f, 0.2f), bias = b2_rand(oc, s, -1, 1);
-        buf2 out = b2_new((size_t)N * oc, NULL);
+        buf2 out = b2_act((size_t)N * oc, NULL);
         BOTH(C->matmul_forward(cc, out.c, x.c, w.c, bias.c, N, CH, oc),
              G->matmul_forward(gg, out.g, x.g, w.g, bias.g, N, CH, oc));
         b2_cmp(name, "out", out, gt);
         BOTH(C->matmul_forward(cc, out.c, x.c, w.c, NULL, N, CH, oc),
              G->matmul_forward(gg, out.g, x.g, w.g, NULL, N, CH, oc));
         b2_cmp(name, "out (no bias)", out, gt);
-        buf2 d = b2_rand((size_t)N * oc, s, -1, 1), di = b2_rand((size_t)N * CH, s, -1, 1);
+        buf2 d = b2_arand((size_t)N * oc, s, -1, 1), di = b2_arand((size_t)N * CH, s, -1, 1);
         buf2 dw = b2_rand((size_t)oc * CH, s, -1, 1), db = b2_rand(oc, s, -1, 1);
         BOTH(C->matmul_backward(cc, di.c, dw.c, db.c, d.c, x.c, w.c, N, CH, oc),
              G->matmul_backward(gg, di.g, dw.g, db.g, d.g, x.g, w.g, N, CH, oc));
@@ -391,13 +467,13 @@ static void ops_matmul_gelu(buf2 x, double gt, uint64_t *s)
     {
         uint64_t s3 = 4321;
         size_t wb = (size_t)OPS_OC * CH + OPS_OC, no = (size_t)N * OPS_OC;
-        buf2 wq = b2_rand(3 * wb, &s3, -0.2f, 0.2f), o3 = b2_new(3 * no, NULL);
+        buf2 wq = b2_rand(3 * wb, &s3, -0.2f, 0.2f), o3 = b2_act(3 * no, NULL);
         for (int pass = 0; pass < 2; pass++) {
             backend_act *oc3[3], *og3[3];
             const float *wc3[3], *wg3[3], *bc3[3], *bg3[3];
             for (int i = 0; i < 3; i++) {
                 size_t at = (size_t)(pass ? 2 - i : i) * no;
-                oc3[i] = o3.c + at, og3[i] = o3.g + at;
+                oc3[i] = o3.c + at, og3[i] = b2_gpu_at(o3, at);
                 wc3[i] = wq.c + i * wb, wg3[i] = wq.g + i * wb;
                 bc3[i] = wc3[i] + (size_t)OPS_OC * CH, bg3[i] = wg3[i] + (size_t)OPS_OC * CH;
             }
@@ -408,10 +484,10 @@ static void ops_matmul_gelu(buf2 x, double gt, uint64_t *s)
         b2_free(wq), b2_free(o3);
     }
 
-    buf2 h = b2_rand((size_t)N * I, s, -5, 5), gy = b2_new((size_t)N * I, NULL);
+    buf2 h = b2_arand((size_t)N * I, s, -5, 5), gy = b2_act((size_t)N * I, NULL);
     BOTH(C->gelu_forward(cc, gy.c, h.c, (size_t)N * I), G->gelu_forward(gg, gy.g, h.g, (size_t)N * I));
     b2_cmp("gelu_forward", "out", gy, 1e-6);
-    buf2 gd = b2_rand((size_t)N * I, s, -1, 1), gdi = b2_rand((size_t)N * I, s, -1, 1);
+    buf2 gd = b2_arand((size_t)N * I, s, -1, 1), gdi = b2_arand((size_t)N * I, s, -1, 1);
     BOTH(C->gelu_backward(cc, gdi.c, h.c, gd.c, (size_t)N * I), G->gelu_backward(gg, gdi.g, h.g, gd.g, (size_t)N * I));
     b2_cmp("gelu_backward", "dinp", gdi, 1e-5);
     b2_free(h), b2_free(gy), b2_free(gd), b2_free(gdi);
@@ -425,7 +501,7 @@ static void ops_dropout_add(const int32_t *cu, buf2 bcu, philox_stream rng, uint
     void *cc = g_cpu.ctx, *gg = g_gpu.ctx;
     enum { B = OPS_B, T = OPS_T, CH = OPS_CH };
     size_t n = (size_t)B * T * CH + 3; /* not a multiple of 4 */
-    buf2 a = b2_rand(n, s, -2, 2), a2 = b2_rand(n, s, -2, 2), r = b2_new(n, NULL);
+    buf2 a = b2_arand(n, s, -2, 2), a2 = b2_arand(n, s, -2, 2), r = b2_act(n, NULL);
     backend_windows wf = backend_windows_padded(1, (int)n, NULL);
     BOTH(C->dropout_forward(cc, r.c, a.c, &wf, 1, 0.1f, rng), G->dropout_forward(gg, r.g, a.g, &wf, 1, 0.1f, rng));
     b2_cmp("dropout_forward", "out", r, 1e-6);
@@ -433,7 +509,7 @@ static void ops_dropout_add(const int32_t *cu, buf2 bcu, philox_stream rng, uint
     b2_cmp("dropout_backward", "dinp", r, 1e-6);
     backend_windows wc = backend_windows_packed((int32_t *)bcu.c, B, T, cu[B], T);
     backend_windows wg = backend_windows_packed((int32_t *)bcu.g, B, T, cu[B], T);
-    buf2 rk = b2_new((size_t)cu[B] * CH, NULL);
+    buf2 rk = b2_act((size_t)cu[B] * CH, NULL);
     BOTH(C->dropout_forward(cc, rk.c, a.c, &wc, CH, 0.1f, rng), G->dropout_forward(gg, rk.g, a.g, &wg, CH, 0.1f, rng));
     b2_cmp("dropout_forward packed", "out", rk, 1e-6);
     BOTH(C->dropout_backward(cc, rk.c, a2.c, &wc, CH, 0.1f, rng),
@@ -442,9 +518,11 @@ static void ops_dropout_add(const int32_t *cu, buf2 bcu, philox_stream rng, uint
     b2_free(rk);
     BOTH(C->add(cc, r.c, a.c, a2.c, n), G->add(gg, r.g, a.g, a2.g, n));
     b2_cmp("add", "out", r, 1e-6);
-    BOTH(C->scale(cc, r.c, n, 0.37f), G->scale(gg, r.g, n, 0.37f));
-    b2_cmp("scale", "x", r, 1e-6);
-    b2_free(a), b2_free(a2), b2_free(r);
+    /* scale is an fp32 op (gradients): on the CPU's sum, in fp32 on both */
+    buf2 r32 = b2_fp32_of(r);
+    BOTH(C->scale(cc, r32.c, n, 0.37f), G->scale(gg, r32.g, n, 0.37f));
+    b2_cmp("scale", "x", r32, 1e-6);
+    b2_free(a), b2_free(a2), b2_free(r), b2_free(r32);
 }
 
 /* QA loss: row 0 normal, row 1 start past T (ignored), end negative
@@ -458,7 +536,7 @@ static void ops_qa_loss(const int32_t *mask, const int32_t *cu, buf2 bcu, uint64
     int N = B * T;
     int32_t st[B] = {5, T + 3}, en[B] = {-2, 9};
     buf2 bst = b2_ints(st, B), ben = b2_ints(en, B), bmask = b2_ints(mask, N);
-    buf2 lg = b2_rand((size_t)N * 2, s, -3, 3), dl = b2_new((size_t)N * 2, NULL), ls = b2_new(1, NULL);
+    buf2 lg = b2_arand((size_t)N * 2, s, -3, 3), dl = b2_act((size_t)N * 2, NULL), ls = b2_new(1, NULL);
     for (int k = 0; k < 3; k++) {
         static const char *const kinds[3] = {"qa_loss", "qa_loss masked", "qa_loss packed"};
         backend_windows wc = backend_windows_padded(B, T, NULL), wg = wc;
@@ -546,19 +624,24 @@ static void ops_one(precision_kind prec)
     b2_free(dout), b2_free(x);
 }
 
-/* The CUDA table from the op list (backend.h): every required op, fp32
- * activations today, no extras behind the door, so answers in bf16/int8 are
- * refused and batch invariance is not honoured. */
-static void ops_door(backend *g)
+/* The CUDA table from the op list (backend.h): every required op, the
+ * activation type of prec (fp32, or 16 bits in fp16/bf16 where
+ * cuda_ws_act_elem says), no extras behind the door, so answers in
+ * bf16/int8 are refused and batch invariance is not honoured. */
+static void ops_door(backend *g, precision_kind prec)
 {
-    int ok = backend_act_type(g) == BACKEND_F32;
+    backend_dtype want = BACKEND_F32;
+    if (cuda_ws_act_elem(prec == PREC_FP16 || prec == PREC_BF16) == 2)
+        want = prec == PREC_FP16 ? BACKEND_F16 : BACKEND_BF16;
+    int ok = backend_act_type(g) == want;
 #define BACKEND_OP(name, ret, params) ok = ok && g->i->name != NULL;
 #define BACKEND_OPT(name, cpu, cuda, ret, params) ok = ok && (g->i->name != NULL) == (cuda);
 #include "backend/ops.def"
     ok = ok && backend_get_proc(g, BACKEND_PROC_ANSWER_PRECISION) == NULL && backend_set_batch_invariant(g, 1) == 0 &&
          backend_set_answer_precision(g, PREC_FP32, NULL, 0) == 0 &&
          backend_set_answer_precision(g, PREC_INT8, NULL, 0) == ERR_INPUT;
-    gc_result(ok, "ops %s: the table from ops.def, fp32 activations, nothing behind the door", g_prec);
+    gc_result(ok, "ops %s: the table from ops.def, %s activations, nothing behind the door", g_prec,
+              want == BACKEND_F32 ? "fp32" : "16-bit");
 }
 
 int gc_ops(int argc, char **argv)
@@ -582,7 +665,7 @@ int gc_ops(int argc, char **argv)
             continue;
         }
         ops_one(precs[i]);
-        ops_door(&g_gpu);
+        ops_door(&g_gpu, precs[i]);
         backend_free(&g_gpu);
     }
     backend_free(&g_cpu);

@@ -5,8 +5,11 @@
 #   - 40 steps of the tiny reference model on tests/data/train_small.json
 #     (dropout 0, no shuffle), --device cpu vs --device cuda --precision fp32:
 #     the loss of every step within 1e-3 relative;
-#   - the same in bf16 and fp16: every loss finite, the last loss within 5 %
-#     of the CPU's; fp16 records a loss scale (65536 at the start);
+#   - the same in bf16 and fp16: every loss finite, the mean of the last 10
+#     losses within 5 % of the CPU's (a step skipped at an fp16 overflow of
+#     the 16-bit activation gradients moves single-batch losses by up to
+#     10 %; tests/cudaemu/train_cli.sh); fp16 records a loss scale (65536
+#     at the start);
 #   - the CUDA run's monitor.csv has GPU samples (gpu_util_pct filled in) and
 #     info.csv names the CUDA backend;
 #   - a fp32 CUDA run killed after step 25 (BERTC_DEBUG_KILL) and resumed
@@ -41,13 +44,15 @@ if p == "fp32":
     ok = finite and len(la) == len(lb) and worst <= tol
     print(f"{'PASS' if ok else 'FAIL'} train cli fp32: {len(lb)} losses vs CPU, worst rel diff {worst:.2e} (bound {tol})")
 else:
-    rel = abs(la[-1] - lb[-1]) / abs(la[-1])
+    ma, mb = sum(la[-10:]) / 10, sum(lb[-10:]) / 10
+    rel = abs(ma - mb) / abs(ma)
     ok = finite and rel <= tol
-    extra = ""
+    skips = sum(1 for r in b if not math.isfinite(float(r["grad_norm"])))
+    extra = f", {skips} skipped step(s)"
     if p == "fp16":
-        s0 = float(b[0]["loss_scale"]); extra = f", first loss scale {s0:g}"
+        s0 = float(b[0]["loss_scale"]); extra += f", first loss scale {s0:g}"
         ok = ok and s0 == 65536
-    print(f"{'PASS' if ok else 'FAIL'} train cli {p}: last loss {lb[-1]:.5f} vs CPU {la[-1]:.5f} (rel {rel:.3f}, bound {tol}){extra}")
+    print(f"{'PASS' if ok else 'FAIL'} train cli {p}: last 10 losses' mean {mb:.5f} vs CPU {ma:.5f} (rel {rel:.3f}, bound {tol}){extra}")
 PY
 done
 if [ -f "$W/cuda-fp32/monitor.csv" ]; then

@@ -33,7 +33,8 @@ static void check_config(const char *name, int vocab, int T)
     int rc = memory_plan(&(memory_query){.cfg = &cfg, .micro = 4, .T = T, .prec = PREC_BF16}, &p);
     CHECK(rc == 0, "%s: %s", name, err_msg());
     int64_t n = param_formula(&cfg);
-    bert_model_opts mo = {.cfg = &cfg, .max_B = 4, .T = T, .att_lse = memory_attention_lse(&cfg, PREC_BF16)};
+    bert_model_opts mo = {.cfg = &cfg, .max_B = 4, .T = T, .att_lse = memory_attention_lse(&cfg, PREC_BF16),
+                          .act_bytes = memory_act_bytes(PREC_BF16)};
     printf("%s T=%d: %lld parameters (formula %lld), activations %lld B (bert.c %zu B), workspace %lld B, total %lld B\n",
            name, T, (long long)p.n_params, (long long)n, (long long)p.activations, bert_activation_bytes(&mo),
            (long long)p.workspace, (long long)p.total);
@@ -45,12 +46,16 @@ static void check_config(const char *name, int vocab, int T)
 }
 
 /* BERT-base, micro-batch 32, T 384: the workspace is the fixed part plus
- * attention's, worked out by hand. fp32: q, k, v, dout copies and the fp32
- * output, 5 x 32*384*768*4 = 188743680, plus P' 32*12*384*384*4 =
- * 226492416. bf16 (the flash kernels): 16-bit q, k, v, dout, dq, dk, dv,
- * 7 x 18874368, plus dvec 12*12288*4 = 589824: 132710400, and the 16-bit
- * copy of the 108,893,186 parameters: their block 435572744 B rounded to
- * 435572992, half of it 217786496 rounded to 217786624. The fixed part
+ * the largest op's, worked out by hand. fp32: attention's q, k, v, dout
+ * copies and the fp32 output, 5 x 32*384*768*4 = 188743680, plus P'
+ * 32*12*384*384*4 = 226492416. bf16 (16-bit activations; the flash
+ * kernels need only dvec 12*12288*4 = 589824): the FFN-in layer's
+ * matmul_backward (C 768, OC 3072), the partial column sums 96 x 3072 x 4
+ * = 1179648 and the 16-bit parts of cuda_ws_matmul_backward, dout 12288 x
+ * 3072 x 2 = 75497472, inp 18874368 (the weights come from their copy):
+ * 95551488, and the 16-bit copy of the 108,893,186 parameters: their
+ * block 435572744 B rounded to 435572992, half of it 217786496 rounded to
+ * 217786624. The fixed part
  * includes adamw_multi's table: 199 tensors x 64 B = 12736, rounded to
  * 12800. */
 static void check_base_workspace(void)
@@ -65,7 +70,7 @@ static void check_base_workspace(void)
     q.prec = PREC_TF32;
     CHECK(memory_plan(&q, &pt) == 0, "%s", err_msg());
     int64_t fixed = (32 << 20) + 1024 * 8 + 256 + 12800;
-    int64_t want32 = fixed + 188743680 + 226492416, want16 = fixed + 132710400 + 217786624;
+    int64_t want32 = fixed + 188743680 + 226492416, want16 = fixed + 95551488 + 217786624;
     printf("base 32x384 workspace: fp32 %lld (want %lld), bf16 %lld (want %lld), tf32 %lld\n", (long long)p32.workspace,
            (long long)want32, (long long)p16.workspace, (long long)want16, (long long)pt.workspace);
     CHECK(p32.workspace == want32, "fp32 workspace");
@@ -94,12 +99,15 @@ static void check_recompute(void)
     printf("base 8x384 activations: none %lld, layer %lld (%.1f%%)\n", (long long)none.activations,
            (long long)layer.activations, 100.0 * (double)layer.activations / (double)none.activations);
     CHECK(layer.activations < none.activations / 4, "recompute should keep well under a quarter for 12 layers");
-    /* layer = a one-layer model's activations + 11 more layer inputs (N*C floats each). */
+    /* layer = a one-layer model's activations + 11 more layer inputs (N*C
+     * activations each, of memory_act_bytes). */
     bert_config one = cfg;
     one.num_hidden_layers = 1;
+    size_t e = memory_act_bytes(PREC_BF16);
     int64_t want = (int64_t)bert_activation_bytes(&(bert_model_opts){.cfg = &one, .max_B = 8, .T = 384,
-                                                                      .att_lse = memory_attention_lse(&cfg, PREC_BF16)}) +
-                   11LL * 8 * 384 * 768 * 4;
+                                                                      .att_lse = memory_attention_lse(&cfg, PREC_BF16),
+                                                                      .act_bytes = e}) +
+                   11LL * 8 * 384 * 768 * (int64_t)e;
     CHECK(layer.activations == want, "recompute layer activations %lld, want %lld", (long long)layer.activations,
           (long long)want);
     /* A one-layer model has nothing to recompute. */
@@ -202,7 +210,7 @@ static void check_bad(void)
     err_clear();
 }
 
-static int64_t r16(int64_t n) { return (n + 15) & ~(int64_t)15; }
+static int64_t r64(int64_t n) { return (n + 63) & ~(int64_t)63; }
 
 static int plans_equal(const memory_answer *a, const memory_answer *b)
 {
@@ -259,15 +267,19 @@ static void check_layouts(void)
             bert_config half = cfg;
             half.num_hidden_layers = L / 2;
             int lse = memory_attention_lse(&cfg, PREC_BF16);
+            int64_t e = (int64_t)memory_act_bytes(PREC_BF16);
             int64_t A = (int64_t)bert_activation_bytes(&(bert_model_opts){
-                .cfg = &half, .max_B = micro, .T = T, .recompute = rc ? RECOMPUTE_LAYER : RECOMPUTE_NONE, .att_lse = lse});
+                .cfg = &half, .max_B = micro, .T = T, .recompute = rc ? RECOMPUTE_LAYER : RECOMPUTE_NONE, .att_lse = lse,
+                .act_bytes = (size_t)e});
             int64_t N = (int64_t)micro * T, C = cfg.hidden_size, I = cfg.intermediate_size, NH = cfg.num_attention_heads;
-            /* bf16: attention saves lse [NH,N] (to a multiple of 64) and its 16-bit output, no scratch */
-            int64_t nc = r16(N * C), ni = r16(N * I), n1 = r16(N);
-            int64_t att = lse ? r16((NH * N + 63) / 64 * 64 + (N * C + 1) / 2) : r16(N * NH * T), scr = lse ? 0 : att;
-            int64_t emb = 4 * (nc + 2 * n1), head = 4 * (r16(2 * N) + 16), head_work = 4 * r16(2 * N);
-            int64_t layer = 4 * (7 * nc + att + 4 * n1 + 2 * ni);
-            int64_t work = 4 * (7 * nc + 2 * ni + scr) + (rc ? layer : 0), ints = 4 * (4 * N + 3 * micro + 1);
+            /* bytes: activations e each, statistics fp32, each tensor to 64 bytes; bf16: attention saves lse
+             * [NH,N] (to a multiple of 64) and its 16-bit output, counted in floats, no scratch */
+            int64_t nc = r64(N * C * e), ni = r64(N * I * e), n1 = r64(N * 4);
+            int64_t att = lse ? r64(4 * ((NH * N + 63) / 64 * 64 + (N * C + 1) / 2)) : r64(N * NH * T * 4);
+            int64_t scr = lse ? 0 : att;
+            int64_t emb = nc + 2 * n1, head = r64(2 * N * e) + 64, head_work = r64(2 * N * e);
+            int64_t layer = 7 * nc + att + 4 * n1 + 2 * ni;
+            int64_t work = 7 * nc + 2 * ni + scr + (rc ? layer : 0), ints = 4 * (4 * N + 3 * micro + 1);
             int64_t want1 = A - emb, want0 = 2 * (A - head - head_work - work - ints) + work + ints;
             printf("%s recompute %d, 2 stages, micro 4 x 384: activations stage 0 %lld (want %lld), stage 1 %lld (want "
                    "%lld); one stage %lld\n", names[ci], rc, (long long)s0.activations, (long long)want0,
@@ -408,13 +420,16 @@ static void check_stage_split(void)
     CHECK(memory_split(&q, sp) == 0 && split_is(sp, 12, "0,1,2,3,4,5,6,7,8,9,10,11,12"), "S = L");
     /* 12 in 5: 3 layers is the least the largest stage can have; the
      * 3-layer stages go where the embeddings' and the head's FLOPs are not;
-     * of those splits the smallest largest peak: at 16 x 384 stage 0 (5
+     * of those splits the smallest largest peak: at 32 x 384 stage 0 (5
      * micro-batches in flight) takes 2 layers, at 1 x 384 the embeddings'
      * weights weigh more and it takes 1 (in bf16 the attention saves its
-     * lse, not the probabilities: at 8 x 384 too) */
+     * lse, not the probabilities, and the activations are 16-bit: at 16 x
+     * 384 too) */
     q.stages = 5;
+    q.micro = 32;
+    CHECK(memory_split(&q, sp) == 0 && split_is(sp, 5, "0,2,4,7,10,12"), "12 layers in 5 stages, micro-batch 32");
     q.micro = 16;
-    CHECK(memory_split(&q, sp) == 0 && split_is(sp, 5, "0,2,4,7,10,12"), "12 layers in 5 stages, micro-batch 16");
+    CHECK(memory_split(&q, sp) == 0 && split_is(sp, 5, "0,1,4,7,10,12"), "12 layers in 5 stages, micro-batch 16");
     q.micro = 1;
     CHECK(memory_split(&q, sp) == 0 && split_is(sp, 5, "0,1,4,7,10,12"), "12 layers in 5 stages, micro-batch 1");
     /* 3 layers in 2 stages: the embeddings (30 C a token) cost more than
@@ -487,6 +502,38 @@ static void check_ws_helpers(void)
     CHECK(!strcmp(memory_fmt_bytes(buf, sizeof buf, INT64_MAX), "overflow"), "%s", buf);
 }
 
+/* 16-bit activations (bert_model_opts.act_bytes 2, what the CUDA backend
+ * keeps in fp16/bf16 once its ops take them): BERT-base, 8 x 384, the
+ * attention saving the lse, by hand. Activations 2 bytes: x (13
+ * boundaries), 7 (N,C) and 2 (N,I) per layer, the embeddings' (N,C),
+ * logits and dlogits (N,2), backward's 7 (N,C) and 2 (N,I); fp32: 4
+ * statistics (N) per layer and 2 for the embeddings, the loss (64 bytes),
+ * the lse's probs (lse [NH,N] then the 16-bit output, in floats); ints
+ * 4N + 3B + 1. Every term is a multiple of 64 here. 0 is fp32's 4. */
+static void check_act16(void)
+{
+    bert_config cfg;
+    config_named("base", 30522, &cfg);
+    int64_t N = 8 * 384, C = 768, I = 3072, NH = 12, L = 12;
+    bert_model_opts o = {.cfg = &cfg, .max_B = 8, .T = 384, .att_lse = 1, .act_bytes = 2};
+    int64_t probs = 4 * ((NH * N + 63) / 64 * 64 + (N * C + 1) / 2);
+    int64_t want = 2 * (N * C * (L + 1 + 7 * L + 1 + 7) + N * I * (2 * L + 2) + 2 * (2 * N)) +
+                   4 * (N * (4 * L + 2)) + 64 + L * probs + 4 * (4 * N + 3 * 8 + 1);
+    int64_t got = (int64_t)bert_activation_bytes(&o);
+    o.act_bytes = 4;
+    int64_t f32 = (int64_t)bert_activation_bytes(&o);
+    o.act_bytes = 0;
+    int64_t dflt = (int64_t)bert_activation_bytes(&o);
+    printf("base 8 x 384, lse: activations %.1f MiB in 16 bits (by hand %.1f MiB), %.1f MiB in fp32\n",
+           got / 1048576.0, want / 1048576.0, f32 / 1048576.0);
+    CHECK(got == want, "16-bit activations %lld B, by hand %lld B", (long long)got, (long long)want);
+    CHECK(dflt == f32, "act_bytes 0 is fp32 (%lld vs %lld)", (long long)dflt, (long long)f32);
+    /* what fp32 adds: the 2-byte part again */
+    int64_t half = 2 * (N * C * (L + 1 + 7 * L + 1 + 7) + N * I * (2 * L + 2) + 2 * (2 * N));
+    CHECK(f32 - got == half, "fp32 - 16-bit = %lld B, want the activations' 16-bit part %lld B", (long long)(f32 - got),
+          (long long)half);
+}
+
 int main(void)
 {
     check_config("tiny", 30522, 128);
@@ -500,5 +547,6 @@ int main(void)
     check_layouts();
     check_stage_split();
     check_ws_helpers();
+    check_act16();
     return tu_done();
 }

@@ -370,7 +370,8 @@ static void planner(void)
            pad.total / 1048576.0, full.total / 1048576.0, real.total / 1048576.0);
     CHECK(real.activations == (int64_t)bert_activation_bytes(
                                   &(bert_model_opts){.cfg = &base, .max_B = 8, .T = 384, .max_tokens = 8 * 176,
-                                                     .att_lse = memory_attention_lse(&base, PREC_BF16)}),
+                                                     .att_lse = memory_attention_lse(&base, PREC_BF16),
+                                                     .act_bytes = memory_act_bytes(PREC_BF16)}),
           "the packed plan's activations are bert.c's");
     CHECK(real.activations < pad.activations / 2 + pad.activations / 10, "1408 of 3072 tokens take under 60%% of the "
                                                                          "padded activations");

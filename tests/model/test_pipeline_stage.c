@@ -129,7 +129,7 @@ static int run_stages(backend *be, const bert_config *cfg, const float *p0, size
             const bert_batch *b = batch_of(k, packed);
             if (s > 0)
                 be->i->copy(be->ctx, bert_stage_x_in(st[s], k), bert_stage_x_out(st[s - 1], k),
-                            rows_of(b) * C * sizeof(float));
+                            rows_of(b) * C * bert_model_act_size(st[s]));
             rc = bert_stage_forward(st[s], k, b, 0.2f, 0.2f, rng_of(k), &o->loss[k], o->logits[k],
                                     o->logits[k] + B * T);
         }
@@ -139,7 +139,7 @@ static int run_stages(backend *be, const bert_config *cfg, const float *p0, size
             const bert_batch *b = batch_of(k, packed);
             if (s < S - 1)
                 be->i->copy(be->ctx, bert_stage_dx_out(st[s], k), bert_stage_dx_in(st[s + 1], k),
-                            rows_of(b) * C * sizeof(float));
+                            rows_of(b) * C * bert_model_act_size(st[s]));
             g[s].o = o;
             bert_model_stage(st[s], NULL, NULL, &g[s].poff);
             bert_model_set_grads_ready(st[s], k == K - 1 ? log_bucket : NULL, &g[s]);

@@ -115,6 +115,7 @@ static void check_memory(void)
     /* bf16 on CUDA: the attention saves the lse (memory_attention_lse) */
     bert_model_opts re16 = re;
     re16.att_lse = memory_attention_lse(&base, PREC_BF16);
+    re16.act_bytes = memory_act_bytes(PREC_BF16);
     size_t layer16 = bert_activation_bytes(&re16);
     CHECK(memory_plan(&q, &p) == 0 && p.activations == (int64_t)layer16,
           "the planner's recompute activations are bert.c's (%lld vs %zu)", (long long)p.activations, layer16);

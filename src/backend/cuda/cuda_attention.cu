@@ -33,8 +33,8 @@
  * (cuda_ws_attention_flash16). Off flash (HS not a multiple of 16, or
  * above 64) the padded path's permutes read and write the 16-bit
  * activations, and the packed kernels are templated on the type; probs and
- * scratch stay fp32 there. fp32 activations (every precision until issue
- * 47's flip): in fp16/bf16 q, k, v (and dout) are converted to 16 bits
+ * scratch stay fp32 there. fp32 activations in fp16/bf16 (before issue
+ * 47's flip; a test may still set atype so): q, k, v (and dout) are converted to 16 bits
  * once per call into the workspace (cuda_ws_attention_flash), out back to
  * fp32, and backward's 16-bit gradients, which flash writes (=), are added
  * (+=) to the fp32 ones in one kernel. */
@@ -425,8 +425,10 @@ static void flash16_backward(cuda_ctx *ctx, void *dq, void *dk, void *dv, const 
                              int HS, float p, philox_stream rng)
 {
     const void *oh = flash_saved_out(ctx, saved, w, NH);
-    float *dvec = (float *)cuda_ws_get(ctx, cuda_ws_attention_flash16((size_t)w->N, (size_t)NH));
-    if (!oh || !dvec) return;
+    char *cur = (char *)cuda_ws_get(ctx, cuda_ws_attention_flash16((size_t)w->N, (size_t)NH));
+    if (!oh || !cur) return;
+    /* taken as a part, so that the race check knows its extent (cuda_ws_take) */
+    float *dvec = (float *)cuda_ws_take(&cur, (size_t)w->N * (size_t)NH * sizeof(float));
     cudaDataType_t t = ctx->atype == GEMM_F16 ? CUDA_R_16F : CUDA_R_16BF;
     CUDA_TRY(ctx, flash_attention_backward(ctx->stream, t, dq, dk, dv, dvec, dout, oh, q, k, v, saved, w, NH, HS,
                                            NH * HS, p, rng, 1));

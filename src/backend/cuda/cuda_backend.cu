@@ -347,7 +347,8 @@ extern "C" int cuda_backend_create(backend *out, const cuda_backend_opts *o)
     ctx->device = o->device;
     ctx->prec = prec;
     ctx->gtype = prec == PREC_FP16 ? GEMM_F16 : prec == PREC_BF16 ? GEMM_BF16 : GEMM_F32;
-    ctx->atype = GEMM_F32; /* fp32 activations in every precision today */
+    /* the activations' type: gtype in fp16 / bf16, fp32 in fp32 / tf32 (cuda_ws_act_elem) */
+    ctx->atype = cuda_ws_act_elem(ctx->gtype != GEMM_F32) == 2 ? ctx->gtype : GEMM_F32;
     ctx->limit = o->mem_limit;
     int rc = 0;
     cudaError_t e;

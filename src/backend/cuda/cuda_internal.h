@@ -98,8 +98,8 @@ typedef struct {
     int device;
     precision_kind prec; /* resolved */
     gemm_type gtype;     /* GEMM input type of prec */
-    gemm_type atype;     /* element type of activation memory (backend_act): GEMM_F32 until every op reads
-                          * and writes 16-bit activations (issue 47); then gtype in fp16 and bf16 */
+    gemm_type atype;     /* element type of activation memory (backend_act): gtype in fp16 and bf16,
+                          * GEMM_F32 in fp32 and tf32 (cuda_ws_act_elem) */
     int sm_count;
     cudaStream_t stream;
     cublasLtHandle_t lt;

@@ -102,8 +102,10 @@ void cuda_qa_loss(void *vctx, float *loss, backend_act *dlogits, const backend_a
 {
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || w->B <= 0 || w->N <= 0) return;
-    double *rowloss = (double *)cuda_ws_get(ctx, cuda_ws_qa_loss((size_t)w->B));
-    if (!rowloss) return;
+    char *cur = (char *)cuda_ws_get(ctx, cuda_ws_qa_loss((size_t)w->B));
+    if (!cur) return;
+    /* taken as a part, so that the race check knows its extent (cuda_ws_take) */
+    double *rowloss = (double *)cuda_ws_take(&cur, 2 * (size_t)w->B * sizeof(double)); /* start, end per window */
     if (dlogits)
         CUDA_TRY(ctx, cudaMemsetAsync(dlogits, 0, (size_t)w->N * 2 * act_size(ctx->atype), ctx->stream));
     ACT_DISPATCH(ctx->atype, qa_loss, ctx, loss, dlogits, logits, start, end, w, grad_scale, rowloss);
