@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 const char cmd_train_summary[] = "fine-tune a model for question answering, with checkpoints and exact resume";
 
@@ -28,26 +27,7 @@ int cmd_train(int argc, char **argv)
     if (!rc) rc = dist_check_hash(dist_hash_invocation(argc, argv), "the arguments");
     if (!rc && dist_rank() > 0) log_quiet(1); /* rank 0 alone tells */
     if (!rc) rc = train_main(argc, argv);
-    if (dist_active()) {
-        /* Every rank ends with the same code and line, and none leaves
-         * before all have printed it and rank 0 has finished writing
-         * (mpirun ends the job when the first rank exits non-zero). */
-        rc = dist_agree(rc);
-        if (rc && rc != ERR_STOPPED && err_code() != 0) {
-            char line[1200];
-            size_t n = 0;
-            n += (size_t)snprintf(line, sizeof line, "bertc: ");
-            for (const unsigned char *p = (const unsigned char *)err_msg(); *p && n < sizeof line - 6; p++)
-                line[n++] = *p < 0x20 || *p == 0x7f ? '?' : (char)*p;
-            line[n++] = '\n';
-            ssize_t w = write(STDERR_FILENO, line, n);
-            (void)w;
-            err_clear();
-        }
-        dist_barrier();
-    }
-    dist_finalize();
-    return rc;
+    return dist_end(rc);
 }
 
 /* The live page's API key: *key malloc'ed, or NULL for none (no --http, or

@@ -113,6 +113,32 @@ void dist_finalize(void)
     g_size = 1;
 }
 
+/* The end of a job under a launcher: with more than one rank every rank
+ * ends with the same code and line, and none leaves before all have
+ * printed it and rank 0 has finished writing (mpirun ends the job when the
+ * first rank exits non-zero); then dist_finalize. One process: rc as it
+ * is, its message left for the caller to print. */
+int dist_end(int rc)
+{
+    if (dist_active()) {
+        rc = dist_agree(rc);
+        if (rc && rc != ERR_STOPPED && err_code() != 0) {
+            char line[1200];
+            size_t n = 0;
+            n += (size_t)snprintf(line, sizeof line, "bertc: ");
+            for (const unsigned char *p = (const unsigned char *)err_msg(); *p && n < sizeof line - 6; p++)
+                line[n++] = *p < 0x20 || *p == 0x7f ? '?' : (char)*p;
+            line[n++] = '\n';
+            ssize_t w = write(STDERR_FILENO, line, n);
+            (void)w;
+            err_clear();
+        }
+        dist_barrier();
+    }
+    dist_finalize();
+    return rc;
+}
+
 int dist_rank(void) { return g_rank; }
 
 int dist_local_rank(void)

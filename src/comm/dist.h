@@ -39,6 +39,11 @@ int dist_launched(void);
 int dist_init(int *argc, char ***argv);
 /* MPI_Finalize when dist_init started MPI. */
 void dist_finalize(void);
+/* The end of a job (cmd_train's last step): with more than one rank,
+ * dist_agree on rc, the failing rank's one line printed by every rank
+ * (control characters as '?') and a barrier; then dist_finalize. Returns
+ * the code to exit with. */
+int dist_end(int rc);
 int dist_rank(void);
 /* This rank's index among the ranks on its machine, from the launcher's
  * environment (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID);
