@@ -785,24 +785,26 @@ static const backend_act *dropout_back(bert_model *m, const backend_act *dout, s
     return m->a.d_a;
 }
 
-/* residual_ln_fused's backward from dout: dres (zeroed by the caller) +=
- * d(sum), and the gradient before the dropout as dropout_back gives it:
- * in d_a (zeroed here: the op accumulates), or with dropout off dres
- * itself, which then holds d(sum) alone. Returns where that is, or NULL
- * when the caller runs the ops it fuses. */
-static const backend_act *residual_ln_back_fused(bert_model *m, backend_act *dres, float *dw, float *db,
-                                                 const backend_act *dout, const backend_act *sum, const float *w,
-                                                 const float *mean, const float *rstd, philox_stream rng)
+/* residual_ln_fused's backward from dout, or the ops it fuses where the
+ * backend has no such op: dres (zeroed by the caller) += d(sum); returns
+ * the gradient before the dropout as dropout_back gives it: in d_a (zeroed
+ * here: the fused op accumulates), or with dropout off dres itself, which
+ * then holds d(sum) alone. */
+static const backend_act *residual_ln_back(bert_model *m, backend_act *dres, float *dw, float *db,
+                                           const backend_act *dout, const backend_act *sum, const float *w,
+                                           const float *mean, const float *rstd, philox_stream rng)
 {
     const backend_i *o = m->be->i;
     int C = m->cfg.hidden_size;
-    if (!o->residual_layernorm_backward) return NULL;
-    backend_act *dx = m->p_hidden > 0 ? m->a.d_a : NULL;
-    if (dx) o->zero(m->be->ctx, dx, (size_t)m->N * C * m->abytes);
-    if (o->residual_layernorm_backward(m->be->ctx, dres, dx, dw, db, dout, sum, mean, rstd, w, &m->win, C,
-                                       m->p_hidden, rng))
-        return NULL;
-    return dx ? dx : dres;
+    if (o->residual_layernorm_backward) {
+        backend_act *dx = m->p_hidden > 0 ? m->a.d_a : NULL;
+        if (dx) o->zero(m->be->ctx, dx, (size_t)m->N * C * m->abytes);
+        if (!o->residual_layernorm_backward(m->be->ctx, dres, dx, dw, db, dout, sum, mean, rstd, w, &m->win, C,
+                                            m->p_hidden, rng))
+            return dx ? dx : dres;
+    }
+    o->layernorm_backward(m->be->ctx, dres, dw, db, dout, sum, w, mean, rstd, m->N, C);
+    return dropout_back(m, dres, (size_t)m->N * C, rng);
 }
 
 /* The embeddings' backward from d_x as the fused op (emb_fused_scratch):
@@ -911,13 +913,9 @@ static int backward_set(bert_model *m, float grad_scale)
         /* FFN block: d_x holds d(layer output). d_h1 collects d(h1) from the
          * residual and, last, from intermediate.dense. */
         o->zero(c, a->d_h1, fNC);
-        const backend_act *d_out = residual_ln_back_fused(m, a->d_h1, gw->ffn_ln_w, gw->ffn_ln_b, a->d_x, t.res2, w->ffn_ln_w,
-                                                    t.ln2_mean, t.ln2_rstd, stream_at(rng, l, DROPOUT_FFN_OUT));
-        if (!d_out) {
-            o->layernorm_backward(c, a->d_h1, gw->ffn_ln_w, gw->ffn_ln_b, a->d_x, t.res2, w->ffn_ln_w, t.ln2_mean,
-                                  t.ln2_rstd, N, C);
-            d_out = dropout_back(m, a->d_h1, NC, stream_at(rng, l, DROPOUT_FFN_OUT));
-        }
+        const backend_act *d_out = residual_ln_back(m, a->d_h1, gw->ffn_ln_w, gw->ffn_ln_b, a->d_x, t.res2,
+                                                    w->ffn_ln_w, t.ln2_mean, t.ln2_rstd,
+                                                    stream_at(rng, l, DROPOUT_FFN_OUT));
         o->zero(c, a->d_ffn_act, fNI);
         o->matmul_backward(c, a->d_ffn_act, gw->ffn_out_w, gw->ffn_out_b, d_out, t.ffn_act, w->ffn_out_w, N, I, C);
         o->zero(c, a->d_ffn_pre, fNI);
@@ -926,13 +924,8 @@ static int backward_set(bert_model *m, float grad_scale)
 
         /* Attention block: d_x is free now and collects d(x[l]) the same way. */
         o->zero(c, a->d_x, fNC);
-        d_out = residual_ln_back_fused(m, a->d_x, gw->attn_ln_w, gw->attn_ln_b, a->d_h1, t.res1, w->attn_ln_w,
-                                       t.ln1_mean, t.ln1_rstd, stream_at(rng, l, DROPOUT_ATTN_OUT));
-        if (!d_out) {
-            o->layernorm_backward(c, a->d_x, gw->attn_ln_w, gw->attn_ln_b, a->d_h1, t.res1, w->attn_ln_w, t.ln1_mean,
-                                  t.ln1_rstd, N, C);
-            d_out = dropout_back(m, a->d_x, NC, stream_at(rng, l, DROPOUT_ATTN_OUT));
-        }
+        d_out = residual_ln_back(m, a->d_x, gw->attn_ln_w, gw->attn_ln_b, a->d_h1, t.res1, w->attn_ln_w, t.ln1_mean,
+                                 t.ln1_rstd, stream_at(rng, l, DROPOUT_ATTN_OUT));
         o->zero(c, a->d_ctx, fNC);
         o->matmul_backward(c, a->d_ctx, gw->attn_out_w, gw->attn_out_b, d_out, t.ctx, w->attn_out_w, N, C, C);
         o->zero(c, a->d_q, fNC);
