@@ -72,31 +72,33 @@ static inline size_t cuda_ws_weight_copy(int low, size_t n_floats)
 }
 
 /* matmul_forward_n over n layers (Q, K, V: 3) in one GEMM: a low-precision
- * copy of inp, which they share, with fp32 activations (16-bit ones are
- * read as they are and take none of it); the weights, and the biases the
- * epilogue reads in 16 bits, are read from their 16-bit copy
- * (cuda_ws_weight_copy). */
-static inline size_t cuda_ws_matmul_forward_n(int low, size_t n, size_t N, size_t C, size_t OC)
+ * copy of inp, which they share, with fp32 activations (a16 0); 16-bit
+ * activations (a16 1, cuda_ws_act_elem) are read as they are and take none
+ * of it. The weights, and the biases the epilogue reads in 16 bits, are
+ * read from their 16-bit copy (cuda_ws_weight_copy). */
+static inline size_t cuda_ws_matmul_forward_n(int low, int a16, size_t n, size_t N, size_t C, size_t OC)
 {
     (void)n, (void)OC;
-    return low ? cuda_ws_part(sat_mul(N, C), 2) : 0;
+    return low && !a16 ? cuda_ws_part(sat_mul(N, C), 2) : 0;
 }
 
-/* matmul_forward: a low-precision copy of inp. */
-static inline size_t cuda_ws_matmul_forward(int low, size_t N, size_t C, size_t OC)
+/* matmul_forward: as matmul_forward_n for one layer. */
+static inline size_t cuda_ws_matmul_forward(int low, int a16, size_t N, size_t C, size_t OC)
 {
-    return cuda_ws_matmul_forward_n(low, 1, N, C, OC);
+    return cuda_ws_matmul_forward_n(low, a16, 1, N, C, OC);
 }
 
-/* matmul_backward: low-precision copies of dout and inp, plus the
- * partial column sums of the bias gradient where no weight gradient is
- * asked for, or else the bias gradient the weight-gradient GEMM writes
- * (CUBLASLT_EPILOGUE_BGRADB, OC floats) before it is added to db: the same
- * part, at least OC floats for N >= 1. */
-static inline size_t cuda_ws_matmul_backward(int low, size_t N, size_t C, size_t OC)
+/* matmul_backward: the partial column sums of the bias gradient where no
+ * weight gradient is asked for, or else the bias gradient the
+ * weight-gradient GEMM writes (CUBLASLT_EPILOGUE_BGRADB, OC floats) before
+ * it is added to db: the same part, at least OC floats for N >= 1. With
+ * fp32 activations in a low precision (a16 0) also the low-precision
+ * copies of dout and inp; 16-bit activations are the GEMM's inputs as
+ * they are. */
+static inline size_t cuda_ws_matmul_backward(int low, int a16, size_t N, size_t C, size_t OC)
 {
     size_t ws = cuda_ws_part(sat_mul(cuda_ws_colsum_chunks(N), OC), 4);
-    if (low) {
+    if (low && !a16) {
         ws = sat_add(ws, cuda_ws_part(sat_mul(N, OC), 2));
         ws = sat_add(ws, cuda_ws_part(sat_mul(N, C), 2));
     }

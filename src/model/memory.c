@@ -52,19 +52,21 @@ static size_t workspace_bytes(const bert_config *cfg, int micro, size_t N, int T
     size_t C = (size_t)cfg->hidden_size, I = (size_t)cfg->intermediate_size;
     size_t NH = (size_t)cfg->num_attention_heads, HS = C / NH;
     size_t need = 0;
+    /* 16-bit activations in fp16/bf16 (cuda_ws_act_elem): the GEMMs read
+     * them as they are */
+    int a16 = cuda_ws_act_elem(low) == 2;
     /* (N, C, OC) of every linear layer: Q/K/V/attention output, the FFN
      * in and out, qa_outputs. */
     const size_t shapes[4][2] = {{C, C}, {C, I}, {I, C}, {C, 2}};
     for (int i = 0; i < 4; i++) {
-        need = max_size(need, cuda_ws_matmul_forward(low, N, shapes[i][0], shapes[i][1]));
-        need = max_size(need, cuda_ws_matmul_backward(low, N, shapes[i][0], shapes[i][1]));
+        need = max_size(need, cuda_ws_matmul_forward(low, a16, N, shapes[i][0], shapes[i][1]));
+        need = max_size(need, cuda_ws_matmul_backward(low, a16, N, shapes[i][0], shapes[i][1]));
     }
     /* Q, K and V in one GEMM (matmul_forward_n) */
-    need = max_size(need, cuda_ws_matmul_forward_n(low, 3, N, C, C));
+    need = max_size(need, cuda_ws_matmul_forward_n(low, a16, 3, N, C, C));
     /* flash with 16-bit activations works in place (cuda_ws_act_elem) */
     if (att_lse(cfg, low))
-        need = max_size(need, cuda_ws_act_elem(low) == 2 ? cuda_ws_attention_flash16(N, NH)
-                                                         : cuda_ws_attention_flash(N, NH, HS));
+        need = max_size(need, a16 ? cuda_ws_attention_flash16(N, NH) : cuda_ws_attention_flash(N, NH, HS));
     else if (T) need = max_size(need, cuda_ws_attention(low, (size_t)micro, (size_t)T, NH, HS));
     need = max_size(need, cuda_ws_layernorm_backward(N, C));
     need = max_size(need, cuda_ws_fused_ln_backward(N, C)); /* the fused LayerNorm backwards (bert.c's) */

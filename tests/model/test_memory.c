@@ -49,11 +49,14 @@ static void check_config(const char *name, int vocab, int T)
  * the largest op's, worked out by hand. fp32: attention's q, k, v, dout
  * copies and the fp32 output, 5 x 32*384*768*4 = 188743680, plus P'
  * 32*12*384*384*4 = 226492416. bf16 (16-bit activations; the flash
- * kernels need only dvec 12*12288*4 = 589824): the FFN-in layer's
- * matmul_backward (C 768, OC 3072), the partial column sums 96 x 3072 x 4
- * = 1179648 and the 16-bit parts of cuda_ws_matmul_backward, dout 12288 x
- * 3072 x 2 = 75497472, inp 18874368 (the weights come from their copy):
- * 95551488, and the 16-bit copy of the 108,893,186 parameters: their
+ * kernels need only dvec 12*12288*4 = 589824, and the GEMMs read the
+ * 16-bit activations as they are, the weights from their copy): the
+ * embeddings' backward, the sorted ids and values 3 x 49152, the type
+ * flags 256, the sort's storage bound 12288 x 8 + 1 MiB = 1146880 and the
+ * token-type partial sums 96 x 16 x 768 x 4 = 4718592: 6013184 (before the
+ * 16-bit activations skipped the GEMM's input copies, the FFN-in layer's
+ * matmul_backward, 95551488, was the largest), and the 16-bit copy of the
+ * 108,893,186 parameters: their
  * block 435572744 B rounded to 435572992, half of it 217786496 rounded to
  * 217786624. The fixed part
  * includes adamw_multi's table: 199 tensors x 64 B = 12736, rounded to
@@ -70,7 +73,7 @@ static void check_base_workspace(void)
     q.prec = PREC_TF32;
     CHECK(memory_plan(&q, &pt) == 0, "%s", err_msg());
     int64_t fixed = (32 << 20) + 1024 * 8 + 256 + 12800;
-    int64_t want32 = fixed + 188743680 + 226492416, want16 = fixed + 95551488 + 217786624;
+    int64_t want32 = fixed + 188743680 + 226492416, want16 = fixed + 6013184 + 217786624;
     printf("base 32x384 workspace: fp32 %lld (want %lld), bf16 %lld (want %lld), tf32 %lld\n", (long long)p32.workspace,
            (long long)want32, (long long)p16.workspace, (long long)want16, (long long)pt.workspace);
     CHECK(p32.workspace == want32, "fp32 workspace");
@@ -487,9 +490,17 @@ static void check_ws_helpers(void)
           "round");
     CHECK(cuda_ws_round(SIZE_MAX - 3) == SIZE_MAX, "round saturates");
     CHECK(sat_mul(SIZE_MAX / 2, 3) == SIZE_MAX && sat_add(SIZE_MAX, 1) == SIZE_MAX, "saturation");
-    CHECK(cuda_ws_matmul_forward(0, 100, 100, 100) == 0, "fp32 matmul converts nothing");
+    CHECK(cuda_ws_matmul_forward(0, 0, 100, 100, 100) == 0, "fp32 matmul converts nothing");
     /* the input's copy only: the weight is read from its 16-bit copy */
-    CHECK(cuda_ws_matmul_forward(1, 100, 64, 32) == cuda_ws_round(12800), "bf16 matmul forward");
+    CHECK(cuda_ws_matmul_forward(1, 0, 100, 64, 32) == cuda_ws_round(12800),
+          "bf16 matmul forward on fp32 activations");
+    CHECK(cuda_ws_matmul_forward(1, 1, 100, 64, 32) == 0, "bf16 matmul forward on 16-bit activations");
+    /* the bias gradient's part, plus dout's and inp's copies only with fp32 activations */
+    CHECK(cuda_ws_matmul_backward(1, 1, 100, 64, 32) == cuda_ws_part(32, 4) &&
+              cuda_ws_matmul_backward(1, 0, 100, 64, 32) ==
+                  cuda_ws_part(32, 4) + cuda_ws_part(3200, 2) + cuda_ws_part(6400, 2) &&
+              cuda_ws_matmul_backward(0, 0, 100, 64, 32) == cuda_ws_part(32, 4),
+          "matmul backward: the 16-bit copies only where activations are fp32");
     CHECK(cuda_ws_weight_copy(0, 1000) == 0 && cuda_ws_weight_copy(1, 1000) == 2048 &&
               cuda_ws_weight_copy(1, 65) == 256 && cuda_ws_weight_copy(1, 129) == 512,
           "the 16-bit weight copy: half the parameter block's allocation, rounded");

@@ -457,7 +457,7 @@ static void linear_forward(cuda_ctx *ctx, int n, void *out, long long sout, cons
         A = matmul_weight(ctx, w, (size_t)(n - 1) * (size_t)sw + (size_t)OC * C);
         if (!A) return;
         if (!act16(ctx)) {
-            char *cur = (char *)cuda_ws_get(ctx, cuda_ws_matmul_forward_n(1, (size_t)n, (size_t)N, (size_t)C, (size_t)OC));
+            char *cur = (char *)cuda_ws_get(ctx, cuda_ws_matmul_forward_n(1, 0, (size_t)n, (size_t)N, (size_t)C, (size_t)OC));
             if (!cur) return;
             char *xl = (char *)cuda_ws_take(&cur, (size_t)N * C * 2);
             cuda_convert(ctx, xl, (const float *)inp, (size_t)N * C, ctx->gtype);
@@ -521,7 +521,7 @@ void cuda_matmul_backward(void *vctx, backend_act *dinp, float *dw, float *db, c
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || N <= 0 || OC <= 0 || C < 0) return;
     int low = low_precision(ctx), a16 = act16(ctx);
-    char *cur = (char *)cuda_ws_get(ctx, cuda_ws_matmul_backward(low, (size_t)N, (size_t)C, (size_t)OC));
+    char *cur = (char *)cuda_ws_get(ctx, cuda_ws_matmul_backward(low, a16, (size_t)N, (size_t)C, (size_t)OC));
     if (!cur) return;
     /* the column sums' partials, or BGRADB's vector (OC floats: fewer) */
     float *part = (float *)cuda_ws_take(&cur, cuda_ws_colsum_chunks((size_t)N) * (size_t)OC * sizeof(float));
@@ -529,13 +529,17 @@ void cuda_matmul_backward(void *vctx, backend_act *dinp, float *dw, float *db, c
     if (db && !bgrad) cuda_colsum_add(ctx, db, dout, ctx->atype, N, OC, part);
     if (C == 0 || (!dinp && !dw)) return;
     const void *D = dout, *W = w, *X = inp;
-    if (low) {
+    void *xl = NULL;
+    if (low && !a16) { /* fp32 activations: dout's and inp's 16-bit copies */
         void *dl = cuda_ws_take(&cur, (size_t)N * OC * 2);
-        void *xl = cuda_ws_take(&cur, (size_t)N * C * 2);
-        if (!a16) cuda_convert(ctx, dl, (const float *)dout, (size_t)N * OC, ctx->gtype);
-        if (dinp && !(W = matmul_weight(ctx, w, (size_t)OC * C))) return;
-        if (dw && !a16) cuda_convert(ctx, xl, (const float *)inp, (size_t)N * C, ctx->gtype);
-        if (!a16) D = dl, X = xl;
+        xl = cuda_ws_take(&cur, (size_t)N * C * 2);
+        cuda_convert(ctx, dl, (const float *)dout, (size_t)N * OC, ctx->gtype);
+        D = dl;
+    }
+    if (low && dinp && !(W = matmul_weight(ctx, w, (size_t)OC * C))) return;
+    if (xl) {
+        if (dw) cuda_convert(ctx, xl, (const float *)inp, (size_t)N * C, ctx->gtype);
+        X = xl;
     }
     // dinp^T (C x N) += w^T (stored C x OC) * dout^T (stored OC x N)
     if (dinp)
