@@ -4,9 +4,15 @@
 #  2. no two modules (a .c or .cu with its .h and its private X_impl.h or X_internal.h)
 #     include each other (a header with no .c of its own, such as train/run.h, is a
 #     shared declaration, not a module);
-#  3. no function in src/ or tests/ is longer than 120 lines.
+#  3. no function in src/ or tests/ is longer than 120 lines;
+#  4. given a build directory (the second argument): no files of src/ call each other in
+#     a circle, directly or through others, and no call goes up a layer, read from the
+#     objects' symbols (nm): an arrow from a file to the file that defines a symbol it
+#     uses. bertc and the CUDA module (src/backend/cuda/, also as the stand-in's
+#     emu_cuda_*.cc) link apart and are read apart.
 # Exits 1 naming every break; prints what it checked. Run from the source root.
 set -u
+build=${2:-}
 cd "${1:-.}" || exit 2
 fail=0
 
@@ -104,5 +110,65 @@ if [ -n "$long" ]; then
   fail=1
 fi
 echo "house: function lengths checked in src/, tests/ and bench/ (at most 120 lines)"
+# 4. Calls: the arrows between files from their objects' symbols.
+if [ -n "$build" ] && [ -d "$build" ] && command -v nm >/dev/null; then
+  syms=$(mktemp)
+  trap 'rm -f "$syms"' EXIT
+  nobj=0
+  while IFS= read -r o; do
+    case $o in
+      */emu_cuda_*.cc.o) f=${o##*/emu_}; f=src/backend/cuda/${f%.cc.o}.cu ;;
+      */src/*) f=src/${o##*/src/}; f=${f%.o} ;;
+      *) continue ;;
+    esac
+    case $o in *_race_objs.dir/*) continue ;; esac
+    [ -e "$f" ] || continue
+    unit=bertc
+    case $f in src/backend/cuda/*) unit=module ;; esac
+    nm --defined-only -g "$o" 2>/dev/null | awk -v f="$f" -v u="$unit" 'NF == 3 && $2 ~ /^[TDBR]$/ {print "D", u, $3, f}'
+    nm -u "$o" 2>/dev/null | awk -v f="$f" -v u="$unit" '{print "U", u, $NF, f}'
+    nobj=$((nobj + 1))
+  done < <(find "$build" -name '*.o' \( -path '*/src/*' -o -name 'emu_cuda_*.cc.o' \) | sort) >"$syms"
+  layers_csv=$(for l in "${!may[@]}"; do printf '%s:%s;' "$l" "${may[$l]}"; done)
+  calls=$(awk -v layers="$layers_csv" '
+    function layer(f,  p) { split(f, p, "/"); return p[2] }
+    BEGIN { n = split(layers, L, ";"); for (i = 1; i <= n; i++) if (L[i] != "") { split(L[i], kv, ":"); m = split(kv[2], us, " "); for (j = 1; j <= m; j++) may[kv[1] " " us[j]] = 1 } }
+    $1 == "D" { if (!(($2 " " $3) in def)) def[$2 " " $3] = $4; next }
+    { use[NR] = $2 " " $3; from[NR] = $4 }
+    END {
+      for (r in use) if ((use[r] in def) && def[use[r]] != from[r]) {
+        a = from[r]; b = def[use[r]]; sym = substr(use[r], index(use[r], " ") + 1)
+        if (!((a SUBSEP b) in edge)) { edge[a, b] = sym; out[a]++; inn[b]++; node[a] = 1; node[b] = 1; ne++ }
+        la = layer(a); lb = layer(b)
+        if (la != lb && !((la " " lb) in may) && !((a SUBSEP b) in up)) { up[a, b] = 1; print "up " a " -> " b " (" sym ")" }
+      }
+      # peel off files with no arrow out to a file left, then files no arrow comes into
+      # from one left: what stays lies on circles
+      do { changed = 0
+        for (v in node) if (!(v in gone)) {
+          o = 0; i = 0
+          for (k in edge) { split(k, e, SUBSEP); if (e[1] == v && !(e[2] in gone)) o++; if (e[2] == v && !(e[1] in gone)) i++ }
+          if (!o || !i) { gone[v] = 1; changed = 1 }
+        }
+      } while (changed)
+      for (k in edge) { split(k, e, SUBSEP); if (!(e[1] in gone) && !(e[2] in gone)) print "circle " e[1] " -> " e[2] " (" edge[k] ")" }
+      nn = 0; for (v in node) nn++
+      print "stat " nn " " ne
+    }' "$syms")
+  stat=$(echo "$calls" | sed -n 's/^stat //p')
+  bad=$(echo "$calls" | grep -v '^stat ' | sort)
+  if [ -n "$bad" ]; then
+    echo "$bad" | sed -e 's/^up /house: a call goes up a layer: /' -e 's/^circle /house: files call each other in a circle: /'
+    fail=1
+  fi
+  if [ "$nobj" -eq 0 ]; then
+    echo "house: no objects of src/ under $build: calls not checked"
+    fail=1
+  else
+    set -- $stat
+    [ -z "$bad" ] && what="no circle, none up" || what="the breaks above"
+    echo "house: calls checked between $1 files of src/ ($2 arrows, $nobj objects under $build): $what"
+  fi
+fi
 [ $fail = 0 ] && echo "house: all rules hold"
 exit $fail

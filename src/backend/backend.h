@@ -290,7 +290,7 @@ int backend_answer_check(precision_kind p, char *kernel, size_t cap);
 char *backend_kernel_info(const char *device, const char *what, char *buf, size_t cap);
 /* --precision auto for a GPU of this compute capability: bf16 from 8.0,
  * fp16 below (7.5 is the oldest the CUDA backend is built for). Defined in
- * backend/select.c; the CUDA module gets it through its host table. */
+ * backend/precision.c; the CUDA module gets it through its host table. */
 precision_kind select_auto_precision(int cc_major, int cc_minor);
 
 /* Memory of a backend, for --micro-batch auto and the memory checks:

@@ -14,7 +14,6 @@
 #include "backend/cuda_module.h"
 
 static const char *const device_names[] = {"auto", "cpu", "cuda"};
-static const char *const precision_names[] = {"auto", "fp32", "tf32", "fp16", "bf16", "int8"};
 
 int select_parse_device(const char *s, device_kind *out)
 {
@@ -26,35 +25,9 @@ int select_parse_device(const char *s, device_kind *out)
     return err_set(ERR_INPUT, "--device: '%s' is not one of cpu, cuda, auto", s ? s : "(null)");
 }
 
-int select_parse_precision(const char *s, precision_kind *out)
-{
-    for (int i = 0; i <= PREC_INT8; i++)
-        if (s && !strcmp(s, precision_names[i])) {
-            *out = (precision_kind)i;
-            return 0;
-        }
-    return err_set(ERR_INPUT, "--precision: '%s' is not one of auto, fp32, tf32, fp16, bf16, int8", s ? s : "(null)");
-}
-
 const char *select_device_name(device_kind d)
 {
     return d >= DEVICE_AUTO && d <= DEVICE_CUDA ? device_names[d] : "?";
-}
-
-const char *select_precision_name(precision_kind p)
-{
-    return p >= PREC_AUTO && p <= PREC_INT8 ? precision_names[p] : "?";
-}
-
-int precision_needs_loss_scaling(precision_kind p)
-{
-    return p == PREC_FP16;
-}
-
-precision_kind select_auto_precision(int cc_major, int cc_minor)
-{
-    (void)cc_minor;
-    return cc_major >= 8 ? PREC_BF16 : PREC_FP16;
 }
 
 backend_opts backend_opts_default(void)

@@ -1,5 +1,5 @@
 /* Dense ops of the CUDA backend, as ops_dense.c on the CPU: embedding,
- * layernorm, matmul, gelu, dropout, add; each kernel beside its launcher.
+ * layernorm, matmul, dropout, add (GELU is cuda_fused.cu's); each kernel beside its launcher.
  * Letters and the =/+= convention are backend.h's. Each op does the CPU
  * backend's arithmetic in the same order where that is cheap (so several
  * agree bit for bit: embeddings, dropout, add); explicit __fadd_rn /
@@ -555,21 +555,6 @@ void cuda_matmul_backward(void *vctx, backend_act *dinp, float *dw, float *db, c
     } else if (dw) {
         cuda_gemm(ctx, 0, 1, C, OC, N, X, C, 0, D, OC, 0, dw, C, 0, 1, 1.0f, 1.0f, ctx->gtype);
     }
-}
-
-/* ------------------------------------------------------------------------
- * GELU, exact: x * 0.5 * (1 + erf(x / sqrt 2)): cuda_fused.cu's kernels,
- * on every activation type (the same arithmetic element by element, so the
- * same bits as an fp32 kernel of their own would give). */
-
-void cuda_gelu_forward(void *vctx, backend_act *out, const backend_act *inp, size_t n)
-{
-    cuda_fused_gelu_forward(vctx, ((cuda_ctx *)vctx)->atype, out, inp, n);
-}
-
-void cuda_gelu_backward(void *vctx, backend_act *dinp, const backend_act *inp, const backend_act *dout, size_t n)
-{
-    cuda_fused_gelu_backward(vctx, ((cuda_ctx *)vctx)->atype, dinp, inp, dout, n);
 }
 
 /* ------------------------------------------------------------------------

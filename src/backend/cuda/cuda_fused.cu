@@ -891,7 +891,7 @@ int cuda_adamw_multi(void *vctx, backend_adamw_result *res, float *params, const
 }
 
 /* ------------------------------------------------------------------------
- * GELU, exact, cuda_dense.cu's arithmetic: out = x/2 (1 + erf(x / sqrt 2)),
+ * GELU, exact (the op table's, and the CPU backend's arithmetic): out = x/2 (1 + erf(x / sqrt 2)),
  * dinp += dout (cdf + x pdf). 16 bytes per access (4 floats, 8 halves)
  * where every pointer is 16-byte aligned, else one element. */
 
@@ -979,4 +979,17 @@ void cuda_fused_gelu_backward(void *vctx, gemm_type at, void *dinp, const void *
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     if (ctx->error || n == 0 || !dinp) return;
     FUSED_DISPATCH(at, gelu_backward, ctx, dinp, inp, dout, n);
+}
+
+/* The op table's GELU (ops.def): the kernels above on ctx->atype (the same
+ * arithmetic element by element on every type, so fp32 gives the bits an
+ * fp32 kernel of its own would). */
+void cuda_gelu_forward(void *vctx, backend_act *out, const backend_act *inp, size_t n)
+{
+    cuda_fused_gelu_forward(vctx, ((cuda_ctx *)vctx)->atype, out, inp, n);
+}
+
+void cuda_gelu_backward(void *vctx, backend_act *dinp, const backend_act *inp, const backend_act *dout, size_t n)
+{
+    cuda_fused_gelu_backward(vctx, ((cuda_ctx *)vctx)->atype, dinp, inp, dout, n);
 }

@@ -1,16 +1,24 @@
 /* The CUDA backend, inside (CUDA C++ only): the context, the error-check
  * macros, the workspace and the ops, split over these files:
- *   cuda_backend.cu    context, allocator, memory ops, the op table, probe
+ *   cuda_ctx.cu        the context's services: failures, the allocator
+ *                      (limit, peak), the workspace
  *   cuda_gemm.cu       cuBLASLt GEMMs, conversions, column sums (the ops' products)
  *   cuda_act.cuh       the activation type in kernels (ctx->atype: load, store)
+ *   cuda_weights.cu    the 16-bit weight copies the GEMMs read in fp16/bf16
  * and the ops by job, as the CPU backend's ops_*.c, each kernel beside its
  * launcher:
- *   cuda_dense.cu      embedding, layernorm, matmul, gelu, dropout, add
+ *   cuda_dense.cu      embedding, layernorm, matmul, dropout, add
  *   cuda_attention.cu  self-attention: padded windows (batched GEMMs), and
- *                      the dispatch to packed windows
+ *                      the dispatch to packed windows and the flash kernels
  *   cuda_varlen.cu     self-attention of packed windows (fp32 kernels)
+ *   cuda_flash.cu      self-attention on Tensor Cores in 16 bits (cuda_flash.h)
  *   cuda_loss.cu       QA loss, sum_squares, scale, all_finite, AdamW
- *   cuda_weights.cu    the 16-bit weight copies the GEMMs read in fp16/bf16
+ *   cuda_fused.cu      fused ops: GELU, residual + dropout + LayerNorm,
+ *                      embeddings + LayerNorm, adamw_multi (cuda_fused.h)
+ * and above them cuda_backend.cu: the memory ops, the op table, creation
+ * and the probe. Calls go one way, down this list's layers: the table calls
+ * the ops, the ops call the services and the products, and nothing calls
+ * the table (scripts/house_check.sh checks the objects' calls).
  *
  * Letters and the =/+= convention are backend.h's. Ops run in order on the
  * context's stream; they return nothing, so a failure (a CUDA error, an
@@ -219,8 +227,8 @@ void cuda_convert(cuda_ctx *ctx, void *dst, const float *src, size_t n, gemm_typ
  * NULL where p's allocation has none: adamw_multi writes it beside p.
  * cuda_weights_wrote: every op that writes fp32 memory a weight may live
  * in calls it with what it writes (before or after queueing the write);
- * nothing without copies. cuda_weights_release: cuda_mem_release's, for
- * the allocation at p. */
+ * nothing without copies. cuda_weights_release: drops the copy of the
+ * allocation at p, which the table's release calls before freeing p. */
 const void *cuda_weights16(cuda_ctx *ctx, const float *w, size_t n);
 void *cuda_weights_copy_of(cuda_ctx *ctx, const float *p, size_t n);
 void cuda_weights_wrote(cuda_ctx *ctx, const void *p, size_t bytes);
