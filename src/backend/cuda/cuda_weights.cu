@@ -6,8 +6,9 @@
  * A copy belongs to one allocation (cuda_alloc_rec): made the first time
  * a matmul reads a weight inside that allocation (bert.c's parameter
  * block: one copy of every weight), 2 bytes per float of it, freed with it
- * (cuda_mem_release). It holds the span GEMMs have read (the hull of their
- * weights): a read beyond it widens the span and converts what it adds, so
+ * (the table's release, cb_release). It holds the span GEMMs have read
+ * (the hull of their weights): a read beyond it widens the span and
+ * converts what it adds, so
  * no conversion reads floats no GEMM asked for (the allocation's rounding,
  * a caller's spare float: the stand-in's race check holds a kernel to the
  * tensor it is given). Each copy keeps the floats of its span written
