@@ -9,7 +9,8 @@
 #     a circle, directly or through others, and no call goes up a layer, read from the
 #     objects' symbols (nm): an arrow from a file to the file that defines a symbol it
 #     uses. bertc and the CUDA module (src/backend/cuda/, also as the stand-in's
-#     emu_cuda_*.cc) link apart and are read apart.
+#     emu_cuda_*.cc) link apart and are read apart. The check first runs on planted
+#     breaks and fails if it misses one.
 # Exits 1 naming every break; prints what it checked. Run from the source root.
 set -u
 build=${2:-}
@@ -130,7 +131,10 @@ if [ -n "$build" ] && [ -d "$build" ] && command -v nm >/dev/null; then
     nobj=$((nobj + 1))
   done < <(find "$build" -name '*.o' \( -path '*/src/*' -o -name 'emu_cuda_*.cc.o' \) | sort) >"$syms"
   layers_csv=$(for l in "${!may[@]}"; do printf '%s:%s;' "$l" "${may[$l]}"; done)
-  calls=$(awk -v layers="$layers_csv" '
+  # The breaks in a list of symbols ("D unit symbol file" defines, "U unit symbol file"
+  # uses): "up A -> B (symbol)", "circle A -> B (symbol)", and "stat files arrows".
+  call_breaks() {
+    awk -v layers="$layers_csv" '
     function layer(f,  p) { split(f, p, "/"); return p[2] }
     BEGIN { n = split(layers, L, ";"); for (i = 1; i <= n; i++) if (L[i] != "") { split(L[i], kv, ":"); m = split(kv[2], us, " "); for (j = 1; j <= m; j++) may[kv[1] " " us[j]] = 1 } }
     $1 == "D" { if (!(($2 " " $3) in def)) def[$2 " " $3] = $4; next }
@@ -154,7 +158,21 @@ if [ -n "$build" ] && [ -d "$build" ] && command -v nm >/dev/null; then
       for (k in edge) { split(k, e, SUBSEP); if (!(e[1] in gone) && !(e[2] in gone)) print "circle " e[1] " -> " e[2] " (" edge[k] ")" }
       nn = 0; for (v in node) nn++
       print "stat " nn " " ne
-    }' "$syms")
+    }' "$1"
+  }
+  # First on planted breaks, so that a check that sees nothing cannot pass: a circle of
+  # three core files and a call from core up to train.
+  planted=$(mktemp)
+  printf '%s\n' "U bertc f_b src/core/a.c" "D bertc f_b src/core/b.c" "U bertc f_c src/core/b.c" \
+    "D bertc f_c src/core/c.c" "U bertc f_a src/core/c.c" "D bertc f_a src/core/a.c" \
+    "U bertc f_t src/core/a.c" "D bertc f_t src/train/t.c" >"$planted"
+  got=$(call_breaks "$planted" | grep -cE '^(circle src/core/[abc]\.c -> src/core/[abc]\.c|up src/core/a\.c -> src/train/t\.c) ')
+  rm -f "$planted"
+  if [ "$got" != 4 ]; then
+    echo "house: the call check found $got of 4 planted breaks (3 arrows of a circle, 1 call up)"
+    fail=1
+  fi
+  calls=$(call_breaks "$syms")
   stat=$(echo "$calls" | sed -n 's/^stat //p')
   bad=$(echo "$calls" | grep -v '^stat ' | sort)
   if [ -n "$bad" ]; then
