@@ -114,7 +114,7 @@ echo "house: function lengths checked in src/, tests/ and bench/ (at most 120 li
 # 4. Calls: the arrows between files from their objects' symbols.
 if [ -n "$build" ] && [ -d "$build" ] && command -v nm >/dev/null; then
   syms=$(mktemp)
-  trap 'rm -f "$syms"' EXIT
+  trap 'rm -f "$edges" "$syms"' EXIT
   nobj=0
   while IFS= read -r o; do
     case $o in
@@ -136,18 +136,25 @@ if [ -n "$build" ] && [ -d "$build" ] && command -v nm >/dev/null; then
   call_breaks() {
     awk -v layers="$layers_csv" '
     function layer(f,  p) { split(f, p, "/"); return p[2] }
+    # whether the files left lead from a to z (a breadth-first walk)
+    function reaches(a, z,  seen, q, h, t, v, k, e) {
+      h = 0; t = 0; q[t++] = a; seen[a] = 1
+      while (h < t) { v = q[h++]; if (v == z) return 1
+        for (k in edge) { split(k, e, SUBSEP); if (e[1] == v && !(e[2] in gone) && !(e[2] in seen)) { seen[e[2]] = 1; q[t++] = e[2] } } }
+      return 0
+    }
     BEGIN { n = split(layers, L, ";"); for (i = 1; i <= n; i++) if (L[i] != "") { split(L[i], kv, ":"); m = split(kv[2], us, " "); for (j = 1; j <= m; j++) may[kv[1] " " us[j]] = 1 } }
     $1 == "D" { if (!(($2 " " $3) in def)) def[$2 " " $3] = $4; next }
     { use[NR] = $2 " " $3; from[NR] = $4 }
     END {
       for (r in use) if ((use[r] in def) && def[use[r]] != from[r]) {
         a = from[r]; b = def[use[r]]; sym = substr(use[r], index(use[r], " ") + 1)
-        if (!((a SUBSEP b) in edge)) { edge[a, b] = sym; out[a]++; inn[b]++; node[a] = 1; node[b] = 1; ne++ }
+        if (!((a SUBSEP b) in edge)) { edge[a, b] = sym; node[a] = 1; node[b] = 1; ne++ }
         la = layer(a); lb = layer(b)
         if (la != lb && !((la " " lb) in may) && !((a SUBSEP b) in up)) { up[a, b] = 1; print "up " a " -> " b " (" sym ")" }
       }
-      # peel off files with no arrow out to a file left, then files no arrow comes into
-      # from one left: what stays lies on circles
+      # peel off files with no arrow out to a file left, or none in from one: what stays
+      # lies on circles or between them
       do { changed = 0
         for (v in node) if (!(v in gone)) {
           o = 0; i = 0
@@ -155,7 +162,8 @@ if [ -n "$build" ] && [ -d "$build" ] && command -v nm >/dev/null; then
           if (!o || !i) { gone[v] = 1; changed = 1 }
         }
       } while (changed)
-      for (k in edge) { split(k, e, SUBSEP); if (!(e[1] in gone) && !(e[2] in gone)) print "circle " e[1] " -> " e[2] " (" edge[k] ")" }
+      # an arrow a -> b is on a circle when b leads back to a
+      for (k in edge) { split(k, e, SUBSEP); if (!(e[1] in gone) && !(e[2] in gone) && reaches(e[2], e[1])) print "circle " e[1] " -> " e[2] " (" edge[k] ")" }
       nn = 0; for (v in node) nn++
       print "stat " nn " " ne
     }' "$1"
