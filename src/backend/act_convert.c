@@ -6,8 +6,8 @@
 #include "backend/backend.h"
 
 #include "core/err.h"
+#include "core/half.h"
 
-#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,13 +17,6 @@ static uint32_t f32_bits(float f)
     uint32_t x;
     memcpy(&x, &f, sizeof x);
     return x;
-}
-
-static float f32_of(uint32_t x)
-{
-    float f;
-    memcpy(&f, &x, sizeof f);
-    return f;
 }
 
 /* Rounds the 24-bit significand m (implicit bit set) right by shift bits,
@@ -47,14 +40,6 @@ static uint16_t f16_of_float(float f)
      * the next exponent (or from the subnormals to the least normal). */
     uint32_t h = e >= -14 ? ((uint32_t)(e + 14) << 10) + round_shift(m, 13) : round_shift(m, 13 - 14 - e);
     return (uint16_t)(sign | (h >= 0x7c00u ? 0x7c00u : h));
-}
-
-static float float_of_f16(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    if (e == 0x1f) return f32_of(sign | 0x7f800000u | (m << 13));
-    if (e == 0) return sign ? -ldexpf((float)m, -24) : ldexpf((float)m, -24);
-    return f32_of(sign | ((e + 112u) << 23) | (m << 13));
 }
 
 static uint16_t bf16_of_float(float f)
@@ -81,7 +66,7 @@ void backend_act_to_float(backend_dtype t, float *dst, const void *src, size_t n
         return;
     }
     const uint16_t *s = src;
-    for (size_t i = 0; i < n; i++) dst[i] = t == BACKEND_F16 ? float_of_f16(s[i]) : f32_of((uint32_t)s[i] << 16);
+    for (size_t i = 0; i < n; i++) dst[i] = t == BACKEND_F16 ? f16_to_float(s[i]) : bf16_to_float(s[i]);
 }
 
 void backend_act_round(backend_dtype t, float *x, size_t n)

@@ -10,6 +10,7 @@
 #include "core/alloc.h"
 #include "core/err.h"
 #include "core/fileio.h"
+#include "core/half.h"
 #include "core/sbuf.h"
 #include "core/shape.h"
 
@@ -288,34 +289,6 @@ const st_tensor *st_find(const st_file *f, const char *name)
     return NULL;
 }
 
-/* Exact: every F16 value, subnormals, infinities and NaN payloads included,
- * is a float. */
-static float f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;
-    if (exp == 0x1f) {
-        bits = sign | 0x7f800000u | (man << 13);
-    } else if (exp) {
-        bits = sign | ((exp + 112u) << 23) | (man << 13);
-    } else {
-        /* zero or subnormal: man * 2^-24, exact in float */
-        float v = (float)man * 0x1p-24f;
-        memcpy(&bits, &v, 4);
-        bits |= sign;
-    }
-    float out;
-    memcpy(&out, &bits, 4);
-    return out;
-}
-
-static float bf16_to_f32(uint16_t h)
-{
-    uint32_t bits = (uint32_t)h << 16;
-    float out;
-    memcpy(&out, &bits, 4);
-    return out;
-}
-
 int st_read_f32(const st_file *f, const st_tensor *t, float *out, size_t n)
 {
     if (n != t->numel)
@@ -329,13 +302,13 @@ int st_read_f32(const st_file *f, const st_tensor *t, float *out, size_t n)
     case ST_F16:
         for (size_t i = 0; i < n; i++) {
             memcpy(&h, p + 2 * i, 2);
-            out[i] = f16_to_f32(h);
+            out[i] = f16_to_float(h);
         }
         return 0;
     case ST_BF16:
         for (size_t i = 0; i < n; i++) {
             memcpy(&h, p + 2 * i, 2);
-            out[i] = bf16_to_f32(h);
+            out[i] = bf16_to_float(h);
         }
         return 0;
     default:

@@ -21,6 +21,7 @@
 #include "core/crc32c.h"
 #include "core/err.h"
 #include "core/fileio.h"
+#include "core/half.h"
 #include "core/shape.h"
 
 #include <errno.h>
@@ -633,21 +634,6 @@ int tfb_open(const char *prefix, tfb_bundle *b)
     return rc;
 }
 
-static float half_to_f32(uint16_t h)
-{
-    uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1f, m = h & 0x3ff, u;
-    if (e == 0x1f) u = s | 0x7f800000u | (m << 13);
-    else if (e) u = s | ((e + 112) << 23) | (m << 13);
-    else if (!m) u = s;
-    else {
-        float f = (float)m * 0x1p-24f;
-        return s ? -f : f;
-    }
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 int tfb_read_f32(const tfb_bundle *b, const tfb_entry *e, float *out, size_t n)
 {
     char path[4096], dn[32];
@@ -693,11 +679,7 @@ int tfb_read_f32(const tfb_bundle *b, const tfb_entry *e, float *out, size_t n)
             } else {
                 uint16_t h;
                 memcpy(&h, buf + 2 * i, 2);
-                if (e->dtype == TFB_DT_HALF) out[i] = half_to_f32(h);
-                else {
-                    uint32_t u = (uint32_t)h << 16;
-                    memcpy(&out[i], &u, 4);
-                }
+                out[i] = e->dtype == TFB_DT_HALF ? f16_to_float(h) : bf16_to_float(h);
             }
         }
     }

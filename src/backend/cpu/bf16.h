@@ -6,6 +6,8 @@
 #ifndef BERTC_BACKEND_CPU_BF16_H
 #define BERTC_BACKEND_CPU_BF16_H
 
+#include "core/half.h" /* bf16_to_float: the float a bf16 stands for */
+
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -19,15 +21,6 @@ static inline uint16_t bf16_round(float x)
     if ((u & 0x7f800000u) == 0) return (uint16_t)((u >> 16) & 0x8000u);      /* subnormal: signed zero */
     u += 0x7fffu + ((u >> 16) & 1u);
     return (uint16_t)(u >> 16);
-}
-
-/* The float a bf16 stands for. */
-static inline float bf16_to_float(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
 }
 
 /* dst[i] = bf16_round(src[i]) for n elements, on up to nthreads threads
