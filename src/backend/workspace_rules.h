@@ -136,7 +136,7 @@ static inline int cuda_ws_attention_lse(int low, size_t HS)
  * activations by it, so the two cannot disagree. */
 static inline size_t cuda_ws_act_elem(int low)
 {
-    return low ? 2 : 4;
+    return cuda_ws_elem(low); /* the GEMMs' input type */
 }
 
 /* attention on the flash kernels with fp32 activations, N rows (padded

@@ -54,15 +54,15 @@ static void print_row(int micro, const memory_answer *p)
            memory_fmt_bytes(w, sizeof w, p->workspace), (long long)p->total, memory_fmt_bytes(t, sizeof t, p->total));
 }
 
-/* --packing varlen: the plan of packed micro-batches of `batch` windows, by
- * real tokens (--max-tokens, default batch x seq), and with a card the
- * largest --max-tokens that fits. */
 /* The tables' head of the activations: their type as the plan counts it (memory_act_bytes). */
 static const char *act_head(precision_kind prec)
 {
     return memory_act_bytes(prec) == 2 ? "activations (16-bit)" : "activations (fp32)";
 }
 
+/* --packing varlen: the plan of packed micro-batches of `batch` windows, by
+ * real tokens (--max-tokens, default batch x seq), and with a card the
+ * largest --max-tokens that fits. */
 static int plan_packed(const memory_query *one, int batch, int64_t max_tokens, int64_t card)
 {
     char b1[32], b2[32];

@@ -57,7 +57,8 @@ act_strides act_strides_for(const bert_config *cfg, int B, int T, int64_t max_to
     s.att = round64(att_lse ? backend_attention_saved_floats(1, N, T, NH, cfg->hidden_size / NH)
                             : act_att(cfg, B, T, max_tokens),
                     act_elem_bytes(ACT_PROBS, abytes));
-    s.scr = att_lse ? 0 : round64(act_att(cfg, B, T, max_tokens), act_elem_bytes(ACT_D_SCRATCH, abytes));
+    /* the score gradient: the probabilities' size (floats both, act_elem_bytes) */
+    s.scr = att_lse ? 0 : s.att;
     return s;
 }
 

@@ -657,7 +657,7 @@ static void layer_forward(bert_model *m, int l)
 static float *emb_fused_scratch(const bert_model *m)
 {
     const backend_i *o = m->be->i;
-    size_t es = backend_act_size(m->be), need = (size_t)m->cfg.hidden_size * sizeof(float);
+    size_t es = m->abytes, need = (size_t)m->cfg.hidden_size * sizeof(float);
     if (!o->embedding_layernorm_forward || !o->embedding_layernorm_backward) return NULL;
     if ((size_t)m->cfg.hidden_size * es >= need) return m->a.d_h1;
     return (size_t)m->cfg.intermediate_size * es >= need ? m->a.d_ffn_act : NULL;

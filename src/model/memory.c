@@ -272,7 +272,6 @@ static void plan_stage_range(const memory_query *q, int S, int D, int stage, int
     size_t work = sat_add(a.work, rec ? a.layer : 0);
     size_t bytes = sat_add(sat_mul((size_t)out->in_flight, saved), work);
     out->activations = sat_i64(sat_add(bytes, sat_mul(a.ints, sizeof(int32_t))));
-    /* the workspace: the whole model's (the largest need of an op either stage runs) */
     sum_total(out);
 }
 

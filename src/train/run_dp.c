@@ -145,8 +145,8 @@ static int dp_start(run_ctx *c)
                                  c->st.adam_t, c->st.skipped_steps);
 }
 
-/* Every rank a whole copy of the model. */
-int run_dp_check(const trainer_opts *o, int ranks, int launched, int *replicas)
+/* Any options and any number of ranks, each a replica. */
+static int run_dp_check(const trainer_opts *o, int ranks, int launched, int *replicas)
 {
     (void)o;
     (void)launched;
@@ -154,6 +154,7 @@ int run_dp_check(const trainer_opts *o, int ranks, int launched, int *replicas)
     return 0;
 }
 
+/* Every rank a whole copy of the model. */
 int run_dp_configure(run_ctx *c)
 {
     c->rk.lay = (run_layout){.ranks = c->rk.ranks, .replicas = c->rk.ranks, .stages = 1, .adam_ranks = 1};

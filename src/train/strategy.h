@@ -133,7 +133,6 @@ typedef struct {
 void run_signal_text(const struct run_ctx *c, const char *where, char *buf, size_t cap);
 void run_dp_signal_line(const struct run_ctx *c, char *buf, size_t cap);
 int run_dp_configure(struct run_ctx *c);
-int run_dp_check(const trainer_opts *o, int ranks, int launched, int *replicas);
 int run_dp_init(struct run_ctx *c, int (*bucket)(struct comm *cm, float *x, size_t n));
 int run_dp_connect(struct run_ctx *c);
 int run_dp_pass(struct run_ctx *c, const int32_t *idx, int count, float scale, double *loss);

@@ -158,6 +158,12 @@ static backend_dtype b2_type(int act)
     return act ? backend_act_type(&g_gpu) : BACKEND_F32;
 }
 
+/* Bytes of an element of a buf2's GPU side. */
+static size_t b2_esize(int act)
+{
+    return act ? backend_act_size(&g_gpu) : 4;
+}
+
 static buf2 b2_make(size_t n, const float *host, int act)
 {
     buf2 b = {g_cpu.i->alloc(g_cpu.ctx, n * 4 + 4), g_gpu.i->alloc(g_gpu.ctx, n * 4 + 4), n, act};
@@ -165,7 +171,7 @@ static buf2 b2_make(size_t n, const float *host, int act)
         fprintf(stderr, "gpu_check: allocation of %zu floats: %s\n", n, err_msg());
         exit(1);
     }
-    size_t esize = b2_type(act) == BACKEND_F32 ? 4 : 2;
+    size_t esize = b2_esize(act);
     if (g_gpu.i->annotate && n) /* the stand-in's race check: a kernel reaching past the tensor is stopped */
         g_gpu.i->annotate(g_gpu.ctx, b.g, n * esize, "an ops-check tensor");
     if (host) {
@@ -198,7 +204,7 @@ static buf2 b2_act(size_t n, const float *host)
 /* Element i of x's GPU side (activations of the GPU's type). */
 static void *b2_gpu_at(buf2 x, size_t i)
 {
-    return (char *)x.g + i * (b2_type(x.act) == BACKEND_F32 ? 4 : 2);
+    return (char *)x.g + i * b2_esize(x.act);
 }
 
 static void b2_free(buf2 b)

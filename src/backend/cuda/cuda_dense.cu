@@ -7,7 +7,6 @@
  * separately. Activations are of ctx->atype: the kernels are templates on
  * it (cuda_act.cuh), fp32 inside, rounding once where they store. */
 #include "backend/cuda/cuda_act.cuh"
-#include "backend/cuda/cuda_fused.h"
 
 #include <cub/cub.cuh>
 

@@ -1,9 +1,10 @@
-/* Fused kernels of the CUDA backend for 16-bit activations (issue 47): each
- * launcher replaces a sequence of backend.h ops and is tested against that
- * sequence on the CPU backend (tests/cudaemu/test_fused.cc). CUDA C++ only.
- * The LayerNorm ones are the op table's optional residual_layernorm_* and
- * embedding_layernorm_* (ops.def; cuda_fused.cu's cuda_* entries pass
- * ctx->atype), which bert.c calls; the others are not in the table yet.
+/* Fused kernels of the CUDA backend for 16-bit activations (issue 47),
+ * each tested against the CPU backend's ops (tests/cudaemu/test_fused.cc).
+ * CUDA C++ only. All are behind the op table (ops.def; cuda_fused.cu's
+ * cuda_* entries pass ctx->atype): the LayerNorm ones are the optional
+ * residual_layernorm_* and embedding_layernorm_*, each replacing a
+ * sequence of ops, which bert.c calls; GELU is gelu_forward/backward; the
+ * multi-tensor AdamW is the optional adamw_multi.
  *
  * Activations (x, residual, out, the saved sum, dout and activation
  * gradients) are of the type `at` names: GEMM_F32 float, GEMM_F16 __half,
